@@ -1,0 +1,101 @@
+//! Packet I/O backends behind one trait.
+//!
+//! A [`Link`] moves frames in bursts between a device and the engine.  Every
+//! frame lives in a buffer of the link's own kind ([`Link::Buf`]): a pool
+//! buffer for the memory pair, TAP and AF_PACKET; later an mbuf for DPDK and
+//! a UMEM frame for AF_XDP.  The engine never copies a frame between the link
+//! and the stack; it borrows the bytes of the link's buffer.
+//!
+//! Buffers are recycled explicitly with [`Link::recycle`] on the fast path.
+//! Dropping a buffer instead is always safe: it only loses the buffer to the
+//! pool, which the pool's counters show.
+
+pub mod pool;
+
+pub use pool::{PacketPool, PoolBuf, PoolStats};
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// The largest burst a link moves in one call.
+pub const MAX_BURST: usize = 32;
+
+/// A frame buffer of a link.
+pub trait PacketBuffer {
+    /// The frame's bytes.
+    fn data(&self) -> &[u8];
+    /// The frame's bytes, writable.
+    fn data_mut(&mut self) -> &mut [u8];
+    /// Sets the frame length. Panics if `len > capacity()`: only the engine
+    /// calls it, with lengths it computed against `capacity()`.
+    fn set_len(&mut self, len: usize);
+    /// The largest frame this buffer can hold.
+    fn capacity(&self) -> usize;
+    /// Whether the frame's L4 checksum was left for the NIC to fill
+    /// (Linux `TP_STATUS_CSUMNOTREADY`, virtio `NEEDS_CSUM`): the checksum
+    /// field then holds only the pseudo-header sum and must not be verified.
+    fn csum_partial(&self) -> bool {
+        false
+    }
+}
+
+/// What a link tells about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// The device's name (`tap0`, `veth-us0`, `mem0`).
+    pub name: String,
+    /// The device's Ethernet address.
+    pub mac: [u8; 6],
+    /// The largest IP packet (Ethernet payload) the link carries.
+    pub mtu: usize,
+}
+
+/// Counters of a link, summed on read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames the device or ring dropped before the engine saw them.
+    pub rx_dropped: u64,
+    /// Frames that could not be sent (ring full, device error).
+    pub tx_dropped: u64,
+    /// Times a buffer was wanted and the pool was empty.
+    pub pool_exhausted: u64,
+    /// Frames too large for a buffer, dropped on receive.
+    pub rx_oversize: u64,
+}
+
+/// A packet I/O device: burst receive and burst transmit over its own buffers.
+pub trait Link {
+    type Buf: PacketBuffer;
+
+    /// Receives up to `max` frames (at most [`MAX_BURST`]), appending them to
+    /// `out`. Never blocks. Returns how many were appended.
+    fn rx_burst(&mut self, out: &mut Vec<Self::Buf>, max: usize) -> io::Result<usize>;
+
+    /// Takes an empty buffer to fill with a frame to send, or `None` when the
+    /// pool is exhausted (counted in `pool_exhausted`).
+    fn alloc_tx(&mut self) -> Option<Self::Buf>;
+
+    /// Sends the frames at the front of `bufs`, removing those it has taken
+    /// (sent or dropped and counted). Frames left in `bufs` could not be
+    /// queued now (ring full) and may be retried. Never blocks.
+    fn tx_burst(&mut self, bufs: &mut Vec<Self::Buf>) -> io::Result<usize>;
+
+    /// Returns a buffer to the link's pool.
+    fn recycle(&mut self, buf: Self::Buf);
+
+    /// Name, address and MTU.
+    fn info(&self) -> &LinkInfo;
+
+    /// Counters so far.
+    fn stats(&self) -> LinkStats;
+
+    /// A descriptor that becomes readable when frames wait, for idle sleep;
+    /// `None` when the link can only be polled.
+    fn rx_fd(&self) -> Option<RawFd> {
+        None
+    }
+}

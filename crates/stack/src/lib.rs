@@ -1,0 +1,2 @@
+//! The protocol engine.
+#![forbid(unsafe_code)]

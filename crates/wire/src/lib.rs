@@ -1,0 +1,3 @@
+//! Packet formats.
+#![no_std]
+#![forbid(unsafe_code)]
