@@ -222,7 +222,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
 
 /// An ARP packet as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum ArpRepr {
     /// Ethernet hardware, IPv4 protocol: the only kind in use.
     EthernetIpv4 {

@@ -193,7 +193,6 @@ impl<T: AsRef<[u8]>> AsRef<[u8]> for Icmpv4Packet<T> {
 
 /// An ICMPv4 message as plain values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Icmpv4Repr<'a> {
     EchoRequest {
         ident: u16,
