@@ -1,2 +1,33 @@
-//! The protocol engine.
+//! The protocol engine: a pure state machine driven by `(now, frame)` and
+//! `(now, socket call)`.  It reads no clock, does no I/O and spawns nothing;
+//! frames go out through a [`FrameSink`] the caller provides.
 #![forbid(unsafe_code)]
+
+mod arp;
+pub mod config;
+pub mod counters;
+mod ethernet;
+mod icmp;
+pub mod iface;
+pub mod ipv4;
+pub mod neighbor;
+pub mod rand;
+mod ratelimit;
+pub mod reassembly;
+pub mod route;
+pub mod sink;
+pub mod socket;
+mod stack;
+mod tcp;
+pub mod time;
+mod udp;
+
+pub use config::StackConfig;
+pub use counters::Counters;
+pub use iface::{IfaceId, Interface, InterfaceConfig};
+pub use sink::{FrameSink, RxMeta, VecSink};
+pub use socket::udp::{UdpMeta, UdpRecv};
+pub use socket::{SocketError, SocketHandle};
+pub use stack::{Stack, StackError, MAX_INTERFACES};
+pub use time::{Duration, Instant};
+pub use udp::MAX_UDP_PAYLOAD;

@@ -1,0 +1,161 @@
+//! Interfaces: a link the stack sends through, with its addresses.
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr};
+
+/// An interface's index in its stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IfaceId(pub u16);
+
+impl fmt::Display for IfaceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "if{}", self.0)
+    }
+}
+
+/// What an interface is made from (the engine builds it from `[portN]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceConfig {
+    pub name: String,
+    pub mac: [u8; 6],
+    /// The largest IP packet the link carries.
+    pub mtu: usize,
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+    /// Defaults to the subnet's all-ones host address.
+    pub broadcast: Option<Ipv4Addr>,
+    /// Installs a default route through this interface.
+    pub gateway: Option<Ipv4Addr>,
+    /// More addresses answered on this interface (F-Stack's `vip_addr`).
+    pub extra_addrs: Vec<Ipv4Addr>,
+}
+
+/// An interface of the stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub id: IfaceId,
+    pub name: String,
+    pub mac: [u8; 6],
+    pub mtu: usize,
+    /// The primary address first, then the extra ones.
+    addrs: Vec<Ipv4Addr>,
+    pub prefix_len: u8,
+    pub broadcast: Ipv4Addr,
+    pub gateway: Option<Ipv4Addr>,
+}
+
+impl Interface {
+    pub(crate) fn new(id: IfaceId, cfg: &InterfaceConfig) -> Self {
+        let mask = netmask(cfg.prefix_len);
+        let broadcast = cfg
+            .broadcast
+            .unwrap_or(Ipv4Addr::from(u32::from(cfg.addr) | !mask));
+        let mut addrs = vec![cfg.addr];
+        for a in &cfg.extra_addrs {
+            if !addrs.contains(a) {
+                addrs.push(*a);
+            }
+        }
+        Interface {
+            id,
+            name: cfg.name.clone(),
+            mac: cfg.mac,
+            mtu: cfg.mtu,
+            addrs,
+            prefix_len: cfg.prefix_len,
+            broadcast,
+            gateway: cfg.gateway,
+        }
+    }
+
+    /// The primary address.
+    pub fn addr(&self) -> Ipv4Addr {
+        self.addrs[0]
+    }
+
+    /// Every address of the interface, the primary first.
+    pub fn addrs(&self) -> &[Ipv4Addr] {
+        &self.addrs
+    }
+
+    pub fn has_addr(&self, ip: Ipv4Addr) -> bool {
+        self.addrs.contains(&ip)
+    }
+
+    pub fn netmask(&self) -> Ipv4Addr {
+        Ipv4Addr::from(netmask(self.prefix_len))
+    }
+
+    /// Whether `ip` is a broadcast address on this interface's link.
+    pub fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
+        ip == Ipv4Addr::BROADCAST || ip == self.broadcast
+    }
+
+    /// Whether `ip` is on this interface's subnet.
+    pub fn on_link(&self, ip: Ipv4Addr) -> bool {
+        let m = netmask(self.prefix_len);
+        u32::from(ip) & m == u32::from(self.addr()) & m
+    }
+
+    /// The source address to use toward `dst`.
+    pub fn source_for(&self, dst: IpAddr) -> Option<IpAddr> {
+        match dst {
+            IpAddr::V4(_) => Some(IpAddr::V4(self.addr())),
+            IpAddr::V6(_) => None,
+        }
+    }
+}
+
+/// The mask of a prefix length (0..=32).
+pub fn netmask(prefix_len: u8) -> u32 {
+    if prefix_len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(prefix_len.min(32)))
+    }
+}
+
+/// The prefix length of a contiguous mask, or `None` if it has holes.
+pub fn prefix_len_of(mask: Ipv4Addr) -> Option<u8> {
+    let m = u32::from(mask);
+    let len = m.leading_ones();
+    (m.checked_shl(len).unwrap_or(0) == 0).then_some(len as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_broadcast() {
+        let cfg = InterfaceConfig {
+            name: "p0".into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            addr: Ipv4Addr::new(10, 99, 1, 2),
+            prefix_len: 24,
+            broadcast: None,
+            gateway: None,
+            extra_addrs: vec![Ipv4Addr::new(10, 99, 1, 3), Ipv4Addr::new(10, 99, 1, 2)],
+        };
+        let i = Interface::new(IfaceId(0), &cfg);
+        assert_eq!(
+            i.addrs(),
+            &[Ipv4Addr::new(10, 99, 1, 2), Ipv4Addr::new(10, 99, 1, 3)]
+        );
+        assert!(i.is_broadcast(Ipv4Addr::new(10, 99, 1, 255)));
+        assert!(i.is_broadcast(Ipv4Addr::BROADCAST));
+        assert!(!i.is_broadcast(Ipv4Addr::new(10, 99, 2, 255)));
+        assert!(i.on_link(Ipv4Addr::new(10, 99, 1, 200)));
+        assert!(!i.on_link(Ipv4Addr::new(10, 99, 2, 1)));
+        assert_eq!(i.netmask(), Ipv4Addr::new(255, 255, 255, 0));
+    }
+
+    #[test]
+    fn prefix_len_of_masks() {
+        assert_eq!(prefix_len_of(Ipv4Addr::new(255, 255, 255, 0)), Some(24));
+        assert_eq!(prefix_len_of(Ipv4Addr::new(0, 0, 0, 0)), Some(0));
+        assert_eq!(prefix_len_of(Ipv4Addr::new(255, 255, 255, 255)), Some(32));
+        assert_eq!(prefix_len_of(Ipv4Addr::new(255, 0, 255, 0)), None);
+    }
+}

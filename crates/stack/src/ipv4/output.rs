@@ -1,0 +1,256 @@
+//! IPv4 output: route, pick the source, resolve the neighbor, fragment.
+//!
+//! The fast path writes the whole frame straight into the link's buffer:
+//! Ethernet and IP headers here, the payload by the caller's `fill`.  Only a
+//! packet that must wait for ARP or be fragmented is built in memory first.
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr};
+
+use wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
+use wire::ip::IpProtocol;
+use wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
+
+use crate::ethernet::send_frame;
+use crate::iface::IfaceId;
+use crate::neighbor::Lookup;
+use crate::sink::FrameSink;
+use crate::stack::Stack;
+use crate::time::Instant;
+
+/// The header fields of a packet to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Send {
+    /// The source address; `None` picks the outgoing interface's.
+    pub src: Option<Ipv4Addr>,
+    pub dst: Ipv4Addr,
+    pub protocol: IpProtocol,
+    /// `None` uses `net.inet.ip.ttl`.
+    pub ttl: Option<u8>,
+    pub dscp_ecn: u8,
+    pub dont_frag: bool,
+    /// Send out of this interface (for limited broadcast); `None` routes.
+    pub iface: Option<IfaceId>,
+}
+
+impl Ipv4Send {
+    pub fn new(dst: Ipv4Addr, protocol: IpProtocol) -> Self {
+        Ipv4Send {
+            src: None,
+            dst,
+            protocol,
+            ttl: None,
+            dscp_ecn: 0,
+            dont_frag: false,
+            iface: None,
+        }
+    }
+}
+
+/// Why a packet could not be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    NoRoute,
+    /// Larger than an IPv4 datagram can be, or than the link with DF set.
+    TooBig,
+    /// The link had no free buffer.
+    NoBuffer,
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SendError::NoRoute => "no route to host",
+            SendError::TooBig => "packet too big",
+            SendError::NoBuffer => "no transmit buffer",
+        })
+    }
+}
+
+impl Stack {
+    /// Where a packet to `dst` leaves: interface, the neighbor to send to,
+    /// and whether it is a link broadcast.
+    pub(crate) fn ipv4_route(
+        &self,
+        dst: Ipv4Addr,
+        iface: Option<IfaceId>,
+    ) -> Option<(IfaceId, Ipv4Addr, bool)> {
+        if dst.is_broadcast() {
+            let id = iface.or_else(|| self.ifaces.first().map(|i| i.id))?;
+            return Some((id, dst, true));
+        }
+        let hop = self.routes.next_hop(IpAddr::V4(dst))?;
+        let IpAddr::V4(neighbor) = hop.neighbor else {
+            return None;
+        };
+        let broadcast = self
+            .interface(hop.iface)
+            .is_some_and(|i| i.is_broadcast(dst));
+        Some((hop.iface, neighbor, broadcast))
+    }
+
+    /// The source address a packet to `dst` would leave with.
+    pub fn ipv4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        let (iface, _, _) = self.ipv4_route(dst, None)?;
+        self.interface(iface).map(|i| i.addr())
+    }
+
+    /// Sends an IPv4 packet whose `payload_len` bytes of payload `fill`
+    /// writes; `fill` also gets the chosen source address (for checksums).
+    pub fn send_ipv4(
+        &mut self,
+        now: Instant,
+        hdr: Ipv4Send,
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8], Ipv4Addr),
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SendError> {
+        let Some((iface, neighbor, broadcast)) = self.ipv4_route(hdr.dst, hdr.iface) else {
+            self.counters.tx_drop_no_route += 1;
+            return Err(SendError::NoRoute);
+        };
+        let Some(ifc) = self.interface(iface) else {
+            return Err(SendError::NoRoute);
+        };
+        let (our_mac, mtu) = (ifc.mac, ifc.mtu);
+        let src = hdr.src.unwrap_or(ifc.addr());
+        let total = ipv4::HEADER_LEN + payload_len;
+        if total > usize::from(u16::MAX) || (hdr.dont_frag && total > mtu) {
+            self.counters.tx_drop_too_big += 1;
+            return Err(SendError::TooBig);
+        }
+        let repr = Ipv4Repr {
+            src_addr: src,
+            dst_addr: hdr.dst,
+            next_header: hdr.protocol,
+            payload_len,
+            hop_limit: hdr.ttl.unwrap_or(self.cfg.ip_ttl),
+            dscp_ecn: hdr.dscp_ecn,
+            ident: self.next_ident(),
+            dont_frag: hdr.dont_frag,
+        };
+        let dst_mac = if broadcast {
+            Some(EthernetAddress::BROADCAST)
+        } else {
+            match self.neighbors.lookup(iface, IpAddr::V4(neighbor), now) {
+                Lookup::Found(mac) => Some(EthernetAddress(mac)),
+                Lookup::Pending | Lookup::Missing => None,
+            }
+        };
+        if let (Some(mac), true) = (dst_mac, total <= mtu) {
+            let header = EthernetRepr {
+                src_addr: EthernetAddress(our_mac),
+                dst_addr: mac,
+                ethertype: EtherType::Ipv4,
+            };
+            let sent = send_frame(&mut self.counters, sink, iface, header, total, &mut |buf| {
+                let mut packet = Ipv4Packet::new_unchecked(&mut buf[..total]);
+                repr.emit(&mut packet);
+                fill(packet.payload_mut(), src);
+            });
+            return if sent {
+                Ok(())
+            } else {
+                Err(SendError::NoBuffer)
+            };
+        }
+        // The slow path: build the packet, then fragment it or hold it.
+        let mut packet_bytes = vec![0u8; total];
+        {
+            let mut packet = Ipv4Packet::new_unchecked(&mut packet_bytes[..]);
+            repr.emit(&mut packet);
+            fill(packet.payload_mut(), src);
+        }
+        match dst_mac {
+            Some(mac) => {
+                if self.transmit_ipv4_packet(iface, mac, &packet_bytes, sink) {
+                    Ok(())
+                } else {
+                    Err(SendError::NoBuffer)
+                }
+            }
+            None => {
+                let held = self
+                    .neighbors
+                    .hold(iface, IpAddr::V4(neighbor), now, packet_bytes);
+                self.counters.arp_held += 1;
+                if held.dropped_oldest {
+                    self.counters.arp_hold_overflow += 1;
+                }
+                if held.evicted {
+                    self.counters.arp_cache_evictions += 1;
+                }
+                if held.send_request {
+                    self.send_arp_request(iface, neighbor, sink);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends a whole IPv4 packet built earlier, in fragments if it exceeds
+    /// the link's MTU (RFC 791 3.2).  Returns whether every piece went out.
+    pub(crate) fn transmit_ipv4_packet(
+        &mut self,
+        iface: IfaceId,
+        dst_mac: EthernetAddress,
+        packet: &[u8],
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        let Some(ifc) = self.interface(iface) else {
+            return false;
+        };
+        let mtu = ifc.mtu;
+        let header = EthernetRepr {
+            src_addr: EthernetAddress(ifc.mac),
+            dst_addr: dst_mac,
+            ethertype: EtherType::Ipv4,
+        };
+        if packet.len() <= mtu {
+            return send_frame(
+                &mut self.counters,
+                sink,
+                iface,
+                header,
+                packet.len(),
+                &mut |buf| buf[..packet.len()].copy_from_slice(packet),
+            );
+        }
+        let Ok(view) = Ipv4Packet::new_checked(packet) else {
+            return false;
+        };
+        if view.dont_frag() {
+            self.counters.tx_drop_too_big += 1;
+            return false;
+        }
+        let header_len = usize::from(view.header_len());
+        let payload = view.payload();
+        // Every fragment but the last carries a multiple of 8 bytes.
+        let chunk = (mtu - header_len) / 8 * 8;
+        if chunk == 0 {
+            self.counters.tx_drop_too_big += 1;
+            return false;
+        }
+        let (eth, ip_header) = (header, &packet[..header_len]);
+        let mut all_sent = true;
+        for (i, data) in payload.chunks(chunk).enumerate() {
+            let offset = i * chunk;
+            let more = offset + data.len() < payload.len();
+            let len = header_len + data.len();
+            let sent = send_frame(&mut self.counters, sink, iface, eth, len, &mut |buf| {
+                buf[..header_len].copy_from_slice(ip_header);
+                buf[header_len..len].copy_from_slice(data);
+                let mut frag = Ipv4Packet::new_unchecked(&mut buf[..len]);
+                frag.set_total_len(len as u16);
+                frag.set_more_frags(more);
+                frag.set_frag_offset(offset as u16);
+                frag.fill_checksum();
+            });
+            if sent {
+                self.counters.ipv4_fragments_sent += 1;
+            }
+            all_sent &= sent;
+        }
+        all_sent
+    }
+}

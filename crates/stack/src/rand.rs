@@ -1,0 +1,186 @@
+//! Seeded randomness and keyed hashing.  The stack is given a seed; it never
+//! asks the OS.  The engine seeds it from the OS at boot (a per-boot secret),
+//! a simulation from its seed.
+
+use core::hash::{BuildHasher, Hasher};
+
+/// A small, fast generator (xorshift64*), good for jitter, ports and idents;
+/// not for secrets (ISNs and cookies use [`SipHasher`] keyed by the secret).
+#[derive(Debug, Clone)]
+pub struct Rng {
+    state: u64,
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        // splitmix64 of the seed so that nearby seeds give unrelated streams,
+        // and a zero seed does not give a zero state.
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        Rng { state: z | 1 }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    /// A value in `0..bound` (`bound > 0`), with negligible bias.
+    pub fn below(&mut self, bound: u64) -> u64 {
+        ((self.next_u64() as u128 * bound.max(1) as u128) >> 64) as u64
+    }
+}
+
+/// SipHash-2-4 (Aumasson & Bernstein), keyed with the per-boot secret, so that
+/// a remote peer cannot choose keys that collide in our tables.
+#[derive(Debug, Clone)]
+pub struct SipHasher {
+    v0: u64,
+    v1: u64,
+    v2: u64,
+    v3: u64,
+    tail: u64,
+    ntail: usize,
+    length: usize,
+}
+
+impl SipHasher {
+    pub fn new(k0: u64, k1: u64) -> Self {
+        SipHasher {
+            v0: k0 ^ 0x736f_6d65_7073_6575,
+            v1: k1 ^ 0x646f_7261_6e64_6f6d,
+            v2: k0 ^ 0x6c79_6765_6e65_7261,
+            v3: k1 ^ 0x7465_6462_7974_6573,
+            tail: 0,
+            ntail: 0,
+            length: 0,
+        }
+    }
+
+    #[inline]
+    fn round(&mut self) {
+        self.v0 = self.v0.wrapping_add(self.v1);
+        self.v1 = self.v1.rotate_left(13);
+        self.v1 ^= self.v0;
+        self.v0 = self.v0.rotate_left(32);
+        self.v2 = self.v2.wrapping_add(self.v3);
+        self.v3 = self.v3.rotate_left(16);
+        self.v3 ^= self.v2;
+        self.v0 = self.v0.wrapping_add(self.v3);
+        self.v3 = self.v3.rotate_left(21);
+        self.v3 ^= self.v0;
+        self.v2 = self.v2.wrapping_add(self.v1);
+        self.v1 = self.v1.rotate_left(17);
+        self.v1 ^= self.v2;
+        self.v2 = self.v2.rotate_left(32);
+    }
+
+    #[inline]
+    fn compress(&mut self, m: u64) {
+        self.v3 ^= m;
+        self.round();
+        self.round();
+        self.v0 ^= m;
+    }
+}
+
+impl Hasher for SipHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.length += bytes.len();
+        for &b in bytes {
+            self.tail |= (b as u64) << (8 * self.ntail);
+            self.ntail += 1;
+            if self.ntail == 8 {
+                let m = self.tail;
+                self.compress(m);
+                self.tail = 0;
+                self.ntail = 0;
+            }
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        let mut s = self.clone();
+        let b = ((s.length as u64 & 0xff) << 56) | s.tail;
+        s.compress(b);
+        s.v2 ^= 0xff;
+        s.round();
+        s.round();
+        s.round();
+        s.round();
+        s.v0 ^ s.v1 ^ s.v2 ^ s.v3
+    }
+}
+
+/// Builds [`SipHasher`]s with one key: the `S` of every stack hash table.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyedState {
+    k0: u64,
+    k1: u64,
+}
+
+impl KeyedState {
+    pub fn new(k0: u64, k1: u64) -> Self {
+        KeyedState { k0, k1 }
+    }
+
+    pub fn from_rng(rng: &mut Rng) -> Self {
+        KeyedState::new(rng.next_u64(), rng.next_u64())
+    }
+
+    /// A keyed 64-bit hash of some bytes (ISNs, ephemeral port offsets).
+    pub fn hash_bytes(&self, bytes: &[u8]) -> u64 {
+        let mut h = SipHasher::new(self.k0, self.k1);
+        h.write(bytes);
+        h.finish()
+    }
+}
+
+impl BuildHasher for KeyedState {
+    type Hasher = SipHasher;
+    fn build_hasher(&self) -> SipHasher {
+        SipHasher::new(self.k0, self.k1)
+    }
+}
+
+/// A hash map keyed with the per-boot secret.
+pub type KeyedMap<K, V> = std::collections::HashMap<K, V, KeyedState>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn siphash_reference_vector() {
+        // The SipHash paper's test vector: key 00..0f, message 00..0e.
+        let key: [u8; 16] = core::array::from_fn(|i| i as u8);
+        let k0 = u64::from_le_bytes(key[..8].try_into().unwrap());
+        let k1 = u64::from_le_bytes(key[8..].try_into().unwrap());
+        let msg: [u8; 15] = core::array::from_fn(|i| i as u8);
+        let mut h = SipHasher::new(k0, k1);
+        h.write(&msg);
+        assert_eq!(h.finish(), 0xa129_ca61_49be_45e5);
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_bounded() {
+        let mut a = Rng::new(7);
+        let mut b = Rng::new(7);
+        for _ in 0..1000 {
+            let x = a.below(10);
+            assert_eq!(x, b.below(10));
+            assert!(x < 10);
+        }
+        assert_ne!(Rng::new(1).next_u64(), Rng::new(2).next_u64());
+    }
+}

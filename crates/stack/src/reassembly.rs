@@ -1,0 +1,376 @@
+//! IP reassembly with bounded memory and timeouts (RFC 791 section 3.2,
+//! RFC 815's hole list, RFC 5722's rule that overlaps discard the datagram).
+//!
+//! Generic over the datagram key so that IPv6 can use it too.
+
+use core::hash::Hash;
+
+use crate::rand::{KeyedMap, KeyedState};
+use crate::time::{Duration, Instant};
+
+/// Limits of a reassembler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReassemblyConfig {
+    /// Datagrams under reassembly at most.
+    pub max_packets: usize,
+    /// Fragments per datagram at most.
+    pub max_frags: usize,
+    /// Buffer bytes at most, all datagrams together.
+    pub max_bytes: usize,
+    /// The largest datagram payload (65535 - 20 for IPv4).
+    pub max_payload: usize,
+    pub timeout: Duration,
+}
+
+/// Why a fragment was refused.  The datagram it belonged to is discarded
+/// where the reason says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReassemblyError {
+    /// Empty, or not a multiple of 8 bytes while more fragments follow, or
+    /// contradicting the known end of the datagram. Datagram discarded.
+    Malformed,
+    /// Overlaps data already received with other bounds. Datagram discarded.
+    Overlap,
+    /// Would end past the largest datagram. Datagram discarded.
+    TooBig,
+    /// No room for another datagram or more bytes.
+    NoRoom,
+    /// More fragments than allowed. Datagram discarded.
+    TooManyFragments,
+}
+
+#[derive(Debug)]
+struct Datagram {
+    data: Vec<u8>,
+    /// Byte ranges received, sorted, not overlapping.
+    ranges: Vec<(usize, usize)>,
+    /// The datagram's length once the last fragment is known.
+    total: Option<usize>,
+    expires: Instant,
+}
+
+impl Datagram {
+    fn complete(&self) -> bool {
+        match self.total {
+            Some(total) => self.ranges.len() == 1 && self.ranges[0] == (0, total),
+            None => false,
+        }
+    }
+}
+
+/// Datagrams under reassembly.
+#[derive(Debug)]
+pub struct Reassembler<K> {
+    cfg: ReassemblyConfig,
+    datagrams: KeyedMap<K, Datagram>,
+    bytes: usize,
+}
+
+impl<K: Hash + Eq + Copy> Reassembler<K> {
+    pub fn new(cfg: ReassemblyConfig, hasher: KeyedState) -> Self {
+        Reassembler {
+            cfg,
+            datagrams: KeyedMap::with_hasher(hasher),
+            bytes: 0,
+        }
+    }
+
+    /// Datagrams under reassembly.
+    pub fn len(&self) -> usize {
+        self.datagrams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.datagrams.is_empty()
+    }
+
+    /// Buffer bytes in use.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Adds a fragment: `data` at byte `offset`, `more` set on all but the
+    /// last.  Returns the whole payload once every fragment arrived.  A
+    /// fragment that repeats exactly what arrived is accepted and ignored.
+    pub fn insert(
+        &mut self,
+        now: Instant,
+        key: K,
+        offset: usize,
+        data: &[u8],
+        more: bool,
+    ) -> Result<Option<Vec<u8>>, ReassemblyError> {
+        let end = offset + data.len();
+        if data.is_empty() || (more && !data.len().is_multiple_of(8)) {
+            self.discard(&key);
+            return Err(ReassemblyError::Malformed);
+        }
+        if end > self.cfg.max_payload {
+            self.discard(&key);
+            return Err(ReassemblyError::TooBig);
+        }
+        if !self.datagrams.contains_key(&key) {
+            if self.datagrams.len() >= self.cfg.max_packets {
+                return Err(ReassemblyError::NoRoom);
+            }
+            self.datagrams.insert(
+                key,
+                Datagram {
+                    data: Vec::new(),
+                    ranges: Vec::new(),
+                    total: None,
+                    expires: now + self.cfg.timeout,
+                },
+            );
+        }
+        let result = self.add_to(key, offset, data, more);
+        match result {
+            Ok(true) => {
+                let d = self.datagrams.remove(&key).map(|d| {
+                    self.bytes -= d.data.len();
+                    d.data
+                });
+                Ok(d)
+            }
+            Ok(false) => Ok(None),
+            Err(ReassemblyError::NoRoom) => {
+                // The fragment did not fit; what arrived before stays.
+                if self
+                    .datagrams
+                    .get(&key)
+                    .is_some_and(|d| d.ranges.is_empty())
+                {
+                    self.datagrams.remove(&key);
+                }
+                Err(ReassemblyError::NoRoom)
+            }
+            Err(e) => {
+                self.discard(&key);
+                Err(e)
+            }
+        }
+    }
+
+    /// Adds a fragment to an existing datagram; `Ok(true)` when complete.
+    fn add_to(
+        &mut self,
+        key: K,
+        offset: usize,
+        data: &[u8],
+        more: bool,
+    ) -> Result<bool, ReassemblyError> {
+        let end = offset + data.len();
+        let cfg = self.cfg;
+        let d = self
+            .datagrams
+            .get_mut(&key)
+            .ok_or(ReassemblyError::NoRoom)?;
+        if !more {
+            if d.total.is_some_and(|t| t != end) {
+                return Err(ReassemblyError::Malformed);
+            }
+            if d.ranges.last().is_some_and(|&(_, e)| e > end) {
+                return Err(ReassemblyError::Malformed);
+            }
+        } else if d.total.is_some_and(|t| end > t) {
+            return Err(ReassemblyError::Malformed);
+        }
+        // A fragment inside what arrived is a duplicate (a lossy link
+        // repeats frames) when its bytes match, an overlap otherwise.
+        let at = d.ranges.partition_point(|&(s, _)| s <= offset);
+        if at > 0 && d.ranges[at - 1].0 <= offset && end <= d.ranges[at - 1].1 {
+            return if d.data[offset..end] == *data {
+                Ok(false)
+            } else {
+                Err(ReassemblyError::Overlap)
+            };
+        }
+        let overlaps_prev = at > 0 && d.ranges[at - 1].1 > offset;
+        let overlaps_next = d.ranges.get(at).is_some_and(|&(s, _)| s < end);
+        if overlaps_prev || overlaps_next {
+            return Err(ReassemblyError::Overlap);
+        }
+        if d.ranges.len() >= cfg.max_frags {
+            return Err(ReassemblyError::TooManyFragments);
+        }
+        if end > d.data.len() {
+            let grow = end - d.data.len();
+            if self.bytes + grow > cfg.max_bytes {
+                return Err(ReassemblyError::NoRoom);
+            }
+            d.data.resize(end, 0);
+            self.bytes += grow;
+        }
+        d.data[offset..end].copy_from_slice(data);
+        d.ranges.insert(at, (offset, end));
+        // Merge touching ranges so a complete datagram is one range.
+        let mut i = at.saturating_sub(1);
+        while i + 1 < d.ranges.len() {
+            if d.ranges[i].1 == d.ranges[i + 1].0 {
+                d.ranges[i].1 = d.ranges[i + 1].1;
+                d.ranges.remove(i + 1);
+            } else if i > at {
+                break;
+            } else {
+                i += 1;
+            }
+        }
+        if !more {
+            d.total = Some(end);
+        }
+        Ok(d.complete())
+    }
+
+    fn discard(&mut self, key: &K) {
+        if let Some(d) = self.datagrams.remove(key) {
+            self.bytes -= d.data.len();
+        }
+    }
+
+    /// Drops datagrams whose time ran out; returns how many.
+    pub fn poll(&mut self, now: Instant) -> usize {
+        let before = self.datagrams.len();
+        let mut freed = 0;
+        self.datagrams.retain(|_, d| {
+            let keep = d.expires > now;
+            if !keep {
+                freed += d.data.len();
+            }
+            keep
+        });
+        self.bytes -= freed;
+        before - self.datagrams.len()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.datagrams.values().map(|d| d.expires).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r() -> Reassembler<u32> {
+        Reassembler::new(
+            ReassemblyConfig {
+                max_packets: 4,
+                max_frags: 8,
+                max_bytes: 1 << 16,
+                max_payload: 65515,
+                timeout: Duration::from_secs(30),
+            },
+            KeyedState::new(3, 4),
+        )
+    }
+
+    fn payload(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn any_order_reassembles() {
+        let p = payload(3000);
+        let chunks = [(0, 1480, true), (1480, 2960, true), (2960, 3000, false)];
+        for order in [[0, 1, 2], [2, 1, 0], [1, 2, 0], [2, 0, 1]] {
+            let mut r = r();
+            let mut out = None;
+            for &i in &order {
+                let (s, e, more) = chunks[i];
+                out = r.insert(Instant::ZERO, 1, s, &p[s..e], more).unwrap();
+            }
+            assert_eq!(out.as_deref(), Some(&p[..]));
+            assert!(r.is_empty());
+            assert_eq!(r.bytes(), 0);
+        }
+    }
+
+    #[test]
+    fn duplicates_are_ignored_and_overlaps_discard() {
+        let p = payload(24);
+        let mut r = r();
+        assert_eq!(r.insert(Instant::ZERO, 1, 0, &p[..8], true), Ok(None));
+        assert_eq!(r.insert(Instant::ZERO, 1, 0, &p[..8], true), Ok(None));
+        assert_eq!(r.insert(Instant::ZERO, 1, 8, &p[4..12], true), Ok(None));
+        assert_eq!(
+            r.insert(Instant::ZERO, 1, 0, &p[..8], true),
+            Ok(None),
+            "a repeat inside merged ranges"
+        );
+        assert_eq!(
+            r.insert(Instant::ZERO, 1, 0, &p[..16], true),
+            Err(ReassemblyError::Overlap),
+            "same range, other bytes"
+        );
+        assert!(r.is_empty());
+        assert_eq!(r.insert(Instant::ZERO, 2, 0, &p[..16], true), Ok(None));
+        assert_eq!(
+            r.insert(Instant::ZERO, 2, 8, &p[8..24], false),
+            Err(ReassemblyError::Overlap)
+        );
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn malformed_and_limits() {
+        let p = payload(70000);
+        let mut r = r();
+        assert_eq!(
+            r.insert(Instant::ZERO, 1, 0, &p[..7], true),
+            Err(ReassemblyError::Malformed)
+        );
+        assert_eq!(
+            r.insert(Instant::ZERO, 1, 65512, &p[..8], false),
+            Err(ReassemblyError::TooBig)
+        );
+        // Last fragment then a fragment past its end.
+        assert_eq!(r.insert(Instant::ZERO, 1, 16, &p[..8], false), Ok(None));
+        assert_eq!(
+            r.insert(Instant::ZERO, 1, 24, &p[..8], true),
+            Err(ReassemblyError::Malformed)
+        );
+        // Too many datagrams.
+        for k in 10..14 {
+            r.insert(Instant::ZERO, k, 0, &p[..8], true).unwrap();
+        }
+        assert_eq!(
+            r.insert(Instant::ZERO, 99, 0, &p[..8], true),
+            Err(ReassemblyError::NoRoom)
+        );
+        // Too many fragments.
+        let mut r2 = super::tests::r();
+        for i in 0..8 {
+            r2.insert(Instant::ZERO, 5, i * 16, &p[..8], true).unwrap();
+        }
+        assert_eq!(
+            r2.insert(Instant::ZERO, 5, 200, &p[..8], true),
+            Err(ReassemblyError::TooManyFragments)
+        );
+        assert!(r2.is_empty());
+    }
+
+    #[test]
+    fn byte_budget_and_timeout() {
+        let p = payload(4096);
+        let mut r = Reassembler::new(
+            ReassemblyConfig {
+                max_packets: 16,
+                max_frags: 8,
+                max_bytes: 4096,
+                max_payload: 65515,
+                timeout: Duration::from_secs(30),
+            },
+            KeyedState::new(0, 0),
+        );
+        r.insert(Instant::ZERO, 1u32, 0, &p[..2048], true).unwrap();
+        assert_eq!(
+            r.insert(Instant::ZERO, 2, 0, &p[..4096], true),
+            Err(ReassemblyError::NoRoom)
+        );
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.next_deadline(), Some(Instant::from_secs(30)));
+        assert_eq!(r.poll(Instant::from_secs(29)), 0);
+        assert_eq!(r.poll(Instant::from_secs(30)), 1);
+        assert_eq!(r.bytes(), 0);
+    }
+}

@@ -1,0 +1,84 @@
+//! Sockets: the state the application reads and writes through.
+
+pub mod datagram_ring;
+pub mod udp;
+
+use core::fmt;
+
+/// A socket's handle: a slot index and the slot's generation, so that a
+/// handle to a closed socket never reaches the socket that reused its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SocketHandle {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+impl fmt::Display for SocketHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sock{}.{}", self.index, self.generation)
+    }
+}
+
+/// Why a socket call failed.  [`SocketError::errno`] gives the Linux value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketError {
+    /// Nothing to read now (EAGAIN).
+    WouldBlock,
+    /// The handle names no open socket (EBADF).
+    BadHandle,
+    /// The local address is taken (EADDRINUSE).
+    AddrInUse,
+    /// The local address is not one of ours (EADDRNOTAVAIL).
+    AddrNotAvailable,
+    /// The address family is not handled yet (EAFNOSUPPORT).
+    AddrFamilyNotSupported,
+    /// No ephemeral port is free (EAGAIN on Linux for connect; EADDRINUSE for bind).
+    NoFreePort,
+    /// The datagram is larger than the protocol allows (EMSGSIZE).
+    MessageTooLong,
+    /// No route to the destination (ENETUNREACH).
+    NetworkUnreachable,
+    /// Out of buffers (ENOBUFS).
+    NoBufferSpace,
+    /// An argument is invalid (EINVAL).
+    InvalidArgument,
+    /// The socket table is full (EMFILE).
+    TooManySockets,
+}
+
+impl SocketError {
+    /// The Linux errno of this error.
+    pub fn errno(self) -> i32 {
+        match self {
+            SocketError::WouldBlock => 11,
+            SocketError::BadHandle => 9,
+            SocketError::AddrInUse => 98,
+            SocketError::AddrNotAvailable => 99,
+            SocketError::AddrFamilyNotSupported => 97,
+            SocketError::NoFreePort => 98,
+            SocketError::MessageTooLong => 90,
+            SocketError::NetworkUnreachable => 101,
+            SocketError::NoBufferSpace => 105,
+            SocketError::InvalidArgument => 22,
+            SocketError::TooManySockets => 24,
+        }
+    }
+}
+
+impl fmt::Display for SocketError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SocketError::WouldBlock => "operation would block",
+            SocketError::BadHandle => "bad socket handle",
+            SocketError::AddrInUse => "address in use",
+            SocketError::AddrNotAvailable => "address not available",
+            SocketError::AddrFamilyNotSupported => "address family not supported",
+            SocketError::NoFreePort => "no free local port",
+            SocketError::MessageTooLong => "message too long",
+            SocketError::NetworkUnreachable => "network unreachable",
+            SocketError::NoBufferSpace => "no buffer space",
+            SocketError::InvalidArgument => "invalid argument",
+            SocketError::TooManySockets => "too many sockets",
+        })
+    }
+}

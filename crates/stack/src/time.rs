@@ -1,0 +1,94 @@
+//! Time as an input.  The stack never reads a clock: every entry point takes
+//! `now`, so a simulation can replay a run exactly.
+
+use core::ops::{Add, AddAssign, Sub};
+pub use core::time::Duration;
+
+/// A point in time, in microseconds since an arbitrary origin chosen by the
+/// caller (the engine's start, or zero in a simulation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant(u64);
+
+impl Instant {
+    pub const ZERO: Instant = Instant(0);
+
+    pub const fn from_micros(us: u64) -> Self {
+        Instant(us)
+    }
+
+    pub const fn from_millis(ms: u64) -> Self {
+        Instant(ms.saturating_mul(1000))
+    }
+
+    pub const fn from_secs(s: u64) -> Self {
+        Instant(s.saturating_mul(1_000_000))
+    }
+
+    pub const fn total_micros(self) -> u64 {
+        self.0
+    }
+
+    pub const fn total_millis(self) -> u64 {
+        self.0 / 1000
+    }
+
+    /// The time since `earlier`, or zero if `earlier` is later.
+    pub fn saturating_since(self, earlier: Instant) -> Duration {
+        Duration::from_micros(self.0.saturating_sub(earlier.0))
+    }
+}
+
+fn duration_micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    fn add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(duration_micros(d)))
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    fn sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(duration_micros(d)))
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    fn sub(self, other: Instant) -> Duration {
+        self.saturating_since(other)
+    }
+}
+
+impl core::fmt::Display for Instant {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}.{:06}s", self.0 / 1_000_000, self.0 % 1_000_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_saturates() {
+        let t = Instant::from_millis(5);
+        assert_eq!(t + Duration::from_millis(1), Instant::from_micros(6000));
+        assert_eq!(t - Duration::from_secs(1), Instant::ZERO);
+        assert_eq!(Instant::ZERO - t, Duration::ZERO);
+        assert_eq!(t - Instant::from_millis(2), Duration::from_millis(3));
+        assert_eq!(
+            Instant::from_micros(u64::MAX) + Duration::from_secs(1),
+            Instant::from_micros(u64::MAX)
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! UDP (RFC 768): delivery to sockets, port unreachable, and sending.
+
+use core::net::{IpAddr, SocketAddr};
+
+use wire::ip::IpProtocol;
+use wire::udp::{self, UdpPacket, UdpRepr};
+use wire::{ChecksumMode, Error as WireError};
+
+use crate::ipv4::Ipv4Datagram;
+use crate::ipv4::{Ipv4Send, SendError};
+use crate::sink::FrameSink;
+use crate::socket::udp::{UdpMeta, UdpRecv};
+use crate::socket::{SocketError, SocketHandle};
+use crate::stack::Stack;
+use crate::time::Instant;
+
+/// The largest UDP payload over IPv4.
+pub const MAX_UDP_PAYLOAD: usize = 65535 - 20 - 8;
+
+impl Stack {
+    pub(crate) fn udp_input(
+        &mut self,
+        now: Instant,
+        d: &Ipv4Datagram<'_>,
+        sink: &mut dyn FrameSink,
+    ) {
+        let (src_ip, dst_ip) = (IpAddr::V4(d.src), IpAddr::V4(d.dst));
+        let mode = if d.meta.csum_partial {
+            ChecksumMode::Offload
+        } else {
+            ChecksumMode::Full
+        };
+        let packet = match UdpPacket::new_checked(d.payload) {
+            Ok(p) => p,
+            Err(_) => {
+                self.counters.rx_drop_udp_malformed += 1;
+                return;
+            }
+        };
+        let repr = match UdpRepr::parse(&packet, &src_ip, &dst_ip, mode) {
+            Ok(r) => r,
+            Err(WireError::BadChecksum) => {
+                self.counters.rx_drop_udp_bad_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.counters.rx_drop_udp_malformed += 1;
+                return;
+            }
+        };
+        let meta = UdpMeta {
+            src: SocketAddr::new(src_ip, repr.src_port),
+            dst: SocketAddr::new(dst_ip, repr.dst_port),
+            iface: d.iface,
+        };
+        match self.udp.lookup_mut(meta.dst) {
+            Some(socket) => {
+                if socket.rx.push(packet.payload(), meta) {
+                    self.counters.rx_accept_udp += 1;
+                    self.counters.udp_datagrams_received += 1;
+                } else {
+                    socket.rx_dropped += 1;
+                    self.counters.rx_drop_udp_socket_full += 1;
+                }
+            }
+            None => {
+                self.counters.rx_drop_udp_no_socket += 1;
+                self.send_icmpv4_unreachable(now, d, 3, sink);
+            }
+        }
+    }
+
+    /// Opens a UDP socket on `local` (port 0: an ephemeral port).
+    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketHandle, SocketError> {
+        match local.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() || self.is_local_addr(ip) => {}
+            IpAddr::V4(_) => return Err(SocketError::AddrNotAvailable),
+            IpAddr::V6(_) => return Err(SocketError::AddrFamilyNotSupported),
+        }
+        self.udp.bind(local, &mut self.rng)
+    }
+
+    pub fn udp_close(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        self.udp.close(h)
+    }
+
+    pub fn udp_local_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
+        self.udp.get(h).map(|s| s.local_addr())
+    }
+
+    /// Whether a datagram waits on the socket.
+    pub fn udp_readable(&self, h: SocketHandle) -> bool {
+        self.udp.get(h).is_ok_and(|s| s.rx_queued() > 0)
+    }
+
+    /// Takes the oldest datagram into `buf` (truncating it if `buf` is short).
+    pub fn udp_recv_from(
+        &mut self,
+        h: SocketHandle,
+        buf: &mut [u8],
+    ) -> Result<UdpRecv, SocketError> {
+        let socket = self.udp.get_mut(h)?;
+        let (len, datagram_len, meta) = socket.rx.pop_into(buf).ok_or(SocketError::WouldBlock)?;
+        Ok(UdpRecv {
+            len,
+            datagram_len,
+            meta,
+        })
+    }
+
+    /// Sends one datagram to `dst` from the socket's address, or from
+    /// `src_ip` when given (IP_SENDSRCADDR; it must be ours).
+    pub fn udp_send_to(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        dst: SocketAddr,
+        src_ip: Option<IpAddr>,
+        data: &[u8],
+        sink: &mut dyn FrameSink,
+    ) -> Result<usize, SocketError> {
+        let local = self.udp.get(h)?.local_addr();
+        let IpAddr::V4(dst_ip) = dst.ip() else {
+            return Err(SocketError::AddrFamilyNotSupported);
+        };
+        if dst.port() == 0 || dst_ip.is_unspecified() {
+            return Err(SocketError::InvalidArgument);
+        }
+        if data.len() > MAX_UDP_PAYLOAD {
+            return Err(SocketError::MessageTooLong);
+        }
+        let src = match (src_ip, local.ip()) {
+            (Some(IpAddr::V4(ip)), _) if self.is_local_addr(ip) => Some(ip),
+            (Some(_), _) => return Err(SocketError::AddrNotAvailable),
+            (None, IpAddr::V4(ip)) if !ip.is_unspecified() => Some(ip),
+            _ => None,
+        };
+        let repr = UdpRepr {
+            src_port: local.port(),
+            dst_port: dst.port(),
+        };
+        let len = repr.buffer_len(data.len());
+        let hdr = Ipv4Send {
+            src,
+            ..Ipv4Send::new(dst_ip, IpProtocol::Udp)
+        };
+        let result = self.send_ipv4(
+            now,
+            hdr,
+            len,
+            &mut |buf, src| {
+                // The payload goes in first: the view finds it by the length
+                // field, which `emit` writes.
+                buf[udp::HEADER_LEN..len].copy_from_slice(data);
+                let mut packet = UdpPacket::new_unchecked(&mut buf[..len]);
+                repr.emit(
+                    &mut packet,
+                    &IpAddr::V4(src),
+                    &dst.ip(),
+                    data.len(),
+                    ChecksumMode::Full,
+                );
+            },
+            sink,
+        );
+        match result {
+            Ok(()) => {
+                self.counters.udp_datagrams_sent += 1;
+                Ok(data.len())
+            }
+            Err(SendError::NoRoute) => Err(SocketError::NetworkUnreachable),
+            Err(SendError::TooBig) => Err(SocketError::MessageTooLong),
+            Err(SendError::NoBuffer) => Err(SocketError::NoBufferSpace),
+        }
+    }
+}
