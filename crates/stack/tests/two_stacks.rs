@@ -111,7 +111,7 @@ fn udp_echo_every_size_with_fragments() {
             hb,
             got.meta.src,
             None,
-            &buf[..got.len].to_vec(),
+            &buf[..got.len],
             &mut sb,
         )
         .unwrap();
