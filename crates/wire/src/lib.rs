@@ -29,6 +29,7 @@ pub mod ethernet;
 pub mod icmpv4;
 pub mod ip;
 pub mod ipv4;
+pub mod ipv6;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
@@ -43,6 +44,7 @@ pub use icmpv4::{
 };
 pub use ip::IpProtocol;
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv6::{Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6HeaderChain, Ipv6Packet, Ipv6Repr};
 pub use tcp::{SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr};
 pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanHeader, VlanRepr};
