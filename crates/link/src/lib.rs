@@ -10,9 +10,23 @@
 //! Dropping a buffer instead is always safe: it only loses the buffer to the
 //! pool, which the pool's counters show.
 
+pub mod af_packet;
+pub mod fault;
+mod ifreq;
+pub mod memory;
+pub mod os;
+pub mod pcap;
 pub mod pool;
+pub mod tap;
+#[cfg(test)]
+mod test_net;
 
+pub use af_packet::{AfPacketLink, RingConfig};
+pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
+pub use memory::{MemoryConfig, MemoryLink};
+pub use pcap::{PcapLink, PcapWriter};
 pub use pool::{PacketPool, PoolBuf, PoolStats};
+pub use tap::{TapLink, TapOptions};
 
 use std::io;
 use std::os::fd::RawFd;
@@ -79,6 +93,13 @@ pub trait Link {
     /// pool is exhausted (counted in `pool_exhausted`).
     fn alloc_tx(&mut self) -> Option<Self::Buf>;
 
+    /// Like [`Link::alloc_tx`], but may dip into the pool's reserve: for the
+    /// few frames that must go out even when the pool is drained (ARP and
+    /// ICMP replies). Links without a reserve take a plain buffer.
+    fn alloc_tx_reserved(&mut self) -> Option<Self::Buf> {
+        self.alloc_tx()
+    }
+
     /// Sends the frames at the front of `bufs`, removing those it has taken
     /// (sent or dropped and counted). Frames left in `bufs` could not be
     /// queued now (ring full) and may be retried. Never blocks.
@@ -92,6 +113,18 @@ pub trait Link {
 
     /// Counters so far.
     fn stats(&self) -> LinkStats;
+
+    /// Housekeeping between bursts: release frames a wrapper held back,
+    /// refill receive rings.  Called once per engine loop turn.
+    fn service(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Whether the link will have work without new input (held frames come
+    /// due), so the engine must not sleep past `next_event`.
+    fn next_event(&self) -> Option<std::time::Instant> {
+        None
+    }
 
     /// A descriptor that becomes readable when frames wait, for idle sleep;
     /// `None` when the link can only be polled.

@@ -1,0 +1,1059 @@
+//! AF_PACKET with TPACKET_V3 rings: a kernel NIC driven from user space
+//! without DPDK or XDP.
+//!
+//! One `SOCK_RAW` packet socket, bound to one interface for all protocols,
+//! with two rings in one shared mapping:
+//! - RX: TPACKET_V3 blocks. The kernel fills a block with frames and hands
+//!   it over (`TP_STATUS_USER`) when it is full or its retire timer (1 ms by
+//!   default) fires; we copy each frame into a pool buffer and give the block
+//!   back when all its frames are taken. A frame received with a partial
+//!   checksum (`TP_STATUS_CSUMNOTREADY`) is flagged `csum_partial`. A VLAN
+//!   tag the kernel took out into metadata is put back into the frame.
+//! - TX: TPACKET_V3 frames of fixed size (the kernel has no block mode for
+//!   transmit; each slot is a `tpacket3_hdr` followed by the frame at offset
+//!   48). We copy a frame in, mark it `TP_STATUS_SEND_REQUEST`, and kick the
+//!   kernel with `send(fd, NULL, 0, MSG_DONTWAIT)`.
+//!
+//! The socket also asks for `PACKET_QDISC_BYPASS` (frames go straight to
+//! the driver), `PACKET_IGNORE_OUTGOING` (our own transmissions do not come
+//! back on RX) and `PACKET_LOSS` (a malformed TX slot is skipped rather than
+//! stalling the ring). The link uses the interface's own MAC and MTU: the
+//! stack takes the interface over, so the kernel should hold no address on
+//! it.
+//!
+//! Latency note: TPACKET_V3 hands frames over a block at a time, so at low
+//! rates a frame may wait up to the retire timeout before it is seen.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::ifreq::{cvt, CtlSocket};
+use crate::pool::{PacketPool, PoolBuf, PoolStats};
+use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
+
+/// Ethernet header and one VLAN tag.
+const FRAME_OVERHEAD: usize = 18;
+
+/// Kernel ABI of `<linux/if_packet.h>`, declared here so the layouts this
+/// file depends on are in view and checked by size.
+mod abi {
+    pub const SOL_PACKET: libc::c_int = 263;
+    pub const PACKET_RX_RING: libc::c_int = 5;
+    pub const PACKET_STATISTICS: libc::c_int = 6;
+    pub const PACKET_VERSION: libc::c_int = 10;
+    pub const PACKET_TX_RING: libc::c_int = 13;
+    pub const PACKET_LOSS: libc::c_int = 14;
+    pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
+    pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+    /// `enum tpacket_versions`: V1 = 0, V2 = 1, V3 = 2.
+    pub const TPACKET_V3: libc::c_int = 2;
+
+    pub const TP_STATUS_KERNEL: u32 = 0;
+    pub const TP_STATUS_USER: u32 = 1 << 0;
+    pub const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+    pub const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+    pub const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+
+    pub const TP_STATUS_SEND_REQUEST: u32 = 1 << 0;
+    pub const TP_STATUS_SENDING: u32 = 1 << 1;
+    pub const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
+
+    /// `struct tpacket_req3`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct TpacketReq3 {
+        pub tp_block_size: u32,
+        pub tp_block_nr: u32,
+        pub tp_frame_size: u32,
+        pub tp_frame_nr: u32,
+        pub tp_retire_blk_tov: u32,
+        pub tp_sizeof_priv: u32,
+        pub tp_feature_req_word: u32,
+    }
+
+    /// `struct tpacket_block_desc` with its `tpacket_hdr_v1` inlined.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct BlockDesc {
+        pub version: u32,
+        pub offset_to_priv: u32,
+        pub block_status: u32,
+        pub num_pkts: u32,
+        pub offset_to_first_pkt: u32,
+        pub blk_len: u32,
+        pub seq_num: u64,
+        pub ts_first_pkt: [u32; 2],
+        pub ts_last_pkt: [u32; 2],
+    }
+
+    /// `struct tpacket3_hdr` with its `tpacket_hdr_variant1` inlined.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct Tpacket3Hdr {
+        pub tp_next_offset: u32,
+        pub tp_sec: u32,
+        pub tp_nsec: u32,
+        pub tp_snaplen: u32,
+        pub tp_len: u32,
+        pub tp_status: u32,
+        pub tp_mac: u16,
+        pub tp_net: u16,
+        pub tp_rxhash: u32,
+        pub tp_vlan_tci: u32,
+        pub tp_vlan_tpid: u16,
+        pub tp_padding: u16,
+        pub tp_padding2: [u8; 8],
+    }
+
+    /// `struct tpacket_stats_v3`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct TpacketStatsV3 {
+        pub tp_packets: u32,
+        pub tp_drops: u32,
+        pub tp_freeze_q_cnt: u32,
+    }
+
+    /// Offset of `block_status` in a block, of `tp_status` in a frame.
+    pub const BLOCK_STATUS_OFFSET: usize = 8;
+    pub const FRAME_STATUS_OFFSET: usize = 20;
+    /// Where a TX frame's bytes start in its slot:
+    /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`, which is what the
+    /// kernel uses (`tp_hdrlen - sizeof(struct sockaddr_ll)`) when
+    /// `PACKET_TX_HAS_OFF` is off.
+    pub const TX_DATA_OFFSET: usize = 48;
+
+    const _: () = assert!(std::mem::size_of::<TpacketReq3>() == 28);
+    const _: () = assert!(std::mem::size_of::<BlockDesc>() == 48);
+    const _: () = assert!(std::mem::size_of::<Tpacket3Hdr>() == 48);
+    const _: () = assert!(std::mem::offset_of!(BlockDesc, block_status) == BLOCK_STATUS_OFFSET);
+    const _: () = assert!(std::mem::offset_of!(Tpacket3Hdr, tp_status) == FRAME_STATUS_OFFSET);
+    const _: () = assert!(std::mem::offset_of!(Tpacket3Hdr, tp_vlan_tci) == 32);
+}
+
+/// Ring sizes and socket choices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Size of an RX block; a power of two, at least a page.
+    pub rx_block_size: usize,
+    /// RX blocks.
+    pub rx_block_count: usize,
+    /// Milliseconds after which the kernel hands over a block that is not
+    /// full (at least 1).
+    pub rx_retire_ms: u32,
+    /// TX slots.
+    pub tx_frame_count: usize,
+    /// Size of a TX slot (header included); a power of two. `None`: the
+    /// smallest that holds an MTU-sized frame, at least 2048.
+    pub tx_frame_size: Option<usize>,
+    /// Ask for `PACKET_QDISC_BYPASS`.
+    pub qdisc_bypass: bool,
+}
+
+impl Default for RingConfig {
+    /// 16 RX blocks of 256 KiB (4 MiB), 1 ms retire, 256 TX slots.
+    fn default() -> RingConfig {
+        RingConfig {
+            rx_block_size: 1 << 18,
+            rx_block_count: 16,
+            rx_retire_ms: 1,
+            tx_frame_count: 256,
+            tx_frame_size: None,
+            qdisc_bypass: true,
+        }
+    }
+}
+
+/// The shared mapping of both rings.
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly what mmap returned, unmapped once,
+        // and no reference into the mapping outlives the link that owns it.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// Where the RX reader is inside the current block.
+#[derive(Debug, Clone, Copy)]
+struct BlockCursor {
+    /// Frames not yet taken.
+    left: u32,
+    /// Offset of the next frame from the block's start.
+    offset: usize,
+}
+
+/// A link over an AF_PACKET socket with TPACKET_V3 rings.
+pub struct AfPacketLink {
+    // Field order matters for drop: unmap before the socket closes.
+    map: Mapping,
+    fd: OwnedFd,
+    pool: PacketPool,
+    info: LinkInfo,
+
+    rx_block_size: usize,
+    rx_block_count: usize,
+    rx_block: usize,
+    rx_cursor: Option<BlockCursor>,
+
+    tx_base: usize,
+    tx_frame_size: usize,
+    tx_frame_count: usize,
+    tx_next: usize,
+    tx_need_kick: bool,
+
+    qdisc_bypass: bool,
+    ignore_outgoing: bool,
+
+    rx_frames: u64,
+    rx_bytes: u64,
+    tx_frames: u64,
+    tx_bytes: u64,
+    tx_dropped: u64,
+    rx_oversize: u64,
+    rx_bad: u64,
+    /// Ring drops reported by PACKET_STATISTICS (which resets on read).
+    kernel_drops: Cell<u64>,
+}
+
+// SAFETY: the mapping and socket are owned by this value alone; nothing in
+// them is tied to the thread that created them, so the link may move to an
+// engine thread. It is not `Sync` (it has a `Cell`), so one thread uses it
+// at a time.
+unsafe impl Send for AfPacketLink {}
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is a live `int` and its size is passed.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+fn setsockopt_req(fd: RawFd, name: libc::c_int, req: &abi::TpacketReq3) -> io::Result<()> {
+    // SAFETY: `req` is a live `struct tpacket_req3` and its size is passed.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            abi::SOL_PACKET,
+            name,
+            (req as *const abi::TpacketReq3).cast(),
+            std::mem::size_of::<abi::TpacketReq3>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl AfPacketLink {
+    /// Opens interface `ifname` (brought up if it is down) with rings as
+    /// `ring` says, receiving into buffers of `pool`.
+    ///
+    /// The link's MTU is the interface's, or less when the pool's buffers
+    /// (`buf_size - 18`) cannot hold a full frame.
+    pub fn open(ifname: &str, pool: PacketPool, ring: &RingConfig) -> io::Result<AfPacketLink> {
+        let ctl = CtlSocket::new()?;
+        let ifindex = ctl.index(ifname)?;
+        let mac = ctl.hwaddr(ifname)?;
+        let dev_mtu = ctl.mtu(ifname)?;
+        ctl.set_up(ifname)?;
+        let mtu = dev_mtu.min(pool.buf_size().saturating_sub(FRAME_OVERHEAD));
+
+        let page = page_size();
+        if !ring.rx_block_size.is_power_of_two() || ring.rx_block_size < page {
+            return Err(invalid(format!(
+                "rx_block_size {} must be a power of two of at least {page}",
+                ring.rx_block_size
+            )));
+        }
+        if ring.rx_block_count == 0 || ring.tx_frame_count == 0 {
+            return Err(invalid("ring counts must be above zero".into()));
+        }
+        let tx_frame_size = ring.tx_frame_size.unwrap_or_else(|| {
+            (abi::TX_DATA_OFFSET + dev_mtu + FRAME_OVERHEAD)
+                .next_power_of_two()
+                .max(2048)
+        });
+        if !tx_frame_size.is_power_of_two() || tx_frame_size <= abi::TX_DATA_OFFSET + 14 {
+            return Err(invalid(format!("bad tx_frame_size {tx_frame_size}")));
+        }
+        // One slot per block if slots are a page or more, else a page of
+        // slots per block: either way blocks are whole pages and slot `i`
+        // sits at `i * tx_frame_size`.
+        let tx_block_size = tx_frame_size.max(page);
+        let tx_per_block = tx_block_size / tx_frame_size;
+        let tx_block_count = ring.tx_frame_count.div_ceil(tx_per_block);
+        let tx_frame_count = tx_block_count * tx_per_block;
+
+        // Protocol 0: nothing is received until `bind` below, after the
+        // rings exist.
+        // SAFETY: plain socket(2) call; the result is checked before use.
+        let raw = cvt(unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+            )
+        })?;
+        // SAFETY: `raw` is a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VERSION, abi::TPACKET_V3)?;
+        setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_LOSS, 1)?;
+
+        let rx_req = abi::TpacketReq3 {
+            tp_block_size: ring.rx_block_size as u32,
+            tp_block_nr: ring.rx_block_count as u32,
+            // V3 frames are variable; the kernel only checks the arithmetic.
+            tp_frame_size: 2048,
+            tp_frame_nr: (ring.rx_block_size / 2048 * ring.rx_block_count) as u32,
+            tp_retire_blk_tov: ring.rx_retire_ms.max(1),
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt_req(s, abi::PACKET_RX_RING, &rx_req)?;
+        let tx_req = abi::TpacketReq3 {
+            tp_block_size: tx_block_size as u32,
+            tp_block_nr: tx_block_count as u32,
+            tp_frame_size: tx_frame_size as u32,
+            tp_frame_nr: tx_frame_count as u32,
+            // The kernel refuses these on a V3 TX ring.
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt_req(s, abi::PACKET_TX_RING, &tx_req)?;
+
+        let rx_len = ring.rx_block_size * ring.rx_block_count;
+        let map_len = rx_len + tx_block_size * tx_block_count;
+        // SAFETY: maps the rings just set up on `s`, RX first then TX, as
+        // the kernel lays them out; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                s,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let map = Mapping {
+            base: NonNull::new(base.cast()).ok_or_else(|| io::Error::other("mmap gave NULL"))?,
+            len: map_len,
+        };
+
+        let qdisc_bypass = ring.qdisc_bypass
+            && setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_QDISC_BYPASS, 1).is_ok();
+        let ignore_outgoing =
+            setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_IGNORE_OUTGOING, 1).is_ok();
+
+        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = ifindex;
+        // SAFETY: `sll` is a live sockaddr_ll and its size is passed.
+        cvt(unsafe {
+            libc::bind(
+                s,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        })?;
+
+        Ok(AfPacketLink {
+            map,
+            fd,
+            pool,
+            info: LinkInfo {
+                name: ifname.to_string(),
+                mac,
+                mtu,
+            },
+            rx_block_size: ring.rx_block_size,
+            rx_block_count: ring.rx_block_count,
+            rx_block: 0,
+            rx_cursor: None,
+            tx_base: rx_len,
+            tx_frame_size,
+            tx_frame_count,
+            tx_next: 0,
+            tx_need_kick: false,
+            qdisc_bypass,
+            ignore_outgoing,
+            rx_frames: 0,
+            rx_bytes: 0,
+            tx_frames: 0,
+            tx_bytes: 0,
+            tx_dropped: 0,
+            rx_oversize: 0,
+            rx_bad: 0,
+            kernel_drops: Cell::new(0),
+        })
+    }
+
+    /// Whether the kernel accepted `PACKET_QDISC_BYPASS`.
+    pub fn qdisc_bypass(&self) -> bool {
+        self.qdisc_bypass
+    }
+
+    /// Whether the kernel accepted `PACKET_IGNORE_OUTGOING` (Linux 4.20+);
+    /// without it the link sees its own transmissions.
+    pub fn ignores_outgoing(&self) -> bool {
+        self.ignore_outgoing
+    }
+
+    /// The pool's levels and counters.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
+    }
+
+    /// Frames in RX blocks that made no sense (never expected from the
+    /// kernel; counted rather than trusted).
+    pub fn rx_malformed(&self) -> u64 {
+        self.rx_bad
+    }
+
+    /// The status word at `offset` in the mapping, shared with the kernel.
+    fn status_at(&self, offset: usize) -> &AtomicU32 {
+        debug_assert!(offset + 4 <= self.map.len && offset & 3 == 0);
+        // SAFETY: `offset` is a block's or slot's status field: inside the
+        // mapping (blocks and slots lie within it), 4-aligned (the mapping is
+        // page-aligned, blocks and slots are powers of two of at least 2048
+        // bytes, and the fields sit at 8 and 20). The kernel updates it
+        // concurrently, which is why it is only ever read and written
+        // atomically. The reference lives no longer than `&self`, and the
+        // mapping lives as long as `self`.
+        unsafe { &*self.map.base.as_ptr().add(offset).cast::<AtomicU32>() }
+    }
+
+    /// Bytes `[offset, offset + len)` of the mapping. Only called for parts
+    /// of a block the kernel has handed over, or of a TX slot it is not
+    /// sending: it does not write those while we look.
+    fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(offset + len <= self.map.len);
+        // SAFETY: bounds checked above; see the doc comment for why the
+        // kernel does not write these bytes while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.map.base.as_ptr().add(offset), len) }
+    }
+
+    fn bytes_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        assert!(offset + len <= self.map.len);
+        // SAFETY: bounds checked above; only called on a TX slot whose
+        // status is AVAILABLE, which the kernel does not touch until we set
+        // SEND_REQUEST; `&mut self` makes the slice unique on our side.
+        unsafe { std::slice::from_raw_parts_mut(self.map.base.as_ptr().add(offset), len) }
+    }
+
+    fn read_block_desc(&self, block_off: usize) -> abi::BlockDesc {
+        // SAFETY: a block starts within the mapping and is at least a page,
+        // larger than the descriptor; the block is ours (status USER, read
+        // with Acquire before this), so the kernel does not write it now.
+        // `read_unaligned` needs no alignment argument.
+        unsafe {
+            std::ptr::read_unaligned(
+                self.map
+                    .base
+                    .as_ptr()
+                    .add(block_off)
+                    .cast::<abi::BlockDesc>(),
+            )
+        }
+    }
+
+    fn read_frame_hdr(&self, offset: usize) -> abi::Tpacket3Hdr {
+        assert!(offset + std::mem::size_of::<abi::Tpacket3Hdr>() <= self.map.len);
+        // SAFETY: bounds checked above; the frame is in a block we own.
+        unsafe {
+            std::ptr::read_unaligned(
+                self.map
+                    .base
+                    .as_ptr()
+                    .add(offset)
+                    .cast::<abi::Tpacket3Hdr>(),
+            )
+        }
+    }
+
+    /// Gives the current RX block back to the kernel and moves on.
+    fn release_block(&mut self) {
+        let off = self.rx_block * self.rx_block_size;
+        self.status_at(off + abi::BLOCK_STATUS_OFFSET)
+            .store(abi::TP_STATUS_KERNEL, Ordering::Release);
+        self.rx_block = (self.rx_block + 1) % self.rx_block_count;
+        self.rx_cursor = None;
+    }
+
+    /// Copies the frame at `frame_off` in the current block into `buf`.
+    /// Returns false when it cannot (malformed or too large).
+    fn copy_frame(&mut self, block_off: usize, frame_off: usize, buf: &mut PoolBuf) -> bool {
+        let bs = self.rx_block_size;
+        if frame_off + std::mem::size_of::<abi::Tpacket3Hdr>() > bs {
+            self.rx_bad += 1;
+            return false;
+        }
+        let hdr = self.read_frame_hdr(block_off + frame_off);
+        let data_off = frame_off + usize::from(hdr.tp_mac);
+        let snap = hdr.tp_snaplen as usize;
+        if data_off + snap > bs {
+            self.rx_bad += 1;
+            return false;
+        }
+        if snap < hdr.tp_len as usize {
+            self.rx_oversize += 1;
+            return false;
+        }
+        let tagged = hdr.tp_status & abi::TP_STATUS_VLAN_VALID != 0 && snap >= 12;
+        let len = snap + if tagged { 4 } else { 0 };
+        if len > buf.capacity() {
+            self.rx_oversize += 1;
+            return false;
+        }
+        let src = self.bytes(block_off + data_off, snap);
+        buf.set_len(len);
+        let dst = buf.data_mut();
+        if tagged {
+            // Put back the 802.1Q tag the kernel moved into metadata.
+            let tpid =
+                if hdr.tp_status & abi::TP_STATUS_VLAN_TPID_VALID != 0 && hdr.tp_vlan_tpid != 0 {
+                    hdr.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+            dst[..12].copy_from_slice(&src[..12]);
+            dst[12..14].copy_from_slice(&tpid.to_be_bytes());
+            dst[14..16].copy_from_slice(&(hdr.tp_vlan_tci as u16).to_be_bytes());
+            dst[16..].copy_from_slice(&src[12..]);
+        } else {
+            dst.copy_from_slice(src);
+        }
+        buf.set_csum_partial(hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0);
+        true
+    }
+
+    /// Tells the kernel to send the slots marked SEND_REQUEST.
+    fn kick(&mut self) -> io::Result<()> {
+        // SAFETY: a zero-length send with a NULL buffer is what the TX ring
+        // protocol asks for; the kernel reads the ring, not the buffer.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        if r >= 0 {
+            self.tx_need_kick = false;
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            // Busy: the slots stay requested; try again on the next burst.
+            Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                self.tx_need_kick = true;
+                Ok(())
+            }
+            // The driver dropped a frame (its queue was full): that frame's
+            // slot is free again and the rest are still requested.
+            Some(libc::ENOBUFS) => {
+                self.tx_dropped += 1;
+                self.tx_need_kick = true;
+                Ok(())
+            }
+            _ => Err(err),
+        }
+    }
+}
+
+impl Link for AfPacketLink {
+    type Buf = PoolBuf;
+
+    fn rx_burst(&mut self, out: &mut Vec<PoolBuf>, max: usize) -> io::Result<usize> {
+        let max = max.min(MAX_BURST);
+        let mut n = 0;
+        while n < max {
+            let block_off = self.rx_block * self.rx_block_size;
+            let cursor = match self.rx_cursor {
+                Some(c) => c,
+                None => {
+                    let status = self
+                        .status_at(block_off + abi::BLOCK_STATUS_OFFSET)
+                        .load(Ordering::Acquire);
+                    if status & abi::TP_STATUS_USER == 0 {
+                        break;
+                    }
+                    let desc = self.read_block_desc(block_off);
+                    let c = BlockCursor {
+                        left: desc.num_pkts,
+                        offset: desc.offset_to_first_pkt as usize,
+                    };
+                    self.rx_cursor = Some(c);
+                    c
+                }
+            };
+            if cursor.left == 0 {
+                self.release_block();
+                continue;
+            }
+            // Receive may use the reserve (DESIGN.md, "Memory").
+            let Some(mut buf) = self.pool.alloc_reserved() else {
+                break;
+            };
+            let ok = self.copy_frame(block_off, cursor.offset, &mut buf);
+            if ok {
+                self.rx_frames += 1;
+                self.rx_bytes += buf.data().len() as u64;
+                out.push(buf);
+                n += 1;
+            } else {
+                self.pool.free(buf);
+            }
+            let next =
+                if cursor.offset + std::mem::size_of::<abi::Tpacket3Hdr>() <= self.rx_block_size {
+                    self.read_frame_hdr(block_off + cursor.offset)
+                        .tp_next_offset as usize
+                } else {
+                    0
+                };
+            if cursor.left == 1 || next == 0 {
+                // Last frame, or a chain that cannot go on.
+                if cursor.left > 1 {
+                    self.rx_bad += u64::from(cursor.left - 1);
+                }
+                self.release_block();
+            } else {
+                self.rx_cursor = Some(BlockCursor {
+                    left: cursor.left - 1,
+                    offset: cursor.offset + next,
+                });
+            }
+        }
+        Ok(n)
+    }
+
+    fn alloc_tx(&mut self) -> Option<PoolBuf> {
+        self.pool.alloc()
+    }
+
+    fn alloc_tx_reserved(&mut self) -> Option<PoolBuf> {
+        self.pool.alloc_reserved()
+    }
+
+    fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
+        let room = self.tx_frame_size - abi::TX_DATA_OFFSET;
+        let mut taken = 0;
+        let mut queued = 0;
+        for buf in bufs.iter() {
+            let len = buf.data().len();
+            if len < 14 || len > room {
+                self.tx_dropped += 1;
+                taken += 1;
+                continue;
+            }
+            let slot = self.tx_base + self.tx_next * self.tx_frame_size;
+            let status = self.status_at(slot + abi::FRAME_STATUS_OFFSET);
+            let st = status.load(Ordering::Acquire);
+            if st & (abi::TP_STATUS_SEND_REQUEST | abi::TP_STATUS_SENDING) != 0 {
+                break; // ring full
+            }
+            if st & abi::TP_STATUS_WRONG_FORMAT != 0 {
+                // Not expected with PACKET_LOSS; the slot's frame was lost.
+                self.tx_dropped += 1;
+            }
+            self.bytes_mut(slot + abi::TX_DATA_OFFSET, len)
+                .copy_from_slice(buf.data());
+            let hdr = self.bytes_mut(slot, abi::FRAME_STATUS_OFFSET);
+            hdr.fill(0); // tp_next_offset must be 0: fixed-size slots
+            hdr[12..16].copy_from_slice(&(len as u32).to_ne_bytes()); // tp_snaplen
+            hdr[16..20].copy_from_slice(&(len as u32).to_ne_bytes()); // tp_len
+            self.status_at(slot + abi::FRAME_STATUS_OFFSET)
+                .store(abi::TP_STATUS_SEND_REQUEST, Ordering::Release);
+            self.tx_next = (self.tx_next + 1) % self.tx_frame_count;
+            self.tx_frames += 1;
+            self.tx_bytes += len as u64;
+            taken += 1;
+            queued += 1;
+        }
+        for buf in bufs.drain(..taken) {
+            self.pool.free(buf);
+        }
+        if queued > 0 || self.tx_need_kick {
+            self.kick()?;
+        }
+        Ok(taken)
+    }
+
+    fn recycle(&mut self, buf: PoolBuf) {
+        self.pool.free(buf);
+    }
+
+    fn info(&self) -> &LinkInfo {
+        &self.info
+    }
+
+    fn stats(&self) -> LinkStats {
+        let mut st = abi::TpacketStatsV3::default();
+        let mut len = std::mem::size_of::<abi::TpacketStatsV3>() as libc::socklen_t;
+        // SAFETY: `st` is a live tpacket_stats_v3 and `len` its size; the
+        // kernel writes at most `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                abi::SOL_PACKET,
+                abi::PACKET_STATISTICS,
+                (&mut st as *mut abi::TpacketStatsV3).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.kernel_drops
+                .set(self.kernel_drops.get() + u64::from(st.tp_drops));
+        }
+        LinkStats {
+            rx_frames: self.rx_frames,
+            rx_bytes: self.rx_bytes,
+            tx_frames: self.tx_frames,
+            tx_bytes: self.tx_bytes,
+            rx_dropped: self.kernel_drops.get(),
+            tx_dropped: self.tx_dropped,
+            pool_exhausted: self.pool.stats().exhausted,
+            rx_oversize: self.rx_oversize,
+        }
+    }
+
+    fn rx_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_net::{arp_request, is_arp_reply_from, is_root, receive, run, Cleanup};
+    use std::net::UdpSocket;
+    use std::time::Duration;
+
+    /// A veth pair, one end in a namespace of its own with 10.99.y.1/24;
+    /// removed on drop.
+    struct Veth {
+        outer: String,
+        ns: String,
+        y: u8,
+        _cleanup: Cleanup,
+    }
+
+    impl Veth {
+        fn new(tag: &str, y: u8) -> Veth {
+            let pid = std::process::id();
+            let outer = format!("uv{tag}A{pid}");
+            let inner = format!("uv{tag}B{pid}");
+            let ns = format!("ustk-lt{tag}{pid}");
+            let cleanup = Cleanup::new(vec![
+                vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
+                vec!["ip".into(), "link".into(), "del".into(), outer.clone()],
+            ]);
+            run(&["ip", "netns", "add", &ns]);
+            run(&[
+                "ip", "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+            ]);
+            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{outer}/disable_ipv6"), "1");
+            run(&["ip", "link", "set", &inner, "netns", &ns]);
+            run(&[
+                "ip",
+                "netns",
+                "exec",
+                &ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ]);
+            run(&[
+                "ip",
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("10.99.{y}.1/24"),
+                "dev",
+                &inner,
+            ]);
+            run(&["ip", "-n", &ns, "link", "set", &inner, "up"]);
+            run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+            Veth {
+                outer,
+                ns,
+                y,
+                _cleanup: cleanup,
+            }
+        }
+
+        fn inner(&self) -> String {
+            self.outer.replacen('A', "B", 1)
+        }
+    }
+
+    fn send_arp(link: &mut AfPacketLink, target: [u8; 4], count: usize) {
+        let mac = link.info().mac;
+        let req = arp_request(mac, [target[0], target[1], target[2], 2], target);
+        let mut v = Vec::new();
+        for _ in 0..count {
+            let mut b = link.alloc_tx().unwrap();
+            b.set_len(req.len());
+            b.data_mut().copy_from_slice(&req);
+            v.push(b);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !v.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tx ring never drained"
+            );
+            link.tx_burst(&mut v).unwrap();
+            if !v.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_ring_configs_are_refused() {
+        if !is_root() {
+            return;
+        }
+        let cfg = RingConfig {
+            rx_block_size: 3000,
+            ..RingConfig::default()
+        };
+        let err = AfPacketLink::open("lo", PacketPool::new(2048, 4), &cfg)
+            .err()
+            .unwrap();
+        assert!(
+            err.kind() == io::ErrorKind::InvalidInput || err.kind() == io::ErrorKind::Unsupported
+        );
+        assert!(AfPacketLink::open(
+            "no-such-if0",
+            PacketPool::new(2048, 4),
+            &RingConfig::default()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn veth_arp_and_udp_from_kernel() {
+        if !is_root() {
+            eprintln!("skipped: AF_PACKET test needs root");
+            return;
+        }
+        let y = (std::process::id() % 100) as u8;
+        let veth = Veth::new("", y);
+        let ring = RingConfig {
+            rx_block_size: 1 << 16,
+            rx_block_count: 4,
+            tx_frame_count: 8,
+            ..RingConfig::default()
+        };
+        let mut link =
+            AfPacketLink::open(&veth.outer, PacketPool::with_reserve(2048, 512, 32), &ring)
+                .unwrap();
+        assert_eq!(link.info().mtu, 1500);
+        assert!(link.ignores_outgoing());
+        let mac = link.info().mac;
+        let peer = [10, 99, veth.y, 1];
+
+        // One request, one reply from the namespace's kernel.
+        send_arp(&mut link, peer, 1);
+        let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+            is_arp_reply_from(b.data(), mac, peer)
+        });
+        assert_eq!(got.len(), 1, "no ARP reply");
+
+        // Many: the 8-slot TX ring wraps and fills, RX spans blocks.
+        // Many, received while sending as an engine would: the 8-slot TX
+        // ring fills and wraps, RX wraps around its 4 blocks.
+        let req = arp_request(mac, [10, 99, veth.y, 2], peer);
+        let mut to_send = 100;
+        let mut replies = 0;
+        let mut v = Vec::new();
+        let mut out = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while replies < 100 && std::time::Instant::now() < deadline {
+            while to_send > 0 && v.len() < MAX_BURST {
+                let mut b = link.alloc_tx().unwrap();
+                b.set_len(req.len());
+                b.data_mut().copy_from_slice(&req);
+                v.push(b);
+                to_send -= 1;
+            }
+            link.tx_burst(&mut v).unwrap();
+            link.rx_burst(&mut out, MAX_BURST).unwrap();
+            for b in out.drain(..) {
+                if is_arp_reply_from(b.data(), mac, peer) {
+                    replies += 1;
+                }
+                link.recycle(b);
+            }
+        }
+        assert_eq!(replies, 100, "stats {:?}", link.stats());
+
+        // A datagram the kernel sends: it arrives whole.
+        let macs = mac
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        let me = format!("10.99.{}.2", veth.y);
+        run(&[
+            "ip",
+            "-n",
+            &veth.ns,
+            "neigh",
+            "replace",
+            &me,
+            "lladdr",
+            &macs,
+            "dev",
+            &veth.inner(),
+            "nud",
+            "permanent",
+        ]);
+        let ns_path = format!("/var/run/netns/{}", veth.ns);
+        let dst = format!("{me}:9999");
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&ns_path).unwrap();
+            // SAFETY: setns on a namespace file we hold open; it changes
+            // only this (short-lived) thread's network namespace.
+            let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.send_to(b"hello-ustack", dst.as_str()).unwrap();
+        })
+        .join()
+        .unwrap();
+        let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+            let d = b.data();
+            d.len() >= 42
+                && d[12..14] == [0x08, 0x00]
+                && d[23] == 17
+                && d[36..38] == 9999u16.to_be_bytes()
+        });
+        assert_eq!(got.len(), 1, "no UDP datagram");
+        let (frame, partial) = &got[0];
+        assert_eq!(&frame[0..6], &mac);
+        assert!(frame.ends_with(b"hello-ustack"));
+        // veth offers checksum offload, so the kernel leaves it partial.
+        eprintln!("udp csum_partial = {partial}");
+        assert!(
+            *partial,
+            "expected TP_STATUS_CSUMNOTREADY on a veth UDP frame"
+        );
+
+        let s = link.stats();
+        assert_eq!(s.tx_frames, 101);
+        assert!(s.rx_frames >= 102);
+        assert_eq!(s.tx_dropped, 0);
+        assert_eq!(link.pool_stats().available, 512);
+    }
+
+    #[test]
+    fn vlan_tag_is_put_back_and_frames_cross_unchanged() {
+        if !is_root() {
+            eprintln!("skipped: AF_PACKET test needs root");
+            return;
+        }
+        // Both ends in this namespace, no addresses: only our frames move.
+        let pid = std::process::id();
+        let (na, nb) = (format!("uvqA{pid}"), format!("uvqB{pid}"));
+        let _cleanup = Cleanup::new(vec![vec![
+            "ip".into(),
+            "link".into(),
+            "del".into(),
+            na.clone(),
+        ]]);
+        run(&[
+            "ip", "link", "add", &na, "type", "veth", "peer", "name", &nb,
+        ]);
+        for n in [&na, &nb] {
+            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{n}/disable_ipv6"), "1");
+        }
+        let mut a =
+            AfPacketLink::open(&na, PacketPool::new(2048, 64), &RingConfig::default()).unwrap();
+        let mut b =
+            AfPacketLink::open(&nb, PacketPool::new(2048, 64), &RingConfig::default()).unwrap();
+        let (ma, mb) = (a.info().mac, b.info().mac);
+        assert_ne!(ma, mb);
+
+        let mut tagged = Vec::new();
+        tagged.extend_from_slice(&mb);
+        tagged.extend_from_slice(&ma);
+        tagged.extend_from_slice(&[0x81, 0x00, 0x20, 0x07]); // PCP 1, VLAN 7
+        tagged.extend_from_slice(&[0x88, 0xb5]); // local experimental
+        tagged.extend((0..100).map(|i| i as u8));
+        let mut plain = Vec::new();
+        plain.extend_from_slice(&ma);
+        plain.extend_from_slice(&mb);
+        plain.extend_from_slice(&[0x88, 0xb5]);
+        plain.extend((0..1500).map(|i| (i * 7) as u8));
+
+        let send = |link: &mut AfPacketLink, frame: &[u8]| {
+            let mut buf = link.alloc_tx().unwrap();
+            buf.set_len(frame.len());
+            buf.data_mut().copy_from_slice(frame);
+            let mut v = vec![buf];
+            link.tx_burst(&mut v).unwrap();
+            assert!(v.is_empty());
+        };
+        let experimental = |d: &[u8]| d.windows(2).take(20).any(|w| w == [0x88, 0xb5]);
+        send(&mut a, &tagged);
+        let got = receive(&mut b, 1, Duration::from_secs(5), |f| {
+            experimental(f.data())
+        });
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, tagged, "the tag is back where it was");
+        send(&mut b, &plain);
+        let got = receive(&mut a, 1, Duration::from_secs(5), |f| {
+            experimental(f.data())
+        });
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, plain);
+        // A frame longer than the MTU allows is refused and counted.
+        let mut big = plain.clone();
+        big.resize(3000, 0);
+        let mut buf = a.alloc_tx().unwrap();
+        assert!(!buf.fill_from(&big), "pool buffers are 2048 bytes");
+        buf.set_len(10);
+        let mut v = vec![buf];
+        a.tx_burst(&mut v).unwrap();
+        assert_eq!(a.stats().tx_dropped, 1, "a 10-byte frame is not Ethernet");
+    }
+}
