@@ -1,1 +1,134 @@
+//! What every program on ustack shares: the command line, loading the
+//! configuration, building the engine, signals, and statistics.
 
+pub mod echo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use link::Link;
+use runtime::config::Config;
+use runtime::stats::{self, StatsFile};
+use runtime::{Application, Engine, PortLink};
+use stack::Stack;
+
+/// The options every ustack program takes.
+#[derive(Debug, Default)]
+pub struct CommonArgs {
+    pub config: Option<PathBuf>,
+    /// `--set section.key=value`, applied over the file in order.
+    pub overrides: Vec<String>,
+    /// `--stats FILE`: counters written there as `name value` lines.
+    pub stats: Option<PathBuf>,
+    /// Arguments the program handles itself.
+    pub rest: Vec<String>,
+}
+
+impl CommonArgs {
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<CommonArgs, String> {
+        let mut out = CommonArgs::default();
+        let mut it = args.into_iter();
+        while let Some(a) = it.next() {
+            let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value"));
+            match a.as_str() {
+                "--config" | "--conf" | "-c" => out.config = Some(value(&a)?.into()),
+                "--set" => out.overrides.push(value(&a)?),
+                "--stats" => out.stats = Some(value(&a)?.into()),
+                _ => out.rest.push(a),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Loads the configuration named on the command line, printing its warnings.
+pub fn load_config(program: &str, args: &CommonArgs) -> Result<Config, String> {
+    let path = args.config.as_ref().ok_or_else(|| format!("usage: {program} --config FILE [--set section.key=value]... [--stats FILE]"))?;
+    let mut cfg = Config::from_file(path).map_err(|e| e.to_string())?;
+    for o in &args.overrides {
+        cfg.apply_set(o).map_err(|e| e.to_string())?;
+    }
+    for w in &cfg.warnings {
+        eprintln!("{program}: warning: {w}");
+    }
+    Ok(cfg)
+}
+
+fn describe(engine: &Engine<PortLink>) -> Vec<String> {
+    engine
+        .stack
+        .interfaces()
+        .iter()
+        .zip(engine.ports())
+        .map(|(i, l)| {
+            let m = i.mac;
+            format!(
+                "{} {}:{} {}/{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {}{}",
+                i.name,
+                l.kind(),
+                l.info().name,
+                i.addr(),
+                i.prefix_len,
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5],
+                i.mtu,
+                if l.fault_stats().is_some() { " (fault injection on)" } else { "" }
+            )
+        })
+        .collect()
+}
+
+/// Runs a program: builds the engine from the command line, lets `make_app`
+/// open its sockets, and runs until SIGINT or SIGTERM.
+pub fn serve(
+    program: &str,
+    args: impl IntoIterator<Item = String>,
+    make_app: impl FnOnce(&CommonArgs, &mut Stack) -> Result<Box<dyn Application>, String>,
+) -> ExitCode {
+    match serve_inner(program, args, make_app) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve_inner(
+    program: &str,
+    args: impl IntoIterator<Item = String>,
+    make_app: impl FnOnce(&CommonArgs, &mut Stack) -> Result<Box<dyn Application>, String>,
+) -> Result<(), String> {
+    let args = CommonArgs::parse(args)?;
+    let cfg = load_config(program, &args)?;
+    let seed = link::os::random_seed().map_err(|e| format!("cannot read a random seed: {e}"))?;
+    let mut engine = runtime::setup::build_engine(&cfg, seed).map_err(|e| e.to_string())?;
+    let mut app = make_app(&args, &mut engine.stack)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("cannot handle signals: {e}"))?;
+    }
+    for line in describe(&engine) {
+        eprintln!("{program}: {line}");
+    }
+    let mut stats_file = args.stats.as_deref().map(StatsFile::new);
+    let mut on_tick = |e: &Engine<PortLink>| {
+        if let Some(f) = stats_file.as_mut() {
+            if let Err(err) = f.write(stats::render(&stats::snapshot(e))) {
+                eprintln!("{program}: cannot write statistics: {err}");
+            }
+        }
+    };
+    engine.run(app.as_mut(), &stop, Duration::from_millis(100), &mut on_tick).map_err(|e| format!("engine: {e}"))?;
+    let nonzero: Vec<String> =
+        stats::snapshot(&engine).into_iter().filter(|(_, v)| *v > 0).map(|(n, v)| format!("{n}={v}")).collect();
+    eprintln!("{program}: stopped; counters: {}", nonzero.join(" "));
+    Ok(())
+}

@@ -1,4 +1,12 @@
 //! The per-core engine: the loop that joins links, the stack and the
 //! application, plus configuration and statistics.
 
+pub mod clock;
 pub mod config;
+pub mod engine;
+pub mod ports;
+pub mod setup;
+pub mod stats;
+
+pub use engine::{AppContext, Application, Engine, EngineConfig, EngineCounters};
+pub use ports::PortLink;

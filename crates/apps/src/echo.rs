@@ -1,0 +1,37 @@
+//! The echo service (RFC 862) over UDP.  TCP echo arrives with TCP.
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use runtime::{AppContext, Application};
+use stack::{SocketError, SocketHandle, Stack};
+
+/// Echoes every datagram back to its sender, from the address it was sent to.
+pub struct EchoApp {
+    udp: SocketHandle,
+    buf: Vec<u8>,
+    /// Replies that could not be sent (no buffer, no route).
+    pub send_errors: u64,
+}
+
+impl EchoApp {
+    pub fn new(stack: &mut Stack, port: u16) -> Result<EchoApp, SocketError> {
+        let udp = stack.udp_bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
+        Ok(EchoApp { udp, buf: vec![0u8; 65536], send_errors: 0 })
+    }
+}
+
+impl Application for EchoApp {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        let mut work = false;
+        // A bounded batch per turn, so receive and timers keep running.
+        for _ in 0..64 {
+            let Ok(got) = ctx.stack.udp_recv_from(self.udp, &mut self.buf) else { break };
+            work = true;
+            let data = &self.buf[..got.len];
+            if ctx.stack.udp_send_to(ctx.now, self.udp, got.meta.src, Some(got.meta.dst.ip()), data, ctx.sink).is_err() {
+                self.send_errors += 1;
+            }
+        }
+        work
+    }
+}

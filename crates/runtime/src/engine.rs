@@ -1,0 +1,262 @@
+//! The per-core engine loop: `rx burst -> stack -> application -> timers ->
+//! tx burst`, with idle sleep and deferred transmit (`pkt_tx_delay`).
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use link::{Link, LinkStats, PacketBuffer, MAX_BURST};
+use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack};
+
+use crate::clock::Clock;
+
+/// Timing of the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// How long to wait for frames when a turn found no work (`[dpdk]
+    /// idle_sleep`); zero busy-polls.
+    pub idle_sleep: Duration,
+    /// How long a partial burst may wait before it is sent (`[dpdk]
+    /// pkt_tx_delay`); zero sends at the end of every turn.
+    pub pkt_tx_delay: Duration,
+    /// How often the stack's timers run.
+    pub timer_tick: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            idle_sleep: Duration::from_micros(0),
+            pkt_tx_delay: Duration::from_micros(100),
+            timer_tick: Duration::from_millis(1),
+        }
+    }
+}
+
+/// Counters of the loop itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    pub loops: u64,
+    pub idle_sleeps: u64,
+    pub tx_bursts: u64,
+    /// Frames dropped because the link's transmit ring stayed full.
+    pub tx_drop_ring_full: u64,
+    /// Frames the stack emitted larger than a link buffer.
+    pub tx_drop_oversize: u64,
+    pub link_errors: u64,
+}
+
+/// What an application sees on each turn of the loop.
+pub struct AppContext<'a> {
+    pub now: Instant,
+    pub stack: &'a mut Stack,
+    pub sink: &'a mut dyn FrameSink,
+}
+
+/// An application that runs on the engine's thread (run to completion).
+pub trait Application {
+    /// Does what is ready; returns whether it did anything.
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool;
+}
+
+/// A port: a link and the frames waiting to go out of it.
+pub struct Port<L: Link> {
+    pub link: L,
+    txq: Vec<L::Buf>,
+    oldest_queued: Option<Instant>,
+}
+
+/// Transmit queues seen by the stack as a [`FrameSink`].
+struct TxQueues<'a, L: Link> {
+    ports: &'a mut [Port<L>],
+    now: Instant,
+    counters: &'a mut EngineCounters,
+}
+
+/// Frames a port may queue beyond a burst before the oldest are dropped
+/// (a link whose ring stays full must not grow the queue without bound).
+const MAX_TXQ: usize = 8 * MAX_BURST;
+
+fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
+    if port.txq.is_empty() {
+        return;
+    }
+    counters.tx_bursts += 1;
+    if port.link.tx_burst(&mut port.txq).is_err() {
+        counters.link_errors += 1;
+    }
+    if port.txq.len() > MAX_TXQ {
+        let excess = port.txq.len() - MAX_TXQ;
+        for buf in port.txq.drain(..excess) {
+            port.link.recycle(buf);
+        }
+        counters.tx_drop_ring_full += excess as u64;
+    }
+    if port.txq.is_empty() {
+        port.oldest_queued = None;
+    }
+}
+
+impl<L: Link> FrameSink for TxQueues<'_, L> {
+    fn transmit(&mut self, iface: IfaceId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let Some(port) = self.ports.get_mut(usize::from(iface.0)) else { return false };
+        let Some(mut buf) = port.link.alloc_tx() else { return false };
+        if len > buf.capacity() {
+            port.link.recycle(buf);
+            self.counters.tx_drop_oversize += 1;
+            return false;
+        }
+        buf.set_len(len);
+        fill(&mut buf.data_mut()[..len]);
+        port.txq.push(buf);
+        port.oldest_queued.get_or_insert(self.now);
+        if port.txq.len() >= MAX_BURST {
+            flush(port, self.counters);
+        }
+        true
+    }
+}
+
+/// One engine: a stack, its ports, and the loop that drives them.
+pub struct Engine<L: Link> {
+    pub stack: Stack,
+    ports: Vec<Port<L>>,
+    cfg: EngineConfig,
+    clock: Clock,
+    counters: EngineCounters,
+    rx: Vec<L::Buf>,
+    next_timer: Instant,
+}
+
+impl<L: Link> Engine<L> {
+    /// An engine over `links`; link `i` is the stack's interface `i`.
+    pub fn new(stack: Stack, links: Vec<L>, cfg: EngineConfig) -> Self {
+        let ports = links.into_iter().map(|link| Port { link, txq: Vec::with_capacity(MAX_TXQ + MAX_BURST), oldest_queued: None }).collect();
+        Engine {
+            stack,
+            ports,
+            cfg,
+            clock: Clock::new(),
+            counters: EngineCounters::default(),
+            rx: Vec::with_capacity(MAX_BURST),
+            next_timer: Instant::ZERO,
+        }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    pub fn counters(&self) -> &EngineCounters {
+        &self.counters
+    }
+
+    pub fn ports(&self) -> impl Iterator<Item = &L> {
+        self.ports.iter().map(|p| &p.link)
+    }
+
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        self.ports.iter().map(|p| p.link.stats()).collect()
+    }
+
+    /// Sends the gratuitous ARPs of every address.
+    pub fn announce(&mut self) {
+        let now = self.clock.now();
+        let mut sink = TxQueues { ports: &mut self.ports, now, counters: &mut self.counters };
+        self.stack.announce(&mut sink);
+        for port in &mut self.ports {
+            flush(port, &mut self.counters);
+        }
+    }
+
+    /// One turn of the loop.  Returns whether anything happened.
+    pub fn turn(&mut self, app: &mut dyn Application) -> bool {
+        let now = self.clock.now();
+        self.counters.loops += 1;
+        let mut work = false;
+        for i in 0..self.ports.len() {
+            if self.ports[i].link.service().is_err() {
+                self.counters.link_errors += 1;
+            }
+            match self.ports[i].link.rx_burst(&mut self.rx, MAX_BURST) {
+                Ok(0) => {}
+                Ok(_) => work = true,
+                Err(_) => self.counters.link_errors += 1,
+            }
+            let mut sink = TxQueues { ports: &mut self.ports, now, counters: &mut self.counters };
+            for buf in self.rx.drain(..) {
+                let meta = RxMeta { csum_partial: buf.csum_partial() };
+                self.stack.receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
+                sink.ports[i].link.recycle(buf);
+            }
+        }
+        {
+            let mut sink = TxQueues { ports: &mut self.ports, now, counters: &mut self.counters };
+            work |= app.poll(&mut AppContext { now, stack: &mut self.stack, sink: &mut sink });
+            if now >= self.next_timer {
+                self.stack.poll(now, &mut sink);
+                self.next_timer = now + self.cfg.timer_tick;
+            }
+        }
+        for port in &mut self.ports {
+            let due = port.oldest_queued.is_some_and(|t| now.saturating_since(t) >= self.cfg.pkt_tx_delay);
+            if due || (work && self.cfg.pkt_tx_delay.is_zero()) {
+                flush(port, &mut self.counters);
+            }
+        }
+        work
+    }
+
+    /// Runs until `stop` is set, calling `on_tick` about every `tick`.
+    pub fn run(
+        &mut self,
+        app: &mut dyn Application,
+        stop: &AtomicBool,
+        tick: Duration,
+        on_tick: &mut dyn FnMut(&Engine<L>),
+    ) -> io::Result<()> {
+        self.announce();
+        let mut next_report = std::time::Instant::now() + tick;
+        while !stop.load(Ordering::Relaxed) {
+            let work = self.turn(app);
+            let wall = std::time::Instant::now();
+            if wall >= next_report {
+                on_tick(self);
+                next_report = wall + tick;
+            }
+            if !work && !self.cfg.idle_sleep.is_zero() && self.ports.iter().all(|p| p.txq.is_empty()) {
+                self.idle(wall)?;
+            }
+        }
+        for port in &mut self.ports {
+            flush(port, &mut self.counters);
+        }
+        on_tick(self);
+        Ok(())
+    }
+
+    /// Sleeps until a frame arrives, a timer or a held frame is due, or
+    /// `idle_sleep` passes, whichever comes first.
+    fn idle(&mut self, wall: std::time::Instant) -> io::Result<()> {
+        let mut timeout = self.cfg.idle_sleep;
+        let timer = self.clock.to_std(self.next_timer);
+        timeout = timeout.min(timer.saturating_duration_since(wall));
+        for p in &self.ports {
+            if let Some(t) = p.link.next_event() {
+                timeout = timeout.min(t.saturating_duration_since(wall));
+            }
+        }
+        if timeout.is_zero() {
+            return Ok(());
+        }
+        let fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
+        if fds.len() != self.ports.len() {
+            // A link that can only be polled: a short nap instead of a wait.
+            std::thread::sleep(timeout.min(Duration::from_micros(50)));
+        } else {
+            link::os::wait_readable(&fds, timeout)?;
+        }
+        self.counters.idle_sleeps += 1;
+        Ok(())
+    }
+}

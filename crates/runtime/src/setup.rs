@@ -1,0 +1,175 @@
+//! From a configuration to a running engine: the stack's tunables, the
+//! interfaces, and the links they sit on.
+
+use std::fmt;
+
+use link::{AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, RingConfig, TapLink};
+use stack::{InterfaceConfig, Stack, StackConfig};
+
+use crate::config::{Config, LinkSpec, PortConfig, Sysctls};
+use crate::engine::{Engine, EngineConfig};
+use crate::ports::PortLink;
+
+/// Why the engine could not be set up.
+#[derive(Debug)]
+pub enum SetupError {
+    NoPorts,
+    /// A port without `link=` or without an IPv4 address.
+    PortIncomplete { port: u16, what: &'static str },
+    /// The backend is not built into this binary yet (a later issue).
+    Unsupported { port: u16, link: String },
+    Open { port: u16, link: String, error: std::io::Error },
+    Stack { port: u16, error: stack::StackError },
+    Mtu { port: u16, asked: usize, link: usize },
+}
+
+impl fmt::Display for SetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetupError::NoPorts => write!(f, "the configuration has no [portN] section"),
+            SetupError::PortIncomplete { port, what } => write!(f, "[port{port}]: {what}"),
+            SetupError::Unsupported { port, link } => {
+                write!(f, "[port{port}] link={link}: this backend is not available in this build")
+            }
+            SetupError::Open { port, link, error } => write!(f, "[port{port}] link={link}: cannot open: {error}"),
+            SetupError::Stack { port, error } => write!(f, "[port{port}]: {error}"),
+            SetupError::Mtu { port, asked, link } => {
+                write!(f, "[port{port}] mtu={asked} is larger than the link's MTU {link}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SetupError {}
+
+/// The stack's tunables from `[freebsd.sysctl]` and `[freebsd.boot]`.
+pub fn stack_config(cfg: &Config, seed: u64) -> StackConfig {
+    let s: &Sysctls = &cfg.sysctls;
+    StackConfig {
+        seed,
+        ip_ttl: s.ip_ttl,
+        arp_maxhold: s.arp_maxhold as usize,
+        arp_max_age: s.arp_max_age,
+        reass_max_packets: s.reass_max_packets as usize,
+        reass_max_frags: s.reass_max_frags as usize,
+        reass_timeout: s.reass_timeout,
+        icmp_rate_limit: s.icmp_rate_limit,
+        udp_recv_space: s.udp_recv_space as usize,
+        max_sockets: cfg.boot.max_sockets as usize,
+        ..StackConfig::default()
+    }
+}
+
+/// The engine's timing from `[dpdk]`.
+pub fn engine_config(cfg: &Config) -> EngineConfig {
+    EngineConfig { idle_sleep: cfg.dpdk.idle_sleep, pkt_tx_delay: cfg.dpdk.pkt_tx_delay, ..EngineConfig::default() }
+}
+
+fn link_name(spec: &LinkSpec) -> String {
+    match spec {
+        LinkSpec::Tap(n) => format!("tap:{n}"),
+        LinkSpec::AfPacket(n) => format!("af_packet:{n}"),
+        LinkSpec::AfXdp(n) => format!("af_xdp:{n}"),
+        LinkSpec::Dpdk => "dpdk".to_string(),
+    }
+}
+
+/// Packet buffers per port when `[portN] memory` does not say.
+pub const DEFAULT_POOL_BUFFERS: u32 = 8192;
+
+/// Opens the link of one port.
+pub fn open_link(port: &PortConfig) -> Result<PortLink, SetupError> {
+    let name = link_name(&port.link);
+    // A buffer holds the largest frame: MTU + Ethernet + a VLAN tag, rounded
+    // up; links with a large MTU (TAP can have 65535) get large buffers.
+    let mtu = usize::from(port.mtu.unwrap_or(1500)).max(1500);
+    let buf_size = (mtu + 64).next_power_of_two().max(2048);
+    let count = port.memory.map_or(DEFAULT_POOL_BUFFERS, |m| m.buffers(buf_size)) as usize;
+    let pool = PacketPool::with_reserve(buf_size, count, (count / 16).max(8));
+    let open_err = |error| SetupError::Open { port: port.id, link: name.clone(), error };
+    match &port.link {
+        LinkSpec::Tap(ifname) => {
+            let mut tap = TapLink::open(ifname, pool).map_err(open_err)?;
+            if let Some(mac) = port.mac {
+                tap.set_mac(mac);
+            }
+            Ok(PortLink::Tap(tap))
+        }
+        LinkSpec::AfPacket(ifname) => {
+            AfPacketLink::open(ifname, pool, &RingConfig::default()).map(PortLink::AfPacket).map_err(open_err)
+        }
+        LinkSpec::AfXdp(_) | LinkSpec::Dpdk => Err(SetupError::Unsupported { port: port.id, link: name }),
+    }
+}
+
+/// The interface the stack puts on a port's link.
+pub fn interface_config(port: &PortConfig, link: &dyn LinkInfoSource) -> Result<InterfaceConfig, SetupError> {
+    let ip = port.ipv4.as_ref().ok_or(SetupError::PortIncomplete { port: port.id, what: "no addr= (IPv4 address)" })?;
+    let link_mtu = link.mtu();
+    let mtu = match port.mtu {
+        Some(m) if usize::from(m) > link_mtu => {
+            return Err(SetupError::Mtu { port: port.id, asked: usize::from(m), link: link_mtu })
+        }
+        Some(m) => usize::from(m),
+        None => link_mtu,
+    };
+    Ok(InterfaceConfig {
+        name: if port.if_name.is_empty() { format!("port{}", port.id) } else { port.if_name.clone() },
+        mac: link.mac(),
+        mtu,
+        addr: ip.addr,
+        prefix_len: ip.prefix_len,
+        broadcast: Some(ip.broadcast),
+        gateway: ip.gateway,
+        extra_addrs: port.vip_addrs.clone(),
+    })
+}
+
+/// What [`interface_config`] needs to know of a link.
+pub trait LinkInfoSource {
+    fn mtu(&self) -> usize;
+    fn mac(&self) -> [u8; 6];
+}
+
+impl<L: Link> LinkInfoSource for L {
+    fn mtu(&self) -> usize {
+        self.info().mtu
+    }
+    fn mac(&self) -> [u8; 6] {
+        self.info().mac
+    }
+}
+
+fn fault_config(cfg: &Config) -> Option<FaultConfig> {
+    cfg.fault.as_ref().map(|f| FaultConfig {
+        loss: f.loss,
+        duplicate: f.duplicate,
+        reorder: f.reorder,
+        corrupt: f.corrupt,
+        delay_us: f.delay_us,
+        jitter_us: f.jitter_us,
+        seed: f.seed,
+    })
+}
+
+/// Builds the engine a configuration describes: every port opened, port 0
+/// behind the fault injector when `[fault]` is present.
+pub fn build_engine(cfg: &Config, seed: u64) -> Result<Engine<PortLink>, SetupError> {
+    if cfg.ports.is_empty() {
+        return Err(SetupError::NoPorts);
+    }
+    let mut stack = Stack::new(stack_config(cfg, seed));
+    let mut links = Vec::new();
+    for (i, port) in cfg.ports.iter().enumerate() {
+        let mut link = open_link(port)?;
+        if i == 0 {
+            if let Some(fc) = fault_config(cfg) {
+                link = PortLink::Faulty(Box::new(FaultLink::new(link, fc)));
+            }
+        }
+        let iface = interface_config(port, &link)?;
+        stack.add_interface(&iface).map_err(|error| SetupError::Stack { port: port.id, error })?;
+        links.push(link);
+    }
+    Ok(Engine::new(stack, links, engine_config(cfg)))
+}

@@ -1,0 +1,97 @@
+//! Statistics of an engine as `name value` lines, written to a file that
+//! tools and tests read (until the control socket of the CLI exists).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use link::Link;
+
+use crate::engine::Engine;
+use crate::ports::PortLink;
+
+/// Every counter of an engine: the stack's, the loop's, each port's link and
+/// fault injector, by name.
+pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    engine.stack.counters().visit(|name, v| out.push((name.to_string(), v)));
+    let e = engine.counters();
+    for (name, v) in [
+        ("engine_loops", e.loops),
+        ("engine_idle_sleeps", e.idle_sleeps),
+        ("engine_tx_bursts", e.tx_bursts),
+        ("engine_tx_drop_ring_full", e.tx_drop_ring_full),
+        ("engine_tx_drop_oversize", e.tx_drop_oversize),
+        ("engine_link_errors", e.link_errors),
+    ] {
+        out.push((name.to_string(), v));
+    }
+    for (i, port) in engine.ports().enumerate() {
+        let s = port.stats();
+        for (name, v) in [
+            ("rx_frames", s.rx_frames),
+            ("rx_bytes", s.rx_bytes),
+            ("tx_frames", s.tx_frames),
+            ("tx_bytes", s.tx_bytes),
+            ("rx_dropped", s.rx_dropped),
+            ("tx_dropped", s.tx_dropped),
+            ("pool_exhausted", s.pool_exhausted),
+            ("rx_oversize", s.rx_oversize),
+        ] {
+            out.push((format!("port{i}_link_{name}"), v));
+        }
+        if let Some(f) = port.fault_stats() {
+            for (dir, d) in [("rx", f.rx), ("tx", f.tx)] {
+                for (name, v) in [
+                    ("frames_in", d.frames_in),
+                    ("frames_out", d.frames_out),
+                    ("lost", d.lost),
+                    ("duplicated", d.duplicated),
+                    ("reordered", d.reordered),
+                    ("corrupted", d.corrupted),
+                    ("delayed", d.delayed),
+                ] {
+                    out.push((format!("port{i}_fault_{dir}_{name}"), v));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Renders a snapshot, one `name value` per line.
+pub fn render(stats: &[(String, u64)]) -> String {
+    let mut s = String::new();
+    for (name, v) in stats {
+        s.push_str(name);
+        s.push(' ');
+        s.push_str(&v.to_string());
+        s.push('\n');
+    }
+    s
+}
+
+/// Writes snapshots to a file, atomically (a reader never sees half).
+pub struct StatsFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    last: String,
+}
+
+impl StatsFile {
+    pub fn new(path: &Path) -> Self {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        StatsFile { path: path.to_path_buf(), tmp: tmp.into(), last: String::new() }
+    }
+
+    pub fn write(&mut self, text: String) -> std::io::Result<()> {
+        if text == self.last {
+            return Ok(());
+        }
+        let mut f = std::fs::File::create(&self.tmp)?;
+        f.write_all(text.as_bytes())?;
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.last = text;
+        Ok(())
+    }
+}
