@@ -113,14 +113,7 @@ impl TapLink {
                 &hdr_len as *const libc::c_int,
             )
         })?;
-        let offload: libc::c_ulong = if options.csum_offload {
-            libc::TUN_F_CSUM as libc::c_ulong
-        } else {
-            0
-        };
-        // SAFETY: TUNSETOFFLOAD takes its argument by value (a flag word),
-        // not through a pointer.
-        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD as _, offload) })?;
+        set_offload(&fd, options.csum_offload)?;
 
         let ctl = CtlSocket::new()?;
         ctl.set_up(&name)?;
@@ -142,6 +135,12 @@ impl TapLink {
             rx_oversize: 0,
             kernel_drops_at_open,
         })
+    }
+
+    /// Offers (or withdraws) checksum offload to the kernel: with it on,
+    /// the kernel may send frames with partial checksums.
+    pub fn set_csum_offload(&mut self, on: bool) -> io::Result<()> {
+        set_offload(&self.fd, on)
     }
 
     /// Sets the stack's MAC.
@@ -334,6 +333,19 @@ impl Link for TapLink {
     }
 }
 
+/// TUNSETOFFLOAD: `TUN_F_CSUM` or nothing (never TSO/UFO: no GSO frames).
+fn set_offload(fd: &OwnedFd, csum: bool) -> io::Result<()> {
+    let flags: libc::c_ulong = if csum {
+        libc::TUN_F_CSUM as libc::c_ulong
+    } else {
+        0
+    };
+    // SAFETY: TUNSETOFFLOAD takes its argument by value (a flag word), not
+    // through a pointer.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD as _, flags) })?;
+    Ok(())
+}
+
 /// Frames the kernel dropped on their way to us: the device's own transmit
 /// drops. Zero when sysfs cannot tell.
 fn read_kernel_drops(name: &str) -> u64 {
@@ -428,6 +440,38 @@ mod tests {
         });
         assert_eq!(got.len(), 1, "no ARP reply from the kernel");
         assert_eq!(got[0].0[6..12], link.kernel_mac());
+        // Datagrams from the kernel: with checksum offload offered, the
+        // checksum is left partial and flagged; without, it is complete.
+        let mac_s = mac.map(|b| format!("{b:02x}")).join(":");
+        let me = format!("10.99.{x}.2");
+        run(&[
+            "ip",
+            "neigh",
+            "replace",
+            &me,
+            "lladdr",
+            &mac_s,
+            "dev",
+            &name,
+            "nud",
+            "permanent",
+        ]);
+        let sock = std::net::UdpSocket::bind(format!("10.99.{x}.1:0")).unwrap();
+        for (offload, port) in [(true, 9001u16), (false, 9002u16)] {
+            link.set_csum_offload(offload).unwrap();
+            sock.send_to(b"hello-tap", (me.as_str(), port)).unwrap();
+            let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+                let d = b.data();
+                d.len() >= 42
+                    && d[12..14] == [0x08, 0x00]
+                    && d[23] == 17
+                    && d[36..38] == port.to_be_bytes()
+            });
+            assert_eq!(got.len(), 1, "no UDP datagram (offload {offload})");
+            assert!(got[0].0.ends_with(b"hello-tap"));
+            assert_eq!(got[0].1, offload, "csum_partial follows the offload");
+        }
+
         let s = link.stats();
         assert_eq!(s.tx_frames, 1);
         assert!(s.rx_frames >= 1);
