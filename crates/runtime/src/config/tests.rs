@@ -1,0 +1,933 @@
+//! Tests of the whole configuration: the example file, every message.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use super::*;
+
+const EXAMPLE: &str = include_str!("../../../../config/example.ini");
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, "config.ini")
+}
+
+/// The error message of `text`, as displayed.
+fn err(text: &str) -> String {
+    match parse(text) {
+        Ok(c) => panic!("expected an error, parsed {c:#?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn warnings(text: &str) -> Vec<String> {
+    parse(text)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .warnings
+        .iter()
+        .map(|w| w.to_string())
+        .collect()
+}
+
+/// A valid one-port configuration to build test cases from.
+const BASE: &str = "\
+[dpdk]
+lcore_mask=3
+port_list=0
+
+[port0]
+addr=10.99.1.2
+netmask=255.255.255.0
+gateway=10.99.1.1
+";
+
+#[test]
+fn example_parses_without_warnings() {
+    let c = Config::parse(EXAMPLE, "example.ini").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.warnings, [], "the reference file should be clean");
+
+    let d = &c.dpdk;
+    assert_eq!(d.lcore_mask.as_ref().unwrap().as_slice(), &[0, 1]);
+    assert_eq!(d.channel, Some(4));
+    assert!(d.promiscuous && d.numa_on && d.vlan_strip);
+    assert!(!d.tx_csum_offload_skip && !d.tso && !d.symmetric_rss && !d.no_huge);
+    assert_eq!(d.idle_sleep, Duration::ZERO);
+    assert_eq!(d.pkt_tx_delay, Duration::from_micros(100));
+    assert_eq!(d.port_list, [0, 1]);
+    assert_eq!(d.base_virtaddr, Some(0x7f00_0000_0000));
+    assert_eq!(d.file_prefix.as_deref(), Some("ustack"));
+    assert_eq!(d.memory_mb, Some(1024));
+    assert_eq!(d.pci_allow, ["02:00.0", "0000:03:00.0"]);
+    assert_eq!(d.vdev, ["net_tap0,iface=dtap0", "net_null0"]);
+    assert_eq!(d.proc_type, ProcType::Auto);
+    assert_eq!(d.log_level, Some(6));
+
+    assert_eq!(c.ports.len(), 2);
+    let p0 = c.port(0).unwrap();
+    assert_eq!(p0.link, LinkSpec::Tap("ustack0".into()));
+    assert_eq!(p0.if_name, "ustack0");
+    let v4 = p0.ipv4.unwrap();
+    assert_eq!(v4.addr, Ipv4Addr::new(10, 99, 1, 2));
+    assert_eq!(v4.netmask, Ipv4Addr::new(255, 255, 255, 0));
+    assert_eq!(v4.prefix_len, 24);
+    assert_eq!(v4.broadcast, Ipv4Addr::new(10, 99, 1, 255));
+    assert_eq!(v4.gateway, Some(Ipv4Addr::new(10, 99, 1, 1)));
+    let v6 = p0.ipv6.unwrap();
+    assert_eq!(v6.addr, "fd00:99:1::2".parse::<Ipv6Addr>().unwrap());
+    assert_eq!(v6.prefix_len, 64);
+    assert_eq!(v6.gateway, Some("fe80::1".parse().unwrap()));
+    assert_eq!(
+        p0.vip_addrs,
+        [Ipv4Addr::new(10, 99, 1, 3), Ipv4Addr::new(10, 99, 1, 4)]
+    );
+    assert_eq!(p0.vip_addrs6.len(), 2);
+    assert_eq!(p0.vip_prefix_len, 64);
+    assert_eq!(p0.lcore_list.as_deref(), Some(&[0, 1][..]));
+    assert_eq!(p0.memory, Some(PoolSize::Buffers(8192)));
+    assert_eq!(p0.mtu, Some(1500));
+    assert_eq!(p0.mac, Some([2, 0, 0, 0x99, 1, 2]));
+
+    let p1 = c.port(1).unwrap();
+    assert_eq!(p1.link, LinkSpec::AfPacket("veth-us1".into()));
+    assert_eq!(p1.if_name, "ustack1");
+    assert_eq!(p1.ipv4.unwrap().prefix_len, 24);
+    assert_eq!(p1.ipv4.unwrap().broadcast, Ipv4Addr::new(10, 99, 2, 255));
+    assert_eq!(p1.ipv6, None);
+    assert_eq!(p1.memory, Some(PoolSize::Bytes(16 << 20)));
+    assert_eq!(p1.lcore_list.as_deref(), Some(&[1][..]));
+
+    assert_eq!(c.pcap, PcapConfig::default());
+    assert_eq!(c.kni.method, KniMethod::Reject);
+    assert_eq!(c.kni.tcp_ports, [80, 443]);
+    assert_eq!(c.kni.udp_ports, [53]);
+    assert!(!c.kni.enable);
+    assert_eq!(c.fault, None);
+
+    assert_eq!(c.boot.max_sockets, 262_144);
+    // Every typed sysctl is in the example, at its default.
+    assert_eq!(c.sysctls, Sysctls::default());
+    for name in Sysctls::NAMES {
+        assert!(
+            c.freebsd_sysctl.iter().any(|e| e.name == *name),
+            "example.ini does not document {name}"
+        );
+    }
+    let ttl = c
+        .freebsd_sysctl
+        .iter()
+        .find(|e| e.name == "net.inet.ip.ttl")
+        .unwrap();
+    assert_eq!(ttl.value, "64");
+    assert_eq!(
+        EXAMPLE.lines().nth(ttl.line.unwrap() - 1),
+        Some("net.inet.ip.ttl=64")
+    );
+}
+
+#[test]
+fn example_fault_section() {
+    // The example's [fault] block, uncommented.
+    let text: String = EXAMPLE
+        .lines()
+        .map(|l| {
+            let fault = [
+                "[fault]",
+                "loss=",
+                "duplicate=",
+                "reorder=",
+                "corrupt=",
+                "delay_us=",
+                "jitter_us=",
+                "seed=",
+            ];
+            match l.strip_prefix('#') {
+                Some(rest) if fault.iter().any(|k| rest.starts_with(k)) => rest,
+                _ => l,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let f = c.fault.unwrap();
+    assert_eq!(f.loss, 0.01);
+    assert_eq!(f.duplicate, 0.001);
+    assert_eq!(f.reorder, 0.01);
+    assert_eq!(f.corrupt, 0.0001);
+    assert_eq!(f.delay_us, 500);
+    assert_eq!(f.jitter_us, 100);
+    assert_eq!(f.seed, 42);
+}
+
+#[test]
+fn empty_and_minimal() {
+    let c = parse("").unwrap();
+    assert!(c.ports.is_empty());
+    assert_eq!(c.dpdk, DpdkConfig::default());
+    assert_eq!(c, Config::parse("", "config.ini").unwrap());
+    assert_eq!(Config::default().ports, []);
+
+    // No port_list: the [portN] sections define it.
+    let c = parse("[port3]\naddr=10.0.0.2/8\n[port1]\naddr=10.1.0.2/8\n").unwrap();
+    assert_eq!(c.dpdk.port_list, [1, 3]);
+    assert_eq!(c.ports.iter().map(|p| p.id).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(c.ports[0].link, LinkSpec::Dpdk);
+}
+
+#[test]
+fn invalid_values_name_file_line_section_key() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "[port0]\naddr=10.99.1.300\n",
+            "config.ini:2: [port0] addr: \"10.99.1.300\" is not an IPv4 address",
+        ),
+        (
+            "[dpdk]\nlcore_mask=0\n",
+            "config.ini:2: [dpdk] lcore_mask: \"0\" selects no CPU",
+        ),
+        (
+            "[dpdk]\nlcore_mask=0xfz\n",
+            "config.ini:2: [dpdk] lcore_mask: \"0xfz\" is not a hexadecimal CPU mask",
+        ),
+        (
+            "[dpdk]\npromiscuous=yes\n",
+            "config.ini:2: [dpdk] promiscuous: \"yes\" must be 0 or 1",
+        ),
+        (
+            "[dpdk]\n\nidle_sleep=-5\n",
+            "config.ini:3: [dpdk] idle_sleep: \"-5\" is out of range (0..=1000000)",
+        ),
+        (
+            "[dpdk]\nchannel=four\n",
+            "config.ini:2: [dpdk] channel: \"four\" is not an integer",
+        ),
+        (
+            "[dpdk]\nport_list=0-3,x\n",
+            "config.ini:2: [dpdk] port_list: \"0-3,x\" has an item \"x\" that is not a number or a range",
+        ),
+        (
+            "[dpdk]\nport_list=3-1\n",
+            "config.ini:2: [dpdk] port_list: \"3-1\" has a range \"3-1\" that goes backwards",
+        ),
+        (
+            "[dpdk]\nproc_type=main\n",
+            "config.ini:2: [dpdk] proc_type: \"main\" must be primary, secondary or auto",
+        ),
+        (
+            "[dpdk]\npci_whitelist=02:00\n",
+            "config.ini:2: [dpdk] pci_whitelist: \"02:00\" has \"02:00\", which is not a PCI address (0000:02:00.0 or 02:00.0)",
+        ),
+        (
+            // F-Stack's own sample has this typo in its netmask.
+            "[port0]\naddr=192.168.1.2\nnetmask=255.255.225.0\n",
+            "config.ini:3: [port0] netmask: \"255.255.225.0\" is not a contiguous netmask",
+        ),
+        (
+            "[port0]\naddr=10.99.1.2\nnetmask=255.255.255.0\ngateway=10.99.2.1\n",
+            "config.ini:4: [port0] gateway: \"10.99.2.1\" is not inside the port's subnet 10.99.1.0/24",
+        ),
+        (
+            "[port0]\naddr=10.99.1.2/24\ngateway=10.99.1.2\n",
+            "config.ini:3: [port0] gateway: \"10.99.1.2\" is the port's own address",
+        ),
+        (
+            "[port0]\naddr=10.99.1.255/24\n",
+            "config.ini:2: [port0] addr: \"10.99.1.255/24\" is the broadcast address of 10.99.1.0/24",
+        ),
+        (
+            "[port0]\naddr=224.0.0.1/24\n",
+            "config.ini:2: [port0] addr: \"224.0.0.1/24\" is not a unicast address",
+        ),
+        (
+            "[port0]\naddr=10.99.1.2/24\nbroadcast=10.99.2.255\n",
+            "config.ini:3: [port0] broadcast: \"10.99.2.255\" is not inside 10.99.1.0/24",
+        ),
+        (
+            "[port0]\naddr=10.99.1.2\n",
+            "config.ini:2: [port0] addr: netmask= is required (or write addr as 10.99.1.2/24)",
+        ),
+        (
+            "[port0]\naddr=10.99.1.2/16\nnetmask=255.255.255.0\n",
+            "config.ini:3: [port0] netmask: \"255.255.255.0\" (/24) contradicts addr's /16",
+        ),
+        (
+            "[port0]\ngateway=10.0.0.1\naddr6=fd00::2\n",
+            "config.ini:2: [port0] gateway is set but addr is not",
+        ),
+        (
+            "[port0]\nlink=tap:us0\naddr6=fd00::2\n",
+            "config.ini:2: [port0] addr is required when link= is set",
+        ),
+        (
+            "[port0]\nmtu=1500\n",
+            "config.ini:1: [port0] has no address: set addr= and netmask= (or addr6=)",
+        ),
+        (
+            "[port0]\nlink=tap\naddr=10.0.0.2/24\n",
+            "config.ini:2: [port0] link: \"tap\" is not a link: use tap:NAME, af_packet:IFACE, af_xdp:IFACE or dpdk",
+        ),
+        (
+            "[port0]\naddr=10.0.0.2/24\naddr6=fd00::2\nmtu=1000\n",
+            "config.ini:4: [port0] mtu: \"1000\" is below 1280, the IPv6 minimum (addr6 is set)",
+        ),
+        (
+            "[port0]\naddr=10.0.0.2/24\nmtu=60\n",
+            "config.ini:3: [port0] mtu: \"60\" is out of range (68..=65535)",
+        ),
+        (
+            "[port0]\naddr=10.0.0.2/24\nmac=01:00:5e:00:00:01\n",
+            "config.ini:3: [port0] mac: \"01:00:5e:00:00:01\" is a multicast MAC address, not an interface's",
+        ),
+        (
+            "[port0]\naddr=10.0.0.2/24\nmemory=16\n",
+            "config.ini:3: [port0] memory: \"16\" is out of range (64..=16777216 buffers; or bytes with a K, M or G suffix)",
+        ),
+        (
+            "[port0]\naddr6=fd00::2/64\nprefix_len=48\n",
+            "config.ini:3: [port0] prefix_len: 48 contradicts addr6's /64",
+        ),
+        (
+            "[port0]\naddr=10.0.0.2/24\nprefix_len=64\n",
+            "config.ini:3: [port0] prefix_len is set but addr6 is not",
+        ),
+        (
+            "[port0]\naddr=10.0.0.2/24\nif_name=a-name-that-is-too-long\n",
+            "config.ini:3: [port0] if_name: \"a-name-that-is-too-long\" is longer than 15 bytes (IFNAMSIZ)",
+        ),
+        (
+            "[pcap]\nsnaplen=0\n",
+            "config.ini:2: [pcap] snaplen: \"0\" is out of range (1..=65535)",
+        ),
+        (
+            "[kni]\nmethod=drop\n",
+            "config.ini:2: [kni] method: \"drop\" must be reject or accept",
+        ),
+        (
+            "[kni]\nudp_port=0,53\n",
+            "config.ini:2: [kni] udp_port: \"0,53\" has 0 below the minimum 1",
+        ),
+        (
+            "[kni]\nenable=1\ntcp_port=80\n",
+            "config.ini:2: [kni] method= (reject or accept) is required when enable=1",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(&err(text), want, "for:\n{text}");
+    }
+}
+
+#[test]
+fn error_fields() {
+    let e = parse("[port0]\naddr=10.99.1.300\n").unwrap_err();
+    assert_eq!(e.file, "config.ini");
+    assert_eq!(e.line, Some(2));
+    assert_eq!(
+        e.message,
+        "[port0] addr: \"10.99.1.300\" is not an IPv4 address"
+    );
+}
+
+#[test]
+fn syntax_errors_have_lines() {
+    assert_eq!(
+        err("[dpdk]\nlcore_mask\n"),
+        "config.ini:2: expected \"key=value\", \"[section]\" or a comment, found \"lcore_mask\""
+    );
+    assert_eq!(
+        err("lcore_mask=1\n"),
+        "config.ini:1: key \"lcore_mask\" is outside of any [section]"
+    );
+}
+
+#[test]
+fn duplicate_keys() {
+    assert_eq!(
+        err("[dpdk]\nlcore_mask=1\nchannel=4\nlcore_mask=2\n"),
+        "config.ini:4: [dpdk] lcore_mask is set twice (first set on line 2)"
+    );
+    // Also across two [dpdk] headers, and in the FreeBSD sections.
+    assert_eq!(
+        err("[dpdk]\ntso=1\n[pcap]\n[dpdk]\ntso=0\n"),
+        "config.ini:5: [dpdk] tso is set twice (first set on line 2)"
+    );
+    assert_eq!(
+        err("[freebsd.sysctl]\nnet.inet.ip.ttl=64\nnet.inet.ip.ttl=32\n"),
+        "config.ini:3: [freebsd.sysctl] net.inet.ip.ttl is set twice (first set on line 2)"
+    );
+}
+
+#[test]
+fn unknown_keys_and_sections_are_errors() {
+    assert_eq!(
+        err("[dpdk]\nlcore_msak=3\n"),
+        "config.ini:2: [dpdk] lcore_msak is not a known key (did you mean lcore_mask?)"
+    );
+    assert_eq!(
+        err("[port0]\naddr=10.0.0.2/24\nfoo=1\n"),
+        "config.ini:3: [port0] foo is not a known key"
+    );
+    assert_eq!(
+        err("[pcap]\nsnap_len=96\n"),
+        "config.ini:2: [pcap] snap_len is not a known key (did you mean snaplen?)"
+    );
+    assert_eq!(
+        err("[fault]\nlos=0.1\n"),
+        "config.ini:2: [fault] los is not a known key (did you mean loss?)"
+    );
+    assert_eq!(
+        err("[dpkd]\n"),
+        "config.ini:1: unknown section [dpkd] (did you mean [dpdk]?)"
+    );
+    assert_eq!(
+        err("[\u{3b1}]\n"),
+        "config.ini:1: unknown section [\u{3b1}]"
+    );
+    assert_eq!(
+        err("[prot0]\n"),
+        "config.ini:1: unknown section [prot0] (did you mean [portN]?)"
+    );
+    assert_eq!(
+        err("[port01]\naddr=10.0.0.2/24\n"),
+        "config.ini:1: [port01]: write the port number without leading zeros"
+    );
+    assert_eq!(
+        err("[port70000]\n"),
+        "config.ini:1: [port70000]: port number is out of range (0..=65535)"
+    );
+    // Case matters, as in F-Stack.
+    assert_eq!(
+        err("[DPDK]\n"),
+        "config.ini:1: unknown section [DPDK] (did you mean [dpdk]?)"
+    );
+}
+
+#[test]
+fn ignored_fstack_keys_warn_by_name() {
+    let w = warnings(
+        "[dpdk]\nlcore_mask=1\nnb_vdev=0\nnb_bond=0\nlro=1\n\
+         [port0]\naddr=10.0.0.2/24\nvip_ifname=lo0\nslave_port_list=0,1\n\
+         [pcap]\ntimestamp_precision=1\n",
+    );
+    assert_eq!(
+        w,
+        [
+            "config.ini:3: [dpdk] nb_vdev is ignored by ustack (DPDK virtual devices are configured with [dpdk] vdev=)",
+            "config.ini:4: [dpdk] nb_bond is ignored by ustack (bonding is not supported)",
+            "config.ini:5: [dpdk] lro is ignored by ustack (large receive offload is not used)",
+            "config.ini:8: [port0] vip_ifname is ignored by ustack (virtual addresses are added to the port's own interface)",
+            "config.ini:9: [port0] slave_port_list is ignored by ustack (bonding is not supported)",
+            "config.ini:11: [pcap] timestamp_precision is ignored by ustack (ustack chooses the timestamp precision of its captures)",
+        ]
+    );
+}
+
+#[test]
+fn unsupported_sections_warn_by_name() {
+    let w = warnings(
+        "[dpdk]\nnb_vdev=1\n[vdev0]\npath=/var/run/openvswitch/vhost-user0\nqueues=1\n\
+         [bond0]\nmode=4\n[vlan10]\nportid=0\n",
+    );
+    assert_eq!(
+        w,
+        [
+            "config.ini:2: [dpdk] nb_vdev is ignored by ustack (DPDK virtual devices are configured with [dpdk] vdev=)",
+            "config.ini:3: [vdev0] is not supported by ustack and is ignored (container vhost-user devices are configured with [dpdk] vdev=)",
+            "config.ini:6: [bond0] is not supported by ustack and is ignored (bonding is not supported)",
+            "config.ini:8: [vlan10] is not supported by ustack and is ignored (VLAN sub-interfaces are not supported yet)",
+        ]
+    );
+}
+
+#[test]
+fn pkt_tx_delay_clamps_with_warning() {
+    let c = parse("[dpdk]\npkt_tx_delay=500\n").unwrap();
+    assert_eq!(c.dpdk.pkt_tx_delay, Duration::from_micros(100));
+    assert_eq!(
+        c.warnings[0].to_string(),
+        "config.ini:2: [dpdk] pkt_tx_delay: 500 is above 100; using 100 as F-Stack does"
+    );
+    let c = parse("[dpdk]\npkt_tx_delay=0\n").unwrap();
+    assert_eq!(c.dpdk.pkt_tx_delay, Duration::ZERO);
+    assert!(c.warnings.is_empty());
+}
+
+#[test]
+fn port_list_and_sections() {
+    let two = "[dpdk]\nport_list=0-1,3\n\
+               [port0]\naddr=10.0.0.2/24\n[port1]\naddr=10.0.1.2/24\n[port3]\naddr=10.0.3.2/24\n";
+    assert_eq!(parse(two).unwrap().dpdk.port_list, [0, 1, 3]);
+    assert_eq!(
+        err("[dpdk]\nport_list=0-1\n[port0]\naddr=10.0.0.2/24\n[port1]\naddr=10.0.1.2/24\n[port2]\naddr=10.0.2.2/24\n"),
+        "config.ini:7: [port2] is not in [dpdk] port_list (0-1)"
+    );
+    assert_eq!(
+        err("[dpdk]\nport_list=0-2\n[port0]\naddr=10.0.0.2/24\n[port2]\naddr=10.0.2.2/24\n"),
+        "config.ini:2: [dpdk] port_list: port 1 has no [port1] section"
+    );
+    // Ports must differ.
+    assert_eq!(
+        err("[port0]\naddr=10.0.0.2/24\nlink=tap:t0\n[port1]\naddr=10.0.1.2/24\nlink=tap:t0\n"),
+        "config.ini:6: [port1] link: tap:t0 is also port0's"
+    );
+    assert_eq!(
+        err("[port0]\naddr=10.0.0.2/24\n[port1]\naddr=10.0.0.2/24\n"),
+        "config.ini:4: [port1] addr: 10.0.0.2 is also port0's"
+    );
+    assert_eq!(
+        err("[port0]\naddr=10.0.0.2/24\nif_name=x\n[port1]\naddr=10.0.1.2/24\nif_name=x\n"),
+        "config.ini:6: [port1] if_name: \"x\" is also port0's"
+    );
+}
+
+#[test]
+fn lcore_list_against_lcore_mask() {
+    let ok = format!("{BASE}lcore_list=0-1\n");
+    assert_eq!(parse(&ok).unwrap().ports[0].lcore_list, Some(vec![0, 1]));
+    assert_eq!(
+        err(&format!("{BASE}lcore_list=0-2\n")),
+        "config.ini:9: [port0] lcore_list: core 2 is not in [dpdk] lcore_mask (0x3)"
+    );
+    assert_eq!(
+        err("[port0]\naddr=10.0.0.2/24\nlcore_list=0\n"),
+        "config.ini:3: [port0] lcore_list needs [dpdk] lcore_mask"
+    );
+}
+
+#[test]
+fn vip_lists() {
+    let c = parse(&format!(
+        "{BASE}vip_addr=10.99.1.3; 10.99.1.4;10.99.2.9;\nvip_addr6=fd00::3;fd00::4\nvip_prefix_len=120\n"
+    ))
+    .unwrap();
+    let p = &c.ports[0];
+    assert_eq!(
+        p.vip_addrs,
+        [
+            Ipv4Addr::new(10, 99, 1, 3),
+            Ipv4Addr::new(10, 99, 1, 4),
+            Ipv4Addr::new(10, 99, 2, 9)
+        ]
+    );
+    assert_eq!(
+        p.vip_addrs6,
+        [
+            "fd00::3".parse::<Ipv6Addr>().unwrap(),
+            "fd00::4".parse().unwrap()
+        ]
+    );
+    assert_eq!(p.vip_prefix_len, 120);
+
+    assert_eq!(
+        err(&format!("{BASE}vip_addr=10.99.1.3;10.99.1.x\n")),
+        "config.ini:9: [port0] vip_addr: \"10.99.1.3;10.99.1.x\" has \"10.99.1.x\", which is not an IPv4 address"
+    );
+    assert_eq!(
+        err(&format!("{BASE}vip_addr=10.99.1.3;10.99.1.3\n")),
+        "config.ini:9: [port0] vip_addr: \"10.99.1.3;10.99.1.3\" lists 10.99.1.3 twice"
+    );
+    assert_eq!(
+        err(&format!("{BASE}vip_addr=10.99.1.2\n")),
+        "config.ini:9: [port0] vip_addr: \"10.99.1.2\" lists 10.99.1.2, the port's addr"
+    );
+    let many: Vec<String> = (1..=65).map(|i| format!("10.98.0.{i}")).collect();
+    assert_eq!(
+        err(&format!("{BASE}vip_addr={}\n", many.join(";"))),
+        format!(
+            "config.ini:9: [port0] vip_addr: {:?} has 65 addresses, more than 64",
+            many.join(";")
+        )
+    );
+    assert_eq!(
+        err(&format!("{BASE}vip_addr6=fd00::3;ff02::1\n")),
+        "config.ini:9: [port0] vip_addr6: \"fd00::3;ff02::1\" has \"ff02::1\", which is not a unicast address"
+    );
+}
+
+#[test]
+fn small_subnets() {
+    // /31 and /32 have no network or broadcast address.
+    let c = parse("[port0]\naddr=10.0.0.0/31\ngateway=10.0.0.1\n").unwrap();
+    assert_eq!(
+        c.ports[0].ipv4.unwrap().gateway,
+        Some(Ipv4Addr::new(10, 0, 0, 1))
+    );
+    let c = parse("[port0]\naddr=10.0.0.7\nnetmask=255.255.255.255\n").unwrap();
+    assert_eq!(
+        c.ports[0].ipv4.unwrap().broadcast,
+        Ipv4Addr::new(10, 0, 0, 7)
+    );
+    assert_eq!(
+        err("[port0]\naddr=10.0.0.7/32\ngateway=10.0.0.1\n"),
+        "config.ini:3: [port0] gateway: \"10.0.0.1\" is not inside the port's subnet 10.0.0.7/32"
+    );
+}
+
+#[test]
+fn fault_section_bounds() {
+    let c = parse("[fault]\nloss=0.5\n").unwrap();
+    let f = c.fault.unwrap();
+    assert_eq!(f.loss, 0.5);
+    assert_eq!(f.duplicate, 0.0);
+    assert_eq!(f.seed, FAULT_DEFAULT_SEED);
+    // An empty section still turns fault injection on (with no faults).
+    assert_eq!(
+        parse("[fault]\n").unwrap().fault,
+        Some(FaultConfigSpec::default())
+    );
+    assert_eq!(parse("").unwrap().fault, None);
+    // Both ends of the range are allowed.
+    let c = parse("[fault]\nloss=0\ncorrupt=1\ndelay_us=10000000\nseed=18446744073709551615\n")
+        .unwrap();
+    assert_eq!(c.fault.as_ref().unwrap().corrupt, 1.0);
+    assert_eq!(c.fault.as_ref().unwrap().seed, u64::MAX);
+
+    let cases: &[(&str, &str)] = &[
+        (
+            "[fault]\nloss=1.01\n",
+            "config.ini:2: [fault] loss: \"1.01\" is out of range (0..=1)",
+        ),
+        (
+            "[fault]\nduplicate=-0.1\n",
+            "config.ini:2: [fault] duplicate: \"-0.1\" is out of range (0..=1)",
+        ),
+        (
+            "[fault]\nreorder=NaN\n",
+            "config.ini:2: [fault] reorder: \"NaN\" is out of range (0..=1)",
+        ),
+        (
+            "[fault]\ncorrupt=often\n",
+            "config.ini:2: [fault] corrupt: \"often\" is not a number",
+        ),
+        (
+            "[fault]\ndelay_us=10000001\n",
+            "config.ini:2: [fault] delay_us: \"10000001\" is out of range (0..=10000000)",
+        ),
+        (
+            "[fault]\njitter_us=1.5\n",
+            "config.ini:2: [fault] jitter_us: \"1.5\" is not an integer",
+        ),
+        (
+            "[fault]\nseed=-1\n",
+            "config.ini:2: [fault] seed: \"-1\" is out of range (0..=18446744073709551615)",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(&err(text), want);
+    }
+}
+
+#[test]
+fn sysctl_typed_values() {
+    let c = parse(
+        "[freebsd.sysctl]\nnet.inet.ip.ttl=32\nnet.link.ether.inet.maxhold=5\n\
+         net.inet.tcp.msl=2000\nnet.inet.tcp.delayed_ack=0\nnet.inet.tcp.cc.algorithm=newreno\n\
+         kern.ipc.somaxconn=32768\nnet.inet.ip.fragttl=15\nnet.inet.ip.maxfragpackets=0\n\
+         net.inet.tcp.keepidle=60000\nnet.inet.ip.portrange.first=20000\n\
+         net.inet.tcp.sendspace=16384\nnet.inet.tcp.sendbuf_max=16777216\n",
+    )
+    .unwrap();
+    let s = &c.sysctls;
+    assert_eq!(s.ip_ttl, 32);
+    assert_eq!(s.arp_maxhold, 5);
+    assert_eq!(s.tcp_msl, Duration::from_millis(2000));
+    assert!(!s.tcp_delayed_ack);
+    assert_eq!(s.tcp_cc, CongestionControl::NewReno);
+    assert_eq!(s.somaxconn, 32768);
+    assert_eq!(s.reass_timeout, Duration::from_secs(15));
+    assert_eq!(s.reass_max_packets, 0);
+    assert_eq!(s.tcp_keepidle, Duration::from_secs(60));
+    assert_eq!(s.port_range_first, 20000);
+    assert_eq!(s.tcp_send_space, 16384);
+    assert_eq!(s.tcp_sendbuf_max, 16 << 20);
+    // Untouched values keep their defaults.
+    assert_eq!(s.arp_max_age, Duration::from_secs(1200));
+    assert_eq!(s.icmp_rate_limit, 200);
+    assert_eq!(s.reass_max_frags, 64);
+    assert!(c.warnings.is_empty());
+    // The raw list keeps everything as written, in order, with lines.
+    assert_eq!(c.freebsd_sysctl.len(), 12);
+    assert_eq!(
+        c.freebsd_sysctl[0],
+        SysctlEntry {
+            name: "net.inet.ip.ttl".into(),
+            value: "32".into(),
+            line: Some(2)
+        }
+    );
+}
+
+#[test]
+fn sysctl_range_errors() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "[freebsd.sysctl]\nnet.inet.ip.ttl=256\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.ip.ttl: \"256\" is out of range (1..=255)",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.ip.ttl=0\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.ip.ttl: \"0\" is out of range (1..=255)",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.link.ether.inet.maxhold=5000\n",
+            "config.ini:2: [freebsd.sysctl] net.link.ether.inet.maxhold: \"5000\" is out of range (1..=4096)",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.ip.maxfragpackets=-1\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.ip.maxfragpackets: \"-1\" is out of range (0..=1048576)",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.tcp.delayed_ack=2\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.tcp.delayed_ack: \"2\" must be 0 or 1",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.tcp.cc.algorithm=bbr\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.tcp.cc.algorithm: \"bbr\" must be cubic or newreno",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.tcp.mssdflt=100\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.tcp.mssdflt: \"100\" is out of range (216..=65495)",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.tcp.msl=2s\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.tcp.msl: \"2s\" is not an integer",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.ip.portrange.last=5000\nnet.inet.ip.portrange.first=6000\n",
+            "config.ini:3: [freebsd.sysctl] net.inet.ip.portrange.first (6000) is above net.inet.ip.portrange.last (5000)",
+        ),
+        (
+            "[freebsd.sysctl]\nnet.inet.tcp.recvspace=4194304\n",
+            "config.ini:2: [freebsd.sysctl] net.inet.tcp.recvspace (4194304) is above net.inet.tcp.recvbuf_max (2097152)",
+        ),
+        (
+            "[freebsd.boot]\nkern.ipc.maxsockets=0\n",
+            "config.ini:2: [freebsd.boot] kern.ipc.maxsockets: \"0\" is out of range (1..=16777216)",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(&err(text), want);
+    }
+}
+
+#[test]
+fn freebsd_unknown_names_warn() {
+    let c = parse(
+        "[freebsd.boot]\nhz=100\nfd_reserve=1024\nkern.ipc.maxsockets=1000\nnet.inet.tcp.tcbhashsize=65536\n\
+         [freebsd.sysctl]\nnet.inet.tcp.blackhole=1\nnet.inet.ip.forwarding=0\nnet.inet.tcp.msl=2000\n\
+         kern.ipc.maxsockets=5\nnet.inet.ip.ttl=x1\n",
+    );
+    // The bad ttl is still an error: typed names are checked.
+    assert_eq!(
+        c.unwrap_err().to_string(),
+        "config.ini:11: [freebsd.sysctl] net.inet.ip.ttl: \"x1\" is not an integer"
+    );
+    let c = parse(
+        "[freebsd.boot]\nhz=100\nfd_reserve=1024\nkern.ipc.maxsockets=1000\nnet.inet.tcp.tcbhashsize=65536\n\
+         net.inet.ip.ttl=3\n\
+         [freebsd.sysctl]\nnet.inet.tcp.blackhole=1\nnet.inet.ip.forwarding=0\nnet.inet.tcp.msl=2000\n\
+         kern.ipc.maxsockets=5\n",
+    )
+    .unwrap();
+    assert_eq!(c.boot.max_sockets, 1000);
+    assert_eq!(c.sysctls.ip_ttl, 64, "ttl in [freebsd.boot] is not applied");
+    assert_eq!(c.freebsd_boot.len(), 5);
+    assert_eq!(c.freebsd_sysctl.len(), 4);
+    let w: Vec<String> = c.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        w,
+        [
+            "config.ini:2: [freebsd.boot] hz is ignored by ustack (ustack's timers do not run on a FreeBSD clock tick)",
+            "config.ini:3: [freebsd.boot] fd_reserve is ignored by ustack (ustack reserves its socket numbers from the kernel, so they never collide with kernel fds)",
+            "config.ini:5: [freebsd.boot] net.inet.tcp.tcbhashsize is ignored by ustack (ustack sizes its own tables)",
+            "config.ini:6: [freebsd.boot] net.inet.ip.ttl is ignored by ustack (ustack reads it from [freebsd.sysctl])",
+            "config.ini:8: [freebsd.sysctl] net.inet.tcp.blackhole is ignored by ustack (not a setting ustack implements)",
+            "config.ini:9: [freebsd.sysctl] net.inet.ip.forwarding is ignored by ustack (ustack does not forward packets)",
+            "config.ini:11: [freebsd.sysctl] kern.ipc.maxsockets is ignored by ustack (ustack reads it from [freebsd.boot])",
+        ]
+    );
+}
+
+#[test]
+fn fstack_style_config_loads() {
+    // An F-Stack configuration in F-Stack's layout, with its usual keys.
+    let text = "\
+[dpdk]
+lcore_mask=1
+channel=4
+promiscuous=1
+numa_on=1
+tx_csum_offoad_skip=0
+tso=0
+vlan_strip=1
+idle_sleep=0
+pkt_tx_delay=100
+symmetric_rss=0
+port_list=0
+nb_vdev=0
+nb_bond=0
+
+[pcap]
+enable=0
+snaplen=96
+savelen=16777216
+savepath=.
+
+[port0]
+addr=192.168.1.2
+netmask=255.255.255.0
+broadcast=192.168.1.255
+gateway=192.168.1.1
+
+[freebsd.boot]
+hz=100
+fd_reserve=1024
+kern.ipc.maxsockets=262144
+net.inet.tcp.syncache.hashsize=4096
+kern.ncallout=262144
+
+[freebsd.sysctl]
+kern.ipc.somaxconn=32768
+kern.ipc.maxsockbuf=16777216
+net.link.ether.inet.maxhold=5
+net.inet.tcp.sendspace=16384
+net.inet.tcp.recvspace=8192
+net.inet.tcp.cc.algorithm=cubic
+net.inet.tcp.sendbuf_max=16777216
+net.inet.tcp.recvbuf_max=16777216
+net.inet.tcp.sendbuf_auto=1
+net.inet.tcp.sack.enable=1
+net.inet.tcp.msl=2000
+net.inet.tcp.delayed_ack=1
+net.inet.tcp.functions_default=freebsd
+";
+    let c = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.dpdk.port_list, [0]);
+    assert_eq!(c.ports[0].link, LinkSpec::Dpdk);
+    assert_eq!(
+        c.ports[0].ipv4.unwrap().gateway,
+        Some(Ipv4Addr::new(192, 168, 1, 1))
+    );
+    assert_eq!(c.sysctls.max_sockbuf, 16 << 20);
+    assert_eq!(c.sysctls.tcp_recv_space, 8192);
+    assert_eq!(c.sysctls.tcp_msl, Duration::from_secs(2));
+    let named: Vec<&str> = c
+        .warnings
+        .iter()
+        .map(|w| w.message.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        named,
+        [
+            "nb_vdev",
+            "nb_bond",
+            "hz",
+            "fd_reserve",
+            "net.inet.tcp.syncache.hashsize",
+            "kern.ncallout",
+            "net.inet.tcp.sendbuf_auto",
+            "net.inet.tcp.functions_default",
+        ]
+    );
+}
+
+#[test]
+fn overrides() {
+    let mut c = parse(BASE).unwrap();
+    c.apply_override("port0.addr", "10.99.1.7").unwrap();
+    assert_eq!(c.ports[0].ipv4.unwrap().addr, Ipv4Addr::new(10, 99, 1, 7));
+    c.apply_set("freebsd.sysctl.net.inet.ip.ttl=32").unwrap();
+    assert_eq!(c.sysctls.ip_ttl, 32);
+    assert_eq!(c.freebsd_sysctl[0].line, None);
+    c.apply_set("dpdk.idle_sleep = 50").unwrap();
+    assert_eq!(c.dpdk.idle_sleep, Duration::from_micros(50));
+    c.apply_override("fault.loss", "0.1").unwrap();
+    assert_eq!(c.fault.as_ref().unwrap().loss, 0.1);
+
+    // Same validation and messages, located at --set; `c` is unchanged.
+    let before = c.clone();
+    let e = c.apply_override("port0.addr", "10.99.1.300").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--set: [port0] addr: \"10.99.1.300\" is not an IPv4 address"
+    );
+    assert_eq!(e.file, OVERRIDE_ORIGIN);
+    assert_eq!(e.line, None);
+    assert_eq!(c, before);
+    assert_eq!(
+        c.apply_override("dpdk.lcore_msak", "1")
+            .unwrap_err()
+            .to_string(),
+        "--set: [dpdk] lcore_msak is not a known key (did you mean lcore_mask?)"
+    );
+    assert_eq!(
+        c.apply_override("freebsd.sysctl.net.inet.ip.ttl", "300")
+            .unwrap_err()
+            .to_string(),
+        "--set: [freebsd.sysctl] net.inet.ip.ttl: \"300\" is out of range (1..=255)"
+    );
+    // A change that breaks another key is reported where that key is.
+    assert_eq!(
+        c.apply_override("port0.addr", "10.99.2.7")
+            .unwrap_err()
+            .to_string(),
+        "config.ini:8: [port0] gateway: \"10.99.1.1\" is not inside the port's subnet 10.99.2.0/24"
+    );
+    // A new port must be in port_list.
+    assert_eq!(
+        c.apply_override("port1.addr", "10.0.0.1/24")
+            .unwrap_err()
+            .to_string(),
+        "--set: [port1] is not in [dpdk] port_list (0)"
+    );
+    // Ignored keys warn at --set.
+    c.apply_override("dpdk.nb_bond", "1").unwrap();
+    assert_eq!(
+        c.warnings.last().unwrap().to_string(),
+        "--set: [dpdk] nb_bond is ignored by ustack (bonding is not supported)"
+    );
+    for bad in ["addr", "port0.", ".addr", "port0 .addr"] {
+        assert!(
+            c.apply_override(bad, "1")
+                .unwrap_err()
+                .message
+                .contains("is not section.key"),
+            "{bad}"
+        );
+    }
+    assert!(c
+        .apply_set("port0.addr")
+        .unwrap_err()
+        .message
+        .contains("is not section.key=value"));
+}
+
+#[test]
+fn from_file_reads_and_names_the_file() {
+    let dir = std::env::temp_dir().join(format!("ustack-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.ini");
+    std::fs::write(&path, "[port0]\naddr=10.99.1.300\n").unwrap();
+    let e = Config::from_file(&path).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:2: [port0] addr: \"10.99.1.300\" is not an IPv4 address",
+            path.display()
+        )
+    );
+    std::fs::write(&path, BASE).unwrap();
+    assert_eq!(
+        Config::from_file(&path).unwrap().file,
+        path.display().to_string()
+    );
+    let missing = dir.join("missing.ini");
+    let e = Config::from_file(&missing).unwrap_err();
+    assert_eq!(e.line, None);
+    assert!(e
+        .to_string()
+        .starts_with(&format!("{}: cannot read", missing.display())));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/example.ini");
+    if std::path::Path::new(example).exists() {
+        assert!(Config::from_file(example).is_ok());
+    }
+}

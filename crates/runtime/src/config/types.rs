@@ -1,0 +1,264 @@
+//! Small value types shared by the sections.
+
+use std::fmt;
+
+/// A set of CPU cores, from `[dpdk] lcore_mask` (hex) or a `lcore_list`
+/// (`0-3,5`). Sorted, each core once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CoreSet {
+    cores: Vec<u32>,
+}
+
+impl CoreSet {
+    pub(crate) fn from_sorted(cores: Vec<u32>) -> CoreSet {
+        CoreSet { cores }
+    }
+
+    /// The cores, ascending.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.cores
+    }
+
+    /// Iterates the cores, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.cores.iter().copied()
+    }
+
+    /// Whether `core` is in the set.
+    pub fn contains(&self, core: u32) -> bool {
+        self.cores.binary_search(&core).is_ok()
+    }
+
+    /// How many cores (engines, for `lcore_mask`).
+    pub fn len(&self) -> usize {
+        self.cores.len()
+    }
+
+    /// Whether the set is empty (never, for a parsed `lcore_mask`).
+    pub fn is_empty(&self) -> bool {
+        self.cores.is_empty()
+    }
+}
+
+impl fmt::Display for CoreSet {
+    /// Writes the set as a hexadecimal mask, `0xf00`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(&top) = self.cores.last() else {
+            return write!(f, "0x0");
+        };
+        let nibbles = top as usize / 4 + 1;
+        let mut digits = vec![0u8; nibbles];
+        for &c in &self.cores {
+            digits[c as usize / 4] |= 1 << (c % 4);
+        }
+        write!(f, "0x")?;
+        for d in digits.iter().rev() {
+            write!(f, "{d:x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How a port reaches the wire (`[portN] link=`, ustack's own key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkSpec {
+    /// `tap:NAME`: a Linux TAP device (created if missing).
+    Tap(String),
+    /// `af_packet:IFACE`: AF_PACKET (TPACKET_V3) on an existing interface.
+    AfPacket(String),
+    /// `af_xdp:IFACE`: AF_XDP on an existing interface.
+    AfXdp(String),
+    /// `dpdk`: DPDK ethdev port N (N from `[portN]`), as in F-Stack.
+    Dpdk,
+}
+
+impl LinkSpec {
+    pub(crate) fn parse(v: &str) -> Result<LinkSpec, String> {
+        if v == "dpdk" {
+            return Ok(LinkSpec::Dpdk);
+        }
+        let bad =
+            || "is not a link: use tap:NAME, af_packet:IFACE, af_xdp:IFACE or dpdk".to_string();
+        let (kind, name) = v.split_once(':').ok_or_else(bad)?;
+        let name = super::value::ifname(name)
+            .map_err(|r| format!("has an interface name {name:?} that {r}"))?;
+        match kind {
+            "tap" => Ok(LinkSpec::Tap(name)),
+            "af_packet" => Ok(LinkSpec::AfPacket(name)),
+            "af_xdp" => Ok(LinkSpec::AfXdp(name)),
+            _ => Err(bad()),
+        }
+    }
+
+    /// The kernel interface the link uses, if it uses one.
+    pub fn interface(&self) -> Option<&str> {
+        match self {
+            LinkSpec::Tap(n) | LinkSpec::AfPacket(n) | LinkSpec::AfXdp(n) => Some(n),
+            LinkSpec::Dpdk => None,
+        }
+    }
+}
+
+impl fmt::Display for LinkSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkSpec::Tap(n) => write!(f, "tap:{n}"),
+            LinkSpec::AfPacket(n) => write!(f, "af_packet:{n}"),
+            LinkSpec::AfXdp(n) => write!(f, "af_xdp:{n}"),
+            LinkSpec::Dpdk => write!(f, "dpdk"),
+        }
+    }
+}
+
+/// The size of a port's packet pool per engine (`[portN] memory=`).
+///
+/// A bare number counts buffers (`memory=8192`); a number with a binary
+/// suffix is bytes of buffer memory (`memory=16M`), which the engine divides
+/// by its buffer size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolSize {
+    Buffers(u32),
+    Bytes(u64),
+}
+
+impl PoolSize {
+    /// The fewest buffers a pool may have: a burst for receive, one for
+    /// transmit, and the reserve for ARP and ICMP.
+    pub const MIN_BUFFERS: u32 = 64;
+    /// The most buffers a pool may have.
+    pub const MAX_BUFFERS: u32 = 1 << 24;
+    /// The most bytes a pool may have (64 GiB).
+    pub const MAX_BYTES: u64 = 64 << 30;
+
+    /// Number of buffers for buffers of `buf_size` bytes (at least
+    /// [`PoolSize::MIN_BUFFERS`]).
+    pub fn buffers(self, buf_size: usize) -> u32 {
+        match self {
+            PoolSize::Buffers(n) => n,
+            PoolSize::Bytes(b) => {
+                let n = b / (buf_size.max(1) as u64);
+                n.clamp(u64::from(Self::MIN_BUFFERS), u64::from(Self::MAX_BUFFERS)) as u32
+            }
+        }
+    }
+
+    pub(crate) fn parse(v: &str) -> Result<PoolSize, String> {
+        let (n, mult) = super::value::size_with_suffix(v)?;
+        match mult {
+            None => {
+                if n < u64::from(Self::MIN_BUFFERS) || n > u64::from(Self::MAX_BUFFERS) {
+                    return Err(format!(
+                        "is out of range ({}..={} buffers; or bytes with a K, M or G suffix)",
+                        Self::MIN_BUFFERS,
+                        Self::MAX_BUFFERS
+                    ));
+                }
+                Ok(PoolSize::Buffers(n as u32))
+            }
+            Some(m) => match n.checked_mul(m) {
+                Some(b) if (1 << 20..=Self::MAX_BYTES).contains(&b) => Ok(PoolSize::Bytes(b)),
+                _ => Err("is out of range (1M..=64G bytes; or a bare number of buffers)".into()),
+            },
+        }
+    }
+}
+
+/// DPDK's process type (`[dpdk] proc_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProcType {
+    Primary,
+    Secondary,
+    #[default]
+    Auto,
+}
+
+/// KNI's default policy (`[kni] method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KniMethod {
+    /// Packets to `tcp_port`/`udp_port` go to ustack; everything else to
+    /// the kernel.
+    #[default]
+    Reject,
+    /// Packets to `tcp_port`/`udp_port` go to the kernel; everything else to
+    /// ustack.
+    Accept,
+}
+
+/// KNI's override of its policy (`[kni] kni_action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KniAction {
+    /// Use `method` and the port lists.
+    #[default]
+    Default,
+    /// Everything to the kernel.
+    AllToKni,
+    /// Everything to ustack.
+    AllToFf,
+}
+
+/// The TCP congestion control algorithm (`net.inet.tcp.cc.algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CongestionControl {
+    #[default]
+    Cubic,
+    NewReno,
+}
+
+impl fmt::Display for CongestionControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CongestionControl::Cubic => "cubic",
+            CongestionControl::NewReno => "newreno",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_set_display() {
+        let s = CoreSet::from_sorted(vec![8, 9, 10, 11]);
+        assert_eq!(s.to_string(), "0xf00");
+        assert!(s.contains(9) && !s.contains(0));
+        assert_eq!(CoreSet::from_sorted(vec![0]).to_string(), "0x1");
+        assert_eq!(CoreSet::default().to_string(), "0x0");
+    }
+
+    #[test]
+    fn link_specs() {
+        assert_eq!(LinkSpec::parse("tap:us0"), Ok(LinkSpec::Tap("us0".into())));
+        assert_eq!(
+            LinkSpec::parse("af_packet:eth1"),
+            Ok(LinkSpec::AfPacket("eth1".into()))
+        );
+        assert_eq!(
+            LinkSpec::parse("af_xdp:eth1"),
+            Ok(LinkSpec::AfXdp("eth1".into()))
+        );
+        assert_eq!(LinkSpec::parse("dpdk"), Ok(LinkSpec::Dpdk));
+        assert!(LinkSpec::parse("tap").is_err());
+        assert!(LinkSpec::parse("pcap:x").is_err());
+        assert!(LinkSpec::parse("tap:")
+            .unwrap_err()
+            .contains("empty interface name"));
+        assert_eq!(LinkSpec::AfXdp("e".into()).to_string(), "af_xdp:e");
+        assert_eq!(LinkSpec::Tap("t".into()).interface(), Some("t"));
+    }
+
+    #[test]
+    fn pool_sizes() {
+        assert_eq!(PoolSize::parse("8192"), Ok(PoolSize::Buffers(8192)));
+        assert_eq!(PoolSize::parse("16M"), Ok(PoolSize::Bytes(16 << 20)));
+        assert!(PoolSize::parse("10").is_err());
+        assert!(PoolSize::parse("4K").is_err());
+        assert!(PoolSize::parse("128G").is_err());
+        assert_eq!(PoolSize::Bytes(16 << 20).buffers(2048), 8192);
+        assert_eq!(
+            PoolSize::Bytes(1 << 20).buffers(1 << 20),
+            PoolSize::MIN_BUFFERS
+        );
+        assert_eq!(PoolSize::Buffers(100).buffers(2048), 100);
+    }
+}
