@@ -925,9 +925,23 @@ fn from_file_reads_and_names_the_file() {
         .to_string()
         .starts_with(&format!("{}: cannot read", missing.display())));
     std::fs::remove_dir_all(&dir).unwrap();
+}
 
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/example.ini");
-    if std::path::Path::new(example).exists() {
-        assert!(Config::from_file(example).is_ok());
+#[test]
+fn every_shipped_config_loads() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut n = 0;
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "ini") {
+            if let Err(e) = Config::from_file(&path) {
+                panic!("{e}");
+            }
+            n += 1;
+        }
     }
+    assert!(n >= 2, "config/ should hold example.ini and tap.ini");
 }
