@@ -27,9 +27,11 @@ pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 pub mod icmpv4;
+pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ndp;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
@@ -42,9 +44,14 @@ pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 pub use icmpv4::{
     Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, Icmpv4TimeExceeded,
 };
+pub use icmpv6::{
+    Icmpv6DstUnreachable, Icmpv6Message, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr,
+    Icmpv6TimeExceeded,
+};
 pub use ip::IpProtocol;
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6HeaderChain, Ipv6Packet, Ipv6Repr};
+pub use ndp::{NdpOption, NdpOptionRepr, NdpOptionType, NdpOptions, NdpPrefixInformation};
 pub use tcp::{SeqNumber, TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr};
 pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanHeader, VlanRepr};
