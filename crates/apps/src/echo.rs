@@ -16,7 +16,11 @@ pub struct EchoApp {
 impl EchoApp {
     pub fn new(stack: &mut Stack, port: u16) -> Result<EchoApp, SocketError> {
         let udp = stack.udp_bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
-        Ok(EchoApp { udp, buf: vec![0u8; 65536], send_errors: 0 })
+        Ok(EchoApp {
+            udp,
+            buf: vec![0u8; 65536],
+            send_errors: 0,
+        })
     }
 }
 
@@ -25,10 +29,23 @@ impl Application for EchoApp {
         let mut work = false;
         // A bounded batch per turn, so receive and timers keep running.
         for _ in 0..64 {
-            let Ok(got) = ctx.stack.udp_recv_from(self.udp, &mut self.buf) else { break };
+            let Ok(got) = ctx.stack.udp_recv_from(self.udp, &mut self.buf) else {
+                break;
+            };
             work = true;
             let data = &self.buf[..got.len];
-            if ctx.stack.udp_send_to(ctx.now, self.udp, got.meta.src, Some(got.meta.dst.ip()), data, ctx.sink).is_err() {
+            if ctx
+                .stack
+                .udp_send_to(
+                    ctx.now,
+                    self.udp,
+                    got.meta.src,
+                    Some(got.meta.dst.ip()),
+                    data,
+                    ctx.sink,
+                )
+                .is_err()
+            {
                 self.send_errors += 1;
             }
         }

@@ -46,7 +46,9 @@ impl CommonArgs {
 
 /// Loads the configuration named on the command line, printing its warnings.
 pub fn load_config(program: &str, args: &CommonArgs) -> Result<Config, String> {
-    let path = args.config.as_ref().ok_or_else(|| format!("usage: {program} --config FILE [--set section.key=value]... [--stats FILE]"))?;
+    let path = args.config.as_ref().ok_or_else(|| {
+        format!("usage: {program} --config FILE [--set section.key=value]... [--stats FILE]")
+    })?;
     let mut cfg = Config::from_file(path).map_err(|e| e.to_string())?;
     for o in &args.overrides {
         cfg.apply_set(o).map_err(|e| e.to_string())?;
@@ -79,7 +81,11 @@ fn describe(engine: &Engine<PortLink>) -> Vec<String> {
                 m[4],
                 m[5],
                 i.mtu,
-                if l.fault_stats().is_some() { " (fault injection on)" } else { "" }
+                if l.fault_stats().is_some() {
+                    " (fault injection on)"
+                } else {
+                    ""
+                }
             )
         })
         .collect()
@@ -113,7 +119,8 @@ fn serve_inner(
     let mut app = make_app(&args, &mut engine.stack)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("cannot handle signals: {e}"))?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| format!("cannot handle signals: {e}"))?;
     }
     for line in describe(&engine) {
         eprintln!("{program}: {line}");
@@ -126,9 +133,19 @@ fn serve_inner(
             }
         }
     };
-    engine.run(app.as_mut(), &stop, Duration::from_millis(100), &mut on_tick).map_err(|e| format!("engine: {e}"))?;
-    let nonzero: Vec<String> =
-        stats::snapshot(&engine).into_iter().filter(|(_, v)| *v > 0).map(|(n, v)| format!("{n}={v}")).collect();
+    engine
+        .run(
+            app.as_mut(),
+            &stop,
+            Duration::from_millis(100),
+            &mut on_tick,
+        )
+        .map_err(|e| format!("engine: {e}"))?;
+    let nonzero: Vec<String> = stats::snapshot(&engine)
+        .into_iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
     eprintln!("{program}: stopped; counters: {}", nonzero.join(" "));
     Ok(())
 }

@@ -10,7 +10,9 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Self {
-        Clock { start: std::time::Instant::now() }
+        Clock {
+            start: std::time::Instant::now(),
+        }
     }
 
     pub fn now(&self) -> Instant {

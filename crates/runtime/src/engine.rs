@@ -99,8 +99,12 @@ fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
 
 impl<L: Link> FrameSink for TxQueues<'_, L> {
     fn transmit(&mut self, iface: IfaceId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        let Some(port) = self.ports.get_mut(usize::from(iface.0)) else { return false };
-        let Some(mut buf) = port.link.alloc_tx() else { return false };
+        let Some(port) = self.ports.get_mut(usize::from(iface.0)) else {
+            return false;
+        };
+        let Some(mut buf) = port.link.alloc_tx() else {
+            return false;
+        };
         if len > buf.capacity() {
             port.link.recycle(buf);
             self.counters.tx_drop_oversize += 1;
@@ -131,7 +135,14 @@ pub struct Engine<L: Link> {
 impl<L: Link> Engine<L> {
     /// An engine over `links`; link `i` is the stack's interface `i`.
     pub fn new(stack: Stack, links: Vec<L>, cfg: EngineConfig) -> Self {
-        let ports = links.into_iter().map(|link| Port { link, txq: Vec::with_capacity(MAX_TXQ + MAX_BURST), oldest_queued: None }).collect();
+        let ports = links
+            .into_iter()
+            .map(|link| Port {
+                link,
+                txq: Vec::with_capacity(MAX_TXQ + MAX_BURST),
+                oldest_queued: None,
+            })
+            .collect();
         Engine {
             stack,
             ports,
@@ -162,7 +173,11 @@ impl<L: Link> Engine<L> {
     /// Sends the gratuitous ARPs of every address.
     pub fn announce(&mut self) {
         let now = self.clock.now();
-        let mut sink = TxQueues { ports: &mut self.ports, now, counters: &mut self.counters };
+        let mut sink = TxQueues {
+            ports: &mut self.ports,
+            now,
+            counters: &mut self.counters,
+        };
         self.stack.announce(&mut sink);
         for port in &mut self.ports {
             flush(port, &mut self.counters);
@@ -183,23 +198,40 @@ impl<L: Link> Engine<L> {
                 Ok(_) => work = true,
                 Err(_) => self.counters.link_errors += 1,
             }
-            let mut sink = TxQueues { ports: &mut self.ports, now, counters: &mut self.counters };
+            let mut sink = TxQueues {
+                ports: &mut self.ports,
+                now,
+                counters: &mut self.counters,
+            };
             for buf in self.rx.drain(..) {
-                let meta = RxMeta { csum_partial: buf.csum_partial() };
-                self.stack.receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
+                let meta = RxMeta {
+                    csum_partial: buf.csum_partial(),
+                };
+                self.stack
+                    .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
                 sink.ports[i].link.recycle(buf);
             }
         }
         {
-            let mut sink = TxQueues { ports: &mut self.ports, now, counters: &mut self.counters };
-            work |= app.poll(&mut AppContext { now, stack: &mut self.stack, sink: &mut sink });
+            let mut sink = TxQueues {
+                ports: &mut self.ports,
+                now,
+                counters: &mut self.counters,
+            };
+            work |= app.poll(&mut AppContext {
+                now,
+                stack: &mut self.stack,
+                sink: &mut sink,
+            });
             if now >= self.next_timer {
                 self.stack.poll(now, &mut sink);
                 self.next_timer = now + self.cfg.timer_tick;
             }
         }
         for port in &mut self.ports {
-            let due = port.oldest_queued.is_some_and(|t| now.saturating_since(t) >= self.cfg.pkt_tx_delay);
+            let due = port
+                .oldest_queued
+                .is_some_and(|t| now.saturating_since(t) >= self.cfg.pkt_tx_delay);
             if due || (work && self.cfg.pkt_tx_delay.is_zero()) {
                 flush(port, &mut self.counters);
             }
@@ -224,7 +256,10 @@ impl<L: Link> Engine<L> {
                 on_tick(self);
                 next_report = wall + tick;
             }
-            if !work && !self.cfg.idle_sleep.is_zero() && self.ports.iter().all(|p| p.txq.is_empty()) {
+            if !work
+                && !self.cfg.idle_sleep.is_zero()
+                && self.ports.iter().all(|p| p.txq.is_empty())
+            {
                 self.idle(wall)?;
             }
         }

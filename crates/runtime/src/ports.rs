@@ -57,6 +57,10 @@ impl Link for PortLink {
         each!(self, l => l.alloc_tx())
     }
 
+    fn alloc_tx_reserved(&mut self) -> Option<PoolBuf> {
+        each!(self, l => l.alloc_tx_reserved())
+    }
+
     fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
         each!(self, l => l.tx_burst(bufs))
     }

@@ -15,12 +15,29 @@ use crate::ports::PortLink;
 pub enum SetupError {
     NoPorts,
     /// A port without `link=` or without an IPv4 address.
-    PortIncomplete { port: u16, what: &'static str },
+    PortIncomplete {
+        port: u16,
+        what: &'static str,
+    },
     /// The backend is not built into this binary yet (a later issue).
-    Unsupported { port: u16, link: String },
-    Open { port: u16, link: String, error: std::io::Error },
-    Stack { port: u16, error: stack::StackError },
-    Mtu { port: u16, asked: usize, link: usize },
+    Unsupported {
+        port: u16,
+        link: String,
+    },
+    Open {
+        port: u16,
+        link: String,
+        error: std::io::Error,
+    },
+    Stack {
+        port: u16,
+        error: stack::StackError,
+    },
+    Mtu {
+        port: u16,
+        asked: usize,
+        link: usize,
+    },
 }
 
 impl fmt::Display for SetupError {
@@ -29,12 +46,20 @@ impl fmt::Display for SetupError {
             SetupError::NoPorts => write!(f, "the configuration has no [portN] section"),
             SetupError::PortIncomplete { port, what } => write!(f, "[port{port}]: {what}"),
             SetupError::Unsupported { port, link } => {
-                write!(f, "[port{port}] link={link}: this backend is not available in this build")
+                write!(
+                    f,
+                    "[port{port}] link={link}: this backend is not available in this build"
+                )
             }
-            SetupError::Open { port, link, error } => write!(f, "[port{port}] link={link}: cannot open: {error}"),
+            SetupError::Open { port, link, error } => {
+                write!(f, "[port{port}] link={link}: cannot open: {error}")
+            }
             SetupError::Stack { port, error } => write!(f, "[port{port}]: {error}"),
             SetupError::Mtu { port, asked, link } => {
-                write!(f, "[port{port}] mtu={asked} is larger than the link's MTU {link}")
+                write!(
+                    f,
+                    "[port{port}] mtu={asked} is larger than the link's MTU {link}"
+                )
             }
         }
     }
@@ -62,7 +87,11 @@ pub fn stack_config(cfg: &Config, seed: u64) -> StackConfig {
 
 /// The engine's timing from `[dpdk]`.
 pub fn engine_config(cfg: &Config) -> EngineConfig {
-    EngineConfig { idle_sleep: cfg.dpdk.idle_sleep, pkt_tx_delay: cfg.dpdk.pkt_tx_delay, ..EngineConfig::default() }
+    EngineConfig {
+        idle_sleep: cfg.dpdk.idle_sleep,
+        pkt_tx_delay: cfg.dpdk.pkt_tx_delay,
+        ..EngineConfig::default()
+    }
 }
 
 fn link_name(spec: &LinkSpec) -> String {
@@ -84,9 +113,15 @@ pub fn open_link(port: &PortConfig) -> Result<PortLink, SetupError> {
     // up; links with a large MTU (TAP can have 65535) get large buffers.
     let mtu = usize::from(port.mtu.unwrap_or(1500)).max(1500);
     let buf_size = (mtu + 64).next_power_of_two().max(2048);
-    let count = port.memory.map_or(DEFAULT_POOL_BUFFERS, |m| m.buffers(buf_size)) as usize;
+    let count = port
+        .memory
+        .map_or(DEFAULT_POOL_BUFFERS, |m| m.buffers(buf_size)) as usize;
     let pool = PacketPool::with_reserve(buf_size, count, (count / 16).max(8));
-    let open_err = |error| SetupError::Open { port: port.id, link: name.clone(), error };
+    let open_err = |error| SetupError::Open {
+        port: port.id,
+        link: name.clone(),
+        error,
+    };
     match &port.link {
         LinkSpec::Tap(ifname) => {
             let mut tap = TapLink::open(ifname, pool).map_err(open_err)?;
@@ -95,26 +130,43 @@ pub fn open_link(port: &PortConfig) -> Result<PortLink, SetupError> {
             }
             Ok(PortLink::Tap(tap))
         }
-        LinkSpec::AfPacket(ifname) => {
-            AfPacketLink::open(ifname, pool, &RingConfig::default()).map(PortLink::AfPacket).map_err(open_err)
-        }
-        LinkSpec::AfXdp(_) | LinkSpec::Dpdk => Err(SetupError::Unsupported { port: port.id, link: name }),
+        LinkSpec::AfPacket(ifname) => AfPacketLink::open(ifname, pool, &RingConfig::default())
+            .map(PortLink::AfPacket)
+            .map_err(open_err),
+        LinkSpec::AfXdp(_) | LinkSpec::Dpdk => Err(SetupError::Unsupported {
+            port: port.id,
+            link: name,
+        }),
     }
 }
 
 /// The interface the stack puts on a port's link.
-pub fn interface_config(port: &PortConfig, link: &dyn LinkInfoSource) -> Result<InterfaceConfig, SetupError> {
-    let ip = port.ipv4.as_ref().ok_or(SetupError::PortIncomplete { port: port.id, what: "no addr= (IPv4 address)" })?;
+pub fn interface_config(
+    port: &PortConfig,
+    link: &dyn LinkInfoSource,
+) -> Result<InterfaceConfig, SetupError> {
+    let ip = port.ipv4.as_ref().ok_or(SetupError::PortIncomplete {
+        port: port.id,
+        what: "no addr= (IPv4 address)",
+    })?;
     let link_mtu = link.mtu();
     let mtu = match port.mtu {
         Some(m) if usize::from(m) > link_mtu => {
-            return Err(SetupError::Mtu { port: port.id, asked: usize::from(m), link: link_mtu })
+            return Err(SetupError::Mtu {
+                port: port.id,
+                asked: usize::from(m),
+                link: link_mtu,
+            })
         }
         Some(m) => usize::from(m),
         None => link_mtu,
     };
     Ok(InterfaceConfig {
-        name: if port.if_name.is_empty() { format!("port{}", port.id) } else { port.if_name.clone() },
+        name: if port.if_name.is_empty() {
+            format!("port{}", port.id)
+        } else {
+            port.if_name.clone()
+        },
         mac: link.mac(),
         mtu,
         addr: ip.addr,
@@ -168,7 +220,12 @@ pub fn build_engine(cfg: &Config, seed: u64) -> Result<Engine<PortLink>, SetupEr
             }
         }
         let iface = interface_config(port, &link)?;
-        stack.add_interface(&iface).map_err(|error| SetupError::Stack { port: port.id, error })?;
+        stack
+            .add_interface(&iface)
+            .map_err(|error| SetupError::Stack {
+                port: port.id,
+                error,
+            })?;
         links.push(link);
     }
     Ok(Engine::new(stack, links, engine_config(cfg)))

@@ -13,7 +13,10 @@ use crate::ports::PortLink;
 /// fault injector, by name.
 pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
     let mut out = Vec::new();
-    engine.stack.counters().visit(|name, v| out.push((name.to_string(), v)));
+    engine
+        .stack
+        .counters()
+        .visit(|name, v| out.push((name.to_string(), v)));
     let e = engine.counters();
     for (name, v) in [
         ("engine_loops", e.loops),
@@ -81,7 +84,11 @@ impl StatsFile {
     pub fn new(path: &Path) -> Self {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
-        StatsFile { path: path.to_path_buf(), tmp: tmp.into(), last: String::new() }
+        StatsFile {
+            path: path.to_path_buf(),
+            tmp: tmp.into(),
+            last: String::new(),
+        }
     }
 
     pub fn write(&mut self, text: String) -> std::io::Result<()> {

@@ -106,15 +106,8 @@ fn udp_echo_every_size_with_fragments() {
         assert_eq!(&buf[..got.len], &payload[..], "size {size}");
         assert_eq!(got.meta.dst, dst);
         // Echo it back from the server.
-        b.udp_send_to(
-            now,
-            hb,
-            got.meta.src,
-            None,
-            &buf[..got.len],
-            &mut sb,
-        )
-        .unwrap();
+        b.udp_send_to(now, hb, got.meta.src, None, &buf[..got.len], &mut sb)
+            .unwrap();
         run(now, &mut a, &mut b, &mut sa, &mut sb);
         let back = a.udp_recv_from(ha, &mut buf).unwrap();
         assert_eq!(&buf[..back.len], &payload[..], "echo of size {size}");

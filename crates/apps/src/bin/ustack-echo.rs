@@ -9,12 +9,16 @@ fn main() -> ExitCode {
         while let Some(a) = it.next() {
             match a.as_str() {
                 "--port" => {
-                    port = it.next().and_then(|p| p.parse().ok()).ok_or("--port needs a port number")?;
+                    port = it
+                        .next()
+                        .and_then(|p| p.parse().ok())
+                        .ok_or("--port needs a port number")?;
                 }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
-        let app = apps::echo::EchoApp::new(stack, port).map_err(|e| format!("cannot open UDP port {port}: {e}"))?;
+        let app = apps::echo::EchoApp::new(stack, port)
+            .map_err(|e| format!("cannot open UDP port {port}: {e}"))?;
         eprintln!("ustack-echo: serving echo on UDP port {port}");
         Ok(Box::new(app))
     })

@@ -1,0 +1,44 @@
+# ustack: `make demo` and `make test` work on a fresh Debian 12 machine as root.
+
+CARGO ?= cargo
+PY ?= /usr/bin/python3
+FUZZ_SECONDS ?= 30
+
+.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace
+
+demo: build
+	USTACK_ECHO=target/release/ustack-echo ./scripts/demo.sh
+
+# Every test level: lint, unit and scripted tests (including the root-only
+# link tests), a short fuzz run of the RX path, netns interop with Linux.
+test: build lint test-unit fuzz-short test-interop
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test-unit:
+	$(CARGO) test --workspace --release
+
+test-interop: build
+	$(PY) tests/interop/run.py --binary target/release/ustack-echo
+
+# Fuzzing (cargo fuzz, nightly). `make fuzz` runs until stopped.
+fuzz: deps
+	cd fuzz && $(CARGO) +nightly fuzz run rx_path
+
+fuzz-short: deps
+	cd fuzz && $(CARGO) +nightly fuzz run rx_path -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+	cd fuzz && $(CARGO) +nightly fuzz run wire_parsers -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+
+clean:
+	$(CARGO) clean
+	rm -rf fuzz/target

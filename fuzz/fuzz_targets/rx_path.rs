@@ -1,0 +1,47 @@
+//! The whole receive path: a sequence of frames into one stack, with time
+//! passing between them.  The stack must not panic, must count every frame
+//! exactly once, and must keep its memory bounded.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use stack::{Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Stack, StackConfig, VecSink};
+use std::net::Ipv4Addr;
+
+fuzz_target!(|data: &[u8]| {
+    let mut s = Stack::new(StackConfig { seed: 1, reass_max_bytes: 1 << 20, ..StackConfig::default() });
+    s.add_interface(&InterfaceConfig {
+        name: "p0".into(),
+        mac: [2, 0, 0, 0, 0, 2],
+        mtu: 1500,
+        addr: Ipv4Addr::new(10, 99, 1, 2),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: Some(Ipv4Addr::new(10, 99, 1, 1)),
+        extra_addrs: vec![Ipv4Addr::new(10, 99, 1, 3)],
+    })
+    .unwrap();
+    let udp = s.udp_bind("0.0.0.0:7".parse().unwrap()).unwrap();
+    let mut sink = VecSink::default();
+    let mut now = Instant::from_secs(1);
+    let mut buf = [0u8; 2048];
+    // Frames are separated by a 2-byte header: flags and length.
+    let mut rest = data;
+    while rest.len() >= 2 {
+        let flags = rest[0];
+        let len = usize::from(rest[1]) * 8 + usize::from(flags & 7);
+        rest = &rest[2..];
+        let frame = &rest[..len.min(rest.len())];
+        rest = &rest[frame.len()..];
+        let before = s.counters().rx_outcomes();
+        s.receive(now, IfaceId(0), frame, RxMeta { csum_partial: flags & 8 != 0 }, &mut sink);
+        assert_eq!(s.counters().rx_outcomes(), before + 1, "every frame ends in one outcome");
+        if flags & 0x10 != 0 {
+            now += Duration::from_millis(u64::from(flags >> 5) * 700);
+            s.poll(now, &mut sink);
+        }
+        while let Ok(got) = s.udp_recv_from(udp, &mut buf) {
+            let _ = s.udp_send_to(now, udp, got.meta.src, Some(got.meta.dst.ip()), &buf[..got.len], &mut sink);
+        }
+        sink.frames.clear();
+    }
+});
