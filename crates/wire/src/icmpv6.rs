@@ -556,7 +556,7 @@ impl<'a> Icmpv6Repr<'a> {
                 Ok(Icmpv6Repr::RouterSolicit { options })
             }
             Icmpv6Message::RouterAdvert => {
-                if !src.is_unicast_link_local() {
+                if !is_link_local(src) {
                     return Err(Error::Malformed);
                 }
                 let flags = packet.router_flags();
@@ -602,7 +602,7 @@ impl<'a> Icmpv6Repr<'a> {
             }
             Icmpv6Message::Redirect => {
                 let dst_addr = packet.redirect_dst_addr();
-                if !src.is_unicast_link_local() || dst_addr.is_multicast() {
+                if !is_link_local(src) || dst_addr.is_multicast() {
                     return Err(Error::Malformed);
                 }
                 Ok(Icmpv6Repr::Redirect {
@@ -798,6 +798,11 @@ impl<'a> Icmpv6Repr<'a> {
         packet.set_msg_code(code);
         packet.fill_checksum(src, dst);
     }
+}
+
+/// True for a unicast link-local address fe80::/10.
+pub fn is_link_local(addr: &Ipv6Addr) -> bool {
+    addr.segments()[0] & 0xffc0 == 0xfe80
 }
 
 /// True for a solicited-node multicast address ff02::1:ffXX:XXXX.

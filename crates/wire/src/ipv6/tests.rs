@@ -274,3 +274,22 @@ fn fuzz_no_panic() {
         }
     });
 }
+
+#[test]
+fn fragment_and_ext_header_truncated() {
+    let v = chained_payload();
+    for len in 0..8 {
+        assert_eq!(
+            Ipv6FragmentHeader::new_checked(&v[16..16 + len]).unwrap_err(),
+            Error::Truncated
+        );
+        assert_eq!(
+            Ipv6ExtHeader::new_checked(&v[..len]).unwrap_err(),
+            Error::Truncated
+        );
+    }
+    let h = Ipv6ExtHeader::new_checked(&v[..8]).unwrap();
+    assert_eq!(h.next_header(), IpProtocol::Ipv6Opts);
+    assert_eq!(h.header_len(), 8);
+    assert_eq!(h.data(), &[5, 2, 0, 0, 1, 0]);
+}
