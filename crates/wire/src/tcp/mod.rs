@@ -448,6 +448,11 @@ impl<'a> TcpRepr<'a> {
     /// The buffer must be exactly `buffer_len()` bytes (the checksum covers
     /// the whole buffer). With [`ChecksumMode::Offload`] only the
     /// pseudo-header sum is stored.
+    ///
+    /// Zero copy: to send data already placed after the header in the
+    /// buffer, set `payload: &[]` and pass a buffer of
+    /// `header_len() + data_len` bytes; nothing is copied and the checksum
+    /// still covers the data.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut TcpPacket<T>,
