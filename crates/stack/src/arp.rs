@@ -8,11 +8,11 @@ use wire::Error as WireError;
 
 use crate::ethernet::send_frame;
 use crate::iface::IfaceId;
+use crate::ip::IpLayer;
 use crate::sink::FrameSink;
-use crate::stack::Stack;
 use crate::time::Instant;
 
-impl Stack {
+impl IpLayer {
     pub(crate) fn arp_input(
         &mut self,
         now: Instant,

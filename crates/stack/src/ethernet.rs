@@ -21,33 +21,33 @@ impl Stack {
         meta: RxMeta,
         sink: &mut dyn FrameSink,
     ) {
-        self.counters.rx_frames += 1;
-        self.counters.rx_bytes += frame.len() as u64;
-        let Some(our_mac) = self.interface(iface).map(|i| EthernetAddress(i.mac)) else {
-            self.counters.rx_drop_eth_not_for_us += 1;
+        self.ip.counters.rx_frames += 1;
+        self.ip.counters.rx_bytes += frame.len() as u64;
+        let Some(our_mac) = self.ip.interface(iface).map(|i| EthernetAddress(i.mac)) else {
+            self.ip.counters.rx_drop_eth_not_for_us += 1;
             return;
         };
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
-            self.counters.rx_drop_eth_truncated += 1;
+            self.ip.counters.rx_drop_eth_truncated += 1;
             return;
         };
         let dst = eth.dst_addr();
         if dst != our_mac && !dst.is_broadcast() {
-            self.counters.rx_drop_eth_not_for_us += 1;
+            self.ip.counters.rx_drop_eth_not_for_us += 1;
             return;
         }
         let src = eth.src_addr();
         if src.is_multicast() {
-            self.counters.rx_drop_eth_src_multicast += 1;
+            self.ip.counters.rx_drop_eth_src_multicast += 1;
             return;
         }
         let payload = eth.payload();
         match eth.ethertype() {
-            EtherType::Arp => self.arp_input(now, iface, payload, sink),
+            EtherType::Arp => self.ip.arp_input(now, iface, payload, sink),
             EtherType::Ipv4 => self.ipv4_input(now, iface, dst.is_broadcast(), payload, meta, sink),
             EtherType::Ipv6 => self.ipv6_input(payload),
             EtherType::Vlan | EtherType::QinQ => self.vlan_input(payload),
-            EtherType::Unknown(_) => self.counters.rx_drop_eth_unknown_type += 1,
+            EtherType::Unknown(_) => self.ip.counters.rx_drop_eth_unknown_type += 1,
         }
     }
 
@@ -55,10 +55,10 @@ impl Stack {
     /// reason is told apart for the counters.
     fn vlan_input(&mut self, payload: &[u8]) {
         match VlanHeader::new_checked(payload) {
-            Err(_) => self.counters.rx_drop_vlan_truncated += 1,
+            Err(_) => self.ip.counters.rx_drop_vlan_truncated += 1,
             Ok(tag) => match tag.ethertype() {
-                EtherType::Vlan | EtherType::QinQ => self.counters.rx_drop_vlan_nested += 1,
-                _ => self.counters.rx_drop_vlan_unknown_id += 1,
+                EtherType::Vlan | EtherType::QinQ => self.ip.counters.rx_drop_vlan_nested += 1,
+                _ => self.ip.counters.rx_drop_vlan_unknown_id += 1,
             },
         }
     }
@@ -67,9 +67,9 @@ impl Stack {
     /// apart by how far they parse.
     fn ipv6_input(&mut self, payload: &[u8]) {
         match payload.first() {
-            _ if payload.len() < 40 => self.counters.rx_drop_ipv6_truncated += 1,
-            Some(b) if b >> 4 != 6 => self.counters.rx_drop_ipv6_malformed += 1,
-            _ => self.counters.rx_drop_ipv6_unsupported += 1,
+            _ if payload.len() < 40 => self.ip.counters.rx_drop_ipv6_truncated += 1,
+            Some(b) if b >> 4 != 6 => self.ip.counters.rx_drop_ipv6_malformed += 1,
+            _ => self.ip.counters.rx_drop_ipv6_unsupported += 1,
         }
     }
 }

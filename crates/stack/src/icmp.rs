@@ -5,17 +5,17 @@ use wire::ip::IpProtocol;
 use wire::ipv4::Ipv4Repr;
 use wire::{ChecksumMode, Error as WireError};
 
+use crate::ip::IpLayer;
 use crate::ipv4::Ipv4Datagram;
 use crate::ipv4::Ipv4Send;
 use crate::sink::FrameSink;
-use crate::stack::Stack;
 use crate::time::Instant;
 
 /// How much of the offending datagram an error quotes: as much as keeps the
 /// error within the 576 bytes every host accepts (RFC 1812 4.3.2.3).
 const MAX_QUOTE: usize = 576 - 20 - 8;
 
-impl Stack {
+impl IpLayer {
     pub(crate) fn icmpv4_input(
         &mut self,
         now: Instant,

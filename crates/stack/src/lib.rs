@@ -9,6 +9,7 @@ pub mod counters;
 mod ethernet;
 mod icmp;
 pub mod iface;
+mod ip;
 pub mod ipv4;
 pub mod neighbor;
 pub mod rand;
@@ -18,7 +19,7 @@ pub mod route;
 pub mod sink;
 pub mod socket;
 mod stack;
-mod tcp;
+pub mod tcp;
 pub mod time;
 mod udp;
 

@@ -33,18 +33,18 @@ impl Stack {
         let packet = match UdpPacket::new_checked(d.payload) {
             Ok(p) => p,
             Err(_) => {
-                self.counters.rx_drop_udp_malformed += 1;
+                self.ip.counters.rx_drop_udp_malformed += 1;
                 return;
             }
         };
         let repr = match UdpRepr::parse(&packet, &src_ip, &dst_ip, mode) {
             Ok(r) => r,
             Err(WireError::BadChecksum) => {
-                self.counters.rx_drop_udp_bad_checksum += 1;
+                self.ip.counters.rx_drop_udp_bad_checksum += 1;
                 return;
             }
             Err(_) => {
-                self.counters.rx_drop_udp_malformed += 1;
+                self.ip.counters.rx_drop_udp_malformed += 1;
                 return;
             }
         };
@@ -56,16 +56,16 @@ impl Stack {
         match self.udp.lookup_mut(meta.dst) {
             Some(socket) => {
                 if socket.rx.push(packet.payload(), meta) {
-                    self.counters.rx_accept_udp += 1;
-                    self.counters.udp_datagrams_received += 1;
+                    self.ip.counters.rx_accept_udp += 1;
+                    self.ip.counters.udp_datagrams_received += 1;
                 } else {
                     socket.rx_dropped += 1;
-                    self.counters.rx_drop_udp_socket_full += 1;
+                    self.ip.counters.rx_drop_udp_socket_full += 1;
                 }
             }
             None => {
-                self.counters.rx_drop_udp_no_socket += 1;
-                self.send_icmpv4_unreachable(now, d, 3, sink);
+                self.ip.counters.rx_drop_udp_no_socket += 1;
+                self.ip.send_icmpv4_unreachable(now, d, 3, sink);
             }
         }
     }
@@ -73,7 +73,7 @@ impl Stack {
     /// Opens a UDP socket on `local` (port 0: an ephemeral port).
     pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketHandle, SocketError> {
         match local.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() || self.is_local_addr(ip) => {}
+            IpAddr::V4(ip) if ip.is_unspecified() || self.ip.is_local_addr(ip) => {}
             IpAddr::V4(_) => return Err(SocketError::AddrNotAvailable),
             IpAddr::V6(_) => return Err(SocketError::AddrFamilyNotSupported),
         }
@@ -130,7 +130,7 @@ impl Stack {
             return Err(SocketError::MessageTooLong);
         }
         let src = match (src_ip, local.ip()) {
-            (Some(IpAddr::V4(ip)), _) if self.is_local_addr(ip) => Some(ip),
+            (Some(IpAddr::V4(ip)), _) if self.ip.is_local_addr(ip) => Some(ip),
             (Some(_), _) => return Err(SocketError::AddrNotAvailable),
             (None, IpAddr::V4(ip)) if !ip.is_unspecified() => Some(ip),
             _ => None,
@@ -144,7 +144,7 @@ impl Stack {
             src,
             ..Ipv4Send::new(dst_ip, IpProtocol::Udp)
         };
-        let result = self.send_ipv4(
+        let result = self.ip.send_ipv4(
             now,
             hdr,
             len,
@@ -165,7 +165,7 @@ impl Stack {
         );
         match result {
             Ok(()) => {
-                self.counters.udp_datagrams_sent += 1;
+                self.ip.counters.udp_datagrams_sent += 1;
                 Ok(data.len())
             }
             Err(SendError::NoRoute) => Err(SocketError::NetworkUnreachable),

@@ -41,20 +41,20 @@ impl Stack {
         let packet = match Ipv4Packet::new_checked(bytes) {
             Ok(p) => p,
             Err(WireError::Truncated) => {
-                self.counters.rx_drop_ipv4_truncated += 1;
+                self.ip.counters.rx_drop_ipv4_truncated += 1;
                 return;
             }
             Err(_) => {
-                self.counters.rx_drop_ipv4_malformed += 1;
+                self.ip.counters.rx_drop_ipv4_malformed += 1;
                 return;
             }
         };
         if !packet.verify_checksum() {
-            self.counters.rx_drop_ipv4_bad_checksum += 1;
+            self.ip.counters.rx_drop_ipv4_bad_checksum += 1;
             return;
         }
         let (src, dst) = (packet.src_addr(), packet.dst_addr());
-        let Some(ifc) = self.interface(iface) else {
+        let Some(ifc) = self.ip.interface(iface) else {
             return;
         };
         // RFC 1122 3.2.1.3: a source must be a unicast host address.
@@ -64,17 +64,17 @@ impl Stack {
             || ifc.is_broadcast(src)
             || src.is_loopback()
         {
-            self.counters.rx_drop_ipv4_bad_src += 1;
+            self.ip.counters.rx_drop_ipv4_bad_src += 1;
             return;
         }
         if dst.is_multicast() {
-            self.counters.rx_drop_ipv4_multicast += 1;
+            self.ip.counters.rx_drop_ipv4_multicast += 1;
             return;
         }
         let broadcast = ifc.is_broadcast(dst);
         // The weak host model: an address of any interface is ours.
-        if !broadcast && !self.is_local_addr(dst) {
-            self.counters.rx_drop_ipv4_not_for_us += 1;
+        if !broadcast && !self.ip.is_local_addr(dst) {
+            self.ip.counters.rx_drop_ipv4_not_for_us += 1;
             return;
         }
         let header_len = usize::from(packet.header_len());
@@ -96,12 +96,13 @@ impl Stack {
         let key = (src, dst, u8::from(datagram.protocol), packet.ident());
         let offset = usize::from(packet.frag_offset());
         match self
+            .ip
             .reass_v4
             .insert(now, key, offset, datagram.payload, packet.more_frags())
         {
-            Ok(None) => self.counters.rx_accept_ipv4_fragment += 1,
+            Ok(None) => self.ip.counters.rx_accept_ipv4_fragment += 1,
             Ok(Some(whole)) => {
-                self.counters.ipv4_reassembled += 1;
+                self.ip.counters.ipv4_reassembled += 1;
                 // Fragments are never partially checksummed: the sender had
                 // to compute the checksum before it could split the datagram.
                 let meta = RxMeta {
@@ -117,23 +118,25 @@ impl Stack {
                     sink,
                 );
             }
-            Err(ReassemblyError::Malformed) => self.counters.rx_drop_ipv4_frag_malformed += 1,
-            Err(ReassemblyError::Overlap) => self.counters.rx_drop_ipv4_frag_overlap += 1,
-            Err(ReassemblyError::TooBig) => self.counters.rx_drop_ipv4_frag_too_big += 1,
-            Err(ReassemblyError::NoRoom) => self.counters.rx_drop_ipv4_frag_no_room += 1,
-            Err(ReassemblyError::TooManyFragments) => self.counters.rx_drop_ipv4_frag_too_many += 1,
+            Err(ReassemblyError::Malformed) => self.ip.counters.rx_drop_ipv4_frag_malformed += 1,
+            Err(ReassemblyError::Overlap) => self.ip.counters.rx_drop_ipv4_frag_overlap += 1,
+            Err(ReassemblyError::TooBig) => self.ip.counters.rx_drop_ipv4_frag_too_big += 1,
+            Err(ReassemblyError::NoRoom) => self.ip.counters.rx_drop_ipv4_frag_no_room += 1,
+            Err(ReassemblyError::TooManyFragments) => {
+                self.ip.counters.rx_drop_ipv4_frag_too_many += 1
+            }
         }
     }
 
     fn ipv4_deliver(&mut self, now: Instant, d: &Ipv4Datagram<'_>, sink: &mut dyn FrameSink) {
         match d.protocol {
-            IpProtocol::Icmp => self.icmpv4_input(now, d, sink),
+            IpProtocol::Icmp => self.ip.icmpv4_input(now, d, sink),
             IpProtocol::Udp => self.udp_input(now, d, sink),
             IpProtocol::Tcp => self.tcp_input_closed(now, d, sink),
             _ => {
-                self.counters.rx_drop_ipv4_unknown_protocol += 1;
+                self.ip.counters.rx_drop_ipv4_unknown_protocol += 1;
                 // RFC 1122 3.2.2.1: protocol unreachable.
-                self.send_icmpv4_unreachable(now, d, 2, sink);
+                self.ip.send_icmpv4_unreachable(now, d, 2, sink);
             }
         }
     }

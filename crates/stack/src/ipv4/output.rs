@@ -13,9 +13,9 @@ use wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
 
 use crate::ethernet::send_frame;
 use crate::iface::IfaceId;
+use crate::ip::IpLayer;
 use crate::neighbor::Lookup;
 use crate::sink::FrameSink;
-use crate::stack::Stack;
 use crate::time::Instant;
 
 /// The header fields of a packet to send.
@@ -67,7 +67,7 @@ impl fmt::Display for SendError {
     }
 }
 
-impl Stack {
+impl IpLayer {
     /// Where a packet to `dst` leaves: interface, the neighbor to send to,
     /// and whether it is a link broadcast.
     pub(crate) fn ipv4_route(
@@ -90,14 +90,14 @@ impl Stack {
     }
 
     /// The source address a packet to `dst` would leave with.
-    pub fn ipv4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+    pub(crate) fn ipv4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
         let (iface, _, _) = self.ipv4_route(dst, None)?;
         self.interface(iface).map(|i| i.addr())
     }
 
     /// Sends an IPv4 packet whose `payload_len` bytes of payload `fill`
     /// writes; `fill` also gets the chosen source address (for checksums).
-    pub fn send_ipv4(
+    pub(crate) fn send_ipv4(
         &mut self,
         now: Instant,
         hdr: Ipv4Send,

@@ -18,9 +18,9 @@ impl Stack {
         let data_offset = d.payload.get(12).map(|b| usize::from(b >> 4) * 4);
         match data_offset {
             Some(off) if off >= 20 && off <= d.payload.len() => {
-                self.counters.rx_drop_tcp_no_socket += 1
+                self.ip.counters.rx_drop_tcp_no_socket += 1
             }
-            _ => self.counters.rx_drop_tcp_malformed += 1,
+            _ => self.ip.counters.rx_drop_tcp_malformed += 1,
         }
     }
 }

@@ -1,0 +1,126 @@
+//! The IP layer of a stack: interfaces, routes, neighbors, reassembly and
+//! the counters, apart from the sockets so that a socket's buffers can be
+//! read while the IP layer writes a frame.
+
+use core::net::{IpAddr, Ipv4Addr};
+
+use crate::config::StackConfig;
+use crate::counters::Counters;
+use crate::iface::{IfaceId, Interface};
+use crate::neighbor::{NeighborCache, NeighborConfig, NeighborEvent};
+use crate::rand::{KeyedState, Rng};
+use crate::ratelimit::TokenBucket;
+use crate::reassembly::{Reassembler, ReassemblyConfig};
+use crate::route::RouteTable;
+use crate::sink::FrameSink;
+use crate::time::Instant;
+
+/// The key of an IPv4 datagram under reassembly (RFC 791: source,
+/// destination, protocol and identification).
+pub(crate) type Ipv4FragKey = (Ipv4Addr, Ipv4Addr, u8, u16);
+
+#[derive(Debug)]
+pub(crate) struct IpLayer {
+    pub(crate) cfg: StackConfig,
+    pub(crate) ifaces: Vec<Interface>,
+    pub(crate) routes: RouteTable,
+    pub(crate) neighbors: NeighborCache,
+    pub(crate) reass_v4: Reassembler<Ipv4FragKey>,
+    pub(crate) icmp_errors: TokenBucket,
+    pub(crate) counters: Counters,
+    pub(crate) next_ip_ident: u16,
+}
+
+impl IpLayer {
+    pub(crate) fn new(cfg: StackConfig, rng: &mut Rng) -> Self {
+        let neighbors = NeighborCache::new(
+            NeighborConfig {
+                max_entries: cfg.arp_cache_size,
+                max_hold: cfg.arp_maxhold,
+                max_age: cfg.arp_max_age,
+                retry_interval: cfg.arp_retry_interval,
+                max_retries: cfg.arp_max_retries,
+            },
+            KeyedState::from_rng(rng),
+        );
+        let reass_v4 = Reassembler::new(
+            ReassemblyConfig {
+                max_packets: cfg.reass_max_packets,
+                max_frags: cfg.reass_max_frags,
+                max_bytes: cfg.reass_max_bytes,
+                max_payload: 65535 - 20,
+                timeout: cfg.reass_timeout,
+            },
+            KeyedState::from_rng(rng),
+        );
+        IpLayer {
+            icmp_errors: TokenBucket::new(cfg.icmp_rate_limit),
+            next_ip_ident: rng.next_u32() as u16,
+            cfg,
+            ifaces: Vec::new(),
+            routes: RouteTable::new(4096),
+            neighbors,
+            reass_v4,
+            counters: Counters::default(),
+        }
+    }
+
+    pub(crate) fn interface(&self, id: IfaceId) -> Option<&Interface> {
+        self.ifaces.get(usize::from(id.0))
+    }
+
+    /// Whether `ip` is one of our addresses on any interface.
+    pub(crate) fn is_local_addr(&self, ip: Ipv4Addr) -> bool {
+        self.ifaces.iter().any(|i| i.has_addr(ip))
+    }
+
+    pub(crate) fn next_ident(&mut self) -> u16 {
+        self.next_ip_ident = self.next_ip_ident.wrapping_add(1);
+        self.next_ip_ident
+    }
+
+    /// Announces every address with a gratuitous ARP.
+    pub(crate) fn announce(&mut self, sink: &mut dyn FrameSink) {
+        for i in 0..self.ifaces.len() {
+            let iface = self.ifaces[i].id;
+            for a in 0..self.ifaces[i].addrs().len() {
+                let addr = self.ifaces[i].addrs()[a];
+                if self.send_arp_request(iface, addr, sink) {
+                    self.counters.arp_gratuitous_sent += 1;
+                    self.counters.arp_requests_sent -= 1;
+                }
+            }
+        }
+    }
+
+    /// Neighbor retries and aging, reassembly timeouts.
+    pub(crate) fn poll(&mut self, now: Instant, sink: &mut dyn FrameSink) {
+        let mut retries: Vec<(IfaceId, Ipv4Addr)> = Vec::new();
+        let counters = &mut self.counters;
+        self.neighbors.poll(now, |ev| match ev {
+            NeighborEvent::Retry {
+                iface,
+                ip: IpAddr::V4(ip),
+            } => retries.push((iface, ip)),
+            NeighborEvent::Retry { .. } => {}
+            NeighborEvent::Failed { dropped, .. } => {
+                counters.arp_resolution_failed += 1;
+                counters.tx_drop_no_neighbor += dropped as u64;
+            }
+        });
+        for (iface, ip) in retries {
+            self.send_arp_request(iface, ip, sink);
+        }
+        self.counters.ipv4_reassembly_timeout += self.reass_v4.poll(now) as u64;
+    }
+
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        [
+            self.neighbors.next_deadline(),
+            self.reass_v4.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}

@@ -1,0 +1,1 @@
+//! (being written by the TCP building-blocks work; this line is replaced)
