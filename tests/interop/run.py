@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""Interop tests of ustack against the Linux kernel.
+
+    sudo /usr/bin/python3 tests/interop/run.py [--binary PATH] [-k NAME]... [-v] [--list]
+
+Runs ustack-echo (UDP echo on port 7, ping) on one end of a veth pair
+(AF_PACKET) or a TAP device, and the kernel's tools and sockets on the
+other, each test in network namespaces of its own (addresses in
+10.99.0.0/16 only).  Needs root, /usr/bin/python3 with scapy
+(python3-scapy), ping (iputils-ping), ip (iproute2) and ethtool.
+
+The last line is "N passed, N failed"; the exit status is non-zero when a
+test failed.  A test that cannot run (not root, a tool missing) fails.
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import harness as h  # noqa: E402
+
+
+def preflight(binary):
+    """Reasons the suite cannot run here (empty when it can)."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("not root: the tests create network namespaces, veths and TAPs (run with sudo)")
+    try:
+        import scapy  # noqa: F401
+        import scapy.all  # noqa: F401
+    except ImportError as e:
+        problems.append(f"scapy is missing for {sys.executable} ({e}): apt-get install python3-scapy, "
+                        "and run the suite with /usr/bin/python3")
+    for tool in ("ip", "ping", "ethtool"):
+        if not shutil.which(tool):
+            problems.append(f"'{tool}' not found (apt-get install iproute2 iputils-ping ethtool)")
+    if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
+        problems.append(f"no ustack-echo binary at {binary} (cargo build --release -p apps, or --binary PATH)")
+    if not os.path.exists("/dev/net/tun"):
+        problems.append("/dev/net/tun is missing (TAP tests)")
+    return problems
+
+
+class Interrupted(BaseException):
+    pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(REPO, "target", "release", "ustack-echo"),
+                    help="the ustack-echo to test (default: target/release/ustack-echo)")
+    ap.add_argument("-k", action="append", default=[], metavar="NAME",
+                    help="run only tests whose name contains NAME (repeatable)")
+    ap.add_argument("--list", action="store_true", help="list the tests and exit")
+    ap.add_argument("--known-bugs", action="store_true",
+                    help="also run the tests that show known stack bugs (cases.KNOWN_BUGS)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print more of what the tests see")
+    args = ap.parse_args()
+    binary = os.path.abspath(args.binary)
+    h.VERBOSE = args.verbose
+
+    import cases
+
+    selected = [t for t in cases.TESTS if not args.k or any(k in t[0] for k in args.k)]
+    left_out = [t[0] for t in selected if t[0] in cases.KNOWN_BUGS and not args.known_bugs]
+    selected = [t for t in selected if t[0] not in left_out]
+    if args.list:
+        for name, _, _ in selected:
+            print(name)
+        for name in left_out:
+            print(f"{name}  (known bug, with --known-bugs)")
+        return 0
+    for name in left_out:
+        print(f"not run (known stack bug, see --known-bugs): {name}: {cases.KNOWN_BUGS[name]}")
+    if not selected:
+        print(f"no test matches {args.k}")
+        print("0 passed, 1 failed")
+        return 1
+
+    passed = failed = 0
+    problems = preflight(binary)
+    if problems:
+        for name, _, _ in selected:
+            print(f"FAIL {name}: cannot run: " + "; ".join(problems), flush=True)
+        print(f"0 passed, {len(selected)} failed")
+        return 1
+
+    def on_signal(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    def on_alarm(signum, frame):
+        raise h.TestTimeout()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    signal.signal(signal.SIGALRM, on_alarm)
+
+    h.remove_stale_namespaces()
+    ctx = cases.Ctx(binary)
+    t_suite = time.monotonic()
+    interrupted = None
+    for name, fn, budget in selected:
+        if interrupted:
+            break
+        print(f"RUN  {name}", flush=True)
+        t0 = time.monotonic()
+        error = None
+        try:
+            ctx.workdir = h.make_workdir()
+            signal.alarm(budget)
+            try:
+                fn(ctx)
+            finally:
+                signal.alarm(0)
+        except Interrupted as e:
+            interrupted = str(e)
+            error = f"interrupted by {e}"
+        except h.TestTimeout:
+            error = f"timed out after {budget}s"
+        except h.TestFailure as e:
+            error = str(e)
+        except Exception:  # noqa: BLE001 - any error fails the test
+            error = traceback.format_exc().rstrip()
+        outputs = h.take_outputs()
+        if error is not None:
+            # Print ustack's output before cleanup deletes the files.
+            for u in outputs:
+                text = u.stderr().rstrip()
+                lines = text.splitlines()
+                if len(lines) > 60:
+                    lines = lines[:20] + ["..."] + lines[-40:]
+                print(f"  --- output of: {' '.join(u.args)}")
+                for line in lines:
+                    print(f"  | {line}")
+        # Cleanup must not be cut short by a second Ctrl-C.
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            h.run_cleanups()
+        finally:
+            signal.signal(signal.SIGINT, old)
+        dt = time.monotonic() - t0
+        if error is None:
+            passed += 1
+            print(f"PASS {name} ({dt:.1f}s)", flush=True)
+        else:
+            failed += 1
+            print(f"FAIL {name} ({dt:.1f}s): " + error.replace("\n", "\n  "), flush=True)
+    if interrupted:
+        not_run = len(selected) - passed - failed
+        failed += not_run
+        print(f"interrupted ({interrupted}); {not_run} test(s) not run count as failed")
+    print(f"suite took {time.monotonic() - t_suite:.1f}s")
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    finally:
+        h.run_cleanups()
