@@ -118,6 +118,11 @@ def remove_stale_namespaces():
         name = line.split()[0] if line.split() else ""
         m = re.fullmatch(PREFIX + r"(\d+)n\d+[a-z]", name)
         if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
+            # Processes still inside (a ustack-echo of that run) go first.
+            pids = sh(["ip", "netns", "pids", name], check_rc=False).stdout.split()
+            for pid in pids:
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
             sh(["ip", "netns", "del", name], check_rc=False)
 
 
@@ -215,8 +220,11 @@ class Ustack:
         self._errf = open(self.stderr_path, "wb")
         # A session of its own: a Ctrl-C at the terminal reaches only the
         # runner, which then stops this process itself.
+        # PR_SET_PDEATHSIG: should the runner be killed outright, ustack-echo
+        # gets SIGTERM instead of living on in a deleted namespace.
         self.proc = subprocess.Popen(
-            self.args, stdin=subprocess.DEVNULL, stdout=self._errf, stderr=subprocess.STDOUT, start_new_session=True
+            self.args, stdin=subprocess.DEVNULL, stdout=self._errf, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=lambda: _libc.prctl(1, signal.SIGTERM, 0, 0, 0),
         )
         self._token = on_cleanup(f"ustack pid {self.proc.pid}", self._kill)
         register_output(self)

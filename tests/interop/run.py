@@ -166,6 +166,11 @@ def main():
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        rc = main()
+    except BaseException:  # noqa: BLE001 - the summary line must come last
+        traceback.print_exc()
+        print("0 passed, 1 failed", flush=True)
+        rc = 1
     finally:
         h.run_cleanups()
+    sys.exit(rc)
