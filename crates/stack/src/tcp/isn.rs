@@ -124,7 +124,7 @@ impl fmt::Debug for PortAllocator {
 
 impl PortAllocator {
     /// Ports `first..=last` (the two are swapped if reversed; port 0 is
-    /// never given).  RFC 6056 3.3.4: "table[i] = random() % 65536" -- the
+    /// never given).  RFC 6056 3.3.4: "`table[i] = random() % 65536`" -- the
     /// counters start at values derived from the secret.
     pub fn new(secret: KeyedState, first: u16, last: u16) -> Self {
         let lo = first.min(last).max(1);
@@ -168,11 +168,22 @@ impl PortAllocator {
     /// that must pick a port whose RSS hash lands on its own queue).
     ///
     /// RFC 6056 3.3.4, algorithm 4 ("Double-Hash Port Selection"):
-    /// "offset = F(local_IP, remote_IP, remote_port, secret_key1); index =
-    /// G(local_IP, remote_IP, remote_port, secret_key2); count =
-    /// num_ephemeral; do { port = min_ephemeral + (offset + table[index]) %
-    /// num_ephemeral; table[index]++; if(check_suitable_port(port)) return
-    /// port; count--; } while (count > 0); return ERROR;".  F and G are the
+    ///
+    /// ```text
+    /// offset = F(local_IP, remote_IP, remote_port, secret_key1);
+    /// index = G(local_IP, remote_IP, remote_port, secret_key2);
+    /// count = num_ephemeral;
+    /// do {
+    ///     port = min_ephemeral + (offset + table[index]) % num_ephemeral;
+    ///     table[index]++;
+    ///     if(check_suitable_port(port))
+    ///         return port;
+    ///     count--;
+    /// } while (count > 0);
+    /// return ERROR;
+    /// ```
+    ///
+    /// F and G are the
     /// two halves of one keyed hash.  The sequence for one destination is
     /// unpredictable from outside and moves on at each use (algorithm 3's
     /// `next_ephemeral`, but per destination, so that other destinations'

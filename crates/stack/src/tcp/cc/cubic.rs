@@ -270,7 +270,7 @@ impl CongestionControl for Cubic {
     }
 
     /// RFC 9438 4.8: "In the case of a timeout, CUBIC follows Reno to reduce
-    /// cwnd [RFC5681] but sets ssthresh using beta_cubic (same as in Section
+    /// cwnd \[RFC5681\] but sets ssthresh using beta_cubic (same as in Section
     /// 4.6)"; "During the first congestion avoidance stage after a timeout,
     /// CUBIC increases its congestion window size using Figure 1, where t is
     /// the elapsed time since the beginning of the current congestion
