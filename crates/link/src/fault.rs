@@ -172,6 +172,8 @@ impl<B: PacketBuffer> Impairer<B> {
                 Some(mut c) if c.capacity() >= buf.data().len() => {
                     c.set_len(buf.data().len());
                     c.data_mut().copy_from_slice(buf.data());
+                    // A copy of a frame with a partial checksum is one too.
+                    c.set_csum_partial(buf.csum_partial());
                     self.stats.duplicated += 1;
                     copy = Some(c);
                 }

@@ -51,6 +51,9 @@ pub trait PacketBuffer {
     fn csum_partial(&self) -> bool {
         false
     }
+    /// Marks the frame's checksum as partial (see [`csum_partial`](Self::csum_partial)).
+    /// Buffers that cannot carry the mark ignore it.
+    fn set_csum_partial(&mut self, _partial: bool) {}
 }
 
 /// What a link tells about itself.

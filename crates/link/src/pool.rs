@@ -92,6 +92,10 @@ impl PacketBuffer for PoolBuf {
     fn csum_partial(&self) -> bool {
         self.csum_partial
     }
+
+    fn set_csum_partial(&mut self, partial: bool) {
+        self.csum_partial = partial;
+    }
 }
 
 /// A fixed set of equally sized buffers, all allocated at creation.

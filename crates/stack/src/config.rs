@@ -2,6 +2,8 @@
 
 use core::time::Duration;
 
+use crate::tcp::TcpConfig;
+
 /// Tunables of one stack instance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StackConfig {
@@ -33,6 +35,8 @@ pub struct StackConfig {
     pub udp_recv_space: usize,
     /// Sockets at most (`kern.ipc.maxsockets`).
     pub max_sockets: usize,
+    /// TCP's tunables.
+    pub tcp: TcpConfig,
 }
 
 impl Default for StackConfig {
@@ -51,7 +55,8 @@ impl Default for StackConfig {
             reass_timeout: Duration::from_secs(30),
             icmp_rate_limit: 200,
             udp_recv_space: 256 << 10,
-            max_sockets: 65536,
+            max_sockets: 1 << 20,
+            tcp: TcpConfig::default(),
         }
     }
 }

@@ -91,10 +91,14 @@ counters! {
         rx_drop_udp_no_socket,
         rx_drop_udp_socket_full,
         rx_accept_udp,
-        // TCP (the engine arrives with the TCP issue)
+        // TCP
         rx_drop_tcp_malformed,
         rx_drop_tcp_bad_checksum,
         rx_drop_tcp_no_socket,
+        rx_drop_tcp_to_broadcast,
+        rx_drop_tcp_listen_overflow,
+        rx_drop_tcp_listen_unexpected,
+        rx_accept_tcp,
         // IPv6 (the engine arrives with a later issue)
         rx_drop_ipv6_truncated,
         rx_drop_ipv6_malformed,
@@ -135,6 +139,27 @@ counters! {
         icmp_errors_rate_limited,
         udp_datagrams_sent,
         udp_datagrams_received,
+        tcp_segments_received,
+        tcp_segments_sent,
+        tcp_retransmitted_segments,
+        tcp_resets_sent,
+        tcp_resets_received,
+        tcp_active_opens,
+        tcp_passive_opens,
+        tcp_accepted,
+        tcp_syncookies_sent,
+        tcp_syncookies_accepted,
+        tcp_challenge_acks_sent,
+        tcp_paws_rejected,
+        tcp_out_of_window,
+        tcp_rx_out_of_order,
+        tcp_rx_trimmed_bytes,
+        tcp_dupacks_received,
+        tcp_fast_retransmits,
+        tcp_rto_timeouts,
+        tcp_window_probes,
+        tcp_keepalive_timeouts,
+        tcp_fin_wait_2_timeouts,
     }
 }
 

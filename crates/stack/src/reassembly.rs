@@ -1,12 +1,18 @@
 //! IP reassembly with bounded memory and timeouts (RFC 791 section 3.2,
 //! RFC 815's hole list, RFC 5722's rule that overlaps discard the datagram).
 //!
-//! Generic over the datagram key so that IPv6 can use it too.
+//! Fragments are kept as they arrived and joined only when the datagram is
+//! whole, so memory follows the bytes received: a fragment at a high offset
+//! costs its own size, not the offset's.  Generic over the datagram key so
+//! that IPv6 can use it too.
 
 use core::hash::Hash;
 
 use crate::rand::{KeyedMap, KeyedState};
 use crate::time::{Duration, Instant};
+
+/// What a fragment costs beyond its bytes, for the memory budget.
+const FRAGMENT_OVERHEAD: usize = 64;
 
 /// Limits of a reassembler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +35,7 @@ pub enum ReassemblyError {
     /// Empty, or not a multiple of 8 bytes while more fragments follow, or
     /// contradicting the known end of the datagram. Datagram discarded.
     Malformed,
-    /// Overlaps data already received with other bounds. Datagram discarded.
+    /// Overlaps data already received with other bytes. Datagram discarded.
     Overlap,
     /// Would end past the largest datagram. Datagram discarded.
     TooBig,
@@ -41,20 +47,18 @@ pub enum ReassemblyError {
 
 #[derive(Debug)]
 struct Datagram {
-    data: Vec<u8>,
-    /// Byte ranges received, sorted, not overlapping.
-    ranges: Vec<(usize, usize)>,
+    /// Fragments by offset, not overlapping.
+    fragments: Vec<(usize, Vec<u8>)>,
+    /// Bytes received.
+    received: usize,
     /// The datagram's length once the last fragment is known.
     total: Option<usize>,
     expires: Instant,
 }
 
 impl Datagram {
-    fn complete(&self) -> bool {
-        match self.total {
-            Some(total) => self.ranges.len() == 1 && self.ranges[0] == (0, total),
-            None => false,
-        }
+    fn cost(&self) -> usize {
+        self.received + self.fragments.len() * FRAGMENT_OVERHEAD
     }
 }
 
@@ -84,14 +88,14 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
         self.datagrams.is_empty()
     }
 
-    /// Buffer bytes in use.
+    /// Memory charged to held fragments.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// Adds a fragment: `data` at byte `offset`, `more` set on all but the
     /// last.  Returns the whole payload once every fragment arrived.  A
-    /// fragment that repeats exactly what arrived is accepted and ignored.
+    /// fragment that repeats bytes already received is accepted and ignored.
     pub fn insert(
         &mut self,
         now: Instant,
@@ -116,29 +120,21 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
             self.datagrams.insert(
                 key,
                 Datagram {
-                    data: Vec::new(),
-                    ranges: Vec::new(),
+                    fragments: Vec::new(),
+                    received: 0,
                     total: None,
                     expires: now + self.cfg.timeout,
                 },
             );
         }
-        let result = self.add_to(key, offset, data, more);
-        match result {
-            Ok(true) => {
-                let d = self.datagrams.remove(&key).map(|d| {
-                    self.bytes -= d.data.len();
-                    d.data
-                });
-                Ok(d)
-            }
+        match self.add_to(key, offset, data, more) {
+            Ok(true) => Ok(self.take_whole(&key)),
             Ok(false) => Ok(None),
             Err(ReassemblyError::NoRoom) => {
-                // The fragment did not fit; what arrived before stays.
                 if self
                     .datagrams
                     .get(&key)
-                    .is_some_and(|d| d.ranges.is_empty())
+                    .is_some_and(|d| d.fragments.is_empty())
                 {
                     self.datagrams.remove(&key);
                 }
@@ -151,7 +147,7 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
         }
     }
 
-    /// Adds a fragment to an existing datagram; `Ok(true)` when complete.
+    /// Adds a fragment to a datagram; `Ok(true)` when it is complete.
     fn add_to(
         &mut self,
         key: K,
@@ -161,69 +157,64 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
     ) -> Result<bool, ReassemblyError> {
         let end = offset + data.len();
         let cfg = self.cfg;
+        let bytes = self.bytes;
         let d = self
             .datagrams
             .get_mut(&key)
             .ok_or(ReassemblyError::NoRoom)?;
+        let highest = d.fragments.last().map_or(0, |(o, f)| o + f.len());
         if !more {
-            if d.total.is_some_and(|t| t != end) {
-                return Err(ReassemblyError::Malformed);
-            }
-            if d.ranges.last().is_some_and(|&(_, e)| e > end) {
+            if d.total.is_some_and(|t| t != end) || highest > end {
                 return Err(ReassemblyError::Malformed);
             }
         } else if d.total.is_some_and(|t| end > t) {
             return Err(ReassemblyError::Malformed);
         }
-        // A fragment inside what arrived is a duplicate (a lossy link
-        // repeats frames) when its bytes match, an overlap otherwise.
-        let at = d.ranges.partition_point(|&(s, _)| s <= offset);
-        if at > 0 && d.ranges[at - 1].0 <= offset && end <= d.ranges[at - 1].1 {
-            return if d.data[offset..end] == *data {
+        // Where it goes among the fragments by offset.
+        let at = d.fragments.partition_point(|(o, _)| *o < offset);
+        // A repeat of received bytes (a lossy link repeats frames) is
+        // ignored if the bytes match; any other overlap is an attack or a
+        // bug, and RFC 5722 discards the datagram.
+        let prev_overlap = at > 0 && {
+            let (o, f) = &d.fragments[at - 1];
+            o + f.len() > offset
+        };
+        let next_overlap = d.fragments.get(at).is_some_and(|(o, _)| *o < end);
+        if prev_overlap || next_overlap {
+            return if covered_identically(&d.fragments, offset, data) {
                 Ok(false)
             } else {
                 Err(ReassemblyError::Overlap)
             };
         }
-        let overlaps_prev = at > 0 && d.ranges[at - 1].1 > offset;
-        let overlaps_next = d.ranges.get(at).is_some_and(|&(s, _)| s < end);
-        if overlaps_prev || overlaps_next {
-            return Err(ReassemblyError::Overlap);
-        }
-        if d.ranges.len() >= cfg.max_frags {
+        if d.fragments.len() >= cfg.max_frags {
             return Err(ReassemblyError::TooManyFragments);
         }
-        if end > d.data.len() {
-            let grow = end - d.data.len();
-            if self.bytes + grow > cfg.max_bytes {
-                return Err(ReassemblyError::NoRoom);
-            }
-            d.data.resize(end, 0);
-            self.bytes += grow;
+        if bytes + data.len() + FRAGMENT_OVERHEAD > cfg.max_bytes {
+            return Err(ReassemblyError::NoRoom);
         }
-        d.data[offset..end].copy_from_slice(data);
-        d.ranges.insert(at, (offset, end));
-        // Merge touching ranges so a complete datagram is one range.
-        let mut i = at.saturating_sub(1);
-        while i + 1 < d.ranges.len() {
-            if d.ranges[i].1 == d.ranges[i + 1].0 {
-                d.ranges[i].1 = d.ranges[i + 1].1;
-                d.ranges.remove(i + 1);
-            } else if i > at {
-                break;
-            } else {
-                i += 1;
-            }
-        }
+        d.fragments.insert(at, (offset, data.to_vec()));
+        d.received += data.len();
+        self.bytes += data.len() + FRAGMENT_OVERHEAD;
         if !more {
             d.total = Some(end);
         }
-        Ok(d.complete())
+        Ok(d.total == Some(d.received))
+    }
+
+    fn take_whole(&mut self, key: &K) -> Option<Vec<u8>> {
+        let d = self.datagrams.remove(key)?;
+        self.bytes -= d.cost();
+        let mut whole = Vec::with_capacity(d.received);
+        for (_, f) in d.fragments {
+            whole.extend_from_slice(&f);
+        }
+        Some(whole)
     }
 
     fn discard(&mut self, key: &K) {
         if let Some(d) = self.datagrams.remove(key) {
-            self.bytes -= d.data.len();
+            self.bytes -= d.cost();
         }
     }
 
@@ -234,7 +225,7 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
         self.datagrams.retain(|_, d| {
             let keep = d.expires > now;
             if !keep {
-                freed += d.data.len();
+                freed += d.cost();
             }
             keep
         });
@@ -245,6 +236,31 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.datagrams.values().map(|d| d.expires).min()
     }
+}
+
+/// Whether `data` at `offset` lies entirely inside received fragments and
+/// matches their bytes.
+fn covered_identically(fragments: &[(usize, Vec<u8>)], offset: usize, data: &[u8]) -> bool {
+    let mut pos = offset;
+    let end = offset + data.len();
+    for (o, f) in fragments {
+        let f_end = o + f.len();
+        if f_end <= pos {
+            continue;
+        }
+        if *o > pos {
+            return false;
+        }
+        let upto = end.min(f_end);
+        if f[pos - o..upto - o] != data[pos - offset..upto - offset] {
+            return false;
+        }
+        pos = upto;
+        if pos == end {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -291,14 +307,14 @@ mod tests {
         let mut r = r();
         assert_eq!(r.insert(Instant::ZERO, 1, 0, &p[..8], true), Ok(None));
         assert_eq!(r.insert(Instant::ZERO, 1, 0, &p[..8], true), Ok(None));
-        assert_eq!(r.insert(Instant::ZERO, 1, 8, &p[4..12], true), Ok(None));
-        assert_eq!(
-            r.insert(Instant::ZERO, 1, 0, &p[..8], true),
-            Ok(None),
-            "a repeat inside merged ranges"
-        );
+        assert_eq!(r.insert(Instant::ZERO, 1, 8, &p[8..16], true), Ok(None));
         assert_eq!(
             r.insert(Instant::ZERO, 1, 0, &p[..16], true),
+            Ok(None),
+            "a repeat spanning two fragments"
+        );
+        assert_eq!(
+            r.insert(Instant::ZERO, 1, 0, &p[4..20], true),
             Err(ReassemblyError::Overlap),
             "same range, other bytes"
         );
@@ -309,6 +325,7 @@ mod tests {
             Err(ReassemblyError::Overlap)
         );
         assert!(r.is_empty());
+        assert_eq!(r.bytes(), 0);
     }
 
     #[test]
@@ -347,6 +364,31 @@ mod tests {
             Err(ReassemblyError::TooManyFragments)
         );
         assert!(r2.is_empty());
+    }
+
+    #[test]
+    fn memory_follows_bytes_received_not_offsets() {
+        let p = payload(64);
+        let mut r = Reassembler::new(
+            ReassemblyConfig {
+                max_packets: 1024,
+                max_frags: 8,
+                max_bytes: 1 << 20,
+                max_payload: 65515,
+                timeout: Duration::from_secs(30),
+            },
+            KeyedState::new(0, 0),
+        );
+        // Tiny fragments at a high offset: 1000 datagrams cost ~72 KB, not 64 MB.
+        for k in 0..1000u32 {
+            r.insert(Instant::ZERO, k, 64000, &p[..8], true).unwrap();
+        }
+        assert_eq!(r.bytes(), 1000 * (8 + FRAGMENT_OVERHEAD));
+        assert_eq!(
+            r.insert(Instant::ZERO, 5000, 0, &p[..8], true),
+            Ok(None),
+            "room left for real traffic"
+        );
     }
 
     #[test]

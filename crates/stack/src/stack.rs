@@ -12,7 +12,8 @@ use crate::neighbor::NeighborCache;
 use crate::rand::{KeyedState, Rng};
 use crate::route::{IpCidr, Route, RouteError, RouteTable};
 use crate::sink::FrameSink;
-use crate::socket::udp::UdpTable;
+use crate::socket::table::SocketTable;
+use crate::tcp::shared::TcpShared;
 use crate::time::Instant;
 
 /// Interfaces at most in one stack.
@@ -54,7 +55,8 @@ impl From<RouteError> for StackError {
 #[derive(Debug)]
 pub struct Stack {
     pub(crate) ip: IpLayer,
-    pub(crate) udp: UdpTable,
+    pub(crate) sockets: SocketTable,
+    pub(crate) tcp: TcpShared,
     pub(crate) rng: Rng,
 }
 
@@ -62,12 +64,14 @@ impl Stack {
     pub fn new(cfg: StackConfig) -> Self {
         let mut rng = Rng::new(cfg.seed);
         let ip = IpLayer::new(cfg.clone(), &mut rng);
-        let udp = UdpTable::new(
-            KeyedState::from_rng(&mut rng),
-            cfg.max_sockets,
-            cfg.udp_recv_space,
-        );
-        Stack { ip, udp, rng }
+        let sockets = SocketTable::new(cfg.max_sockets, || KeyedState::from_rng(&mut rng));
+        let tcp = TcpShared::new(cfg.tcp.clone(), &mut rng);
+        Stack {
+            ip,
+            sockets,
+            tcp,
+            rng,
+        }
     }
 
     pub fn config(&self) -> &StackConfig {
@@ -150,14 +154,24 @@ impl Stack {
         self.ip.announce(sink)
     }
 
-    /// Runs the timers: neighbor retries and aging, reassembly timeouts.
+    /// Runs the timers: neighbor retries and aging, reassembly timeouts,
+    /// TCP's timers.
     pub fn poll(&mut self, now: Instant, sink: &mut dyn FrameSink) {
         self.ip.poll(now, sink);
+        self.tcp_poll(now, sink);
     }
 
     /// The earliest time [`poll`](Self::poll) has work, if any.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.ip.next_deadline()
+        [self.ip.next_deadline(), self.tcp.wheel.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Open sockets of every kind.
+    pub fn socket_count(&self) -> usize {
+        self.sockets.len()
     }
 
     /// Sends an IPv4 packet whose payload `fill` writes (see

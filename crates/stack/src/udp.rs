@@ -9,7 +9,8 @@ use wire::{ChecksumMode, Error as WireError};
 use crate::ipv4::Ipv4Datagram;
 use crate::ipv4::{Ipv4Send, SendError};
 use crate::sink::FrameSink;
-use crate::socket::udp::{UdpMeta, UdpRecv};
+use crate::socket::table::Socket;
+use crate::socket::udp::{UdpMeta, UdpRecv, UdpSocket, EPHEMERAL_PORTS};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
 use crate::time::Instant;
@@ -53,9 +54,13 @@ impl Stack {
             dst: SocketAddr::new(dst_ip, repr.dst_port),
             iface: d.iface,
         };
-        match self.udp.lookup_mut(meta.dst) {
-            Some(socket) => {
+        match self.sockets.udp_lookup_index(meta.dst) {
+            Some(index) => {
+                let Some(Socket::Udp(socket)) = self.sockets.at_mut(index) else {
+                    return;
+                };
                 if socket.rx.push(packet.payload(), meta) {
+                    self.sockets.notify(index);
                     self.ip.counters.rx_accept_udp += 1;
                     self.ip.counters.udp_datagrams_received += 1;
                 } else {
@@ -71,26 +76,46 @@ impl Stack {
     }
 
     /// Opens a UDP socket on `local` (port 0: an ephemeral port).
-    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketHandle, SocketError> {
+    pub fn udp_bind(&mut self, mut local: SocketAddr) -> Result<SocketHandle, SocketError> {
         match local.ip() {
             IpAddr::V4(ip) if ip.is_unspecified() || self.ip.is_local_addr(ip) => {}
             IpAddr::V4(_) => return Err(SocketError::AddrNotAvailable),
             IpAddr::V6(_) => return Err(SocketError::AddrFamilyNotSupported),
         }
-        self.udp.bind(local, &mut self.rng)
+        if local.port() == 0 {
+            let span = u32::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
+            let start = self.rng.below(u64::from(span)) as u32;
+            let port = (0..span)
+                .map(|i| EPHEMERAL_PORTS.start() + ((start + i) % span) as u16)
+                .find(|&p| !self.sockets.udp_port_taken(local.ip(), p))
+                .ok_or(SocketError::NoFreePort)?;
+            local.set_port(port);
+        } else if self.sockets.udp_port_taken(local.ip(), local.port()) {
+            return Err(SocketError::AddrInUse);
+        }
+        let h = self.sockets.insert(Socket::Udp(UdpSocket::new(
+            local,
+            self.ip.cfg.udp_recv_space,
+        )))?;
+        self.sockets
+            .udp_by_local
+            .insert((local.ip(), local.port()), h.index);
+        Ok(h)
     }
 
     pub fn udp_close(&mut self, h: SocketHandle) -> Result<(), SocketError> {
-        self.udp.close(h)
+        self.sockets.udp(h)?;
+        self.sockets.remove(h.index);
+        Ok(())
     }
 
     pub fn udp_local_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
-        self.udp.get(h).map(|s| s.local_addr())
+        self.sockets.udp(h).map(|s| s.local_addr())
     }
 
     /// Whether a datagram waits on the socket.
     pub fn udp_readable(&self, h: SocketHandle) -> bool {
-        self.udp.get(h).is_ok_and(|s| s.rx_queued() > 0)
+        self.sockets.udp(h).is_ok_and(|s| s.rx_queued() > 0)
     }
 
     /// Takes the oldest datagram into `buf` (truncating it if `buf` is short).
@@ -99,7 +124,7 @@ impl Stack {
         h: SocketHandle,
         buf: &mut [u8],
     ) -> Result<UdpRecv, SocketError> {
-        let socket = self.udp.get_mut(h)?;
+        let socket = self.sockets.udp_mut(h)?;
         let (len, datagram_len, meta) = socket.rx.pop_into(buf).ok_or(SocketError::WouldBlock)?;
         Ok(UdpRecv {
             len,
@@ -119,7 +144,7 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
-        let local = self.udp.get(h)?.local_addr();
+        let local = self.sockets.udp(h)?.local_addr();
         let IpAddr::V4(dst_ip) = dst.ip() else {
             return Err(SocketError::AddrFamilyNotSupported);
         };

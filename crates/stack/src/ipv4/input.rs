@@ -132,7 +132,7 @@ impl Stack {
         match d.protocol {
             IpProtocol::Icmp => self.ip.icmpv4_input(now, d, sink),
             IpProtocol::Udp => self.udp_input(now, d, sink),
-            IpProtocol::Tcp => self.tcp_input_closed(now, d, sink),
+            IpProtocol::Tcp => self.tcp_input(now, d, sink),
             _ => {
                 self.ip.counters.rx_drop_ipv4_unknown_protocol += 1;
                 // RFC 1122 3.2.2.1: protocol unreachable.

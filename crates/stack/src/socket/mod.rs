@@ -1,6 +1,7 @@
 //! Sockets: the state the application reads and writes through.
 
 pub mod datagram_ring;
+pub(crate) mod table;
 pub mod udp;
 
 use core::fmt;
@@ -44,6 +45,22 @@ pub enum SocketError {
     InvalidArgument,
     /// The socket table is full (EMFILE).
     TooManySockets,
+    /// The peer refused the connection (ECONNREFUSED).
+    ConnectionRefused,
+    /// The peer reset the connection (ECONNRESET).
+    ConnectionReset,
+    /// The connection timed out (ETIMEDOUT).
+    TimedOut,
+    /// The socket is not connected (ENOTCONN).
+    NotConnected,
+    /// Writing after shutdown or to a closed connection (EPIPE).
+    BrokenPipe,
+    /// The socket is already connected (EISCONN).
+    IsConnected,
+    /// The connection was aborted locally (ECONNABORTED).
+    ConnectionAborted,
+    /// The operation does not apply to this kind of socket (EOPNOTSUPP).
+    NotSupported,
 }
 
 impl SocketError {
@@ -61,6 +78,14 @@ impl SocketError {
             SocketError::NoBufferSpace => 105,
             SocketError::InvalidArgument => 22,
             SocketError::TooManySockets => 24,
+            SocketError::ConnectionRefused => 111,
+            SocketError::ConnectionReset => 104,
+            SocketError::TimedOut => 110,
+            SocketError::NotConnected => 107,
+            SocketError::BrokenPipe => 32,
+            SocketError::IsConnected => 106,
+            SocketError::ConnectionAborted => 103,
+            SocketError::NotSupported => 95,
         }
     }
 }
@@ -79,6 +104,14 @@ impl fmt::Display for SocketError {
             SocketError::NoBufferSpace => "no buffer space",
             SocketError::InvalidArgument => "invalid argument",
             SocketError::TooManySockets => "too many sockets",
+            SocketError::ConnectionRefused => "connection refused",
+            SocketError::ConnectionReset => "connection reset by peer",
+            SocketError::TimedOut => "connection timed out",
+            SocketError::NotConnected => "socket is not connected",
+            SocketError::BrokenPipe => "broken pipe",
+            SocketError::IsConnected => "socket is already connected",
+            SocketError::ConnectionAborted => "connection aborted",
+            SocketError::NotSupported => "operation not supported",
         })
     }
 }

@@ -3,12 +3,21 @@
 //! SACK, congestion control behind a small interface, and the generators
 //! of initial sequence numbers, ports and SYN cookies.
 
+mod api;
+mod byte_ring;
 pub mod cc;
+pub(crate) mod conn;
+mod input;
 pub mod isn;
+pub(crate) mod listen;
+mod output;
+mod recv_buffer;
 pub mod rtt;
+mod sack;
+pub(crate) mod shared;
 pub mod timer_wheel;
-
+mod timers;
 mod types;
 
+pub use cc::CcAlgorithm;
 pub use types::{Readiness, Shutdown, TcpConfig, TcpInfo, TcpState};
-mod closed;

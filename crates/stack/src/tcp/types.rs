@@ -6,8 +6,9 @@ use crate::tcp::cc::CcAlgorithm;
 use crate::time::Duration;
 
 /// The connection states of RFC 9293 section 3.3.2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TcpState {
+    #[default]
     Closed,
     Listen,
     SynSent,
@@ -163,10 +164,4 @@ pub struct TcpInfo {
     pub unacked: u32,
     pub sacked: u32,
     pub lost: u32,
-}
-
-impl Default for TcpState {
-    fn default() -> Self {
-        TcpState::Closed
-    }
 }

@@ -1,0 +1,752 @@
+//! The TCP socket calls of a stack, and the dispatch of received segments
+//! to connections and listeners.
+
+use core::net::{IpAddr, SocketAddr};
+
+use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
+use wire::{ChecksumMode, Error as WireError};
+
+use crate::ipv4::Ipv4Datagram;
+use crate::sink::FrameSink;
+use crate::socket::table::{Socket, SocketTable};
+use crate::socket::{SocketError, SocketHandle};
+use crate::stack::Stack;
+use crate::tcp::conn::TcpConnection;
+use crate::tcp::input::InputEvents;
+use crate::tcp::listen::{connection_from_cookie, mss_for_mtu, send_cookie_syn_ack, TcpListener};
+use crate::tcp::output::send_reset_for;
+use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
+use crate::time::Instant;
+
+fn conn_mut(sockets: &mut SocketTable, h: SocketHandle) -> Result<&mut TcpConnection, SocketError> {
+    match sockets.get_mut(h) {
+        Some(Socket::Tcp(c)) if !c.detached => Ok(c),
+        Some(_) => Err(SocketError::NotSupported),
+        None => Err(SocketError::BadHandle),
+    }
+}
+
+impl Stack {
+    fn tcp_conn_mut(&mut self, h: SocketHandle) -> Result<&mut TcpConnection, SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Tcp(c)) if !c.detached => Ok(c),
+            Some(_) => Err(SocketError::NotSupported),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    fn tcp_conn(&self, h: SocketHandle) -> Result<&TcpConnection, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Tcp(c)) if !c.detached => Ok(c),
+            Some(_) => Err(SocketError::NotSupported),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// The MSS we can receive on the interface that reaches `remote`.
+    fn tcp_mss_toward(&self, remote: IpAddr) -> usize {
+        let IpAddr::V4(dst) = remote else { return 536 };
+        self.ip
+            .ipv4_route(dst, None)
+            .and_then(|(iface, _, _)| self.ip.interface(iface))
+            .map_or(536, |i| mss_for_mtu(i.mtu))
+    }
+
+    /// Receives a TCP segment (RFC 9293 3.10.7).
+    pub(crate) fn tcp_input(
+        &mut self,
+        now: Instant,
+        d: &Ipv4Datagram<'_>,
+        sink: &mut dyn FrameSink,
+    ) {
+        let (src, dst) = (IpAddr::V4(d.src), IpAddr::V4(d.dst));
+        let mode = if d.meta.csum_partial {
+            ChecksumMode::Offload
+        } else {
+            ChecksumMode::Full
+        };
+        let seg = match TcpPacket::new_checked(d.payload)
+            .and_then(|p| TcpRepr::parse(&p, &src, &dst, mode))
+        {
+            Ok(s) => s,
+            Err(WireError::BadChecksum) => {
+                self.ip.counters.rx_drop_tcp_bad_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.ip.counters.rx_drop_tcp_malformed += 1;
+                return;
+            }
+        };
+        if d.broadcast {
+            self.ip.counters.rx_drop_tcp_to_broadcast += 1;
+            return;
+        }
+        self.ip.counters.tcp_segments_received += 1;
+        let local = SocketAddr::new(dst, seg.dst_port);
+        let remote = SocketAddr::new(src, seg.src_port);
+        if let Some(&index) = self.sockets.tcp_conns.get(&(local, remote)) {
+            if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
+                self.ip.counters.rx_accept_tcp += 1;
+                let ev = conn.input(now, &seg, &mut self.ip, &mut self.tcp, sink);
+                conn.output(now, &mut self.ip, &mut self.tcp, sink);
+                self.tcp_after_event(now, index, ev);
+                return;
+            }
+        }
+        if let Some(lindex) = self.sockets.tcp_listener_index(local) {
+            self.tcp_listen_input(now, lindex, local, remote, &seg, sink);
+            return;
+        }
+        self.ip.counters.rx_drop_tcp_no_socket += 1;
+        send_reset_for(&mut self.ip, now, local, remote, &seg, sink);
+    }
+
+    /// A segment for a listener (RFC 9293 3.10.7.2).
+    fn tcp_listen_input(
+        &mut self,
+        now: Instant,
+        lindex: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &TcpRepr<'_>,
+        sink: &mut dyn FrameSink,
+    ) {
+        let flags = seg.flags;
+        if flags.rst() {
+            self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
+            return;
+        }
+        let mss = self.tcp_mss_toward(remote.ip());
+        if flags.ack() && !flags.syn() {
+            // The last ACK of a handshake whose state we did not keep.
+            if self.tcp.cfg.syncookies {
+                let (backlog, queued) = match self.sockets.at(lindex) {
+                    Some(Socket::Listener(l)) => (l.backlog, l.accept_queue.len()),
+                    _ => return,
+                };
+                if queued < backlog {
+                    if let Some(conn) =
+                        connection_from_cookie(&mut self.tcp, now, local, remote, seg, mss)
+                    {
+                        self.ip.counters.rx_accept_tcp += 1;
+                        self.ip.counters.tcp_syncookies_accepted += 1;
+                        self.tcp_adopt(now, lindex, conn, seg, sink);
+                        return;
+                    }
+                }
+            }
+            self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
+            send_reset_for(&mut self.ip, now, local, remote, seg, sink);
+            return;
+        }
+        if !flags.syn() || flags.ack() || flags.fin() {
+            self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
+            if !flags.syn() {
+                send_reset_for(&mut self.ip, now, local, remote, seg, sink);
+            }
+            return;
+        }
+        let Some(Socket::Listener(listener)) = self.sockets.at_mut(lindex) else {
+            return;
+        };
+        if listener.accept_queue.len() >= listener.backlog {
+            self.ip.counters.rx_drop_tcp_listen_overflow += 1;
+            return;
+        }
+        if listener.syn_received >= listener.backlog {
+            if self.tcp.cfg.syncookies {
+                self.ip.counters.rx_accept_tcp += 1;
+                send_cookie_syn_ack(
+                    &mut self.ip,
+                    &self.tcp,
+                    now,
+                    (local, remote),
+                    seg,
+                    mss,
+                    sink,
+                );
+            } else {
+                self.ip.counters.rx_drop_tcp_listen_overflow += 1;
+            }
+            return;
+        }
+        listener.syn_received += 1;
+        let lgen = self.sockets.handle(lindex).generation;
+        let iss = SeqNumber(self.tcp.isn.isn(now, local, remote) as i32);
+        let mut conn = TcpConnection::new(
+            &mut self.tcp,
+            now,
+            TcpState::SynReceived,
+            local,
+            remote,
+            iss,
+            mss,
+        );
+        conn.irs = seg.seq_number;
+        conn.rcv_nxt = seg.seq_number + 1;
+        conn.rcv_adv = conn.rcv_nxt;
+        conn.accept_syn_options(&self.tcp, seg, true);
+        conn.snd_wnd = usize::from(seg.window_len);
+        conn.max_snd_wnd = conn.snd_wnd;
+        conn.snd_wl1 = seg.seq_number;
+        conn.parent = Some((lindex, lgen));
+        match self.sockets.insert(Socket::Tcp(Box::new(conn))) {
+            Ok(h) => {
+                self.ip.counters.rx_accept_tcp += 1;
+                self.sockets.tcp_conns.insert((local, remote), h.index);
+                if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(h.index) {
+                    conn.output(now, &mut self.ip, &mut self.tcp, sink);
+                }
+                self.tcp_after_event(now, h.index, InputEvents::default());
+            }
+            Err(_) => {
+                if let Some(Socket::Listener(l)) = self.sockets.at_mut(lindex) {
+                    l.syn_received -= 1;
+                }
+                self.ip.counters.rx_drop_tcp_listen_overflow += 1;
+            }
+        }
+    }
+
+    /// Puts a connection made from a SYN cookie in the table and the
+    /// listener's accept queue, then lets it take the segment's data.
+    fn tcp_adopt(
+        &mut self,
+        now: Instant,
+        lindex: u32,
+        conn: TcpConnection,
+        seg: &TcpRepr<'_>,
+        sink: &mut dyn FrameSink,
+    ) {
+        let key = (conn.local, conn.remote);
+        let lgen = self.sockets.handle(lindex).generation;
+        let Ok(h) = self.sockets.insert(Socket::Tcp(Box::new(conn))) else {
+            return;
+        };
+        self.sockets.tcp_conns.insert(key, h.index);
+        if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(h.index) {
+            conn.parent = Some((lindex, lgen));
+            let mut ev = InputEvents {
+                established: true,
+                ..InputEvents::default()
+            };
+            if !seg.payload.is_empty() || seg.flags.fin() {
+                let more = conn.input(now, seg, &mut self.ip, &mut self.tcp, sink);
+                ev.closed = more.closed;
+            }
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            // The cookie path never counted a SYN-RECEIVED child.
+            if let Some(Socket::Listener(l)) = self.sockets.at_mut(lindex) {
+                l.syn_received += 1;
+            }
+            self.tcp_after_event(now, h.index, ev);
+        }
+    }
+
+    /// What follows an input, a call or a timer on connection `index`:
+    /// the listener's queues, freeing, readiness, the timer wheel.
+    pub(crate) fn tcp_after_event(&mut self, now: Instant, index: u32, ev: InputEvents) {
+        let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+            return;
+        };
+        let parent = conn.parent;
+        let state = conn.state;
+        let detached = conn.detached;
+        let key = (conn.local, conn.remote);
+        if ev.established || (state == TcpState::Closed && parent.is_some()) {
+            // Leaves the SYN queue: into the accept queue, or gone.
+            if let Some((lindex, lgen)) = parent {
+                let listener_alive = self.sockets.handle(lindex).generation == lgen;
+                if let (true, Some(Socket::Listener(l))) =
+                    (listener_alive, self.sockets.at_mut(lindex))
+                {
+                    l.syn_received = l.syn_received.saturating_sub(1);
+                    if ev.established && state != TcpState::Closed {
+                        l.accept_queue.push_back(index);
+                        self.ip.counters.tcp_passive_opens += 1;
+                        self.sockets.notify(lindex);
+                    }
+                }
+            }
+        }
+        if ev.established && parent.is_none() {
+            self.ip.counters.tcp_active_opens += 1;
+        }
+        if state == TcpState::Closed {
+            if self.sockets.tcp_conns.get(&key) == Some(&index) {
+                self.sockets.tcp_conns.remove(&key);
+            }
+            // Nobody will read this socket again: free it.
+            if detached || parent.is_some() {
+                self.sockets.remove(index);
+                return;
+            }
+        }
+        self.sockets.notify(index);
+        self.tcp_schedule(now, index);
+    }
+
+    /// Tells the wheel about the connection's earliest deadline.
+    fn tcp_schedule(&mut self, now: Instant, index: u32) {
+        let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+            return;
+        };
+        let Some(deadline) = conn.next_deadline() else {
+            return;
+        };
+        let stale = conn.wheel_at.is_none_or(|at| deadline < at || at < now);
+        if stale {
+            conn.wheel_at = Some(deadline);
+            self.tcp.wheel.schedule(index, deadline);
+        }
+    }
+
+    /// Runs the TCP timers that are due.
+    pub(crate) fn tcp_poll(&mut self, now: Instant, sink: &mut dyn FrameSink) {
+        let mut fired = core::mem::take(&mut self.tcp.fired);
+        self.tcp.wheel.advance(now, |index, _| fired.push(index));
+        for &index in &fired {
+            let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+                continue;
+            };
+            conn.wheel_at = None;
+            let mut ev = InputEvents::default();
+            if conn.next_deadline().is_some_and(|d| d <= now) {
+                ev.closed = conn.on_timers(now, &mut self.ip, &mut self.tcp, sink);
+            }
+            self.tcp_after_event(now, index, ev);
+        }
+        fired.clear();
+        self.tcp.fired = fired;
+    }
+
+    /// Opens a listening socket (RFC 9293 3.10.1 passive OPEN).
+    pub fn tcp_listen(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+    ) -> Result<SocketHandle, SocketError> {
+        match local.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() || self.ip.is_local_addr(ip) => {}
+            IpAddr::V4(_) => return Err(SocketError::AddrNotAvailable),
+            IpAddr::V6(_) => return Err(SocketError::AddrFamilyNotSupported),
+        }
+        if local.port() == 0 {
+            return Err(SocketError::InvalidArgument);
+        }
+        if self.sockets.tcp_port_taken(local.ip(), local.port()) {
+            return Err(SocketError::AddrInUse);
+        }
+        let backlog = backlog.clamp(1, self.tcp.cfg.somaxconn);
+        let h = self
+            .sockets
+            .insert(Socket::Listener(TcpListener::new(local, backlog)))?;
+        self.sockets
+            .tcp_listeners
+            .insert((local.ip(), local.port()), h.index);
+        Ok(h)
+    }
+
+    /// Takes an established connection from a listener's accept queue.
+    pub fn tcp_accept(
+        &mut self,
+        listener: SocketHandle,
+    ) -> Result<(SocketHandle, SocketAddr), SocketError> {
+        loop {
+            let index = match self.sockets.get_mut(listener) {
+                Some(Socket::Listener(l)) => {
+                    l.accept_queue.pop_front().ok_or(SocketError::WouldBlock)?
+                }
+                Some(_) => return Err(SocketError::InvalidArgument),
+                None => return Err(SocketError::BadHandle),
+            };
+            let handle = self.sockets.handle(index);
+            if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
+                if conn
+                    .parent
+                    .is_some_and(|(l, g)| l == listener.index && g == listener.generation)
+                {
+                    conn.parent = None;
+                    self.ip.counters.tcp_accepted += 1;
+                    return Ok((handle, conn.remote));
+                }
+            }
+        }
+    }
+
+    /// Opens a connection (RFC 9293 3.10.1 active OPEN); it completes in
+    /// the background, like a non-blocking connect.
+    pub fn tcp_connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        sink: &mut dyn FrameSink,
+    ) -> Result<SocketHandle, SocketError> {
+        let IpAddr::V4(dst) = remote.ip() else {
+            return Err(SocketError::AddrFamilyNotSupported);
+        };
+        if remote.port() == 0 || dst.is_unspecified() || dst.is_broadcast() || dst.is_multicast() {
+            return Err(SocketError::InvalidArgument);
+        }
+        let src_ip = match local.map(|l| l.ip()) {
+            Some(IpAddr::V4(ip)) if !ip.is_unspecified() => {
+                if !self.ip.is_local_addr(ip) {
+                    return Err(SocketError::AddrNotAvailable);
+                }
+                ip
+            }
+            Some(IpAddr::V6(_)) => return Err(SocketError::AddrFamilyNotSupported),
+            _ => self
+                .ip
+                .ipv4_source_for(dst)
+                .ok_or(SocketError::NetworkUnreachable)?,
+        };
+        let port = match local.map(|l| l.port()) {
+            Some(p) if p != 0 => {
+                if self
+                    .sockets
+                    .tcp_conns
+                    .contains_key(&(SocketAddr::new(IpAddr::V4(src_ip), p), remote))
+                {
+                    return Err(SocketError::AddrInUse);
+                }
+                p
+            }
+            _ => {
+                let conns = &self.sockets.tcp_conns;
+                let listeners = &self.sockets.tcp_listeners;
+                self.tcp
+                    .ports
+                    .pick(IpAddr::V4(src_ip), remote, |p| {
+                        conns.contains_key(&(SocketAddr::new(IpAddr::V4(src_ip), p), remote))
+                            || listeners.contains_key(&(IpAddr::V4(src_ip), p))
+                    })
+                    .ok_or(SocketError::NoFreePort)?
+            }
+        };
+        let local = SocketAddr::new(IpAddr::V4(src_ip), port);
+        let mss = self.tcp_mss_toward(remote.ip());
+        let iss = SeqNumber(self.tcp.isn.isn(now, local, remote) as i32);
+        let mut conn = TcpConnection::new(
+            &mut self.tcp,
+            now,
+            TcpState::SynSent,
+            local,
+            remote,
+            iss,
+            mss,
+        );
+        if self.tcp.cfg.rfc1323 {
+            conn.rcv_wscale = TcpConnection::wscale_for(self.tcp.cfg.recvbuf_max);
+        }
+        let h = self.sockets.insert(Socket::Tcp(Box::new(conn)))?;
+        self.sockets.tcp_conns.insert((local, remote), h.index);
+        if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(h.index) {
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+        }
+        self.tcp_after_event(now, h.index, InputEvents::default());
+        Ok(h)
+    }
+
+    /// Queues data to send; returns how much fit (RFC 9293 3.10.2 SEND).
+    pub fn tcp_send(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        data: &[u8],
+        sink: &mut dyn FrameSink,
+    ) -> Result<usize, SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        if let Some(e) = conn.error.take() {
+            return Err(e);
+        }
+        if !conn.can_send() {
+            return Err(match conn.state {
+                TcpState::Closed if !conn.fin_queued => SocketError::NotConnected,
+                _ => SocketError::BrokenPipe,
+            });
+        }
+        let n = conn.send.append(data, conn.send_limit);
+        if n == 0 && !data.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        conn.output(now, &mut self.ip, &mut self.tcp, sink);
+        self.tcp_after_event(now, h.index, InputEvents::default());
+        Ok(n)
+    }
+
+    /// Reads received data; `Ok(0)` is the end of the stream.
+    pub fn tcp_recv(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        buf: &mut [u8],
+        sink: &mut dyn FrameSink,
+    ) -> Result<usize, SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let n = conn.recv.read(buf);
+        if n == 0 {
+            if let Some(e) = conn.error.take() {
+                return Err(e);
+            }
+            if conn.peer_closed() || conn.read_shut {
+                return Ok(0);
+            }
+            if matches!(conn.state, TcpState::SynSent | TcpState::SynReceived)
+                || conn.state == TcpState::Closed
+            {
+                return Err(if conn.state == TcpState::Closed {
+                    SocketError::NotConnected
+                } else {
+                    SocketError::WouldBlock
+                });
+            }
+            return Err(SocketError::WouldBlock);
+        }
+        // Receive buffer auto-tuning: an application that drains a full
+        // buffer gets a bigger one, up to `recvbuf_max`.
+        if n >= conn.recv.capacity() / 2 && conn.wscale_ok {
+            let grown = (conn.recv.capacity() * 2).min(self.tcp.cfg.recvbuf_max);
+            conn.recv.set_capacity(grown);
+        }
+        if conn.window_update_due() {
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            self.tcp_after_event(now, h.index, InputEvents::default());
+        }
+        Ok(n)
+    }
+
+    /// Closes one or both directions (RFC 9293 3.10.4 CLOSE for writing).
+    pub fn tcp_shutdown(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        how: Shutdown,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        if matches!(how, Shutdown::Read | Shutdown::Both) {
+            conn.read_shut = true;
+        }
+        if matches!(how, Shutdown::Write | Shutdown::Both) {
+            match conn.state {
+                TcpState::SynSent => conn.state = TcpState::Closed,
+                TcpState::SynReceived | TcpState::Established => {
+                    conn.fin_queued = true;
+                    conn.state = TcpState::FinWait1;
+                }
+                TcpState::CloseWait => {
+                    conn.fin_queued = true;
+                    conn.state = TcpState::LastAck;
+                }
+                TcpState::Closed => return Err(SocketError::NotConnected),
+                _ => {}
+            }
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+        }
+        self.tcp_after_event(now, h.index, InputEvents::default());
+        Ok(())
+    }
+
+    /// Closes a socket: a listener resets its unaccepted connections; a
+    /// connection finishes sending, then closes on its own.  Unread data,
+    /// or SO_LINGER with a zero timeout, resets it instead (RFC 9293
+    /// 3.10.4, RFC 2525 2.17).
+    pub fn tcp_close(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Listener(l)) => {
+                let queued: Vec<u32> = l.accept_queue.drain(..).collect();
+                self.sockets.remove(h.index);
+                for index in queued {
+                    self.tcp_abort_index(now, index, sink);
+                }
+                // SYN-RECEIVED children find their listener gone and are
+                // freed when they finish; reset them now instead.
+                let orphans: Vec<u32> = self
+                    .sockets
+                    .iter()
+                    .filter_map(|(ch, s)| match s {
+                        Socket::Tcp(c) if c.parent.is_some_and(|(l, _)| l == h.index) => {
+                            Some(ch.index)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                for index in orphans {
+                    self.tcp_abort_index(now, index, sink);
+                }
+                Ok(())
+            }
+            Some(Socket::Tcp(conn)) if !conn.detached => {
+                if conn.linger_zero || conn.recv.readable() > 0 {
+                    self.tcp_abort_index(now, h.index, sink);
+                    return Ok(());
+                }
+                conn.detached = true;
+                match conn.state {
+                    TcpState::SynSent | TcpState::Closed => conn.state = TcpState::Closed,
+                    TcpState::SynReceived | TcpState::Established => {
+                        conn.fin_queued = true;
+                        conn.state = TcpState::FinWait1;
+                    }
+                    TcpState::CloseWait => {
+                        conn.fin_queued = true;
+                        conn.state = TcpState::LastAck;
+                    }
+                    TcpState::FinWait2 => {
+                        conn.timers.close = Some(now + crate::tcp::input::FIN_WAIT_2_TIMEOUT)
+                    }
+                    _ => {}
+                }
+                conn.output(now, &mut self.ip, &mut self.tcp, sink);
+                self.tcp_after_event(now, h.index, InputEvents::default());
+                Ok(())
+            }
+            Some(_) => Err(SocketError::NotSupported),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// Resets a connection and frees it (RFC 9293 3.10.5 ABORT).
+    pub fn tcp_abort(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SocketError> {
+        self.tcp_conn(h)?;
+        self.tcp_abort_index(now, h.index, sink);
+        Ok(())
+    }
+
+    fn tcp_abort_index(&mut self, now: Instant, index: u32, sink: &mut dyn FrameSink) {
+        if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
+            if conn.state != TcpState::Closed
+                && conn.state != TcpState::SynSent
+                && conn.state != TcpState::TimeWait
+            {
+                conn.send_rst(now, &mut self.ip, sink);
+            }
+            conn.state = TcpState::Closed;
+            conn.detached = true;
+            conn.timers = Default::default();
+        }
+        self.tcp_after_event(now, index, InputEvents::default());
+    }
+
+    pub fn tcp_state(&self, h: SocketHandle) -> Result<TcpState, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Listener(_)) => Ok(TcpState::Listen),
+            _ => self.tcp_conn(h).map(|c| c.state),
+        }
+    }
+
+    pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, SocketError> {
+        self.tcp_conn(h).map(|c| c.info())
+    }
+
+    pub fn tcp_local_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Listener(l)) => Ok(l.local),
+            _ => self.tcp_conn(h).map(|c| c.local),
+        }
+    }
+
+    pub fn tcp_peer_addr(&self, h: SocketHandle) -> Result<SocketAddr, SocketError> {
+        self.tcp_conn(h).map(|c| c.remote)
+    }
+
+    /// What the socket is ready for (epoll's view).
+    pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Listener(l)) => Ok(Readiness {
+                readable: !l.accept_queue.is_empty(),
+                ..Readiness::default()
+            }),
+            _ => self.tcp_conn(h).map(|c| c.readiness()),
+        }
+    }
+
+    /// Takes the pending error (SO_ERROR).
+    pub fn tcp_take_error(&mut self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
+        self.tcp_conn_mut(h).map(|c| c.error.take())
+    }
+
+    /// TCP_NODELAY: send small segments without waiting (no Nagle).
+    pub fn tcp_set_nodelay(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        on: bool,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        conn.nodelay = on;
+        if on {
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            self.tcp_after_event(now, h.index, InputEvents::default());
+        }
+        Ok(())
+    }
+
+    /// SO_KEEPALIVE.
+    pub fn tcp_set_keepalive(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        on: bool,
+    ) -> Result<(), SocketError> {
+        let idle = self.tcp.cfg.keepidle;
+        let conn = conn_mut(&mut self.sockets, h)?;
+        conn.keepalive = on;
+        conn.timers.keepalive = (on && conn.synchronized()).then_some(now + idle);
+        self.tcp_schedule(now, h.index);
+        Ok(())
+    }
+
+    /// SO_LINGER with a zero timeout: close resets the connection.
+    pub fn tcp_set_linger_zero(&mut self, h: SocketHandle, on: bool) -> Result<(), SocketError> {
+        self.tcp_conn_mut(h).map(|c| c.linger_zero = on)
+    }
+
+    /// Room in the send buffer.
+    pub fn tcp_send_space(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.tcp_conn(h).map(|c| c.send_space())
+    }
+
+    /// Copies received data without consuming it (MSG_PEEK).
+    pub fn tcp_peek(&self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, SocketError> {
+        self.tcp_conn(h).map(|c| c.recv.peek(buf))
+    }
+
+    /// Bytes waiting to be read (FIONREAD).
+    pub fn tcp_recv_queued(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.tcp_conn(h).map(|c| c.recv.readable())
+    }
+
+    /// Bytes of memory held by TCP connections, and how many there are.
+    pub fn tcp_memory(&self) -> (usize, usize) {
+        self.sockets
+            .iter()
+            .filter_map(|(_, s)| match s {
+                Socket::Tcp(c) => Some(c.memory()),
+                _ => None,
+            })
+            .fold((0, 0), |(bytes, n), m| (bytes + m, n + 1))
+    }
+
+    /// Hands the sockets whose readiness may have changed to the caller.
+    pub fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
+        self.sockets.drain_ready(out)
+    }
+}

@@ -1,0 +1,151 @@
+//! A ring of bytes whose storage is allocated on first use and grows by
+//! doubling up to a limit: a connection that never sends or receives holds
+//! no buffer memory.
+
+#[derive(Debug, Default, Clone)]
+pub struct ByteRing {
+    storage: Vec<u8>,
+    head: usize,
+    len: usize,
+}
+
+impl ByteRing {
+    pub fn new() -> Self {
+        ByteRing::default()
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes of storage allocated.
+    pub fn allocated(&self) -> usize {
+        self.storage.len()
+    }
+
+    /// Makes room for `total` bytes from the head (held bytes plus bytes
+    /// to be written past them), growing the storage by doubling.
+    pub fn reserve_total(&mut self, total: usize) {
+        if total <= self.storage.len() {
+            return;
+        }
+        let new_cap = total.next_power_of_two().max(1024);
+        let mut storage = vec![0u8; new_cap];
+        // Keep held bytes and anything written beyond them (out-of-order
+        // data lives there), up to the old capacity.
+        let old_cap = self.storage.len();
+        for (i, b) in storage.iter_mut().enumerate().take(old_cap) {
+            *b = self.storage[(self.head + i) % old_cap];
+        }
+        self.storage = storage;
+        self.head = 0;
+    }
+
+    /// Frees the storage when nothing is held and nothing waits past it.
+    pub fn release(&mut self) {
+        if self.len == 0 {
+            self.storage = Vec::new();
+            self.head = 0;
+        }
+    }
+
+    /// Writes `data` at `offset` bytes past the head (at or beyond the held
+    /// bytes), without making it held. The caller reserved the room.
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) {
+        let cap = self.storage.len();
+        if cap == 0 || offset + data.len() > cap {
+            return;
+        }
+        let start = (self.head + offset) % cap;
+        let first = data.len().min(cap - start);
+        self.storage[start..start + first].copy_from_slice(&data[..first]);
+        self.storage[..data.len() - first].copy_from_slice(&data[first..]);
+    }
+
+    /// Counts `n` bytes written past the held ones as held.
+    pub fn commit(&mut self, n: usize) {
+        self.len = (self.len + n).min(self.storage.len());
+    }
+
+    /// Appends as much of `data` as fits under `limit` held bytes.
+    pub fn append(&mut self, data: &[u8], limit: usize) -> usize {
+        let n = data.len().min(limit.saturating_sub(self.len));
+        if n == 0 {
+            return 0;
+        }
+        self.reserve_total(self.len + n);
+        self.write_at(self.len, &data[..n]);
+        self.len += n;
+        n
+    }
+
+    /// Copies held bytes starting `offset` past the head into `dst`.
+    pub fn copy_out(&self, offset: usize, dst: &mut [u8]) -> usize {
+        let cap = self.storage.len();
+        let n = dst.len().min(self.len.saturating_sub(offset));
+        if n == 0 {
+            return 0;
+        }
+        let start = (self.head + offset) % cap;
+        let first = n.min(cap - start);
+        dst[..first].copy_from_slice(&self.storage[start..start + first]);
+        dst[first..n].copy_from_slice(&self.storage[..n - first]);
+        n
+    }
+
+    /// Drops `n` bytes from the head.
+    pub fn consume(&mut self, n: usize) {
+        let n = n.min(self.len);
+        if self.storage.is_empty() {
+            return;
+        }
+        self.head = (self.head + n) % self.storage.len();
+        self.len -= n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_consume_wrap_and_grow() {
+        let mut r = ByteRing::new();
+        assert_eq!(r.allocated(), 0);
+        assert_eq!(r.append(&[1; 1000], 4096), 1000);
+        assert_eq!(r.allocated(), 1024);
+        r.consume(900);
+        assert_eq!(r.append(&[2; 500], 4096), 500, "wraps");
+        let mut out = [0u8; 600];
+        assert_eq!(r.copy_out(0, &mut out), 600);
+        assert_eq!(&out[..100], &[1; 100][..]);
+        assert_eq!(&out[100..], &[2; 500][..]);
+        assert_eq!(r.append(&[3; 3000], 4096), 3000, "grows keeping order");
+        let mut all = vec![0u8; 3600];
+        assert_eq!(r.copy_out(0, &mut all), 3600);
+        assert_eq!(&all[..100], &[1; 100][..]);
+        assert_eq!(&all[600..], &[3; 3000][..]);
+        assert_eq!(r.append(&[4; 1000], 4096), 496, "limit");
+        r.consume(r.len());
+        r.release();
+        assert_eq!(r.allocated(), 0);
+    }
+
+    #[test]
+    fn write_beyond_then_commit() {
+        let mut r = ByteRing::new();
+        r.reserve_total(2048);
+        r.write_at(100, &[9; 50]);
+        r.write_at(0, &[8; 100]);
+        r.commit(150);
+        let mut out = [0u8; 150];
+        r.copy_out(0, &mut out);
+        assert_eq!(&out[..100], &[8; 100][..]);
+        assert_eq!(&out[100..], &[9; 50][..]);
+    }
+}

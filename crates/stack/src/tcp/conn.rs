@@ -1,0 +1,398 @@
+//! One TCP connection: the transmission control block of RFC 9293 3.3.1.
+//! Input, output and timers are in their own files; this one holds the
+//! state and what derives from it.
+
+use core::net::SocketAddr;
+
+use wire::tcp::{SeqNumber, TcpRepr};
+
+use crate::socket::SocketError;
+use crate::tcp::byte_ring::ByteRing;
+use crate::tcp::cc::{Cc, CongestionControl};
+use crate::tcp::recv_buffer::RecvBuffer;
+use crate::tcp::rtt::RttEstimator;
+use crate::tcp::sack::Scoreboard;
+use crate::tcp::shared::TcpShared;
+use crate::tcp::types::{Readiness, TcpInfo, TcpState};
+use crate::time::{Duration, Instant};
+
+/// The deadlines a connection may have.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Timers {
+    /// Retransmission (RFC 6298), also for SYN and SYN-ACK.
+    pub rtx: Option<Instant>,
+    /// A delayed ACK is due (RFC 9293 3.8.6.3).
+    pub delack: Option<Instant>,
+    /// Zero-window probe (RFC 9293 3.8.6.1).
+    pub persist: Option<Instant>,
+    /// Keep-alive probe (RFC 9293 3.8.4).
+    pub keepalive: Option<Instant>,
+    /// TIME_WAIT's 2*MSL, or the FIN_WAIT_2 limit of a closed socket.
+    pub close: Option<Instant>,
+}
+
+impl Timers {
+    pub fn earliest(&self) -> Option<Instant> {
+        [
+            self.rtx,
+            self.delack,
+            self.persist,
+            self.keepalive,
+            self.close,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
+/// Counters of one connection (TCP_INFO).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ConnStats {
+    pub retransmits: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct TcpConnection {
+    pub state: TcpState,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+
+    // Send sequence space (RFC 9293 3.3.1).
+    pub iss: SeqNumber,
+    pub snd_una: SeqNumber,
+    pub snd_nxt: SeqNumber,
+    /// The highest sequence number sent + 1 (snd_nxt goes back on a
+    /// retransmission timeout; this does not).
+    pub snd_max: SeqNumber,
+    pub snd_wnd: usize,
+    pub max_snd_wnd: usize,
+    pub snd_wl1: SeqNumber,
+    pub snd_wl2: SeqNumber,
+    /// Shift applied to the windows the peer sends (its window scale).
+    pub snd_wscale: u8,
+    pub snd_mss: usize,
+
+    // Receive sequence space.
+    pub irs: SeqNumber,
+    pub rcv_nxt: SeqNumber,
+    /// The right edge of the window we advertised last; never moved left
+    /// (RFC 9293 3.8.6.2.2).
+    pub rcv_adv: SeqNumber,
+    /// Our window scale shift.
+    pub rcv_wscale: u8,
+    /// The MSS we advertised (for counting full-sized segments).
+    pub rcv_mss: usize,
+
+    pub send: ByteRing,
+    /// The sequence number of the first byte in `send` (after our SYN).
+    pub send_base: SeqNumber,
+    pub send_limit: usize,
+    pub recv: RecvBuffer,
+    /// The application shut the write side: a FIN follows the data.
+    pub fin_queued: bool,
+    /// The sequence number of a FIN that arrived ahead of data.
+    pub peer_fin: Option<SeqNumber>,
+    /// The application shut the read side.
+    pub read_shut: bool,
+
+    // Options (RFC 7323, RFC 2018).
+    pub wscale_ok: bool,
+    pub ts_ok: bool,
+    pub ts_recent: u32,
+    pub ts_offset: u32,
+    pub sack_ok: bool,
+
+    pub rtt: RttEstimator,
+    /// A segment being timed when timestamps are off (Karn's rule clears it).
+    pub rtt_probe: Option<(SeqNumber, Instant)>,
+    pub cc: Cc,
+    pub dupacks: u32,
+    /// Loss recovery is under way until this is acknowledged (RFC 6582
+    /// "recover", RFC 6675 RecoveryPoint).
+    pub recovery_point: Option<SeqNumber>,
+    pub high_rxt: SeqNumber,
+    pub scoreboard: Scoreboard,
+
+    pub timers: Timers,
+    /// The time the wheel will next look at this connection.
+    pub wheel_at: Option<Instant>,
+    /// Consecutive retransmission timeouts.
+    pub retries: u32,
+    pub persist_backoff: u32,
+    pub keep_probes: u32,
+
+    /// An ACK must go out now.
+    pub ack_now: bool,
+    /// Full-sized segments received since the last ACK (RFC 5681 4.2:
+    /// ACK at least every second one).
+    pub unacked_segments: u32,
+
+    pub nodelay: bool,
+    pub keepalive: bool,
+    pub linger_zero: bool,
+    pub error: Option<SocketError>,
+    /// The application closed its handle; the connection finishes alone.
+    pub detached: bool,
+    /// The listener slot (index, generation) of a connection not yet accepted.
+    pub parent: Option<(u32, u32)>,
+    pub last_send: Instant,
+    pub last_recv: Instant,
+    pub stats: ConnStats,
+}
+
+impl TcpConnection {
+    /// A connection in `state` with fresh buffers and estimators.
+    pub(crate) fn new(
+        shared: &mut TcpShared,
+        now: Instant,
+        state: TcpState,
+        local: SocketAddr,
+        remote: SocketAddr,
+        iss: SeqNumber,
+        mss: usize,
+    ) -> Self {
+        let cfg = &shared.cfg;
+        TcpConnection {
+            state,
+            local,
+            remote,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: iss,
+            snd_wscale: 0,
+            snd_mss: usize::from(cfg.mss_default).min(mss),
+            irs: SeqNumber(0),
+            rcv_nxt: SeqNumber(0),
+            rcv_adv: SeqNumber(0),
+            rcv_wscale: 0,
+            rcv_mss: mss,
+            send: ByteRing::new(),
+            send_base: iss + 1,
+            send_limit: cfg.send_space,
+            recv: RecvBuffer::new(cfg.recv_space),
+            fin_queued: false,
+            peer_fin: None,
+            read_shut: false,
+            wscale_ok: false,
+            ts_ok: false,
+            ts_recent: 0,
+            ts_offset: shared.rng.next_u32(),
+            sack_ok: false,
+            rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
+            rtt_probe: None,
+            cc: Cc::new(cfg.cc, usize::from(cfg.mss_default).min(mss), now),
+            dupacks: 0,
+            recovery_point: None,
+            high_rxt: iss,
+            scoreboard: Scoreboard::default(),
+            timers: Timers::default(),
+            wheel_at: None,
+            retries: 0,
+            persist_backoff: 0,
+            keep_probes: 0,
+            ack_now: false,
+            unacked_segments: 0,
+            nodelay: false,
+            keepalive: false,
+            linger_zero: false,
+            error: None,
+            detached: false,
+            parent: None,
+            last_send: now,
+            last_recv: now,
+            stats: ConnStats::default(),
+        }
+    }
+
+    /// The window scale we offer: the smallest shift that lets the window
+    /// reach the largest receive buffer (RFC 7323 2.3).
+    pub(crate) fn wscale_for(recvbuf_max: usize) -> u8 {
+        let mut shift = 0u8;
+        while shift < wire::tcp::MAX_WINDOW_SCALE && (65535usize << shift) < recvbuf_max {
+            shift += 1;
+        }
+        shift
+    }
+
+    /// Takes in the options of the peer's SYN (RFC 9293 3.7.1, RFC 7323
+    /// 2.2 and 3.2, RFC 2018 2): each option is used only if both sides
+    /// sent it.
+    pub(crate) fn accept_syn_options(
+        &mut self,
+        shared: &TcpShared,
+        syn: &TcpRepr<'_>,
+        we_offered: bool,
+    ) {
+        let cfg = &shared.cfg;
+        let peer_mss = syn
+            .max_seg_size
+            .map_or(usize::from(cfg.mss_default), usize::from);
+        self.snd_mss = peer_mss.min(self.rcv_mss).max(64);
+        match (syn.window_scale, cfg.rfc1323 && we_offered) {
+            (Some(shift), true) => {
+                self.wscale_ok = true;
+                self.snd_wscale = shift.min(wire::tcp::MAX_WINDOW_SCALE);
+                self.rcv_wscale = TcpConnection::wscale_for(cfg.recvbuf_max);
+            }
+            _ => {
+                self.wscale_ok = false;
+                self.snd_wscale = 0;
+                self.rcv_wscale = 0;
+                // Without scaling the window cannot pass 64 KB.
+                self.recv.set_capacity(self.recv.capacity().min(65535));
+            }
+        }
+        self.sack_ok = syn.sack_permitted && cfg.sack;
+        if let (Some((tsval, _)), true) = (syn.timestamp, cfg.rfc1323) {
+            self.ts_ok = true;
+            self.ts_recent = tsval;
+            // The timestamp option takes 12 bytes of every segment.
+            self.snd_mss = self.snd_mss.saturating_sub(12).max(64);
+        }
+        self.cc.set_mss(self.snd_mss);
+    }
+
+    /// The first sequence number of data (after the SYN).
+    pub(crate) fn data_start(&self) -> SeqNumber {
+        self.send_base
+    }
+
+    /// The sequence number after the last byte queued to send.
+    pub(crate) fn data_end(&self) -> SeqNumber {
+        self.data_start() + self.send.len()
+    }
+
+    /// Our FIN has been sent.
+    pub(crate) fn fin_sent(&self) -> bool {
+        self.fin_queued && self.snd_max > self.data_end()
+    }
+
+    /// Our FIN has been acknowledged.
+    pub(crate) fn fin_acked(&self) -> bool {
+        self.fin_queued && self.snd_una > self.data_end()
+    }
+
+    /// Bytes sent and not acknowledged.
+    pub(crate) fn flight(&self) -> usize {
+        self.snd_max - self.snd_una
+    }
+
+    /// The state is one of the synchronized ones (RFC 9293 3.5.2).
+    pub(crate) fn synchronized(&self) -> bool {
+        !matches!(
+            self.state,
+            TcpState::Closed | TcpState::Listen | TcpState::SynSent | TcpState::SynReceived
+        )
+    }
+
+    /// The peer may still send data.
+    pub(crate) fn can_receive(&self) -> bool {
+        matches!(
+            self.state,
+            TcpState::SynReceived | TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2
+        )
+    }
+
+    /// The application may still queue data.
+    pub(crate) fn can_send(&self) -> bool {
+        !self.fin_queued
+            && matches!(
+                self.state,
+                TcpState::SynSent
+                    | TcpState::SynReceived
+                    | TcpState::Established
+                    | TcpState::CloseWait
+            )
+    }
+
+    /// The peer's FIN arrived: no more data will come.
+    pub(crate) fn peer_closed(&self) -> bool {
+        matches!(
+            self.state,
+            TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::TimeWait
+        ) || (self.state == TcpState::Closed && self.error.is_none())
+    }
+
+    /// Free room in the send buffer.
+    pub(crate) fn send_space(&self) -> usize {
+        self.send_limit.saturating_sub(self.send.len())
+    }
+
+    pub(crate) fn readiness(&self) -> Readiness {
+        let established = self.synchronized() || self.state == TcpState::Closed;
+        Readiness {
+            readable: self.recv.readable() > 0
+                || self.peer_closed()
+                || self.error.is_some()
+                || self.read_shut,
+            writable: (self.can_send() && established && self.send_space() > 0)
+                || self.error.is_some(),
+            read_closed: self.peer_closed(),
+            hangup: self.state == TcpState::Closed || (self.peer_closed() && self.fin_queued),
+            error: self.error.is_some(),
+        }
+    }
+
+    pub(crate) fn info(&self) -> TcpInfo {
+        TcpInfo {
+            state: Some(self.state),
+            rto: self.rtt.rto(),
+            srtt: self.rtt.srtt().unwrap_or(Duration::ZERO),
+            rttvar: self.rtt.rttvar(),
+            snd_mss: self.snd_mss as u32,
+            rcv_mss: self.rcv_mss as u32,
+            cwnd: self.cc.cwnd().min(u32::MAX as usize) as u32,
+            ssthresh: self.cc.ssthresh().min(u32::MAX as usize) as u32,
+            snd_wnd: self.snd_wnd.min(u32::MAX as usize) as u32,
+            rcv_wnd: self.recv.window().min(u32::MAX as usize) as u32,
+            snd_wscale: self.snd_wscale,
+            rcv_wscale: self.rcv_wscale,
+            timestamps: self.ts_ok,
+            sack: self.sack_ok,
+            retransmits: u64::from(self.retries),
+            total_retrans: self.stats.retransmits,
+            bytes_acked: self.stats.bytes_acked,
+            bytes_received: self.stats.bytes_received,
+            unacked: self.flight() as u32,
+            sacked: self.scoreboard.sacked_bytes() as u32,
+            lost: 0,
+        }
+    }
+
+    /// Our timestamp clock: milliseconds, offset per connection (RFC 7323
+    /// 5.4 and 7.1).
+    pub(crate) fn ts_now(&self, now: Instant) -> u32 {
+        (now.total_millis() as u32).wrapping_add(self.ts_offset)
+    }
+
+    /// The earliest deadline of the connection.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.earliest()
+    }
+
+    /// Restarts the retransmission timer (RFC 6298 5.1 and 5.3).
+    pub(crate) fn arm_rtx(&mut self, now: Instant) {
+        self.timers.rtx = Some(now + self.rtt.rto());
+        self.timers.persist = None;
+    }
+
+    /// Memory the connection holds (for the idle-connection figure).
+    pub(crate) fn memory(&self) -> usize {
+        core::mem::size_of::<TcpConnection>() + self.send.allocated() + self.recv.allocated()
+    }
+
+    /// Moves to CLOSED with an error for the application.
+    pub(crate) fn fail(&mut self, error: SocketError) {
+        self.state = TcpState::Closed;
+        self.error = Some(error);
+        self.timers = Timers::default();
+    }
+}

@@ -1,0 +1,476 @@
+//! TCP input for an existing connection: RFC 9293 3.10.7.3 (SYN-SENT) and
+//! 3.10.7.4 (the other states), with RFC 5961's protections against blind
+//! resets and injection, and RFC 7323's PAWS.
+
+use wire::tcp::{SeqNumber, TcpRepr};
+
+use crate::ip::IpLayer;
+use crate::sink::FrameSink;
+use crate::socket::SocketError;
+use crate::tcp::cc::CongestionControl;
+use crate::tcp::conn::{TcpConnection, Timers};
+use crate::tcp::output::send_reset_for;
+use crate::tcp::shared::TcpShared;
+use crate::tcp::types::TcpState;
+use crate::time::{Duration, Instant};
+
+/// How long a connection the application closed may sit in FIN-WAIT-2
+/// (Linux's `tcp_fin_timeout`).
+pub const FIN_WAIT_2_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What an input did that the socket layer must act on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct InputEvents {
+    /// The handshake completed (SYN-SENT or SYN-RECEIVED -> ESTABLISHED).
+    pub established: bool,
+    /// The connection reached CLOSED.
+    pub closed: bool,
+    /// A passive connection was reset before it was accepted.
+    pub aborted_embryonic: bool,
+}
+
+fn seq_in(seq: SeqNumber, start: SeqNumber, len: usize) -> bool {
+    seq >= start && seq < start + len
+}
+
+impl TcpConnection {
+    /// Enters TIME-WAIT: only the 2*MSL timer runs (RFC 9293 3.10.7.4).
+    fn enter_time_wait(&mut self, now: Instant, shared: &TcpShared) {
+        self.state = TcpState::TimeWait;
+        self.timers = Timers {
+            close: Some(now + shared.cfg.msl * 2),
+            ..Timers::default()
+        };
+    }
+
+    /// Sends a challenge ACK (RFC 5961 3.2, 4.2, 5.2), rate limited.
+    fn challenge_ack(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) {
+        if shared.challenge_acks.take(now) {
+            ip.counters.tcp_challenge_acks_sent += 1;
+            self.send_ack(now, ip, sink);
+        }
+    }
+
+    /// Handles one segment for this connection.
+    pub(crate) fn input(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> InputEvents {
+        let mut ev = InputEvents::default();
+        self.last_recv = now;
+        self.keep_probes = 0;
+        if self.keepalive && self.synchronized() {
+            self.timers.keepalive = Some(now + shared.cfg.keepidle);
+        }
+        match self.state {
+            TcpState::SynSent => return self.input_syn_sent(now, seg, ip, shared, sink),
+            TcpState::Closed | TcpState::Listen => return ev,
+            _ => {}
+        }
+        let flags = seg.flags;
+        let seq = seg.seq_number;
+        let seg_len = seg.segment_len();
+
+        // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost.
+        if self.state == TcpState::SynReceived && flags.syn() && !flags.ack() && seq == self.irs {
+            self.snd_nxt = self.iss;
+            return ev;
+        }
+        // RFC 7323 5.3 (PAWS): a segment older than the last one accepted
+        // is a duplicate from a previous incarnation.
+        if self.ts_ok && !flags.rst() {
+            if let Some((tsval, _)) = seg.timestamp {
+                if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 {
+                    ip.counters.tcp_paws_rejected += 1;
+                    self.ack_now = true;
+                    return ev;
+                }
+            }
+        }
+        // First: is the segment in the window? (RFC 9293 3.10.7.4)
+        let rcv_wnd = (self.rcv_adv - self.rcv_nxt).max(self.recv.window().min(1));
+        let acceptable = match (seg_len, rcv_wnd) {
+            (0, 0) => seq == self.rcv_nxt,
+            (0, w) => seq_in(seq, self.rcv_nxt, w),
+            (_, 0) => false,
+            (n, w) => seq_in(seq, self.rcv_nxt, w) || seq_in(seq + (n - 1), self.rcv_nxt, w),
+        };
+        // A zero-window probe or keep-alive lands just left of the window.
+        if !acceptable {
+            ip.counters.tcp_out_of_window += 1;
+            if !flags.rst() {
+                self.ack_now = true;
+            }
+            return ev;
+        }
+        // RFC 7323 4.3: remember the timestamp to echo.
+        if let (true, Some((tsval, _))) = (self.ts_ok, seg.timestamp) {
+            if seq <= self.rcv_nxt && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
+                self.ts_recent = tsval;
+            }
+        }
+        // Second: RST (RFC 5961 3.2: only an exact match resets).
+        if flags.rst() {
+            if seq != self.rcv_nxt {
+                self.challenge_ack(now, ip, shared, sink);
+                return ev;
+            }
+            ip.counters.tcp_resets_received += 1;
+            match self.state {
+                TcpState::SynReceived if self.parent.is_some() => {
+                    ev.aborted_embryonic = true;
+                    self.fail(SocketError::ConnectionRefused);
+                }
+                TcpState::SynReceived => self.fail(SocketError::ConnectionRefused),
+                TcpState::Established
+                | TcpState::FinWait1
+                | TcpState::FinWait2
+                | TcpState::CloseWait => self.fail(SocketError::ConnectionReset),
+                _ => {
+                    self.state = TcpState::Closed;
+                    self.timers = Timers::default();
+                }
+            }
+            ev.closed = true;
+            return ev;
+        }
+        // Fourth: a SYN in a synchronized state (RFC 5961 4.2).
+        if flags.syn() {
+            self.challenge_ack(now, ip, shared, sink);
+            return ev;
+        }
+        // Fifth: the ACK.
+        let Some(ack) = seg.ack_number else { return ev };
+        if self.state == TcpState::SynReceived {
+            if self.snd_una < ack && ack <= self.snd_max {
+                self.state = TcpState::Established;
+                ev.established = true;
+                self.snd_wnd = usize::from(seg.window_len) << self.snd_wscale;
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = seq;
+                self.snd_wl2 = ack;
+            } else {
+                send_reset_for(ip, now, self.local, self.remote, seg, sink);
+                return ev;
+            }
+        }
+        // RFC 5961 5.2: an ACK for data never sent, or far in the past.
+        if ack > self.snd_max {
+            self.ack_now = true;
+            return ev;
+        }
+        if ack < self.snd_una - self.max_snd_wnd.max(65535) {
+            self.challenge_ack(now, ip, shared, sink);
+            return ev;
+        }
+        let window = usize::from(seg.window_len) << self.snd_wscale;
+        let window_changed = window != self.snd_wnd;
+        if ack > self.snd_una {
+            self.new_ack(now, ack, seg, ip, shared, sink);
+        } else if ack == self.snd_una
+            && seg.payload.is_empty()
+            && !flags.fin()
+            && !window_changed
+            && self.flight() > 0
+        {
+            self.duplicate_ack(now, seg, ip, sink);
+        }
+        // The window (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule).
+        if self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack) {
+            if self.snd_wnd == 0 && window > 0 {
+                self.timers.persist = None;
+                self.persist_backoff = 0;
+            }
+            self.snd_wnd = window;
+            self.max_snd_wnd = self.max_snd_wnd.max(window);
+            self.snd_wl1 = seq;
+            self.snd_wl2 = ack;
+        }
+        match self.state {
+            TcpState::FinWait1 if self.fin_acked() => {
+                self.state = TcpState::FinWait2;
+                if self.detached {
+                    self.timers.close = Some(now + FIN_WAIT_2_TIMEOUT);
+                }
+            }
+            TcpState::Closing if self.fin_acked() => self.enter_time_wait(now, shared),
+            TcpState::LastAck if self.fin_acked() => {
+                self.state = TcpState::Closed;
+                self.timers = Timers::default();
+                ev.closed = true;
+                return ev;
+            }
+            _ => {}
+        }
+        // Seventh: the text.
+        let data_seq = seq;
+        if !seg.payload.is_empty() {
+            if self.can_receive() {
+                let before = self.rcv_nxt;
+                let r = self.recv.insert(self.rcv_nxt, data_seq, seg.payload);
+                self.rcv_nxt += r.advanced;
+                self.stats.bytes_received += r.advanced as u64;
+                if r.trimmed > 0 {
+                    ip.counters.tcp_rx_trimmed_bytes += r.trimmed as u64;
+                }
+                if r.out_of_order {
+                    ip.counters.tcp_rx_out_of_order += 1;
+                }
+                // RFC 5681 4.2: ACK out-of-order data and hole fills at once,
+                // otherwise at least every second full segment.
+                if r.out_of_order
+                    || self.recv.has_out_of_order()
+                    || r.advanced == 0
+                    || self.rcv_nxt - before < seg.payload.len()
+                {
+                    self.ack_now = true;
+                } else {
+                    self.unacked_segments += 1;
+                    if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
+                        self.ack_now = true;
+                    } else if self.timers.delack.is_none() {
+                        self.timers.delack = Some(now + shared.cfg.delayed_ack_timeout);
+                    }
+                }
+            } else {
+                // Data after the peer's FIN, or to a closed read side.
+                self.ack_now = true;
+            }
+        }
+        // Eighth: FIN, in order only (one ahead of data waits).
+        if flags.fin() {
+            let fin_seq = data_seq + seg.payload.len();
+            if fin_seq > self.rcv_nxt && self.can_receive() {
+                self.peer_fin = Some(fin_seq);
+                self.ack_now = true;
+            } else if fin_seq == self.rcv_nxt || self.state == TcpState::TimeWait {
+                self.peer_fin = Some(fin_seq);
+            }
+        }
+        if let Some(fin_seq) = self.peer_fin {
+            if fin_seq == self.rcv_nxt && self.can_receive() {
+                self.rcv_nxt += 1;
+                self.peer_fin = None;
+                self.ack_now = true;
+                match self.state {
+                    TcpState::SynReceived | TcpState::Established => {
+                        self.state = TcpState::CloseWait
+                    }
+                    TcpState::FinWait1 if self.fin_acked() => self.enter_time_wait(now, shared),
+                    TcpState::FinWait1 => self.state = TcpState::Closing,
+                    TcpState::FinWait2 => self.enter_time_wait(now, shared),
+                    _ => {}
+                }
+            } else if self.state == TcpState::TimeWait {
+                // A retransmitted FIN: ACK it and restart the 2*MSL wait.
+                self.peer_fin = None;
+                self.ack_now = true;
+                self.timers.close = Some(now + shared.cfg.msl * 2);
+            }
+        }
+        ev
+    }
+
+    /// RFC 9293 3.10.7.3.
+    fn input_syn_sent(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> InputEvents {
+        let mut ev = InputEvents::default();
+        let flags = seg.flags;
+        if let Some(ack) = seg.ack_number {
+            if ack <= self.iss || ack > self.snd_max {
+                send_reset_for(ip, now, self.local, self.remote, seg, sink);
+                return ev;
+            }
+        }
+        if flags.rst() {
+            if seg.ack_number.is_some() {
+                ip.counters.tcp_resets_received += 1;
+                self.fail(SocketError::ConnectionRefused);
+                ev.closed = true;
+            }
+            return ev;
+        }
+        if !flags.syn() {
+            return ev;
+        }
+        self.irs = seg.seq_number;
+        self.rcv_nxt = seg.seq_number + 1;
+        self.accept_syn_options(shared, seg, true);
+        // RFC 7323 2.2: the window of a SYN is never scaled.
+        self.snd_wnd = usize::from(seg.window_len);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = seg.seq_number;
+        self.rcv_adv = self.rcv_nxt;
+        if let Some(ack) = seg.ack_number {
+            self.snd_una = ack;
+            self.snd_wl2 = ack;
+            if let (true, Some((_, tsecr))) = (self.ts_ok, seg.timestamp) {
+                let rtt = self.ts_now(now).wrapping_sub(tsecr);
+                if self.retries == 0 && rtt < 60_000 {
+                    self.rtt.sample(Duration::from_millis(u64::from(rtt)));
+                }
+            } else if self.retries == 0 {
+                self.rtt.sample(now.saturating_since(self.last_send));
+            }
+            self.retries = 0;
+            self.timers.rtx = None;
+            self.state = TcpState::Established;
+            self.ack_now = true;
+            ev.established = true;
+            if self.keepalive {
+                self.timers.keepalive = Some(now + shared.cfg.keepidle);
+            }
+        } else {
+            // Simultaneous open: answer with SYN-ACK.
+            self.state = TcpState::SynReceived;
+            self.snd_nxt = self.iss;
+        }
+        ev
+    }
+
+    /// New data acknowledged (SND.UNA < SEG.ACK <= SND.MAX).
+    fn new_ack(
+        &mut self,
+        now: Instant,
+        ack: SeqNumber,
+        seg: &TcpRepr<'_>,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) {
+        let flight_before = self.flight();
+        let data_start = self.data_start();
+        let data_end = self.data_end();
+        let data_acked = if ack > data_start {
+            ack.min(data_end) - data_start
+        } else {
+            0
+        };
+        self.send.consume(data_acked);
+        self.send_base += data_acked;
+        self.snd_una = ack;
+        if self.snd_nxt < self.snd_una {
+            self.snd_nxt = self.snd_una;
+        }
+        self.stats.bytes_acked += data_acked as u64;
+        // RTT: RFC 7323 4.1 (RTTM) with timestamps, else RFC 6298 with
+        // Karn's rule (the probe is cleared on retransmission).
+        let mut sample = None;
+        if self.ts_ok {
+            if let Some((_, tsecr)) = seg.timestamp {
+                let rtt = self.ts_now(now).wrapping_sub(tsecr);
+                if tsecr != 0 && rtt < 60_000 {
+                    sample = Some(Duration::from_millis(u64::from(rtt)));
+                }
+            }
+        } else if let Some((end, sent)) = self.rtt_probe {
+            if ack >= end {
+                sample = Some(now.saturating_since(sent));
+                self.rtt_probe = None;
+            }
+        }
+        if let Some(s) = sample {
+            self.rtt.sample(s);
+        }
+        self.rtt.reset_backoff();
+        self.retries = 0;
+        if self.sack_ok {
+            self.scoreboard
+                .update(self.snd_una, self.snd_max, &seg.sack_ranges);
+        }
+        match self.recovery_point {
+            Some(point) if ack >= point => {
+                // RFC 6582 3.2 step 3 / RFC 6675 5: full acknowledgment.
+                self.recovery_point = None;
+                self.dupacks = 0;
+                self.cc.on_recovery_exit(now);
+            }
+            Some(_) => {
+                // A partial acknowledgment (RFC 6582 3.2 step 4): the next
+                // hole is lost too.  With SACK, output finds the holes.
+                if !self.sack_ok {
+                    self.dupacks = 0;
+                    self.retransmit_head(now, ip, sink);
+                }
+            }
+            None => {
+                self.dupacks = 0;
+                self.cc.on_ack(now, data_acked, sample, flight_before);
+            }
+        }
+        if self.snd_una == self.snd_max {
+            self.timers.rtx = None;
+        } else {
+            self.arm_rtx(now);
+        }
+        // Send buffer auto-tuning: room for two congestion windows.
+        let want = (2 * self.cc.cwnd()).min(shared.cfg.sendbuf_max);
+        if want > self.send_limit {
+            self.send_limit = want;
+        }
+    }
+
+    fn duplicate_ack(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) {
+        self.dupacks += 1;
+        ip.counters.tcp_dupacks_received += 1;
+        if self.sack_ok {
+            self.scoreboard
+                .update(self.snd_una, self.snd_max, &seg.sack_ranges);
+        }
+        if self.recovery_point.is_some() {
+            return;
+        }
+        // RFC 5681 3.2 / RFC 6675 5: enter recovery on the third duplicate,
+        // or when SACK shows the first segment lost.
+        let lost = self.sack_ok && self.scoreboard.is_lost(self.snd_una, self.snd_mss);
+        if self.dupacks as usize >= crate::tcp::sack::DUP_THRESH || lost {
+            ip.counters.tcp_fast_retransmits += 1;
+            self.cc.on_congestion_event(now, self.flight());
+            self.recovery_point = Some(self.snd_max);
+            self.rtt_probe = None;
+            self.high_rxt = self.snd_una;
+            self.retransmit_head(now, ip, sink);
+        }
+    }
+
+    /// Retransmits the first unacknowledged segment.
+    pub(crate) fn retransmit_head(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) {
+        let seq = self.snd_una;
+        let data_end = self.data_end();
+        let len = (data_end - seq).min(self.snd_mss);
+        let fin = self.fin_sent() && seq + len == data_end;
+        if len == 0 && !fin {
+            return;
+        }
+        self.send_data_at(now, seq, len, fin, ip, sink);
+        self.high_rxt = self.high_rxt.max(seq + len);
+        self.arm_rtx(now);
+    }
+}

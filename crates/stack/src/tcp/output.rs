@@ -1,0 +1,417 @@
+//! TCP output: what a connection sends now.  The payload is copied once,
+//! from the send buffer straight into the link's frame.
+
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use wire::ip::IpProtocol;
+use wire::tcp::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
+use wire::ChecksumMode;
+
+use crate::ip::IpLayer;
+use crate::ipv4::{Ipv4Send, SendError};
+use crate::sink::FrameSink;
+use crate::tcp::cc::CongestionControl;
+use crate::tcp::conn::TcpConnection;
+use crate::tcp::shared::TcpShared;
+use crate::tcp::types::TcpState;
+use crate::time::{Duration, Instant};
+
+fn v4(addr: SocketAddr) -> Ipv4Addr {
+    match addr.ip() {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
+/// Sends one TCP segment whose payload (`payload_len` bytes) `fill` writes
+/// after the header.  Counted; returns what the IP layer said.
+pub(crate) fn send_tcp(
+    ip: &mut IpLayer,
+    now: Instant,
+    (local, remote): (SocketAddr, SocketAddr),
+    repr: &TcpRepr<'_>,
+    payload_len: usize,
+    fill: &mut dyn FnMut(&mut [u8]),
+    sink: &mut dyn FrameSink,
+) -> Result<(), SendError> {
+    let (src, dst) = (v4(local), v4(remote));
+    let header_len = repr.header_len();
+    let total = header_len + payload_len;
+    let hdr = Ipv4Send {
+        src: Some(src),
+        dont_frag: true,
+        ..Ipv4Send::new(dst, IpProtocol::Tcp)
+    };
+    let result = ip.send_ipv4(
+        now,
+        hdr,
+        total,
+        &mut |buf, _| {
+            fill(&mut buf[header_len..total]);
+            repr.emit(
+                &mut TcpPacket::new_unchecked(&mut buf[..total]),
+                &IpAddr::V4(src),
+                &IpAddr::V4(dst),
+                ChecksumMode::Full,
+            );
+        },
+        sink,
+    );
+    if result.is_ok() {
+        ip.counters.tcp_segments_sent += 1;
+        if repr.flags.rst() {
+            ip.counters.tcp_resets_sent += 1;
+        }
+    }
+    result
+}
+
+/// RFC 9293 3.10.7.1: the reset answering a segment that reached no
+/// connection.  Never answers a reset.
+pub(crate) fn send_reset_for(
+    ip: &mut IpLayer,
+    now: Instant,
+    local: SocketAddr,
+    remote: SocketAddr,
+    seg: &TcpRepr<'_>,
+    sink: &mut dyn FrameSink,
+) {
+    if seg.flags.rst() {
+        return;
+    }
+    let mut rst = TcpRepr::new(local.port(), remote.port(), TcpFlags::RST, SeqNumber(0));
+    match seg.ack_number {
+        Some(ack) => rst.seq_number = ack,
+        None => rst.ack_number = Some(seg.seq_number + seg.segment_len()),
+    }
+    let _ = send_tcp(ip, now, (local, remote), &rst, 0, &mut |_| {}, sink);
+}
+
+impl TcpConnection {
+    /// The window to put in a segment, scaled; moves the advertised edge
+    /// right when the buffer has room (never left, RFC 9293 3.8.6.2.2), and
+    /// only by worthwhile amounts (receiver SWS avoidance, 3.8.6.2.2).
+    pub(crate) fn advertise_window(&mut self) -> u16 {
+        let window = self.recv.window();
+        let edge = self.rcv_nxt + window;
+        let current = self.rcv_adv - self.rcv_nxt;
+        let step = (self.recv.capacity() / 2).min(self.rcv_mss).max(1);
+        if edge > self.rcv_adv
+            && (window - current >= step
+                || current == 0 && window >= step
+                || window == self.recv.capacity())
+        {
+            self.rcv_adv = edge;
+        }
+        if self.rcv_adv < self.rcv_nxt {
+            self.rcv_adv = self.rcv_nxt;
+        }
+        let adv = self.rcv_adv - self.rcv_nxt;
+        (adv >> self.rcv_wscale).min(65535) as u16
+    }
+
+    /// The application read enough that the peer should hear of the room
+    /// (RFC 9293 3.8.6.2.2: by two segments or half the buffer).
+    pub(crate) fn window_update_due(&self) -> bool {
+        if !self.can_receive() {
+            return false;
+        }
+        let edge = self.rcv_nxt + self.recv.window();
+        let opened = edge - self.rcv_adv;
+        opened >= 2 * self.rcv_mss || opened >= self.recv.capacity() / 2
+    }
+
+    fn base_repr(&mut self, now: Instant, flags: TcpFlags, seq: SeqNumber) -> TcpRepr<'static> {
+        let mut repr = TcpRepr::new(self.local.port(), self.remote.port(), flags, seq);
+        repr.ack_number = Some(self.rcv_nxt);
+        repr.window_len = self.advertise_window();
+        if self.ts_ok {
+            repr.timestamp = Some((self.ts_now(now), self.ts_recent));
+        }
+        if self.sack_ok && self.recv.has_out_of_order() {
+            repr.sack_ranges = self.recv.sack_blocks();
+        }
+        repr
+    }
+
+    fn after_ack_sent(&mut self, now: Instant) {
+        self.ack_now = false;
+        self.unacked_segments = 0;
+        self.timers.delack = None;
+        self.last_send = now;
+    }
+
+    /// Sends our SYN, or SYN-ACK in SYN-RECEIVED (RFC 9293 3.5).
+    pub(crate) fn send_syn(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SendError> {
+        let passive = self.state == TcpState::SynReceived;
+        let cfg = &shared.cfg;
+        let mut repr = TcpRepr::new(
+            self.local.port(),
+            self.remote.port(),
+            TcpFlags::SYN,
+            self.iss,
+        );
+        repr.window_len = self.recv.window().min(65535) as u16;
+        repr.max_seg_size = Some(self.rcv_mss.min(65535) as u16);
+        if passive {
+            repr.ack_number = Some(self.rcv_nxt);
+            repr.window_scale = self.wscale_ok.then_some(self.rcv_wscale);
+            repr.sack_permitted = self.sack_ok;
+            repr.timestamp = self.ts_ok.then(|| (self.ts_now(now), self.ts_recent));
+        } else {
+            repr.window_scale = cfg.rfc1323.then_some(self.rcv_wscale);
+            repr.sack_permitted = cfg.sack;
+            repr.timestamp = cfg.rfc1323.then(|| (self.ts_now(now), 0));
+        }
+        self.snd_nxt = self.iss + 1;
+        if self.snd_max < self.snd_nxt {
+            self.snd_max = self.snd_nxt;
+        }
+        if self.timers.rtx.is_none() {
+            self.arm_rtx(now);
+        }
+        self.after_ack_sent(now);
+        send_tcp(
+            ip,
+            now,
+            (self.local, self.remote),
+            &repr,
+            0,
+            &mut |_| {},
+            sink,
+        )
+    }
+
+    /// Sends `len` bytes of the send buffer from `seq`, with FIN if asked.
+    pub(crate) fn send_data_at(
+        &mut self,
+        now: Instant,
+        seq: SeqNumber,
+        len: usize,
+        fin: bool,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) {
+        let mut flags = TcpFlags::ACK;
+        if fin {
+            flags |= TcpFlags::FIN;
+        }
+        let data_end = self.data_end();
+        if len > 0 && seq + len == data_end {
+            flags |= TcpFlags::PSH;
+        }
+        let repr = self.base_repr(now, flags, seq);
+        let offset = seq - self.data_start();
+        let send = &self.send;
+        let _ = send_tcp(
+            ip,
+            now,
+            (self.local, self.remote),
+            &repr,
+            len,
+            &mut |buf| {
+                send.copy_out(offset, buf);
+            },
+            sink,
+        );
+        if seq < self.snd_max {
+            self.stats.retransmits += 1;
+            ip.counters.tcp_retransmitted_segments += 1;
+        }
+        self.after_ack_sent(now);
+    }
+
+    /// Sends an ACK with no data.
+    pub(crate) fn send_ack(&mut self, now: Instant, ip: &mut IpLayer, sink: &mut dyn FrameSink) {
+        let repr = self.base_repr(now, TcpFlags::ACK, self.snd_nxt);
+        let _ = send_tcp(
+            ip,
+            now,
+            (self.local, self.remote),
+            &repr,
+            0,
+            &mut |_| {},
+            sink,
+        );
+        self.after_ack_sent(now);
+    }
+
+    /// Sends a segment the peer must answer with an ACK: one below
+    /// SND.UNA, for zero-window and keep-alive probes (RFC 9293 3.8.4).
+    pub(crate) fn send_probe(&mut self, now: Instant, ip: &mut IpLayer, sink: &mut dyn FrameSink) {
+        let repr = self.base_repr(now, TcpFlags::ACK, self.snd_una - 1);
+        let _ = send_tcp(
+            ip,
+            now,
+            (self.local, self.remote),
+            &repr,
+            0,
+            &mut |_| {},
+            sink,
+        );
+        self.last_send = now;
+    }
+
+    /// Sends a reset for an abort (RFC 9293 3.10.5: SEQ = SND.NXT).
+    pub(crate) fn send_rst(&mut self, now: Instant, ip: &mut IpLayer, sink: &mut dyn FrameSink) {
+        let mut repr = TcpRepr::new(
+            self.local.port(),
+            self.remote.port(),
+            TcpFlags::RST,
+            self.snd_nxt,
+        );
+        if self.state == TcpState::SynReceived || self.synchronized() {
+            repr.ack_number = Some(self.rcv_nxt);
+        }
+        let _ = send_tcp(
+            ip,
+            now,
+            (self.local, self.remote),
+            &repr,
+            0,
+            &mut |_| {},
+            sink,
+        );
+    }
+
+    /// Bytes believed in the network (RFC 6675 pipe with SACK; without it,
+    /// each duplicate ACK is a segment that left, RFC 6582's inflation).
+    pub(crate) fn pipe(&self) -> usize {
+        if self.sack_ok {
+            self.scoreboard
+                .pipe(self.snd_una, self.snd_max, self.high_rxt, self.snd_mss)
+        } else {
+            self.flight()
+                .saturating_sub(self.dupacks as usize * self.snd_mss)
+        }
+    }
+
+    /// Sends what the state, the windows and the queues allow.
+    pub(crate) fn output(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) {
+        match self.state {
+            TcpState::Closed | TcpState::Listen => return,
+            TcpState::SynSent | TcpState::SynReceived => {
+                if self.snd_nxt == self.iss {
+                    if let Err(SendError::NoRoute) = self.send_syn(now, ip, shared, sink) {
+                        if self.state == TcpState::SynSent {
+                            self.fail(crate::socket::SocketError::NetworkUnreachable);
+                        }
+                    }
+                } else if self.ack_now && self.state == TcpState::SynReceived {
+                    self.send_ack(now, ip, sink);
+                }
+                return;
+            }
+            TcpState::TimeWait => {
+                if self.ack_now {
+                    self.send_ack(now, ip, sink);
+                }
+                return;
+            }
+            _ => {}
+        }
+        // RFC 5681 4.1: after an idle period longer than an RTO, restart
+        // from the restart window.
+        if self.flight() == 0
+            && now.saturating_since(self.last_send) > self.rtt.rto()
+            && self.data_end() > self.snd_nxt
+        {
+            self.cc.on_idle_restart(now);
+        }
+        let mut sent_any = false;
+        let in_recovery = self.recovery_point.is_some();
+        // RFC 6675 NextSeg rule 1: lost segments first.
+        if in_recovery && self.sack_ok {
+            for _ in 0..64 {
+                if self.pipe() + self.snd_mss > self.cc.cwnd() {
+                    break;
+                }
+                let from = self.high_rxt.max(self.snd_una);
+                let Some((seq, len)) = self.scoreboard.next_lost(from, self.snd_max, self.snd_mss)
+                else {
+                    break;
+                };
+                self.send_data_at(now, seq, len, false, ip, sink);
+                self.high_rxt = seq + len;
+                sent_any = true;
+            }
+        }
+        // New data (or data again after a timeout went back to SND.UNA).
+        for _ in 0..1024 {
+            let data_end = self.data_end();
+            let avail = data_end - self.snd_nxt;
+            let fin_pending = self.fin_queued && self.snd_nxt <= data_end;
+            let rwnd_left = (self.snd_una + self.snd_wnd) - self.snd_nxt;
+            let cwnd = self.cc.cwnd();
+            let cwnd_left = if in_recovery {
+                cwnd.saturating_sub(self.pipe())
+            } else {
+                // RFC 3042 limited transmit: a segment per early dupack.
+                let allowance = cwnd + self.dupacks.min(2) as usize * self.snd_mss;
+                allowance.saturating_sub(self.snd_nxt - self.snd_una)
+            };
+            let len = avail.min(self.snd_mss).min(rwnd_left).min(cwnd_left);
+            let fin = fin_pending
+                && self.snd_nxt + len == data_end
+                && (cwnd_left > 0 || len > 0 || avail == 0);
+            if len == 0 && !fin {
+                break;
+            }
+            if len > 0 && len < self.snd_mss && !fin {
+                if len == avail {
+                    // Nagle (RFC 9293 3.7.4): a small segment waits while
+                    // data is unacknowledged.
+                    if !self.nodelay && self.snd_nxt > self.snd_una {
+                        break;
+                    }
+                } else if len < self.max_snd_wnd / 2 && self.snd_nxt > self.snd_una {
+                    // Sender SWS avoidance (3.8.6.2.1).
+                    break;
+                }
+            }
+            let seq = self.snd_nxt;
+            let fresh = seq >= self.snd_max;
+            self.send_data_at(now, seq, len, fin, ip, sink);
+            self.snd_nxt = seq + len + usize::from(fin);
+            if self.snd_nxt > self.snd_max {
+                self.snd_max = self.snd_nxt;
+            }
+            if fresh && !self.ts_ok && self.rtt_probe.is_none() {
+                self.rtt_probe = Some((self.snd_nxt, now));
+            }
+            if self.timers.rtx.is_none() {
+                self.arm_rtx(now);
+            }
+            sent_any = true;
+            if fin {
+                break;
+            }
+        }
+        // The peer's window is closed and we have data: probe it.
+        let waiting = self.data_end() > self.snd_nxt || (self.fin_queued && !self.fin_sent());
+        if waiting
+            && self.snd_wnd == 0
+            && self.timers.rtx.is_none()
+            && self.timers.persist.is_none()
+        {
+            let base = self.rtt.rto().max(Duration::from_millis(200));
+            let backoff = base.saturating_mul(1u32 << self.persist_backoff.min(6));
+            self.timers.persist = Some(now + backoff.min(shared.cfg.rto_max));
+        }
+        if !sent_any && (self.ack_now || self.window_update_due()) {
+            self.send_ack(now, ip, sink);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! What all TCP connections of a stack share: the tunables, the secret-keyed
+//! generators, the timer wheel.
+
+use crate::rand::{KeyedState, Rng};
+use crate::ratelimit::TokenBucket;
+use crate::tcp::isn::{IsnGenerator, PortAllocator, SynCookies};
+use crate::tcp::timer_wheel::TimerWheel;
+use crate::tcp::types::TcpConfig;
+use crate::time::{Duration, Instant};
+
+/// Challenge ACKs per second at most (RFC 5961 section 7).
+pub const CHALLENGE_ACK_LIMIT: u32 = 1000;
+
+#[derive(Debug)]
+pub(crate) struct TcpShared {
+    pub cfg: TcpConfig,
+    pub isn: IsnGenerator,
+    pub ports: PortAllocator,
+    pub cookies: SynCookies,
+    pub wheel: TimerWheel,
+    pub challenge_acks: TokenBucket,
+    pub rng: Rng,
+    /// Connections whose timers fired, reused between polls.
+    pub fired: Vec<u32>,
+}
+
+impl TcpShared {
+    pub(crate) fn new(cfg: TcpConfig, rng: &mut Rng) -> Self {
+        let ports = PortAllocator::new(KeyedState::from_rng(rng), cfg.port_first, cfg.port_last);
+        TcpShared {
+            isn: IsnGenerator::new(KeyedState::from_rng(rng)),
+            ports,
+            cookies: SynCookies::new(KeyedState::from_rng(rng)),
+            wheel: TimerWheel::new(Duration::from_millis(1), 4096, Instant::ZERO),
+            challenge_acks: TokenBucket::new(CHALLENGE_ACK_LIMIT),
+            rng: Rng::new(rng.next_u64()),
+            fired: Vec::new(),
+            cfg,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! TCP timers (RFC 9293 3.8, RFC 6298): retransmission, delayed ACK,
+//! persist, keep-alive, TIME-WAIT and the FIN-WAIT-2 limit.
+
+use crate::ip::IpLayer;
+use crate::sink::FrameSink;
+use crate::socket::SocketError;
+use crate::tcp::cc::CongestionControl;
+use crate::tcp::conn::{TcpConnection, Timers};
+use crate::tcp::shared::TcpShared;
+use crate::tcp::types::TcpState;
+use crate::time::{Duration, Instant};
+
+fn due(t: Option<Instant>, now: Instant) -> bool {
+    t.is_some_and(|t| t <= now)
+}
+
+impl TcpConnection {
+    /// Runs the timers that are due.  Returns whether the connection
+    /// reached CLOSED.
+    pub(crate) fn on_timers(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        if due(self.timers.close, now) {
+            self.timers = Timers::default();
+            if self.state == TcpState::FinWait2 {
+                ip.counters.tcp_fin_wait_2_timeouts += 1;
+            }
+            self.state = TcpState::Closed;
+            return true;
+        }
+        if due(self.timers.rtx, now) {
+            self.timers.rtx = None;
+            if self.retransmission_timeout(now, ip, shared, sink) {
+                return true;
+            }
+        }
+        if due(self.timers.delack, now) {
+            self.timers.delack = None;
+            self.ack_now = true;
+        }
+        if due(self.timers.persist, now) {
+            self.timers.persist = None;
+            ip.counters.tcp_window_probes += 1;
+            self.send_probe(now, ip, sink);
+            self.persist_backoff = self.persist_backoff.saturating_add(1);
+            let base = self.rtt.rto().max(Duration::from_millis(200));
+            let backoff = base.saturating_mul(1u32 << self.persist_backoff.min(6));
+            self.timers.persist = Some(now + backoff.min(shared.cfg.rto_max));
+        }
+        if due(self.timers.keepalive, now) {
+            self.timers.keepalive = None;
+            if self.keep_probes >= shared.cfg.keepcnt {
+                ip.counters.tcp_keepalive_timeouts += 1;
+                self.send_rst(now, ip, sink);
+                self.fail(SocketError::TimedOut);
+                return true;
+            }
+            if self.keepalive && self.synchronized() {
+                self.keep_probes += 1;
+                self.send_probe(now, ip, sink);
+                self.timers.keepalive = Some(now + shared.cfg.keepintvl);
+            }
+        }
+        self.output(now, ip, shared, sink);
+        self.state == TcpState::Closed
+    }
+
+    /// RFC 6298 5.4-5.7 and RFC 5681 3.1 eq. 4.  Returns whether the
+    /// connection gave up.
+    fn retransmission_timeout(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        ip.counters.tcp_rto_timeouts += 1;
+        self.retries += 1;
+        let handshake = matches!(self.state, TcpState::SynSent | TcpState::SynReceived);
+        let limit = if handshake {
+            shared.cfg.syn_retries
+        } else {
+            shared.cfg.max_retries
+        };
+        if self.retries > limit {
+            if !handshake {
+                self.send_rst(now, ip, sink);
+            }
+            self.fail(SocketError::TimedOut);
+            return true;
+        }
+        self.rtt.backoff();
+        self.rtt_probe = None;
+        if handshake {
+            // Resend the SYN or SYN-ACK.
+            self.snd_nxt = self.iss;
+            return false;
+        }
+        if self.flight() == 0 {
+            return false;
+        }
+        self.cc.on_rto(now, self.flight());
+        self.recovery_point = None;
+        self.dupacks = 0;
+        // RFC 2018 8 / RFC 6675 5.1: after a timeout the SACK information is
+        // not trusted; everything outstanding is sent again from SND.UNA.
+        self.scoreboard.clear();
+        self.high_rxt = self.snd_una;
+        self.snd_nxt = self.snd_una;
+        self.arm_rtx(now);
+        false
+    }
+}
