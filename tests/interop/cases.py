@@ -299,9 +299,7 @@ def _(ctx):
     t.ustack.stop()
 
 
-@test("bug_fault_duplicate_checksum_af_packet", known_bug=(
-    "link/src/fault.rs: a duplicated frame does not keep the original's csum_partial flag, so the stack "
-    "verifies a partial (offloaded) UDP checksum in the copy and drops it as rx_drop_udp_bad_checksum"))
+@test("fault_duplicate_keeps_partial_checksum_af_packet")
 def _(ctx):
     # Kernel UDP over a veth with checksum offload on arrives csum_partial
     # (TP_STATUS_CSUMNOTREADY); nothing is corrupted here, so no checksum
@@ -319,10 +317,7 @@ def _(ctx):
     t.ustack.stop()
 
 
-@test("bug_reassembly_tiny_fragments_af_packet", known_bug=(
-    "stack/src/reassembly.rs: a held datagram costs its highest offset in memory (data.resize(end)), so ~130 "
-    "fragments of 8 bytes at offset 64000 (5.5 KB on the wire) fill the 8 MiB budget and every fragmented "
-    "datagram of more than a few KB is refused (rx_drop_ipv4_frag_no_room) for net.inet.ip.fragttl seconds"))
+@test("reassembly_tiny_fragments_af_packet")
 def _(ctx):
     import frames as fr
 
