@@ -4,9 +4,9 @@
 use std::fmt;
 
 use link::{AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, RingConfig, TapLink};
-use stack::{InterfaceConfig, Stack, StackConfig};
+use stack::{CcAlgorithm, InterfaceConfig, Stack, StackConfig, TcpConfig};
 
-use crate::config::{Config, LinkSpec, PortConfig, Sysctls};
+use crate::config::{Config, CongestionControl, LinkSpec, PortConfig, Sysctls};
 use crate::engine::{Engine, EngineConfig};
 use crate::ports::PortLink;
 
@@ -81,7 +81,35 @@ pub fn stack_config(cfg: &Config, seed: u64) -> StackConfig {
         icmp_rate_limit: s.icmp_rate_limit,
         udp_recv_space: s.udp_recv_space as usize,
         max_sockets: cfg.boot.max_sockets as usize,
+        tcp: tcp_config(s),
         ..StackConfig::default()
+    }
+}
+
+/// TCP's tunables from `[freebsd.sysctl]`.
+pub fn tcp_config(s: &Sysctls) -> TcpConfig {
+    TcpConfig {
+        msl: s.tcp_msl,
+        delayed_ack: s.tcp_delayed_ack,
+        send_space: s.tcp_send_space as usize,
+        recv_space: s.tcp_recv_space as usize,
+        sendbuf_max: s.tcp_sendbuf_max as usize,
+        recvbuf_max: s.tcp_recvbuf_max as usize,
+        cc: match s.tcp_cc {
+            CongestionControl::Cubic => CcAlgorithm::Cubic,
+            CongestionControl::NewReno => CcAlgorithm::NewReno,
+        },
+        mss_default: s.tcp_mssdflt,
+        syncookies: s.tcp_syncookies,
+        somaxconn: s.somaxconn as usize,
+        keepidle: s.tcp_keepidle,
+        keepintvl: s.tcp_keepintvl,
+        keepcnt: s.tcp_keepcnt,
+        sack: s.tcp_sack,
+        rfc1323: s.tcp_rfc1323,
+        port_first: s.port_range_first,
+        port_last: s.port_range_last,
+        ..TcpConfig::default()
     }
 }
 
@@ -229,4 +257,35 @@ pub fn build_engine(cfg: &Config, seed: u64) -> Result<Engine<PortLink>, SetupEr
         links.push(link);
     }
     Ok(Engine::new(stack, links, engine_config(cfg)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysctls_reach_the_stack() {
+        let text = "[port0]\nlink=tap:t0\naddr=10.99.1.2\nnetmask=255.255.255.0\n\
+                    [freebsd.sysctl]\nnet.inet.ip.ttl=32\nnet.inet.tcp.cc.algorithm=newreno\n\
+                    net.inet.tcp.msl=5000\nnet.inet.tcp.sack.enable=0\nkern.ipc.somaxconn=128\n\
+                    net.link.ether.inet.maxhold=4\nnet.inet.icmp.icmplim=10\n";
+        let cfg = Config::parse(text, "t.ini").unwrap();
+        let s = stack_config(&cfg, 7);
+        assert_eq!(s.seed, 7);
+        assert_eq!(s.ip_ttl, 32);
+        assert_eq!(s.arp_maxhold, 4);
+        assert_eq!(s.icmp_rate_limit, 10);
+        assert_eq!(s.tcp.cc, CcAlgorithm::NewReno);
+        assert_eq!(s.tcp.msl, std::time::Duration::from_secs(5));
+        assert!(!s.tcp.sack);
+        assert_eq!(s.tcp.somaxconn, 128);
+    }
+
+    #[test]
+    fn engine_timing_from_dpdk_section() {
+        let cfg = Config::parse("[dpdk]\nidle_sleep=50\npkt_tx_delay=20\n[port0]\nlink=tap:t0\naddr=10.99.1.2/24\n", "t.ini").unwrap();
+        let e = engine_config(&cfg);
+        assert_eq!(e.idle_sleep, std::time::Duration::from_micros(50));
+        assert_eq!(e.pkt_tx_delay, std::time::Duration::from_micros(20));
+    }
 }
