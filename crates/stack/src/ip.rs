@@ -29,7 +29,13 @@ pub(crate) struct IpLayer {
     pub(crate) icmp_errors: TokenBucket,
     pub(crate) counters: Counters,
     pub(crate) next_ip_ident: u16,
+    /// When the neighbor and reassembly tables are next scanned.
+    next_scan: Instant,
 }
+
+/// How often the neighbor cache and the reassembly table are scanned: their
+/// timeouts are in seconds, and a scan walks the whole table.
+pub(crate) const SCAN_INTERVAL: crate::time::Duration = crate::time::Duration::from_millis(100);
 
 impl IpLayer {
     pub(crate) fn new(cfg: StackConfig, rng: &mut Rng) -> Self {
@@ -62,6 +68,7 @@ impl IpLayer {
             neighbors,
             reass_v4,
             counters: Counters::default(),
+            next_scan: Instant::ZERO,
         }
     }
 
@@ -95,6 +102,10 @@ impl IpLayer {
 
     /// Neighbor retries and aging, reassembly timeouts.
     pub(crate) fn poll(&mut self, now: Instant, sink: &mut dyn FrameSink) {
+        if now < self.next_scan {
+            return;
+        }
+        self.next_scan = now + SCAN_INTERVAL;
         let mut retries: Vec<(IfaceId, Ipv4Addr)> = Vec::new();
         let counters = &mut self.counters;
         self.neighbors.poll(now, |ev| match ev {
