@@ -283,7 +283,11 @@ mod tests {
 
     #[test]
     fn engine_timing_from_dpdk_section() {
-        let cfg = Config::parse("[dpdk]\nidle_sleep=50\npkt_tx_delay=20\n[port0]\nlink=tap:t0\naddr=10.99.1.2/24\n", "t.ini").unwrap();
+        let cfg = Config::parse(
+            "[dpdk]\nidle_sleep=50\npkt_tx_delay=20\n[port0]\nlink=tap:t0\naddr=10.99.1.2/24\n",
+            "t.ini",
+        )
+        .unwrap();
         let e = engine_config(&cfg);
         assert_eq!(e.idle_sleep, std::time::Duration::from_micros(50));
         assert_eq!(e.pkt_tx_delay, std::time::Duration::from_micros(20));
