@@ -17,6 +17,18 @@ pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
         .stack
         .counters()
         .visit(|name, v| out.push((name.to_string(), v)));
+    // Gauges: what exists now, not what happened.
+    let (tcp_bytes, tcp_conns) = engine.stack.tcp_memory();
+    out.push((
+        "sockets_open".to_string(),
+        engine.stack.socket_count() as u64,
+    ));
+    out.push(("tcp_connections".to_string(), tcp_conns as u64));
+    out.push(("tcp_memory_bytes".to_string(), tcp_bytes as u64));
+    out.push((
+        "tcp_memory_per_connection".to_string(),
+        tcp_bytes.checked_div(tcp_conns).unwrap_or(0) as u64,
+    ));
     let e = engine.counters();
     for (name, v) in [
         ("engine_loops", e.loops),
