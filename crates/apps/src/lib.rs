@@ -2,6 +2,9 @@
 //! configuration, building the engine, signals, and statistics.
 
 pub mod echo;
+pub mod http;
+pub mod ready;
+pub mod tcp_echo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +15,7 @@ use std::time::Duration;
 use link::Link;
 use runtime::config::Config;
 use runtime::stats::{self, StatsFile};
-use runtime::{Application, Engine, PortLink};
+use runtime::{AppContext, Application, Engine, PortLink};
 use stack::Stack;
 
 /// The options every ustack program takes.
@@ -91,15 +94,19 @@ fn describe(engine: &Engine<PortLink>) -> Vec<String> {
         .collect()
 }
 
-/// Runs a program: builds the engine from the command line, lets `make_app`
+/// Runs a server: builds the engine from the command line, lets `make_app`
 /// open its sockets, and runs until SIGINT or SIGTERM.
 pub fn serve(
     program: &str,
     args: impl IntoIterator<Item = String>,
     make_app: impl FnOnce(&CommonArgs, &mut Stack) -> Result<Box<dyn Application>, String>,
 ) -> ExitCode {
-    match serve_inner(program, args, make_app) {
-        Ok(()) => ExitCode::SUCCESS,
+    let opts = RunOptions {
+        describe: true,
+        counters: true,
+    };
+    match run(program, args, opts, |a, s| make_app(a, s).map(Dyn)) {
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{program}: {e}");
             ExitCode::FAILURE
@@ -107,11 +114,53 @@ pub fn serve(
     }
 }
 
-fn serve_inner(
+/// An application behind a box, as one.
+struct Dyn(Box<dyn Application>);
+
+impl Application for Dyn {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        self.0.poll(ctx)
+    }
+
+    fn finished(&self) -> bool {
+        self.0.finished()
+    }
+}
+
+/// Two applications on one engine, polled in turn (at most one of them may
+/// use [`Stack::drain_ready`]).
+pub struct Both<A, B>(pub A, pub B);
+
+impl<A: Application, B: Application> Application for Both<A, B> {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        let a = self.0.poll(ctx);
+        let b = self.1.poll(ctx);
+        a || b
+    }
+
+    fn finished(&self) -> bool {
+        self.0.finished() && self.1.finished()
+    }
+}
+
+/// What [`run`] prints on stderr.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// The interfaces, at the start.
+    pub describe: bool,
+    /// The nonzero counters, at the end.
+    pub counters: bool,
+}
+
+/// Runs a program until SIGINT or SIGTERM, or until the application has
+/// finished; hands the application back so that the caller can read its
+/// outcome (`finished()` is false after a signal).
+pub fn run<A: Application>(
     program: &str,
     args: impl IntoIterator<Item = String>,
-    make_app: impl FnOnce(&CommonArgs, &mut Stack) -> Result<Box<dyn Application>, String>,
-) -> Result<(), String> {
+    opts: RunOptions,
+    make_app: impl FnOnce(&CommonArgs, &mut Stack) -> Result<A, String>,
+) -> Result<A, String> {
     let args = CommonArgs::parse(args)?;
     let cfg = load_config(program, &args)?;
     let seed = link::os::random_seed().map_err(|e| format!("cannot read a random seed: {e}"))?;
@@ -122,8 +171,10 @@ fn serve_inner(
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| format!("cannot handle signals: {e}"))?;
     }
-    for line in describe(&engine) {
-        eprintln!("{program}: {line}");
+    if opts.describe {
+        for line in describe(&engine) {
+            eprintln!("{program}: {line}");
+        }
     }
     let mut stats_file = args.stats.as_deref().map(StatsFile::new);
     let mut on_tick = |e: &Engine<PortLink>| {
@@ -134,18 +185,15 @@ fn serve_inner(
         }
     };
     engine
-        .run(
-            app.as_mut(),
-            &stop,
-            Duration::from_millis(100),
-            &mut on_tick,
-        )
+        .run(&mut app, &stop, Duration::from_millis(100), &mut on_tick)
         .map_err(|e| format!("engine: {e}"))?;
-    let nonzero: Vec<String> = stats::snapshot(&engine)
-        .into_iter()
-        .filter(|(_, v)| *v > 0)
-        .map(|(n, v)| format!("{n}={v}"))
-        .collect();
-    eprintln!("{program}: stopped; counters: {}", nonzero.join(" "));
-    Ok(())
+    if opts.counters {
+        let nonzero: Vec<String> = stats::snapshot(&engine)
+            .into_iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        eprintln!("{program}: stopped; counters: {}", nonzero.join(" "));
+    }
+    Ok(app)
 }

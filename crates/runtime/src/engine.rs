@@ -57,6 +57,13 @@ pub struct AppContext<'a> {
 pub trait Application {
     /// Does what is ready; returns whether it did anything.
     fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool;
+
+    /// The application has nothing left to do: [`Engine::run`] returns
+    /// (after sending what is queued).  Servers never finish; a client
+    /// finishes when its work is done.
+    fn finished(&self) -> bool {
+        false
+    }
 }
 
 /// A port: a link and the frames waiting to go out of it.
@@ -239,7 +246,8 @@ impl<L: Link> Engine<L> {
         work
     }
 
-    /// Runs until `stop` is set, calling `on_tick` about every `tick`.
+    /// Runs until `stop` is set or the application has finished, calling
+    /// `on_tick` about every `tick`.
     pub fn run(
         &mut self,
         app: &mut dyn Application,
@@ -249,7 +257,7 @@ impl<L: Link> Engine<L> {
     ) -> io::Result<()> {
         self.announce();
         let mut next_report = std::time::Instant::now() + tick;
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) && !app.finished() {
             let work = self.turn(app);
             let wall = std::time::Instant::now();
             if wall >= next_report {

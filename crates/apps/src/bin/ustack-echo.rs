@@ -1,6 +1,11 @@
-//! `ustack-echo --config FILE`: the echo service on ustack (UDP port 7).
+//! `ustack-echo --config FILE [--port N]`: the echo service on ustack, on
+//! UDP and TCP port 7 (or N).
 
 use std::process::ExitCode;
+
+use apps::echo::EchoApp;
+use apps::tcp_echo::TcpEchoApp;
+use apps::Both;
 
 fn main() -> ExitCode {
     apps::serve("ustack-echo", std::env::args().skip(1), |args, stack| {
@@ -12,14 +17,17 @@ fn main() -> ExitCode {
                     port = it
                         .next()
                         .and_then(|p| p.parse().ok())
+                        .filter(|&p| p != 0)
                         .ok_or("--port needs a port number")?;
                 }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
-        let app = apps::echo::EchoApp::new(stack, port)
-            .map_err(|e| format!("cannot open UDP port {port}: {e}"))?;
-        eprintln!("ustack-echo: serving echo on UDP port {port}");
-        Ok(Box::new(app))
+        let udp =
+            EchoApp::new(stack, port).map_err(|e| format!("cannot open UDP port {port}: {e}"))?;
+        let tcp = TcpEchoApp::new(stack, port)
+            .map_err(|e| format!("cannot listen on TCP port {port}: {e}"))?;
+        eprintln!("ustack-echo: serving echo on UDP port {port} and TCP port {port}");
+        Ok(Box::new(Both(udp, tcp)))
     })
 }
