@@ -17,6 +17,7 @@ pub mod memory;
 pub mod os;
 pub mod pcap;
 pub mod pool;
+pub mod shm;
 pub mod tap;
 #[cfg(test)]
 mod test_net;
@@ -26,6 +27,7 @@ pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
 pub use memory::{MemoryConfig, MemoryLink};
 pub use pcap::{PcapLink, PcapWriter};
 pub use pool::{PacketPool, PoolBuf, PoolStats};
+pub use shm::{ShmConfig, ShmLink, ShmSide, ShmStats};
 pub use tap::{TapLink, TapOptions};
 
 use std::io;

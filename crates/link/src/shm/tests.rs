@@ -1,0 +1,764 @@
+//! Tests of the shared-memory link: a pair in one process, corruption of
+//! the file by a "peer" (the test writing into it), and two processes (the
+//! test binary runs itself again as side B).
+
+use std::mem::offset_of;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::layout::{Geometry, Header, Layout, DESC_SIZE};
+use super::*;
+
+/// Names the child process looks for.
+const CHILD_ENV: &str = "USTACK_SHM_TEST_CHILD";
+const CHILD_PATH_ENV: &str = "USTACK_SHM_TEST_PATH";
+const CHILD_TEST: &str = "shm::tests::child_process_entry";
+
+/// A fresh path under /dev/shm, removed when dropped.
+struct TmpPath(PathBuf);
+
+impl TmpPath {
+    fn new(tag: &str) -> TmpPath {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        TmpPath(PathBuf::from(format!(
+            "/dev/shm/ustack-shm-test-{}-{tag}-{n}",
+            std::process::id()
+        )))
+    }
+}
+
+impl Drop for TmpPath {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+fn pair(path: &Path, cfg: &ShmConfig) -> (ShmLink, ShmLink) {
+    let a = ShmLink::create(path, cfg).unwrap();
+    assert!(!a.peer_attached());
+    let b = ShmLink::open(path).unwrap();
+    assert!(a.peer_attached());
+    (a, b)
+}
+
+fn layout_of(cfg: &ShmConfig) -> (Geometry, Layout) {
+    let g = Geometry::new(map::page_size(), cfg.mtu, cfg.slots).unwrap();
+    let l = Layout::new(&g).unwrap();
+    (g, l)
+}
+
+fn frame(link: &mut ShmLink, bytes: &[u8]) -> PoolBuf {
+    let mut b = link.alloc_tx().expect("pool has room");
+    assert!(b.fill_from(bytes));
+    b
+}
+
+fn send(link: &mut ShmLink, frames: &[Vec<u8>]) -> usize {
+    let mut v: Vec<PoolBuf> = frames.iter().map(|f| frame(link, f)).collect();
+    let n = link.tx_burst(&mut v).unwrap();
+    for b in v {
+        link.recycle(b);
+    }
+    n
+}
+
+fn recv_all(link: &mut ShmLink) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut got = Vec::new();
+    while link.rx_burst(&mut out, MAX_BURST).unwrap() > 0 {
+        for b in out.drain(..) {
+            got.push(b.data().to_vec());
+            link.recycle(b);
+        }
+    }
+    got
+}
+
+/// A test frame: `seq` in the first 8 bytes, then a pattern.
+fn test_frame(seq: u64, len: usize) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len)
+        .map(|i| (seq as u8).wrapping_add((i as u8).wrapping_mul(7)))
+        .collect();
+    f[..8].copy_from_slice(&seq.to_le_bytes());
+    f
+}
+
+#[test]
+fn pair_passes_frames_both_ways_in_order() {
+    let path = TmpPath::new("pair");
+    let cfg = ShmConfig::new(1500, 8);
+    let (mut a, mut b) = pair(&path.0, &cfg);
+    assert_eq!(a.side(), ShmSide::A);
+    assert_eq!(b.side(), ShmSide::B);
+    assert_eq!(a.info().mac, cfg.mac_a);
+    assert_eq!(b.info().mac, cfg.mac_b);
+    assert_eq!(b.config(), &cfg);
+    assert_eq!(a.info().mtu, 1500);
+    let x = a.alloc_tx().unwrap();
+    assert_eq!(x.capacity(), 1518);
+    a.recycle(x);
+    assert!(a.rx_fd().is_none());
+
+    let mut next_ab = 0u64;
+    let mut next_ba = 0u64;
+    let mut want_ab = 0u64;
+    let mut want_ba = 0u64;
+    let mut bytes = 0u64;
+    // Bursts of 1..=8 frames, 2000 rounds: the 8-slot rings wrap over
+    // a thousand times.
+    for round in 0..2000u64 {
+        let k = (round % 8 + 1) as usize;
+        let fa: Vec<Vec<u8>> = (0..k)
+            .map(|i| test_frame(next_ab + i as u64, 14 + ((round as usize * 37 + i) % 1505)))
+            .collect();
+        bytes += fa.iter().map(|f| f.len() as u64).sum::<u64>();
+        assert_eq!(send(&mut a, &fa), k);
+        next_ab += k as u64;
+        let kb = 8 - k + 1;
+        let fb: Vec<Vec<u8>> = (0..kb)
+            .map(|i| test_frame(next_ba + i as u64, 60 + i))
+            .collect();
+        assert_eq!(send(&mut b, &fb), kb);
+        next_ba += kb as u64;
+        let got = recv_all(&mut b);
+        assert_eq!(got, fa);
+        want_ab += got.len() as u64;
+        let got = recv_all(&mut a);
+        assert_eq!(got, fb);
+        want_ba += got.len() as u64;
+    }
+    assert_eq!(want_ab, next_ab);
+    assert_eq!(want_ba, next_ba);
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(sa.tx_frames, next_ab);
+    assert_eq!(sb.rx_frames, next_ab);
+    assert_eq!(sa.tx_bytes, bytes);
+    assert_eq!(sb.rx_bytes, bytes);
+    assert_eq!(sb.tx_frames, next_ba);
+    assert_eq!(sa.rx_frames, next_ba);
+    assert_eq!(
+        sa.tx_dropped + sa.rx_dropped + sb.tx_dropped + sb.rx_dropped,
+        0
+    );
+    assert_eq!(a.shm_stats(), ShmStats::default());
+    // Every buffer is home again.
+    assert_eq!(a.pool_stats().available, POOL_BUFS);
+    assert_eq!(b.pool_stats().available, POOL_BUFS);
+}
+
+/// Sets both ends of both directions to start at `start`, to run the free-
+/// running `u32` indexes across their wrap.
+fn start_indexes_at(a: &mut ShmLink, b: &mut ShmLink, start: u32) {
+    for l in [&mut *a, &mut *b] {
+        l.tx_head = start;
+        l.tx_tail_cache = start;
+        l.tx.prod().store(start, Ordering::Release);
+        l.rx_tail = start;
+        l.rx_head_cache = start;
+        l.rx.cons().store(start, Ordering::Release);
+    }
+}
+
+#[test]
+fn indexes_wrap_around_u32() {
+    let path = TmpPath::new("wrap");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 16));
+    start_indexes_at(&mut a, &mut b, u32::MAX - 100);
+    let mut seq = 0u64;
+    for round in 0..50 {
+        let k = 1 + round % 16;
+        let f: Vec<Vec<u8>> = (0..k).map(|i| test_frame(seq + i as u64, 64)).collect();
+        seq += k as u64;
+        assert_eq!(send(&mut a, &f), k);
+        assert_eq!(b.rx_pending(), k);
+        assert_eq!(recv_all(&mut b), f);
+        assert_eq!(send(&mut b, &f), k);
+        assert_eq!(recv_all(&mut a), f);
+    }
+    assert!(a.tx_head < 1000, "the index wrapped");
+    assert_eq!(a.shm_stats().peer_errors + b.shm_stats().peer_errors, 0);
+}
+
+#[test]
+fn full_ring_is_reported_and_frames_wait() {
+    let path = TmpPath::new("full");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 4));
+    let frames: Vec<Vec<u8>> = (0..10).map(|i| test_frame(i, 100)).collect();
+    let mut v: Vec<PoolBuf> = frames.iter().map(|f| frame(&mut a, f)).collect();
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 4);
+    assert_eq!(v.len(), 6, "the rest stays with the caller");
+    assert_eq!(a.shm_stats().tx_ring_full, 1);
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 0);
+    assert_eq!(a.shm_stats().tx_ring_full, 2);
+    assert_eq!(b.rx_pending(), 4);
+    let mut got = recv_all(&mut b);
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 4);
+    got.extend(recv_all(&mut b));
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 2);
+    assert!(v.is_empty());
+    got.extend(recv_all(&mut b));
+    assert_eq!(got, frames);
+    let s = a.stats();
+    assert_eq!(s.tx_frames, 10);
+    assert_eq!(s.tx_dropped, 0);
+
+    // A frame too large for a slot (from a foreign pool) is dropped and
+    // counted, and does not hold up the frames behind it.
+    let mut big = PacketPool::new(4000, 1);
+    let mut huge = big.alloc().unwrap();
+    assert!(huge.fill_from(&[7u8; 3000]));
+    let mut v = vec![huge, frame(&mut a, &frames[0])];
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 2);
+    assert_eq!(a.stats().tx_dropped, 1);
+    assert_eq!(recv_all(&mut b), vec![frames[0].clone()]);
+    assert_eq!(a.pool_stats().available, POOL_BUFS);
+    assert_eq!(a.pool_stats().foreign_freed, 1);
+}
+
+#[test]
+fn empty_pool_leaves_frames_in_the_ring() {
+    let path = TmpPath::new("pool");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 8));
+    let f: Vec<Vec<u8>> = (0..3).map(|i| test_frame(i, 80)).collect();
+    assert_eq!(send(&mut a, &f), 3);
+    let mut held = Vec::new();
+    while let Some(x) = b.alloc_tx_reserved() {
+        held.push(x);
+    }
+    let mut out = Vec::new();
+    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 0);
+    assert_eq!(b.rx_pending(), 3);
+    assert!(b.stats().pool_exhausted >= 1);
+    assert_eq!(b.stats().rx_dropped, 0);
+    b.recycle(held.pop().unwrap());
+    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 1);
+    assert_eq!(out[0].data(), &f[0][..]);
+    for x in held.drain(..).chain(out.drain(..)) {
+        b.recycle(x);
+    }
+    assert_eq!(recv_all(&mut b), f[1..].to_vec());
+}
+
+#[test]
+fn rx_burst_respects_max() {
+    let path = TmpPath::new("max");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 64));
+    let f: Vec<Vec<u8>> = (0..40).map(|i| test_frame(i, 64)).collect();
+    assert_eq!(send(&mut a, &f), 40);
+    let mut out = Vec::new();
+    assert_eq!(b.rx_burst(&mut out, 5).unwrap(), 5);
+    assert_eq!(b.rx_burst(&mut out, 100).unwrap(), MAX_BURST);
+    assert_eq!(b.rx_burst(&mut out, 100).unwrap(), 3);
+    assert_eq!(b.rx_burst(&mut out, 100).unwrap(), 0);
+    let got: Vec<Vec<u8>> = out.iter().map(|x| x.data().to_vec()).collect();
+    assert_eq!(got, f);
+}
+
+#[test]
+fn jumbo_frames_of_65536_mtu_cross_intact() {
+    let path = TmpPath::new("jumbo");
+    let cfg = ShmConfig::new(MAX_MTU, 4);
+    let (mut a, mut b) = pair(&path.0, &cfg);
+    assert_eq!(a.alloc_tx().unwrap().capacity(), 65536 + 18);
+    for round in 0..10u64 {
+        let f: Vec<Vec<u8>> = (0..3)
+            .map(|i| test_frame(round * 3 + i, 65536 + 18 - i as usize * 1000))
+            .collect();
+        assert_eq!(send(&mut a, &f), 3);
+        assert_eq!(recv_all(&mut b), f);
+    }
+}
+
+#[test]
+fn csum_partial_mark_crosses() {
+    let path = TmpPath::new("csum");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 8));
+    let mut x = frame(&mut a, &test_frame(1, 60));
+    x.set_csum_partial(true);
+    let y = frame(&mut a, &test_frame(2, 60));
+    let mut v = vec![x, y];
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 2);
+    let mut out = Vec::new();
+    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 2);
+    assert!(out[0].csum_partial());
+    assert!(!out[1].csum_partial());
+}
+
+/// Overwrites `bytes` at `off` in the file at `path` (as a buggy peer
+/// writing into its parts of the mapping would), returning the old bytes.
+fn poke(path: &Path, off: usize, bytes: &[u8]) -> Vec<u8> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut old = vec![0u8; bytes.len()];
+    f.read_exact_at(&mut old, off as u64).unwrap();
+    f.write_all_at(bytes, off as u64).unwrap();
+    old
+}
+
+#[test]
+fn corrupt_headers_are_rejected() {
+    let path = TmpPath::new("hdr");
+    let cfg = ShmConfig::new(1500, 256);
+    let a = ShmLink::create(&path.0, &cfg).unwrap();
+    let p = &path.0;
+    let bad_u32 = |off: usize, v: u32, kind: io::ErrorKind| {
+        let old = poke(p, off, &v.to_ne_bytes());
+        let e = ShmLink::open(p).expect_err("corrupt header accepted");
+        assert_eq!(e.kind(), kind, "field at {off} = {v}: {e}");
+        poke(p, off, &old);
+    };
+    use io::ErrorKind::{InvalidData, WouldBlock};
+    bad_u32(offset_of!(Header, magic), 0x1234_5678, InvalidData);
+    bad_u32(offset_of!(Header, version), 2, InvalidData);
+    bad_u32(offset_of!(Header, page_size), 8192, InvalidData);
+    bad_u32(offset_of!(Header, mtu), 9000, InvalidData);
+    bad_u32(offset_of!(Header, mtu), 10, InvalidData);
+    bad_u32(offset_of!(Header, mtu), 1501, InvalidData);
+    bad_u32(offset_of!(Header, frame_cap), 100_000, InvalidData);
+    bad_u32(offset_of!(Header, stride), 64, InvalidData);
+    bad_u32(offset_of!(Header, slots), 255, InvalidData);
+    bad_u32(offset_of!(Header, slots), 512, InvalidData);
+    bad_u32(offset_of!(Header, slots), 0, InvalidData);
+    bad_u32(offset_of!(Header, file_len), 1 << 30, InvalidData);
+    bad_u32(offset_of!(Header, ready), 1, WouldBlock);
+
+    // The file's length must match the layout.
+    let short = TmpPath::new("short");
+    fs::copy(p, &short.0).unwrap();
+    let len = fs::metadata(p).unwrap().len();
+    let f = OpenOptions::new().write(true).open(&short.0).unwrap();
+    f.set_len(len - 4096).unwrap();
+    assert_eq!(
+        ShmLink::open(&short.0).unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+    f.set_len(len + 4096).unwrap();
+    assert_eq!(
+        ShmLink::open(&short.0).unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+    f.set_len(100).unwrap();
+    assert_eq!(ShmLink::open(&short.0).unwrap_err().kind(), WouldBlock);
+
+    // Restored, it opens; only once.
+    let b = ShmLink::open(p).unwrap();
+    assert_eq!(b.config(), &cfg);
+    assert_eq!(
+        ShmLink::open(p).unwrap_err().kind(),
+        io::ErrorKind::AddrInUse
+    );
+    drop(b);
+    drop(a);
+    assert!(!p.exists(), "side A removes the file");
+    assert_eq!(
+        ShmLink::open(p).unwrap_err().kind(),
+        io::ErrorKind::NotFound
+    );
+    let e = ShmLink::open_wait(p, Duration::from_millis(20)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+}
+
+#[test]
+fn create_checks_config_and_existing_files() {
+    let path = TmpPath::new("cfg");
+    let p = &path.0;
+    for (mtu, slots) in [(1500, 100), (1500, 1), (10, 256), (70_000, 256)] {
+        let e = ShmLink::create(p, &ShmConfig::new(mtu, slots)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(!p.exists());
+    }
+    // Not ours: left alone.
+    fs::write(p, b"some other file's contents").unwrap();
+    let e = ShmLink::create(p, &ShmConfig::new(1500, 8)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+    assert_eq!(fs::read(p).unwrap(), b"some other file's contents");
+    // A leftover of ours (kept by unlink's absence): replaced.
+    fs::remove_file(p).unwrap();
+    let mut old = ShmLink::create(p, &ShmConfig::new(1500, 8)).unwrap();
+    old.remove_on_drop = false;
+    drop(old);
+    assert!(p.exists());
+    let a = ShmLink::create(p, &ShmConfig::new(9000, 16)).unwrap();
+    let b = ShmLink::open(p).unwrap();
+    assert_eq!(b.info().mtu, 9000);
+    // unlink: the path goes, the link keeps working.
+    let mut a = a;
+    let mut b = b;
+    a.unlink().unwrap();
+    assert!(!p.exists());
+    assert_eq!(send(&mut a, &[test_frame(1, 100)]), 1);
+    assert_eq!(recv_all(&mut b), vec![test_frame(1, 100)]);
+}
+
+#[test]
+fn a_second_link_at_the_same_path_is_not_removed_by_the_first() {
+    let path = TmpPath::new("replace");
+    let first = ShmLink::create(&path.0, &ShmConfig::new(1500, 8)).unwrap();
+    let second = ShmLink::create(&path.0, &ShmConfig::new(1500, 16)).unwrap();
+    drop(first);
+    assert!(path.0.exists());
+    assert_eq!(ShmLink::open(&path.0).unwrap().config().slots, 16);
+    drop(second);
+    assert!(!path.0.exists());
+}
+
+#[test]
+fn bogus_descriptors_are_counted_not_followed() {
+    let path = TmpPath::new("desc");
+    let cfg = ShmConfig::new(1500, 8);
+    let (g, l) = layout_of(&cfg);
+    let (mut a, mut b) = pair(&path.0, &cfg);
+    let f: Vec<Vec<u8>> = (0..4).map(|i| test_frame(i, 200)).collect();
+    assert_eq!(send(&mut a, &f), 4);
+    // Position 1: one byte past the slot; position 2: a huge length.
+    let bad1 = (g.frame_cap as u64 + 1).to_ne_bytes();
+    poke(&path.0, l.desc[0] + DESC_SIZE, &bad1);
+    poke(&path.0, l.desc[0] + 2 * DESC_SIZE, &u64::MAX.to_ne_bytes());
+    assert_eq!(recv_all(&mut b), vec![f[0].clone(), f[3].clone()]);
+    let s = b.stats();
+    assert_eq!(s.rx_frames, 2);
+    assert_eq!(s.rx_dropped, 2);
+    assert_eq!(s.rx_oversize, 2);
+    assert_eq!(b.shm_stats().rx_bad_desc, 2);
+    // The ring goes on.
+    assert_eq!(send(&mut a, &f), 4);
+    assert_eq!(recv_all(&mut b), f);
+}
+
+#[test]
+fn impossible_indexes_are_errors() {
+    let path = TmpPath::new("idx");
+    let cfg = ShmConfig::new(1500, 8);
+    let (_, l) = layout_of(&cfg);
+    let (mut a, mut b) = pair(&path.0, &cfg);
+    let f: Vec<Vec<u8>> = (0..3).map(|i| test_frame(i, 100)).collect();
+    assert_eq!(send(&mut a, &f), 3);
+
+    // A's producer index of direction 0 claims more than the ring holds.
+    let old = poke(&path.0, l.region[0], &(3u32 + 8).to_ne_bytes());
+    let mut out = Vec::new();
+    let e = b.rx_burst(&mut out, MAX_BURST).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert_eq!(b.shm_stats().peer_errors, 1);
+    assert!(out.is_empty());
+    // Behind our consumer index: also impossible.
+    poke(&path.0, l.region[0], &u32::MAX.to_ne_bytes());
+    assert!(b.rx_burst(&mut out, MAX_BURST).is_err());
+    poke(&path.0, l.region[0], &old);
+    assert_eq!(recv_all(&mut b), f);
+
+    // B's consumer index of direction 0 claims frames A never sent.
+    let old = poke(&path.0, l.cons[0], &100u32.to_ne_bytes());
+    let g: Vec<Vec<u8>> = (0..8).map(|i| test_frame(i, 100)).collect();
+    let mut v: Vec<PoolBuf> = g.iter().map(|x| frame(&mut a, x)).collect();
+    let e = a.tx_burst(&mut v).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert_eq!(a.shm_stats().peer_errors, 1);
+    // It kept to the room the last good index gave: 5 of 8 went.
+    assert_eq!(v.len(), 3);
+    poke(&path.0, l.cons[0], &old);
+    assert_eq!(recv_all(&mut b), g[..5].to_vec());
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 3);
+    assert_eq!(recv_all(&mut b), g[5..].to_vec());
+}
+
+#[test]
+fn peer_parts_are_mapped_read_only() {
+    // A write into the peer's index through our own mapping must fault: run
+    // it in a child process (the test binary, as side B's role "poke").
+    let path = TmpPath::new("ro");
+    let _a = ShmLink::create(&path.0, &ShmConfig::new(1500, 8)).unwrap();
+    let out = child("poke-ro", &path.0).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the write into a read-only part went through: {stderr}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "{:?} {stderr}",
+        out.status
+    );
+}
+
+/// The test binary as a child process, running `role` on the link at `path`.
+fn child(role: &str, path: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, role)
+        .env(CHILD_PATH_ENV, path)
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs as a plain (passing, empty) test, unless it is the child process
+/// of a two-process test.
+#[test]
+fn child_process_entry() {
+    let Ok(role) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let path = PathBuf::from(std::env::var(CHILD_PATH_ENV).unwrap());
+    let mut b = ShmLink::open_wait(&path, Duration::from_secs(10)).unwrap();
+    match role.as_str() {
+        "exchange" => {
+            let r = exchange(&mut b, EXCHANGE_FRAMES);
+            println!("side B: {r}");
+        }
+        "throughput" => {
+            pin_to_cpu(1);
+            let r = receive_throughput(&mut b);
+            println!("{r}");
+        }
+        "poke-ro" => {
+            // Direction 0's producer index is side A's: read-only here.
+            b.rx.prod().store(12345, Ordering::Relaxed);
+            println!("wrote into a read-only part");
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+const EXCHANGE_FRAMES: u64 = 1_000_000;
+
+/// Checksums a frame's bytes before its last 8, a word at a time.
+fn checksum(b: &[u8]) -> u64 {
+    let mut h = 0x9e37_79b9_7f4a_7c15u64;
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        h = (h ^ u64::from_le_bytes(w.try_into().unwrap())).wrapping_mul(0x0100_0000_01b3);
+    }
+    for &x in words.remainder() {
+        h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The length of frame `seq` of the direction `dir` sends.
+fn exchange_len(dir: u64, seq: u64, cap: usize) -> usize {
+    if seq % 997 == 0 {
+        return cap; // a full slot now and then
+    }
+    let x = seq.wrapping_mul(0x9e37_79b9).wrapping_add(dir * 7) >> 7;
+    24 + (x % 200) as usize
+}
+
+/// Fills `buf` with frame `seq` of direction `dir`: the sequence number,
+/// a pattern, and the checksum of both in the last 8 bytes.
+fn fill_exchange(buf: &mut PoolBuf, dir: u64, seq: u64) {
+    let len = exchange_len(dir, seq, buf.capacity());
+    buf.set_len(len);
+    let d = buf.data_mut();
+    d[..8].copy_from_slice(&seq.to_le_bytes());
+    let fill = (seq ^ dir.wrapping_mul(0xdead_beef)).wrapping_mul(0x2545_f491_4f6c_dd1d);
+    for (i, w) in d[8..len - 8].chunks_mut(8).enumerate() {
+        let v = fill.wrapping_add(i as u64).to_le_bytes();
+        w.copy_from_slice(&v[..w.len()]);
+    }
+    let c = checksum(&d[..len - 8]);
+    d[len - 8..].copy_from_slice(&c.to_le_bytes());
+}
+
+/// Sends `n` frames and receives `n` from the peer, checking each one's
+/// sequence, length and checksum. Returns a summary.
+fn exchange(link: &mut ShmLink, n: u64) -> String {
+    let dir = match link.side() {
+        ShmSide::A => 0,
+        ShmSide::B => 1,
+    };
+    let cap = link.alloc_tx().unwrap().capacity();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut sent = 0u64;
+    let mut got = 0u64;
+    let mut txq: Vec<PoolBuf> = Vec::new();
+    let mut rx: Vec<PoolBuf> = Vec::new();
+    let start = Instant::now();
+    while sent < n || got < n {
+        assert!(Instant::now() < deadline, "stuck: sent {sent}, got {got}");
+        while sent + (txq.len() as u64) < n && txq.len() < MAX_BURST {
+            let mut b = link.alloc_tx().expect("pool");
+            fill_exchange(&mut b, dir, sent + txq.len() as u64);
+            txq.push(b);
+        }
+        if !txq.is_empty() {
+            sent += link.tx_burst(&mut txq).unwrap() as u64;
+        }
+        link.rx_burst(&mut rx, MAX_BURST).unwrap();
+        for b in rx.drain(..) {
+            let d = b.data();
+            let seq = u64::from_le_bytes(d[..8].try_into().unwrap());
+            assert_eq!(seq, got, "frames arrive in order");
+            assert_eq!(d.len(), exchange_len(1 - dir, seq, cap), "length of {seq}");
+            let c = u64::from_le_bytes(d[d.len() - 8..].try_into().unwrap());
+            assert_eq!(c, checksum(&d[..d.len() - 8]), "checksum of {seq}");
+            got += 1;
+            link.recycle(b);
+        }
+    }
+    let s = link.stats();
+    assert_eq!(s.tx_frames, n);
+    assert_eq!(s.rx_frames, n);
+    assert_eq!(s.rx_dropped + s.tx_dropped, 0);
+    format!(
+        "sent and checked {n} frames each way in {:?} ({} ring-full bursts)",
+        start.elapsed(),
+        link.shm_stats().tx_ring_full
+    )
+}
+
+#[test]
+fn two_processes_exchange_a_million_frames() {
+    let path = TmpPath::new("exchange");
+    let mut a = ShmLink::create(&path.0, &ShmConfig::new(1500, 256)).unwrap();
+    let kid = child("exchange", &path.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let r = exchange(&mut a, EXCHANGE_FRAMES);
+    let out = kid.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "side B failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = report_line(&stdout, "side B:");
+    println!("side A: {r}\n{line}");
+}
+
+/// The child's report: from `mark` to the end of its line (the harness
+/// prints the test's name in front of it).
+fn report_line<'a>(stdout: &'a str, mark: &str) -> &'a str {
+    let at = stdout
+        .find(mark)
+        .unwrap_or_else(|| panic!("no {mark:?} in the child's output: {stdout}"));
+    stdout[at..].lines().next().unwrap()
+}
+
+fn pin_to_cpu(cpu: usize) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 {
+        return;
+    }
+    // SAFETY: `set` is a zeroed cpu_set_t, a valid empty set; CPU_SET writes
+    // a bit inside it (cpu < 2 <= CPU_SETSIZE); sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Frames of the throughput test: 64 bytes.
+const TP_LEN: usize = 64;
+/// The last frame of the throughput test carries this sequence number.
+const TP_END: u64 = u64::MAX;
+
+/// Receives 64-byte frames until the end mark; returns the rate.
+fn receive_throughput(link: &mut ShmLink) -> String {
+    let mut rx: Vec<PoolBuf> = Vec::new();
+    let mut n = 0u64;
+    let mut first = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    'outer: loop {
+        if link.rx_burst(&mut rx, MAX_BURST).unwrap() == 0 {
+            assert!(Instant::now() < deadline, "no end mark after {n} frames");
+            std::hint::spin_loop();
+            continue;
+        }
+        first.get_or_insert_with(Instant::now);
+        for b in rx.drain(..) {
+            let seq = u64::from_le_bytes(b.data()[..8].try_into().unwrap());
+            link.recycle(b);
+            if seq == TP_END {
+                break 'outer;
+            }
+            assert_eq!(seq, n);
+            n += 1;
+        }
+    }
+    let t = first.unwrap().elapsed().as_secs_f64();
+    format!(
+        "shm throughput: {n} frames of {TP_LEN} bytes in {t:.3} s = {:.2} Mframes/s ({:.2} Gbit/s of frames)",
+        n as f64 / t / 1e6,
+        n as f64 * TP_LEN as f64 * 8.0 / t / 1e9,
+    )
+}
+
+/// Frames per second, 64-byte frames, one way, side A (this process, CPU 0)
+/// to side B (a child process, CPU 1). Printed, not asserted.
+#[test]
+fn two_process_throughput_64_byte_frames() {
+    let path = TmpPath::new("tp");
+    let mut a = ShmLink::create(&path.0, &ShmConfig::new(MAX_MTU, 1024)).unwrap();
+    let kid = child("throughput", &path.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let attach_deadline = Instant::now() + Duration::from_secs(10);
+    while !a.peer_attached() {
+        assert!(Instant::now() < attach_deadline, "side B never attached");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let run = Duration::from_millis(if cfg!(debug_assertions) { 300 } else { 1000 });
+    pin_to_cpu(0); // this test's own thread
+
+    let mut txq: Vec<PoolBuf> = Vec::with_capacity(MAX_BURST);
+    let mut seq = 0u64;
+    let start = Instant::now();
+    let mut turns = 0u32;
+    loop {
+        while txq.len() < MAX_BURST {
+            let mut b = a.alloc_tx().unwrap();
+            b.set_len(TP_LEN);
+            b.data_mut()[..8].copy_from_slice(&seq.to_le_bytes());
+            seq += 1;
+            txq.push(b);
+        }
+        a.tx_burst(&mut txq).unwrap();
+        turns = turns.wrapping_add(1);
+        if turns % 64 == 0 && start.elapsed() >= run {
+            break;
+        }
+    }
+    while !txq.is_empty() {
+        a.tx_burst(&mut txq).unwrap();
+    }
+    let mut end = a.alloc_tx().unwrap();
+    end.set_len(TP_LEN);
+    end.data_mut()[..8].copy_from_slice(&TP_END.to_le_bytes());
+    let mut v = vec![end];
+    while !v.is_empty() {
+        a.tx_burst(&mut v).unwrap();
+    }
+    let t = start.elapsed().as_secs_f64();
+    let out = kid.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "side B failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = report_line(&stdout, "shm throughput");
+    println!(
+        "{line}\nsender: {seq} frames in {t:.3} s = {:.2} Mframes/s, {} ring-full bursts{}",
+        seq as f64 / t / 1e6,
+        a.shm_stats().tx_ring_full,
+        if cfg!(debug_assertions) {
+            " (debug build: run with --release for real numbers)"
+        } else {
+            ""
+        }
+    );
+}
