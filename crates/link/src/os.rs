@@ -1,5 +1,6 @@
 //! Small OS services the engine needs around its links: waiting for frames
-//! while idle, and the per-boot secret.
+//! while idle, the per-boot secret, pinning a thread to a core and the
+//! open-file limit.
 
 use std::io::{self, Read};
 use std::os::fd::RawFd;
@@ -43,6 +44,53 @@ pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// Pins the calling thread to CPU `cpu` (`sched_setaffinity`), so that
+/// an engine keeps its core and its caches.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // A cpu_set_t holds CPU_SETSIZE bits.
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cpu {cpu} is beyond CPU_SETSIZE"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data (an array of integers); all zeroes is
+    // the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu < CPU_SETSIZE` (checked above), so the bit lies inside
+    // `set`, which we borrow exclusively.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid, initialised cpu_set_t of the size we pass,
+    // read only for the duration of the call; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Raises this process's soft limit on open files to its hard limit
+/// (servers with many connections need more than the usual 1024).
+/// Returns the limit now in force.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit the call fills in.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: `lim` is a valid rlimit, read only during the call.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(lim.rlim_cur as u64)
+}
+
 /// A secret drawn from the kernel's random source, for keying hash tables,
 /// ISNs and cookies.
 pub fn random_seed() -> io::Result<u64> {
@@ -72,5 +120,16 @@ mod tests {
             libc::close(fds[1]);
         }
         assert_ne!(random_seed().unwrap(), random_seed().unwrap());
+    }
+
+    #[test]
+    fn pin_and_raise_limit() {
+        std::thread::spawn(|| {
+            pin_to_cpu(0).unwrap();
+            assert!(pin_to_cpu(libc::CPU_SETSIZE as usize).is_err());
+        })
+        .join()
+        .unwrap();
+        assert!(raise_nofile_limit().unwrap() >= 64);
     }
 }
