@@ -72,7 +72,7 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 /// Raises this process's soft limit on open files to its hard limit
 /// (servers with many connections need more than the usual 1024).
 /// Returns the limit now in force.
-pub fn raise_nofile_limit() -> io::Result<u64> {
+pub fn raise_nofile_limit() -> io::Result<libc::rlim_t> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -88,7 +88,7 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(lim.rlim_cur as u64)
+    Ok(lim.rlim_cur)
 }
 
 /// A secret drawn from the kernel's random source, for keying hash tables,

@@ -1,0 +1,162 @@
+//! `ustack-bench`: ustack beside the Linux kernel, in the same run.
+//!
+//! ```text
+//! ustack-bench run [--runs N] [--warmup-ms MS] [--window-ms MS] [--out DIR]
+//!                  [--only NAME,...] [--callgrind-count N]
+//! ustack-bench server --stack ustack|linux --port P [--link FILE] [--cpu N]
+//! ustack-bench client --stack ustack|linux --port P --workload W [--link FILE]
+//!                     [--cpu N] [--warmup-ms MS --window-ms MS | --count N | --settle-ms MS]
+//! ustack-bench pair --workload W --count N [--tick-ms MS]
+//! ```
+//!
+//! `run` is what `make bench` calls: every workload, on both stacks, a few
+//! times each, then a table and `bench/results/latest.json`. The other
+//! subcommands are its processes (see `proc.rs`); `pair` runs both ustack
+//! engines in one thread, for callgrind.
+//!
+//! Workloads for `--workload`: `pingpong:N`, `short:N`, `stream`, `udp:N`,
+//! `idle:N` (see `logic.rs`).
+
+mod kernel;
+mod logic;
+mod mem;
+mod net;
+mod proc;
+mod run;
+mod us;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use logic::{Budget, Workload};
+use proc::{ProcArgs, Which};
+
+fn usage() -> String {
+    "usage: ustack-bench run|server|client|pair [options] (see the source's header)".into()
+}
+
+/// `--flag value` pairs, in order.
+struct Flags(Vec<(String, String)>);
+
+impl Flags {
+    fn parse(args: &[String]) -> Result<Flags, String> {
+        let mut out = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let Some(name) = a.strip_prefix("--") else {
+                return Err(format!("unexpected argument {a:?}"));
+            };
+            let v = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+            out.push((name.to_string(), v.clone()));
+        }
+        Ok(Flags(out))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn parse_or<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{name}: cannot understand {v:?}")),
+        }
+    }
+
+    fn check_known(&self, known: &[&str]) -> Result<(), String> {
+        match self.0.iter().find(|(n, _)| !known.contains(&n.as_str())) {
+            Some((n, _)) => Err(format!("unknown option --{n}")),
+            None => Ok(()),
+        }
+    }
+}
+
+fn proc_args(f: &Flags) -> Result<ProcArgs, String> {
+    f.check_known(&[
+        "stack",
+        "cpu",
+        "port",
+        "link",
+        "workload",
+        "warmup-ms",
+        "window-ms",
+        "count",
+        "settle-ms",
+        "epoll-timeout-us",
+    ])?;
+    let which: Which = f.get("stack").ok_or("--stack is needed")?.parse()?;
+    let budget = if let Some(n) = f.get("count") {
+        Budget::Count(n.parse().map_err(|_| "--count: a number")?)
+    } else if let Some(ms) = f.get("settle-ms") {
+        Budget::Settle(Duration::from_millis(
+            ms.parse().map_err(|_| "--settle-ms: a number")?,
+        ))
+    } else {
+        Budget::Time {
+            warmup: Duration::from_millis(f.parse_or("warmup-ms", 1000u64)?),
+            window: Duration::from_millis(f.parse_or("window-ms", 2000u64)?),
+        }
+    };
+    Ok(ProcArgs {
+        which,
+        cpu: f
+            .get("cpu")
+            .map(str::parse)
+            .transpose()
+            .map_err(|_| "--cpu: a number")?,
+        port: f.parse_or("port", 20000u16)?,
+        link: PathBuf::from(
+            f.get("link")
+                .unwrap_or("/dev/shm/ustack-bench.link")
+                .to_string(),
+        ),
+        workload: f.get("workload").unwrap_or("pingpong:1").parse()?,
+        budget,
+        epoll_timeout: Duration::from_micros(f.parse_or("epoll-timeout-us", 0u64)?),
+    })
+}
+
+fn main_inner() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((cmd, rest)) = args.split_first() else {
+        return Err(usage());
+    };
+    let flags = Flags::parse(rest)?;
+    match cmd.as_str() {
+        "server" => proc::server(&proc_args(&flags)?),
+        "client" => proc::client(&proc_args(&flags)?),
+        "pair" => {
+            flags.check_known(&["workload", "count", "port", "tick-ms"])?;
+            let w: Workload = flags.get("workload").unwrap_or("pingpong:1").parse()?;
+            proc::pair(
+                w,
+                flags.parse_or("count", 20_000u64)?,
+                flags.parse_or("port", 7000u16)?,
+                Duration::from_millis(flags.parse_or("tick-ms", 1u64)?),
+            )
+        }
+        "run" => run::main(&flags),
+        "-h" | "--help" | "help" => {
+            println!("{}", usage());
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?}; {}", usage())),
+    }
+}
+
+fn main() -> ExitCode {
+    match main_inner() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ustack-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

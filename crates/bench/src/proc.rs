@@ -1,0 +1,318 @@
+//! The benchmark's processes: a server or a client, on ustack or on the
+//! kernel, pinned to a core; and the in-process pair used for instruction
+//! counts and profiles.
+//!
+//! A process talks to the orchestrator through its standard streams: it
+//! prints `ready` once it serves, `result ...` when it has measured,
+//! `memory ...` when asked by a `report` line on its standard input, and it
+//! stops when its standard input closes.
+
+use std::io::{self, BufRead, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use runtime::{AppContext, Application};
+use stack::SocketHandle;
+
+use crate::kernel::{self, KernelNet};
+use crate::logic::{Budget, Client, Measure, Server, Workload};
+use crate::mem;
+use crate::us::{self, UsNet};
+
+/// Which stack a process runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    Ustack,
+    Linux,
+}
+
+impl std::str::FromStr for Which {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Which, String> {
+        match s {
+            "ustack" | "us" => Ok(Which::Ustack),
+            "linux" | "kernel" => Ok(Which::Linux),
+            _ => Err(format!("unknown stack {s:?} (ustack or linux)")),
+        }
+    }
+}
+
+/// What a process is told on its command line.
+#[derive(Debug, Clone)]
+pub struct ProcArgs {
+    pub which: Which,
+    pub cpu: Option<usize>,
+    pub port: u16,
+    /// The shm link's file (ustack).
+    pub link: PathBuf,
+    pub workload: Workload,
+    pub budget: Budget,
+    /// The kernel side's `epoll_wait` timeout when nothing is ready.
+    pub epoll_timeout: Duration,
+}
+
+/// The orchestrator's requests, read from standard input by a thread.
+struct Control {
+    stop: Arc<AtomicBool>,
+    report: Arc<AtomicBool>,
+}
+
+impl Control {
+    fn spawn() -> Control {
+        let stop = Arc::new(AtomicBool::new(false));
+        let report = Arc::new(AtomicBool::new(false));
+        let (s, r) = (Arc::clone(&stop), Arc::clone(&report));
+        std::thread::spawn(move || {
+            let stdin = io::stdin();
+            for line in stdin.lock().lines() {
+                match line.as_deref().map(str::trim) {
+                    Ok("report") => r.store(true, Ordering::Release),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            s.store(true, Ordering::Release);
+        });
+        Control { stop, report }
+    }
+
+    fn stop(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn take_report(&self) -> bool {
+        self.report.load(Ordering::Relaxed) && self.report.swap(false, Ordering::AcqRel)
+    }
+}
+
+fn say(line: &str) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn pin(cpu: Option<usize>) -> Result<(), String> {
+    if let Some(c) = cpu {
+        link::os::pin_to_cpu(c).map_err(|e| format!("cannot pin to cpu {c}: {e}"))?;
+    }
+    link::os::raise_nofile_limit().map_err(|e| format!("cannot raise the fd limit: {e}"))?;
+    Ok(())
+}
+
+fn result_line(m: &Measure) -> String {
+    format!(
+        "result units={} elapsed_us={} errors={}",
+        m.units,
+        m.elapsed.as_micros(),
+        m.errors
+    )
+}
+
+/// The server on ustack as an engine application.
+struct ServerApp(Server<SocketHandle>);
+
+impl Application for ServerApp {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        self.0.step(&mut UsNet { ctx })
+    }
+}
+
+/// The client on ustack as an engine application.
+struct ClientApp(Client<SocketHandle>);
+
+impl Application for ClientApp {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        self.0.step(&mut UsNet { ctx })
+    }
+}
+
+fn us_memory_line(engine: &runtime::Engine<link::ShmLink>, conns: usize) -> String {
+    let m = us::memory(engine);
+    format!(
+        "memory tcp_bytes={} tcp_conns={} pool_bytes={} app_conns={conns} rss_kb={}",
+        m.tcp_bytes,
+        m.tcp_conns,
+        m.pool_bytes_held,
+        mem::rss_kb().unwrap_or(0)
+    )
+}
+
+/// `ustack-bench server`: serves until its standard input closes.
+pub fn server(a: &ProcArgs) -> Result<(), String> {
+    pin(a.cpu)?;
+    let ctl = Control::spawn();
+    match a.which {
+        Which::Ustack => {
+            let seed = link::os::random_seed().map_err(|e| e.to_string())?;
+            let mut engine = us::server_engine(&a.link, seed, us::TIMER_TICK)
+                .map_err(|e| format!("{}: {e}", a.link.display()))?;
+            let server = us::with_net(&mut engine, |net| Server::new(net, a.port))
+                .map_err(|e| format!("cannot listen: {e}"))?;
+            let mut app = ServerApp(server);
+            engine.announce();
+            say(&format!("ready rss_kb={}", mem::rss_kb().unwrap_or(0)));
+            while !ctl.stop() {
+                engine.turn(&mut app);
+                if ctl.take_report() {
+                    say(&us_memory_line(&engine, app.0.connections()));
+                }
+            }
+            let st = app.0.stats;
+            eprintln!(
+                "ustack-bench: ustack server: accepted {} closed {} errors {}; engine {:?}",
+                st.accepted,
+                st.closed,
+                st.errors,
+                engine.counters()
+            );
+        }
+        Which::Linux => {
+            let mut net = KernelNet::new(a.epoll_timeout).map_err(|e| e.to_string())?;
+            let mut server =
+                Server::new(&mut net, a.port).map_err(|e| format!("cannot listen: {e}"))?;
+            say(&format!("ready rss_kb={}", mem::rss_kb().unwrap_or(0)));
+            while !ctl.stop() {
+                server.step(&mut net);
+                if ctl.take_report() {
+                    say(&format!(
+                        "memory app_conns={} rss_kb={}",
+                        server.connections(),
+                        mem::rss_kb().unwrap_or(0)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ustack-bench client`: runs the workload, prints its result; an idle
+/// connection workload then prints its memory and waits for its standard
+/// input to close.
+pub fn client(a: &ProcArgs) -> Result<(), String> {
+    pin(a.cpu)?;
+    let ctl = Control::spawn();
+    let idle = matches!(a.workload, Workload::IdleConns { .. });
+    match a.which {
+        Which::Ustack => {
+            let seed = link::os::random_seed().map_err(|e| e.to_string())?;
+            let mut engine = us::client_engine(&a.link, seed, us::TIMER_TICK)
+                .map_err(|e| format!("{}: {e}", a.link.display()))?;
+            let rss_before = mem::rss_kb().unwrap_or(0);
+            let server = std::net::IpAddr::V4(us::SERVER_IP);
+            let mut app = ClientApp(Client::new(a.workload, server, a.port, a.budget));
+            engine.announce();
+            let mut turns = 0u64;
+            while app.0.result().is_none() {
+                engine.turn(&mut app);
+                turns += 1;
+                if turns.is_multiple_of(1024) && ctl.stop() {
+                    return Err("stopped before the end".into());
+                }
+            }
+            let m = app.0.result().expect("measured");
+            say(&result_line(&m));
+            if idle {
+                say(&format!(
+                    "{} rss_before_kb={rss_before}",
+                    us_memory_line(&engine, app.0.open_sockets())
+                ));
+                while !ctl.stop() {
+                    engine.turn(&mut app);
+                }
+            }
+            eprintln!(
+                "ustack-bench: ustack client: {} turns, engine {:?}, links {:?}",
+                turns,
+                engine.counters(),
+                engine.link_stats()
+            );
+        }
+        Which::Linux => {
+            let before = if idle {
+                Some(mem::kernel_snapshot())
+            } else {
+                None
+            };
+            let mut net = KernelNet::new(a.epoll_timeout).map_err(|e| e.to_string())?;
+            let server = std::net::IpAddr::V4(kernel::SERVER_IP);
+            let mut c = Client::new(a.workload, server, a.port, a.budget);
+            let mut steps = 0u64;
+            while c.result().is_none() {
+                c.step(&mut net);
+                steps += 1;
+                if steps.is_multiple_of(1024) && ctl.stop() {
+                    return Err("stopped before the end".into());
+                }
+            }
+            let m = c.result().expect("measured");
+            say(&result_line(&m));
+            if let Some(before) = before {
+                let after = mem::kernel_snapshot();
+                say(&format!(
+                    "kmem {} app_conns={}",
+                    mem::kernel_delta(&before, &after),
+                    c.open_sockets()
+                ));
+                while !ctl.stop() {
+                    c.step(&mut net);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn server_turn<A: Application>(e: &mut runtime::Engine<link::ShmLink>, app: &mut A) -> bool {
+    e.turn(app)
+}
+
+#[inline(never)]
+fn client_turn<A: Application>(e: &mut runtime::Engine<link::ShmLink>, app: &mut A) -> bool {
+    e.turn(app)
+}
+
+/// `ustack-bench pair`: both ustack engines in this one thread, over a
+/// shm link, taking turns until the client has done `count` units: for
+/// callgrind, whose figures for `server_turn` and `client_turn` are each
+/// side's instructions. No core is pinned and nothing spins idle.
+///
+/// The stack's timers run every `tick`: under callgrind, which runs the
+/// program about 50 times slower, a tick of 50 ms keeps them as rare per
+/// round trip as the usual 1 ms tick is at full speed.
+pub fn pair(workload: Workload, count: u64, port: u16, tick: Duration) -> Result<(), String> {
+    let path = PathBuf::from(format!("/dev/shm/ustack-bench-pair-{}", std::process::id()));
+    let mut se = us::server_engine(&path, 1, tick).map_err(|e| e.to_string())?;
+    let mut ce = us::client_engine(&path, 2, tick).map_err(|e| e.to_string())?;
+    let server = us::with_net(&mut se, |net| Server::new(net, port))
+        .map_err(|e| format!("cannot listen: {e}"))?;
+    let mut sapp = ServerApp(server);
+    let server_ip = std::net::IpAddr::V4(us::SERVER_IP);
+    let mut capp = ClientApp(Client::new(workload, server_ip, port, Budget::Count(count)));
+    se.announce();
+    ce.announce();
+    let mut turns = 0u64;
+    while capp.0.result().is_none() {
+        server_turn(&mut se, &mut sapp);
+        client_turn(&mut ce, &mut capp);
+        turns += 1;
+        if turns > count.saturating_mul(1000).max(10_000_000) {
+            return Err(format!(
+                "no progress: {} of {count} after {turns} turns",
+                capp.0.count()
+            ));
+        }
+    }
+    let m = capp.0.result().expect("measured");
+    say(&format!(
+        "{} turns={turns} server_frames={:?} client_frames={:?}",
+        result_line(&m),
+        se.link_stats().first().map(|s| (s.rx_frames, s.tx_frames)),
+        ce.link_stats().first().map(|s| (s.rx_frames, s.tx_frames)),
+    ));
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! The ustack side: [`Net`] over a stack inside an engine's turn, and the
+//! engines of the server and the client, each on its own core, joined by a
+//! shared-memory link.
+//!
+//! Engine settings, chosen for the lowest latency per round trip: busy
+//! polling (`idle_sleep` 0) and `pkt_tx_delay` 0, so every turn that did
+//! work sends what it queued at its end (a turn batches on its own: a
+//! received burst of up to 32 frames is answered by one transmit burst).
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use link::{Link, ShmConfig, ShmLink};
+use runtime::{AppContext, Application, Engine, EngineConfig};
+use stack::{InterfaceConfig, SocketError, SocketHandle, Stack, StackConfig};
+
+use crate::net::Net;
+
+/// The server's address on the link.
+pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// The client's.
+pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// The link's MTU: the largest the shm link and the stack both take
+/// (Linux loopback has 65536; an IPv4 packet cannot pass 65535).
+pub const MTU: usize = 65535;
+/// Frames per direction of the link: room for a burst of requests from
+/// every one of 1000 connections.
+pub const SLOTS: usize = 2048;
+
+fn sock_err(e: SocketError) -> io::Error {
+    io::Error::from_raw_os_error(e.errno())
+}
+
+/// [`Net`] on a stack, for the length of one application poll.
+pub struct UsNet<'a, 'b> {
+    pub ctx: &'a mut AppContext<'b>,
+}
+
+impl Net for UsNet<'_, '_> {
+    type Sock = SocketHandle;
+
+    fn now(&self) -> Duration {
+        Duration::from_micros(self.ctx.now.total_micros())
+    }
+
+    fn tcp_listen(&mut self, port: u16) -> io::Result<SocketHandle> {
+        self.ctx
+            .stack
+            .tcp_listen(
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+                4096,
+            )
+            .map_err(sock_err)
+    }
+
+    fn tcp_accept(&mut self, listener: SocketHandle) -> io::Result<SocketHandle> {
+        let (h, _) = self.ctx.stack.tcp_accept(listener).map_err(sock_err)?;
+        let ctx = &mut *self.ctx;
+        ctx.stack
+            .tcp_set_nodelay(ctx.now, h, true, ctx.sink)
+            .map_err(sock_err)?;
+        Ok(h)
+    }
+
+    fn tcp_connect(&mut self, to: SocketAddr) -> io::Result<SocketHandle> {
+        let ctx = &mut *self.ctx;
+        let h = ctx
+            .stack
+            .tcp_connect(ctx.now, to, None, ctx.sink)
+            .map_err(sock_err)?;
+        ctx.stack
+            .tcp_set_nodelay(ctx.now, h, true, ctx.sink)
+            .map_err(sock_err)?;
+        Ok(h)
+    }
+
+    fn tcp_send(&mut self, s: SocketHandle, data: &[u8]) -> io::Result<usize> {
+        let ctx = &mut *self.ctx;
+        ctx.stack
+            .tcp_send(ctx.now, s, data, ctx.sink)
+            .map_err(sock_err)
+    }
+
+    fn tcp_recv(&mut self, s: SocketHandle, buf: &mut [u8]) -> io::Result<usize> {
+        let ctx = &mut *self.ctx;
+        ctx.stack
+            .tcp_recv(ctx.now, s, buf, ctx.sink)
+            .map_err(sock_err)
+    }
+
+    fn tcp_close(&mut self, s: SocketHandle) {
+        let ctx = &mut *self.ctx;
+        let _ = ctx.stack.tcp_close(ctx.now, s, ctx.sink);
+    }
+
+    fn udp_bind(&mut self, port: u16) -> io::Result<SocketHandle> {
+        self.ctx
+            .stack
+            .udp_bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
+            .map_err(sock_err)
+    }
+
+    fn udp_send_to(&mut self, s: SocketHandle, data: &[u8], to: SocketAddr) -> io::Result<usize> {
+        let ctx = &mut *self.ctx;
+        ctx.stack
+            .udp_send_to(ctx.now, s, to, None, data, ctx.sink)
+            .map_err(sock_err)
+    }
+
+    fn udp_recv_from(
+        &mut self,
+        s: SocketHandle,
+        buf: &mut [u8],
+    ) -> io::Result<(usize, SocketAddr)> {
+        let got = self.ctx.stack.udp_recv_from(s, buf).map_err(sock_err)?;
+        Ok((got.len, got.meta.src))
+    }
+
+    fn ready(&mut self, out: &mut Vec<SocketHandle>) {
+        self.ctx.stack.drain_ready(out);
+    }
+}
+
+/// The engine timing of both sides (see the module doc), with the stack's
+/// timers run every `timer_tick`.
+pub fn engine_config(timer_tick: Duration) -> EngineConfig {
+    EngineConfig {
+        idle_sleep: Duration::ZERO,
+        pkt_tx_delay: Duration::ZERO,
+        timer_tick,
+    }
+}
+
+/// The engines' usual timer tick.
+pub const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// A stack with one interface, `ip`/24, on `link`.
+pub fn stack_on(link: &ShmLink, ip: Ipv4Addr, seed: u64) -> io::Result<Stack> {
+    let mut stack = Stack::new(StackConfig {
+        seed,
+        ..StackConfig::default()
+    });
+    stack
+        .add_interface(&InterfaceConfig {
+            name: "shm0".into(),
+            mac: link.info().mac,
+            mtu: MTU.min(link.info().mtu),
+            addr: ip,
+            prefix_len: 24,
+            broadcast: None,
+            gateway: None,
+            extra_addrs: Vec::new(),
+        })
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    Ok(stack)
+}
+
+/// The link's layout.
+pub fn shm_config() -> ShmConfig {
+    ShmConfig::new(MTU, SLOTS)
+}
+
+/// The server side's engine: creates the link file at `path`.
+pub fn server_engine(path: &Path, seed: u64, tick: Duration) -> io::Result<Engine<ShmLink>> {
+    let link = ShmLink::create(path, &shm_config())?;
+    let stack = stack_on(&link, SERVER_IP, seed)?;
+    Ok(Engine::new(stack, vec![link], engine_config(tick)))
+}
+
+/// The client side's engine: opens the link file the server made.
+pub fn client_engine(path: &Path, seed: u64, tick: Duration) -> io::Result<Engine<ShmLink>> {
+    let mut link = ShmLink::open_wait(path, Duration::from_secs(10))?;
+    // Both ends are attached: nobody else needs the name.
+    let _ = link.unlink();
+    let stack = stack_on(&link, CLIENT_IP, seed)?;
+    Ok(Engine::new(stack, vec![link], engine_config(tick)))
+}
+
+/// What a stack holds for its connections: the TCP connections' own memory
+/// (`Stack::tcp_memory`) and the link's pool buffers out of the pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UsMemory {
+    pub tcp_bytes: usize,
+    pub tcp_conns: usize,
+    pub pool_bytes_held: usize,
+}
+
+pub fn memory(engine: &Engine<ShmLink>) -> UsMemory {
+    let (tcp_bytes, tcp_conns) = engine.stack.tcp_memory();
+    let pool_bytes_held = engine
+        .ports()
+        .map(|l| {
+            let p = l.pool_stats();
+            // Buffers hold a whole frame each.
+            (p.capacity - p.available) * (l.info().mtu + link::shm::FRAME_OVERHEAD)
+        })
+        .sum();
+    UsMemory {
+        tcp_bytes,
+        tcp_conns,
+        pool_bytes_held,
+    }
+}
+
+/// An [`Application`] from a closure over [`UsNet`].
+pub struct NetApp<F: FnMut(&mut UsNet<'_, '_>) -> bool>(pub F);
+
+impl<F: FnMut(&mut UsNet<'_, '_>) -> bool> Application for NetApp<F> {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        (self.0)(&mut UsNet { ctx })
+    }
+}
+
+/// Runs `f` once inside an application poll of `engine` (to open sockets
+/// before the loop starts).
+pub fn with_net<T>(engine: &mut Engine<ShmLink>, f: impl FnOnce(&mut UsNet<'_, '_>) -> T) -> T {
+    let mut f = Some(f);
+    let mut out = None;
+    {
+        let mut app = NetApp(|net: &mut UsNet<'_, '_>| {
+            if let Some(f) = f.take() {
+                out = Some(f(net));
+            }
+            true
+        });
+        engine.turn(&mut app);
+    }
+    out.expect("the application ran")
+}
