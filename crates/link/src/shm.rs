@@ -4,15 +4,23 @@
 //!
 //! Side A [`ShmLink::create`]s the file (header, then both directions) and
 //! side B [`ShmLink::open`]s it. Each direction is a ring of `slots`
-//! descriptors (length and flags, 8 bytes) and as many frame slots of
-//! `mtu + 18` bytes (rounded up to a cache line); ring position `i` uses slot
-//! `i mod slots`. The layout is in `shm/layout.rs`.
+//! descriptors (8 bytes: length, slot number, flags) and as many frame slots
+//! of `mtu + 18` bytes (rounded up to a cache line). The layout is in
+//! `shm/layout.rs`.
 //!
 //! Frames are copied: `tx_burst` copies each frame from the engine's pool
-//! buffer into the next slot, and `rx_burst` copies each received frame into
+//! buffer into a free slot, and `rx_burst` copies each received frame into
 //! a pool buffer of its own side. So both ends keep [`PoolBuf`] as their
 //! buffer type, like every other link, and a buffer in the engine's hands is
 //! never memory the other process can see.
+//!
+//! The producer picks slots from a stack of free ones, and gets a slot back
+//! once the consumer's index has passed the descriptor that carried it (it
+//! remembers, in its own memory, which slot it put at each position). So
+//! with few frames in flight the same few slots are used over and over and
+//! stay in cache, however large the ring: with a 64 KiB MTU a ring of 256
+//! slots spans 16 MiB, which cycling through in order would drag through
+//! memory for every frame.
 //!
 //! The fast path makes no system calls and takes no locks:
 //! - the producer writes slots and descriptors, then publishes its index
@@ -20,9 +28,10 @@
 //!   an Acquire load, copies the frames out, and publishes its own index once
 //!   per burst with a Release store, which the producer's Acquire load pairs
 //!   with before it reuses those slots;
-//! - each side caches the other side's index and reads it again only when
-//!   the cached value cannot satisfy the burst (the ring looks full to the
-//!   producer, or holds fewer frames than asked for to the consumer);
+//! - each side reads the other side's index at most once per burst: the
+//!   consumer only when its cached copy shows fewer frames than asked for,
+//!   the producer once per `tx_burst` (to take back the slots consumed since,
+//!   while they are still warm);
 //! - the producer index, the consumer index and the descriptors live on
 //!   separate cache lines (and pages), each written by one side only.
 //!
@@ -38,8 +47,8 @@
 //! they can possibly be, positions are masked, and a descriptor's length is
 //! checked against the slot size before anything is copied. An impossible
 //! index is an [`io::ErrorKind::InvalidData`] error (counted in
-//! [`ShmStats::peer_errors`]); an impossible length drops that frame
-//! (counted in `rx_dropped` and `rx_oversize`). Each side maps the parts
+//! [`ShmStats::peer_errors`]); an impossible length or slot number drops
+//! that frame (counted in `rx_dropped`, and a length in `rx_oversize`). Each side maps the parts
 //! only its peer writes read-only. What the peer could still do is garble
 //! frame bytes while we copy them (a race we cannot prevent, harmless to
 //! us: frame contents are untrusted input anyway), or truncate the file,
@@ -63,7 +72,7 @@ use std::time::{Duration, Instant};
 
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
-use layout::{Geometry, Header, Layout, DESC_CSUM_PARTIAL, MAGIC, READY, VERSION};
+use layout::{Desc, Geometry, Header, Layout, DESC_CSUM_PARTIAL, MAGIC, READY, VERSION};
 use map::Mapping;
 
 pub use layout::{FRAME_OVERHEAD, MAX_MTU, MAX_SLOTS, MIN_MTU, MIN_SLOTS};
@@ -116,8 +125,9 @@ pub enum ShmSide {
 pub struct ShmStats {
     /// `tx_burst` calls that left frames in `bufs` because the ring was full.
     pub tx_ring_full: u64,
-    /// Received descriptors with a length larger than a slot, dropped
-    /// (also in `rx_dropped` and `rx_oversize`).
+    /// Received descriptors with a length larger than a slot or a slot
+    /// number past the last, dropped (also in `rx_dropped`; those with a bad
+    /// length also in `rx_oversize`).
     pub rx_bad_desc: u64,
     /// Impossible ring indexes read from the peer (each an
     /// `InvalidData` error of the call that saw it).
@@ -128,7 +138,8 @@ pub struct ShmStats {
 ///
 /// The pointers are computed once, from a validated [`Layout`] whose total
 /// equals the mapping's length, so every one of them, and every position
-/// reached through [`Ring::desc`] and [`Ring::slot`] (which mask), lies in
+/// reached through [`Ring::desc`] (which masks) and [`Ring::slot`] (which
+/// checks), lies in
 /// the mapping. The mapping is owned by the same [`ShmLink`] and outlives
 /// every use (rings are only used through `&ShmLink`/`&mut ShmLink`).
 struct Ring {
@@ -188,13 +199,13 @@ impl Ring {
         unsafe { &*self.desc.add(i) }
     }
 
-    /// The first byte of the slot of ring position `pos` (masked); the slot
-    /// has `frame_cap` bytes.
-    fn slot(&self, pos: u32) -> *mut u8 {
-        let i = (pos & self.mask) as usize;
-        // SAFETY: `i < slots`, and the layout gives the ring `slots` slots of
-        // `stride >= frame_cap` bytes inside the mapping.
-        unsafe { self.slab.add(i * self.stride) }
+    /// The first byte of slot `i`, which has `frame_cap` bytes. Panics if
+    /// there is no such slot (callers check numbers from the peer first).
+    fn slot(&self, i: u16) -> *mut u8 {
+        assert!(u32::from(i) < self.slots, "slot {i} out of range");
+        // SAFETY: `i < slots` (checked above), and the layout gives the ring
+        // `slots` slots of `stride >= frame_cap` bytes inside the mapping.
+        unsafe { self.slab.add(usize::from(i) * self.stride) }
     }
 }
 
@@ -214,6 +225,10 @@ pub struct ShmLink {
     tx_head: u32,
     /// The consumer's index as last read.
     tx_tail_cache: u32,
+    /// Slots not in the ring, most recently freed last.
+    tx_free: Vec<u16>,
+    /// The slot each ring position (masked) was given, for taking it back.
+    tx_slot_of: Box<[u16]>,
     rx: Ring,
     /// Our consumer index: the next position to read.
     rx_tail: u32,
@@ -225,6 +240,8 @@ pub struct ShmLink {
     tx_frames: u64,
     tx_bytes: u64,
     tx_dropped: u64,
+    /// Descriptors dropped for their length (in `rx_oversize`).
+    rx_bad_len: u64,
     shm: ShmStats,
     /// Last, so it is unmapped after everything else is gone (nothing else
     /// has a destructor that touches it, but this keeps it obvious).
@@ -429,6 +446,9 @@ impl ShmLink {
             tx: Ring::new(&map, g, l, tx_dir),
             tx_head: 0,
             tx_tail_cache: 0,
+            // Popped from the end: slot 0 goes first.
+            tx_free: (0..g.slots).rev().map(|i| i as u16).collect(),
+            tx_slot_of: vec![0; g.slots].into_boxed_slice(),
             rx: Ring::new(&map, g, l, rx_dir),
             rx_tail: 0,
             rx_head_cache: 0,
@@ -438,6 +458,7 @@ impl ShmLink {
             tx_frames: 0,
             tx_bytes: 0,
             tx_dropped: 0,
+            rx_bad_len: 0,
             shm: ShmStats::default(),
             map,
         }
@@ -514,19 +535,27 @@ impl ShmLink {
         fs::remove_file(&self.path)
     }
 
-    /// Reads the consumer's index and returns the free room in the ring.
-    fn refresh_tx_tail(&mut self) -> io::Result<u32> {
+    /// Reads the consumer's index and takes back the slots of the frames it
+    /// has consumed since the last look.
+    fn reclaim_tx_slots(&mut self) -> io::Result<()> {
         let tail = self.tx.cons().load(Ordering::Acquire);
-        let in_flight = self.tx_head.wrapping_sub(self.tx_tail_cache);
-        if tail.wrapping_sub(self.tx_tail_cache) > in_flight {
+        let done = tail.wrapping_sub(self.tx_tail_cache);
+        if done > self.tx_head.wrapping_sub(self.tx_tail_cache) {
             self.shm.peer_errors += 1;
             return Err(peer_error(format!(
                 "consumer index {tail} outside {}..={}",
                 self.tx_tail_cache, self.tx_head
             )));
         }
+        let mut pos = self.tx_tail_cache;
+        while pos != tail {
+            // Never grows the stack: each slot is in the ring once.
+            self.tx_free
+                .push(self.tx_slot_of[(pos & self.tx.mask) as usize]);
+            pos = pos.wrapping_add(1);
+        }
         self.tx_tail_cache = tail;
-        Ok(self.tx.slots - self.tx_head.wrapping_sub(tail))
+        Ok(())
     }
 }
 
@@ -681,11 +710,11 @@ impl Link for ShmLink {
         let mut used = 0;
         while used < avail && got < max {
             let pos = self.rx_tail.wrapping_add(used);
-            let d = self.rx.desc(pos).load(Ordering::Relaxed);
-            let len = (d & 0xffff_ffff) as usize;
-            let flags = (d >> 32) as u32;
-            if len > self.rx.frame_cap {
+            let d = Desc::unpack(self.rx.desc(pos).load(Ordering::Relaxed));
+            let len = d.len as usize;
+            if len > self.rx.frame_cap || u32::from(d.slot) >= self.rx.slots {
                 self.shm.rx_bad_desc += 1;
+                self.rx_bad_len += u64::from(len > self.rx.frame_cap);
                 used += 1;
                 continue;
             }
@@ -694,13 +723,14 @@ impl Link for ShmLink {
             };
             // Pool buffers hold `frame_cap` bytes: this slicing is in bounds.
             let dst = &mut buf.storage_mut()[..len];
-            // SAFETY: the source is the first `len <= frame_cap` bytes of the
-            // slot of a position the producer published (Acquire above) and
-            // will not reuse before our Release store below; the destination
-            // is a distinct heap buffer of `len` bytes.
-            unsafe { ptr::copy_nonoverlapping(self.rx.slot(pos), dst.as_mut_ptr(), len) };
+            // SAFETY: the source is the first `len <= frame_cap` bytes of a
+            // slot (number checked above) that the producer published with
+            // this descriptor (Acquire above) and will not reuse before our
+            // Release store below; the destination is a distinct heap buffer
+            // of `len` bytes.
+            unsafe { ptr::copy_nonoverlapping(self.rx.slot(d.slot), dst.as_mut_ptr(), len) };
             buf.set_len(len);
-            buf.set_csum_partial(flags & DESC_CSUM_PARTIAL != 0);
+            buf.set_csum_partial(d.flags & DESC_CSUM_PARTIAL != 0);
             self.rx_frames += 1;
             self.rx_bytes += len as u64;
             out.push(buf);
@@ -723,15 +753,11 @@ impl Link for ShmLink {
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
-        let mut room = self.tx.slots - self.tx_head.wrapping_sub(self.tx_tail_cache);
-        let mut result = Ok(());
-        if (room as usize) < bufs.len() {
-            match self.refresh_tx_tail() {
-                Ok(r) => room = r,
-                // Keep going with the room the last good index gave.
-                Err(e) => result = Err(e),
-            }
+        if bufs.is_empty() {
+            return Ok(0);
         }
+        // On error, keep going with the slots the last good index gave.
+        let result = self.reclaim_tx_slots();
         let start = self.tx_head;
         let mut taken = 0;
         for buf in bufs.iter() {
@@ -741,28 +767,31 @@ impl Link for ShmLink {
                 taken += 1;
                 continue;
             }
-            if room == 0 {
+            // A free slot means a free ring entry too: the ring holds
+            // `slots` entries, each with its own slot.
+            let Some(slot) = self.tx_free.pop() else {
                 self.shm.tx_ring_full += 1;
                 break;
-            }
-            let pos = self.tx_head;
-            // SAFETY: the slot of `pos` holds `frame_cap >= frame.len()`
-            // bytes and is ours: `pos` is within `slots` of the consumer's
-            // last index (room > 0), read with Acquire, so the consumer is
-            // done with it and will not read it before our Release store
-            // below. The source is a distinct heap buffer.
-            unsafe { ptr::copy_nonoverlapping(frame.as_ptr(), self.tx.slot(pos), frame.len()) };
-            let flags = if buf.csum_partial() {
-                DESC_CSUM_PARTIAL
-            } else {
-                0
             };
-            self.tx.desc(pos).store(
-                frame.len() as u64 | u64::from(flags) << 32,
-                Ordering::Relaxed,
-            );
+            // SAFETY: the slot holds `frame_cap >= frame.len()` bytes and is
+            // ours: it was free, i.e. never published or taken back after the
+            // consumer's index (read with Acquire) passed its descriptor, so
+            // the consumer is done with it and will not look at it before
+            // our Release store below. The source is a distinct heap buffer.
+            unsafe { ptr::copy_nonoverlapping(frame.as_ptr(), self.tx.slot(slot), frame.len()) };
+            let pos = self.tx_head;
+            let desc = Desc {
+                len: frame.len() as u32,
+                slot,
+                flags: if buf.csum_partial() {
+                    DESC_CSUM_PARTIAL
+                } else {
+                    0
+                },
+            };
+            self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
+            self.tx_slot_of[(pos & self.tx.mask) as usize] = slot;
             self.tx_head = pos.wrapping_add(1);
-            room -= 1;
             taken += 1;
             self.tx_frames += 1;
             self.tx_bytes += frame.len() as u64;
@@ -793,7 +822,7 @@ impl Link for ShmLink {
             rx_dropped: self.shm.rx_bad_desc,
             tx_dropped: self.tx_dropped,
             pool_exhausted: self.pool.stats().exhausted,
-            rx_oversize: self.shm.rx_bad_desc,
+            rx_oversize: self.rx_bad_len,
         }
     }
 }

@@ -14,7 +14,9 @@
 //! consumer index line are 64-byte lines on different pages, so the two
 //! sides never write the same cache line. A region is the producer index
 //! line, a gap line, the descriptor ring (`slots` × 8 bytes) from offset
-//! 128, then the slots from the next page boundary, `stride` bytes apart.
+//! 128, then the slots from the next page boundary, `stride` bytes apart
+//! (a descriptor names its slot, numbered from 0; slot numbers fit 16 bits,
+//! as there are at most [`MAX_SLOTS`] = 2^16).
 //!
 //! The layout is a pure function of (page size, MTU, slots): the opener
 //! recomputes it from the header and checks that every stored number and the
@@ -50,7 +52,31 @@ pub(super) const DESC_SIZE: usize = 8;
 
 /// Descriptor flag: the frame's L4 checksum is partial (see
 /// [`crate::PacketBuffer::csum_partial`]).
-pub(super) const DESC_CSUM_PARTIAL: u32 = 1;
+pub(super) const DESC_CSUM_PARTIAL: u16 = 1;
+
+/// A ring entry: which slot holds the frame, how long it is, and flags.
+/// Shared as one `u64` (length in bits 0..32, slot in 32..48, flags in
+/// 48..64), written and read whole and atomically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Desc {
+    pub len: u32,
+    pub slot: u16,
+    pub flags: u16,
+}
+
+impl Desc {
+    pub fn pack(self) -> u64 {
+        u64::from(self.len) | u64::from(self.slot) << 32 | u64::from(self.flags) << 48
+    }
+
+    pub fn unpack(v: u64) -> Desc {
+        Desc {
+            len: v as u32,
+            slot: (v >> 32) as u16,
+            flags: (v >> 48) as u16,
+        }
+    }
+}
 
 /// The file's first page. Every field is an atomic, so a racing or buggy
 /// writer can only make the reader see wrong numbers (which validation
@@ -222,6 +248,17 @@ mod tests {
         let g = Geometry::new(4096, 65536, 2).unwrap();
         assert_eq!(g.frame_cap, 65554);
         assert_eq!(g.stride, 65600);
+    }
+
+    #[test]
+    fn desc_round_trips() {
+        let d = Desc {
+            len: 65554,
+            slot: 65535,
+            flags: DESC_CSUM_PARTIAL,
+        };
+        assert_eq!(Desc::unpack(d.pack()), d);
+        assert_eq!(Desc::unpack(u64::MAX).len, u32::MAX);
     }
 
     #[test]
