@@ -161,6 +161,13 @@ impl TcpConnection {
         repr.max_seg_size = Some(self.rcv_mss.min(65535) as u16);
         if passive {
             repr.ack_number = Some(self.rcv_nxt);
+            // The window of a SYN is never scaled (RFC 7323 2.2); it is the
+            // right edge we advertised, which the handshake's last ACK must
+            // not find "opened" (an ACK for an ACK).
+            let edge = self.rcv_nxt + usize::from(repr.window_len);
+            if edge > self.rcv_adv {
+                self.rcv_adv = edge;
+            }
             repr.window_scale = self.wscale_ok.then_some(self.rcv_wscale);
             repr.sack_permitted = self.sack_ok;
             repr.timestamp = self.ts_ok.then(|| (self.ts_now(now), self.ts_recent));
