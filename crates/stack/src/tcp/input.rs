@@ -2,7 +2,7 @@
 //! 3.10.7.4 (the other states), with RFC 5961's protections against blind
 //! resets and injection, and RFC 7323's PAWS.
 
-use wire::tcp::{SeqNumber, TcpRepr};
+use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
 use crate::ip::IpLayer;
 use crate::sink::FrameSink;
@@ -77,6 +77,24 @@ impl TcpConnection {
             TcpState::Closed | TcpState::Listen => return ev,
             _ => {}
         }
+        // RFC 9293 3.5, Figure 8 (simultaneous open): in SYN-RECEIVED the
+        // peer's SYN-ACK repeats the SYN already taken; only its ACK is new.
+        let simultaneous;
+        let seg = if self.state == TcpState::SynReceived
+            && self.parent.is_none()
+            && seg.flags.syn()
+            && seg.flags.ack()
+            && seg.seq_number == self.irs
+        {
+            simultaneous = TcpRepr {
+                flags: seg.flags.without(TcpFlags::SYN),
+                seq_number: seg.seq_number + 1,
+                ..*seg
+            };
+            &simultaneous
+        } else {
+            seg
+        };
         let flags = seg.flags;
         let seq = seg.seq_number;
         let seg_len = seg.segment_len();
@@ -110,6 +128,13 @@ impl TcpConnection {
             ip.counters.tcp_out_of_window += 1;
             if !flags.rst() {
                 self.ack_now = true;
+            }
+            // RFC 9293 3.10.7.4, TIME-WAIT: "The only thing that can arrive
+            // in this state is a retransmission of the remote FIN.
+            // Acknowledge it, and restart the 2 MSL timeout."  (It lies
+            // left of the window, so it ends here.)
+            if self.state == TcpState::TimeWait && flags.fin() && !flags.rst() {
+                self.timers.close = Some(now + shared.cfg.msl * 2);
             }
             return ev;
         }
