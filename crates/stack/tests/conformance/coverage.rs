@@ -1,0 +1,179 @@
+//! Which scripts cover which RFC section.  Each entry names a test
+//! function (a path the compiler checks); the tests below check that every
+//! script is listed, that each script's doc comment names the sections it
+//! is listed under, and that the README's table is the one generated here.
+
+use crate::*;
+
+/// One RFC section covered by one script.
+pub struct Cover {
+    pub rfc: &'static str,
+    pub section: &'static str,
+    pub module: &'static str,
+    pub test: &'static str,
+    /// The script itself: listing a name that is not a function fails to
+    /// compile.
+    pub run: fn(),
+}
+
+macro_rules! coverage {
+    ($($rfc:literal $section:literal $module:ident :: $test:ident;)*) => {
+        pub const COVERAGE: &[Cover] = &[$(Cover {
+            rfc: $rfc,
+            section: $section,
+            module: stringify!($module),
+            test: stringify!($test),
+            run: $module::$test as fn(),
+        }),*];
+    };
+}
+
+coverage! {
+    "RFC 9293" "3.5" rfc9293::active_open;
+    "RFC 9293" "3.5" rfc9293::passive_open;
+    "RFC 9293" "3.5" rfc9293::simultaneous_open;
+    "RFC 9293" "3.6" rfc9293::simultaneous_close;
+    "RFC 9293" "3.6" rfc9293::half_close_local;
+    "RFC 9293" "3.6" rfc9293::half_close_remote;
+    "RFC 9293" "3.10.7.1" rfc9293::closed_port_rst_for_ack;
+    "RFC 9293" "3.10.7.1" rfc9293::closed_port_rst_for_no_ack;
+    "RFC 9293" "3.10.7.1" rfc9293::closed_port_ignores_rst;
+    "RFC 9293" "3.10.7.2" rfc9293::listen_rejects_ack_ignores_rst;
+    "RFC 9293" "3.10.7.3" rfc9293::rst_in_syn_sent;
+    "RFC 9293" "3.10.7.3" rfc9293::syn_sent_bad_ack_gets_reset;
+    "RFC 9293" "3.10.7.4" rfc9293::rst_at_rcv_nxt_resets;
+    "RFC 9293" "3.10.7.4" rfc9293::rst_outside_window_dropped;
+    "RFC 9293" "3.10.7.4" rfc9293::rst_in_syn_received_returns_to_listen;
+    "RFC 9293" "3.10.7.4" rfc9293::time_wait_lasts_two_msl;
+    "RFC 9293" "3.10.7.4" rfc9293::time_wait_acks_retransmitted_fin;
+}
+
+/// The script sources, to find every `#[test]` and its doc comment.
+const SOURCES: &[(&str, &str)] = &[("rfc9293", include_str!("rfc9293.rs"))];
+
+/// A script found in the sources: module, name, doc comment (one line).
+struct Found {
+    module: &'static str,
+    name: String,
+    doc: String,
+}
+
+fn scripts() -> Vec<Found> {
+    let mut out = Vec::new();
+    for &(module, src) in SOURCES {
+        let lines: Vec<&str> = src.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() != "#[test]" {
+                continue;
+            }
+            let Some(name) = lines
+                .get(i + 1)
+                .and_then(|l| l.trim().strip_prefix("pub fn "))
+                .and_then(|l| l.split('(').next())
+            else {
+                continue;
+            };
+            let mut doc = Vec::new();
+            let mut j = i;
+            while j > 0 {
+                j -= 1;
+                match lines[j].trim().strip_prefix("///") {
+                    Some(d) => doc.push(d.trim()),
+                    None => break,
+                }
+            }
+            doc.reverse();
+            out.push(Found {
+                module,
+                name: name.to_string(),
+                doc: doc.join(" "),
+            });
+        }
+    }
+    out
+}
+
+/// The README table: one row per (RFC section, script), in list order.
+pub fn table() -> String {
+    let found = scripts();
+    let mut t = String::from("| RFC | section | behaviour | script |\n|---|---|---|---|\n");
+    for c in COVERAGE {
+        let doc = found
+            .iter()
+            .find(|f| f.module == c.module && f.name == c.test)
+            .map_or(String::new(), |f| f.doc.clone());
+        // The behaviour: the doc comment after its leading "RFC ...:".
+        let what = doc.split_once(": ").map_or(doc.as_str(), |(_, w)| w);
+        t.push_str(&format!(
+            "| {} | {} | {} | `{}::{}` |\n",
+            c.rfc,
+            c.section,
+            what.replace('|', "\\|"),
+            c.module,
+            c.test
+        ));
+    }
+    t
+}
+
+#[test]
+fn every_script_is_covered_and_names_its_sections() {
+    let found = scripts();
+    assert!(!found.is_empty());
+    for f in &found {
+        if f.module == "coverage" {
+            continue;
+        }
+        let entries: Vec<&Cover> = COVERAGE
+            .iter()
+            .filter(|c| c.module == f.module && c.test == f.name)
+            .collect();
+        assert!(
+            !entries.is_empty(),
+            "{}::{} is not in COVERAGE",
+            f.module,
+            f.name
+        );
+        for c in entries {
+            let name = format!("{} {}", c.rfc, c.section);
+            assert!(
+                f.doc.contains(&format!("{name}:"))
+                    || f.doc.contains(&format!("{name} "))
+                    || f.doc.contains(&format!("{name})"))
+                    || f.doc.contains(&format!("{name},")),
+                "the doc comment of {}::{} does not name {name}: {:?}",
+                f.module,
+                f.name,
+                f.doc
+            );
+        }
+    }
+    for c in COVERAGE {
+        assert!(
+            found
+                .iter()
+                .any(|f| f.module == c.module && f.name == c.test),
+            "{}::{} is listed but is not a #[test] in the sources",
+            c.module,
+            c.test
+        );
+        let _ = c.run;
+    }
+}
+
+/// Prints the coverage table (`make test` shows it) and checks the
+/// README's copy.
+#[test]
+fn coverage_table() {
+    let table = table();
+    println!("\nTCP conformance coverage\n\n{table}");
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+    let section = readme
+        .split_once("## TCP conformance coverage")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("README.md has no \"## TCP conformance coverage\" section"));
+    assert!(
+        section.contains(&table),
+        "README.md's coverage table is out of date; replace it with:\n\n{table}"
+    );
+}

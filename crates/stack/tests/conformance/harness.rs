@@ -1,0 +1,1221 @@
+//! A packetdrill-style harness: a script injects segments from a fake peer
+//! into one stack on a simulated clock and checks the segments the stack
+//! emits.
+//!
+//! The stack under test is 10.99.1.2 (MAC 02:00:00:00:00:02, MTU 1500);
+//! the peer is 10.99.1.1 (MAC 02:00:00:00:00:01), whose ARP entry is
+//! resolved before the script starts.  The harness answers every ARP
+//! request the stack makes, so other peer addresses work too.
+//!
+//! Sequence numbers are written as packetdrill writes them: the peer's own
+//! numbers are absolute (the script picks the peer's ISN), the stack's are
+//! relative to the ISN the stack chose for that connection, which the
+//! harness learns from the stack's SYN or SYN-ACK.  So an injected segment
+//! has `seq` absolute and `ack` relative; an expected one has `seq`
+//! relative and `ack` absolute.  SACK blocks follow the numbers they
+//! describe (injected: relative; expected: absolute).
+//!
+//! `expect` compares only the fields a pattern names, except the flags,
+//! which must match exactly (PSH only when the pattern says `psh()` or
+//! `no_psh()`).  Failures print the whole conversation.
+
+#![allow(dead_code)] // a toolbox: not every script uses every tool
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::{self, Write as _};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use stack::{
+    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, SocketError, SocketHandle, Stack,
+    StackConfig, TcpInfo, TcpState, VecSink,
+};
+use wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+use wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+use wire::ip::IpProtocol;
+use wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use wire::tcp::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
+use wire::ChecksumMode;
+
+pub const STACK_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 2);
+pub const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 1);
+pub const STACK_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+pub const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+/// The port scripts listen on.
+pub const STACK_PORT: u16 = 8080;
+/// The peer's port (its source port for passive opens, the port the stack
+/// connects to for active ones).
+pub const PEER_PORT: u16 = 40000;
+const IF0: IfaceId = IfaceId(0);
+
+/// Checks a condition, failing the script with the conversation:
+/// `check!(s, s.recv(c, 10) == Ok(vec![]), "EOF")`.
+macro_rules! check {
+    ($s:expr, $cond:expr, $($msg:tt)+) => {{
+        let ok = $cond;
+        if !ok {
+            $s.fail(&format!($($msg)+));
+        }
+    }};
+}
+pub(crate) use check;
+
+/// A field of a pattern: not checked, a value, or must be absent.
+#[derive(Debug, Clone, PartialEq)]
+enum Opt<T> {
+    Any,
+    Is(T),
+    Absent,
+}
+
+impl<T> Opt<T> {
+    fn value(&self) -> Option<&T> {
+        match self {
+            Opt::Is(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// A segment pattern: what to inject, or what to expect.
+#[derive(Debug, Clone)]
+pub struct Seg {
+    flags: TcpFlags,
+    psh: Option<bool>,
+    seq: Option<u32>,
+    ack: Option<u32>,
+    ack_any: bool,
+    win: Option<u16>,
+    mss: Opt<u16>,
+    wscale: Opt<u8>,
+    sack_perm: Opt<()>,
+    tsval: Option<u32>,
+    tsecr: Option<u32>,
+    ts: Opt<()>,
+    ts_echo: bool,
+    sack: Opt<Vec<(u32, u32)>>,
+    len: Option<usize>,
+    payload: Option<Vec<u8>>,
+    stack_port: Option<u16>,
+    peer_port: Option<u16>,
+    peer_ip: Option<Ipv4Addr>,
+}
+
+/// A new, empty pattern.
+pub fn seg() -> Seg {
+    Seg {
+        flags: TcpFlags::empty(),
+        psh: None,
+        seq: None,
+        ack: None,
+        ack_any: false,
+        win: None,
+        mss: Opt::Any,
+        wscale: Opt::Any,
+        sack_perm: Opt::Any,
+        tsval: None,
+        tsecr: None,
+        ts: Opt::Any,
+        ts_echo: false,
+        sack: Opt::Any,
+        len: None,
+        payload: None,
+        stack_port: None,
+        peer_port: None,
+        peer_ip: None,
+    }
+}
+
+impl Seg {
+    pub fn syn(mut self) -> Self {
+        self.flags |= TcpFlags::SYN;
+        self
+    }
+    pub fn fin(mut self) -> Self {
+        self.flags |= TcpFlags::FIN;
+        self
+    }
+    pub fn rst(mut self) -> Self {
+        self.flags |= TcpFlags::RST;
+        self
+    }
+    /// PSH set (checked when expecting).
+    pub fn psh(mut self) -> Self {
+        self.psh = Some(true);
+        self
+    }
+    /// PSH clear (checked when expecting).
+    pub fn no_psh(mut self) -> Self {
+        self.psh = Some(false);
+        self
+    }
+    pub fn seq(mut self, seq: u32) -> Self {
+        self.seq = Some(seq);
+        self
+    }
+    /// ACK set with this number.
+    pub fn ack(mut self, ack: u32) -> Self {
+        self.flags |= TcpFlags::ACK;
+        self.ack = Some(ack);
+        self
+    }
+    /// ACK set, any number (expect only).
+    pub fn ack_any(mut self) -> Self {
+        self.flags |= TcpFlags::ACK;
+        self.ack_any = true;
+        self
+    }
+    /// The window field as sent (unscaled).
+    pub fn win(mut self, win: u16) -> Self {
+        self.win = Some(win);
+        self
+    }
+    pub fn mss(mut self, mss: u16) -> Self {
+        self.mss = Opt::Is(mss);
+        self
+    }
+    pub fn no_mss(mut self) -> Self {
+        self.mss = Opt::Absent;
+        self
+    }
+    pub fn wscale(mut self, shift: u8) -> Self {
+        self.wscale = Opt::Is(shift);
+        self
+    }
+    pub fn no_wscale(mut self) -> Self {
+        self.wscale = Opt::Absent;
+        self
+    }
+    pub fn sack_perm(mut self) -> Self {
+        self.sack_perm = Opt::Is(());
+        self
+    }
+    pub fn no_sack_perm(mut self) -> Self {
+        self.sack_perm = Opt::Absent;
+        self
+    }
+    /// Timestamps option (TSval, TSecr).
+    pub fn ts(mut self, val: u32, ecr: u32) -> Self {
+        self.ts = Opt::Is(());
+        self.tsval = Some(val);
+        self.tsecr = Some(ecr);
+        self
+    }
+    /// Timestamps present, any TSval, this TSecr (expect).
+    pub fn ts_ecr(mut self, ecr: u32) -> Self {
+        self.ts = Opt::Is(());
+        self.tsecr = Some(ecr);
+        self
+    }
+    /// Timestamps present with any values (expect).
+    pub fn ts_any(mut self) -> Self {
+        self.ts = Opt::Is(());
+        self
+    }
+    /// Timestamps with this TSval and, as TSecr, the last TSval the stack
+    /// sent on the connection (inject).
+    pub fn ts_echo(mut self, val: u32) -> Self {
+        self.ts = Opt::Is(());
+        self.tsval = Some(val);
+        self.ts_echo = true;
+        self
+    }
+    pub fn no_ts(mut self) -> Self {
+        self.ts = Opt::Absent;
+        self
+    }
+    /// SACK blocks, most important first.
+    pub fn sack(mut self, blocks: &[(u32, u32)]) -> Self {
+        self.sack = Opt::Is(blocks.to_vec());
+        self
+    }
+    pub fn no_sack(mut self) -> Self {
+        self.sack = Opt::Absent;
+        self
+    }
+    /// Payload length (inject: bytes of a pattern that follows the sequence
+    /// number, see [`pattern`]).
+    pub fn len(mut self, len: usize) -> Self {
+        self.len = Some(len);
+        self
+    }
+    pub fn payload(mut self, data: &[u8]) -> Self {
+        self.len = Some(data.len());
+        self.payload = Some(data.to_vec());
+        self
+    }
+    /// The stack's port of the segment (default: the script's flow).
+    pub fn stack_port(mut self, port: u16) -> Self {
+        self.stack_port = Some(port);
+        self
+    }
+    /// The peer's port of the segment (default: the script's flow).
+    pub fn peer_port(mut self, port: u16) -> Self {
+        self.peer_port = Some(port);
+        self
+    }
+    /// The peer's address (default 10.99.1.1).
+    pub fn peer_ip(mut self, ip: Ipv4Addr) -> Self {
+        self.peer_ip = Some(ip);
+        self
+    }
+}
+
+/// The payload bytes the harness injects for `len` bytes at sequence `seq`:
+/// byte `i` is the low byte of `seq + i`, so a reader can check what it got.
+pub fn pattern(seq: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seq.wrapping_add(i as u32) as u8).collect()
+}
+
+/// A segment the stack emitted, with the stack's numbers made relative.
+#[derive(Debug, Clone)]
+pub struct Got {
+    pub at: Instant,
+    pub stack_port: u16,
+    pub peer_port: u16,
+    pub peer_ip: Ipv4Addr,
+    pub flags: TcpFlags,
+    /// Relative to the flow's ISN.
+    pub seq: u32,
+    /// The stack's raw sequence number.
+    pub raw_seq: u32,
+    pub ack: Option<u32>,
+    pub win: u16,
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_perm: bool,
+    pub ts: Option<(u32, u32)>,
+    pub sack: Vec<(u32, u32)>,
+    pub payload: Vec<u8>,
+}
+
+/// One entry of the conversation.
+enum Event {
+    Sent(Instant, String),
+    Emitted(Instant, String),
+    Note(Instant, String),
+}
+
+type FlowKey = (u16, Ipv4Addr, u16);
+
+/// The stack under test, its clock, the frames it emitted and not yet
+/// checked, and the conversation so far.
+pub struct Script {
+    pub stack: Stack,
+    pub now: Instant,
+    sink: VecSink,
+    pending: VecDeque<(Instant, Vec<u8>)>,
+    log: Vec<Event>,
+    /// The stack's ISN per (stack port, peer ip, peer port).
+    isn: HashMap<FlowKey, u32>,
+    /// The last TSval the stack sent per flow.
+    last_tsval: HashMap<FlowKey, u32>,
+    /// The default flow: (stack port, peer port).
+    pub flow: (u16, u16),
+}
+
+fn flags_str(f: TcpFlags) -> String {
+    let mut s = String::new();
+    for (bit, c) in [
+        (TcpFlags::SYN, 'S'),
+        (TcpFlags::FIN, 'F'),
+        (TcpFlags::RST, 'R'),
+        (TcpFlags::PSH, 'P'),
+        (TcpFlags::URG, 'U'),
+        (TcpFlags::ECE, 'E'),
+        (TcpFlags::CWR, 'W'),
+        (TcpFlags::ACK, '.'),
+    ] {
+        if f.contains(bit) {
+            s.push(c);
+        }
+    }
+    s
+}
+
+/// tcpdump-like one-line summary, numbers as the script writes them.
+fn summary(
+    flags: TcpFlags,
+    seq: u32,
+    ack: Option<u32>,
+    win: u16,
+    opts: &str,
+    len: usize,
+    ports: String,
+) -> String {
+    let mut s = format!(
+        "{:<3} {seq}:{}({len})",
+        flags_str(flags),
+        seq.wrapping_add(len as u32)
+    );
+    if let Some(a) = ack {
+        let _ = write!(s, " ack {a}");
+    }
+    let _ = write!(s, " win {win}");
+    if !opts.is_empty() {
+        let _ = write!(s, " <{opts}>");
+    }
+    let _ = write!(s, "  [{ports}]");
+    s
+}
+
+fn options_str(
+    mss: Option<u16>,
+    sack_perm: bool,
+    ts: Option<(u32, u32)>,
+    wscale: Option<u8>,
+    sack: &[(u32, u32)],
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = mss {
+        parts.push(format!("mss {m}"));
+    }
+    if sack_perm {
+        parts.push("sackOK".to_string());
+    }
+    if let Some((v, e)) = ts {
+        parts.push(format!("TS val {v} ecr {e}"));
+    }
+    if let Some(w) = wscale {
+        parts.push(format!("wscale {w}"));
+    }
+    if !sack.is_empty() {
+        let blocks: Vec<String> = sack.iter().map(|(l, r)| format!("{l}:{r}")).collect();
+        parts.push(format!("sack {}", blocks.join(" ")));
+    }
+    parts.join(",")
+}
+
+impl fmt::Display for Got {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let opts = options_str(self.mss, self.sack_perm, self.ts, self.wscale, &self.sack);
+        let ports = format!(
+            "{}:{} > {}:{}",
+            STACK_IP, self.stack_port, self.peer_ip, self.peer_port
+        );
+        f.write_str(&summary(
+            self.flags,
+            self.seq,
+            self.ack,
+            self.win,
+            &opts,
+            self.payload.len(),
+            ports,
+        ))
+    }
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script::new()
+    }
+}
+
+impl Script {
+    /// A stack with the default configuration.
+    pub fn new() -> Script {
+        Script::with_config(|_| {})
+    }
+
+    /// A stack whose configuration `tune` adjusts.
+    pub fn with_config(tune: impl FnOnce(&mut StackConfig)) -> Script {
+        Script::with_mtu(1500, tune)
+    }
+
+    /// A stack on an interface of `mtu` whose configuration `tune` adjusts.
+    pub fn with_mtu(mtu: usize, tune: impl FnOnce(&mut StackConfig)) -> Script {
+        let mut cfg = StackConfig {
+            seed: 7,
+            ..StackConfig::default()
+        };
+        tune(&mut cfg);
+        let mut stack = Stack::new(cfg);
+        stack
+            .add_interface(&InterfaceConfig {
+                name: "p0".into(),
+                mac: STACK_MAC,
+                mtu,
+                addr: STACK_IP,
+                prefix_len: 24,
+                broadcast: None,
+                gateway: None,
+                extra_addrs: vec![],
+            })
+            .expect("interface");
+        let mut s = Script {
+            stack,
+            now: Instant::ZERO,
+            sink: VecSink::default(),
+            pending: VecDeque::new(),
+            log: Vec::new(),
+            isn: HashMap::new(),
+            last_tsval: HashMap::new(),
+            flow: (STACK_PORT, PEER_PORT),
+        };
+        // The peer asks for our address: the stack learns the peer's MAC
+        // (RFC 826) and answers; the answer is not part of any script.
+        let arp = s.arp_frame(ArpOperation::Request, PEER_IP, PEER_MAC, STACK_IP, [0; 6]);
+        s.stack
+            .receive(s.now, IF0, &arp, RxMeta::default(), &mut s.sink);
+        s.sink.frames.clear();
+        s
+    }
+
+    fn arp_frame(
+        &self,
+        op: ArpOperation,
+        spa: Ipv4Addr,
+        sha: [u8; 6],
+        tpa: Ipv4Addr,
+        tha: [u8; 6],
+    ) -> Vec<u8> {
+        let repr = ArpRepr::EthernetIpv4 {
+            operation: op,
+            source_hardware_addr: EthernetAddress(sha),
+            source_protocol_addr: spa,
+            target_hardware_addr: EthernetAddress(tha),
+            target_protocol_addr: tpa,
+        };
+        let mut buf = vec![0u8; 14 + repr.buffer_len()];
+        EthernetRepr {
+            src_addr: EthernetAddress(sha),
+            dst_addr: EthernetAddress(STACK_MAC),
+            ethertype: EtherType::Arp,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        repr.emit(&mut ArpPacket::new_unchecked(&mut buf[14..]));
+        buf
+    }
+
+    /// Milliseconds since the script began, for the log.
+    fn t(at: Instant) -> String {
+        format!("{:>9.3}", at.total_micros() as f64 / 1e6)
+    }
+
+    /// Adds a note to the conversation (socket calls, state checks).
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.log.push(Event::Note(self.now, text.into()));
+    }
+
+    /// The conversation so far, one line per event.
+    pub fn conversation(&self) -> String {
+        let mut out = String::new();
+        for e in &self.log {
+            let _ = match e {
+                Event::Sent(t, s) => writeln!(out, "{} < {s}", Script::t(*t)),
+                Event::Emitted(t, s) => writeln!(out, "{} > {s}", Script::t(*t)),
+                Event::Note(t, s) => writeln!(out, "{}   ({s})", Script::t(*t)),
+            };
+        }
+        out
+    }
+
+    /// Fails the script with the conversation and `msg`.
+    #[track_caller]
+    pub fn fail(&self, msg: &str) -> ! {
+        let mut pending = String::new();
+        for (at, f) in &self.pending {
+            let line = match self.decode(*at, f) {
+                Ok(g) => g.to_string(),
+                Err(e) => e,
+            };
+            let _ = writeln!(pending, "{} > {line}", Script::t(*at));
+        }
+        panic!(
+            "\n--- conversation (< injected, > emitted; stack's seq relative to its ISN) ---\n{}\
+             --- emitted, not yet expected ---\n{}--- failure at {} ---\n{msg}\n",
+            self.conversation(),
+            if pending.is_empty() {
+                "(none)\n".to_string()
+            } else {
+                pending
+            },
+            Script::t(self.now).trim()
+        );
+    }
+
+    fn key(&self, p: &Seg) -> FlowKey {
+        (
+            p.stack_port.unwrap_or(self.flow.0),
+            p.peer_ip.unwrap_or(PEER_IP),
+            p.peer_port.unwrap_or(self.flow.1),
+        )
+    }
+
+    /// The stack's ISN on the default flow (0 if not seen yet).
+    pub fn isn(&self) -> u32 {
+        self.isn_of(self.flow.0, PEER_IP, self.flow.1)
+    }
+
+    /// The stack's ISN on a flow (0 if not seen yet).
+    pub fn isn_of(&self, stack_port: u16, peer_ip: Ipv4Addr, peer_port: u16) -> u32 {
+        self.isn
+            .get(&(stack_port, peer_ip, peer_port))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The last TSval the stack sent on the default flow.
+    pub fn last_tsval(&self) -> u32 {
+        self.last_tsval
+            .get(&(self.flow.0, PEER_IP, self.flow.1))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Moves frames from the sink into the pending queue, logging them;
+    /// answers ARP requests (any address is the peer's).
+    fn collect(&mut self) {
+        loop {
+            let frames = std::mem::take(&mut self.sink.frames);
+            if frames.is_empty() {
+                return;
+            }
+            for (_, f) in frames {
+                if let Some(target) = arp_request_target(&f) {
+                    self.note(format!("ARP who-has {target}: answered"));
+                    let mac = if target == PEER_IP {
+                        PEER_MAC
+                    } else {
+                        let o = target.octets();
+                        [2, 0, 0, o[1], o[2], o[3]]
+                    };
+                    let reply =
+                        self.arp_frame(ArpOperation::Reply, target, mac, STACK_IP, STACK_MAC);
+                    self.stack
+                        .receive(self.now, IF0, &reply, RxMeta::default(), &mut self.sink);
+                    continue;
+                }
+                let line = match self.decode(self.now, &f) {
+                    Ok(g) => {
+                        if g.flags.syn() {
+                            self.isn
+                                .insert((g.stack_port, g.peer_ip, g.peer_port), g.raw_seq);
+                        }
+                        let g = self.decode(self.now, &f).unwrap_or(g);
+                        if let Some((v, _)) = g.ts {
+                            self.last_tsval
+                                .insert((g.stack_port, g.peer_ip, g.peer_port), v);
+                        }
+                        g.to_string()
+                    }
+                    Err(e) => e,
+                };
+                self.log.push(Event::Emitted(self.now, line));
+                self.pending.push_back((self.now, f));
+            }
+        }
+    }
+
+    /// Parses an emitted frame into a `Got` (or says what it is).
+    fn decode(&self, at: Instant, f: &[u8]) -> Result<Got, String> {
+        let eth = EthernetFrame::new_checked(f).map_err(|e| format!("bad Ethernet: {e:?}"))?;
+        if eth.ethertype() != EtherType::Ipv4 {
+            return Err(format!("non-IPv4 frame ({})", eth.ethertype()));
+        }
+        let ip = Ipv4Packet::new_checked(eth.payload()).map_err(|e| format!("bad IPv4: {e:?}"))?;
+        let ipr = Ipv4Repr::parse(&ip, ChecksumMode::Full).map_err(|e| format!("IPv4 {e:?}"))?;
+        if ipr.next_header != IpProtocol::Tcp {
+            return Err(format!(
+                "IPv4 {:?} {} > {}",
+                ipr.next_header, ipr.src_addr, ipr.dst_addr
+            ));
+        }
+        let (src, dst) = (IpAddr::V4(ipr.src_addr), IpAddr::V4(ipr.dst_addr));
+        let tcp = TcpPacket::new_checked(ip.payload()).map_err(|e| format!("bad TCP: {e:?}"))?;
+        let r = TcpRepr::parse(&tcp, &src, &dst, ChecksumMode::Full)
+            .map_err(|e| format!("TCP {e:?}"))?;
+        let isn = self
+            .isn
+            .get(&(r.src_port, ipr.dst_addr, r.dst_port))
+            .copied()
+            .unwrap_or(0);
+        Ok(Got {
+            at,
+            stack_port: r.src_port,
+            peer_port: r.dst_port,
+            peer_ip: ipr.dst_addr,
+            flags: r.flags,
+            seq: r.seq_number.to_u32().wrapping_sub(isn),
+            raw_seq: r.seq_number.to_u32(),
+            ack: r.ack_number.map(|a| a.to_u32()),
+            win: r.window_len,
+            mss: r.max_seg_size,
+            wscale: r.window_scale,
+            sack_perm: r.sack_permitted,
+            ts: r.timestamp,
+            sack: r.sack_ranges.iter().flatten().copied().collect(),
+            payload: r.payload.to_vec(),
+        })
+    }
+
+    /// Sends a segment from the peer to the stack.
+    #[track_caller]
+    pub fn inject(&mut self, p: Seg) {
+        let key = self.key(&p);
+        let (stack_port, peer_ip, peer_port) = key;
+        let isn = self.isn.get(&key).copied().unwrap_or(0);
+        let Some(seq) = p.seq else {
+            self.fail("an injected segment needs seq()");
+        };
+        let payload = p
+            .payload
+            .clone()
+            .unwrap_or_else(|| pattern(seq, p.len.unwrap_or(0)));
+        let mut r = TcpRepr::new(peer_port, stack_port, p.flags, SeqNumber::new(seq));
+        if p.psh == Some(true) {
+            r.flags |= TcpFlags::PSH;
+        }
+        r.ack_number = p.ack.map(|a| SeqNumber::new(a.wrapping_add(isn)));
+        r.window_len = p.win.unwrap_or(65535);
+        r.max_seg_size = p.mss.value().copied();
+        r.window_scale = p.wscale.value().copied();
+        r.sack_permitted = p.sack_perm.value().is_some();
+        if p.ts.value().is_some() {
+            let ecr = if p.ts_echo {
+                self.last_tsval.get(&key).copied().unwrap_or(0)
+            } else {
+                p.tsecr.unwrap_or(0)
+            };
+            r.timestamp = Some((p.tsval.unwrap_or(0), ecr));
+        }
+        if let Some(blocks) = p.sack.value() {
+            for (slot, &(l, rr)) in r.sack_ranges.iter_mut().zip(blocks) {
+                *slot = Some((l.wrapping_add(isn), rr.wrapping_add(isn)));
+            }
+        }
+        r.payload = &payload;
+        let opts = options_str(
+            r.max_seg_size,
+            r.sack_permitted,
+            r.timestamp,
+            r.window_scale,
+            p.sack.value().map_or(&[][..], |v| &v[..]),
+        );
+        let line = summary(
+            r.flags,
+            seq,
+            p.ack,
+            r.window_len,
+            &opts,
+            payload.len(),
+            format!("{peer_ip}:{peer_port} > {STACK_IP}:{stack_port}"),
+        );
+        self.log.push(Event::Sent(self.now, line));
+
+        let tcp_len = r.buffer_len();
+        let ipr = Ipv4Repr {
+            src_addr: peer_ip,
+            dst_addr: STACK_IP,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp_len,
+            hop_limit: 64,
+            dscp_ecn: 0,
+            ident: 0,
+            dont_frag: true,
+        };
+        let mac = if peer_ip == PEER_IP {
+            PEER_MAC
+        } else {
+            let o = peer_ip.octets();
+            [2, 0, 0, o[1], o[2], o[3]]
+        };
+        let mut buf = vec![0u8; 14 + 20 + tcp_len];
+        EthernetRepr {
+            src_addr: EthernetAddress(mac),
+            dst_addr: EthernetAddress(STACK_MAC),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        ipr.emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]));
+        r.emit(
+            &mut TcpPacket::new_unchecked(&mut buf[34..]),
+            &IpAddr::V4(peer_ip),
+            &IpAddr::V4(STACK_IP),
+            ChecksumMode::Full,
+        );
+        self.stack
+            .receive(self.now, IF0, &buf, RxMeta::default(), &mut self.sink);
+        self.collect();
+    }
+
+    /// Checks the next emitted segment against `p` and returns it.
+    #[track_caller]
+    pub fn expect(&mut self, p: Seg) -> Got {
+        self.collect();
+        let Some((at, frame)) = self.pending.pop_front() else {
+            self.fail(&format!(
+                "expected {}\nbut the stack sent nothing",
+                self.pattern_str(&p)
+            ));
+        };
+        let got = match self.decode(at, &frame) {
+            Ok(g) => g,
+            Err(e) => self.fail(&format!(
+                "expected {}\nbut the stack sent: {e}",
+                self.pattern_str(&p)
+            )),
+        };
+        if let Err(why) = self.matches(&p, &got) {
+            self.fail(&format!(
+                "expected {}\n     got {got}\n    ({why})",
+                self.pattern_str(&p)
+            ));
+        }
+        got
+    }
+
+    /// Runs the clock for `ms` and checks that the next segment is emitted
+    /// exactly then (and nothing before it).
+    #[track_caller]
+    pub fn expect_after(&mut self, ms: u64, p: Seg) -> Got {
+        self.expect_within(ms, ms, p)
+    }
+
+    /// Runs the clock until a segment is emitted, at most `hi_ms`; checks
+    /// that it came no earlier than `lo_ms` and matches `p`.
+    #[track_caller]
+    pub fn expect_within(&mut self, lo_ms: u64, hi_ms: u64, p: Seg) -> Got {
+        self.collect();
+        if !self.pending.is_empty() {
+            self.fail(&format!(
+                "expected {} after {lo_ms} ms, but a segment is already pending",
+                self.pattern_str(&p)
+            ));
+        }
+        let start = self.now;
+        let end = start + Duration::from_millis(hi_ms);
+        self.run_until(end, true);
+        let Some(&(at, _)) = self.pending.front() else {
+            self.fail(&format!(
+                "expected {} within {lo_ms}..={hi_ms} ms, but nothing was sent by {}",
+                self.pattern_str(&p),
+                Script::t(end).trim()
+            ));
+        };
+        let waited = at.saturating_since(start);
+        if waited < Duration::from_millis(lo_ms) {
+            self.fail(&format!(
+                "expected {} after {lo_ms} ms, but a segment came after {} ms",
+                self.pattern_str(&p),
+                waited.as_secs_f64() * 1e3
+            ));
+        }
+        self.expect(p)
+    }
+
+    /// Checks that nothing was emitted and not yet expected.
+    #[track_caller]
+    pub fn expect_none(&mut self) {
+        self.collect();
+        if !self.pending.is_empty() {
+            self.fail("expected no segment");
+        }
+    }
+
+    /// Runs the clock for `ms` and checks nothing is emitted meanwhile.
+    #[track_caller]
+    pub fn expect_silence(&mut self, ms: u64) {
+        self.expect_none();
+        self.advance(ms);
+        if !self.pending.is_empty() {
+            self.fail(&format!("expected no segment for {ms} ms"));
+        }
+    }
+
+    /// Moves the clock `ms` forward, running the stack's timers at each of
+    /// its deadlines on the way.
+    pub fn advance(&mut self, ms: u64) {
+        let end = self.now + Duration::from_millis(ms);
+        self.run_until(end, false);
+    }
+
+    /// Runs timers up to `end`; with `stop_on_emit`, stops at the first
+    /// time a segment is emitted.
+    fn run_until(&mut self, end: Instant, stop_on_emit: bool) {
+        self.stack.poll(self.now, &mut self.sink);
+        self.collect();
+        if stop_on_emit && !self.pending.is_empty() {
+            return;
+        }
+        loop {
+            let next = match self.stack.next_deadline() {
+                Some(d) if d > self.now => d.min(end),
+                Some(_) => (self.now + Duration::from_millis(1)).min(end),
+                None => end,
+            };
+            if next <= self.now && self.now >= end {
+                // Run the deadlines due now once more, then stop.
+                self.stack.poll(self.now, &mut self.sink);
+                self.collect();
+                return;
+            }
+            self.now = next.max(self.now);
+            self.stack.poll(self.now, &mut self.sink);
+            self.collect();
+            if (stop_on_emit && !self.pending.is_empty()) || self.now >= end {
+                return;
+            }
+        }
+    }
+
+    fn pattern_str(&self, p: &Seg) -> String {
+        let mut s = flags_str(p.flags);
+        if p.psh == Some(true) {
+            s.push_str(" (PSH)");
+        } else if p.psh == Some(false) {
+            s.push_str(" (no PSH)");
+        }
+        if let Some(v) = p.seq {
+            let _ = write!(s, " seq {v}");
+        }
+        if let Some(v) = p.ack {
+            let _ = write!(s, " ack {v}");
+        } else if p.ack_any {
+            s.push_str(" ack *");
+        }
+        if let Some(v) = p.win {
+            let _ = write!(s, " win {v}");
+        }
+        if let Some(v) = p.len {
+            let _ = write!(s, " len {v}");
+        }
+        let mut o = Vec::new();
+        match &p.mss {
+            Opt::Is(v) => o.push(format!("mss {v}")),
+            Opt::Absent => o.push("no mss".into()),
+            Opt::Any => {}
+        }
+        match &p.sack_perm {
+            Opt::Is(_) => o.push("sackOK".into()),
+            Opt::Absent => o.push("no sackOK".into()),
+            Opt::Any => {}
+        }
+        match &p.ts {
+            Opt::Is(_) => o.push(format!(
+                "TS val {} ecr {}",
+                p.tsval.map_or("*".into(), |v| v.to_string()),
+                p.tsecr.map_or("*".into(), |v| v.to_string())
+            )),
+            Opt::Absent => o.push("no TS".into()),
+            Opt::Any => {}
+        }
+        match &p.wscale {
+            Opt::Is(v) => o.push(format!("wscale {v}")),
+            Opt::Absent => o.push("no wscale".into()),
+            Opt::Any => {}
+        }
+        match &p.sack {
+            Opt::Is(b) => o.push(format!(
+                "sack {}",
+                b.iter()
+                    .map(|(l, r)| format!("{l}:{r}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
+            Opt::Absent => o.push("no sack".into()),
+            Opt::Any => {}
+        }
+        if !o.is_empty() {
+            let _ = write!(s, " <{}>", o.join(","));
+        }
+        s
+    }
+
+    fn matches(&self, p: &Seg, g: &Got) -> Result<(), String> {
+        let (stack_port, peer_ip, peer_port) = self.key(p);
+        if (g.stack_port, g.peer_ip, g.peer_port) != (stack_port, peer_ip, peer_port) {
+            return Err(format!(
+                "flow {}:{} > {}:{}, expected {}:{} > {}:{}",
+                STACK_IP,
+                g.stack_port,
+                g.peer_ip,
+                g.peer_port,
+                STACK_IP,
+                stack_port,
+                peer_ip,
+                peer_port
+            ));
+        }
+        let mut flags = g.flags;
+        let mut want = p.flags;
+        match p.psh {
+            Some(true) => want |= TcpFlags::PSH,
+            Some(false) => {}
+            None => flags.remove(TcpFlags::PSH),
+        }
+        if flags != want {
+            return Err(format!(
+                "flags {} instead of {}",
+                flags_str(g.flags),
+                flags_str(want)
+            ));
+        }
+        if let Some(v) = p.seq {
+            if g.seq != v {
+                return Err(format!("seq {} instead of {v}", g.seq));
+            }
+        }
+        if let Some(v) = p.ack {
+            if g.ack != Some(v) {
+                return Err(format!("ack {:?} instead of {v}", g.ack));
+            }
+        }
+        if let Some(v) = p.win {
+            if g.win != v {
+                return Err(format!("win {} instead of {v}", g.win));
+            }
+        }
+        if let Some(v) = p.len {
+            if g.payload.len() != v {
+                return Err(format!("len {} instead of {v}", g.payload.len()));
+            }
+        }
+        if let Some(v) = &p.payload {
+            if &g.payload != v {
+                return Err("payload bytes differ".into());
+            }
+        }
+        check_opt("mss", &p.mss, g.mss)?;
+        check_opt("wscale", &p.wscale, g.wscale)?;
+        check_opt("sackOK", &p.sack_perm, g.sack_perm.then_some(()))?;
+        match (&p.ts, g.ts) {
+            (Opt::Any, _) => {}
+            (Opt::Absent, Some(_)) => return Err("TS present".into()),
+            (Opt::Absent, None) => {}
+            (Opt::Is(_), None) => return Err("TS missing".into()),
+            (Opt::Is(_), Some((val, ecr))) => {
+                if p.tsval.is_some_and(|v| v != val) {
+                    return Err(format!("TS val {val}, expected {:?}", p.tsval));
+                }
+                if p.tsecr.is_some_and(|v| v != ecr) {
+                    return Err(format!("TS ecr {ecr}, expected {:?}", p.tsecr));
+                }
+            }
+        }
+        let sack = (!g.sack.is_empty()).then(|| g.sack.clone());
+        check_opt("sack", &p.sack, sack)?;
+        Ok(())
+    }
+
+    // ---- socket calls, each logged ----
+
+    /// Listens on 10.99.1.2:`port`.
+    #[track_caller]
+    pub fn listen(&mut self, port: u16, backlog: usize) -> SocketHandle {
+        self.note(format!("listen(:{port}, backlog {backlog})"));
+        self.flow.0 = port;
+        match self
+            .stack
+            .tcp_listen(SocketAddr::new(IpAddr::V4(STACK_IP), port), backlog)
+        {
+            Ok(h) => h,
+            Err(e) => self.fail(&format!("listen: {e}")),
+        }
+    }
+
+    /// Accepts a connection; makes its flow the default one.
+    #[track_caller]
+    pub fn accept(&mut self, l: SocketHandle) -> SocketHandle {
+        match self.try_accept(l) {
+            Ok(h) => h,
+            Err(e) => self.fail(&format!("accept: {e}")),
+        }
+    }
+
+    pub fn try_accept(&mut self, l: SocketHandle) -> Result<SocketHandle, SocketError> {
+        let r = self.stack.tcp_accept(l);
+        self.note(format!("accept() = {:?}", r.map(|(_, a)| a)));
+        let (h, _) = r?;
+        Ok(h)
+    }
+
+    /// Connects to `peer_ip:peer_port`; the new flow becomes the default.
+    #[track_caller]
+    pub fn connect_to(&mut self, peer_ip: Ipv4Addr, peer_port: u16) -> SocketHandle {
+        let r = self.stack.tcp_connect(
+            self.now,
+            SocketAddr::new(IpAddr::V4(peer_ip), peer_port),
+            None,
+            &mut self.sink,
+        );
+        let h = match r {
+            Ok(h) => h,
+            Err(e) => self.fail(&format!("connect: {e}")),
+        };
+        let local = self.stack.tcp_local_addr(h).expect("local addr");
+        self.note(format!(
+            "connect({peer_ip}:{peer_port}) from port {}",
+            local.port()
+        ));
+        self.flow = (local.port(), peer_port);
+        self.collect();
+        h
+    }
+
+    /// Connects to the peer (10.99.1.1:40000).
+    #[track_caller]
+    pub fn connect(&mut self) -> SocketHandle {
+        self.connect_to(PEER_IP, PEER_PORT)
+    }
+
+    /// Queues data; returns how much was taken.
+    #[track_caller]
+    pub fn send(&mut self, h: SocketHandle, data: &[u8]) -> usize {
+        let r = self.stack.tcp_send(self.now, h, data, &mut self.sink);
+        self.note(format!("send({} bytes) = {r:?}", data.len()));
+        self.collect();
+        match r {
+            Ok(n) => n,
+            Err(e) => self.fail(&format!("send: {e}")),
+        }
+    }
+
+    /// Queues `n` bytes of zeros.
+    #[track_caller]
+    pub fn send_n(&mut self, h: SocketHandle, n: usize) -> usize {
+        self.send(h, &vec![0u8; n])
+    }
+
+    /// Reads up to `max` bytes.
+    pub fn recv(&mut self, h: SocketHandle, max: usize) -> Result<Vec<u8>, SocketError> {
+        let mut buf = vec![0u8; max];
+        let r = self.stack.tcp_recv(self.now, h, &mut buf, &mut self.sink);
+        self.note(format!("recv({max}) = {:?}", r));
+        self.collect();
+        r.map(|n| {
+            buf.truncate(n);
+            buf
+        })
+    }
+
+    #[track_caller]
+    pub fn close(&mut self, h: SocketHandle) {
+        let r = self.stack.tcp_close(self.now, h, &mut self.sink);
+        self.note(format!("close() = {r:?}"));
+        self.collect();
+        if let Err(e) = r {
+            self.fail(&format!("close: {e}"));
+        }
+    }
+
+    #[track_caller]
+    pub fn shutdown(&mut self, h: SocketHandle, how: stack::Shutdown) {
+        let r = self.stack.tcp_shutdown(self.now, h, how, &mut self.sink);
+        self.note(format!("shutdown({how:?}) = {r:?}"));
+        self.collect();
+        if let Err(e) = r {
+            self.fail(&format!("shutdown: {e}"));
+        }
+    }
+
+    pub fn set_nodelay(&mut self, h: SocketHandle, on: bool) {
+        self.note(format!("TCP_NODELAY {on}"));
+        self.stack
+            .tcp_set_nodelay(self.now, h, on, &mut self.sink)
+            .expect("nodelay");
+        self.collect();
+    }
+
+    pub fn set_keepalive(&mut self, h: SocketHandle, on: bool) {
+        self.note(format!("SO_KEEPALIVE {on}"));
+        self.stack
+            .tcp_set_keepalive(self.now, h, on)
+            .expect("keepalive");
+    }
+
+    pub fn set_linger_zero(&mut self, h: SocketHandle) {
+        self.note("SO_LINGER {on, 0}");
+        self.stack.tcp_set_linger_zero(h, true).expect("linger");
+    }
+
+    /// The state of a socket (`Closed` once it is freed).
+    pub fn state(&self, h: SocketHandle) -> TcpState {
+        self.stack.tcp_state(h).unwrap_or(TcpState::Closed)
+    }
+
+    /// Checks the state of a socket.
+    #[track_caller]
+    pub fn expect_state(&mut self, h: SocketHandle, want: TcpState) {
+        let got = self.state(h);
+        self.note(format!("state {got}"));
+        if got != want {
+            self.fail(&format!("state {got}, expected {want}"));
+        }
+    }
+
+    pub fn info(&self, h: SocketHandle) -> TcpInfo {
+        self.stack.tcp_info(h).expect("tcp_info")
+    }
+
+    pub fn take_error(&mut self, h: SocketHandle) -> Option<SocketError> {
+        let e = self.stack.tcp_take_error(h).unwrap_or(None);
+        self.note(format!("SO_ERROR = {e:?}"));
+        e
+    }
+
+    /// Checks a condition, failing with the conversation.
+    #[track_caller]
+    pub fn check(&self, ok: bool, what: &str) {
+        if !ok {
+            self.fail(what);
+        }
+    }
+
+    // ---- common openings ----
+
+    /// Passive open on :8080 from the peer with ISN 0, MSS 1460 and no other
+    /// options; returns (listener, accepted connection).  The stack's ISN
+    /// is learnt; relative numbers start at 1 on both sides.
+    #[track_caller]
+    pub fn passive_open(&mut self) -> (SocketHandle, SocketHandle) {
+        let l = self.listen(STACK_PORT, 16);
+        self.inject(seg().syn().seq(0).win(65535).mss(1460));
+        self.expect(seg().syn().ack(1).seq(0));
+        self.inject(seg().ack(1).seq(1).win(65535));
+        self.expect_none();
+        let c = self.accept(l);
+        (l, c)
+    }
+
+    /// Active open to the peer, which answers with ISN 0, MSS 1460 and no
+    /// other options; returns the connection.
+    #[track_caller]
+    pub fn active_open(&mut self) -> SocketHandle {
+        let c = self.connect();
+        self.expect(seg().syn().seq(0));
+        self.inject(seg().syn().ack(1).seq(0).win(65535).mss(1460));
+        self.expect(seg().ack(1).seq(1));
+        c
+    }
+}
+
+fn check_opt<T: PartialEq + fmt::Debug>(
+    name: &str,
+    want: &Opt<T>,
+    got: Option<T>,
+) -> Result<(), String> {
+    match (want, got) {
+        (Opt::Any, _) | (Opt::Absent, None) => Ok(()),
+        (Opt::Absent, Some(v)) => Err(format!("{name} {v:?} present")),
+        (Opt::Is(_), None) => Err(format!("{name} missing")),
+        (Opt::Is(w), Some(v)) if *w == v => Ok(()),
+        (Opt::Is(w), Some(v)) => Err(format!("{name} {v:?} instead of {w:?}")),
+    }
+}
+
+/// The address an ARP request from the stack asks for.
+fn arp_request_target(f: &[u8]) -> Option<Ipv4Addr> {
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != EtherType::Arp {
+        return None;
+    }
+    let arp = ArpPacket::new_checked(eth.payload()).ok()?;
+    match ArpRepr::parse(&arp).ok()? {
+        ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Request,
+            target_protocol_addr,
+            ..
+        } => Some(target_protocol_addr),
+        _ => None,
+    }
+}

@@ -1,0 +1,10 @@
+//! TCP conformance scripts in the spirit of packetdrill: each `#[test]`
+//! injects segments into one stack on a simulated clock and checks the
+//! segments it emits, for one behaviour of one RFC section (named in its
+//! doc comment).  `coverage.rs` lists which scripts cover which RFC
+//! section; the README's "TCP conformance coverage" table is generated
+//! from that list and checked against it.
+
+mod coverage;
+mod harness;
+mod rfc9293;
