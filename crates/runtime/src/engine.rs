@@ -194,6 +194,14 @@ impl<L: Link> Engine<L> {
     /// One turn of the loop.  Returns whether anything happened.
     pub fn turn(&mut self, app: &mut dyn Application) -> bool {
         let now = self.clock.now();
+        self.turn_at(now, app)
+    }
+
+    /// One turn of the loop at `now` instead of the engine's clock, for a
+    /// caller that keeps its own time (a simulation, or a profile run under
+    /// a tool that slows the program down and would otherwise fire every
+    /// timer many times more often per packet).  `now` must not go back.
+    pub fn turn_at(&mut self, now: Instant, app: &mut dyn Application) -> bool {
         self.counters.loops += 1;
         let mut work = false;
         for i in 0..self.ports.len() {
