@@ -6,7 +6,7 @@
 //! ustack-bench server --stack ustack|linux --port P [--link FILE] [--cpu N]
 //! ustack-bench client --stack ustack|linux --port P --workload W [--link FILE]
 //!                     [--cpu N] [--warmup-ms MS --window-ms MS | --count N | --settle-ms MS]
-//! ustack-bench pair --workload W --count N [--tick-ms MS]
+//! ustack-bench pair --workload W --count N [--step-us US]
 //! ```
 //!
 //! `run` is what `make bench` calls: every workload, on both stacks, a few
@@ -133,13 +133,13 @@ fn main_inner() -> Result<(), String> {
         "server" => proc::server(&proc_args(&flags)?),
         "client" => proc::client(&proc_args(&flags)?),
         "pair" => {
-            flags.check_known(&["workload", "count", "port", "tick-ms"])?;
+            flags.check_known(&["workload", "count", "port", "step-us"])?;
             let w: Workload = flags.get("workload").unwrap_or("pingpong:1").parse()?;
             proc::pair(
                 w,
                 flags.parse_or("count", 20_000u64)?,
                 flags.parse_or("port", 7000u16)?,
-                Duration::from_millis(flags.parse_or("tick-ms", 1u64)?),
+                Duration::from_micros(flags.parse_or("step-us", 1u64)?),
             )
         }
         "run" => run::main(&flags),

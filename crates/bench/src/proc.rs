@@ -267,13 +267,21 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
 }
 
 #[inline(never)]
-fn server_turn<A: Application>(e: &mut runtime::Engine<link::ShmLink>, app: &mut A) -> bool {
-    e.turn(app)
+fn server_turn<A: Application>(
+    e: &mut runtime::Engine<link::ShmLink>,
+    now: stack::Instant,
+    app: &mut A,
+) -> bool {
+    e.turn_at(now, app)
 }
 
 #[inline(never)]
-fn client_turn<A: Application>(e: &mut runtime::Engine<link::ShmLink>, app: &mut A) -> bool {
-    e.turn(app)
+fn client_turn<A: Application>(
+    e: &mut runtime::Engine<link::ShmLink>,
+    now: stack::Instant,
+    app: &mut A,
+) -> bool {
+    e.turn_at(now, app)
 }
 
 /// `ustack-bench pair`: both ustack engines in this one thread, over a
@@ -281,13 +289,15 @@ fn client_turn<A: Application>(e: &mut runtime::Engine<link::ShmLink>, app: &mut
 /// callgrind, whose figures for `server_turn` and `client_turn` are each
 /// side's instructions. No core is pinned and nothing spins idle.
 ///
-/// The stack's timers run every `tick`: under callgrind, which runs the
-/// program about 50 times slower, a tick of 50 ms keeps them as rare per
-/// round trip as the usual 1 ms tick is at full speed.
-pub fn pair(workload: Workload, count: u64, port: u16, tick: Duration) -> Result<(), String> {
+/// The engines run on a virtual clock that advances `step` per turn, not
+/// on the real one: under callgrind, which runs the program some 50 times
+/// slower, real time would fire the stack's timers (the tick, delayed
+/// ACKs, the wheel) that many times more often per packet than at full
+/// speed. A step of 1 µs is about what a turn takes at full speed.
+pub fn pair(workload: Workload, count: u64, port: u16, step: Duration) -> Result<(), String> {
     let path = PathBuf::from(format!("/dev/shm/ustack-bench-pair-{}", std::process::id()));
-    let mut se = us::server_engine(&path, 1, tick).map_err(|e| e.to_string())?;
-    let mut ce = us::client_engine(&path, 2, tick).map_err(|e| e.to_string())?;
+    let mut se = us::server_engine(&path, 1, us::TIMER_TICK).map_err(|e| e.to_string())?;
+    let mut ce = us::client_engine(&path, 2, us::TIMER_TICK).map_err(|e| e.to_string())?;
     let server = us::with_net(&mut se, |net| Server::new(net, port))
         .map_err(|e| format!("cannot listen: {e}"))?;
     let mut sapp = ServerApp(server);
@@ -295,10 +305,14 @@ pub fn pair(workload: Workload, count: u64, port: u16, tick: Duration) -> Result
     let mut capp = ClientApp(Client::new(workload, server_ip, port, Budget::Count(count)));
     se.announce();
     ce.announce();
+    let step = step.as_micros() as u64;
+    let mut now = 1_000_000u64;
     let mut turns = 0u64;
     while capp.0.result().is_none() {
-        server_turn(&mut se, &mut sapp);
-        client_turn(&mut ce, &mut capp);
+        server_turn(&mut se, stack::Instant::from_micros(now), &mut sapp);
+        now += step;
+        client_turn(&mut ce, stack::Instant::from_micros(now), &mut capp);
+        now += step;
         turns += 1;
         if turns > count.saturating_mul(1000).max(10_000_000) {
             return Err(format!(

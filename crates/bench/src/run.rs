@@ -495,14 +495,7 @@ fn callgrind(exe: &Path, out_dir: &Path, count: u64) -> Result<(f64, f64), Strin
         .args(["--tool=callgrind", "--dump-instr=no", "--collect-jumps=no"])
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(exe)
-        .args([
-            "pair",
-            "--workload",
-            "pingpong:1",
-            "--tick-ms",
-            "50",
-            "--count",
-        ])
+        .args(["pair", "--workload", "pingpong:1", "--count"])
         .arg(count.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
