@@ -44,12 +44,12 @@
 //! The peer is not trusted: the header of a file we open is validated
 //! (magic, version, every size against the one layout they imply, and the
 //! file's length), indexes read from shared memory are checked against what
-//! they can possibly be, positions are masked, and a descriptor's length is
-//! checked against the slot size before anything is copied. An impossible
-//! index is an [`io::ErrorKind::InvalidData`] error (counted in
-//! [`ShmStats::peer_errors`]); an impossible length or slot number drops
-//! that frame (counted in `rx_dropped`, and a length in `rx_oversize`). Each side maps the parts
-//! only its peer writes read-only. What the peer could still do is garble
+//! they can possibly be, positions are masked, and a descriptor's length and
+//! slot number are checked against the slot size and count before anything
+//! is copied. An impossible index is an [`io::ErrorKind::InvalidData`] error
+//! (counted in [`ShmStats::peer_errors`]); an impossible length or slot
+//! number drops that frame (counted in `rx_dropped`, and a length in
+//! `rx_oversize`). Each side maps the parts only its peer writes read-only. What the peer could still do is garble
 //! frame bytes while we copy them (a race we cannot prevent, harmless to
 //! us: frame contents are untrusted input anyway), or truncate the file,
 //! which would make our next access fault (SIGBUS).
@@ -139,8 +139,7 @@ pub struct ShmStats {
 /// The pointers are computed once, from a validated [`Layout`] whose total
 /// equals the mapping's length, so every one of them, and every position
 /// reached through [`Ring::desc`] (which masks) and [`Ring::slot`] (which
-/// checks), lies in
-/// the mapping. The mapping is owned by the same [`ShmLink`] and outlives
+/// checks), lies in the mapping. The mapping is owned by the same [`ShmLink`] and outlives
 /// every use (rings are only used through `&ShmLink`/`&mut ShmLink`).
 struct Ring {
     prod: *const AtomicU32,
@@ -360,8 +359,9 @@ impl ShmLink {
     /// once, never waiting: `NotFound` when there is no file,
     /// `WouldBlock` when side A has not finished initialising it,
     /// `InvalidData` when its header is wrong or inconsistent with its
-    /// length, `AddrInUse` when another side B has attached already. See
-    /// [`ShmLink::open_wait`] to wait for side A.
+    /// length, `AddrInUse` when a side B has attached already (a link file
+    /// takes one side B in its life, as the rings' state is not handed
+    /// over). See [`ShmLink::open_wait`] to wait for side A.
     pub fn open(path: &Path) -> io::Result<ShmLink> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let meta = file.metadata()?;

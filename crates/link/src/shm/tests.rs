@@ -526,10 +526,12 @@ fn child_process_entry() {
             let r = exchange(&mut b, EXCHANGE_FRAMES);
             println!("side B: {r}");
         }
-        "throughput" => {
+        "throughput-spin" => {
             pin_to_cpu(1);
-            let r = receive_throughput(&mut b);
-            println!("{r}");
+            println!("{}", receive_throughput(&mut b, Idle::Spin));
+        }
+        "throughput-yield" => {
+            println!("{}", receive_throughput(&mut b, Idle::Yield));
         }
         "poke-ro" => {
             // Direction 0's producer index is side A's: read-only here.
@@ -664,17 +666,51 @@ fn report_line<'a>(stdout: &'a str, mark: &str) -> &'a str {
     stdout[at..].lines().next().unwrap()
 }
 
+/// Pins this thread to `cpu` (when there are two CPUs or more).
 fn pin_to_cpu(cpu: usize) {
+    set_affinity(&[cpu]);
+}
+
+/// Lets this thread run on any CPU.
+fn unpin() {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    set_affinity(&(0..n.min(1024)).collect::<Vec<_>>());
+}
+
+fn set_affinity(cpus: &[usize]) {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     if n < 2 {
         return;
     }
     // SAFETY: `set` is a zeroed cpu_set_t, a valid empty set; CPU_SET writes
-    // a bit inside it (cpu < 2 <= CPU_SETSIZE); sched_setaffinity reads it.
+    // a bit inside it (each cpu < 1024 = CPU_SETSIZE, CPU_SET checks too);
+    // sched_setaffinity only reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// What a side of the throughput test does when it has nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Idle {
+    /// Busy-poll, each side pinned to its own CPU (the benchmark's mode).
+    Spin,
+    /// Yield the CPU, unpinned: on a machine whose CPUs are shared with
+    /// other work, the two sides then take turns instead of each spinning
+    /// while the other waits for a CPU.
+    Yield,
+}
+
+impl Idle {
+    fn idle(self) {
+        match self {
+            Idle::Spin => std::hint::spin_loop(),
+            Idle::Yield => std::thread::yield_now(),
+        }
     }
 }
 
@@ -682,6 +718,16 @@ fn pin_to_cpu(cpu: usize) {
 const TP_LEN: usize = 64;
 /// The last frame of the throughput test carries this sequence number.
 const TP_END: u64 = u64::MAX;
+
+/// Ring size of the throughput tests: 1024 frames, or 256 of 64 KiB (a
+/// file of 34 MB rather than 134 MB in /dev/shm).
+fn tp_slots(mtu: usize) -> usize {
+    if mtu > 9000 {
+        256
+    } else {
+        1024
+    }
+}
 
 /// CPU time this thread has used.
 fn thread_cpu() -> Duration {
@@ -695,7 +741,7 @@ fn thread_cpu() -> Duration {
 }
 
 /// Receives 64-byte frames until the end mark; returns the rate.
-fn receive_throughput(link: &mut ShmLink) -> String {
+fn receive_throughput(link: &mut ShmLink, idle: Idle) -> String {
     let mut rx: Vec<PoolBuf> = Vec::new();
     let mut n = 0u64;
     let mut first = None;
@@ -703,7 +749,7 @@ fn receive_throughput(link: &mut ShmLink) -> String {
     'outer: loop {
         if link.rx_burst(&mut rx, MAX_BURST).unwrap() == 0 {
             assert!(Instant::now() < deadline, "no end mark after {n} frames");
-            std::hint::spin_loop();
+            idle.idle();
             continue;
         }
         first.get_or_insert_with(|| (Instant::now(), thread_cpu()));
@@ -721,7 +767,7 @@ fn receive_throughput(link: &mut ShmLink) -> String {
     let t = wall.elapsed().as_secs_f64();
     let cpu = (thread_cpu() - cpu).as_secs_f64();
     format!(
-        "shm throughput, mtu {}: {n} frames of {TP_LEN} bytes in {t:.3} s = {:.2} Mframes/s; \
+        "shm throughput, {idle:?}, mtu {}: {n} frames of {TP_LEN} bytes in {t:.3} s = {:.2} Mframes/s; \
          receiver on CPU {:.0}% of the time, {:.1} ns of CPU per frame",
         link.info().mtu,
         n as f64 / t / 1e6,
@@ -732,7 +778,7 @@ fn receive_throughput(link: &mut ShmLink) -> String {
 
 /// Side A's half of the throughput test: sends 64-byte frames for `run`,
 /// then the end mark. Returns frames sent, wall and CPU seconds.
-fn send_throughput(a: &mut ShmLink, run: Duration) -> (u64, f64, f64) {
+fn send_throughput(a: &mut ShmLink, run: Duration, idle: Idle) -> (u64, f64, f64) {
     let mut txq: Vec<PoolBuf> = Vec::with_capacity(MAX_BURST);
     let mut seq = 0u64;
     let start = Instant::now();
@@ -746,7 +792,9 @@ fn send_throughput(a: &mut ShmLink, run: Duration) -> (u64, f64, f64) {
             seq += 1;
             txq.push(b);
         }
-        a.tx_burst(&mut txq).unwrap();
+        if a.tx_burst(&mut txq).unwrap() == 0 {
+            idle.idle();
+        }
         turns = turns.wrapping_add(1);
         if turns.is_multiple_of(64) && start.elapsed() >= run {
             break;
@@ -754,6 +802,7 @@ fn send_throughput(a: &mut ShmLink, run: Duration) -> (u64, f64, f64) {
     }
     while !txq.is_empty() {
         a.tx_burst(&mut txq).unwrap();
+        idle.idle();
     }
     let mut end = a.alloc_tx().unwrap();
     end.set_len(TP_LEN);
@@ -761,6 +810,7 @@ fn send_throughput(a: &mut ShmLink, run: Duration) -> (u64, f64, f64) {
     let mut v = vec![end];
     while !v.is_empty() {
         a.tx_burst(&mut v).unwrap();
+        idle.idle();
     }
     let t = start.elapsed().as_secs_f64();
     (seq, t, (thread_cpu() - cpu).as_secs_f64())
@@ -770,7 +820,7 @@ fn send_throughput(a: &mut ShmLink, run: Duration) -> (u64, f64, f64) {
 /// 64-byte frames sent and then received, for `run`.
 fn one_thread_cost(mtu: usize, run: Duration) -> String {
     let path = TmpPath::new("cost");
-    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(mtu, 1024));
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(mtu, tp_slots(mtu)));
     let mut txq: Vec<PoolBuf> = Vec::with_capacity(MAX_BURST);
     let mut rx: Vec<PoolBuf> = Vec::with_capacity(MAX_BURST);
     let start = Instant::now();
@@ -801,10 +851,13 @@ fn one_thread_cost(mtu: usize, run: Duration) -> String {
     )
 }
 
-/// Frames per second, 64-byte frames, one way, side A (this process, CPU 0)
-/// to side B (a child process, CPU 1), at MTU 1500 and 65536. Printed, not
-/// asserted (run it alone, with `--release --nocapture`). The CPU shares
-/// tell whether the two processes really had a core each.
+/// Frames per second, 64-byte frames, one way, side A (this process) to
+/// side B (a child process), at MTU 1500 and 65536: busy-polling with each
+/// side pinned to its own CPU (0 and 1), and again unpinned and yielding
+/// when idle. Printed, not asserted (run it alone, with `--release
+/// --nocapture`). The CPU shares tell whether the two processes really had
+/// a core each: on a machine busy with other work, the pinned spinners
+/// mostly wait for each other.
 #[test]
 fn two_process_throughput_64_byte_frames() {
     let run = Duration::from_millis(if cfg!(debug_assertions) { 200 } else { 1000 });
@@ -812,10 +865,23 @@ fn two_process_throughput_64_byte_frames() {
     for mtu in [1500, MAX_MTU] {
         println!("{}", one_thread_cost(mtu, run));
     }
-    for mtu in [1500, MAX_MTU] {
+    for (idle, mtu) in [
+        (Idle::Spin, 1500),
+        (Idle::Spin, MAX_MTU),
+        (Idle::Yield, 1500),
+        (Idle::Yield, MAX_MTU),
+    ] {
+        match idle {
+            Idle::Spin => pin_to_cpu(0),
+            Idle::Yield => unpin(),
+        }
+        let role = match idle {
+            Idle::Spin => "throughput-spin",
+            Idle::Yield => "throughput-yield",
+        };
         let path = TmpPath::new("tp");
-        let mut a = ShmLink::create(&path.0, &ShmConfig::new(mtu, 1024)).unwrap();
-        let kid = child("throughput", &path.0)
+        let mut a = ShmLink::create(&path.0, &ShmConfig::new(mtu, tp_slots(mtu))).unwrap();
+        let kid = child(role, &path.0)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -825,7 +891,7 @@ fn two_process_throughput_64_byte_frames() {
             assert!(Instant::now() < attach_deadline, "side B never attached");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let (n, t, cpu) = send_throughput(&mut a, run);
+        let (n, t, cpu) = send_throughput(&mut a, run, idle);
         let out = kid.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
