@@ -512,6 +512,48 @@ fn child(role: &str, path: &Path) -> Command {
     c
 }
 
+/// A child process running a role, with its output piped; killed if still
+/// running when dropped (a failing test leaves no spinning child behind).
+struct Kid(Option<std::process::Child>);
+
+impl Kid {
+    fn spawn(role: &str, path: &Path) -> Kid {
+        let c = child(role, path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Kid(Some(c))
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.0.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Waits for it to end; returns its standard output, panicking with all
+    /// its output if it failed.
+    fn finish(mut self) -> String {
+        let out = self.0.take().unwrap().wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "side B failed ({}): {stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Runs as a plain (passing, empty) test, unless it is the child process
 /// of a two-process test.
 #[test]
@@ -523,7 +565,7 @@ fn child_process_entry() {
     let mut b = ShmLink::open_wait(&path, Duration::from_secs(10)).unwrap();
     match role.as_str() {
         "exchange" => {
-            let r = exchange(&mut b, EXCHANGE_FRAMES);
+            let r = exchange(&mut b, EXCHANGE_FRAMES, &mut || true);
             println!("side B: {r}");
         }
         "throughput-spin" => {
@@ -534,6 +576,13 @@ fn child_process_entry() {
             println!("{}", receive_throughput(&mut b, Idle::Yield));
         }
         "poke-ro" => {
+            // No core file for the fault to come.
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: `none` is a live rlimit the call only reads.
+            unsafe { libc::setrlimit(libc::RLIMIT_CORE, &none) };
             // Direction 0's producer index is side A's: read-only here.
             b.rx.prod().store(12345, Ordering::Relaxed);
             println!("wrote into a read-only part");
@@ -584,14 +633,18 @@ fn fill_exchange(buf: &mut PoolBuf, dir: u64, seq: u64) {
 }
 
 /// Sends `n` frames and receives `n` from the peer, checking each one's
-/// sequence, length and checksum. Returns a summary.
-fn exchange(link: &mut ShmLink, n: u64) -> String {
+/// sequence, length and checksum. Returns a summary. `alive` tells, now and
+/// then while idle, whether the peer is still there.
+fn exchange(link: &mut ShmLink, n: u64, alive: &mut dyn FnMut() -> bool) -> String {
     let dir = match link.side() {
         ShmSide::A => 0,
         ShmSide::B => 1,
     };
-    let cap = link.alloc_tx().unwrap().capacity();
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let x = link.alloc_tx().unwrap();
+    let cap = x.capacity();
+    link.recycle(x);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut idle_turns = 0u32;
     let mut sent = 0u64;
     let mut got = 0u64;
     let mut txq: Vec<PoolBuf> = Vec::new();
@@ -611,6 +664,10 @@ fn exchange(link: &mut ShmLink, n: u64) -> String {
         }
         moved += link.rx_burst(&mut rx, MAX_BURST).unwrap();
         if moved == 0 {
+            idle_turns = idle_turns.wrapping_add(1);
+            if idle_turns.is_multiple_of(4096) {
+                assert!(alive(), "the peer is gone: sent {sent}, got {got}");
+            }
             // Let the peer run if it shares our CPU (a loaded machine).
             std::thread::yield_now();
         }
@@ -640,19 +697,9 @@ fn exchange(link: &mut ShmLink, n: u64) -> String {
 fn two_processes_exchange_a_million_frames() {
     let path = TmpPath::new("exchange");
     let mut a = ShmLink::create(&path.0, &ShmConfig::new(1500, 256)).unwrap();
-    let kid = child("exchange", &path.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let r = exchange(&mut a, EXCHANGE_FRAMES);
-    let out = kid.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "side B failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut kid = Kid::spawn("exchange", &path.0);
+    let r = exchange(&mut a, EXCHANGE_FRAMES, &mut || kid.alive());
+    let stdout = kid.finish();
     let line = report_line(&stdout, "side B:");
     println!("side A: {r}\n{line}");
 }
@@ -778,7 +825,7 @@ fn receive_throughput(link: &mut ShmLink, idle: Idle) -> String {
 
 /// Side A's half of the throughput test: sends 64-byte frames for `run`,
 /// then the end mark. Returns frames sent, wall and CPU seconds.
-fn send_throughput(a: &mut ShmLink, run: Duration, idle: Idle) -> (u64, f64, f64) {
+fn send_throughput(a: &mut ShmLink, run: Duration, idle: Idle, kid: &mut Kid) -> (u64, f64, f64) {
     let mut txq: Vec<PoolBuf> = Vec::with_capacity(MAX_BURST);
     let mut seq = 0u64;
     let start = Instant::now();
@@ -800,17 +847,18 @@ fn send_throughput(a: &mut ShmLink, run: Duration, idle: Idle) -> (u64, f64, f64
             break;
         }
     }
-    while !txq.is_empty() {
-        a.tx_burst(&mut txq).unwrap();
-        idle.idle();
-    }
     let mut end = a.alloc_tx().unwrap();
     end.set_len(TP_LEN);
     end.data_mut()[..8].copy_from_slice(&TP_END.to_le_bytes());
-    let mut v = vec![end];
-    while !v.is_empty() {
-        a.tx_burst(&mut v).unwrap();
+    txq.push(end);
+    let mut turns = 0u32;
+    while !txq.is_empty() {
+        a.tx_burst(&mut txq).unwrap();
         idle.idle();
+        turns = turns.wrapping_add(1);
+        if turns.is_multiple_of(4096) {
+            assert!(kid.alive(), "side B is gone");
+        }
     }
     let t = start.elapsed().as_secs_f64();
     (seq, t, (thread_cpu() - cpu).as_secs_f64())
@@ -881,24 +929,15 @@ fn two_process_throughput_64_byte_frames() {
         };
         let path = TmpPath::new("tp");
         let mut a = ShmLink::create(&path.0, &ShmConfig::new(mtu, tp_slots(mtu))).unwrap();
-        let kid = child(role, &path.0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut kid = Kid::spawn(role, &path.0);
         let attach_deadline = Instant::now() + Duration::from_secs(10);
         while !a.peer_attached() {
+            assert!(kid.alive(), "side B ended before attaching");
             assert!(Instant::now() < attach_deadline, "side B never attached");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let (n, t, cpu) = send_throughput(&mut a, run, idle);
-        let out = kid.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "side B failed: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (n, t, cpu) = send_throughput(&mut a, run, idle, &mut kid);
+        let stdout = kid.finish();
         println!(
             "{}\n  sender: {n} frames in {t:.3} s = {:.2} Mframes/s, on CPU {:.0}% of the time, \
              {:.1} ns of CPU per frame, {} ring-full bursts{}",
