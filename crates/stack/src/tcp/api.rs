@@ -86,6 +86,29 @@ impl Stack {
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
         if let Some(&index) = self.sockets.tcp_conns.get(&(local, remote)) {
+            if let Some(Socket::Tcp(conn)) = self.sockets.at(index) {
+                // RFC 6191, RFC 1122 4.2.2.13: a SYN newer than a closed
+                // TIME-WAIT (by timestamp, else by sequence number) opens
+                // a new incarnation: the TIME-WAIT ends, the listener
+                // takes the SYN.
+                let f = seg.flags;
+                let newer = match (conn.ts_ok, seg.timestamp) {
+                    (true, Some((tsval, _))) => (tsval.wrapping_sub(conn.ts_recent) as i32) > 0,
+                    _ => seg.seq_number > conn.rcv_nxt,
+                };
+                if conn.state == TcpState::TimeWait
+                    && conn.detached
+                    && f.syn()
+                    && !f.ack()
+                    && !f.rst()
+                    && newer
+                    && self.sockets.tcp_listener_index(local).is_some()
+                {
+                    self.sockets.remove(index);
+                }
+            }
+        }
+        if let Some(&index) = self.sockets.tcp_conns.get(&(local, remote)) {
             if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
                 self.ip.counters.rx_accept_tcp += 1;
                 let ev = conn.input(now, &seg, &mut self.ip, &mut self.tcp, sink);
