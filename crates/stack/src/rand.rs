@@ -94,18 +94,60 @@ impl SipHasher {
     }
 }
 
+impl SipHasher {
+    /// Appends `n` (1..=8) message bytes, the first in the low byte of `x`
+    /// (the bytes above `n` are zero): the byte-at-a-time message
+    /// schedule, a word at a time.
+    #[inline]
+    fn push(&mut self, x: u64, n: usize) {
+        debug_assert!((1..=8).contains(&n) && self.ntail < 8);
+        self.length += n;
+        let fill = self.ntail;
+        self.tail |= x << (8 * fill);
+        if fill + n < 8 {
+            self.ntail = fill + n;
+            return;
+        }
+        let m = self.tail;
+        self.compress(m);
+        // Bytes of `x` that went into the word just compressed.
+        let used = 8 - fill;
+        self.ntail = n - used;
+        self.tail = if used == 8 { 0 } else { x >> (8 * used) };
+    }
+}
+
 impl Hasher for SipHasher {
     fn write(&mut self, bytes: &[u8]) {
-        self.length += bytes.len();
-        for &b in bytes {
-            self.tail |= (b as u64) << (8 * self.ntail);
-            self.ntail += 1;
-            if self.ntail == 8 {
-                let m = self.tail;
-                self.compress(m);
-                self.tail = 0;
-                self.ntail = 0;
-            }
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.push(u64::from_le_bytes(w), chunk.len());
+        }
+    }
+
+    // The integer writes feed the same bytes as `write(&x.to_ne_bytes())`
+    // (the default), without going through a slice.
+    fn write_u8(&mut self, x: u8) {
+        self.push(u64::from(x), 1);
+    }
+
+    fn write_u16(&mut self, x: u16) {
+        self.push(u64::from(u16::from_le_bytes(x.to_ne_bytes())), 2);
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.push(u64::from(u32::from_le_bytes(x.to_ne_bytes())), 4);
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.push(u64::from_le_bytes(x.to_ne_bytes()), 8);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        match u64::try_from(x) {
+            Ok(w) if usize::BITS == 64 => self.write_u64(w),
+            _ => self.write(&x.to_ne_bytes()),
         }
     }
 
@@ -170,6 +212,65 @@ mod tests {
         let mut h = SipHasher::new(k0, k1);
         h.write(&msg);
         assert_eq!(h.finish(), 0xa129_ca61_49be_45e5);
+    }
+
+    /// The byte-at-a-time SipHash-2-4 message schedule, for comparison.
+    fn reference(k0: u64, k1: u64, msg: &[u8]) -> u64 {
+        let mut h = SipHasher::new(k0, k1);
+        for &b in msg {
+            h.length += 1;
+            h.tail |= (b as u64) << (8 * h.ntail);
+            h.ntail += 1;
+            if h.ntail == 8 {
+                let m = h.tail;
+                h.compress(m);
+                h.tail = 0;
+                h.ntail = 0;
+            }
+        }
+        h.finish()
+    }
+
+    #[test]
+    fn word_writes_match_byte_writes() {
+        let mut rng = Rng::new(42);
+        for _ in 0..2000 {
+            let (k0, k1) = (rng.next_u64(), rng.next_u64());
+            let mut h = SipHasher::new(k0, k1);
+            let mut msg = Vec::new();
+            for _ in 0..rng.below(8) {
+                let x = rng.next_u64();
+                match rng.below(6) {
+                    0 => {
+                        h.write_u8(x as u8);
+                        msg.extend_from_slice(&(x as u8).to_ne_bytes());
+                    }
+                    1 => {
+                        h.write_u16(x as u16);
+                        msg.extend_from_slice(&(x as u16).to_ne_bytes());
+                    }
+                    2 => {
+                        h.write_u32(x as u32);
+                        msg.extend_from_slice(&(x as u32).to_ne_bytes());
+                    }
+                    3 => {
+                        h.write_u64(x);
+                        msg.extend_from_slice(&x.to_ne_bytes());
+                    }
+                    4 => {
+                        h.write_usize(x as usize);
+                        msg.extend_from_slice(&(x as usize).to_ne_bytes());
+                    }
+                    _ => {
+                        let bytes: Vec<u8> =
+                            (0..rng.below(20)).map(|_| rng.next_u64() as u8).collect();
+                        h.write(&bytes);
+                        msg.extend_from_slice(&bytes);
+                    }
+                }
+            }
+            assert_eq!(h.finish(), reference(k0, k1, &msg), "message {msg:?}");
+        }
     }
 
     #[test]
