@@ -39,9 +39,9 @@ impl ByteRing {
         // Keep held bytes and anything written beyond them (out-of-order
         // data lives there), up to the old capacity.
         let old_cap = self.storage.len();
-        for (i, b) in storage.iter_mut().enumerate().take(old_cap) {
-            *b = self.storage[(self.head + i) % old_cap];
-        }
+        let (wrapped, front) = self.storage.split_at(self.head.min(old_cap));
+        storage[..front.len()].copy_from_slice(front);
+        storage[front.len()..old_cap].copy_from_slice(wrapped);
         self.storage = storage;
         self.head = 0;
     }
