@@ -33,16 +33,22 @@ pub(crate) struct Timers {
 
 impl Timers {
     pub fn earliest(&self) -> Option<Instant> {
-        [
-            self.rtx,
-            self.delack,
-            self.persist,
-            self.keepalive,
+        // Called on every event of every connection: plain comparisons
+        // rather than an iterator chain.
+        fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(if y < x { y } else { x }),
+                (x, None) => x,
+                (None, y) => y,
+            }
+        }
+        min(
+            min(
+                min(self.rtx, self.delack),
+                min(self.persist, self.keepalive),
+            ),
             self.close,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        )
     }
 }
 
