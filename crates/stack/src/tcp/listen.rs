@@ -120,7 +120,9 @@ pub(crate) fn connection_from_cookie(
     conn.snd_max = ack_number;
     conn.irs = ack.seq_number - 1;
     conn.rcv_nxt = ack.seq_number;
-    conn.rcv_adv = conn.rcv_nxt;
+    // The cookie SYN-ACK advertised this (unscaled) window: the right edge
+    // the peer knows, which must not look newly opened (an ACK for the ACK).
+    conn.rcv_adv = conn.rcv_nxt + shared.cfg.recv_space.min(65535);
     conn.snd_mss = usize::from(mss);
     if let (Some((tsval, tsecr)), true) = (ack.timestamp, shared.cfg.rfc1323) {
         let (wscale, sack) = crate::tcp::isn::SynCookies::decode_ts(tsecr);
