@@ -46,10 +46,24 @@ coverage! {
     "RFC 9293" "3.10.7.4" rfc9293::rst_in_syn_received_returns_to_listen;
     "RFC 9293" "3.10.7.4" rfc9293::time_wait_lasts_two_msl;
     "RFC 9293" "3.10.7.4" rfc9293::time_wait_acks_retransmitted_fin;
+    "RFC 5961" "3.2" rfc5961::challenge_ack_for_rst_not_at_rcv_nxt;
+    "RFC 5961" "4.2" rfc5961::challenge_ack_for_syn_in_established;
+    "RFC 5961" "5.2" rfc5961::challenge_ack_for_ack_too_old;
+    "RFC 5961" "5.2" rfc5961::ack_for_unsent_data_dropped;
+    "RFC 5961" "7" rfc5961::challenge_acks_rate_limited;
+    "RFC 4987" "2" listen::syn_queue_bounded_by_backlog;
+    "RFC 4987" "2" listen::accept_queue_bounded_by_backlog;
+    "RFC 4987" "2" listen::somaxconn_caps_backlog;
+    "RFC 4987" "3.6" listen::syn_cookie_when_syn_queue_full;
+    "RFC 4987" "3.6" listen::syn_cookie_without_timestamps_and_bad_cookie;
 }
 
 /// The script sources, to find every `#[test]` and its doc comment.
-const SOURCES: &[(&str, &str)] = &[("rfc9293", include_str!("rfc9293.rs"))];
+const SOURCES: &[(&str, &str)] = &[
+    ("rfc9293", include_str!("rfc9293.rs")),
+    ("rfc5961", include_str!("rfc5961.rs")),
+    ("listen", include_str!("listen.rs")),
+];
 
 /// A script found in the sources: module, name, doc comment (one line).
 struct Found {

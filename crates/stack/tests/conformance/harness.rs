@@ -803,6 +803,16 @@ impl Script {
         self.expect(p)
     }
 
+    /// Takes every segment emitted and not yet expected.
+    pub fn drain(&mut self) -> Vec<Got> {
+        self.collect();
+        let frames: Vec<_> = self.pending.drain(..).collect();
+        frames
+            .into_iter()
+            .filter_map(|(at, f)| self.decode(at, &f).ok())
+            .collect()
+    }
+
     /// Checks that nothing was emitted and not yet expected.
     #[track_caller]
     pub fn expect_none(&mut self) {
@@ -1032,10 +1042,22 @@ impl Script {
     /// Connects to `peer_ip:peer_port`; the new flow becomes the default.
     #[track_caller]
     pub fn connect_to(&mut self, peer_ip: Ipv4Addr, peer_port: u16) -> SocketHandle {
+        self.connect_from(None, peer_ip, peer_port)
+    }
+
+    /// Connects from `local_port` (or an ephemeral port) to
+    /// `peer_ip:peer_port`; the new flow becomes the default.
+    #[track_caller]
+    pub fn connect_from(
+        &mut self,
+        local_port: Option<u16>,
+        peer_ip: Ipv4Addr,
+        peer_port: u16,
+    ) -> SocketHandle {
         let r = self.stack.tcp_connect(
             self.now,
             SocketAddr::new(IpAddr::V4(peer_ip), peer_port),
-            None,
+            local_port.map(|p| SocketAddr::new(IpAddr::V4(STACK_IP), p)),
             &mut self.sink,
         );
         let h = match r {

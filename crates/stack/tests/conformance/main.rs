@@ -7,4 +7,6 @@
 
 mod coverage;
 mod harness;
+mod listen;
+mod rfc5961;
 mod rfc9293;
