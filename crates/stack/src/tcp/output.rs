@@ -213,7 +213,17 @@ impl TcpConnection {
         if len > 0 && seq + len == data_end {
             flags |= TcpFlags::PSH;
         }
-        let repr = self.base_repr(now, flags, seq);
+        let mut repr = self.base_repr(now, flags, seq);
+        // Options and data share the peer's MSS (RFC 6691): SACK blocks
+        // that would push a full segment past it are left out (the next
+        // pure ACK carries them).
+        let limit = 20 + self.snd_mss + if self.ts_ok { 12 } else { 0 };
+        while repr.header_len() + len > limit {
+            match repr.sack_ranges.iter().rposition(Option::is_some) {
+                Some(i) => repr.sack_ranges[i] = None,
+                None => break,
+            }
+        }
         let offset = seq - self.data_start();
         let send = &self.send;
         let _ = send_tcp(
