@@ -1,0 +1,327 @@
+//! The applications on two engines joined by an in-memory link (clean or
+//! with faults): the HTTP server and `ustack-get`'s client, the TCP echo.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use apps::http::body::check_pattern;
+use apps::http::client::{Fetched, HttpGet, OpenOutput};
+use apps::http::server::{HttpServer, ServerConfig};
+use apps::http::url::parse_url;
+use apps::tcp_echo::TcpEchoApp;
+use link::{FaultConfig, FaultLink, Link, MemoryLink};
+use runtime::{AppContext, Application, Engine, EngineConfig};
+use stack::{Duration, InterfaceConfig, Shutdown, SocketError, SocketHandle, Stack, StackConfig};
+
+fn stack(last: u8) -> Stack {
+    let mut s = Stack::new(StackConfig {
+        seed: u64::from(last) * 7919,
+        ..StackConfig::default()
+    });
+    s.add_interface(&InterfaceConfig {
+        name: format!("mem{last}"),
+        mac: [2, 0, 0, 0, 3, last],
+        mtu: 1500,
+        addr: Ipv4Addr::new(10, 99, 3, last),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    s
+}
+
+fn links() -> (MemoryLink, MemoryLink) {
+    let (mut a, mut b) = MemoryLink::pair(1500, 4096);
+    a.set_mac([2, 0, 0, 0, 3, 1]);
+    b.set_mac([2, 0, 0, 0, 3, 2]);
+    (a, b)
+}
+
+fn engine<L: Link>(last: u8, link: L) -> Engine<L> {
+    let cfg = EngineConfig {
+        pkt_tx_delay: std::time::Duration::ZERO,
+        ..EngineConfig::default()
+    };
+    Engine::new(stack(last), vec![link], cfg)
+}
+
+const FAULTS: FaultConfig = FaultConfig {
+    loss: 0.02,
+    duplicate: 0.02,
+    reorder: 0.02,
+    corrupt: 0.0,
+    delay_us: 0,
+    jitter_us: 0,
+    seed: 99,
+};
+
+/// Turns both engines until `done` or `limit` of wall time.
+fn run_until<L1: Link, L2: Link>(
+    client: &mut Engine<L1>,
+    capp: &mut dyn Application,
+    server: &mut Engine<L2>,
+    sapp: &mut dyn Application,
+    limit: StdDuration,
+    mut done: impl FnMut(&dyn Application) -> bool,
+) {
+    client.announce();
+    server.announce();
+    let t0 = StdInstant::now();
+    while !done(capp) && t0.elapsed() < limit {
+        client.turn(capp);
+        server.turn(sapp);
+    }
+}
+
+#[derive(Clone, Default)]
+struct Shared(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn get<L1: Link, L2: Link>(
+    mut client: Engine<L1>,
+    mut server: Engine<L2>,
+    url: &str,
+    timeout: Duration,
+) -> (Result<Fetched, String>, Vec<u8>) {
+    let mut http = HttpServer::new(&mut server.stack, ServerConfig::default()).unwrap();
+    let body = Shared::default();
+    let out = body.clone();
+    let open: OpenOutput = Box::new(move || Ok(Box::new(out.clone()) as Box<dyn Write>));
+    let mut app = HttpGet::new(parse_url(url).unwrap(), timeout, open);
+    run_until(
+        &mut client,
+        &mut app,
+        &mut server,
+        &mut http,
+        StdDuration::from_secs(60),
+        |a| a.finished(),
+    );
+    let outcome = app.outcome().cloned().expect("the client finished");
+    let bytes = body.0.borrow().clone();
+    (outcome, bytes)
+}
+
+fn get_done<L1: Link, L2: Link>(
+    client: Engine<L1>,
+    server: Engine<L2>,
+    url: &str,
+) -> (Result<Fetched, String>, Vec<u8>) {
+    get(client, server, url, Duration::from_secs(10))
+}
+
+#[test]
+fn http_get_of_three_megabytes() {
+    let (a, b) = links();
+    let (r, body) = get_done(engine(1, a), engine(2, b), "http://10.99.3.2/bytes/3000000");
+    let f = r.unwrap();
+    assert_eq!((f.status, f.bytes), (200, 3_000_000));
+    assert_eq!(body.len(), 3_000_000);
+    assert_eq!(check_pattern(0, &body), None);
+}
+
+#[test]
+fn http_get_through_loss_duplicates_and_reordering() {
+    let (a, b) = links();
+    let a = FaultLink::new(a, FAULTS);
+    let (r, body) = get_done(engine(1, a), engine(2, b), "http://10.99.3.2/bytes/2000000");
+    assert_eq!(r.map(|f| f.bytes), Ok(2_000_000));
+    assert_eq!(check_pattern(0, &body), None);
+}
+
+#[test]
+fn http_get_index_404_and_refused() {
+    let (a, b) = links();
+    let (r, body) = get_done(engine(1, a), engine(2, b), "http://10.99.3.2/");
+    assert_eq!(r.map(|f| f.bytes), Ok(600));
+    assert!(body.starts_with(b"<!DOCTYPE html>"));
+
+    let (a, b) = links();
+    let (r, body) = get_done(engine(1, a), engine(2, b), "http://10.99.3.2/nothing");
+    assert!(r.as_ref().is_err_and(|e| e.contains("404")), "{r:?}");
+    assert!(body.is_empty(), "no body written for a 404");
+
+    let (a, b) = links();
+    let (r, _) = get_done(engine(1, a), engine(2, b), "http://10.99.3.2:81/");
+    assert!(r.as_ref().is_err_and(|e| e.contains("refused")), "{r:?}");
+}
+
+#[test]
+fn http_get_times_out_when_nobody_answers() {
+    let (a, b) = links();
+    // 10.99.3.9 does not exist: ARP goes unanswered.
+    let t0 = StdInstant::now();
+    let (r, _) = get(
+        engine(1, a),
+        engine(2, b),
+        "http://10.99.3.9/",
+        Duration::from_millis(500),
+    );
+    assert!(r.as_ref().is_err_and(|e| e.contains("timed out")), "{r:?}");
+    assert!(t0.elapsed() < StdDuration::from_secs(5));
+}
+
+/// Opens `conns` connections to port 7, sends `size` bytes on each, shuts
+/// the write side, and reads everything back until EOF.
+struct EchoClient {
+    conns: usize,
+    size: usize,
+    socks: Vec<(SocketHandle, usize, Vec<u8>, bool)>,
+    data: Vec<u8>,
+    errors: Vec<SocketError>,
+}
+
+impl EchoClient {
+    fn new(conns: usize, size: usize) -> Self {
+        EchoClient {
+            conns,
+            size,
+            socks: Vec::new(),
+            data: (0..size + conns)
+                .map(|i| (i * 31 + i / 977) as u8)
+                .collect(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn expect(&self, i: usize) -> &[u8] {
+        &self.data[i..i + self.size]
+    }
+
+    fn done(&self) -> bool {
+        self.socks.len() == self.conns && self.socks.iter().all(|s| s.3) || !self.errors.is_empty()
+    }
+}
+
+impl Application for EchoClient {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        let server = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 7);
+        while self.socks.len() < self.conns {
+            let h = ctx
+                .stack
+                .tcp_connect(ctx.now, server, None, ctx.sink)
+                .unwrap();
+            self.socks.push((h, 0, Vec::new(), false));
+        }
+        let mut buf = vec![0u8; 65536];
+        for i in 0..self.socks.len() {
+            let (h, sent, got, eof) = &mut self.socks[i];
+            if *eof {
+                continue;
+            }
+            let data = &self.data[i..i + self.size];
+            if *sent < data.len() {
+                match ctx.stack.tcp_send(ctx.now, *h, &data[*sent..], ctx.sink) {
+                    Ok(n) => {
+                        *sent += n;
+                        if *sent == data.len() {
+                            ctx.stack
+                                .tcp_shutdown(ctx.now, *h, Shutdown::Write, ctx.sink)
+                                .unwrap();
+                        }
+                    }
+                    Err(SocketError::WouldBlock) => {}
+                    Err(e) => self.errors.push(e),
+                }
+            }
+            loop {
+                match ctx.stack.tcp_recv(ctx.now, *h, &mut buf, ctx.sink) {
+                    Ok(0) => {
+                        *eof = true;
+                        let _ = ctx.stack.tcp_close(ctx.now, *h, ctx.sink);
+                        break;
+                    }
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(SocketError::WouldBlock) => break,
+                    Err(e) => {
+                        self.errors.push(e);
+                        break;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn finished(&self) -> bool {
+        self.done()
+    }
+}
+
+fn echo<L1: Link, L2: Link>(
+    mut client: Engine<L1>,
+    mut server: Engine<L2>,
+    conns: usize,
+    size: usize,
+) {
+    let mut echo = TcpEchoApp::new(&mut server.stack, 7).unwrap();
+    let mut app = EchoClient::new(conns, size);
+    run_until(
+        &mut client,
+        &mut app,
+        &mut server,
+        &mut echo,
+        StdDuration::from_secs(60),
+        |a| a.finished(),
+    );
+    assert!(
+        app.errors.is_empty(),
+        "{:?}; echo {:?}\nclient {:?}\nserver {:?}",
+        app.errors,
+        echo.stats,
+        client.stack.counters(),
+        server.stack.counters()
+    );
+    assert!(
+        app.done(),
+        "not finished: {} of {conns} at EOF",
+        app.socks.iter().filter(|s| s.3).count()
+    );
+    for (i, s) in app.socks.iter().enumerate() {
+        assert_eq!(s.2.len(), size, "connection {i}: length");
+        assert!(s.2 == app.expect(i), "connection {i}: bytes differ");
+    }
+    // Data segments carry SACK blocks when data flows both ways under
+    // loss: they must still fit the MTU.
+    for (who, e) in [
+        ("client", client.stack.counters()),
+        ("server", server.stack.counters()),
+    ] {
+        assert_eq!(e.tx_drop_too_big, 0, "{who}: segments over the MTU");
+    }
+    // The server closed every connection after echoing it.
+    for _ in 0..1000 {
+        server.turn(&mut echo);
+        client.turn(&mut app);
+    }
+    assert_eq!(echo.connections(), 0);
+    assert_eq!(echo.stats.accepted, conns as u64);
+    assert_eq!(echo.stats.errors, 0);
+}
+
+#[test]
+fn tcp_echo_eight_connections_with_half_close() {
+    let (a, b) = links();
+    echo(engine(1, a), engine(2, b), 8, 1_000_000);
+}
+
+#[test]
+fn tcp_echo_through_faults() {
+    let (a, b) = links();
+    let a = FaultLink::new(a, FAULTS);
+    echo(engine(1, a), engine(2, b), 4, 300_000);
+}
