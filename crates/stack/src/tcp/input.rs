@@ -252,11 +252,13 @@ impl TcpConnection {
                     ip.counters.tcp_rx_out_of_order += 1;
                 }
                 // RFC 5681 4.2: ACK out-of-order data and hole fills at once,
-                // otherwise at least every second full segment.
+                // otherwise at least every second full segment.  A segment
+                // that moved RCV.NXT past its own end filled a gap; one that
+                // moved it less was partly old.
                 if r.out_of_order
                     || self.recv.has_out_of_order()
                     || r.advanced == 0
-                    || self.rcv_nxt - before < seg.payload.len()
+                    || self.rcv_nxt - before != seg.payload.len()
                 {
                     self.ack_now = true;
                 } else {
