@@ -8,5 +8,6 @@
 mod coverage;
 mod harness;
 mod listen;
+mod options;
 mod rfc5961;
 mod rfc9293;

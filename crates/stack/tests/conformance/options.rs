@@ -1,0 +1,226 @@
+//! Options: the MSS (RFC 9293 3.7.1, RFC 6691), window scaling and
+//! timestamps (RFC 7323).
+
+use stack::{Duration, SocketError, SocketHandle};
+
+use crate::harness::{check, pattern, seg, Script, STACK_PORT};
+
+/// Passive open with every option: MSS 1460, SACK-permitted, timestamps
+/// (peer TSval 100) and window scale `peer_shift`.
+fn open_with_options(s: &mut Script, peer_shift: u8) -> SocketHandle {
+    let l = s.listen(STACK_PORT, 8);
+    s.inject(
+        seg()
+            .syn()
+            .seq(0)
+            .win(65535)
+            .mss(1460)
+            .sack_perm()
+            .ts(100, 0)
+            .wscale(peer_shift),
+    );
+    s.expect(seg().syn().ack(1).seq(0).ts_ecr(100));
+    s.inject(seg().ack(1).seq(1).win(65535).ts_echo(101));
+    s.expect_none();
+    s.accept(l)
+}
+
+/// RFC 9293 3.7.1: the MSS offered is the route's MTU minus 40 (interface
+/// MTU 1400: MSS 1360), in SYN and SYN-ACK alike.
+#[test]
+pub fn mss_from_interface_mtu() {
+    let mut s = Script::with_mtu(1400, |_| {});
+    s.connect();
+    s.expect(seg().syn().seq(0).mss(1360));
+    s.listen(STACK_PORT, 4);
+    s.flow = (STACK_PORT, 50000);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0).mss(1360));
+}
+
+/// RFC 9293 3.7.1: the stack never sends segments larger than the MSS the
+/// peer announced.
+#[test]
+pub fn peer_mss_limits_segments() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(536));
+    s.expect(seg().syn().ack(1).seq(0).mss(1460));
+    s.inject(seg().ack(1).seq(1));
+    let c = s.accept(l);
+    s.set_nodelay(c, true);
+    s.send_n(c, 1200);
+    s.expect(seg().ack(1).seq(1).len(536));
+    s.expect(seg().ack(1).seq(537).len(536));
+    s.expect(seg().ack(1).seq(1073).len(128));
+    s.expect_none();
+}
+
+/// RFC 9293 3.7.1: without an MSS option the send MSS is 536 for IPv4.
+#[test]
+pub fn default_send_mss_is_536() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).no_mss());
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1));
+    let c = s.accept(l);
+    s.send_n(c, 1072);
+    s.expect(seg().ack(1).seq(1).len(536));
+    s.expect(seg().ack(1).seq(537).len(536));
+}
+
+/// RFC 6691 2: the MSS counts no TCP options, so with timestamps (12
+/// bytes) the payload of a full segment is MSS - 12.
+#[test]
+pub fn timestamps_reduce_payload() {
+    let mut s = Script::new();
+    let c = open_with_options(&mut s, 7);
+    s.send_n(c, 3000);
+    s.expect(seg().ack(1).seq(1).len(1448).ts_ecr(101));
+    s.expect(seg().ack(1).seq(1449).len(1448).ts_ecr(101));
+}
+
+/// RFC 7323 2.2 (with RFC 2018 2): the SYN-ACK answers the options of
+/// the SYN: window scale, SACK-permitted and timestamps (TSecr = the SYN's
+/// TSval); its window is not scaled.
+#[test]
+pub fn syn_ack_answers_offered_options() {
+    let mut s = Script::new();
+    s.listen(STACK_PORT, 4);
+    s.inject(
+        seg()
+            .syn()
+            .seq(0)
+            .win(65535)
+            .mss(1460)
+            .sack_perm()
+            .ts(100, 0)
+            .wscale(7),
+    );
+    s.expect(
+        seg()
+            .syn()
+            .ack(1)
+            .seq(0)
+            .win(65535)
+            .mss(1460)
+            .sack_perm()
+            .ts_ecr(100)
+            .wscale(6),
+    );
+}
+
+/// RFC 7323 2.2: no window scale option in a SYN-ACK unless the SYN had
+/// one, and then no scaling either way.
+#[test]
+pub fn no_window_scale_unless_offered() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).win(1000).mss(1460).ts(100, 0));
+    s.expect(seg().syn().ack(1).seq(0).ts_ecr(100).no_wscale());
+    s.inject(seg().ack(1).seq(1).win(1000).ts_echo(101));
+    let c = s.accept(l);
+    check!(s, s.info(c).snd_wnd == 1000, "the peer's window unscaled");
+    s.inject(seg().ack(1).seq(1).len(100).ts_echo(102));
+    s.expect_after(40, seg().ack(101).seq(1).win(65435).ts_ecr(102));
+}
+
+/// RFC 7323 2.3: after the handshake the windows are scaled: ours is sent
+/// shifted right by our shift (6), the peer's is shifted left by its own.
+#[test]
+pub fn windows_scaled_after_handshake() {
+    let mut s = Script::new();
+    let c = open_with_options(&mut s, 2);
+    s.set_nodelay(c, true);
+    s.inject(seg().ack(1).seq(1).win(100).ts_echo(102));
+    check!(s, s.info(c).snd_wnd == 400, "100 << 2: {:?}", s.info(c));
+    s.send_n(c, 1000);
+    s.expect(seg().ack(1).seq(1).len(400).win(1024));
+    s.expect_none();
+    s.inject(seg().ack(401).seq(1).win(150).ts_echo(103));
+    s.expect(seg().ack(1).seq(401).len(600).win(1024));
+}
+
+/// RFC 7323 4.3: TSecr echoes TS.Recent, which only an in-order segment
+/// (SEG.SEQ <= Last.ACK.sent) updates: out-of-order data keeps the old
+/// value, the segment that fills the hole sets it.
+#[test]
+pub fn timestamp_echo_rules() {
+    let mut s = Script::new();
+    open_with_options(&mut s, 7);
+    s.inject(seg().ack(1).seq(1).len(100).ts_echo(200));
+    s.inject(seg().ack(1).seq(201).len(100).ts_echo(300));
+    s.expect(seg().ack(101).seq(1).ts_ecr(200).sack(&[(201, 301)]));
+    s.inject(seg().ack(1).seq(101).len(100).ts_echo(250));
+    s.expect(seg().ack(301).seq(1).ts_ecr(250).no_sack());
+}
+
+/// RFC 7323 4.1 (with RFC 6298 2.2, 2.3): RTT measurement from TSecr: a
+/// 50 ms handshake gives SRTT 50 ms, RTTVAR 25 ms, RTO 200 ms; then a
+/// 100 ms sample gives SRTT 56.25 ms.
+#[test]
+pub fn rtt_measured_from_timestamps() {
+    let mut s = Script::new();
+    let c = s.connect();
+    s.expect(seg().syn().seq(0).ts_ecr(0));
+    s.advance(50);
+    s.inject(
+        seg()
+            .syn()
+            .ack(1)
+            .seq(0)
+            .mss(1460)
+            .sack_perm()
+            .wscale(7)
+            .ts_echo(500),
+    );
+    s.expect(seg().ack(1).seq(1).ts_ecr(500));
+    let i = s.info(c);
+    check!(
+        s,
+        i.srtt == Duration::from_millis(50)
+            && i.rttvar == Duration::from_millis(25)
+            && i.rto == Duration::from_millis(200),
+        "after the handshake: {i:?}"
+    );
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100).ts_ecr(500));
+    s.advance(100);
+    s.inject(seg().ack(101).seq(1).ts_echo(600));
+    let i = s.info(c);
+    check!(
+        s,
+        i.srtt == Duration::from_micros(56_250) && i.rttvar == Duration::from_micros(31_250),
+        "after a 100 ms sample: {i:?}"
+    );
+}
+
+/// RFC 7323 5.3: PAWS: a segment whose TSval is older than TS.Recent is
+/// dropped and answered with an ACK; a RST is exempt.
+#[test]
+pub fn paws_drops_old_timestamps() {
+    let mut s = Script::new();
+    let c = open_with_options(&mut s, 7);
+    s.inject(seg().ack(1).seq(1).len(100).ts_echo(90));
+    s.expect(seg().ack(1).seq(1).ts_ecr(101));
+    check!(
+        s,
+        s.recv(c, 1000) == Err(SocketError::WouldBlock),
+        "old data dropped"
+    );
+    s.inject(seg().ack(1).seq(1).len(100).ts_echo(110));
+    s.expect_after(40, seg().ack(101).seq(1).ts_ecr(110));
+    check!(
+        s,
+        s.recv(c, 1000) == Ok(pattern(1, 100)),
+        "fresh data taken"
+    );
+    s.inject(seg().rst().seq(101).ts(5, 0));
+    s.expect_none();
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::ConnectionReset),
+        "RST taken whatever its timestamp"
+    );
+}
