@@ -148,15 +148,21 @@ impl Stack {
                     Some(Socket::Listener(l)) => (l.backlog, l.accept_queue.len()),
                     _ => return,
                 };
-                if queued < backlog {
-                    if let Some(conn) =
-                        connection_from_cookie(&mut self.tcp, now, local, remote, seg, mss)
-                    {
-                        self.ip.counters.rx_accept_tcp += 1;
-                        self.ip.counters.tcp_syncookies_accepted += 1;
-                        self.tcp_adopt(now, lindex, conn, seg, sink);
+                if let Some(conn) =
+                    connection_from_cookie(&mut self.tcp, now, local, remote, seg, mss)
+                {
+                    if queued >= backlog {
+                        // A full accept queue drops the handshake's last
+                        // ACK (Linux without tcp_abort_on_overflow): the
+                        // peer, which thinks itself connected, sends it
+                        // again with its data until there is room.
+                        self.ip.counters.rx_drop_tcp_listen_overflow += 1;
                         return;
                     }
+                    self.ip.counters.rx_accept_tcp += 1;
+                    self.ip.counters.tcp_syncookies_accepted += 1;
+                    self.tcp_adopt(now, lindex, conn, seg, sink);
+                    return;
                 }
             }
             self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
