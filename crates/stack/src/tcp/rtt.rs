@@ -81,10 +81,15 @@ impl RttEstimator {
     /// second, then the RTO SHOULD be rounded up to 1 second" -- here to
     /// `min_rto` (Linux uses 200 ms); 2.5: "A maximum value MAY be placed on
     /// RTO provided it is at least 60 seconds" (`max_rto`).
+    ///
+    /// The bound comes first: 5.5 doubles the RTO in use, so a computed
+    /// value below the minimum backs off from the minimum (200, 400, 800
+    /// ms), not from itself (which would stay under the floor for several
+    /// expiries and retransmit every 200 ms).
     pub fn rto(&self) -> Duration {
         let factor = 1u64.checked_shl(self.backoff).unwrap_or(u64::MAX);
-        let rto = self.base_us.saturating_mul(factor);
-        Duration::from_micros(rto.max(self.min_us).min(self.max_us))
+        let rto = self.base_us.max(self.min_us).saturating_mul(factor);
+        Duration::from_micros(rto.min(self.max_us))
     }
 
     /// 5.5: "The host MUST set RTO <- RTO * 2 ("back off the timer")".
@@ -243,6 +248,17 @@ mod tests {
         assert_eq!(e.rto(), Duration::from_secs(60));
         e.reset_backoff();
         assert_eq!(e.rto(), ms(300));
+    }
+
+    #[test]
+    fn rfc6298_5_5_backoff_starts_from_the_minimum() {
+        let mut e = est();
+        e.sample(ms(0));
+        assert_eq!(e.rto(), ms(200));
+        e.backoff();
+        assert_eq!(e.rto(), ms(400));
+        e.backoff();
+        assert_eq!(e.rto(), ms(800));
     }
 
     #[test]
