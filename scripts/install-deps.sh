@@ -5,7 +5,7 @@ set -euo pipefail
 
 apt_packages=(
   build-essential pkg-config iproute2 iputils-ping ethtool socat netcat-openbsd
-  tcpdump python3 python3-scapy valgrind
+  tcpdump python3 python3-scapy valgrind curl wrk
 )
 
 missing=()

@@ -1,6 +1,8 @@
-"""The interop tests: ustack-echo against the Linux kernel's own tools and
-sockets, over AF_PACKET (a veth pair) and TAP."""
+"""The interop tests: ustack's programs (ustack-echo, ustack-http,
+ustack-get) against the Linux kernel's own tools and sockets, over
+AF_PACKET (a veth pair) and TAP."""
 
+import contextlib
 import os
 import random
 import re
@@ -30,12 +32,16 @@ def test(name, budget=60, known_bug=None):
 
 
 class Ctx:
-    def __init__(self, binary):
-        self.binary = binary
+    def __init__(self, binaries):
+        self.binaries = binaries
+        self.binary = binaries["ustack-echo"]
+        self.http = binaries["ustack-http"]
+        self.get = binaries["ustack-get"]
         self.workdir = None
 
-    def topo(self, kind, subnet, **kw):
-        return Topology(kind, subnet, self.binary, self.workdir, **kw).create()
+    def topo(self, kind, subnet, binary=None, **kw):
+        """A topology running `binary` (ustack-echo unless given)."""
+        return Topology(kind, subnet, binary or self.binary, self.workdir, **kw).create()
 
 
 # Each test has its own /24 inside 10.99.0.0/16 (the namespaces are private,
@@ -47,6 +53,9 @@ SUBNETS = {
     "fault_loss_dup_reorder_af_packet": 106, "fault_corrupt_af_packet": 107,
     "arp_vip_af_packet": 108, "arp_vip_tap": 109,
     "config_ignored_fstack_key": 110,
+    "http_curl_af_packet": 113, "http_wrk_af_packet": 114,
+    "tcp_echo_af_packet": 115, "http_get_client_af_packet": 116,
+    "tcp_echo_faults_af_packet": 117,
 }
 
 
@@ -537,3 +546,211 @@ def _(ctx):
     p = t.ping(56, count=3)
     check(p.returncode == 0, f"ping failed with ignored keys in the configuration:\n{p.stdout}")
     t.ustack.stop()
+
+
+# --------------------------------------------------------------------------
+# 7. TCP: ustack-http with curl and wrk, the TCP echo, ustack-get
+
+def http_topo(ctx, name, **kw):
+    return ctx.topo("af_packet", SUBNETS[name], binary=ctx.http, **kw).start()
+
+
+def curl(t, url, out, timeout=60):
+    """curl in the kernel's namespace; returns (status code, bytes)."""
+    p = h.nsx(t.ns_k, "curl", "-sS", "--max-time", str(timeout), "-o", out,
+              "-w", "%{http_code} %{size_download} %{speed_download}", url,
+              check_rc=False, timeout=timeout + 5)
+    check(p.returncode == 0, f"curl {url} failed (rc={p.returncode}): {p.stderr.strip()}")
+    code, size, speed = p.stdout.split()
+    return int(code), int(size), float(speed)
+
+
+def no_tcp_trouble(st, what):
+    """TCP counters that must stay zero on a clean link."""
+    bad = {k: st.get(k, 0) for k in ("tx_drop_too_big", "rx_drop_tcp_bad_checksum", "rx_drop_tcp_malformed")}
+    check(not any(bad.values()), f"{what}: {bad}")
+
+
+@test("http_curl_af_packet", budget=90)
+def _(ctx):
+    import tcp_tools as tt
+
+    t = http_topo(ctx, "http_curl_af_packet")
+    base = f"http://{t.ustack_ip}"
+    out = os.path.join(ctx.workdir, "index.html")
+    code, size, _ = curl(t, base + "/", out)
+    with open(out, "rb") as f:
+        page = f.read()
+    check(code == 200 and size == 600 and len(page) == 600, f"GET /: {code}, {size} bytes (expected 200, 600)")
+    check(page.startswith(b"<!DOCTYPE html>") and page.endswith(b"</html>\n"), f"GET /: not the page: {page[:80]!r}")
+    # Semantics, on raw connections.
+    dest = (t.ustack_ip, 80)
+    pipelined = (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+                 b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n"
+                 b"GET /nope HTTP/1.1\r\nHost: a\r\n\r\n"
+                 b"POST /form HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"
+                 b"GET /bytes/100 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    resp, eof = tt.http_exchange(t.ns_k, dest, pipelined, head_requests=(1,))
+    got = [(r[0], len(r[2])) for r in resp]
+    check([g[0] for g in got] == [200, 200, 404, 405, 200] and got[0][1] == 600 and got[4][1] == 100,
+          f"5 pipelined requests: (status, body length) {got}")
+    check(eof, "no close after Connection: close")
+    check(resp[1][1].get("content-length") == "600", f"HEAD /: {resp[1][1]}")
+    check(resp[3][1].get("allow") == "GET, HEAD", f"405 without Allow: {resp[3][1]}")
+    check(resp[4][2] == tt.pattern(0, 100) and resp[4][1].get("connection") == "close",
+          f"/bytes/100: {resp[4][2][:40]!r}, {resp[4][1]}")
+    cases = [
+        (b"GET / HTTP/1.0\r\n\r\n", 200, True, "HTTP/1.0 closes"),
+        (b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 200, False, "HTTP/1.0 keep-alive stays open"),
+        (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 200, False, "HTTP/1.1 stays open"),
+        (b"BREW / HTTP/1.1\r\nHost: a\r\n\r\n", 501, False, "unknown method"),
+        (b"GARBAGE\r\n\r\n", 400, True, "malformed request line"),
+        (b"GET / HTTP/1.1\r\n\r\n", 400, True, "HTTP/1.1 without Host"),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"x" * 9000 + b"\r\n\r\n", 431, True, "9 KB of header fields"),
+        (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999\r\n\r\n", 413, True, "a 100 MB body announced"),
+    ]
+    for raw, status, closes, what in cases:
+        resp, eof = tt.http_exchange(t.ns_k, dest, raw, timeout=0.5)
+        check(len(resp) == 1 and resp[0][0] == status, f"{what}: expected one {status}, got {[r[0] for r in resp]}")
+        check(eof == closes, f"{what}: connection {'not ' if closes else ''}closed after the response")
+    # 50 MB, checked byte by byte against the pattern.
+    n = 50 * 1024 * 1024
+    out = os.path.join(ctx.workdir, "bytes.bin")
+    code, size, speed = curl(t, f"{base}/bytes/{n}", out)
+    print(f"    curl /bytes/{n}: {code}, {size} bytes at {speed / 1e6:.1f} MB/s")
+    check(code == 200, f"/bytes/{n}: status {code}")
+    bad = tt.check_pattern_file(out, n)
+    check(bad is None, f"/bytes/{n}: {bad}")
+    os.unlink(out)
+    st = t.ustack.settled_stats()
+    no_tcp_trouble(st, "curl")
+    t.ustack.stop()
+
+
+@test("http_wrk_af_packet", budget=90)
+def _(ctx):
+    import tcp_tools as tt
+
+    t = http_topo(ctx, "http_wrk_af_packet")
+    url = f"http://{t.ustack_ip}/"
+    for what, extra in (("keep-alive", ()), ("Connection: close", ("-H", "Connection: close"))):
+        before = t.ustack.stats()
+        out, r = tt.run_wrk(t.ns_k, url, connections=200, seconds=5, extra=extra)
+        h.log(out)
+        after = t.ustack.settled_stats(quiet=0.2)
+        d = h.delta(after, before)
+        oow = d.get("tcp_out_of_window", 0)
+        print(f"    wrk -t2 -c200 -d5s {' '.join(extra)}: {r['rps']:.0f} requests/s, {r['requests']} requests, "
+              f"socket errors {r['socket_errors']}, non-2xx {r['non_2xx']}; "
+              f"ustack: {d.get('tcp_passive_opens', 0)} connections, {oow} segments out of window, "
+              f"resets received {d.get('tcp_resets_received', 0)} (wrk resets what it has not read when it stops)")
+        check(r["requests"] > 1000, f"{what}: only {r['requests']} requests:\n{out}")
+        check(r["socket_errors"] == 0, f"{what}: socket errors:\n{out}")
+        check(r["non_2xx"] == 0, f"{what}: non-2xx responses:\n{out}")
+        # TIME-WAIT reuse: the kernel reconnecting from a port whose old
+        # connection ustack holds in TIME-WAIT must get a new connection,
+        # not a challenge ACK (out of window), its reset, and a SYN again.
+        check(oow <= max(10, r["requests"] // 100), f"{what}: {oow} segments out of window")
+        no_tcp_trouble(after, what)
+    t.ustack.stop()
+
+
+ECHO_CONNS = 8
+ECHO_SIZE = 4 * 1024 * 1024
+
+
+def echo_payloads(count, size, seed):
+    rnd = random.Random(seed)
+    block = rnd.randbytes(size + 4096)
+    return [block[i * 509: i * 509 + size] for i in range(count)]
+
+
+def tcp_echo_test(t, count, size, seed):
+    import tcp_tools as tt
+
+    payloads = echo_payloads(count, size, seed)
+    t0 = time.monotonic()
+    got = tt.echo_many(t.ns_k, (t.ustack_ip, 7), payloads, timeout=60)
+    dt = time.monotonic() - t0
+    for i, (p, g) in enumerate(zip(payloads, got)):
+        if g != p:
+            first = next((k for k, (a, b) in enumerate(zip(p, g)) if a != b), min(len(p), len(g)))
+            raise TestFailure(f"connection {i}: {len(g)} bytes back of {len(p)}, first difference at {first}")
+    print(f"    {count} connections x {size} bytes echoed intact in {dt:.2f} s "
+          f"({2 * count * size / dt / 1e6:.1f} MB/s both ways)")
+    return dt
+
+
+@test("tcp_echo_af_packet", budget=90)
+def _(ctx):
+    t = ctx.topo("af_packet", SUBNETS["tcp_echo_af_packet"]).start()
+    tcp_echo_test(t, ECHO_CONNS, ECHO_SIZE, 15)
+    # The server closed each connection after the echo.
+    st = t.ustack.wait_stats(lambda s: s.get("tcp_connections", 0) == 0, timeout=5,
+                             what="every TCP connection closed")
+    no_tcp_trouble(st, "echo")
+    check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
+    t.ustack.stop()
+
+
+@test("tcp_echo_faults_af_packet", budget=120)
+def _(ctx):
+    # Corruption is only caught when the kernel's frames carry a full
+    # checksum: its TX checksum offload is off (see fault_corrupt_af_packet).
+    t = ctx.topo("af_packet", SUBNETS["tcp_echo_faults_af_packet"], offload=False,
+                 sets=["fault.loss=0.02", "fault.duplicate=0.02", "fault.reorder=0.02",
+                       "fault.corrupt=0.005"]).start()
+    tcp_echo_test(t, ECHO_CONNS, 2 * 1024 * 1024, 17)
+    st = t.ustack.settled_stats()
+    faults = {k: v for k, v in st.items() if k.startswith("port0_fault_") and v}
+    tcp = {k: st.get(k, 0) for k in ("tcp_retransmitted_segments", "tcp_fast_retransmits", "tcp_rto_timeouts",
+                                     "tcp_rx_out_of_order", "rx_drop_tcp_bad_checksum", "tx_drop_too_big")}
+    print(f"    {faults}\n    {tcp}")
+    for what in ("lost", "duplicated", "reordered", "corrupted"):
+        check(st.get(f"port0_fault_rx_{what}", 0) + st.get(f"port0_fault_tx_{what}", 0) > 0,
+              f"the fault layer {what} nothing: {faults}")
+    check(st.get("tx_drop_too_big", 0) == 0, f"segments over the MTU: {tcp}")
+    t.ustack.stop()
+
+
+@test("http_get_client_af_packet", budget=90)
+def _(ctx):
+    import tcp_tools as tt
+
+    t = ctx.topo("af_packet", SUBNETS["http_get_client_af_packet"])
+    srv = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv)
+    n = 20 * 1024 * 1024
+    with open(os.path.join(srv, "big.bin"), "wb") as f:
+        f.write(random.Random(16).randbytes(n))
+    want = tt.sha256_file(os.path.join(srv, "big.bin"))
+    tt.kernel_http_server(t.ns_k, t.kernel_ip, 8080, srv, ctx.workdir)
+    cfg = os.path.join(ctx.workdir, "get.ini")
+    with open(cfg, "w") as f:
+        f.write(t.config())
+
+    def get(url, *extra, timeout=60):
+        out = os.path.join(ctx.workdir, "got.bin")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(out)
+        t0 = time.monotonic()
+        p = h.nsx(t.ns_u, ctx.get, "--config", cfg, "-o", out, *extra, url, check_rc=False, timeout=timeout)
+        return p, out, time.monotonic() - t0
+
+    p, out, dt = get(f"http://{t.kernel_ip}:8080/big.bin")
+    check(p.returncode == 0, f"ustack-get of 20 MB: rc={p.returncode}: {p.stderr.strip()}")
+    got = tt.sha256_file(out)
+    check(os.path.getsize(out) == n and got == want,
+          f"ustack-get of 20 MB: {os.path.getsize(out)} bytes, sha256 {got[:16]}..., expected {want[:16]}...")
+    print(f"    ustack-get 20 MB from python3 -m http.server: intact in {dt:.2f} s; {p.stderr.strip()}")
+    for url, extra, needle, what in (
+        (f"http://{t.kernel_ip}:8081/", (), "refused", "a closed port"),
+        (f"http://{t.kernel_ip}:8080/missing", (), "404", "a missing file"),
+        (f"http://{h.NET_PREFIX}.{SUBNETS['http_get_client_af_packet']}.77/", ("--timeout", "1"), "timed out",
+         "an address nobody has"),
+    ):
+        p, out, dt = get(url, *extra, timeout=20)
+        check(p.returncode != 0, f"ustack-get of {what} exited 0: {p.stderr.strip()}")
+        check(needle in p.stderr, f"ustack-get of {what}: expected {needle!r} in the message: {p.stderr.strip()!r}")
+        check(not os.path.exists(out), f"ustack-get of {what} left {out}")
+        print(f"    {what}: rc={p.returncode} in {dt:.1f} s: {p.stderr.strip()}")

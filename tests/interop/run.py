@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Interop tests of ustack against the Linux kernel.
 
-    sudo /usr/bin/python3 tests/interop/run.py [--binary PATH] [-k NAME]... [-v] [--list]
+    sudo /usr/bin/python3 tests/interop/run.py [--bin-dir DIR] [-k NAME]... [-v] [--list]
 
-Runs ustack-echo (UDP echo on port 7, ping) on one end of a veth pair
-(AF_PACKET) or a TAP device, and the kernel's tools and sockets on the
-other, each test in network namespaces of its own (addresses in
-10.99.0.0/16 only).  Needs root, /usr/bin/python3 with scapy
-(python3-scapy), ping (iputils-ping), ip (iproute2) and ethtool.
+Runs ustack's programs (ustack-echo: UDP and TCP echo on port 7, ping;
+ustack-http; ustack-get) on one end of a veth pair (AF_PACKET) or a TAP
+device, and the kernel's tools and sockets on the other, each test in
+network namespaces of its own (addresses in 10.99.0.0/16 only).  Needs
+root, /usr/bin/python3 with scapy (python3-scapy), ping (iputils-ping), ip
+(iproute2), ethtool, curl and wrk.
 
 The last line is "N passed, N failed"; the exit status is non-zero when a
 test failed.  A test that cannot run (not root, a tool missing) fails.
@@ -29,7 +30,10 @@ sys.path.insert(0, HERE)
 import harness as h  # noqa: E402
 
 
-def preflight(binary):
+PROGRAMS = ("ustack-echo", "ustack-http", "ustack-get")
+
+
+def preflight(binaries):
     """Reasons the suite cannot run here (empty when it can)."""
     problems = []
     if os.geteuid() != 0:
@@ -40,11 +44,12 @@ def preflight(binary):
     except ImportError as e:
         problems.append(f"scapy is missing for {sys.executable} ({e}): apt-get install python3-scapy, "
                         "and run the suite with /usr/bin/python3")
-    for tool in ("ip", "ping", "ethtool"):
+    for tool in ("ip", "ping", "ethtool", "curl", "wrk"):
         if not shutil.which(tool):
-            problems.append(f"'{tool}' not found (apt-get install iproute2 iputils-ping ethtool)")
-    if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
-        problems.append(f"no ustack-echo binary at {binary} (cargo build --release -p apps, or --binary PATH)")
+            problems.append(f"'{tool}' not found (apt-get install iproute2 iputils-ping ethtool curl wrk)")
+    for name, binary in binaries.items():
+        if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
+            problems.append(f"no {name} binary at {binary} (cargo build --release -p apps, or --bin-dir DIR)")
     if not os.path.exists("/dev/net/tun"):
         problems.append("/dev/net/tun is missing (TAP tests)")
     return problems
@@ -56,8 +61,10 @@ class Interrupted(BaseException):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--binary", default=os.path.join(REPO, "target", "release", "ustack-echo"),
-                    help="the ustack-echo to test (default: target/release/ustack-echo)")
+    ap.add_argument("--bin-dir", default=os.path.join(REPO, "target", "release"),
+                    help="where ustack-echo, ustack-http and ustack-get are (default: target/release)")
+    ap.add_argument("--binary", default=None,
+                    help="the ustack-echo to test (default: ustack-echo in --bin-dir)")
     ap.add_argument("-k", action="append", default=[], metavar="NAME",
                     help="run only tests whose name contains NAME (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the tests and exit")
@@ -65,7 +72,9 @@ def main():
                     help="also run the tests that show known stack bugs (cases.KNOWN_BUGS)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print more of what the tests see")
     args = ap.parse_args()
-    binary = os.path.abspath(args.binary)
+    binaries = {p: os.path.abspath(os.path.join(args.bin_dir, p)) for p in PROGRAMS}
+    if args.binary:
+        binaries["ustack-echo"] = os.path.abspath(args.binary)
     h.VERBOSE = args.verbose
 
     import cases
@@ -87,7 +96,7 @@ def main():
         return 1
 
     passed = failed = 0
-    problems = preflight(binary)
+    problems = preflight(binaries)
     if problems:
         for name, _, _ in selected:
             print(f"FAIL {name}: cannot run: " + "; ".join(problems), flush=True)
@@ -106,7 +115,7 @@ def main():
     signal.signal(signal.SIGALRM, on_alarm)
 
     h.remove_stale_namespaces()
-    ctx = cases.Ctx(binary)
+    ctx = cases.Ctx(binaries)
     t_suite = time.monotonic()
     interrupted = None
     for name, fn, budget in selected:
