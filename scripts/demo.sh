@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # ustack talking to the Linux kernel, with the kernel's own tools.
 #
-#   sudo scripts/demo.sh            (USTACK_ECHO=path overrides the binary)
+#   sudo scripts/demo.sh   (USTACK_ECHO=path, USTACK_HTTP=path override the binaries)
 #
 # 1. AF_PACKET: a veth pair between two network namespaces; ustack-echo on
-#    one end (10.99.50.2), the kernel on the other (10.99.50.1).
-# 2. TAP: ustack-echo creates a TAP device; the kernel's side of it gets
+#    one end (10.99.50.2), the kernel on the other (10.99.50.1): ping, UDP
+#    and TCP echo with socat.
+# 2. TCP: ustack-http on the same veth, curl from the kernel's side.
+# 3. TAP: ustack-echo creates a TAP device; the kernel's side of it gets
 #    10.99.51.1, ustack is 10.99.51.2.
 # Every command is printed with its output.  Nothing is built here, and the
 # root namespace is not touched: everything lives in namespaces that are
@@ -16,6 +18,7 @@ set -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 USTACK_ECHO=${USTACK_ECHO:-$ROOT/target/release/ustack-echo}
+USTACK_HTTP=${USTACK_HTTP:-$(dirname "$USTACK_ECHO")/ustack-http}
 TAG=usd$$                         # names of everything created here
 NS_K=${TAG}k                      # the kernel's namespace
 NS_U=${TAG}u                      # ustack's namespace (AF_PACKET part)
@@ -78,6 +81,17 @@ udp_echo() {
     if [ "$got" != "$text" ]; then printf '    %s(expected the same line back)%s\n' "$R" "$N"; FAILED=1; fi
 }
 
+# tcp_echo NS ADDR TEXT: sends TEXT to ADDR:7 over TCP with socat, which
+# shuts its write side at the end of its input and prints the echo until
+# the server closes.
+tcp_echo() {
+    local ns=$1 addr=$2 text=$3 got
+    printf '%s$ echo %s | ip netns exec %s socat -t 2 - TCP:%s:7%s\n' "$B" "'$text'" "$ns" "$addr" "$N"
+    got=$(echo "$text" | timeout 5 ip netns exec "$ns" socat -t 2 - "TCP:$addr:7" 2>&1)
+    printf '    %s\n' "$got"
+    if [ "$got" != "$text" ]; then printf '    %s(expected the same line back)%s\n' "$R" "$N"; FAILED=1; fi
+}
+
 # wait_ping NS ADDR: until ADDR answers (10 s at most).
 wait_ping() {
     for _ in $(seq 40); do
@@ -88,15 +102,16 @@ wait_ping() {
     return 1
 }
 
-# stop_ustack PID LOG: SIGTERM, checks the exit code, prints the counters.
+# stop_ustack PID LOG [NAME]: SIGTERM, checks the exit code, prints the
+# counters.
 stop_ustack() {
-    local pid=$1 log=$2 rc
-    printf '%s$ kill -TERM %s%s   %s(ustack-echo)%s\n' "$B" "$pid" "$N" "$D" "$N"
+    local pid=$1 log=$2 name=${3:-ustack-echo} rc
+    printf '%s$ kill -TERM %s%s   %s(%s)%s\n' "$B" "$pid" "$N" "$D" "$name" "$N"
     kill -TERM "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     wait "$pid"; rc=$?
-    if [ $rc -ne 0 ]; then printf '    %sustack-echo exited with %d%s\n' "$R" "$rc" "$N"; FAILED=1; fi
-    note "ustack-echo's counters (nonzero), printed on exit:"
+    if [ $rc -ne 0 ]; then printf '    %s%s exited with %d%s\n' "$R" "$name" "$rc" "$N"; FAILED=1; fi
+    note "$name's counters (nonzero), printed on exit:"
     grep -o 'counters: .*' "$log" | sed 's/^counters: //' | tr ' ' '\n' | sed 's/=/ /' |
         awk '{ printf "    %-32s %s\n", $1, $2 }'
     PIDS=()
@@ -105,8 +120,9 @@ stop_ustack() {
 # ---------------------------------------------------------------------------
 [ "$(id -u)" -eq 0 ] || { echo "${R}run as root (network namespaces, veth, TAP)${N}"; exit 1; }
 [ -x "$USTACK_ECHO" ] || { echo "${R}no ustack-echo at $USTACK_ECHO (cargo build --release -p apps, or set USTACK_ECHO)${N}"; exit 1; }
-for t in ip ping socat ethtool; do
-    command -v "$t" >/dev/null || { echo "${R}'$t' is missing (apt-get install iproute2 iputils-ping socat ethtool)${N}"; exit 1; }
+[ -x "$USTACK_HTTP" ] || { echo "${R}no ustack-http at $USTACK_HTTP (cargo build --release -p apps, or set USTACK_HTTP)${N}"; exit 1; }
+for t in ip ping socat ethtool curl; do
+    command -v "$t" >/dev/null || { echo "${R}'$t' is missing (apt-get install iproute2 iputils-ping socat ethtool curl)${N}"; exit 1; }
 done
 
 title "1. ustack over AF_PACKET, on a veth pair"
@@ -152,11 +168,37 @@ run ip netns exec "$NS_K" ping -c 2 -i 0.2 -W 1 -s 4000 10.99.50.2
 udp_echo "$NS_K" 10.99.50.2 "hello ustack"
 note "3000 bytes: fragmented both ways"
 udp_echo "$NS_K" 10.99.50.2 "$(printf 'x%.0s' $(seq 3000))" '"$(printf '"'"'x%.0s'"'"' {1..3000})"' 
+note "the same service over TCP: socat shuts its write side after the line;"
+note "ustack echoes what is pending, then closes"
+tcp_echo "$NS_K" 10.99.50.2 "hello ustack over TCP"
 stop_ustack "$PID" "$WORK/af_packet.log"
+
+# ---------------------------------------------------------------------------
+title "2. TCP: ustack-http on the same veth"
+printf '%s$ ip netns exec %s %s --config af_packet.ini &%s\n' "$B" "$NS_U" "$USTACK_HTTP" "$N"
+ip netns exec "$NS_U" "$USTACK_HTTP" --config "$WORK/af_packet.ini" >"$WORK/http.log" 2>&1 &
+PID=$!
+PIDS+=("$PID")
+wait_ping "$NS_K" 10.99.50.2
+sed 's/^/    /' "$WORK/http.log"
+note "the index page (600 bytes), headers first:"
+run ip netns exec "$NS_K" curl -sS -i http://10.99.50.2/
+note "/bytes/N: N bytes of 16-byte records, each the offset where it starts"
+run ip netns exec "$NS_K" curl -sS http://10.99.50.2/bytes/48
+printf '%s$ ip netns exec %s curl -sS -o /dev/null -w ... http://10.99.50.2/bytes/20000000%s\n' "$B" "$NS_K" "$N"
+got=$(timeout 20 ip netns exec "$NS_K" curl -sS -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' \
+    http://10.99.50.2/bytes/20000000 2>&1)
+read -r code size speed <<<"$got"
+printf '    status %s, %s bytes, %s MB/s\n' "$code" "$size" "$(awk "BEGIN { printf \"%.1f\", ${speed:-0} / 1e6 }")"
+if [ "$code" != 200 ] || [ "$size" != 20000000 ]; then printf '    %s(expected 200 and 20000000 bytes)%s\n' "$R" "$N"; FAILED=1; fi
+note "a path that does not exist:"
+run ip netns exec "$NS_K" curl -sS -o /dev/null -w '%{http_code}\n' http://10.99.50.2/nothing
+stop_ustack "$PID" "$WORK/http.log" ustack-http
+grep '^ustack-http: accepted=' "$WORK/http.log" | sed 's/^/    /'
 ip netns del "$NS_U"
 
 # ---------------------------------------------------------------------------
-title "2. ustack over TAP"
+title "3. ustack over TAP"
 note "ustack-echo runs in $NS_K and creates the TAP device $TAP there;"
 note "the kernel's side of the TAP gets 10.99.51.1"
 cat >"$WORK/tap.ini" <<EOF
