@@ -140,6 +140,10 @@ pub struct Client<S> {
     /// Connections (or sockets) still to open.
     to_open: usize,
     connecting: usize,
+    /// A first reply has come: the neighbor is resolved, the server
+    /// answers. Until then one socket is opened, not hundreds whose first
+    /// packets would wait on ARP (and be dropped past its queue).
+    first_reply: bool,
     /// Units done since the start.
     count: u64,
     errors: u64,
@@ -170,6 +174,7 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
             req: [b'q'; MSG],
             to_open,
             connecting: 0,
+            first_reply: false,
             count: 0,
             errors: 0,
             start_mark: None,
@@ -228,6 +233,9 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
     fn open_more<N: Net<Sock = S>>(&mut self, net: &mut N) -> bool {
         let mut work = false;
         while self.to_open > 0 && self.connecting < MAX_CONNECTING {
+            if !self.first_reply && !self.slots.is_empty() {
+                break;
+            }
             work = true;
             self.to_open -= 1;
             let opened = match self.workload {
@@ -307,6 +315,7 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
             match net.tcp_recv(s, &mut self.buf) {
                 Ok(0) => return self.on_eof(net, s),
                 Ok(n) => {
+                    self.first_reply = true;
                     if self.workload == Workload::Stream {
                         self.count += n as u64;
                         continue;
@@ -375,6 +384,7 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
         loop {
             match net.udp_recv_from(s, &mut self.buf) {
                 Ok((n, _)) => {
+                    self.first_reply = true;
                     if n == MSG {
                         self.count += 1;
                         self.send_request(net, s);

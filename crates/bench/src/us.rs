@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use link::{Link, ShmConfig, ShmLink};
 use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::{InterfaceConfig, SocketError, SocketHandle, Stack, StackConfig};
+use stack::{InterfaceConfig, SocketError, SocketHandle, Stack, StackConfig, TcpConfig};
 
 use crate::net::Net;
 
@@ -25,6 +25,13 @@ pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 /// The link's MTU: the largest the shm link and the stack both take
 /// (Linux loopback has 65536; an IPv4 packet cannot pass 65535).
 pub const MTU: usize = 65535;
+/// The initial receive buffer (`net.inet.tcp.recvspace`), where Linux
+/// starts at 128 KB and auto-tunes to 6 MB. ustack's auto-tuning doubles
+/// the buffer when one read takes half of it, which 64 KB reads stop at
+/// 256 KB (four 64 KB segments in flight); 1 MB lets one stream keep the
+/// pipe full. Buffers are allocated as data arrives, so an idle connection
+/// pays nothing for it.
+pub const RECV_SPACE: usize = 1 << 20;
 /// Frames per direction of the link: room for a burst of requests from
 /// every one of 1000 connections.
 pub const SLOTS: usize = 2048;
@@ -138,9 +145,14 @@ pub const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// A stack with one interface, `ip`/24, on `link`.
 pub fn stack_on(link: &ShmLink, ip: Ipv4Addr, seed: u64) -> io::Result<Stack> {
+    let defaults = StackConfig::default();
     let mut stack = Stack::new(StackConfig {
         seed,
-        ..StackConfig::default()
+        tcp: TcpConfig {
+            recv_space: RECV_SPACE,
+            ..defaults.tcp.clone()
+        },
+        ..defaults
     });
     stack
         .add_interface(&InterfaceConfig {
