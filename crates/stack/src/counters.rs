@@ -152,6 +152,7 @@ counters! {
         tcp_challenge_acks_sent,
         tcp_paws_rejected,
         tcp_out_of_window,
+        tcp_invalid_acks_rate_limited,
         tcp_rx_out_of_order,
         tcp_rx_trimmed_bytes,
         tcp_dupacks_received,

@@ -146,6 +146,8 @@ pub(crate) struct TcpConnection {
     pub parent: Option<(u32, u32)>,
     pub last_send: Instant,
     pub last_recv: Instant,
+    /// When we last answered a bare ACK we could not use.
+    pub last_invalid_ack: Option<Instant>,
     pub stats: ConnStats,
 }
 
@@ -214,6 +216,7 @@ impl TcpConnection {
             parent: None,
             last_send: now,
             last_recv: now,
+            last_invalid_ack: None,
             stats: ConnStats::default(),
         }
     }

@@ -18,6 +18,13 @@ use crate::time::{Duration, Instant};
 /// (Linux's `tcp_fin_timeout`).
 pub const FIN_WAIT_2_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The least time between ACKs that answer bare ACKs we cannot use (out
+/// of the window, old by PAWS, acknowledging data never sent): Linux's
+/// `tcp_invalid_ratelimit`.  Two ends that disagree about the sequence
+/// space, such as a TIME-WAIT and a connection a late SYN-cookie ACK made
+/// again, would otherwise answer each other's ACKs for ever (RFC 5961 7).
+pub const INVALID_ACK_INTERVAL: Duration = Duration::from_millis(500);
+
 /// What an input did that the socket layer must act on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct InputEvents {
@@ -43,6 +50,25 @@ impl TcpConnection {
         };
     }
 
+    /// ACKs a segment we cannot use: at once if it has data, a SYN or a
+    /// FIN (the peer needs to hear where we are), at most once per
+    /// [`INVALID_ACK_INTERVAL`] if it is a bare ACK (as Linux's
+    /// `tcp_oow_rate_limited`): zero-window and keep-alive probes still
+    /// get answers, ACK wars die out.
+    fn ack_unusable(&mut self, now: Instant, seg: &TcpRepr<'_>, ip: &mut IpLayer) {
+        if seg.segment_len() == 0 {
+            if self
+                .last_invalid_ack
+                .is_some_and(|t| now.saturating_since(t) < INVALID_ACK_INTERVAL)
+            {
+                ip.counters.tcp_invalid_acks_rate_limited += 1;
+                return;
+            }
+            self.last_invalid_ack = Some(now);
+        }
+        self.ack_now = true;
+    }
+
     /// Sends a challenge ACK (RFC 5961 3.2, 4.2, 5.2), rate limited.
     fn challenge_ack(
         &mut self,
@@ -54,6 +80,18 @@ impl TcpConnection {
         if shared.challenge_acks.take(now) {
             ip.counters.tcp_challenge_acks_sent += 1;
             self.send_ack(now, ip, sink);
+        }
+    }
+
+    /// RFC 6298 5.7: "If the timer expires awaiting the ACK of a SYN
+    /// segment and the TCP implementation is using an RTO less than 3
+    /// seconds, the RTO MUST be re-initialized to 3 seconds when data
+    /// transmission begins (i.e., after the three-way handshake completes)."
+    /// Only without a measurement: one (from a timestamp) is better.
+    fn rto_after_syn_timeout(&mut self, shared: &TcpShared) {
+        if self.retries > 0 && self.rtt.srtt().is_none() {
+            let rto = shared.cfg.rto_initial.max(Duration::from_secs(3));
+            self.rtt.set_initial(rto);
         }
     }
 
@@ -110,7 +148,7 @@ impl TcpConnection {
             if let Some((tsval, _)) = seg.timestamp {
                 if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 {
                     ip.counters.tcp_paws_rejected += 1;
-                    self.ack_now = true;
+                    self.ack_unusable(now, seg, ip);
                     return ev;
                 }
             }
@@ -127,7 +165,7 @@ impl TcpConnection {
         if !acceptable {
             ip.counters.tcp_out_of_window += 1;
             if !flags.rst() {
-                self.ack_now = true;
+                self.ack_unusable(now, seg, ip);
             }
             // RFC 9293 3.10.7.4, TIME-WAIT: "The only thing that can arrive
             // in this state is a retransmission of the remote FIN.
@@ -180,6 +218,7 @@ impl TcpConnection {
             if self.snd_una < ack && ack <= self.snd_max {
                 self.state = TcpState::Established;
                 ev.established = true;
+                self.rto_after_syn_timeout(shared);
                 self.snd_wnd = usize::from(seg.window_len) << self.snd_wscale;
                 self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
                 self.snd_wl1 = seq;
@@ -191,7 +230,7 @@ impl TcpConnection {
         }
         // RFC 5961 5.2: an ACK for data never sent, or far in the past.
         if ack > self.snd_max {
-            self.ack_now = true;
+            self.ack_unusable(now, seg, ip);
             return ev;
         }
         if ack < self.snd_una - self.max_snd_wnd.max(65535) {
@@ -239,6 +278,19 @@ impl TcpConnection {
         }
         // Seventh: the text.
         let data_seq = seq;
+        // RFC 1122 4.2.2.13: "if new data is received after CLOSE is
+        // called, its TCP SHOULD send a RST to show that data was lost"
+        // (as Linux and the BSDs: the reset answers the segment).
+        if self.detached
+            && matches!(self.state, TcpState::FinWait1 | TcpState::FinWait2)
+            && data_seq + seg.payload.len() > self.rcv_nxt
+        {
+            send_reset_for(ip, now, self.local, self.remote, seg, sink);
+            self.state = TcpState::Closed;
+            self.timers = Timers::default();
+            ev.closed = true;
+            return ev;
+        }
         if !seg.payload.is_empty() {
             if self.can_receive() {
                 let before = self.rcv_nxt;
@@ -355,6 +407,7 @@ impl TcpConnection {
             } else if self.retries == 0 {
                 self.rtt.sample(now.saturating_since(self.last_send));
             }
+            self.rto_after_syn_timeout(shared);
             self.retries = 0;
             self.timers.rtx = None;
             self.state = TcpState::Established;
