@@ -325,3 +325,115 @@ fn tcp_echo_through_faults() {
     let a = FaultLink::new(a, FAULTS);
     echo(engine(1, a), engine(2, b), 4, 300_000);
 }
+
+/// A server that answers the first request on port 8080 with canned bytes,
+/// then closes.
+struct Canned {
+    listener: SocketHandle,
+    reply: Vec<u8>,
+    conn: Option<(SocketHandle, Vec<u8>, usize)>,
+}
+
+impl Application for Canned {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        if self.conn.is_none() {
+            if let Ok((h, _)) = ctx.stack.tcp_accept(self.listener) {
+                self.conn = Some((h, Vec::new(), 0));
+            }
+        }
+        let Some((h, req, sent)) = self.conn.as_mut() else {
+            return false;
+        };
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = ctx.stack.tcp_recv(ctx.now, *h, &mut buf, ctx.sink) {
+            if n == 0 {
+                break;
+            }
+            req.extend_from_slice(&buf[..n]);
+        }
+        if req.windows(4).any(|w| w == b"\r\n\r\n") && *sent < self.reply.len() {
+            if let Ok(n) = ctx
+                .stack
+                .tcp_send(ctx.now, *h, &self.reply[*sent..], ctx.sink)
+            {
+                *sent += n;
+                if *sent == self.reply.len() {
+                    let _ = ctx.stack.tcp_close(ctx.now, *h, ctx.sink);
+                }
+            }
+        }
+        true
+    }
+}
+
+fn canned(reply: &[u8]) -> (Result<Fetched, String>, Vec<u8>) {
+    let (a, b) = links();
+    let (mut client, mut server) = (engine(1, a), engine(2, b));
+    let listener = server
+        .stack
+        .tcp_listen("0.0.0.0:8080".parse().unwrap(), 4)
+        .unwrap();
+    let mut sapp = Canned {
+        listener,
+        reply: reply.to_vec(),
+        conn: None,
+    };
+    let body = Shared::default();
+    let out = body.clone();
+    let open: OpenOutput = Box::new(move || Ok(Box::new(out.clone()) as Box<dyn Write>));
+    let url = parse_url("http://10.99.3.2:8080/x").unwrap();
+    let mut app = HttpGet::new(url, Duration::from_secs(5), open);
+    run_until(
+        &mut client,
+        &mut app,
+        &mut server,
+        &mut sapp,
+        StdDuration::from_secs(20),
+        |a| a.finished(),
+    );
+    let outcome = app.outcome().cloned().expect("the client finished");
+    let bytes = body.0.borrow().clone();
+    (outcome, bytes)
+}
+
+#[test]
+fn http_get_body_framings() {
+    let (r, body) = canned(
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n7;x=y\r\n, world\r\n0\r\nTrailer: 1\r\n\r\n",
+    );
+    assert_eq!(r.map(|f| (f.status, f.bytes)), Ok((200, 12)));
+    assert_eq!(body, b"hello, world");
+
+    let (r, body) = canned(b"HTTP/1.0 200 OK\r\nServer: old\r\n\r\nuntil the server closes");
+    assert_eq!(r.map(|f| f.bytes), Ok(23));
+    assert_eq!(body, b"until the server closes");
+
+    let (r, _) = canned(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this");
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| e.contains("short body: 9 of 100")),
+        "{r:?}"
+    );
+
+    let (r, _) = canned(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel");
+    assert!(r.as_ref().is_err_and(|e| e.contains("chunked")), "{r:?}");
+
+    let (r, _) = canned(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+    assert!(
+        r.as_ref().is_err_and(|e| e.contains("bad chunked body")),
+        "{r:?}"
+    );
+
+    let (r, _) = canned(b"SSH-2.0-OpenSSH_9.2\r\n");
+    assert!(
+        r.as_ref().is_err_and(|e| e.contains("bad response")),
+        "{r:?}"
+    );
+
+    let (r, _) = canned(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+    assert!(r.as_ref().is_err_and(|e| e.contains("503")), "{r:?}");
+
+    let (r, _) = canned(b"HTTP/1.1 204 No Content\r\n\r\n");
+    assert_eq!(r.map(|f| (f.status, f.bytes)), Ok((204, 0)));
+}
