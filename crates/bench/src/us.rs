@@ -32,9 +32,10 @@ pub const MTU: usize = 65535;
 /// pipe full. Buffers are allocated as data arrives, so an idle connection
 /// pays nothing for it.
 pub const RECV_SPACE: usize = 1 << 20;
-/// Frames per direction of the link: room for a burst of requests from
-/// every one of 1000 connections.
-pub const SLOTS: usize = 2048;
+/// Frames per direction of the link: room for one request of each of
+/// 1000 connections in flight at once (a slot holds a whole 64 KB frame,
+/// so the link file is 2 × 1024 × 64 KB).
+pub const SLOTS: usize = 1024;
 
 fn sock_err(e: SocketError) -> io::Error {
     io::Error::from_raw_os_error(e.errno())
