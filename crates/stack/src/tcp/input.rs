@@ -544,7 +544,9 @@ impl TcpConnection {
     ) {
         let seq = self.snd_una;
         let data_end = self.data_end();
-        let len = (data_end - seq).min(self.snd_mss);
+        // Only what was sent: data past SND.MAX is new (the window may
+        // not take it), and the peer's ACK of it would pass SND.MAX.
+        let len = (data_end.min(self.snd_max) - seq).min(self.snd_mss);
         let fin = self.fin_sent() && seq + len == data_end;
         if len == 0 && !fin {
             return;
