@@ -15,7 +15,7 @@ build: deps
 	$(CARGO) build --release --workspace
 
 demo: build
-	USTACK_ECHO=target/release/ustack-echo ./scripts/demo.sh
+	USTACK_ECHO=target/release/ustack-echo USTACK_HTTP=target/release/ustack-http ./scripts/demo.sh
 
 # Every test level: lint, unit and scripted tests (including the root-only
 # link tests), a short fuzz run of the RX path, netns interop with Linux.
@@ -29,7 +29,7 @@ test-unit:
 	$(CARGO) test --workspace --release
 
 test-interop: build
-	$(PY) tests/interop/run.py --binary target/release/ustack-echo
+	$(PY) tests/interop/run.py --bin-dir target/release
 
 # Fuzzing (cargo fuzz, nightly). `make fuzz` runs until stopped.
 fuzz: deps
