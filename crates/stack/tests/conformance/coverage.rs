@@ -64,6 +64,44 @@ coverage! {
     "RFC 6298" "2.2" options::rtt_measured_from_timestamps;
     "RFC 6298" "2.3" options::rtt_measured_from_timestamps;
     "RFC 7323" "5.3" options::paws_drops_old_timestamps;
+    "RFC 2018" "4" sack::sack_blocks_for_out_of_order_data;
+    "RFC 6675" "5" sack::sack_recovery_retransmits_only_holes;
+    "RFC 6675" "5" sack::sack_loss_detected_before_three_dupacks;
+    "RFC 6298" "2.1" rto::syn_rto_initial_and_backoff;
+    "RFC 6298" "5.5" rto::syn_rto_initial_and_backoff;
+    "RFC 6298" "2.4" rto::data_rto_minimum_and_backoff;
+    "RFC 6298" "5.5" rto::data_rto_minimum_and_backoff;
+    "RFC 6298" "5.3" rto::rto_restarted_by_new_ack;
+    "RFC 6298" "5.7" rto::rto_three_seconds_after_syn_retransmission;
+    "RFC 6298" "5.7" rto::rto_three_seconds_after_syn_ack_retransmission;
+    "RFC 9293" "3.8.3" rto::connect_times_out;
+    "RFC 9293" "3.8.3" rto::retransmissions_give_up;
+    "RFC 5681" "3.2" recovery::fast_retransmit_on_third_dupack;
+    "RFC 3042" "2" recovery::limited_transmit;
+    "RFC 6582" "3.2" recovery::newreno_partial_ack;
+    "RFC 9438" "4.6" recovery::cubic_is_default;
+    "RFC 5681" "3.1" recovery::newreno_selectable;
+    "RFC 6582" "3.2" recovery::newreno_selectable;
+    "RFC 5681" "4.2" ack::delayed_ack_every_second_segment;
+    "RFC 9293" "3.8.6.3" ack::delayed_ack_timeout;
+    "RFC 9293" "3.8.6.3" ack::delayed_ack_disabled;
+    "RFC 5681" "4.2" ack::immediate_ack_for_out_of_order_and_gap_fill;
+    "RFC 9293" "3.8.6.3" ack::ack_piggybacked_on_data;
+    "RFC 9293" "3.7.4" ack::nagle_holds_small_segments;
+    "RFC 9293" "3.7.4" ack::nagle_sends_full_segments;
+    "RFC 9293" "3.7.4" ack::nodelay_sends_at_once;
+    "RFC 9293" "3.8.6.1" timers::zero_window_probes;
+    "RFC 9293" "3.8.6.1" timers::window_closes_mid_transfer;
+    "RFC 9293" "3.8.4" timers::keepalive_probes_then_reset;
+    "RFC 9293" "3.8.4" timers::keepalive_answered;
+    "RFC 9293" "3.8.4" timers::keepalive_off_by_default;
+    "RFC 9293" "3.10.4" close::close_sends_fin_after_data;
+    "RFC 9293" "3.10.5" close::linger_zero_close_sends_rst;
+    "RFC 1122" "4.2.2.13" close::close_with_unread_data_sends_rst;
+    "RFC 2525" "2.17" close::close_with_unread_data_sends_rst;
+    "RFC 1122" "4.2.2.13" close::data_after_close_sends_rst;
+    "RFC 6528" "3" isn::isn_per_four_tuple;
+    "RFC 6056" "3.3.4" isn::ephemeral_ports;
     "RFC 4987" "2" listen::syn_queue_bounded_by_backlog;
     "RFC 4987" "2" listen::accept_queue_bounded_by_backlog;
     "RFC 4987" "2" listen::somaxconn_caps_backlog;
@@ -77,6 +115,13 @@ const SOURCES: &[(&str, &str)] = &[
     ("rfc5961", include_str!("rfc5961.rs")),
     ("listen", include_str!("listen.rs")),
     ("options", include_str!("options.rs")),
+    ("sack", include_str!("sack.rs")),
+    ("rto", include_str!("rto.rs")),
+    ("recovery", include_str!("recovery.rs")),
+    ("ack", include_str!("ack.rs")),
+    ("timers", include_str!("timers.rs")),
+    ("close", include_str!("close.rs")),
+    ("isn", include_str!("isn.rs")),
 ];
 
 /// A script found in the sources: module, name, doc comment (one line).

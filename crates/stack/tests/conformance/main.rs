@@ -5,9 +5,16 @@
 //! section; the README's "TCP conformance coverage" table is generated
 //! from that list and checked against it.
 
+mod ack;
+mod close;
 mod coverage;
 mod harness;
+mod isn;
 mod listen;
 mod options;
+mod recovery;
 mod rfc5961;
 mod rfc9293;
+mod rto;
+mod sack;
+mod timers;

@@ -1,0 +1,138 @@
+//! The retransmission timer (RFC 6298) and giving up (RFC 9293 3.8.3).
+
+use stack::{Duration, SocketError, TcpState};
+
+use crate::harness::{check, seg, Script, STACK_PORT};
+
+/// RFC 6298 2.1, 5.5: the first RTO is 1 s and each expiry doubles it:
+/// the SYN is sent again after 1, 2 and 4 s.
+#[test]
+pub fn syn_rto_initial_and_backoff() {
+    let mut s = Script::new();
+    let c = s.connect();
+    s.expect(seg().syn().seq(0));
+    s.expect_after(1000, seg().syn().seq(0));
+    s.expect_after(2000, seg().syn().seq(0));
+    s.expect_after(4000, seg().syn().seq(0));
+    s.expect_state(c, TcpState::SynSent);
+}
+
+/// RFC 9293 3.8.3: a SYN unanswered after `syn_retries` retransmissions
+/// fails the connection with ETIMEDOUT.
+#[test]
+pub fn connect_times_out() {
+    let mut s = Script::with_config(|c| c.tcp.syn_retries = 2);
+    let c = s.connect();
+    s.expect(seg().syn().seq(0));
+    s.expect_after(1000, seg().syn().seq(0));
+    s.expect_after(2000, seg().syn().seq(0));
+    s.expect_silence(3999);
+    s.expect_state(c, TcpState::SynSent);
+    s.advance(1);
+    s.expect_none();
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::TimedOut),
+        "ETIMEDOUT"
+    );
+}
+
+/// RFC 6298 2.4, 5.5: the RTO never goes below the configured minimum
+/// (200 ms) and doubles on each expiry; a new ACK ends the backoff.
+#[test]
+pub fn data_rto_minimum_and_backoff() {
+    let mut s = Script::new();
+    let c = s.active_open();
+    check!(
+        s,
+        s.info(c).rto == Duration::from_millis(200),
+        "RTO after a 0 ms sample: {:?}",
+        s.info(c)
+    );
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    s.expect_after(200, seg().ack(1).seq(1).len(100));
+    s.expect_after(400, seg().ack(1).seq(1).len(100));
+    s.expect_after(800, seg().ack(1).seq(1).len(100));
+    s.inject(seg().ack(101).seq(1));
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(101).len(100));
+    s.expect_after(200, seg().ack(1).seq(101).len(100));
+}
+
+/// RFC 6298 5.3: an ACK of new data restarts the timer for what is still
+/// outstanding.
+#[test]
+pub fn rto_restarted_by_new_ack() {
+    let mut s = Script::new();
+    let c = s.active_open();
+    s.set_nodelay(c, true);
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    s.advance(100);
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(101).len(100));
+    s.advance(50);
+    s.inject(seg().ack(101).seq(1));
+    s.expect_after(200, seg().ack(1).seq(101).len(100));
+}
+
+/// RFC 6298 5.7: when the SYN was retransmitted and no RTT was measured,
+/// the RTO for data is re-initialized to 3 s.
+#[test]
+pub fn rto_three_seconds_after_syn_retransmission() {
+    let mut s = Script::new();
+    let c = s.connect();
+    s.expect(seg().syn().seq(0));
+    s.expect_after(1000, seg().syn().seq(0));
+    s.advance(500);
+    s.inject(seg().syn().ack(1).seq(0).win(65535).mss(1460));
+    s.expect(seg().ack(1).seq(1));
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    s.expect_after(3000, seg().ack(1).seq(1).len(100));
+}
+
+/// RFC 6298 5.7: the same on the passive side: a SYN-ACK retransmitted
+/// before the handshake's ACK leaves an RTO of 3 s for data.
+#[test]
+pub fn rto_three_seconds_after_syn_ack_retransmission() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.expect_after(1000, seg().syn().ack(1).seq(0));
+    s.advance(100);
+    s.inject(seg().ack(1).seq(1));
+    let c = s.accept(l);
+    check!(
+        s,
+        s.info(c).rto == Duration::from_secs(3),
+        "{:?}",
+        s.info(c)
+    );
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    s.expect_after(3000, seg().ack(1).seq(1).len(100));
+}
+
+/// RFC 9293 3.8.3: after `max_retries` retransmissions of a segment the
+/// connection is reset and fails with ETIMEDOUT.
+#[test]
+pub fn retransmissions_give_up() {
+    let mut s = Script::with_config(|c| c.tcp.max_retries = 3);
+    let c = s.active_open();
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    s.expect_after(200, seg().ack(1).seq(1).len(100));
+    s.expect_after(400, seg().ack(1).seq(1).len(100));
+    s.expect_after(800, seg().ack(1).seq(1).len(100));
+    s.expect_after(1600, seg().rst().ack(1).seq(101));
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::TimedOut),
+        "ETIMEDOUT"
+    );
+}
