@@ -246,7 +246,10 @@ impl TcpConnection {
 
     /// Sends an ACK with no data.
     pub(crate) fn send_ack(&mut self, now: Instant, ip: &mut IpLayer, sink: &mut dyn FrameSink) {
-        let repr = self.base_repr(now, TcpFlags::ACK, self.snd_nxt);
+        // SND.MAX, not SND.NXT (as the BSDs): after a timeout SND.NXT goes
+        // back, and an ACK left of the peer's window would be dropped
+        // unread; two ends doing so never hear each other's ACKs again.
+        let repr = self.base_repr(now, TcpFlags::ACK, self.snd_max);
         let _ = send_tcp(
             ip,
             now,
