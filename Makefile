@@ -27,6 +27,8 @@ lint:
 
 test-unit:
 	$(CARGO) test --workspace --release
+	@# Which TCP conformance scripts cover which RFC section (README table).
+	$(CARGO) test --release -p stack --test conformance coverage_table -- --nocapture --quiet
 
 test-interop: build
 	$(PY) tests/interop/run.py --bin-dir target/release

@@ -2,7 +2,7 @@
 //! reset (RFC 9293 3.10.5): SO_LINGER zero, unread data (RFC 1122
 //! 4.2.2.13, RFC 2525 2.17).
 
-use stack::TcpState;
+use stack::{Shutdown, TcpState};
 
 use crate::harness::{check, seg, Script};
 
@@ -62,4 +62,29 @@ pub fn data_after_close_sends_rst() {
     s.inject(seg().ack(2).seq(1).len(100));
     s.expect(seg().rst().seq(2).len(0));
     s.expect_none();
+}
+
+/// RFC 6298 5.4 (RFC 9293 3.10.4): an unacknowledged FIN is retransmitted
+/// on timeout like data, in FIN-WAIT-1 and in LAST-ACK.
+#[test]
+pub fn fin_retransmitted_on_timeout() {
+    let mut s = Script::new();
+    let (_, c) = s.passive_open();
+    s.shutdown(c, Shutdown::Write);
+    s.expect(seg().fin().ack(1).seq(1));
+    s.expect_after(1000, seg().fin().ack(1).seq(1));
+    s.expect_after(2000, seg().fin().ack(1).seq(1));
+    s.inject(seg().ack(2).seq(1));
+    s.expect_state(c, TcpState::FinWait2);
+
+    let mut s = Script::new();
+    let (_, c) = s.passive_open();
+    s.inject(seg().fin().ack(1).seq(1));
+    s.expect(seg().ack(2).seq(1));
+    s.close(c);
+    s.expect(seg().fin().ack(2).seq(1));
+    s.expect_after(1000, seg().fin().ack(2).seq(1));
+    s.inject(seg().ack(2).seq(2));
+    s.expect_silence(5000);
+    check!(s, s.stack.socket_count() == 1, "only the listener is left");
 }

@@ -46,6 +46,15 @@ coverage! {
     "RFC 9293" "3.10.7.4" rfc9293::rst_in_syn_received_returns_to_listen;
     "RFC 9293" "3.10.7.4" rfc9293::time_wait_lasts_two_msl;
     "RFC 9293" "3.10.7.4" rfc9293::time_wait_acks_retransmitted_fin;
+    "RFC 9293" "3.10.7.4" rfc9293::syn_received_bad_ack_gets_reset;
+    "RFC 9293" "3.10.7.4" rfc9293::duplicate_syn_resends_syn_ack;
+    "RFC 9293" "3.8.6.2.2" window::receive_window_and_update;
+    "RFC 9293" "3.10.7.4" window::zero_window_accepts_acks_only;
+    "RFC 9293" "3.10.7.4" window::data_beyond_window_trimmed;
+    "RFC 9293" "3.10.7.4" window::fin_after_gap_waits;
+    "RFC 9293" "3.10.7.4" window::data_on_handshake_ack;
+    "RFC 5681" "3.1" rto::timeout_restarts_from_one_segment;
+    "RFC 6298" "5.4" rto::timeout_restarts_from_one_segment;
     "RFC 5961" "3.2" rfc5961::challenge_ack_for_rst_not_at_rcv_nxt;
     "RFC 5961" "4.2" rfc5961::challenge_ack_for_syn_in_established;
     "RFC 5961" "5.2" rfc5961::challenge_ack_for_ack_too_old;
@@ -59,6 +68,7 @@ coverage! {
     "RFC 2018" "2" options::syn_ack_answers_offered_options;
     "RFC 7323" "2.2" options::no_window_scale_unless_offered;
     "RFC 7323" "2.3" options::windows_scaled_after_handshake;
+    "RFC 7323" "2.2" options::syn_ack_window_not_scaled;
     "RFC 7323" "4.3" options::timestamp_echo_rules;
     "RFC 7323" "4.1" options::rtt_measured_from_timestamps;
     "RFC 6298" "2.2" options::rtt_measured_from_timestamps;
@@ -97,6 +107,8 @@ coverage! {
     "RFC 9293" "3.8.4" timers::keepalive_off_by_default;
     "RFC 9293" "3.10.4" close::close_sends_fin_after_data;
     "RFC 9293" "3.10.5" close::linger_zero_close_sends_rst;
+    "RFC 6298" "5.4" close::fin_retransmitted_on_timeout;
+    "RFC 9293" "3.10.4" close::fin_retransmitted_on_timeout;
     "RFC 1122" "4.2.2.13" close::close_with_unread_data_sends_rst;
     "RFC 2525" "2.17" close::close_with_unread_data_sends_rst;
     "RFC 1122" "4.2.2.13" close::data_after_close_sends_rst;
@@ -122,6 +134,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("timers", include_str!("timers.rs")),
     ("close", include_str!("close.rs")),
     ("isn", include_str!("isn.rs")),
+    ("window", include_str!("window.rs")),
 ];
 
 /// A script found in the sources: module, name, doc comment (one line).
@@ -166,11 +179,21 @@ fn scripts() -> Vec<Found> {
     out
 }
 
-/// The README table: one row per (RFC section, script), in list order.
+/// Sort key: the RFC's number, then the section's numbers.
+fn order(c: &Cover) -> (u32, Vec<u32>) {
+    let num = |s: &str| s.parse::<u32>().unwrap_or(u32::MAX);
+    let rfc = num(c.rfc.trim_start_matches("RFC "));
+    (rfc, c.section.split('.').map(num).collect())
+}
+
+/// The README table: one row per (RFC section, script), by RFC and
+/// section, scripts in list order.
 pub fn table() -> String {
     let found = scripts();
+    let mut rows: Vec<&Cover> = COVERAGE.iter().collect();
+    rows.sort_by_key(|c| order(c));
     let mut t = String::from("| RFC | section | behaviour | script |\n|---|---|---|---|\n");
-    for c in COVERAGE {
+    for c in rows {
         let doc = found
             .iter()
             .find(|f| f.module == c.module && f.name == c.test)

@@ -18,3 +18,4 @@ mod rfc9293;
 mod rto;
 mod sack;
 mod timers;
+mod window;

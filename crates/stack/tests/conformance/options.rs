@@ -224,3 +224,17 @@ pub fn paws_drops_old_timestamps() {
         "RST taken whatever its timestamp"
     );
 }
+
+/// RFC 7323 2.2: the window of a SYN-ACK is never scaled; the peer's
+/// shift applies from the next segment on.
+#[test]
+pub fn syn_ack_window_not_scaled() {
+    let mut s = Script::new();
+    let c = s.connect();
+    s.expect(seg().syn().seq(0).wscale(6));
+    s.inject(seg().syn().ack(1).seq(0).win(1000).mss(1460).wscale(7));
+    s.expect(seg().ack(1).seq(1).win(1024));
+    check!(s, s.info(c).snd_wnd == 1000, "unscaled: {:?}", s.info(c));
+    s.inject(seg().ack(1).seq(1).win(1000));
+    check!(s, s.info(c).snd_wnd == 128_000, "scaled: {:?}", s.info(c));
+}

@@ -338,3 +338,33 @@ pub fn listen_rejects_ack_ignores_rst() {
     s.expect(seg().rst().seq(4242).len(0).peer_port(PEER_PORT + 1));
     s.expect_state(l, TcpState::Listen);
 }
+
+/// RFC 9293 3.10.7.4: in SYN-RECEIVED an ACK that does not acknowledge
+/// our SYN is answered with <SEQ=SEG.ACK><CTL=RST>; the half-open
+/// connection stays.
+#[test]
+pub fn syn_received_bad_ack_gets_reset() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 8);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(77).seq(1));
+    s.expect(seg().rst().seq(77).len(0));
+    s.inject(seg().ack(1).seq(1));
+    s.expect_none();
+    s.accept(l);
+}
+
+/// RFC 9293 3.10.7.4: a retransmitted SYN in SYN-RECEIVED (our SYN-ACK was
+/// lost) is answered with the SYN-ACK again, same ISN.
+#[test]
+pub fn duplicate_syn_resends_syn_ack() {
+    let mut s = Script::new();
+    s.listen(STACK_PORT, 8);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.advance(300);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0).mss(1460));
+    s.expect_none();
+}

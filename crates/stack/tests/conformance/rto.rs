@@ -136,3 +136,27 @@ pub fn retransmissions_give_up() {
         "ETIMEDOUT"
     );
 }
+
+/// RFC 5681 3.1 (with RFC 6298 5.4): after a timeout the window is one
+/// segment (the loss window): only the earliest segment is sent again,
+/// then slow start resends the rest from SND.UNA.
+#[test]
+pub fn timeout_restarts_from_one_segment() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(1000));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1));
+    let c = s.accept(l);
+    s.send_n(c, 4000);
+    for i in 0..4 {
+        s.expect(seg().ack(1).seq(1 + 1000 * i).len(1000));
+    }
+    s.expect_after(1000, seg().ack(1).seq(1).len(1000));
+    s.expect_none();
+    check!(s, s.info(c).cwnd == 1000, "loss window: {:?}", s.info(c));
+    s.inject(seg().ack(1001).seq(1));
+    s.expect(seg().ack(1).seq(1001).len(1000));
+    s.expect(seg().ack(1).seq(2001).len(1000));
+    s.expect_none();
+}
