@@ -4,7 +4,7 @@ CARGO ?= cargo
 PY ?= /usr/bin/python3
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short clean
+.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short bench clean
 
 all: build
 
@@ -40,6 +40,14 @@ fuzz: deps
 fuzz-short: deps
 	cd fuzz && $(CARGO) +nightly fuzz run rx_path -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
 	cd fuzz && $(CARGO) +nightly fuzz run wire_parsers -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+
+# ustack beside the Linux kernel, same run, same cores (needs root for
+# /proc/slabinfo, valgrind, ~140 MB in /dev/shm, and an otherwise idle
+# machine): about 5 minutes on 2 cores.  Results in bench/results/.
+bench:
+	USTACK_NO_FUZZ=1 ./scripts/install-deps.sh
+	$(CARGO) build --release -p bench
+	$(CARGO) run --release -q -p bench --bin ustack-bench -- run --out bench/results
 
 clean:
 	$(CARGO) clean
