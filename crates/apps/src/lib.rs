@@ -1,6 +1,8 @@
 //! What every program on ustack shares: the command line, loading the
 //! configuration, building the engine, signals, and statistics.
 
+#![forbid(unsafe_code)]
+
 pub mod echo;
 pub mod http;
 pub mod ready;

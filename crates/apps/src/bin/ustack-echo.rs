@@ -1,6 +1,8 @@
 //! `ustack-echo --config FILE [--port N]`: the echo service on ustack, on
 //! UDP and TCP port 7 (or N).
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use apps::echo::EchoApp;

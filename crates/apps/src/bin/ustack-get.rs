@@ -7,6 +7,8 @@
 //! `--timeout SECS` (default 30) bounds the time without progress: to
 //! connect, to get the response, between pieces of the body.
 
+#![forbid(unsafe_code)]
+
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! `ustack-http --config FILE [--port N]`: an HTTP/1.1 server on ustack
 //! (port 80 by default): `GET /` (600 bytes), `GET /bytes/N`, `HEAD`.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use apps::http::server::{HttpServer, ServerConfig};
