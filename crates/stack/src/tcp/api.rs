@@ -171,7 +171,10 @@ impl Stack {
         }
         if !flags.syn() || flags.ack() || flags.fin() {
             self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
-            if !flags.syn() {
+            // RFC 9293 3.10.7.2: "Any acknowledgment is bad if it arrives
+            // on a connection still in the LISTEN state": a SYN-ACK too
+            // gets <SEQ=SEG.ACK><CTL=RST>.  (SYN+FIN is dropped, as Linux.)
+            if !flags.syn() || flags.ack() {
                 send_reset_for(&mut self.ip, now, local, remote, seg, sink);
             }
             return;
