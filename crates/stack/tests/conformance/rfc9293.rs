@@ -336,7 +336,11 @@ pub fn listen_rejects_ack_ignores_rst() {
     s.expect_none();
     s.inject(seg().ack(4242).seq(1).peer_port(PEER_PORT + 1));
     s.expect(seg().rst().seq(4242).len(0).peer_port(PEER_PORT + 1));
+    // "Any acknowledgment is bad": a SYN-ACK too.
+    s.inject(seg().syn().ack(999).seq(5).peer_port(PEER_PORT + 2));
+    s.expect(seg().rst().seq(999).len(0).peer_port(PEER_PORT + 2));
     s.expect_state(l, TcpState::Listen);
+    check!(s, s.stack.socket_count() == 1, "no connection made");
 }
 
 /// RFC 9293 3.10.7.4: in SYN-RECEIVED an ACK that does not acknowledge
