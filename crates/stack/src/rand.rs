@@ -41,10 +41,13 @@ impl Rng {
     }
 }
 
-/// SipHash-2-4 (Aumasson & Bernstein), keyed with the per-boot secret, so that
-/// a remote peer cannot choose keys that collide in our tables.
+/// SipHash (Aumasson & Bernstein) with `C` compression and `D` finalization
+/// rounds, keyed with the per-boot secret, so that a remote peer cannot
+/// choose keys that collide in our tables.  Tables use SipHash-1-3 (as
+/// Rust's std does: enough against hash flooding, and cheap per packet);
+/// sequence numbers and cookies, which act as MACs, use SipHash-2-4.
 #[derive(Debug, Clone)]
-pub struct SipHasher {
+pub struct SipHasher<const C: usize = 2, const D: usize = 4> {
     v0: u64,
     v1: u64,
     v2: u64,
@@ -54,7 +57,7 @@ pub struct SipHasher {
     length: usize,
 }
 
-impl SipHasher {
+impl<const C: usize, const D: usize> SipHasher<C, D> {
     pub fn new(k0: u64, k1: u64) -> Self {
         SipHasher {
             v0: k0 ^ 0x736f_6d65_7073_6575,
@@ -88,13 +91,14 @@ impl SipHasher {
     #[inline]
     fn compress(&mut self, m: u64) {
         self.v3 ^= m;
-        self.round();
-        self.round();
+        for _ in 0..C {
+            self.round();
+        }
         self.v0 ^= m;
     }
 }
 
-impl SipHasher {
+impl<const C: usize, const D: usize> SipHasher<C, D> {
     /// Appends `n` (1..=8) message bytes, the first in the low byte of `x`
     /// (the bytes above `n` are zero): the byte-at-a-time message
     /// schedule, a word at a time.
@@ -117,7 +121,7 @@ impl SipHasher {
     }
 }
 
-impl Hasher for SipHasher {
+impl<const C: usize, const D: usize> Hasher for SipHasher<C, D> {
     fn write(&mut self, bytes: &[u8]) {
         for chunk in bytes.chunks(8) {
             let mut w = [0u8; 8];
@@ -156,10 +160,9 @@ impl Hasher for SipHasher {
         let b = ((s.length as u64 & 0xff) << 56) | s.tail;
         s.compress(b);
         s.v2 ^= 0xff;
-        s.round();
-        s.round();
-        s.round();
-        s.round();
+        for _ in 0..D {
+            s.round();
+        }
         s.v0 ^ s.v1 ^ s.v2 ^ s.v3
     }
 }
@@ -180,20 +183,26 @@ impl KeyedState {
         KeyedState::new(rng.next_u64(), rng.next_u64())
     }
 
-    /// A keyed 64-bit hash of some bytes (ISNs, ephemeral port offsets).
+    /// A keyed 64-bit hash of some bytes (ISNs, ephemeral port offsets,
+    /// cookies), with the full SipHash-2-4.
     pub fn hash_bytes(&self, bytes: &[u8]) -> u64 {
-        let mut h = SipHasher::new(self.k0, self.k1);
+        let mut h = SipHasher24::new(self.k0, self.k1);
         h.write(bytes);
         h.finish()
     }
 }
 
 impl BuildHasher for KeyedState {
-    type Hasher = SipHasher;
-    fn build_hasher(&self) -> SipHasher {
-        SipHasher::new(self.k0, self.k1)
+    type Hasher = SipHasher13;
+    fn build_hasher(&self) -> SipHasher13 {
+        SipHasher13::new(self.k0, self.k1)
     }
 }
+
+/// SipHash-2-4: the paper's recommendation, for values that act as MACs.
+pub type SipHasher24 = SipHasher<2, 4>;
+/// SipHash-1-3: for hash tables.
+pub type SipHasher13 = SipHasher<1, 3>;
 
 /// A hash map keyed with the per-boot secret.
 pub type KeyedMap<K, V> = std::collections::HashMap<K, V, KeyedState>;
@@ -203,20 +212,35 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(deprecated)]
+    fn siphash13_matches_std() {
+        // std's DefaultHasher is SipHash-1-3 with a zero key.
+        let mut rng = Rng::new(9);
+        for len in 0..64 {
+            let msg: Vec<u8> = (0..len).map(|_| rng.next_u32() as u8).collect();
+            let mut ours = SipHasher13::new(0, 0);
+            ours.write(&msg);
+            let mut theirs = std::collections::hash_map::DefaultHasher::new();
+            theirs.write(&msg);
+            assert_eq!(ours.finish(), theirs.finish(), "length {len}");
+        }
+    }
+
+    #[test]
     fn siphash_reference_vector() {
         // The SipHash paper's test vector: key 00..0f, message 00..0e.
         let key: [u8; 16] = core::array::from_fn(|i| i as u8);
         let k0 = u64::from_le_bytes(key[..8].try_into().unwrap());
         let k1 = u64::from_le_bytes(key[8..].try_into().unwrap());
         let msg: [u8; 15] = core::array::from_fn(|i| i as u8);
-        let mut h = SipHasher::new(k0, k1);
+        let mut h = SipHasher24::new(k0, k1);
         h.write(&msg);
         assert_eq!(h.finish(), 0xa129_ca61_49be_45e5);
     }
 
     /// The byte-at-a-time SipHash-2-4 message schedule, for comparison.
     fn reference(k0: u64, k1: u64, msg: &[u8]) -> u64 {
-        let mut h = SipHasher::new(k0, k1);
+        let mut h = SipHasher24::new(k0, k1);
         for &b in msg {
             h.length += 1;
             h.tail |= (b as u64) << (8 * h.ntail);
@@ -236,7 +260,7 @@ mod tests {
         let mut rng = Rng::new(42);
         for _ in 0..2000 {
             let (k0, k1) = (rng.next_u64(), rng.next_u64());
-            let mut h = SipHasher::new(k0, k1);
+            let mut h = SipHasher24::new(k0, k1);
             let mut msg = Vec::new();
             for _ in 0..rng.below(8) {
                 let x = rng.next_u64();
