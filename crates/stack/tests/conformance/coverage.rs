@@ -54,6 +54,9 @@ coverage! {
     "RFC 9293" "3.10.7.4" window::fin_after_gap_waits;
     "RFC 9293" "3.10.7.4" window::data_on_handshake_ack;
     "RFC 5681" "3.1" rto::timeout_restarts_from_one_segment;
+    "RFC 6298" "3" rto::no_rtt_sample_from_retransmission;
+    "RFC 9293" "3.10.7.4" rfc9293::rst_in_simultaneous_open_refuses;
+    "RFC 9293" "3.10.7.4" rfc9293::rst_while_closing;
     "RFC 6298" "5.4" rto::timeout_restarts_from_one_segment;
     "RFC 5961" "3.2" rfc5961::challenge_ack_for_rst_not_at_rcv_nxt;
     "RFC 5961" "4.2" rfc5961::challenge_ack_for_syn_in_established;
@@ -69,6 +72,7 @@ coverage! {
     "RFC 7323" "2.2" options::no_window_scale_unless_offered;
     "RFC 7323" "2.3" options::windows_scaled_after_handshake;
     "RFC 7323" "2.2" options::syn_ack_window_not_scaled;
+    "RFC 7323" "2.3" options::window_scale_above_14_is_14;
     "RFC 7323" "4.3" options::timestamp_echo_rules;
     "RFC 7323" "4.1" options::rtt_measured_from_timestamps;
     "RFC 6298" "2.2" options::rtt_measured_from_timestamps;
@@ -88,6 +92,7 @@ coverage! {
     "RFC 9293" "3.8.3" rto::retransmissions_give_up;
     "RFC 5681" "3.2" recovery::fast_retransmit_on_third_dupack;
     "RFC 3042" "2" recovery::limited_transmit;
+    "RFC 5681" "3.2" recovery::fast_recovery_inflates_window;
     "RFC 6582" "3.2" recovery::newreno_partial_ack;
     "RFC 9438" "4.6" recovery::cubic_is_default;
     "RFC 5681" "3.1" recovery::newreno_selectable;

@@ -238,3 +238,20 @@ pub fn syn_ack_window_not_scaled() {
     s.inject(seg().ack(1).seq(1).win(1000));
     check!(s, s.info(c).snd_wnd == 128_000, "scaled: {:?}", s.info(c));
 }
+
+/// RFC 7323 2.3: a window scale above 14 is taken as 14.
+#[test]
+pub fn window_scale_above_14_is_14() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(1460).wscale(15));
+    s.expect(seg().syn().ack(1).seq(0).wscale(6));
+    s.inject(seg().ack(1).seq(1).win(1));
+    let c = s.accept(l);
+    let i = s.info(c);
+    check!(
+        s,
+        i.snd_wscale == 14 && i.snd_wnd == 1 << 14,
+        "shift 14: {i:?}"
+    );
+}

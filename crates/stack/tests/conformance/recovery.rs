@@ -125,3 +125,29 @@ pub fn newreno_selectable() {
     let info = s.info(c);
     check!(s, info.ssthresh == 5000, "FlightSize / 2: {info:?}");
 }
+
+/// RFC 5681 3.2 (steps 4 and 5): in fast recovery each further duplicate
+/// ACK inflates the window by one segment (cwnd = ssthresh + 3 SMSS, then
+/// + SMSS each), and new data leaves once it exceeds what is outstanding:
+/// with NewReno, 10 segments out and ssthresh 5000, at the sixth.
+#[test]
+pub fn fast_recovery_inflates_window() {
+    let mut s = Script::with_config(|c| c.tcp.cc = CcAlgorithm::NewReno);
+    let c = open_plain(&mut s);
+    send_segments(&mut s, c, 10);
+    for _ in 0..3 {
+        s.inject(seg().ack(1).seq(1));
+    }
+    s.expect(seg().ack(1).seq(1).len(1000));
+    s.send_n(c, 10_000);
+    s.expect_none();
+    s.inject(seg().ack(1).seq(1));
+    s.inject(seg().ack(1).seq(1));
+    s.expect_none();
+    s.inject(seg().ack(1).seq(1));
+    s.expect(seg().ack(1).seq(10_001).len(1000));
+    s.expect_none();
+    s.inject(seg().ack(1).seq(1));
+    s.expect(seg().ack(1).seq(11_001).len(1000));
+    s.expect_none();
+}

@@ -372,3 +372,39 @@ pub fn duplicate_syn_resends_syn_ack() {
     s.expect(seg().syn().ack(1).seq(0).mss(1460));
     s.expect_none();
 }
+
+/// RFC 9293 3.10.7.4: a RST in SYN-RECEIVED of an active open (a
+/// simultaneous open) means the connection was refused.
+#[test]
+pub fn rst_in_simultaneous_open_refuses() {
+    let mut s = Script::new();
+    let c = s.connect();
+    s.expect(seg().syn().seq(0));
+    s.inject(seg().syn().seq(300).mss(1460));
+    s.expect(seg().syn().ack(301).seq(0));
+    s.inject(seg().rst().seq(301));
+    s.expect_none();
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::ConnectionRefused),
+        "ECONNREFUSED"
+    );
+}
+
+/// RFC 9293 3.10.7.4: a RST at RCV.NXT in CLOSING, LAST-ACK or TIME-WAIT
+/// closes the connection without an error to report.
+#[test]
+pub fn rst_while_closing() {
+    let mut s = Script::new();
+    let (_, c) = s.passive_open();
+    s.inject(seg().fin().ack(1).seq(1));
+    s.expect(seg().ack(2).seq(1));
+    s.shutdown(c, Shutdown::Write);
+    s.expect(seg().fin().ack(2).seq(1));
+    s.expect_state(c, TcpState::LastAck);
+    s.inject(seg().rst().seq(2));
+    s.expect_none();
+    s.expect_state(c, TcpState::Closed);
+    check!(s, s.take_error(c).is_none(), "no error after both FINs");
+}

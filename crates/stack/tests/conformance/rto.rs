@@ -160,3 +160,33 @@ pub fn timeout_restarts_from_one_segment() {
     s.expect(seg().ack(1).seq(2001).len(1000));
     s.expect_none();
 }
+
+/// RFC 6298 3 (Karn): no RTT sample is taken from a segment that was
+/// retransmitted.
+#[test]
+pub fn no_rtt_sample_from_retransmission() {
+    let mut s = Script::new();
+    let c = s.active_open();
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    s.expect_after(200, seg().ack(1).seq(1).len(100));
+    s.advance(100);
+    s.inject(seg().ack(101).seq(1));
+    let i = s.info(c);
+    check!(
+        s,
+        i.srtt == Duration::ZERO && i.rto == Duration::from_millis(200),
+        "no sample from the retransmitted segment: {i:?}"
+    );
+    // A segment sent once is measured: 50 ms.
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(101).len(100));
+    s.advance(50);
+    s.inject(seg().ack(201).seq(1));
+    let i = s.info(c);
+    check!(
+        s,
+        i.srtt == Duration::from_micros(6250),
+        "SRTT 7/8 * 0 + 1/8 * 50 ms: {i:?}"
+    );
+}
