@@ -179,6 +179,10 @@ impl TcpConnection {
         self.snd_nxt = self.iss + 1;
         if self.snd_max < self.snd_nxt {
             self.snd_max = self.snd_nxt;
+        } else {
+            // Sent before: after a timeout, or for the peer's SYN again.
+            self.stats.retransmits += 1;
+            ip.counters.tcp_retransmitted_segments += 1;
         }
         if self.timers.rtx.is_none() {
             self.arm_rtx(now);
