@@ -127,9 +127,10 @@ pub fn newreno_selectable() {
 }
 
 /// RFC 5681 3.2 (steps 4 and 5): in fast recovery each further duplicate
-/// ACK inflates the window by one segment (cwnd = ssthresh + 3 SMSS, then
-/// + SMSS each), and new data leaves once it exceeds what is outstanding:
-/// with NewReno, 10 segments out and ssthresh 5000, at the sixth.
+/// ACK inflates the window by one segment (cwnd is ssthresh plus 3 SMSS,
+/// then one SMSS more per duplicate), and new data leaves once it exceeds
+/// what is outstanding: with NewReno, 10 segments out and ssthresh 5000,
+/// at the sixth.
 #[test]
 pub fn fast_recovery_inflates_window() {
     let mut s = Script::with_config(|c| c.tcp.cc = CcAlgorithm::NewReno);
