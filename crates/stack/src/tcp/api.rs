@@ -109,6 +109,16 @@ impl Stack {
             }
         }
         if let Some(&index) = self.sockets.tcp_conns.get(&(local, remote)) {
+            let f = seg.flags;
+            if f.ack() && !f.syn() && !f.rst() && self.tcp_child_blocked(index) {
+                // The accept queue holds at most `backlog` connections: the
+                // ACK that would complete this handshake is dropped (as
+                // Linux without tcp_abort_on_overflow); the connection
+                // stays in SYN-RECEIVED and the peer's retransmission of
+                // the ACK, or its data, completes it once there is room.
+                self.ip.counters.rx_drop_tcp_listen_overflow += 1;
+                return;
+            }
             if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
                 self.ip.counters.rx_accept_tcp += 1;
                 let ev = conn.input(now, &seg, &mut self.ip, &mut self.tcp, sink);
@@ -123,6 +133,21 @@ impl Stack {
         }
         self.ip.counters.rx_drop_tcp_no_socket += 1;
         send_reset_for(&mut self.ip, now, local, remote, &seg, sink);
+    }
+
+    /// Connection `index` is in SYN-RECEIVED under a listener whose accept
+    /// queue is full.
+    fn tcp_child_blocked(&self, index: u32) -> bool {
+        let Some(Socket::Tcp(conn)) = self.sockets.at(index) else {
+            return false;
+        };
+        let Some((lindex, lgen)) = conn.parent else {
+            return false;
+        };
+        if conn.state != TcpState::SynReceived || self.sockets.handle(lindex).generation != lgen {
+            return false;
+        }
+        matches!(self.sockets.at(lindex), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
     }
 
     /// A segment for a listener (RFC 9293 3.10.7.2).
