@@ -122,6 +122,8 @@ coverage! {
     "RFC 4987" "2" listen::syn_queue_bounded_by_backlog;
     "RFC 4987" "2" listen::accept_queue_bounded_by_backlog;
     "RFC 4987" "2" listen::somaxconn_caps_backlog;
+    "RFC 4987" "2" listen::handshake_ack_dropped_while_accept_queue_full;
+    "RFC 4987" "2" listen::syn_queue_entry_expires;
     "RFC 4987" "3.6" listen::syn_cookie_when_syn_queue_full;
     "RFC 4987" "3.6" listen::syn_cookie_without_timestamps_and_bad_cookie;
 }

@@ -46,6 +46,57 @@ pub fn accept_queue_bounded_by_backlog() {
     s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 3));
 }
 
+/// RFC 4987 2: the accept queue never grows past `backlog`: the ACK that
+/// completes a handshake while it is full is dropped (the connection stays
+/// in SYN-RECEIVED), and a retransmission of it is taken once accept()
+/// has made room.
+#[test]
+pub fn handshake_ack_dropped_while_accept_queue_full() {
+    let mut s = Script::with_config(|c| c.tcp.syncookies = false);
+    let l = s.listen(STACK_PORT, 2);
+    for p in 1..=2 {
+        s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + p));
+        s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + p));
+    }
+    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 1));
+    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 3));
+    s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 3));
+    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 2));
+    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 3));
+    s.expect_none();
+    s.accept(l);
+    s.accept(l);
+    check!(
+        s,
+        s.try_accept(l) == Err(SocketError::WouldBlock),
+        "the third handshake did not complete"
+    );
+    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 3));
+    s.expect_none();
+    let c = s.accept(l);
+    s.expect_state(c, TcpState::Established);
+}
+
+/// RFC 4987 2: a SYN-queue entry whose SYN-ACK goes unanswered
+/// (`syn_retries` retransmissions) is dropped, freeing its slot.
+#[test]
+pub fn syn_queue_entry_expires() {
+    let mut s = Script::with_config(|c| {
+        c.tcp.syncookies = false;
+        c.tcp.syn_retries = 1;
+    });
+    s.listen(STACK_PORT, 1);
+    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 1));
+    s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 1));
+    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 2));
+    s.expect_none();
+    s.expect_after(1000, seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 1));
+    s.expect_silence(2000);
+    check!(s, s.stack.socket_count() == 1, "the entry is gone");
+    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 2));
+    s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 2));
+}
+
 /// RFC 4987 2: `kern.ipc.somaxconn` caps the backlog a listener asks for.
 #[test]
 pub fn somaxconn_caps_backlog() {
