@@ -423,8 +423,19 @@ impl TcpConnection {
                 break;
             }
         }
+        // The peer's window closed under data sent into it: that waits
+        // for the window like the rest (as the BSDs), under the persist
+        // timer, not the retransmission timer, whose timeouts would resend
+        // nothing and end the connection of a peer that reads slowly.
+        if self.snd_wnd == 0 && !sent_any && self.flight() > 0 && self.timers.rtx.is_some() {
+            self.timers.rtx = None;
+            self.retries = 0;
+            self.snd_nxt = self.snd_una;
+        }
         // The peer's window is closed and we have data: probe it.
-        let waiting = self.data_end() > self.snd_nxt || (self.fin_queued && !self.fin_sent());
+        let waiting = self.data_end() > self.snd_nxt
+            || (self.fin_queued && !self.fin_sent())
+            || self.flight() > 0;
         if waiting
             && self.snd_wnd == 0
             && self.timers.rtx.is_none()
