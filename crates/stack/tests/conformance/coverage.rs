@@ -107,6 +107,7 @@ coverage! {
     "RFC 9293" "3.7.4" ack::nodelay_sends_at_once;
     "RFC 9293" "3.8.6.1" timers::zero_window_probes;
     "RFC 9293" "3.8.6.1" timers::window_closes_mid_transfer;
+    "RFC 1122" "4.2.2.17" timers::zero_window_probes_never_give_up;
     "RFC 9293" "3.8.4" timers::keepalive_probes_then_reset;
     "RFC 9293" "3.8.4" timers::keepalive_answered;
     "RFC 9293" "3.8.4" timers::keepalive_off_by_default;

@@ -29,6 +29,29 @@ pub fn zero_window_probes() {
     s.expect_state(c, TcpState::Established);
 }
 
+/// RFC 1122 4.2.2.17: the connection stays open as long as the peer
+/// answers the zero-window probes, however many (the interval backs off
+/// to the RTO ceiling, 60 s; retransmission limits do not apply).
+#[test]
+pub fn zero_window_probes_never_give_up() {
+    let mut s = Script::with_config(|c| c.tcp.max_retries = 3);
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1).win(0));
+    let c = s.accept(l);
+    s.send_n(c, 100);
+    let mut interval = 1000;
+    for _ in 0..12 {
+        s.expect_after(interval, seg().ack(1).seq(0).len(0));
+        s.inject(seg().ack(1).seq(1).win(0));
+        interval = (interval * 2).min(60_000);
+    }
+    s.expect_state(c, TcpState::Established);
+    s.inject(seg().ack(1).seq(1).win(500));
+    s.expect(seg().ack(1).seq(1).len(100));
+}
+
 /// RFC 9293 3.8.6.1: a window that closes while data is in flight: once the
 /// data is ACKed with a zero window, the rest waits and probes go out.
 #[test]
