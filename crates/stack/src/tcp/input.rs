@@ -276,8 +276,24 @@ impl TcpConnection {
             }
             _ => {}
         }
+        self.input_text(now, seg, seq, ev, ip, shared, sink)
+    }
+
+    /// The sixth step on (RFC 9293 3.10.7.4): the text and the FIN of a
+    /// segment whose first data byte is `data_seq`.
+    #[allow(clippy::too_many_arguments)]
+    fn input_text(
+        &mut self,
+        now: Instant,
+        seg: &TcpRepr<'_>,
+        data_seq: SeqNumber,
+        mut ev: InputEvents,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> InputEvents {
+        let flags = seg.flags;
         // Seventh: the text.
-        let data_seq = seq;
         // RFC 1122 4.2.2.13: "if new data is received after CLOSE is
         // called, its TCP SHOULD send a RST to show that data was lost"
         // (as Linux and the BSDs: the reset answers the segment).
@@ -415,6 +431,11 @@ impl TcpConnection {
             ev.established = true;
             if self.keepalive {
                 self.timers.keepalive = Some(now + shared.cfg.keepidle);
+            }
+            // RFC 9293 3.10.7.3: "If there are other controls or text in the
+            // segment, then continue processing at the sixth step".
+            if !seg.payload.is_empty() || flags.fin() {
+                ev = self.input_text(now, seg, seg.seq_number + 1, ev, ip, shared, sink);
             }
         } else {
             // Simultaneous open: answer with SYN-ACK.
