@@ -41,6 +41,7 @@ coverage! {
     "RFC 9293" "3.10.7.2" rfc9293::listen_rejects_ack_ignores_rst;
     "RFC 9293" "3.10.7.3" rfc9293::rst_in_syn_sent;
     "RFC 9293" "3.10.7.3" rfc9293::syn_sent_bad_ack_gets_reset;
+    "RFC 9293" "3.10.7.3" rfc9293::data_in_syn_ack_taken;
     "RFC 9293" "3.10.7.4" rfc9293::rst_at_rcv_nxt_resets;
     "RFC 9293" "3.10.7.4" rfc9293::rst_outside_window_dropped;
     "RFC 9293" "3.10.7.4" rfc9293::rst_in_syn_received_returns_to_listen;

@@ -657,10 +657,11 @@ impl Script {
         let Some(seq) = p.seq else {
             self.fail("an injected segment needs seq()");
         };
-        let payload = p
-            .payload
-            .clone()
-            .unwrap_or_else(|| pattern(seq, p.len.unwrap_or(0)));
+        let payload = p.payload.clone().unwrap_or_else(|| {
+            // A SYN's data starts after the SYN.
+            let first = seq.wrapping_add(u32::from(p.flags.syn()));
+            pattern(first, p.len.unwrap_or(0))
+        });
         let mut r = TcpRepr::new(peer_port, stack_port, p.flags, SeqNumber::new(seq));
         if p.psh == Some(true) {
             r.flags |= TcpFlags::PSH;
