@@ -125,6 +125,8 @@ impl IpLayer {
         self.counters.ipv4_reassembly_timeout += self.reass_v4.poll(now) as u64;
     }
 
+    /// When [`poll`](Self::poll) has work: not before its next scan, or
+    /// an engine would call it in a loop that does nothing until then.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         [
             self.neighbors.next_deadline(),
@@ -133,5 +135,6 @@ impl IpLayer {
         .into_iter()
         .flatten()
         .min()
+        .map(|t| t.max(self.next_scan))
     }
 }
