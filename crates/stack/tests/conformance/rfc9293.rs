@@ -409,8 +409,8 @@ pub fn rst_while_closing() {
     check!(s, s.take_error(c).is_none(), "no error after both FINs");
 }
 
-/// RFC 9293 3.10.7.3: text in the SYN-ACK is processed (sixth step on),
-/// so its data is delivered and acknowledged with the SYN.
+/// RFC 9293 3.10.7.3: text and FIN in the SYN-ACK are processed (sixth
+/// step on), so its data is delivered and acknowledged with the SYN.
 #[test]
 pub fn data_in_syn_ack_taken() {
     let mut s = Script::new();
@@ -424,4 +424,11 @@ pub fn data_in_syn_ack_taken() {
         s.recv(c, 100) == Ok(pattern(1, 10)),
         "the SYN-ACK's data"
     );
+    // A FIN too.
+    let mut s = Script::new();
+    let c = s.connect();
+    s.expect(seg().syn().seq(0));
+    s.inject(seg().syn().fin().ack(1).seq(0).mss(1460).len(5));
+    s.expect(seg().ack(7).seq(1));
+    s.expect_state(c, TcpState::CloseWait);
 }
