@@ -151,6 +151,25 @@ pub(crate) struct TcpConnection {
     pub stats: ConnStats,
 }
 
+/// The timestamp clock's offset for a four-tuple: a keyed hash, so that it
+/// does not reveal the host's uptime, yet stays the same for every
+/// incarnation of the pair and so keeps increasing across them (RFC 7323
+/// 5.4 and 7.1; a random offset per connection would make a quick
+/// reconnect from the same port fail the peer's PAWS check).
+fn ts_offset(shared: &TcpShared, local: SocketAddr, remote: SocketAddr) -> u32 {
+    let mut key = [0u8; 36];
+    let mut put = |at: usize, a: SocketAddr| {
+        match a.ip() {
+            core::net::IpAddr::V4(ip) => key[at..at + 4].copy_from_slice(&ip.octets()),
+            core::net::IpAddr::V6(ip) => key[at..at + 16].copy_from_slice(&ip.octets()),
+        }
+        key[at + 16..at + 18].copy_from_slice(&a.port().to_be_bytes());
+    };
+    put(0, local);
+    put(18, remote);
+    shared.ts_secret.hash_bytes(&key) as u32
+}
+
 impl TcpConnection {
     /// A connection in `state` with fresh buffers and estimators.
     pub(crate) fn new(
@@ -192,7 +211,7 @@ impl TcpConnection {
             wscale_ok: false,
             ts_ok: false,
             ts_recent: 0,
-            ts_offset: shared.rng.next_u32(),
+            ts_offset: ts_offset(shared, local, remote),
             sack_ok: false,
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
             rtt_probe: None,
