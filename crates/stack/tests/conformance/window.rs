@@ -118,3 +118,25 @@ pub fn data_on_handshake_ack() {
         "nothing more"
     );
 }
+
+/// RFC 9293 3.8.6.2.1: sender SWS avoidance: a sliver of usable window
+/// (100 bytes, less than half the largest window seen) is not used while
+/// data is in flight; the data goes once the window allows a full segment.
+#[test]
+pub fn sender_sws_avoidance() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).win(5000).mss(1000));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1).win(5000));
+    let c = s.accept(l);
+    s.send_n(c, 3000);
+    for i in 0..3 {
+        s.expect(seg().ack(1).seq(1 + 1000 * i).len(1000));
+    }
+    s.inject(seg().ack(1001).seq(1).win(2100));
+    s.send_n(c, 1000);
+    s.expect_silence(100);
+    s.inject(seg().ack(3001).seq(1).win(5000));
+    s.expect(seg().ack(1).seq(3001).len(1000));
+}
