@@ -53,13 +53,19 @@ impl TcpConnection {
         }
         if due(self.timers.keepalive, now) {
             self.timers.keepalive = None;
-            if self.keep_probes >= shared.cfg.keepcnt {
+            if self.keepalive && (self.flight() > 0 || !self.send.is_empty()) {
+                // Data is on its way: the retransmission or persist timer
+                // watches the peer, keep-alive waits for an idle connection
+                // (as Linux); its probes would not be answered in time
+                // under loss, and the reset would end a transfer.
+                self.keep_probes = 0;
+                self.timers.keepalive = Some(now + shared.cfg.keepidle);
+            } else if self.keep_probes >= shared.cfg.keepcnt {
                 ip.counters.tcp_keepalive_timeouts += 1;
                 self.send_rst(now, ip, sink);
                 self.fail(SocketError::TimedOut);
                 return true;
-            }
-            if self.keepalive && self.synchronized() {
+            } else if self.keepalive && self.synchronized() {
                 self.keep_probes += 1;
                 self.send_probe(now, ip, sink);
                 self.timers.keepalive = Some(now + shared.cfg.keepintvl);
