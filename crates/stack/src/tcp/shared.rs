@@ -19,7 +19,6 @@ pub(crate) struct TcpShared {
     pub cookies: SynCookies,
     pub wheel: TimerWheel,
     pub challenge_acks: TokenBucket,
-    pub rng: Rng,
     /// Keys the timestamp offset of each four-tuple (RFC 7323 7.1).
     pub ts_secret: KeyedState,
     /// Connections whose timers fired, reused between polls.
@@ -35,7 +34,6 @@ impl TcpShared {
             cookies: SynCookies::new(KeyedState::from_rng(rng)),
             wheel: TimerWheel::new(Duration::from_millis(1), 4096, Instant::ZERO),
             challenge_acks: TokenBucket::new(CHALLENGE_ACK_LIMIT),
-            rng: Rng::new(rng.next_u64()),
             ts_secret: KeyedState::from_rng(rng),
             fired: Vec::new(),
             cfg,
