@@ -1176,14 +1176,6 @@ impl Script {
         e
     }
 
-    /// Checks a condition, failing with the conversation.
-    #[track_caller]
-    pub fn check(&self, ok: bool, what: &str) {
-        if !ok {
-            self.fail(what);
-        }
-    }
-
     // ---- common openings ----
 
     /// Passive open on :8080 from the peer with ISN 0, MSS 1460 and no other
