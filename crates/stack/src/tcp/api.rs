@@ -85,30 +85,14 @@ impl Stack {
         self.ip.counters.tcp_segments_received += 1;
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
-        if let Some(&index) = self.sockets.tcp_conns.get(&(local, remote)) {
-            if let Some(Socket::Tcp(conn)) = self.sockets.at(index) {
-                // RFC 6191, RFC 1122 4.2.2.13: a SYN newer than a closed
-                // TIME-WAIT (by timestamp, else by sequence number) opens
-                // a new incarnation: the TIME-WAIT ends, the listener
-                // takes the SYN.
-                let f = seg.flags;
-                let newer = match (conn.ts_ok, seg.timestamp) {
-                    (true, Some((tsval, _))) => (tsval.wrapping_sub(conn.ts_recent) as i32) > 0,
-                    _ => seg.seq_number > conn.rcv_nxt,
-                };
-                if conn.state == TcpState::TimeWait
-                    && conn.detached
-                    && f.syn()
-                    && !f.ack()
-                    && !f.rst()
-                    && newer
-                    && self.sockets.tcp_listener_index(local).is_some()
-                {
-                    self.sockets.remove(index);
-                }
+        let mut found = self.sockets.tcp_conns.get(&(local, remote)).copied();
+        if let Some(index) = found {
+            if self.time_wait_yields(index, &seg, local) {
+                self.sockets.remove(index);
+                found = None;
             }
         }
-        if let Some(&index) = self.sockets.tcp_conns.get(&(local, remote)) {
+        if let Some(index) = found {
             let f = seg.flags;
             if f.ack() && !f.syn() && !f.rst() && self.tcp_child_blocked(index) {
                 // The accept queue holds at most `backlog` connections: the
@@ -148,6 +132,27 @@ impl Stack {
             return false;
         }
         matches!(self.sockets.at(lindex), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
+    }
+
+    /// RFC 6191, RFC 1122 4.2.2.13: a SYN newer than a closed TIME-WAIT (by
+    /// timestamp, else by sequence number) opens a new incarnation: the
+    /// TIME-WAIT ends, the listener takes the SYN.
+    fn time_wait_yields(&self, index: u32, seg: &TcpRepr<'_>, local: SocketAddr) -> bool {
+        let f = seg.flags;
+        if !f.syn() || f.ack() || f.rst() {
+            return false;
+        }
+        let Some(Socket::Tcp(conn)) = self.sockets.at(index) else {
+            return false;
+        };
+        let newer = match (conn.ts_ok, seg.timestamp) {
+            (true, Some((tsval, _))) => (tsval.wrapping_sub(conn.ts_recent) as i32) > 0,
+            _ => seg.seq_number > conn.rcv_nxt,
+        };
+        conn.state == TcpState::TimeWait
+            && conn.detached
+            && newer
+            && self.sockets.tcp_listener_index(local).is_some()
     }
 
     /// A segment for a listener (RFC 9293 3.10.7.2).
