@@ -56,6 +56,7 @@ SUBNETS = {
     "http_curl_af_packet": 113, "http_wrk_af_packet": 114,
     "tcp_echo_af_packet": 115, "http_get_client_af_packet": 116,
     "tcp_echo_faults_af_packet": 117,
+    "ping_af_packet_root": 118, "udp_sizes_af_packet_root": 119,
 }
 
 
@@ -81,6 +82,12 @@ def ping_sizes(ctx, kind, name):
 @test("ping_af_packet")
 def _(ctx):
     ping_sizes(ctx, "af_packet", "ping_af_packet")
+
+
+@test("ping_af_packet_root")
+def _(ctx):
+    # ustack on the root side of the veth, as the foundation issue states it.
+    ping_sizes(ctx, "af_packet_root", "ping_af_packet_root")
 
 
 @test("ping_tap")
@@ -116,6 +123,11 @@ def udp_every_size(ctx, kind, name, largest=8000):
 @test("udp_sizes_af_packet", budget=90)
 def _(ctx):
     udp_every_size(ctx, "af_packet", "udp_sizes_af_packet")
+
+
+@test("udp_sizes_af_packet_root", budget=90)
+def _(ctx):
+    udp_every_size(ctx, "af_packet_root", "udp_sizes_af_packet_root")
 
 
 @test("udp_sizes_tap", budget=90)

@@ -386,12 +386,16 @@ class Topology:
     in ``ns_u`` on ``if_u`` over AF_PACKET; the kernel's side ``if_k``
     (10.99.N.1/24) is in ``ns_k``.  The root namespace is not touched.
 
+    kind "af_packet_root": the same, but ustack-echo and its end of the veth
+    are in the root namespace (IPv6 off on that end, so the root kernel sends
+    nothing on it); deleting ``ns_k`` destroys the pair.
+
     kind "tap": ustack-echo runs in ``ns_k`` and creates the TAP device
     ``if_k`` there; the test gives the kernel's side of the TAP 10.99.N.1/24.
     """
 
     def __init__(self, kind, subnet, binary, workdir, sets=(), extra_port="", extra="", offload=True):
-        check(kind in ("af_packet", "tap"), kind)
+        check(kind in ("af_packet", "af_packet_root", "tap"), kind)
         self.kind = kind
         self.subnet = subnet
         self.kernel_ip = f"{NET_PREFIX}.{subnet}.1"
@@ -422,6 +426,14 @@ class Topology:
                 "peer", "name", self.if_k, "netns", self.ns_k])
             sh(["ip", "-n", self.ns_u, "link", "set", self.if_u, "up"])
             self._kernel_side_up()
+        elif self.kind == "af_packet_root":
+            self.if_u = unique("u")
+            sh(["ip", "link", "add", self.if_u, "type", "veth", "peer", "name", self.if_k, "netns", self.ns_k])
+            if_u = self.if_u
+            on_cleanup(f"veth {if_u}", lambda: sh(["ip", "link", "del", if_u], check_rc=False))
+            sh(["sysctl", "-qw", f"net.ipv6.conf.{self.if_u}.disable_ipv6=1"])
+            sh(["ip", "link", "set", self.if_u, "up"])
+            self._kernel_side_up()
         return self
 
     def _kernel_side_up(self):
@@ -433,11 +445,11 @@ class Topology:
         nsx(self.ns_k, "ethtool", "-K", self.if_k, *feats)
 
     def config(self):
-        link = f"af_packet:{self.if_u}" if self.kind == "af_packet" else f"tap:{self.if_k}"
+        link = f"tap:{self.if_k}" if self.kind == "tap" else f"af_packet:{self.if_u}"
         return ustack_config(link, self.ustack_ip, extra_port=self.extra_port, extra=self.extra)
 
     def start(self, wait_ready=True):
-        ns = self.ns_u if self.kind == "af_packet" else self.ns_k
+        ns = self.ns_k if self.kind == "tap" else self.ns_u
         self.ustack = Ustack(self.binary, self.workdir, self.config(), netns=ns, sets=self.sets).start()
         if self.kind == "tap":
             self._wait_tap()
