@@ -445,6 +445,12 @@ impl TcpConnection {
             let backoff = base.saturating_mul(1u32 << self.persist_backoff.min(6));
             self.timers.persist = Some(now + backoff.min(shared.cfg.rto_max));
         }
+        // Whatever is outstanding, a timer watches: when the window opens
+        // again the persist timer stops, and loss recovery may have no room
+        // in the congestion window to send.
+        if self.flight() > 0 && self.timers.rtx.is_none() && self.timers.persist.is_none() {
+            self.arm_rtx(now);
+        }
         if !sent_any && (self.ack_now || self.window_update_due()) {
             self.send_ack(now, ip, sink);
         }
