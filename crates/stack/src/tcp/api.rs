@@ -530,7 +530,9 @@ impl Stack {
                 _ => SocketError::BrokenPipe,
             });
         }
-        let n = conn.send.append(data, conn.send_limit);
+        let n = conn
+            .send
+            .append(data, conn.send_limit, &mut self.tcp.buffers);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
         }
@@ -551,7 +553,7 @@ impl Stack {
         if buf.is_empty() {
             return Ok(0);
         }
-        let n = conn.recv.read(buf);
+        let n = conn.recv.read(buf, &mut self.tcp.buffers);
         if n == 0 {
             if let Some(e) = conn.error.take() {
                 return Err(e);
@@ -805,6 +807,11 @@ impl Stack {
                 _ => None,
             })
             .fold((0, 0), |(bytes, n), m| (bytes + m, n + 1))
+    }
+
+    /// Idle ring storage the stack keeps for reuse.
+    pub fn tcp_buffer_cache_bytes(&self) -> usize {
+        self.tcp.buffers.held_bytes()
     }
 
     /// Hands the sockets whose readiness may have changed to the caller.

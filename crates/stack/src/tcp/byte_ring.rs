@@ -1,6 +1,8 @@
-//! A ring of bytes whose storage is allocated on first use and grows by
-//! doubling up to a limit: a connection that never sends or receives holds
-//! no buffer memory.
+//! A ring of bytes whose storage comes from the stack's [`BufferCache`] on
+//! first use, grows by doubling, and goes back when the ring empties: a
+//! connection that is not moving data holds no buffer memory.
+
+use crate::tcp::buffer_cache::{BufferCache, MIN_RING};
 
 #[derive(Debug, Default, Clone)]
 pub struct ByteRing {
@@ -30,26 +32,27 @@ impl ByteRing {
 
     /// Makes room for `total` bytes from the head (held bytes plus bytes
     /// to be written past them), growing the storage by doubling.
-    pub fn reserve_total(&mut self, total: usize) {
+    pub fn reserve_total(&mut self, total: usize, cache: &mut BufferCache) {
         if total <= self.storage.len() {
             return;
         }
-        let new_cap = total.next_power_of_two().max(1024);
-        let mut storage = vec![0u8; new_cap];
+        let new_cap = total.next_power_of_two().max(MIN_RING);
+        let mut storage = cache.take(new_cap);
         // Keep held bytes and anything written beyond them (out-of-order
         // data lives there), up to the old capacity.
         let old_cap = self.storage.len();
         let (wrapped, front) = self.storage.split_at(self.head.min(old_cap));
         storage[..front.len()].copy_from_slice(front);
         storage[front.len()..old_cap].copy_from_slice(wrapped);
-        self.storage = storage;
+        cache.give(core::mem::replace(&mut self.storage, storage));
         self.head = 0;
     }
 
-    /// Frees the storage when nothing is held and nothing waits past it.
-    pub fn release(&mut self) {
-        if self.len == 0 {
-            self.storage = Vec::new();
+    /// Gives the storage back when nothing is held (the caller knows that
+    /// nothing waits past the held bytes either).
+    pub fn release(&mut self, cache: &mut BufferCache) {
+        if self.len == 0 && !self.storage.is_empty() {
+            cache.give(core::mem::take(&mut self.storage));
             self.head = 0;
         }
     }
@@ -73,12 +76,12 @@ impl ByteRing {
     }
 
     /// Appends as much of `data` as fits under `limit` held bytes.
-    pub fn append(&mut self, data: &[u8], limit: usize) -> usize {
+    pub fn append(&mut self, data: &[u8], limit: usize, cache: &mut BufferCache) -> usize {
         let n = data.len().min(limit.saturating_sub(self.len));
         if n == 0 {
             return 0;
         }
-        self.reserve_total(self.len + n);
+        self.reserve_total(self.len + n, cache);
         self.write_at(self.len, &data[..n]);
         self.len += n;
         n
@@ -116,30 +119,41 @@ mod tests {
     #[test]
     fn append_consume_wrap_and_grow() {
         let mut r = ByteRing::new();
+        let mut c = BufferCache::new(1 << 20);
         assert_eq!(r.allocated(), 0);
-        assert_eq!(r.append(&[1; 1000], 4096), 1000);
+        assert_eq!(r.append(&[1; 1000], 4096, &mut c), 1000);
         assert_eq!(r.allocated(), 1024);
         r.consume(900);
-        assert_eq!(r.append(&[2; 500], 4096), 500, "wraps");
+        assert_eq!(r.append(&[2; 500], 4096, &mut c), 500, "wraps");
         let mut out = [0u8; 600];
         assert_eq!(r.copy_out(0, &mut out), 600);
         assert_eq!(&out[..100], &[1; 100][..]);
         assert_eq!(&out[100..], &[2; 500][..]);
-        assert_eq!(r.append(&[3; 3000], 4096), 3000, "grows keeping order");
+        assert_eq!(
+            r.append(&[3; 3000], 4096, &mut c),
+            3000,
+            "grows keeping order"
+        );
         let mut all = vec![0u8; 3600];
         assert_eq!(r.copy_out(0, &mut all), 3600);
         assert_eq!(&all[..100], &[1; 100][..]);
         assert_eq!(&all[600..], &[3; 3000][..]);
-        assert_eq!(r.append(&[4; 1000], 4096), 496, "limit");
+        assert_eq!(r.append(&[4; 1000], 4096, &mut c), 496, "limit");
         r.consume(r.len());
-        r.release();
+        r.release(&mut c);
         assert_eq!(r.allocated(), 0);
+        assert_eq!(
+            c.held_bytes(),
+            1024 + 4096,
+            "the storage outgrown and the last went back to the cache"
+        );
     }
 
     #[test]
     fn write_beyond_then_commit() {
         let mut r = ByteRing::new();
-        r.reserve_total(2048);
+        let mut c = BufferCache::new(1 << 20);
+        r.reserve_total(2048, &mut c);
         r.write_at(100, &[9; 50]);
         r.write_at(0, &[8; 100]);
         r.commit(150);

@@ -310,7 +310,9 @@ impl TcpConnection {
         if !seg.payload.is_empty() {
             if self.can_receive() {
                 let before = self.rcv_nxt;
-                let r = self.recv.insert(self.rcv_nxt, data_seq, seg.payload);
+                let r = self
+                    .recv
+                    .insert(self.rcv_nxt, data_seq, seg.payload, &mut shared.buffers);
                 self.rcv_nxt += r.advanced;
                 self.stats.bytes_received += r.advanced as u64;
                 if r.trimmed > 0 {
@@ -464,6 +466,9 @@ impl TcpConnection {
             0
         };
         self.send.consume(data_acked);
+        if self.send.is_empty() {
+            self.send.release(&mut shared.buffers);
+        }
         self.send_base += data_acked;
         self.snd_una = ack;
         if self.snd_nxt < self.snd_una {

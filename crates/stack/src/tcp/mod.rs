@@ -4,6 +4,7 @@
 //! of initial sequence numbers, ports and SYN cookies.
 
 mod api;
+mod buffer_cache;
 mod byte_ring;
 pub mod cc;
 pub(crate) mod conn;

@@ -4,6 +4,7 @@
 
 use wire::tcp::SeqNumber;
 
+use crate::tcp::buffer_cache::BufferCache;
 use crate::tcp::byte_ring::ByteRing;
 
 /// Out-of-order ranges kept at most; beyond it a segment that would add a
@@ -70,7 +71,13 @@ impl RecvBuffer {
 
     /// Places `data` that starts at `seq`, with `rcv_nxt` the next byte
     /// expected. Data outside `[rcv_nxt, rcv_nxt + window)` is trimmed.
-    pub fn insert(&mut self, rcv_nxt: SeqNumber, seq: SeqNumber, data: &[u8]) -> Inserted {
+    pub fn insert(
+        &mut self,
+        rcv_nxt: SeqNumber,
+        seq: SeqNumber,
+        data: &[u8],
+        cache: &mut BufferCache,
+    ) -> Inserted {
         let mut out = Inserted::default();
         let window_end = rcv_nxt + self.window();
         // Trim what is before RCV.NXT (already received) and past the window.
@@ -101,7 +108,7 @@ impl RecvBuffer {
             }
         }
         self.ring
-            .reserve_total(self.ring.len() + offset + data.len());
+            .reserve_total(self.ring.len() + offset + data.len(), cache);
         self.ring.write_at(self.ring.len() + offset, data);
         if offset == 0 {
             // In order: the hole at RCV.NXT is filled; absorb the
@@ -144,11 +151,11 @@ impl RecvBuffer {
     }
 
     /// Copies readable bytes into `dst` and removes them.
-    pub fn read(&mut self, dst: &mut [u8]) -> usize {
+    pub fn read(&mut self, dst: &mut [u8], cache: &mut BufferCache) -> usize {
         let n = self.ring.copy_out(0, dst);
         self.ring.consume(n);
         if self.ring.is_empty() && self.ooo.is_empty() {
-            self.ring.release();
+            self.ring.release(cache);
         }
         n
     }
@@ -191,28 +198,29 @@ mod tests {
 
     #[test]
     fn in_order_and_holes() {
+        let mut c = BufferCache::new(1 << 24);
         let mut b = RecvBuffer::new(10_000);
         let mut nxt = s(1000);
-        let r = b.insert(nxt, s(1000), &[1; 100]);
+        let r = b.insert(nxt, s(1000), &[1; 100], &mut c);
         assert_eq!(r.advanced, 100);
         nxt += 100;
         // A hole at 1100..1200, then two out-of-order ranges.
-        let r = b.insert(nxt, s(1300), &[4; 100]);
+        let r = b.insert(nxt, s(1300), &[4; 100], &mut c);
         assert!(r.out_of_order && r.advanced == 0);
-        let r = b.insert(nxt, s(1200), &[3; 50]);
+        let r = b.insert(nxt, s(1200), &[3; 50], &mut c);
         assert!(r.out_of_order);
         assert_eq!(
             b.sack_blocks(),
             [Some((1200, 1250)), Some((1300, 1400)), None]
         );
-        let r = b.insert(nxt, s(1250), &[3; 50]);
+        let r = b.insert(nxt, s(1250), &[3; 50], &mut c);
         assert_eq!(b.sack_blocks(), [Some((1200, 1400)), None, None], "merged");
         assert!(r.out_of_order);
-        let r = b.insert(nxt, s(1100), &[2; 100]);
+        let r = b.insert(nxt, s(1100), &[2; 100], &mut c);
         assert_eq!(r.advanced, 300, "the hole filled and everything after it");
         assert!(!b.has_out_of_order());
         let mut out = vec![0u8; 400];
-        assert_eq!(b.read(&mut out), 400);
+        assert_eq!(b.read(&mut out, &mut c), 400);
         assert_eq!(&out[..100], &[1; 100][..]);
         assert_eq!(&out[100..200], &[2; 100][..]);
         assert_eq!(&out[200..300], &[3; 100][..]);
@@ -221,15 +229,16 @@ mod tests {
 
     #[test]
     fn trims_to_window_and_old_data() {
+        let mut c = BufferCache::new(1 << 24);
         let mut b = RecvBuffer::new(100);
-        let r = b.insert(s(0), s(0), &[1; 150]);
+        let r = b.insert(s(0), s(0), &[1; 150], &mut c);
         assert_eq!((r.advanced, r.trimmed), (100, 50));
         assert_eq!(b.window(), 0);
-        let r = b.insert(s(100), s(50), &[1; 60]);
+        let r = b.insert(s(100), s(50), &[1; 60], &mut c);
         assert_eq!(r.advanced, 0, "duplicate and out of window");
         let mut out = [0u8; 30];
-        b.read(&mut out);
-        let r = b.insert(s(100), s(90), &[7; 40]);
+        b.read(&mut out, &mut c);
+        let r = b.insert(s(100), s(90), &[7; 40], &mut c);
         assert_eq!(
             (r.advanced, r.trimmed),
             (30, 0),
@@ -239,19 +248,21 @@ mod tests {
 
     #[test]
     fn wrapping_sequence_numbers() {
+        let mut c = BufferCache::new(1 << 24);
         let mut b = RecvBuffer::new(1000);
         let start = SeqNumber(-10);
-        let r = b.insert(start, start + 20, &[2; 10]);
+        let r = b.insert(start, start + 20, &[2; 10], &mut c);
         assert!(r.out_of_order);
-        let r = b.insert(start, start, &[1; 20]);
+        let r = b.insert(start, start, &[1; 20], &mut c);
         assert_eq!(r.advanced, 30);
     }
 
     #[test]
     fn range_table_is_bounded() {
+        let mut c = BufferCache::new(1 << 24);
         let mut b = RecvBuffer::new(1 << 20);
         for i in 0..(MAX_OOO_RANGES as u32 + 5) {
-            b.insert(s(0), s(100 + i * 20), &[0; 10]);
+            b.insert(s(0), s(100 + i * 20), &[0; 10], &mut c);
         }
         assert_eq!(b.ooo.len(), MAX_OOO_RANGES);
     }

@@ -3,10 +3,14 @@
 
 use crate::rand::{KeyedState, Rng};
 use crate::ratelimit::TokenBucket;
+use crate::tcp::buffer_cache::BufferCache;
 use crate::tcp::isn::{IsnGenerator, PortAllocator, SynCookies};
 use crate::tcp::timer_wheel::TimerWheel;
 use crate::tcp::types::TcpConfig;
 use crate::time::{Duration, Instant};
+
+/// Idle ring storage a stack keeps for reuse at most.
+pub const BUFFER_CACHE_BYTES: usize = 64 << 20;
 
 /// Challenge ACKs per second at most (RFC 5961 section 7).
 pub const CHALLENGE_ACK_LIMIT: u32 = 1000;
@@ -19,6 +23,8 @@ pub(crate) struct TcpShared {
     pub cookies: SynCookies,
     pub wheel: TimerWheel,
     pub challenge_acks: TokenBucket,
+    /// Ring storage of idle connections, for reuse.
+    pub buffers: BufferCache,
     /// Keys the timestamp offset of each four-tuple (RFC 7323 7.1).
     pub ts_secret: KeyedState,
     /// Connections whose timers fired, reused between polls.
@@ -35,6 +41,7 @@ impl TcpShared {
             wheel: TimerWheel::new(Duration::from_millis(1), 4096, Instant::ZERO),
             challenge_acks: TokenBucket::new(CHALLENGE_ACK_LIMIT),
             ts_secret: KeyedState::from_rng(rng),
+            buffers: BufferCache::new(BUFFER_CACHE_BYTES),
             fired: Vec::new(),
             cfg,
         }
