@@ -127,6 +127,9 @@ impl TcpConnection {
             simultaneous = TcpRepr {
                 flags: seg.flags.without(TcpFlags::SYN),
                 seq_number: seg.seq_number + 1,
+                // The window of a SYN is never scaled (RFC 7323 2.2): in
+                // the scaled units of every later segment, rounded down.
+                window_len: seg.window_len >> self.snd_wscale,
                 ..*seg
             };
             &simultaneous
