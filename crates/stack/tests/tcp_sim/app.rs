@@ -42,6 +42,17 @@ pub enum AfterSend {
     Close,
 }
 
+/// How an endpoint resets its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortHow {
+    /// `tcp_abort`.
+    Abort,
+    /// SO_LINGER with a zero timeout, then close.
+    LingerZero,
+    /// Close with received data unread (RFC 2525 2.17), if there is any.
+    CloseUnread,
+}
+
 /// How an endpoint is expected to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -103,6 +114,7 @@ pub struct Endpoint {
     /// Abort this long after the connection is established, or once this
     /// many bytes went both ways, whichever comes first.
     pub abort_after: Option<(Duration, u64)>,
+    pub abort_how: AbortHow,
     abort_at: Option<Instant>,
     pub aborted: bool,
     pub closed: bool,
@@ -144,6 +156,7 @@ impl Endpoint {
             error: None,
             established_at: None,
             abort_after: None,
+            abort_how: AbortHow::Abort,
             abort_at: None,
             aborted: false,
             closed: false,
@@ -210,14 +223,7 @@ impl Endpoint {
             }
         }
         if self.abort_due(net.now) {
-            self.logf(
-                net.now,
-                format!("abort (sent {}, got {})", self.tx_sent, self.rx_got),
-            );
-            net.abort(self.host, s)
-                .map_err(|e| format!("{}: abort: {e:?}", self.name))?;
-            self.aborted = true;
-            self.closed = true;
+            self.reset(net, s)?;
             return Ok(true);
         }
         loop {
@@ -262,6 +268,35 @@ impl Endpoint {
             }
             Err(e) => Err(format!("{}: state: {e:?}", self.name)),
         }
+    }
+
+    /// Ends the connection with a reset, the way `abort_how` says.
+    fn reset(&mut self, net: &mut Net, s: SocketHandle) -> Result<(), String> {
+        let h = self.host;
+        let unread = net.stack(h).tcp_recv_queued(s).unwrap_or(0);
+        let how = match self.abort_how {
+            AbortHow::CloseUnread if unread == 0 => AbortHow::Abort,
+            how => how,
+        };
+        self.logf(
+            net.now,
+            format!(
+                "{how:?} (sent {}, got {}, {unread} unread)",
+                self.tx_sent, self.rx_got
+            ),
+        );
+        let r = match how {
+            AbortHow::Abort => net.abort(h, s),
+            AbortHow::LingerZero => net.set_linger_zero(h, s).and_then(|()| net.close(h, s)),
+            AbortHow::CloseUnread => net.close(h, s),
+        };
+        r.map_err(|e| format!("{}: {how:?}: {e:?}", self.name))?;
+        if net.stack(h).tcp_state(s).is_ok() {
+            return Err(format!("{}: the socket outlived {how:?}", self.name));
+        }
+        self.aborted = true;
+        self.closed = true;
+        Ok(())
     }
 
     fn abort_due(&self, now: Instant) -> bool {
@@ -561,6 +596,8 @@ pub struct Connect {
     pub at: Instant,
     pub ep: usize,
     pub remote: SocketAddr,
+    /// A fixed local address (simultaneous open), else an ephemeral port.
+    pub local: Option<SocketAddr>,
     pub server: Option<usize>,
     pub done: bool,
 }
@@ -619,12 +656,12 @@ impl App for Flows {
             if c.done || c.at > now {
                 continue;
             }
-            let (ep, remote) = (c.ep, c.remote);
+            let (ep, remote, local) = (c.ep, c.remote, c.local);
             self.connects[i].done = true;
             did = true;
             let host = self.eps[ep].host;
             let s = net
-                .connect(host, remote)
+                .connect(host, remote, local)
                 .map_err(|e| format!("{}: connect: {e:?}", self.eps[ep].name))?;
             let local = net.stack(host).tcp_local_addr(s).ok();
             let e = &mut self.eps[ep];

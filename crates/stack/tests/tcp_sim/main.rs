@@ -254,6 +254,11 @@ fn backlog() {
     run_scenario("backlog");
 }
 
+#[test]
+fn simopen() {
+    run_scenario("simopen");
+}
+
 /// A seed replays bit for bit: the same frames at the same times.
 #[test]
 fn replay_is_bit_for_bit() {

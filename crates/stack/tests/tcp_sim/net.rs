@@ -504,10 +504,15 @@ impl Net {
             .expect("listen")
     }
 
-    pub fn connect(&mut self, h: usize, remote: SocketAddr) -> Result<SocketHandle, SocketError> {
+    pub fn connect(
+        &mut self,
+        h: usize,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+    ) -> Result<SocketHandle, SocketError> {
         let now = self.now;
         let host = &mut self.hosts[h];
-        let r = host.stack.tcp_connect(now, remote, None, &mut host.sink);
+        let r = host.stack.tcp_connect(now, remote, local, &mut host.sink);
         self.flush(h);
         r
     }
@@ -552,6 +557,10 @@ impl Net {
         let r = host.stack.tcp_close(now, s, &mut host.sink);
         self.flush(h);
         r
+    }
+
+    pub fn set_linger_zero(&mut self, h: usize, s: SocketHandle) -> Result<(), SocketError> {
+        self.hosts[h].stack.tcp_set_linger_zero(s, true)
     }
 
     pub fn abort(&mut self, h: usize, s: SocketHandle) -> Result<(), SocketError> {
