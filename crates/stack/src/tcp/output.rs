@@ -423,19 +423,10 @@ impl TcpConnection {
                 break;
             }
         }
-        // The peer's window closed under data sent into it: that waits
-        // for the window like the rest (as the BSDs), under the persist
-        // timer, not the retransmission timer, whose timeouts would resend
-        // nothing and end the connection of a peer that reads slowly.
-        if self.snd_wnd == 0 && !sent_any && self.flight() > 0 && self.timers.rtx.is_some() {
-            self.timers.rtx = None;
-            self.retries = 0;
-            self.snd_nxt = self.snd_una;
-        }
-        // The peer's window is closed and we have data: probe it.
-        let waiting = self.data_end() > self.snd_nxt
-            || (self.fin_queued && !self.fin_sent())
-            || self.flight() > 0;
+        // The peer's window is closed and we have data: probe it.  (Data
+        // already sent is the retransmission timer's: see
+        // `zero_window_timeout`.)
+        let waiting = self.data_end() > self.snd_nxt || (self.fin_queued && !self.fin_sent());
         if waiting
             && self.snd_wnd == 0
             && self.timers.rtx.is_none()
@@ -445,9 +436,9 @@ impl TcpConnection {
             let backoff = base.saturating_mul(1u32 << self.persist_backoff.min(6));
             self.timers.persist = Some(now + backoff.min(shared.cfg.rto_max));
         }
-        // Whatever is outstanding, a timer watches: when the window opens
-        // again the persist timer stops, and loss recovery may have no room
-        // in the congestion window to send.
+        // Whatever is outstanding, a timer watches (the persist timer stops
+        // when the window opens, and loss recovery may have no room in the
+        // congestion window to send).
         if self.flight() > 0 && self.timers.rtx.is_none() && self.timers.persist.is_none() {
             self.arm_rtx(now);
         }

@@ -75,6 +75,31 @@ impl TcpConnection {
         self.state == TcpState::Closed
     }
 
+    /// A timeout while the peer's window is closed under data sent into it
+    /// (it filled while the data was on its way, or the peer shrank it):
+    /// the first segment goes again as a window probe, and the connection
+    /// ends only if the peer stays silent for twice the largest RTO, not
+    /// after so many timeouts (as Linux's `tcp_retransmit_timer`): a slow
+    /// reader is no reason to give up, and a peer that is gone answers the
+    /// probe with a reset.  Returns whether the connection gave up.
+    fn zero_window_timeout(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        if now.saturating_since(self.last_recv) > shared.cfg.rto_max * 2 {
+            self.send_rst(now, ip, sink);
+            self.fail(SocketError::TimedOut);
+            return true;
+        }
+        self.rtt.backoff();
+        self.rtt_probe = None;
+        self.retransmit_head(now, ip, sink);
+        false
+    }
+
     /// RFC 6298 5.4-5.7 and RFC 5681 3.1 eq. 4.  Returns whether the
     /// connection gave up.
     fn retransmission_timeout(
@@ -85,8 +110,11 @@ impl TcpConnection {
         sink: &mut dyn FrameSink,
     ) -> bool {
         ip.counters.tcp_rto_timeouts += 1;
-        self.retries += 1;
         let handshake = matches!(self.state, TcpState::SynSent | TcpState::SynReceived);
+        if !handshake && self.snd_wnd == 0 && self.flight() > 0 {
+            return self.zero_window_timeout(now, ip, shared, sink);
+        }
+        self.retries += 1;
         let limit = if handshake {
             shared.cfg.syn_retries
         } else {
