@@ -44,6 +44,13 @@ impl TcpConnection {
         }
         if due(self.timers.persist, now) {
             self.timers.persist = None;
+            if self.peer_silent(now, shared) {
+                // No probe answered: the peer is gone (as Linux's
+                // `tcp_probe_timer`, which counts the probes instead).
+                self.send_rst(now, ip, sink);
+                self.fail(SocketError::TimedOut);
+                return true;
+            }
             ip.counters.tcp_window_probes += 1;
             self.send_probe(now, ip, sink);
             self.persist_backoff = self.persist_backoff.saturating_add(1);
@@ -75,6 +82,12 @@ impl TcpConnection {
         self.state == TcpState::Closed
     }
 
+    /// Nothing came from the peer for twice the largest RTO: probes of a
+    /// closed window (persist, or retransmissions into it) stop there.
+    fn peer_silent(&self, now: Instant, shared: &TcpShared) -> bool {
+        now.saturating_since(self.last_recv) > shared.cfg.rto_max * 2
+    }
+
     /// A timeout while the peer's window is closed under data sent into it
     /// (it filled while the data was on its way, or the peer shrank it):
     /// the first segment goes again as a window probe, and the connection
@@ -89,7 +102,7 @@ impl TcpConnection {
         shared: &mut TcpShared,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        if now.saturating_since(self.last_recv) > shared.cfg.rto_max * 2 {
+        if self.peer_silent(now, shared) {
             self.send_rst(now, ip, sink);
             self.fail(SocketError::TimedOut);
             return true;
