@@ -55,8 +55,16 @@ fn replay_command(name: &str, seed: u64) -> String {
 
 fn dir_stats(s: &DirStats) -> String {
     format!(
-        "sent {} delivered {} lost {} tail-dropped {} duplicated {} reordered {} corrupted {} (segments lost for good {})",
-        s.sent, s.delivered, s.lost, s.tail_dropped, s.duplicated, s.reordered, s.corrupted, s.lost_segments
+        "sent {} delivered {} lost {} tail-dropped {} duplicated {} reordered {} corrupted {} cut {} (segments lost for good {})",
+        s.sent,
+        s.delivered,
+        s.lost,
+        s.tail_dropped,
+        s.duplicated,
+        s.reordered,
+        s.corrupted,
+        s.cut,
+        s.lost_segments
     )
 }
 
@@ -131,6 +139,7 @@ fn run_seed_with(sc: &Scenario, seed: u64, verbose: bool, tweak: impl Fn(&mut Pa
     tweak(&mut params);
     let mut net = Net::new(seed, params.cfgs.clone(), params.mtus, params.imps);
     net.verbose = verbose;
+    net.cut = params.cut;
     let result = catch_unwind(AssertUnwindSafe(|| {
         flows.start(&mut net);
         net.run(&mut flows, SIM_LIMIT)?;
@@ -257,6 +266,11 @@ fn backlog() {
 #[test]
 fn simopen() {
     run_scenario("simopen");
+}
+
+#[test]
+fn vanish() {
+    run_scenario("vanish");
 }
 
 /// A seed replays bit for bit: the same frames at the same times.

@@ -92,6 +92,8 @@ pub struct DirStats {
     pub duplicated: u64,
     pub reordered: u64,
     pub corrupted: u64,
+    /// Sent after the link died.
+    pub cut: u64,
     /// TCP segments occupying sequence space (data, SYN, FIN) that no intact
     /// copy of reached the other side: the sender must send them again.
     pub lost_segments: u64,
@@ -162,6 +164,8 @@ pub struct Net {
     pub events: u64,
     /// Print every frame as it is delivered (replay with USTACK_SIM_TRACE).
     pub verbose: bool,
+    /// From this time on, every frame is lost (the peer vanished).
+    pub cut: Option<Instant>,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -224,6 +228,7 @@ impl Net {
             hash: 0xcbf2_9ce4_8422_2325,
             events: 0,
             verbose: false,
+            cut: None,
         }
     }
 
@@ -284,6 +289,11 @@ impl Net {
         let now = self.now;
         self.dirs[dir].stats.sent += 1;
         let occupies = occupies_sequence(&frame);
+        if self.cut.is_some_and(|t| now >= t) {
+            self.dirs[dir].stats.cut += 1;
+            self.note(dir, "cut", &frame, now);
+            return;
+        }
         if self.chance(imp.loss) {
             self.dirs[dir].stats.lost += 1;
             self.dirs[dir].stats.lost_segments += u64::from(occupies);

@@ -14,6 +14,8 @@ pub struct Params {
     pub cfgs: [StackConfig; 2],
     pub mtus: [usize; 2],
     pub imps: [Impair; 2],
+    /// The link dies at this time (both ways, for good).
+    pub cut: Option<Instant>,
 }
 
 impl Params {
@@ -44,12 +46,15 @@ impl Params {
                 self.imps[d]
             );
         }
+        if let Some(t) = self.cut {
+            let _ = writeln!(s, "    the link dies at {t}");
+        }
         s
     }
 
     /// No impairment but delay and jitter, both ways.
     pub fn clean(&self) -> bool {
-        self.imps.iter().all(Impair::is_clean)
+        self.imps.iter().all(Impair::is_clean) && self.cut.is_none()
     }
 }
 
@@ -157,6 +162,7 @@ pub fn draw_params(rng: &mut Rng, seed: u64) -> Params {
         cfgs,
         mtus,
         imps: [a, b],
+        cut: None,
     }
 }
 
@@ -229,6 +235,13 @@ pub const SCENARIOS: &[Scenario] = &[
         check_retransmissions: true,
         clean_retransmissions: 2,
         seeds: 800,
+    },
+    Scenario {
+        name: "vanish",
+        build: vanish,
+        check_retransmissions: false,
+        clean_retransmissions: 0,
+        seeds: 500,
     },
     Scenario {
         name: "backlog",
@@ -467,6 +480,31 @@ fn simopen(r: &mut R, _p: &mut Params) -> Flows {
     f
 }
 
+/// The peer vanishes in the middle of a transfer (the link dies both ways,
+/// no reset ever comes): every connection must still end, with ETIMEDOUT,
+/// whether it was sending (retransmissions, or window probes if the
+/// window was closed), or idle (keep-alive).
+fn vanish(r: &mut R, p: &mut Params) -> Flows {
+    let mut f = Flows::default();
+    f.listeners.push(Listener::new(1, 80, 16));
+    let (c, s) = connection(&mut f, r, "vanish", 0, 1, 80, T0);
+    let (tx, rx) = if r.chance(50) { (c, s) } else { (s, c) };
+    volume(&mut f, tx, rx, u64::MAX);
+    // A slow reader often closes its window before the link dies.
+    maybe_slow_reader(&mut f, r, rx, 50);
+    for e in [tx, rx] {
+        f.eps[e].keepalive = true;
+        f.eps[e].tolerate.push(SocketError::TimedOut);
+    }
+    p.cut = Some(T0 + r.ms(100, 3000));
+    // At most 10 Mbit/s, so that the seconds before the cut are not
+    // thousands of segments.
+    for imp in &mut p.imps {
+        imp.rate = Some(imp.rate.unwrap_or(u64::MAX).min(10_000_000));
+    }
+    f
+}
+
 /// A small backlog and a burst of connects; a slow accepter sometimes.
 fn backlog(r: &mut R, p: &mut Params) -> Flows {
     let mut f = Flows::default();
@@ -552,6 +590,18 @@ pub fn check(sc: &Scenario, f: &Flows, net: &Net, p: &Params) -> Result<(), Stri
                 "host {h}: {} frames received, {} outcomes counted",
                 c.rx_frames,
                 c.rx_outcomes()
+            ));
+        }
+    }
+    if sc.name == "vanish" {
+        if let Some(e) = f
+            .eps
+            .iter()
+            .find(|e| e.sock.is_some() && e.error != Some(SocketError::TimedOut))
+        {
+            return Err(format!(
+                "{}: ended with {:?}, not ETIMEDOUT",
+                e.name, e.error
             ));
         }
     }
