@@ -40,6 +40,9 @@ pub enum AfterSend {
     /// close() at once, with the data still queued: the stack must still
     /// deliver it and the FIN.
     Close,
+    /// Nothing: close once the peer's stream ends (a client that lets
+    /// the server close first).
+    Wait,
 }
 
 /// How an endpoint resets its connection.
@@ -83,7 +86,12 @@ pub struct Endpoint {
     pub after_send: AfterSend,
     /// Start sending only after the peer's EOF (half-close, response).
     pub send_after_eof: bool,
+    /// Start sending only after the whole request arrived (a server that
+    /// answers, then closes first).
+    pub send_after_rx: bool,
     pub shut_wr: bool,
+    /// Everything was sent (and shut down, unless `AfterSend::Wait`).
+    pub tx_finished: bool,
     pub nodelay: bool,
     /// SO_KEEPALIVE (finds a peer that is gone).
     pub keepalive: bool,
@@ -136,7 +144,9 @@ impl Endpoint {
             tx_gates: Vec::new(),
             after_send: AfterSend::Shutdown,
             send_after_eof: false,
+            send_after_rx: false,
             shut_wr: false,
+            tx_finished: false,
             nodelay: false,
             keepalive: false,
             ghost: false,
@@ -176,6 +186,12 @@ impl Endpoint {
             Some(&g) if !self.tx_gates.is_empty() => g.min(self.tx_total),
             _ => self.tx_total,
         }
+    }
+
+    /// The application may send now.
+    fn may_send(&self) -> bool {
+        (!self.send_after_eof || self.rx_eof)
+            && (!self.send_after_rx || self.rx_got >= self.rx_total)
     }
 
     fn tx_done(&self) -> bool {
@@ -419,8 +435,8 @@ impl Endpoint {
     fn write(&mut self, net: &mut Net, s: SocketHandle) -> Result<bool, String> {
         let mut buf = [0u8; 16384];
         let mut progress = false;
-        let may_send = !self.send_after_eof || self.rx_eof;
-        while may_send && !self.shut_wr {
+        let may_send = self.may_send();
+        while may_send && !self.tx_finished {
             let n = if self.echo {
                 let (a, _) = self.echo_pending.as_slices();
                 let n = a.len().min(buf.len());
@@ -461,9 +477,10 @@ impl Endpoint {
     /// Shuts down or closes once everything is sent (and received).
     fn finish(&mut self, net: &mut Net, s: SocketHandle) -> Result<bool, String> {
         let h = self.host;
-        let may_send = !self.send_after_eof || self.rx_eof;
-        if may_send && !self.shut_wr && self.tx_done() {
-            self.shut_wr = true;
+        let may_send = self.may_send();
+        if may_send && !self.tx_finished && self.tx_done() {
+            self.tx_finished = true;
+            self.shut_wr = self.after_send != AfterSend::Wait;
             match self.after_send {
                 AfterSend::Shutdown => {
                     self.logf(net.now, "shutdown(write)".into());
@@ -476,10 +493,11 @@ impl Endpoint {
                         .map_err(|e| format!("{}: close: {e:?}", self.name))?;
                     self.closed = true;
                 }
+                AfterSend::Wait => {}
             }
             return Ok(true);
         }
-        if self.shut_wr && self.rx_eof {
+        if self.tx_finished && self.rx_eof {
             self.logf(net.now, "close".into());
             net.close(h, s)
                 .map_err(|e| format!("{}: close: {e:?}", self.name))?;
@@ -598,6 +616,8 @@ pub struct Connect {
     pub remote: SocketAddr,
     /// A fixed local address (simultaneous open), else an ephemeral port.
     pub local: Option<SocketAddr>,
+    /// Connect only once this endpoint has finished (one after another).
+    pub after: Option<usize>,
     pub server: Option<usize>,
     pub done: bool,
 }
@@ -653,16 +673,22 @@ impl App for Flows {
         let now = net.now;
         for i in 0..self.connects.len() {
             let c = &self.connects[i];
-            if c.done || c.at > now {
+            if c.done || c.at > now || c.after.is_some_and(|a| !self.finished(a)) {
                 continue;
             }
             let (ep, remote, local) = (c.ep, c.remote, c.local);
-            self.connects[i].done = true;
             did = true;
             let host = self.eps[ep].host;
-            let s = net
-                .connect(host, remote, local)
-                .map_err(|e| format!("{}: connect: {e:?}", self.eps[ep].name))?;
+            let s = match net.connect(host, remote, local) {
+                Ok(s) => s,
+                Err(SocketError::AddrInUse) if local.is_some() => {
+                    // The last connection from this port is not gone yet.
+                    self.connects[i].at = now + Duration::from_millis(100);
+                    continue;
+                }
+                Err(e) => return Err(format!("{}: connect: {e:?}", self.eps[ep].name)),
+            };
+            self.connects[i].done = true;
             let local = net.stack(host).tcp_local_addr(s).ok();
             let e = &mut self.eps[ep];
             e.sock = Some(s);
@@ -743,11 +769,19 @@ impl Flows {
                 Err(e) => return Err(format!("accept on port {port}: {e:?}")),
             };
             did = true;
-            let server = self
+            // The first connection from this address (ports are used again
+            // one connection after another) the server has not taken yet.
+            let servers: Vec<usize> = self
                 .connects
                 .iter()
-                .find(|c| self.eps[c.ep].local == Some(peer))
-                .and_then(|c| c.server)
+                .filter(|c| self.eps[c.ep].local == Some(peer))
+                .filter_map(|c| c.server)
+                .collect();
+            let server = servers
+                .iter()
+                .copied()
+                .find(|&s| self.eps[s].sock.is_none())
+                .or(servers.last().copied())
                 .ok_or_else(|| format!("accepted a connection from unknown {peer}"))?;
             let server = if self.eps[server].sock.is_none() {
                 server

@@ -273,6 +273,11 @@ fn vanish() {
     run_scenario("vanish");
 }
 
+#[test]
+fn reuse() {
+    run_scenario("reuse");
+}
+
 /// A seed replays bit for bit: the same frames at the same times.
 #[test]
 fn replay_is_bit_for_bit() {

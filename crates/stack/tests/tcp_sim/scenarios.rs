@@ -244,6 +244,16 @@ pub const SCENARIOS: &[Scenario] = &[
         seeds: 500,
     },
     Scenario {
+        name: "reuse",
+        build: reuse,
+        check_retransmissions: true,
+        // Without timestamps a SYN whose ISN is not past the TIME-WAIT's
+        // sequence space draws an ACK, the client resets the TIME-WAIT and
+        // sends its SYN again (RFC 1122 4.2.2.13, as Linux).
+        clean_retransmissions: 12,
+        seeds: 1000,
+    },
+    Scenario {
         name: "backlog",
         build: backlog,
         check_retransmissions: false,
@@ -281,6 +291,7 @@ fn connection(
         remote: addr(server, port),
         local: None,
         server: Some(si),
+        after: None,
         done: false,
     });
     (ci, si)
@@ -421,6 +432,7 @@ fn refused(r: &mut R, _p: &mut Params) -> Flows {
         remote: addr(1, 81),
         local: None,
         server: None,
+        after: None,
         done: false,
     });
     if r.chance(50) {
@@ -474,6 +486,7 @@ fn simopen(r: &mut R, _p: &mut Params) -> Flows {
             remote: addr(1 - h, ports[1 - h]),
             local: Some(addr(h, ports[h])),
             server: None,
+            after: None,
             done: false,
         });
     }
@@ -501,6 +514,32 @@ fn vanish(r: &mut R, p: &mut Params) -> Flows {
     // thousands of segments.
     for imp in &mut p.imps {
         imp.rate = Some(imp.rate.unwrap_or(u64::MAX).min(10_000_000));
+    }
+    f
+}
+
+/// One connection after another from the same client port; the server
+/// answers and closes first, so each new SYN finds its TIME-WAIT (RFC
+/// 6191: a newer SYN may open a new incarnation).
+fn reuse(r: &mut R, _p: &mut Params) -> Flows {
+    let mut f = Flows::default();
+    f.listeners.push(Listener::new(1, 80, 16));
+    let local = addr(0, r.range(1024, 60_000) as u16);
+    let mut previous = None;
+    for k in 0..r.range(2, 6) {
+        let at = T0 + r.ms(0, 100);
+        let (c, s) = connection(&mut f, r, &format!("c{k}"), 0, 1, 80, at);
+        let n = r.log_range(1, 20_000);
+        volume(&mut f, c, s, n);
+        let n = r.log_range(1, 100_000);
+        volume(&mut f, s, c, n);
+        f.eps[c].after_send = AfterSend::Wait;
+        f.eps[s].send_after_rx = true;
+        f.eps[s].expect_time_wait = true;
+        let last = f.connects.len() - 1;
+        f.connects[last].local = Some(local);
+        f.connects[last].after = previous;
+        previous = Some(c);
     }
     f
 }
