@@ -21,6 +21,9 @@ fuzz_target!(|data: &[u8]| {
     })
     .unwrap();
     let udp = s.udp_bind("0.0.0.0:7".parse().unwrap()).unwrap();
+    // A listener that accepts and echoes, so segments reach every TCP state.
+    let listener = s.tcp_listen("0.0.0.0:80".parse().unwrap(), 8).unwrap();
+    let mut conns = Vec::new();
     let mut sink = VecSink::default();
     let mut now = Instant::from_secs(1);
     let mut buf = [0u8; 2048];
@@ -41,6 +44,20 @@ fuzz_target!(|data: &[u8]| {
         }
         while let Ok(got) = s.udp_recv_from(udp, &mut buf) {
             let _ = s.udp_send_to(now, udp, got.meta.src, Some(got.meta.dst.ip()), &buf[..got.len], &mut sink);
+        }
+        while let Ok((c, _)) = s.tcp_accept(listener) {
+            conns.push(c);
+        }
+        for &c in &conns {
+            match s.tcp_recv(now, c, &mut buf, &mut sink) {
+                Ok(0) => {
+                    let _ = s.tcp_close(now, c, &mut sink);
+                }
+                Ok(n) => {
+                    let _ = s.tcp_send(now, c, &buf[..n], &mut sink);
+                }
+                Err(_) => {}
+            }
         }
         sink.frames.clear();
     }
