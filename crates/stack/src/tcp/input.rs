@@ -242,7 +242,8 @@ impl TcpConnection {
         }
         let window = usize::from(seg.window_len) << self.snd_wscale;
         let window_changed = window != self.snd_wnd;
-        if ack > self.snd_una {
+        let acks_new = ack > self.snd_una;
+        if acks_new {
             self.new_ack(now, ack, seg, ip, shared, sink);
         } else if ack == self.snd_una
             && seg.payload.is_empty()
@@ -252,15 +253,18 @@ impl TcpConnection {
         {
             self.duplicate_ack(now, seg, ip, sink);
         }
-        // The window (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule).
-        if self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack) {
+        // The window (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule), and from
+        // every ACK of new data, whatever its sequence number (as Linux's
+        // `tcp_may_update_window`): SND.WND counts from SND.UNA, so a window
+        // kept from an older ACK would reach past the edge the peer gave.
+        if acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack) {
             if self.snd_wnd == 0 && window > 0 {
                 self.timers.persist = None;
                 self.persist_backoff = 0;
             }
             self.snd_wnd = window;
             self.max_snd_wnd = self.max_snd_wnd.max(window);
-            self.snd_wl1 = seq;
+            self.snd_wl1 = self.snd_wl1.max(seq);
             self.snd_wl2 = ack;
         }
         match self.state {
