@@ -15,6 +15,7 @@
 //! seed K, `USTACK_SIM_TRACE=1` prints every frame of a replay.
 
 mod app;
+mod monitor;
 mod net;
 mod scenarios;
 

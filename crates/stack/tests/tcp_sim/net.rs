@@ -8,6 +8,8 @@ use std::fmt::{self, Write as _};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use stack::rand::Rng;
+
+use crate::monitor::Monitor;
 use stack::{
     Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Shutdown, SocketError, SocketHandle,
     Stack, StackConfig, TcpInfo, TcpState, VecSink,
@@ -104,6 +106,8 @@ struct InFlight {
     order: u64,
     frame: Vec<u8>,
     corrupted: bool,
+    /// Not corrupted, or only where nothing checks.
+    intact: bool,
 }
 
 impl PartialEq for InFlight {
@@ -166,6 +170,9 @@ pub struct Net {
     pub verbose: bool,
     /// From this time on, every frame is lost (the peer vanished).
     pub cut: Option<Instant>,
+    monitor: Monitor,
+    /// The first rule the monitor saw broken.
+    violation: Option<String>,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -229,6 +236,8 @@ impl Net {
             events: 0,
             verbose: false,
             cut: None,
+            monitor: Monitor::default(),
+            violation: None,
         }
     }
 
@@ -288,6 +297,10 @@ impl Net {
         let imp = self.dirs[dir].imp;
         let now = self.now;
         self.dirs[dir].stats.sent += 1;
+        if let Err(e) = self.monitor.sent(dir, &frame) {
+            self.note(dir, "VIOLATES", &frame, now);
+            self.violation.get_or_insert(format!("{e} at {now}"));
+        }
         let occupies = occupies_sequence(&frame);
         if self.cut.is_some_and(|t| now >= t) {
             self.dirs[dir].stats.cut += 1;
@@ -338,31 +351,30 @@ impl Net {
             let copy = copies[0].1.clone();
             copies.push((at + extra, copy));
         }
-        let mut intact = 0;
+        let mut copies_intact = 0;
         for (at, mut frame) in copies {
             // ARP has no checksum (Ethernet's FCS guards it on a real link):
             // a flipped sender address would poison the neighbor cache.
             let corrupted = !is_arp(&frame) && self.chance(imp.corrupt);
+            let mut intact = true;
             if corrupted {
                 self.dirs[dir].stats.corrupted += 1;
                 let byte = self.rng.below(frame.len() as u64) as usize;
                 let bit = self.rng.below(8) as u32;
-                if harmless_flip(&frame, byte, bit) {
-                    intact += 1;
-                }
+                intact = harmless_flip(&frame, byte, bit);
                 frame[byte] ^= 1 << bit;
-            } else {
-                intact += 1;
             }
+            copies_intact += usize::from(intact);
             self.order += 1;
             self.dirs[dir].queue.push(Reverse(InFlight {
                 at,
                 order: self.order,
                 frame,
                 corrupted,
+                intact,
             }));
         }
-        if intact == 0 {
+        if copies_intact == 0 {
             self.dirs[dir].stats.lost_segments += u64::from(occupies);
         }
     }
@@ -411,6 +423,9 @@ impl Net {
             self.hash = fnv(self.hash, &f.at.total_micros().to_le_bytes());
             self.hash = fnv(self.hash, &[dir as u8]);
             self.hash = fnv(self.hash, &f.frame);
+            if f.intact {
+                self.monitor.received(to, &f.frame);
+            }
             let now = self.now;
             let host = &mut self.hosts[to];
             host.stack
@@ -442,6 +457,9 @@ impl Net {
         }
         if app.step(self)? {
             did = true;
+        }
+        if let Some(v) = self.violation.take() {
+            return Err(v);
         }
         Ok(did)
     }
@@ -653,8 +671,8 @@ fn is_arp(frame: &[u8]) -> bool {
     frame.len() >= 14 && frame[12..14] == [0x08, 0x06]
 }
 
-/// The TCP header of an IPv4 frame: (ip header offset, tcp offset, end).
-fn tcp_bounds(frame: &[u8]) -> Option<(usize, usize)> {
+/// The TCP segment of an IPv4 frame: (its offset, the end of the packet).
+pub fn tcp_bounds(frame: &[u8]) -> Option<(usize, usize)> {
     if frame.len() < 34 || frame[12..14] != [0x08, 0x00] || frame[23] != 6 {
         return None;
     }
