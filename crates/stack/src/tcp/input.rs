@@ -254,10 +254,13 @@ impl TcpConnection {
             self.duplicate_ack(now, seg, ip, sink);
         }
         // The window (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule), and from
-        // every ACK of new data, whatever its sequence number (as Linux's
-        // `tcp_may_update_window`): SND.WND counts from SND.UNA, so a window
-        // kept from an older ACK would reach past the edge the peer gave.
-        if acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack) {
+        // every ACK of new data, whatever its sequence number, but never
+        // from an ACK older than SND.UNA (as Linux's `tcp_ack`): SND.WND
+        // counts from SND.UNA, so a window counted from another ACK would
+        // reach past the edge the peer gave.
+        let window_news =
+            acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack);
+        if ack >= self.snd_una && window_news {
             if self.snd_wnd == 0 && window > 0 {
                 self.timers.persist = None;
                 self.persist_backoff = 0;
