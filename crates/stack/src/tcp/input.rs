@@ -307,8 +307,11 @@ impl TcpConnection {
         // RFC 1122 4.2.2.13: "if new data is received after CLOSE is
         // called, its TCP SHOULD send a RST to show that data was lost"
         // (as Linux and the BSDs: the reset answers the segment).
+        // (Data: a bare ACK's sequence number is the peer's SND.MAX, past
+        // RCV.NXT while its FIN is on the way or lost.)
         if self.detached
             && matches!(self.state, TcpState::FinWait1 | TcpState::FinWait2)
+            && !seg.payload.is_empty()
             && data_seq + seg.payload.len() > self.rcv_nxt
         {
             send_reset_for(ip, now, self.local, self.remote, seg, sink);
