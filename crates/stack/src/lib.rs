@@ -19,6 +19,7 @@ pub mod route;
 pub mod sink;
 pub mod socket;
 mod stack;
+pub mod steer;
 pub mod tcp;
 pub mod time;
 mod udp;

@@ -10,6 +10,7 @@ use core::fmt;
 use core::net::{IpAddr, SocketAddr};
 
 use crate::rand::KeyedState;
+use crate::steer::FlowSteering;
 use crate::time::Instant;
 
 const TAG_ISN: u8 = 1;
@@ -111,6 +112,9 @@ pub struct PortAllocator {
     /// RFC 6056 3.3.4: "table[]" of per-destination "next_ephemeral"
     /// counters, indexed by a hash of the destination.
     table: [u32; PORT_TABLE_LEN],
+    /// With several engines: only ports whose flow hashes back to this
+    /// engine are given (one residue class modulo the engine count).
+    steering: Option<FlowSteering>,
 }
 
 impl fmt::Debug for PortAllocator {
@@ -139,7 +143,16 @@ impl PortAllocator {
             first: lo,
             count: u32::from(hi - lo) + 1,
             table,
+            steering: None,
         }
+    }
+
+    /// Gives only ports whose replies hash back to `steering.engine`
+    /// ([`crate::steer`]): the ports of one residue class modulo the engine
+    /// count, found by arithmetic, so picking stays O(1) per try.
+    pub fn with_steering(mut self, steering: Option<FlowSteering>) -> Self {
+        self.steering = steering.filter(|s| s.engines > 1);
+        self
     }
 
     fn last(&self) -> u16 {
@@ -202,13 +215,28 @@ impl PortAllocator {
             .hash(&self.secret);
         let offset = u64::from(h as u32);
         let index = (h >> 32) as usize % PORT_TABLE_LEN;
-        let num = u64::from(self.count);
-        for _ in 0..self.count {
+        // The candidates: every port of the range, or with steering those
+        // `base + k * stride` of the engine's residue class.
+        let (base, stride, num) = match self.steering {
+            None => (u32::from(self.first), 1, self.count),
+            Some(s) => {
+                let stride = u32::from(s.engines);
+                let residue = u32::from(s.port_residue(local_ip, remote.ip(), remote.port()));
+                let first = u32::from(self.first);
+                let base = first + (residue + stride - first % stride) % stride;
+                let last = first + self.count - 1;
+                if base > last {
+                    return None;
+                }
+                (base, stride, (last - base) / stride + 1)
+            }
+        };
+        for _ in 0..num {
             let counter = self.table[index];
             self.table[index] = counter.wrapping_add(1);
-            let step = (offset + u64::from(counter)) % num;
-            // step < count <= 65536 - first.
-            let port = self.first.saturating_add(step as u16);
+            let step = (offset + u64::from(counter)) % u64::from(num);
+            // base + step * stride <= last <= 65535.
+            let port = u16::try_from(base + step as u32 * stride).unwrap_or(u16::MAX);
             if !in_use(port) && accept(port) {
                 return Some(port);
             }
@@ -566,6 +594,52 @@ mod tests {
             None
         );
         assert_eq!(n, 65_535);
+    }
+
+    #[test]
+    fn steered_ports_hash_back_to_their_engine() {
+        use crate::steer::flow_hash;
+        let local = IpAddr::V4(Ipv4Addr::new(10, 99, 1, 2));
+        for engines in [2u16, 3, 4] {
+            for engine in 0..engines {
+                let steering = FlowSteering { engines, engine };
+                let mut p =
+                    PortAllocator::new(key(20), 10_000, 65_535).with_steering(Some(steering));
+                let mut used = std::collections::HashSet::new();
+                for i in 0..500u16 {
+                    let remote = v4((i % 7) as u8, 80 + i % 3);
+                    let port = p.pick(local, remote, |q| used.contains(&q)).unwrap();
+                    assert!(port >= 10_000 && used.insert(port));
+                    let h = flow_hash(remote.ip(), remote.port(), local, port);
+                    assert_eq!(
+                        FlowSteering::engine_of(h, engines),
+                        engine,
+                        "{engines} {port}"
+                    );
+                }
+            }
+        }
+        // A range with only a few ports of the class: all of them, then none.
+        let steering = FlowSteering {
+            engines: 4,
+            engine: 1,
+        };
+        let mut p = PortAllocator::new(key(21), 5000, 5009).with_steering(Some(steering));
+        let mut used = std::collections::HashSet::new();
+        while let Some(port) = p.pick(local, v4(9, 80), |q| used.contains(&q)) {
+            assert!((5000..=5009).contains(&port) && used.insert(port));
+        }
+        let class = (5000..=5009u16)
+            .filter(|&q| FlowSteering::engine_of(flow_hash(local, q, v4(9, 80).ip(), 80), 4) == 1)
+            .count();
+        assert_eq!(used.len(), class);
+        assert!(class >= 2);
+        // One engine: no constraint.
+        let mut p = PortAllocator::new(key(22), 5000, 5000).with_steering(Some(FlowSteering {
+            engines: 1,
+            engine: 0,
+        }));
+        assert_eq!(p.pick(local, v4(9, 80), |_| false), Some(5000));
     }
 
     const NOW: Instant = Instant::from_secs(1_000_000);

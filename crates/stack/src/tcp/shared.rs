@@ -33,7 +33,8 @@ pub(crate) struct TcpShared {
 
 impl TcpShared {
     pub(crate) fn new(cfg: TcpConfig, rng: &mut Rng) -> Self {
-        let ports = PortAllocator::new(KeyedState::from_rng(rng), cfg.port_first, cfg.port_last);
+        let ports = PortAllocator::new(KeyedState::from_rng(rng), cfg.port_first, cfg.port_last)
+            .with_steering(cfg.steering);
         TcpShared {
             isn: IsnGenerator::new(KeyedState::from_rng(rng)),
             ports,

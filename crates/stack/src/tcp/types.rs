@@ -2,6 +2,7 @@
 
 use core::fmt;
 
+use crate::steer::FlowSteering;
 use crate::tcp::cc::CcAlgorithm;
 use crate::time::Duration;
 
@@ -107,6 +108,9 @@ pub struct TcpConfig {
     pub port_last: u16,
     /// Connections (all states) at most.
     pub max_connections: usize,
+    /// With one engine per core: which engine this stack is, so that
+    /// ephemeral ports are chosen for replies to hash back to it.
+    pub steering: Option<FlowSteering>,
 }
 
 impl Default for TcpConfig {
@@ -136,6 +140,7 @@ impl Default for TcpConfig {
             port_first: 10_000,
             port_last: 65_535,
             max_connections: 1 << 20,
+            steering: None,
         }
     }
 }

@@ -1,0 +1,149 @@
+//! The flow hash that spreads flows over engines (one stack per core), and
+//! the source-port rule that brings a connection's replies back to the
+//! engine that opened it.
+//!
+//! The hash is symmetric (both directions of a flow give the same value) and
+//! simple enough to be computed by a classic BPF program in the kernel
+//! (AF_PACKET fanout) and by the runtime's software steering alike:
+//!
+//! ```text
+//! fold(x)  = (x >> 16) + (x & 0xffff)              for a 32-bit x
+//! hash     = fold(saddr ^ daddr) + sport + dport    TCP and UDP, not fragmented
+//! hash     = fold(saddr ^ daddr)                    any other IPv4 packet
+//! engine   = hash % engines
+//! ```
+//!
+//! XOR and addition commute, so swapping source and destination leaves the
+//! hash unchanged.  Fragments carry no ports after the first, so every
+//! fragment (and ICMP) is steered by addresses alone: a datagram is
+//! reassembled on one engine.  Because the ports enter by a plain sum, an
+//! engine that opens a connection can choose its local port by arithmetic:
+//! `lport = engine - fold(laddr ^ raddr) - rport (mod engines)` (see
+//! [`FlowSteering::port_residue`]).  The hash is not keyed: a peer that
+//! chooses its ports can put its flows on one engine (as it can with a
+//! symmetric Toeplitz key); it cannot reach a connection of another peer.
+
+use core::net::IpAddr;
+
+/// Folds 32 bits into 17 by adding the halves.
+pub const fn fold32(x: u32) -> u32 {
+    (x >> 16) + (x & 0xffff)
+}
+
+/// The address part of the hash: `fold(a ^ b)`, for IPv6 the fold of the
+/// XOR of the four 32-bit words of each address.
+pub fn address_hash(a: IpAddr, b: IpAddr) -> u32 {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => fold32(u32::from(a) ^ u32::from(b)),
+        (a, b) => {
+            let words = |ip: IpAddr| -> u32 {
+                match ip {
+                    IpAddr::V4(v) => u32::from(v),
+                    IpAddr::V6(v) => {
+                        let o = v.octets();
+                        (0..4).fold(0u32, |acc, i| {
+                            acc ^ u32::from_be_bytes([
+                                o[4 * i],
+                                o[4 * i + 1],
+                                o[4 * i + 2],
+                                o[4 * i + 3],
+                            ])
+                        })
+                    }
+                }
+            };
+            fold32(words(a) ^ words(b))
+        }
+    }
+}
+
+/// The hash of a TCP or UDP flow (see the module's documentation).
+pub fn flow_hash(a: IpAddr, pa: u16, b: IpAddr, pb: u16) -> u32 {
+    address_hash(a, b) + u32::from(pa) + u32::from(pb)
+}
+
+/// Which engine of how many this stack is, for choosing source ports whose
+/// replies hash back to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowSteering {
+    /// Engines in all, at least 1.
+    pub engines: u16,
+    /// This stack's engine, below `engines`.
+    pub engine: u16,
+}
+
+impl FlowSteering {
+    /// The engine of a flow hash.
+    pub fn engine_of(hash: u32, engines: u16) -> u16 {
+        (hash % u32::from(engines.max(1))) as u16
+    }
+
+    /// The residue modulo `engines` that a local port must have so that the
+    /// flow `local_ip:lport <-> remote` hashes to this engine.
+    pub fn port_residue(&self, local_ip: IpAddr, remote_ip: IpAddr, remote_port: u16) -> u16 {
+        let n = u32::from(self.engines.max(1));
+        let fixed = (address_hash(local_ip, remote_ip) + u32::from(remote_port)) % n;
+        ((u32::from(self.engine) % n + n - fixed) % n) as u16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+
+    fn v4(a: u8, b: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 99, a, b))
+    }
+
+    #[test]
+    fn symmetric() {
+        for (a, pa, b, pb) in [
+            (v4(1, 2), 7u16, v4(1, 1), 40000u16),
+            (v4(200, 3), 65535, v4(9, 250), 1),
+            (
+                IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1)),
+                80,
+                IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 9, 2)),
+                5555,
+            ),
+        ] {
+            assert_eq!(flow_hash(a, pa, b, pb), flow_hash(b, pb, a, pa));
+            assert_eq!(address_hash(a, b), address_hash(b, a));
+        }
+        // 10.99.1.2 ^ 10.99.1.1 = 0x00000003: fold 3; + 7 + 40000.
+        assert_eq!(flow_hash(v4(1, 2), 7, v4(1, 1), 40000), 3 + 7 + 40000);
+    }
+
+    #[test]
+    fn residue_brings_the_flow_home() {
+        for engines in 1..=7u16 {
+            for engine in 0..engines {
+                let s = FlowSteering { engines, engine };
+                for rport in [1u16, 80, 443, 8080, 65535] {
+                    let r = s.port_residue(v4(1, 2), v4(7, 9), rport);
+                    assert!(r < engines);
+                    for lport in (10_000u16..10_100).filter(|p| p % engines == r) {
+                        let h = flow_hash(v4(1, 2), lport, v4(7, 9), rport);
+                        assert_eq!(FlowSteering::engine_of(h, engines), engine);
+                        // The reply, as the peer sends it, hashes the same.
+                        let back = flow_hash(v4(7, 9), rport, v4(1, 2), lport);
+                        assert_eq!(FlowSteering::engine_of(back, engines), engine);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sequential_client_ports_spread_evenly() {
+        let mut per = [0u32; 3];
+        for p in 30_000u16..30_300 {
+            per[usize::from(FlowSteering::engine_of(
+                flow_hash(v4(1, 1), p, v4(1, 2), 7),
+                3,
+            ))] += 1;
+        }
+        assert_eq!(per, [100, 100, 100]);
+    }
+}
