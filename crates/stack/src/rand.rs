@@ -42,10 +42,9 @@ impl Rng {
 }
 
 /// SipHash (Aumasson & Bernstein) with `C` compression and `D` finalization
-/// rounds, keyed with the per-boot secret, so that a remote peer cannot
-/// choose keys that collide in our tables.  Tables use SipHash-1-3 (as
-/// Rust's std does: enough against hash flooding, and cheap per packet);
-/// sequence numbers and cookies, which act as MACs, use SipHash-2-4.
+/// rounds, keyed with the per-boot secret.  Sequence numbers, ports and
+/// cookies, which act as MACs, use SipHash-2-4; SipHash-1-3 is kept for
+/// tests and comparison (tables use [`TableHasher`]).
 #[derive(Debug, Clone)]
 pub struct SipHasher<const C: usize = 2, const D: usize = 4> {
     v0: u64,
@@ -193,9 +192,93 @@ impl KeyedState {
 }
 
 impl BuildHasher for KeyedState {
-    type Hasher = SipHasher13;
-    fn build_hasher(&self) -> SipHasher13 {
-        SipHasher13::new(self.k0, self.k1)
+    type Hasher = TableHasher;
+    fn build_hasher(&self) -> TableHasher {
+        TableHasher {
+            acc: self.k0,
+            key: self.k1 | 1,
+        }
+    }
+}
+
+/// The hash of the stack's tables (connections, listeners, neighbors):
+/// keyed folded multiplication, a word at a time.
+///
+/// Why not SipHash: the connection table is searched once per received
+/// segment and the neighbor table once per sent one, and SipHash-1-3 cost
+/// about a hundred instructions a lookup, a sixth of a ping-pong's budget.
+/// Why keyed multiplication is enough: like Linux's `inet_ehashfn` (jhash
+/// under a boot-time secret), the 128-bit key is secret and a peer never
+/// sees a hash value, so it cannot aim packets at one bucket; every
+/// input word passes through a full 64x64->128 multiplication with the
+/// key, so flipping any input bit changes the whole result.
+#[derive(Debug, Clone)]
+pub struct TableHasher {
+    acc: u64,
+    key: u64,
+}
+
+/// The product's two halves folded together: every bit of both inputs
+/// reaches the middle bits of the result.
+#[inline]
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl Hasher for TableHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        // The length goes into the last word, so that `[1]` and `[1, 0]`
+        // differ.
+        self.write_u64(u64::from_le_bytes(w) ^ (bytes.len() as u64).rotate_right(8));
+    }
+
+    #[inline]
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+
+    #[inline]
+    fn write_u16(&mut self, x: u16) {
+        self.write_u64(u64::from(x));
+    }
+
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.acc = folded_multiply(self.acc ^ x, self.key);
+    }
+
+    #[inline]
+    fn write_u128(&mut self, x: u128) {
+        self.write_u64(x as u64);
+        self.write_u64((x >> 64) as u64);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        // hashbrown takes the bucket from the low bits and the tag from the
+        // top seven: one more round spreads the last word to both ends.
+        folded_multiply(self.acc, self.key.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15)
     }
 }
 
@@ -224,6 +307,48 @@ mod tests {
             theirs.write(&msg);
             assert_eq!(ours.finish(), theirs.finish(), "length {len}");
         }
+    }
+
+    /// Keys that differ in one bit land in unrelated buckets, whichever
+    /// bit it is, and different secrets order the same keys differently.
+    #[test]
+    fn table_hasher_spreads_every_input_bit() {
+        let state = KeyedState::new(0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210);
+        let base = (0x0a63_0001u64 << 32) | 0x0a63_0002;
+        let h0 = state.hash_one(base);
+        for bit in 0..64 {
+            let h = state.hash_one(base ^ (1 << bit));
+            let changed = (h ^ h0).count_ones();
+            assert!(
+                (12..=52).contains(&changed),
+                "bit {bit}: {changed} bits changed"
+            );
+            // The bucket index (low bits) and hashbrown's tag (top 7 bits).
+            assert_ne!(h & 0xffff, h0 & 0xffff, "bit {bit}: same low bits");
+        }
+        let other = KeyedState::new(1, 2);
+        let mut rng = Rng::new(5);
+        let keys: Vec<u64> = (0..64).map(|_| rng.next_u64()).collect();
+        let order = |s: &KeyedState| {
+            let mut v: Vec<(u64, u64)> = keys.iter().map(|&k| (s.hash_one(k) & 1023, k)).collect();
+            v.sort();
+            v.into_iter().map(|(_, k)| k).collect::<Vec<_>>()
+        };
+        assert_ne!(order(&state), order(&other));
+    }
+
+    /// Byte strings of different lengths (trailing zeros) hash apart.
+    #[test]
+    fn table_hasher_counts_length() {
+        let state = KeyedState::new(7, 9);
+        let hash = |b: &[u8]| {
+            let mut h = state.build_hasher();
+            h.write(b);
+            h.finish()
+        };
+        assert_ne!(hash(&[1]), hash(&[1, 0]));
+        assert_ne!(hash(&[]), hash(&[0]));
+        assert_ne!(hash(&[0; 8]), hash(&[0; 9]));
     }
 
     #[test]

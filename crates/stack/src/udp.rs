@@ -9,7 +9,7 @@ use wire::{ChecksumMode, Error as WireError};
 use crate::ipv4::Ipv4Datagram;
 use crate::ipv4::{Ipv4Send, SendError};
 use crate::sink::FrameSink;
-use crate::socket::table::Socket;
+use crate::socket::table::{LocalKey, Socket};
 use crate::socket::udp::{UdpMeta, UdpRecv, UdpSocket, EPHEMERAL_PORTS};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
@@ -99,7 +99,7 @@ impl Stack {
         )))?;
         self.sockets
             .udp_by_local
-            .insert((local.ip(), local.port()), h.index);
+            .insert(LocalKey::new(local.ip(), local.port()), h.index);
         Ok(h)
     }
 

@@ -3,6 +3,7 @@
 //! four-tuple.  A handle carries its slot's generation, so a handle to a
 //! closed socket never reaches the socket that reused the slot.
 
+use core::hash::{Hash, Hasher};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::rand::{KeyedMap, KeyedState};
@@ -27,6 +28,76 @@ struct Slot {
     socket: Option<Socket>,
 }
 
+/// A TCP connection's key in the table: its local and remote ends.
+///
+/// Hashed as a few whole words (two for IPv4) rather than through
+/// `SocketAddr`'s derived `Hash`, which feeds the hasher an enum tag, the
+/// address and the port of each end separately: this lookup runs once per
+/// received segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnKey {
+    pub(crate) local: SocketAddr,
+    pub(crate) remote: SocketAddr,
+}
+
+impl ConnKey {
+    pub(crate) fn new(local: SocketAddr, remote: SocketAddr) -> Self {
+        ConnKey { local, remote }
+    }
+}
+
+fn ip_bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(a.to_bits()),
+        IpAddr::V6(a) => a.to_bits(),
+    }
+}
+
+impl Hash for ConnKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let ports = u32::from(self.local.port()) << 16 | u32::from(self.remote.port());
+        match (self.local.ip(), self.remote.ip()) {
+            (IpAddr::V4(l), IpAddr::V4(r)) => {
+                state.write_u64(u64::from(l.to_bits()) << 32 | u64::from(r.to_bits()));
+                state.write_u32(ports);
+            }
+            (l, r) => {
+                state.write_u128(ip_bits(l));
+                state.write_u128(ip_bits(r));
+                // The family is part of the key: a v4 pair and a v6 pair
+                // with the same bits are different connections.
+                state.write_u64(u64::from(ports) | 1 << 32);
+            }
+        }
+    }
+}
+
+/// A local address and port: the key of listeners and UDP sockets,
+/// hashed as one word for IPv4 (see [`ConnKey`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LocalKey {
+    pub(crate) ip: IpAddr,
+    pub(crate) port: u16,
+}
+
+impl LocalKey {
+    pub(crate) fn new(ip: IpAddr, port: u16) -> Self {
+        LocalKey { ip, port }
+    }
+}
+
+impl Hash for LocalKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self.ip {
+            IpAddr::V4(a) => state.write_u64(u64::from(a.to_bits()) << 16 | u64::from(self.port)),
+            IpAddr::V6(a) => {
+                state.write_u128(a.to_bits());
+                state.write_u32(u32::from(self.port) | 1 << 16);
+            }
+        }
+    }
+}
+
 pub(crate) fn unspecified(like: IpAddr) -> IpAddr {
     match like {
         IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -43,9 +114,9 @@ pub(crate) struct SocketTable {
     /// Sockets whose readiness may have changed since the application last
     /// looked (each once).
     ready: Vec<u32>,
-    pub(crate) udp_by_local: KeyedMap<(IpAddr, u16), u32>,
-    pub(crate) tcp_listeners: KeyedMap<(IpAddr, u16), u32>,
-    pub(crate) tcp_conns: KeyedMap<(SocketAddr, SocketAddr), u32>,
+    pub(crate) udp_by_local: KeyedMap<LocalKey, u32>,
+    pub(crate) tcp_listeners: KeyedMap<LocalKey, u32>,
+    pub(crate) tcp_conns: KeyedMap<ConnKey, u32>,
 }
 
 impl SocketTable {
@@ -101,14 +172,17 @@ impl SocketTable {
         self.open -= 1;
         match &socket {
             Socket::Udp(u) => {
-                self.udp_by_local.remove(&(u.local.ip(), u.local.port()));
+                self.udp_by_local
+                    .remove(&LocalKey::new(u.local.ip(), u.local.port()));
             }
             Socket::Listener(l) => {
-                self.tcp_listeners.remove(&(l.local.ip(), l.local.port()));
+                self.tcp_listeners
+                    .remove(&LocalKey::new(l.local.ip(), l.local.port()));
             }
             Socket::Tcp(c) => {
-                if self.tcp_conns.get(&(c.local, c.remote)) == Some(&index) {
-                    self.tcp_conns.remove(&(c.local, c.remote));
+                let key = ConnKey::new(c.local, c.remote);
+                if self.tcp_conns.get(&key) == Some(&index) {
+                    self.tcp_conns.remove(&key);
                 }
             }
         }
@@ -192,10 +266,12 @@ impl SocketTable {
         if ip.is_unspecified() {
             self.udp_by_local
                 .keys()
-                .any(|&(a, p)| p == port && a.is_ipv4() == ip.is_ipv4())
+                .any(|k| k.port == port && k.ip.is_ipv4() == ip.is_ipv4())
         } else {
-            self.udp_by_local.contains_key(&(ip, port))
-                || self.udp_by_local.contains_key(&(unspecified(ip), port))
+            self.udp_by_local.contains_key(&LocalKey::new(ip, port))
+                || self
+                    .udp_by_local
+                    .contains_key(&LocalKey::new(unspecified(ip), port))
         }
     }
 
@@ -203,16 +279,22 @@ impl SocketTable {
     /// then a wildcard one.
     pub(crate) fn udp_lookup_index(&self, dst: SocketAddr) -> Option<u32> {
         self.udp_by_local
-            .get(&(dst.ip(), dst.port()))
-            .or_else(|| self.udp_by_local.get(&(unspecified(dst.ip()), dst.port())))
+            .get(&LocalKey::new(dst.ip(), dst.port()))
+            .or_else(|| {
+                self.udp_by_local
+                    .get(&LocalKey::new(unspecified(dst.ip()), dst.port()))
+            })
             .copied()
     }
 
     /// The listener a SYN to `dst` goes to.
     pub(crate) fn tcp_listener_index(&self, dst: SocketAddr) -> Option<u32> {
         self.tcp_listeners
-            .get(&(dst.ip(), dst.port()))
-            .or_else(|| self.tcp_listeners.get(&(unspecified(dst.ip()), dst.port())))
+            .get(&LocalKey::new(dst.ip(), dst.port()))
+            .or_else(|| {
+                self.tcp_listeners
+                    .get(&LocalKey::new(unspecified(dst.ip()), dst.port()))
+            })
             .copied()
     }
 
@@ -221,10 +303,12 @@ impl SocketTable {
         if ip.is_unspecified() {
             self.tcp_listeners
                 .keys()
-                .any(|&(a, p)| p == port && a.is_ipv4() == ip.is_ipv4())
+                .any(|k| k.port == port && k.ip.is_ipv4() == ip.is_ipv4())
         } else {
-            self.tcp_listeners.contains_key(&(ip, port))
-                || self.tcp_listeners.contains_key(&(unspecified(ip), port))
+            self.tcp_listeners.contains_key(&LocalKey::new(ip, port))
+                || self
+                    .tcp_listeners
+                    .contains_key(&LocalKey::new(unspecified(ip), port))
         }
     }
 

@@ -8,7 +8,7 @@ use wire::{ChecksumMode, Error as WireError};
 
 use crate::ipv4::Ipv4Datagram;
 use crate::sink::FrameSink;
-use crate::socket::table::{Socket, SocketTable};
+use crate::socket::table::{ConnKey, LocalKey, Socket, SocketTable};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
 use crate::tcp::conn::TcpConnection;
@@ -85,7 +85,11 @@ impl Stack {
         self.ip.counters.tcp_segments_received += 1;
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
-        let mut found = self.sockets.tcp_conns.get(&(local, remote)).copied();
+        let mut found = self
+            .sockets
+            .tcp_conns
+            .get(&ConnKey::new(local, remote))
+            .copied();
         if let Some(index) = found {
             if self.time_wait_yields(index, &seg, local) {
                 self.sockets.remove(index);
@@ -256,7 +260,9 @@ impl Stack {
         match self.sockets.insert(Socket::Tcp(Box::new(conn))) {
             Ok(h) => {
                 self.ip.counters.rx_accept_tcp += 1;
-                self.sockets.tcp_conns.insert((local, remote), h.index);
+                self.sockets
+                    .tcp_conns
+                    .insert(ConnKey::new(local, remote), h.index);
                 if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(h.index) {
                     conn.output(now, &mut self.ip, &mut self.tcp, sink);
                 }
@@ -281,7 +287,7 @@ impl Stack {
         seg: &TcpRepr<'_>,
         sink: &mut dyn FrameSink,
     ) {
-        let key = (conn.local, conn.remote);
+        let key = ConnKey::new(conn.local, conn.remote);
         let lgen = self.sockets.handle(lindex).generation;
         let Ok(h) = self.sockets.insert(Socket::Tcp(Box::new(conn))) else {
             return;
@@ -315,7 +321,7 @@ impl Stack {
         let parent = conn.parent;
         let state = conn.state;
         let detached = conn.detached;
-        let key = (conn.local, conn.remote);
+        let key = ConnKey::new(conn.local, conn.remote);
         if ev.established || (state == TcpState::Closed && parent.is_some()) {
             // Leaves the SYN queue: into the accept queue, or gone.
             if let Some((lindex, lgen)) = parent {
@@ -406,7 +412,7 @@ impl Stack {
             .insert(Socket::Listener(TcpListener::new(local, backlog)))?;
         self.sockets
             .tcp_listeners
-            .insert((local.ip(), local.port()), h.index);
+            .insert(LocalKey::new(local.ip(), local.port()), h.index);
         Ok(h)
     }
 
@@ -467,11 +473,10 @@ impl Stack {
         };
         let port = match local.map(|l| l.port()) {
             Some(p) if p != 0 => {
-                if self
-                    .sockets
-                    .tcp_conns
-                    .contains_key(&(SocketAddr::new(IpAddr::V4(src_ip), p), remote))
-                {
+                if self.sockets.tcp_conns.contains_key(&ConnKey::new(
+                    SocketAddr::new(IpAddr::V4(src_ip), p),
+                    remote,
+                )) {
                     return Err(SocketError::AddrInUse);
                 }
                 p
@@ -482,8 +487,10 @@ impl Stack {
                 self.tcp
                     .ports
                     .pick(IpAddr::V4(src_ip), remote, |p| {
-                        conns.contains_key(&(SocketAddr::new(IpAddr::V4(src_ip), p), remote))
-                            || listeners.contains_key(&(IpAddr::V4(src_ip), p))
+                        conns.contains_key(&ConnKey::new(
+                            SocketAddr::new(IpAddr::V4(src_ip), p),
+                            remote,
+                        )) || listeners.contains_key(&LocalKey::new(IpAddr::V4(src_ip), p))
                     })
                     .ok_or(SocketError::NoFreePort)?
             }
@@ -504,7 +511,9 @@ impl Stack {
             conn.rcv_wscale = TcpConnection::wscale_for(self.tcp.cfg.recvbuf_max);
         }
         let h = self.sockets.insert(Socket::Tcp(Box::new(conn)))?;
-        self.sockets.tcp_conns.insert((local, remote), h.index);
+        self.sockets
+            .tcp_conns
+            .insert(ConnKey::new(local, remote), h.index);
         if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(h.index) {
             conn.output(now, &mut self.ip, &mut self.tcp, sink);
         }
