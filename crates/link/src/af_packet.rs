@@ -419,6 +419,18 @@ impl AfPacketLink {
         })
     }
 
+    /// Joins this socket to an AF_PACKET fanout group steered by ustack's
+    /// flow hash ([`crate::fanout`]), creating the group when `group` is
+    /// `None`. Returns the group's id. Sockets must join in engine order.
+    pub fn join_fanout(&self, group: Option<u16>) -> io::Result<u16> {
+        crate::fanout::join(self.fd.as_raw_fd(), group)
+    }
+
+    /// Installs the flow-hash program on the group this socket is in.
+    pub fn set_fanout_program(&self) -> io::Result<()> {
+        crate::fanout::set_program(self.fd.as_raw_fd(), &crate::fanout::FLOW_HASH_PROGRAM)
+    }
+
     /// Whether the kernel accepted `PACKET_QDISC_BYPASS`.
     pub fn qdisc_bypass(&self) -> bool {
         self.qdisc_bypass

@@ -11,6 +11,7 @@
 //! pool, which the pool's counters show.
 
 pub mod af_packet;
+pub mod fanout;
 pub mod fault;
 mod ifreq;
 pub mod memory;
@@ -18,6 +19,7 @@ pub mod os;
 pub mod pcap;
 pub mod pool;
 pub mod shm;
+pub mod spsc;
 pub mod tap;
 #[cfg(test)]
 mod test_net;

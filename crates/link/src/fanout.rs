@@ -1,0 +1,312 @@
+//! AF_PACKET fanout: several packet sockets on one interface, one per
+//! engine, with the kernel choosing for each received frame the socket that
+//! gets it. This is how one engine per core reads a (multi-queue) veth or a
+//! NIC without AF_XDP or DPDK.
+//!
+//! Of the kernel's fanout modes, `PACKET_FANOUT_HASH` uses the kernel's own
+//! flow hash, keyed with a per-boot random value user space cannot know: an
+//! engine could then not choose a source port whose reply comes back to it.
+//! `PACKET_FANOUT_QM` follows the receive queue, which on a veth is the
+//! sender's transmit queue, picked by the sender's kernel. So ustack uses
+//! `PACKET_FANOUT_CBPF` with a classic BPF program of its own that computes
+//! ustack's flow hash (`stack::steer`):
+//!
+//! ```text
+//! IPv4 TCP/UDP, not a fragment:  fold(saddr ^ daddr) + sport + dport
+//! other IPv4 (ICMP, fragments):  fold(saddr ^ daddr)
+//! not IPv4 (ARP...):             0
+//! ```
+//!
+//! with `fold(x) = (x >> 16) + (x & 0xffff)`; the kernel takes the result
+//! modulo the number of sockets in the group and delivers to the socket
+//! that joined in that position, so engine `i` must join `i`-th. Frames the
+//! program sends to socket 0 that belong elsewhere (ARP is for every engine)
+//! are handed on by the runtime's software steering.
+//!
+//! The group id is chosen by the kernel (`PACKET_FANOUT_FLAG_UNIQUEID`) when
+//! the first socket joins, and read back for the others.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use crate::ifreq::cvt;
+
+const SOL_PACKET: libc::c_int = 263;
+const PACKET_FANOUT: libc::c_int = 18;
+const PACKET_FANOUT_DATA: libc::c_int = 22;
+const PACKET_FANOUT_CBPF: u32 = 6;
+const PACKET_FANOUT_FLAG_UNIQUEID: u32 = 0x2000;
+
+/// `struct sock_filter`: one classic BPF instruction.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BpfInsn {
+    pub code: u16,
+    pub jt: u8,
+    pub jf: u8,
+    pub k: u32,
+}
+
+/// `struct sock_fprog`.
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const BpfInsn,
+}
+
+// Classic BPF opcodes (<linux/filter.h>, <linux/bpf_common.h>).
+const LD: u16 = 0x00;
+const LDX: u16 = 0x01;
+const ST: u16 = 0x02;
+const ALU: u16 = 0x04;
+const JMP: u16 = 0x05;
+const RET: u16 = 0x06;
+const MISC: u16 = 0x07;
+const W: u16 = 0x00;
+const H: u16 = 0x08;
+const B: u16 = 0x10;
+const ABS: u16 = 0x20;
+const IND: u16 = 0x40;
+const MEM: u16 = 0x60;
+const MSH: u16 = 0xa0;
+const ADD: u16 = 0x00;
+const AND: u16 = 0x50;
+const RSH: u16 = 0x70;
+const XOR: u16 = 0xa0;
+const JEQ: u16 = 0x10;
+const JSET: u16 = 0x40;
+const K: u16 = 0x00;
+const X: u16 = 0x08;
+const RET_A: u16 = 0x10;
+const TAX: u16 = 0x00;
+const TXA: u16 = 0x80;
+/// `SKF_AD_OFF + SKF_AD_PROTOCOL`: loads `skb->protocol` (the EtherType).
+const AD_PROTOCOL: u32 = (-0x1000i32) as u32;
+
+const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> BpfInsn {
+    BpfInsn { code, jt, jf, k }
+}
+
+/// The flow-hash program. Offsets are from the network header, where the
+/// receive path has `skb->data` when fanout runs.
+pub const FLOW_HASH_PROGRAM: [BpfInsn; 31] = [
+    /* 0 */ insn(LD | H | ABS, 0, 0, AD_PROTOCOL),
+    /* 1 */ insn(JMP | JEQ | K, 1, 0, 0x0800),
+    /* 2 */ insn(RET | K, 0, 0, 0),
+    /* 3 */ insn(LD | W | ABS, 0, 0, 12), // saddr
+    /* 4 */ insn(MISC | TAX, 0, 0, 0),
+    /* 5 */ insn(LD | W | ABS, 0, 0, 16), // daddr
+    /* 6 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 7 */ insn(MISC | TAX, 0, 0, 0),
+    /* 8 */ insn(ALU | RSH | K, 0, 0, 16),
+    /* 9 */ insn(ST, 0, 0, 0), // M[0] = high half
+    /* 10 */ insn(MISC | TXA, 0, 0, 0),
+    /* 11 */ insn(ALU | AND | K, 0, 0, 0xffff),
+    /* 12 */ insn(LDX | MEM, 0, 0, 0),
+    /* 13 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 14 */ insn(ST, 0, 0, 1), // M[1] = fold(saddr ^ daddr)
+    /* 15 */ insn(LD | B | ABS, 0, 0, 9), // protocol
+    /* 16 */ insn(JMP | JEQ | K, 1, 0, 6),
+    /* 17 */ insn(JMP | JEQ | K, 0, 11, 17), // neither TCP nor UDP: 29
+    /* 18 */ insn(LD | H | ABS, 0, 0, 6), // flags and fragment offset
+    /* 19 */ insn(JMP | JSET | K, 9, 0, 0x3fff), // MF or offset: 29
+    /* 20 */ insn(LDX | B | MSH, 0, 0, 0), // X = header length
+    /* 21 */ insn(LD | H | IND, 0, 0, 0), // sport
+    /* 22 */ insn(ST, 0, 0, 2),
+    /* 23 */ insn(LD | H | IND, 0, 0, 2), // dport
+    /* 24 */ insn(LDX | MEM, 0, 0, 2),
+    /* 25 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 26 */ insn(LDX | MEM, 0, 0, 1),
+    /* 27 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 28 */ insn(RET | RET_A, 0, 0, 0),
+    /* 29 */ insn(LD | MEM, 0, 0, 1),
+    /* 30 */ insn(RET | RET_A, 0, 0, 0),
+];
+
+fn set_fanout(fd: RawFd, arg: u32) -> io::Result<()> {
+    // SAFETY: PACKET_FANOUT reads one u32 through the pointer, which points
+    // at a live local of that size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            SOL_PACKET,
+            PACKET_FANOUT,
+            (&arg as *const u32).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Joins the bound packet socket `fd` to fanout group `group` of the CBPF
+/// kind, or creates a new group with a kernel-chosen id when `group` is
+/// `None`. Returns the group's id.
+pub fn join(fd: RawFd, group: Option<u16>) -> io::Result<u16> {
+    match group {
+        Some(id) => {
+            set_fanout(fd, u32::from(id) | (PACKET_FANOUT_CBPF << 16))?;
+            Ok(id)
+        }
+        None => {
+            set_fanout(fd, (PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_UNIQUEID) << 16)?;
+            let mut val: u32 = 0;
+            let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+            // SAFETY: the kernel writes at most `len` bytes into `val`, a
+            // live u32, and updates `len`.
+            cvt(unsafe {
+                libc::getsockopt(
+                    fd,
+                    SOL_PACKET,
+                    PACKET_FANOUT,
+                    (&mut val as *mut u32).cast(),
+                    &mut len,
+                )
+            })?;
+            Ok((val & 0xffff) as u16)
+        }
+    }
+}
+
+/// Installs `program` as the group's demultiplexer (through any member).
+pub fn set_program(fd: RawFd, program: &[BpfInsn]) -> io::Result<()> {
+    let prog = SockFprog {
+        len: u16::try_from(program.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?,
+        filter: program.as_ptr(),
+    };
+    // SAFETY: `prog` points at `program`, live and of `len` instructions,
+    // for the duration of the call; the kernel copies it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            SOL_PACKET,
+            PACKET_FANOUT_DATA,
+            (&prog as *const SockFprog).cast(),
+            std::mem::size_of::<SockFprog>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs a classic BPF program over `pkt` (network header first) with
+    /// `proto` as `skb->protocol`: just the instructions used above, with
+    /// the kernel's rule that a load out of bounds returns 0.
+    fn run(prog: &[BpfInsn], pkt: &[u8], proto: u16) -> u32 {
+        let (mut a, mut x, mut m) = (0u32, 0u32, [0u32; 16]);
+        let load = |off: u32, size: u16| -> Option<u32> {
+            let o = off as usize;
+            let n = match size {
+                W => 4,
+                H => 2,
+                _ => 1,
+            };
+            let b = pkt.get(o..o + n)?;
+            Some(b.iter().fold(0u32, |v, &x| v << 8 | u32::from(x)))
+        };
+        let mut pc = 0;
+        loop {
+            let i = prog[pc];
+            pc += 1;
+            let class = i.code & 7;
+            match class {
+                LD | LDX => {
+                    let mode = i.code & 0xe0;
+                    let size = i.code & 0x18;
+                    let v = match mode {
+                        ABS if i.k == AD_PROTOCOL => Some(u32::from(proto)),
+                        ABS => load(i.k, size),
+                        IND => load(x.wrapping_add(i.k), size),
+                        MEM => Some(m[i.k as usize]),
+                        MSH => load(i.k, B).map(|b| (b & 0xf) * 4),
+                        _ => panic!("mode {mode:#x}"),
+                    };
+                    let Some(v) = v else { return 0 };
+                    if class == LD {
+                        a = v
+                    } else {
+                        x = v
+                    }
+                }
+                ST => m[i.k as usize] = a,
+                ALU => {
+                    let src = if i.code & X != 0 { x } else { i.k };
+                    a = match i.code & 0xf0 {
+                        ADD => a.wrapping_add(src),
+                        AND => a & src,
+                        RSH => a >> src,
+                        XOR => a ^ src,
+                        op => panic!("alu {op:#x}"),
+                    };
+                }
+                JMP => {
+                    let t = match i.code & 0xf0 {
+                        JEQ => a == i.k,
+                        JSET => a & i.k != 0,
+                        op => panic!("jmp {op:#x}"),
+                    };
+                    pc += usize::from(if t { i.jt } else { i.jf });
+                }
+                RET => return if i.code & RET_A != 0 { a } else { i.k },
+                MISC => {
+                    if i.code & TXA != 0 {
+                        a = x
+                    } else {
+                        x = a
+                    }
+                }
+                _ => panic!("class {class}"),
+            }
+        }
+    }
+
+    fn ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], frag: u16, ihl: u8, l4: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; usize::from(ihl) * 4];
+        p[0] = 0x40 | ihl;
+        p[6..8].copy_from_slice(&frag.to_be_bytes());
+        p[9] = proto;
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        p.extend_from_slice(l4);
+        p
+    }
+
+    fn fold(x: u32) -> u32 {
+        (x >> 16) + (x & 0xffff)
+    }
+
+    #[test]
+    fn program_computes_the_flow_hash() {
+        let (s, d) = ([10, 99, 1, 1], [10, 99, 200, 2]);
+        let f = fold(u32::from_be_bytes(s) ^ u32::from_be_bytes(d));
+        let ports = [0x9c, 0x40, 0x00, 0x07]; // 40000 -> 7
+        for proto in [6u8, 17] {
+            let p = ipv4(proto, s, d, 0x4000, 5, &ports);
+            assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x0800), f + 40000 + 7);
+            // Options: the ports follow the longer header.
+            let p = ipv4(proto, s, d, 0, 7, &ports);
+            assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x0800), f + 40000 + 7);
+            // The reply hashes the same.
+            let r = ipv4(proto, d, s, 0, 5, &[0x00, 0x07, 0x9c, 0x40]);
+            assert_eq!(run(&FLOW_HASH_PROGRAM, &r, 0x0800), f + 40000 + 7);
+            // Fragments, first or not: addresses only.
+            for frag in [0x2000, 0x0001, 0x2010] {
+                let p = ipv4(proto, s, d, frag, 5, &ports);
+                assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x0800), f);
+            }
+        }
+        // ICMP: addresses only. ARP: 0. A truncated header: 0.
+        assert_eq!(
+            run(&FLOW_HASH_PROGRAM, &ipv4(1, s, d, 0, 5, &ports), 0x0800),
+            f
+        );
+        assert_eq!(run(&FLOW_HASH_PROGRAM, &[0u8; 28], 0x0806), 0);
+        assert_eq!(
+            run(&FLOW_HASH_PROGRAM, &ipv4(6, s, d, 0, 5, &[1]), 0x0800),
+            0
+        );
+    }
+}
