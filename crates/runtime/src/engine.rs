@@ -177,6 +177,34 @@ impl<L: Link> Engine<L> {
         self.ports.iter().map(|p| p.link.stats()).collect()
     }
 
+    /// Runs `f` with the stack and the transmit queues between turns: for
+    /// code that owns the engine and makes socket calls outside
+    /// [`Application::poll`] (the socket layer of `crates/api`).  What `f`
+    /// sends leaves with the flush of a following turn.
+    pub fn with_context<R>(&mut self, f: impl FnOnce(&mut AppContext<'_>) -> R) -> R {
+        let now = self.clock.now();
+        let mut sink = TxQueues {
+            ports: &mut self.ports,
+            now,
+            counters: &mut self.counters,
+        };
+        f(&mut AppContext {
+            now,
+            stack: &mut self.stack,
+            sink: &mut sink,
+        })
+    }
+
+    /// After a turn that found no work, waits as [`run`](Self::run) does
+    /// (for a frame, a timer or `idle_sleep`); returns at once when
+    /// `idle_sleep` is zero or frames wait to be sent.
+    pub fn idle_wait(&mut self) -> io::Result<()> {
+        if self.cfg.idle_sleep.is_zero() || self.ports.iter().any(|p| !p.txq.is_empty()) {
+            return Ok(());
+        }
+        self.idle(std::time::Instant::now())
+    }
+
     /// Sends the gratuitous ARPs of every address.
     pub fn announce(&mut self) {
         let now = self.clock.now();
