@@ -11,6 +11,8 @@
 //! pool, which the pool's counters show.
 
 pub mod af_packet;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod fanout;
 pub mod fault;
 mod ifreq;

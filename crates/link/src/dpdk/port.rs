@@ -1,0 +1,639 @@
+//! A DPDK ethdev port queue as a [`Link`] whose buffers are mbufs.
+
+use std::ffi::CStr;
+use std::io;
+
+use super::eal::{self, dpdk_error};
+use super::ffi;
+use super::mbuf::{Mbuf, MbufPool};
+use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
+
+/// DPDK's default headroom in front of an mbuf's data
+/// (`RTE_PKTMBUF_HEADROOM`).
+const HEADROOM: usize = 128;
+
+/// Ethernet header and one VLAN tag.
+const FRAME_OVERHEAD: usize = 18;
+
+/// A symmetric RSS key (the 16-bit pattern 0x6d5a repeated): the Toeplitz
+/// hash of a flow is the same in both directions, so a connection's two
+/// halves land on one queue.
+const SYMMETRIC_RSS_KEY: [u8; 40] = {
+    let mut k = [0u8; 40];
+    let mut i = 0;
+    while i < 40 {
+        k[i] = if i % 2 == 0 { 0x6d } else { 0x5a };
+        i += 1;
+    }
+    k
+};
+
+/// How to set a port up (`[dpdk]` and `[portN]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpdkPortConfig {
+    /// The ethdev port id (N of `[portN]`).
+    pub port_id: u16,
+    /// Mbufs in the port's pool.
+    pub pool_size: u32,
+    /// The largest frame an mbuf must hold (Ethernet header included).
+    pub buf_size: usize,
+    /// Mbufs kept back for [`Link::alloc_tx_reserved`] (ARP, ICMP).
+    pub reserve: u32,
+    /// RX and TX descriptors asked of the driver (it may adjust them).
+    pub rx_desc: u16,
+    pub tx_desc: u16,
+    /// `promiscuous`.
+    pub promiscuous: bool,
+    /// `!tx_csum_offoad_skip`: let the NIC fill TCP/UDP checksums of
+    /// frames marked partial, where the port can.
+    pub tx_csum_offload: bool,
+    /// `tso`: turn on the port's TCP segmentation offload, where it has it.
+    pub tso: bool,
+    /// `vlan_strip`: let the NIC strip VLAN tags, where it can (the link
+    /// puts them back for the stack).
+    pub vlan_strip: bool,
+    /// `symmetric_rss`: hash with a symmetric key, where the port has RSS.
+    pub symmetric_rss: bool,
+    /// `[portN] mtu`: set the port's MTU.
+    pub mtu: Option<u16>,
+    /// `[portN] mac`: set the port's Ethernet address.
+    pub mac: Option<[u8; 6]>,
+}
+
+impl DpdkPortConfig {
+    /// Defaults for port `port_id`: 8192 mbufs of 2048 bytes, 512
+    /// descriptors each way, F-Stack's `[dpdk]` defaults for the rest.
+    pub fn new(port_id: u16) -> DpdkPortConfig {
+        DpdkPortConfig {
+            port_id,
+            pool_size: 8192,
+            buf_size: 2048,
+            reserve: 64,
+            rx_desc: 512,
+            tx_desc: 512,
+            promiscuous: true,
+            tx_csum_offload: true,
+            tso: false,
+            vlan_strip: true,
+            symmetric_rss: false,
+            mtu: None,
+            mac: None,
+        }
+    }
+}
+
+/// The offloads a port was started with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DpdkOffloads {
+    pub rx_tcp_csum: bool,
+    pub rx_udp_csum: bool,
+    pub tx_tcp_csum: bool,
+    pub tx_udp_csum: bool,
+    pub tso: bool,
+    pub vlan_strip: bool,
+    /// RSS hash functions in use (0: none).
+    pub rss_hf: u64,
+}
+
+/// Counters of the link itself (beside the port's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counters {
+    rx_frames: u64,
+    rx_bytes: u64,
+    tx_frames: u64,
+    tx_bytes: u64,
+    tx_dropped: u64,
+    rx_oversize: u64,
+    /// Frames whose VLAN tag the NIC stripped and the link put back.
+    rx_vlan_reinserted: u64,
+    /// Frames whose stripped VLAN tag could not be put back (dropped).
+    rx_vlan_lost: u64,
+    /// Frames the NIC found with a bad L4 checksum (left to the stack,
+    /// which checks again and counts them).
+    rx_l4_csum_bad: u64,
+    /// Frames the NIC vouched for (checksum good or left partial).
+    rx_l4_csum_offloaded: u64,
+    /// Frames sent with the checksum left to the NIC.
+    tx_csum_offloaded: u64,
+    /// Partial frames whose checksum the link completed in software.
+    tx_csum_software: u64,
+    pool_exhausted: u64,
+}
+
+/// One RX/TX queue pair of a DPDK port.
+pub struct DpdkLink {
+    // Field order matters for drop: the reserve goes back to the pool, then
+    // the port closes (its rings free their mbufs), then the pool.
+    reserve: Vec<Mbuf>,
+    port: PortGuard,
+    pool: MbufPool,
+    queue: u16,
+    reserve_target: usize,
+    info: LinkInfo,
+    driver: String,
+    offloads: DpdkOffloads,
+    counters: Counters,
+    rx: [ffi::Rx; MAX_BURST],
+    tx: [ffi::Tx; MAX_BURST],
+}
+
+/// Closes the port on drop.
+struct PortGuard(u16);
+
+impl Drop for PortGuard {
+    fn drop(&mut self) {
+        // SAFETY: the port was started by this link, which is going away;
+        // stopping frees the mbufs its rings hold back to their pool.
+        unsafe { ffi::ustack_dpdk_port_close(self.0) }
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+fn c_str(bytes: &[u8]) -> String {
+    CStr::from_bytes_until_nul(bytes)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// What the port offers, from `rte_eth_dev_info_get` and friends.
+fn port_info(port_id: u16) -> io::Result<ffi::PortInfo> {
+    // SAFETY: PortInfo is plain data; all-zero is a valid value.
+    let mut info: ffi::PortInfo = unsafe { std::mem::zeroed() };
+    // SAFETY: the EAL is started and `port_id` valid (checked by the
+    // caller); `info` is a live out-parameter.
+    let r = unsafe { ffi::ustack_dpdk_port_info(port_id, &mut info) };
+    if r != 0 {
+        return Err(dpdk_error(
+            &format!("port {port_id}: rte_eth_dev_info_get"),
+            r,
+        ));
+    }
+    Ok(info)
+}
+
+impl DpdkLink {
+    /// Sets up and starts DPDK port `cfg.port_id` with one queue pair and
+    /// a pool of its own. The EAL must be started ([`eal::init`]).
+    pub fn open(cfg: &DpdkPortConfig) -> io::Result<DpdkLink> {
+        if !eal::is_started() {
+            return Err(io::Error::other(
+                "the DPDK EAL is not started (link::dpdk::eal::init first)",
+            ));
+        }
+        let port_id = cfg.port_id;
+        // SAFETY: the EAL is started; the call reads ethdev's port table.
+        if unsafe { ffi::ustack_dpdk_port_is_valid(port_id) } == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "there is no DPDK port {port_id}: DPDK found {} port(s) (add devices with \
+                     [dpdk] allow= or vdev=)",
+                    eal::port_count()
+                ),
+            ));
+        }
+        let reserve = cfg.reserve as usize;
+        let min_pool = usize::from(cfg.rx_desc) + usize::from(cfg.tx_desc) + 2 * MAX_BURST;
+        if (cfg.pool_size as usize) < min_pool + reserve {
+            return Err(invalid(format!(
+                "port {port_id}: a pool of {} mbufs is too small for {} RX and {} TX \
+                 descriptors, two bursts and a reserve of {reserve} (at least {})",
+                cfg.pool_size,
+                cfg.rx_desc,
+                cfg.tx_desc,
+                min_pool + reserve
+            )));
+        }
+        let data_room = HEADROOM + cfg.buf_size;
+        let data_room = u16::try_from(data_room)
+            .map_err(|_| invalid(format!("buffers of {} bytes are too large", cfg.buf_size)))?;
+
+        let dev = port_info(port_id)?;
+        let driver = c_str(&dev.driver);
+        let mut offloads = DpdkOffloads::default();
+        let mut rx_offloads = 0u64;
+        let mut tx_offloads = 0u64;
+        if dev.rx_offload_capa & ffi::RX_OFFLOAD_TCP_CKSUM != 0 {
+            rx_offloads |= ffi::RX_OFFLOAD_TCP_CKSUM;
+            offloads.rx_tcp_csum = true;
+        }
+        if dev.rx_offload_capa & ffi::RX_OFFLOAD_UDP_CKSUM != 0 {
+            rx_offloads |= ffi::RX_OFFLOAD_UDP_CKSUM;
+            offloads.rx_udp_csum = true;
+        }
+        if cfg.vlan_strip && dev.rx_offload_capa & ffi::RX_OFFLOAD_VLAN_STRIP != 0 {
+            rx_offloads |= ffi::RX_OFFLOAD_VLAN_STRIP;
+            offloads.vlan_strip = true;
+        }
+        if cfg.tx_csum_offload {
+            if dev.tx_offload_capa & ffi::TX_OFFLOAD_TCP_CKSUM != 0 {
+                tx_offloads |= ffi::TX_OFFLOAD_TCP_CKSUM;
+                offloads.tx_tcp_csum = true;
+            }
+            if dev.tx_offload_capa & ffi::TX_OFFLOAD_UDP_CKSUM != 0 {
+                tx_offloads |= ffi::TX_OFFLOAD_UDP_CKSUM;
+                offloads.tx_udp_csum = true;
+            }
+        }
+        if cfg.tso && dev.tx_offload_capa & ffi::TX_OFFLOAD_TCP_TSO != 0 {
+            tx_offloads |= ffi::TX_OFFLOAD_TCP_TSO;
+            offloads.tso = true;
+        }
+        let rss_wanted = ffi::RSS_IPV4
+            | ffi::RSS_NONFRAG_IPV4_TCP
+            | ffi::RSS_NONFRAG_IPV4_UDP
+            | ffi::RSS_IPV6
+            | ffi::RSS_NONFRAG_IPV6_TCP
+            | ffi::RSS_NONFRAG_IPV6_UDP;
+        offloads.rss_hf = dev.flow_type_rss_offloads & rss_wanted;
+
+        // One pool per port queue, named after both (DPDK names are global).
+        let pool_name = format!("ustack_p{port_id}_q0");
+        let pool = MbufPool::create(&pool_name, cfg.pool_size, data_room, dev.socket_id)?;
+
+        let mut conf = ffi::PortConf {
+            rx_offloads,
+            tx_offloads,
+            rss_hf: offloads.rss_hf,
+            rss_key: if cfg.symmetric_rss && offloads.rss_hf != 0 {
+                SYMMETRIC_RSS_KEY.as_ptr()
+            } else {
+                std::ptr::null()
+            },
+            nb_queues: 1,
+            nb_rxd: cfg.rx_desc,
+            nb_txd: cfg.tx_desc,
+            mtu: cfg.mtu.unwrap_or(0),
+            promiscuous: u8::from(cfg.promiscuous),
+            mac: cfg.mac.as_ref().map_or(std::ptr::null(), |m| m.as_ptr()),
+        };
+        let mut step: *const libc::c_char = std::ptr::null();
+        // SAFETY: `conf` and the key/MAC it points to live across the call;
+        // the pool is live and stays so while the port runs (the link owns
+        // both and closes the port first); `step` receives a static string.
+        let r =
+            unsafe { ffi::ustack_dpdk_port_start(port_id, &mut conf, pool.as_ptr(), &mut step) };
+        let port = PortGuard(port_id);
+        if r != 0 {
+            let call = if step.is_null() {
+                "rte_eth_dev_start".to_string()
+            } else {
+                // SAFETY: the shim sets `step` to a string literal.
+                unsafe { CStr::from_ptr(step) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            return Err(dpdk_error(&format!("port {port_id} ({driver}): {call}"), r));
+        }
+        // The MAC and MTU after setup.
+        let dev = port_info(port_id)?;
+        let mtu = usize::from(dev.mtu).min(cfg.buf_size.saturating_sub(FRAME_OVERHEAD));
+        let mut reserve_bufs = Vec::with_capacity(reserve);
+        while reserve_bufs.len() < reserve {
+            match pool.alloc() {
+                Some(m) => reserve_bufs.push(m),
+                None => break,
+            }
+        }
+        let empty_rx = ffi::Rx {
+            mbuf: std::ptr::null_mut(),
+            data: std::ptr::null_mut(),
+            len: 0,
+            room: 0,
+            flags: 0,
+            pad: 0,
+        };
+        let empty_tx = ffi::Tx {
+            mbuf: std::ptr::null_mut(),
+            len: 0,
+            l2_len: 0,
+            l3_len: 0,
+            offload: 0,
+            pad: 0,
+        };
+        Ok(DpdkLink {
+            reserve: reserve_bufs,
+            port,
+            pool,
+            queue: 0,
+            reserve_target: reserve,
+            info: LinkInfo {
+                name: c_str(&dev.name),
+                mac: dev.mac,
+                mtu,
+            },
+            driver,
+            offloads,
+            counters: Counters::default(),
+            rx: [empty_rx; MAX_BURST],
+            tx: [empty_tx; MAX_BURST],
+        })
+    }
+
+    /// The port's driver (`net_af_packet`, `net_ixgbe`, ...).
+    pub fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    /// The ethdev port id.
+    pub fn port_id(&self) -> u16 {
+        self.port.0
+    }
+
+    /// The offloads in use.
+    pub fn offloads(&self) -> DpdkOffloads {
+        self.offloads
+    }
+
+    /// Whether the port is in promiscuous mode.
+    pub fn promiscuous(&self) -> bool {
+        // SAFETY: the port is started; the call reads its state.
+        unsafe { ffi::ustack_dpdk_promiscuous_get(self.port.0) == 1 }
+    }
+
+    /// Mbufs in the pool now, and the pool's size.
+    pub fn pool_levels(&self) -> (u32, u32) {
+        (self.pool.available(), self.pool.size())
+    }
+
+    /// Whether `buf`'s bytes lie in this link's mbuf memory: the proof that
+    /// a received frame was not copied out of its mbuf.
+    pub fn owns_memory_of(&self, buf: &Mbuf) -> bool {
+        self.pool.contains(buf.data().as_ptr())
+    }
+
+    /// The size of the page holding `buf`'s bytes: 4 KiB without
+    /// hugepages, 2 MiB or 1 GiB with them (0 if DPDK does not know it).
+    pub fn page_size_of(buf: &Mbuf) -> u64 {
+        // SAFETY: the EAL is started (a link exists); the call only looks
+        // the address up in DPDK's memory map.
+        unsafe { ffi::ustack_dpdk_page_size_of(buf.data().as_ptr().cast()) }
+    }
+
+    /// Link counters beyond [`LinkStats`]: `(name, value)`.
+    pub fn extra_stats(&self) -> [(&'static str, u64); 6] {
+        let c = &self.counters;
+        [
+            ("rx_vlan_reinserted", c.rx_vlan_reinserted),
+            ("rx_vlan_lost", c.rx_vlan_lost),
+            ("rx_l4_csum_bad", c.rx_l4_csum_bad),
+            ("rx_l4_csum_offloaded", c.rx_l4_csum_offloaded),
+            ("tx_csum_offloaded", c.tx_csum_offloaded),
+            ("tx_csum_software", c.tx_csum_software),
+        ]
+    }
+
+    fn refill_reserve(&mut self) {
+        while self.reserve.len() < self.reserve_target {
+            match self.pool.alloc() {
+                Some(m) => self.reserve.push(m),
+                None => break,
+            }
+        }
+    }
+
+    /// Prepares a frame marked partial: the NIC finishes its checksum if
+    /// the port can, else the link does. Returns the shim's offload request.
+    fn prepare_partial(&mut self, buf: &mut Mbuf) -> (u32, u16, u16) {
+        let Some(l4) = l4_of(buf.data()) else {
+            // Not TCP/UDP over IPv4: nothing to finish.
+            return (0, 0, 0);
+        };
+        let offload = match l4.proto {
+            6 if self.offloads.tx_tcp_csum => ffi::TX_TCP_CSUM,
+            17 if self.offloads.tx_udp_csum => ffi::TX_UDP_CSUM,
+            _ => 0,
+        };
+        if offload != 0 {
+            self.counters.tx_csum_offloaded += 1;
+            return (offload, l4.l2_len, l4.l3_len);
+        }
+        complete_checksum(buf.data_mut(), &l4);
+        self.counters.tx_csum_software += 1;
+        (0, 0, 0)
+    }
+}
+
+/// Where the L4 header of an IPv4 TCP/UDP frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct L4 {
+    proto: u8,
+    l2_len: u16,
+    l3_len: u16,
+}
+
+/// Finds the TCP or UDP header of an unfragmented IPv4 frame (after at
+/// most one VLAN tag).
+pub(super) fn l4_of(frame: &[u8]) -> Option<L4> {
+    let mut l2 = 14;
+    let mut ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    if ethertype == 0x8100 {
+        ethertype = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+        l2 = 18;
+    }
+    if ethertype != 0x0800 {
+        return None;
+    }
+    let ihl = usize::from(*frame.get(l2)? & 0x0f) * 4;
+    let proto = *frame.get(l2 + 9)?;
+    let frag = u16::from_be_bytes([*frame.get(l2 + 6)?, *frame.get(l2 + 7)?]);
+    // A first fragment carries the header but not the whole datagram: its
+    // checksum cannot be completed here.
+    if ihl < 20 || frag & 0x3fff != 0 || !(proto == 6 || proto == 17) {
+        return None;
+    }
+    let min_l4 = if proto == 6 { 20 } else { 8 };
+    if frame.len() < l2 + ihl + min_l4 {
+        return None;
+    }
+    Some(L4 {
+        proto,
+        l2_len: l2 as u16,
+        l3_len: ihl as u16,
+    })
+}
+
+/// Completes a partial L4 checksum in software: the checksum field holds the
+/// pseudo-header sum; the one's complement sum over the L4 segment with it
+/// gives the final value (as a NIC does for `CHECKSUM_PARTIAL`).
+pub(super) fn complete_checksum(frame: &mut [u8], l4: &L4) {
+    let start = usize::from(l4.l2_len) + usize::from(l4.l3_len);
+    let total = u16::from_be_bytes([
+        frame[usize::from(l4.l2_len) + 2],
+        frame[usize::from(l4.l2_len) + 3],
+    ]);
+    let end = (usize::from(l4.l2_len) + usize::from(total)).min(frame.len());
+    if end <= start {
+        return;
+    }
+    let field = start + if l4.proto == 6 { 16 } else { 6 };
+    let mut sum: u32 = 0;
+    let seg = &frame[start..end];
+    let mut chunks = seg.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let mut csum = !(sum as u16);
+    if l4.proto == 17 && csum == 0 {
+        csum = 0xffff;
+    }
+    frame[field..field + 2].copy_from_slice(&csum.to_be_bytes());
+}
+
+impl Link for DpdkLink {
+    type Buf = Mbuf;
+
+    fn rx_burst(&mut self, out: &mut Vec<Mbuf>, max: usize) -> io::Result<usize> {
+        let max = max.min(MAX_BURST) as u16;
+        // SAFETY: the port is started with queue `self.queue`, used by this
+        // link only; `self.rx` has room for MAX_BURST entries.
+        let n = unsafe {
+            ffi::ustack_dpdk_rx_burst(self.port.0, self.queue, self.rx.as_mut_ptr(), max)
+        };
+        let mut taken = 0;
+        for rx in &self.rx[..usize::from(n)] {
+            // SAFETY: the shim handed over a received single-segment mbuf
+            // (or one with len 0 if chained), its data pointer and room.
+            let Some(mut m) = (unsafe { Mbuf::from_rx(rx) }) else {
+                continue;
+            };
+            if rx.flags & ffi::RX_VLAN_LOST != 0 {
+                self.counters.rx_vlan_lost += 1;
+                continue; // dropped with `m`
+            }
+            if rx.len == 0 || rx.len > rx.room {
+                // A chained (multi-segment) frame: larger than a buffer.
+                self.counters.rx_oversize += 1;
+                continue;
+            }
+            if rx.flags & ffi::RX_VLAN_REINSERTED != 0 {
+                self.counters.rx_vlan_reinserted += 1;
+            }
+            if rx.flags & ffi::RX_L4_CSUM_BAD != 0 {
+                self.counters.rx_l4_csum_bad += 1;
+            } else if rx.flags & (ffi::RX_L4_CSUM_VERIFIED | ffi::RX_L4_CSUM_PARTIAL) != 0 {
+                // Verified by the NIC, or left partial by a local sender
+                // with the data intact: the stack must not verify it.
+                m.set_csum_partial(true);
+                self.counters.rx_l4_csum_offloaded += 1;
+            }
+            self.counters.rx_frames += 1;
+            self.counters.rx_bytes += u64::from(rx.len);
+            out.push(m);
+            taken += 1;
+        }
+        Ok(taken)
+    }
+
+    fn alloc_tx(&mut self) -> Option<Mbuf> {
+        let m = self.pool.alloc();
+        if m.is_none() {
+            self.counters.pool_exhausted += 1;
+        }
+        m
+    }
+
+    fn alloc_tx_reserved(&mut self) -> Option<Mbuf> {
+        if let Some(m) = self.pool.alloc() {
+            return Some(m);
+        }
+        let m = self.reserve.pop();
+        if m.is_none() {
+            self.counters.pool_exhausted += 1;
+        }
+        m
+    }
+
+    fn tx_burst(&mut self, bufs: &mut Vec<Mbuf>) -> io::Result<usize> {
+        let mut dropped = 0;
+        // Frames that are not Ethernet, or larger than the port carries,
+        // go no further.
+        let max_frame = self.info.mtu + FRAME_OVERHEAD;
+        bufs.retain(|b| {
+            let ok = b.data().len() >= 14 && b.data().len() <= max_frame;
+            dropped += u64::from(!ok);
+            ok
+        });
+        self.counters.tx_dropped += dropped;
+        let n = bufs.len().min(MAX_BURST);
+        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+            let (offload, l2_len, l3_len) = if b.csum_partial() {
+                self.prepare_partial(b)
+            } else {
+                (0, 0, 0)
+            };
+            self.tx[i] = ffi::Tx {
+                mbuf: b.as_mbuf_ptr() as *mut ffi::RteMbuf,
+                len: b.len_u32(),
+                l2_len,
+                l3_len,
+                offload,
+                pad: 0,
+            };
+        }
+        // SAFETY: `self.tx[..n]` describe `n` live mbufs owned by `bufs[..n]`;
+        // the port and queue are this link's. The driver takes the first
+        // `sent` of them, whose ownership passes to it below.
+        let sent = usize::from(unsafe {
+            ffi::ustack_dpdk_tx_burst(self.port.0, self.queue, self.tx.as_ptr(), n as u16)
+        });
+        let mut sent_bytes = 0;
+        for b in bufs.drain(..sent) {
+            sent_bytes += u64::from(b.len_u32());
+            let _ = b.into_raw(); // now the driver's
+        }
+        self.counters.tx_frames += sent as u64;
+        self.counters.tx_bytes += sent_bytes;
+        Ok(sent + dropped as usize)
+    }
+
+    fn recycle(&mut self, buf: Mbuf) {
+        // Back to the mempool (the reserve refills from there in `service`).
+        drop(buf);
+    }
+
+    fn info(&self) -> &LinkInfo {
+        &self.info
+    }
+
+    fn stats(&self) -> LinkStats {
+        let mut port = [0u64; 8];
+        // SAFETY: the port is started; `port` is a live out-parameter.
+        let r = unsafe { ffi::ustack_dpdk_port_stats(self.port.0, &mut port) };
+        let (imissed, ierrors, oerrors, rx_nombuf) = if r == 0 {
+            (port[4], port[5], port[6], port[7])
+        } else {
+            (0, 0, 0, 0)
+        };
+        let c = &self.counters;
+        // Counters this link does not have (other backends') stay zero.
+        #[allow(clippy::needless_update)]
+        LinkStats {
+            rx_frames: c.rx_frames,
+            rx_bytes: c.rx_bytes,
+            tx_frames: c.tx_frames,
+            tx_bytes: c.tx_bytes,
+            rx_dropped: imissed + ierrors + rx_nombuf + c.rx_vlan_lost,
+            tx_dropped: c.tx_dropped + oerrors,
+            pool_exhausted: c.pool_exhausted + rx_nombuf,
+            rx_oversize: c.rx_oversize,
+            ..LinkStats::default()
+        }
+    }
+
+    fn service(&mut self) -> io::Result<()> {
+        if self.reserve.len() < self.reserve_target {
+            self.refill_reserve();
+        }
+        Ok(())
+    }
+}
