@@ -98,16 +98,19 @@ fn describe(engine: &Engine<PortLink>) -> Vec<String> {
 
 /// Runs a server: builds the engine from the command line, lets `make_app`
 /// open its sockets, and runs until SIGINT or SIGTERM.
+///
+/// With `[dpdk] lcore_mask` selecting several cores, `make_app` runs once
+/// per engine, on the engine's thread (see [`run_engines`]).
 pub fn serve(
     program: &str,
     args: impl IntoIterator<Item = String>,
-    make_app: impl FnOnce(&CommonArgs, &mut Stack) -> Result<Box<dyn Application>, String>,
+    make_app: impl Fn(&CommonArgs, &mut Stack) -> Result<Box<dyn Application + Send>, String> + Sync,
 ) -> ExitCode {
     let opts = RunOptions {
         describe: true,
         counters: true,
     };
-    match run(program, args, opts, |a, s| make_app(a, s).map(Dyn)) {
+    match run_engines(program, args, opts, |a, s| make_app(a, s).map(Dyn)) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{program}: {e}");
@@ -117,7 +120,7 @@ pub fn serve(
 }
 
 /// An application behind a box, as one.
-struct Dyn(Box<dyn Application>);
+struct Dyn(Box<dyn Application + Send>);
 
 impl Application for Dyn {
     fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
@@ -198,4 +201,93 @@ pub fn run<A: Application>(
         eprintln!("{program}: stopped; counters: {}", nonzero.join(" "));
     }
     Ok(app)
+}
+
+/// Runs a program on every engine the configuration asks for (one per core
+/// of `[dpdk] lcore_mask`, each pinned to its core with a stack of its own;
+/// or, without `lcore_mask` and `[kni]`, one engine on this thread as
+/// [`run`] does). `make_app` makes each engine's application on that
+/// engine's thread. With several engines the `--stats` file has the sums of
+/// all engines' counters, then each engine's as `engineN.name value`.
+/// Returns the applications in engine order.
+pub fn run_engines<A: Application + Send>(
+    program: &str,
+    args: impl IntoIterator<Item = String>,
+    opts: RunOptions,
+    make_app: impl Fn(&CommonArgs, &mut Stack) -> Result<A, String> + Sync,
+) -> Result<Vec<A>, String> {
+    let args: Vec<String> = args.into_iter().collect();
+    let common = CommonArgs::parse(args.clone())?;
+    let cfg = load_config(program, &common)?;
+    if !runtime::cores::needs_engines(&cfg) {
+        return run(program, args, opts, |a, s| make_app(a, s)).map(|a| vec![a]);
+    }
+    let seed = link::os::random_seed().map_err(|e| format!("cannot read a random seed: {e}"))?;
+    let slots = runtime::cores::build_engines(&cfg, seed).map_err(|e| e.to_string())?;
+    let engines = slots.len();
+    let cores: Vec<String> = slots
+        .iter()
+        .map(|s| s.core.map_or("-".to_string(), |c| c.to_string()))
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| format!("cannot handle signals: {e}"))?;
+    }
+    if opts.describe {
+        eprintln!(
+            "{program}: {engines} engine(s) on cores {}{}",
+            cores.join(","),
+            if cfg.kni.enable {
+                format!(", exception path on {}N", cfg.kni.ifname)
+            } else {
+                String::new()
+            }
+        );
+    }
+    let (_control, control_rx) = runtime::cores::Control::new(engines);
+    let mut stats_file = common.stats.as_deref().map(StatsFile::new);
+    let mut last = Vec::new();
+    let mut report = |per_engine: &[Vec<(String, u64)>]| {
+        last = runtime::cores::combine_snapshots(per_engine);
+        if let Some(f) = stats_file.as_mut() {
+            if let Err(err) = f.write(stats::render(&last)) {
+                eprintln!("{program}: cannot write statistics: {err}");
+            }
+        }
+    };
+    let describe = opts.describe;
+    let apps = runtime::cores::run_engines(
+        slots,
+        |id, stack| {
+            if describe && id == 0 {
+                for i in stack.interfaces() {
+                    let m = i.mac;
+                    eprintln!(
+                        "{program}: {} {}/{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {} ({engines} engines)",
+                        i.name, i.addr(), i.prefix_len, m[0], m[1], m[2], m[3], m[4], m[5], i.mtu
+                    );
+                }
+            }
+            make_app(&common, stack)
+        },
+        control_rx,
+        &stop,
+        Duration::from_millis(100),
+        &mut report,
+    )?;
+    if opts.counters {
+        let nonzero: Vec<String> = last
+            .iter()
+            .filter(|(n, v)| {
+                *v > 0
+                    && (!n.contains('.')
+                        || n.ends_with("_link_rx_frames")
+                        || n.ends_with(".steer_forwarded"))
+            })
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        eprintln!("{program}: stopped; counters: {}", nonzero.join(" "));
+    }
+    Ok(apps)
 }

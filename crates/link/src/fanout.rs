@@ -12,7 +12,7 @@
 //! ustack's flow hash (`stack::steer`):
 //!
 //! ```text
-//! IPv4 TCP/UDP, not a fragment:  fold(saddr ^ daddr) + sport + dport
+//! IPv4 TCP/UDP, not a fragment:  fold(saddr ^ daddr) + (sport >> 1) + (dport >> 1)
 //! other IPv4 (ICMP, fragments):  fold(saddr ^ daddr)
 //! not IPv4 (ARP...):             0
 //! ```
@@ -89,7 +89,7 @@ const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> BpfInsn {
 
 /// The flow-hash program. Offsets are from the network header, where the
 /// receive path has `skb->data` when fanout runs.
-pub const FLOW_HASH_PROGRAM: [BpfInsn; 31] = [
+pub const FLOW_HASH_PROGRAM: [BpfInsn; 33] = [
     /* 0 */ insn(LD | H | ABS, 0, 0, AD_PROTOCOL),
     /* 1 */ insn(JMP | JEQ | K, 1, 0, 0x0800),
     /* 2 */ insn(RET | K, 0, 0, 0),
@@ -107,20 +107,22 @@ pub const FLOW_HASH_PROGRAM: [BpfInsn; 31] = [
     /* 14 */ insn(ST, 0, 0, 1), // M[1] = fold(saddr ^ daddr)
     /* 15 */ insn(LD | B | ABS, 0, 0, 9), // protocol
     /* 16 */ insn(JMP | JEQ | K, 1, 0, 6),
-    /* 17 */ insn(JMP | JEQ | K, 0, 11, 17), // neither TCP nor UDP: 29
+    /* 17 */ insn(JMP | JEQ | K, 0, 13, 17), // neither TCP nor UDP: 31
     /* 18 */ insn(LD | H | ABS, 0, 0, 6), // flags and fragment offset
-    /* 19 */ insn(JMP | JSET | K, 9, 0, 0x3fff), // MF or offset: 29
+    /* 19 */ insn(JMP | JSET | K, 11, 0, 0x3fff), // MF or offset: 31
     /* 20 */ insn(LDX | B | MSH, 0, 0, 0), // X = header length
     /* 21 */ insn(LD | H | IND, 0, 0, 0), // sport
-    /* 22 */ insn(ST, 0, 0, 2),
-    /* 23 */ insn(LD | H | IND, 0, 0, 2), // dport
-    /* 24 */ insn(LDX | MEM, 0, 0, 2),
-    /* 25 */ insn(ALU | ADD | X, 0, 0, 0),
-    /* 26 */ insn(LDX | MEM, 0, 0, 1),
+    /* 22 */ insn(ALU | RSH | K, 0, 0, 1),
+    /* 23 */ insn(ST, 0, 0, 2),
+    /* 24 */ insn(LD | H | IND, 0, 0, 2), // dport
+    /* 25 */ insn(ALU | RSH | K, 0, 0, 1),
+    /* 26 */ insn(LDX | MEM, 0, 0, 2),
     /* 27 */ insn(ALU | ADD | X, 0, 0, 0),
-    /* 28 */ insn(RET | RET_A, 0, 0, 0),
-    /* 29 */ insn(LD | MEM, 0, 0, 1),
+    /* 28 */ insn(LDX | MEM, 0, 0, 1),
+    /* 29 */ insn(ALU | ADD | X, 0, 0, 0),
     /* 30 */ insn(RET | RET_A, 0, 0, 0),
+    /* 31 */ insn(LD | MEM, 0, 0, 1),
+    /* 32 */ insn(RET | RET_A, 0, 0, 0),
 ];
 
 fn set_fanout(fd: RawFd, arg: u32) -> io::Result<()> {
@@ -285,13 +287,13 @@ mod tests {
         let ports = [0x9c, 0x40, 0x00, 0x07]; // 40000 -> 7
         for proto in [6u8, 17] {
             let p = ipv4(proto, s, d, 0x4000, 5, &ports);
-            assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x0800), f + 40000 + 7);
+            assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x0800), f + 20000 + 3);
             // Options: the ports follow the longer header.
             let p = ipv4(proto, s, d, 0, 7, &ports);
-            assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x0800), f + 40000 + 7);
+            assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x0800), f + 20000 + 3);
             // The reply hashes the same.
             let r = ipv4(proto, d, s, 0, 5, &[0x00, 0x07, 0x9c, 0x40]);
-            assert_eq!(run(&FLOW_HASH_PROGRAM, &r, 0x0800), f + 40000 + 7);
+            assert_eq!(run(&FLOW_HASH_PROGRAM, &r, 0x0800), f + 20000 + 3);
             // Fragments, first or not: addresses only.
             for frag in [0x2000, 0x0001, 0x2010] {
                 let p = ipv4(proto, s, d, frag, 5, &ports);

@@ -118,6 +118,20 @@ impl CtlSocket {
         Ok(mac)
     }
 
+    /// Sets the interface's Ethernet address (SIOCSIFHWADDR).
+    pub fn set_hwaddr(&self, name: &str, mac: [u8; 6]) -> io::Result<()> {
+        let mut req = IfReq::new(name)?;
+        // SAFETY: sockaddr is plain data; all-zero is a valid value.
+        let mut sa: libc::sockaddr = unsafe { std::mem::zeroed() };
+        sa.sa_family = libc::ARPHRD_ETHER;
+        for (d, m) in sa.sa_data.iter_mut().zip(mac) {
+            *d = m as libc::c_char;
+        }
+        req.data.hwaddr = sa;
+        ioctl_ifreq(self.0.as_raw_fd(), libc::SIOCSIFHWADDR, &mut req)?;
+        Ok(())
+    }
+
     /// Sets IFF_UP on the interface (SIOCGIFFLAGS, then SIOCSIFFLAGS).
     pub fn set_up(&self, name: &str) -> io::Result<()> {
         let mut req = IfReq::new(name)?;

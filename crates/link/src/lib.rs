@@ -135,6 +135,15 @@ pub trait Link {
         None
     }
 
+    /// Whether a frame marked [`PacketBuffer::set_csum_partial`] (its L4
+    /// checksum holding only the pseudo-header sum) is finished by the
+    /// device or reaches the receiver with the mark, so the stack may leave
+    /// checksums to the link.  Links that put frames on a wire unchanged
+    /// say no.
+    fn tx_checksum_offload(&self) -> bool {
+        false
+    }
+
     /// A descriptor that becomes readable when frames wait, for idle sleep;
     /// `None` when the link can only be polled.
     fn rx_fd(&self) -> Option<RawFd> {

@@ -133,6 +133,10 @@ fn now() -> Duration {
 impl<L: Link, W: Write> Link for PcapLink<L, W> {
     type Buf = L::Buf;
 
+    fn tx_checksum_offload(&self) -> bool {
+        self.inner.tx_checksum_offload()
+    }
+
     fn rx_burst(&mut self, out: &mut Vec<L::Buf>, max: usize) -> io::Result<usize> {
         let start = out.len();
         let n = self.inner.rx_burst(out, max)?;

@@ -99,7 +99,7 @@ pub fn ring<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     )
 }
 
-impl<T: Send> Producer<T> {
+impl<T> Producer<T> {
     /// Appends `value`, or gives it back when the ring is full.
     pub fn push(&mut self, value: T) -> Result<(), T> {
         let cap = self.ring.mask + 1;
@@ -132,7 +132,7 @@ impl<T: Send> Producer<T> {
     }
 }
 
-impl<T: Send> Consumer<T> {
+impl<T> Consumer<T> {
     /// Takes the oldest value, if any.
     pub fn pop(&mut self) -> Option<T> {
         if self.head == self.tail_cache {

@@ -44,6 +44,10 @@ pub struct TapOptions {
     pub csum_offload: bool,
     /// The stack's MAC; `None` picks a random locally administered one.
     pub mac: Option<[u8; 6]>,
+    /// Open one queue of a multi-queue device (`IFF_MULTI_QUEUE`): every
+    /// engine opens its own, and the kernel spreads the frames it sends
+    /// over the queues by its own flow hash.
+    pub multi_queue: bool,
 }
 
 impl Default for TapOptions {
@@ -51,6 +55,7 @@ impl Default for TapOptions {
         TapOptions {
             csum_offload: true,
             mac: None,
+            multi_queue: false,
         }
     }
 }
@@ -99,7 +104,14 @@ impl TapLink {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
         let mut req = IfReq::new(name)?;
-        req.data.flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short;
+        let mq = if options.multi_queue {
+            libc::IFF_MULTI_QUEUE
+        } else {
+            0
+        };
+        req.data.flags =
+            (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR | mq) as libc::c_short;
+
         ioctl_ifreq(fd.as_raw_fd(), libc::TUNSETIFF as libc::c_ulong, &mut req)?;
         let name = req.name();
 
@@ -146,6 +158,15 @@ impl TapLink {
     /// Sets the stack's MAC.
     pub fn set_mac(&mut self, mac: [u8; 6]) {
         self.info.mac = mac;
+    }
+
+    /// Gives the kernel's side of the device the Ethernet address `mac`: an
+    /// exception path (KNI) shares the port's address with the kernel, so
+    /// that frames from the wire to the port are the kernel's too.
+    pub fn set_kernel_mac(&mut self, mac: [u8; 6]) -> io::Result<()> {
+        CtlSocket::new()?.set_hwaddr(&self.info.name, mac)?;
+        self.kernel_mac = mac;
+        Ok(())
     }
 
     /// The MAC of the kernel's side of the device (the other host).

@@ -10,6 +10,10 @@ use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack};
 
 use crate::clock::Clock;
 
+mod dispatch;
+
+pub use dispatch::{mesh, open_kni, DispatchCounters, Dispatcher, KniPort, MeshEnd};
+
 /// Timing of the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -137,6 +141,8 @@ pub struct Engine<L: Link> {
     counters: EngineCounters,
     rx: Vec<L::Buf>,
     next_timer: Instant,
+    /// Steering between engines and the exception path, when set.
+    dispatch: Option<Dispatcher<L::Buf>>,
 }
 
 impl<L: Link> Engine<L> {
@@ -158,7 +164,20 @@ impl<L: Link> Engine<L> {
             counters: EngineCounters::default(),
             rx: Vec::with_capacity(MAX_BURST),
             next_timer: Instant::ZERO,
+            dispatch: None,
         }
+    }
+
+    /// Puts the dispatcher hook in front of the stack: every received frame
+    /// passes it first (software steering between engines, ARP for every
+    /// engine, the exception path).
+    pub fn set_dispatcher(&mut self, d: Dispatcher<L::Buf>) {
+        self.dispatch = Some(d);
+    }
+
+    /// The dispatcher's counters, when there is one.
+    pub fn dispatch_counters(&self) -> Option<&DispatchCounters> {
+        self.dispatch.as_ref().map(|d| d.counters())
     }
 
     pub fn now(&self) -> Instant {
@@ -247,6 +266,13 @@ impl<L: Link> Engine<L> {
                 counters: &mut self.counters,
             };
             for buf in self.rx.drain(..) {
+                let buf = match self.dispatch.as_mut() {
+                    Some(d) => match dispatch::route(d, sink.ports, i, buf) {
+                        Some(buf) => buf,
+                        None => continue,
+                    },
+                    None => buf,
+                };
                 let meta = RxMeta {
                     csum_partial: buf.csum_partial(),
                 };
@@ -254,6 +280,9 @@ impl<L: Link> Engine<L> {
                     .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
                 sink.ports[i].link.recycle(buf);
             }
+        }
+        if let Some(d) = self.dispatch.as_mut() {
+            work |= dispatch::serve(d, &mut self.stack, &mut self.ports, &mut self.counters, now);
         }
         {
             let mut sink = TxQueues {
@@ -328,8 +357,12 @@ impl<L: Link> Engine<L> {
         if timeout.is_zero() {
             return Ok(());
         }
-        let fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
-        if fds.len() != self.ports.len() {
+        let mut fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
+        let pollable = fds.len() == self.ports.len();
+        if let Some(d) = &self.dispatch {
+            fds.extend(d.wait_fds());
+        }
+        if !pollable {
             // A link that can only be polled: a short nap instead of a wait.
             std::thread::sleep(timeout.min(Duration::from_micros(50)));
         } else {

@@ -3,10 +3,12 @@
 
 pub mod clock;
 pub mod config;
+pub mod cores;
 pub mod engine;
 pub mod ports;
 pub mod setup;
 pub mod stats;
+pub mod steer;
 
 pub use engine::{AppContext, Application, Engine, EngineConfig, EngineCounters};
 pub use ports::PortLink;

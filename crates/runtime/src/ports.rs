@@ -94,4 +94,8 @@ impl Link for PortLink {
     fn rx_fd(&self) -> Option<RawFd> {
         each!(self, l => l.rx_fd())
     }
+
+    fn tx_checksum_offload(&self) -> bool {
+        each!(self, l => l.tx_checksum_offload())
+    }
 }

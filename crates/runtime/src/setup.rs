@@ -122,7 +122,7 @@ pub fn engine_config(cfg: &Config) -> EngineConfig {
     }
 }
 
-fn link_name(spec: &LinkSpec) -> String {
+pub fn link_name(spec: &LinkSpec) -> String {
     match spec {
         LinkSpec::Tap(n) => format!("tap:{n}"),
         LinkSpec::AfPacket(n) => format!("af_packet:{n}"),
@@ -134,17 +134,22 @@ fn link_name(spec: &LinkSpec) -> String {
 /// Packet buffers per port when `[portN] memory` does not say.
 pub const DEFAULT_POOL_BUFFERS: u32 = 8192;
 
-/// Opens the link of one port.
-pub fn open_link(port: &PortConfig) -> Result<PortLink, SetupError> {
-    let name = link_name(&port.link);
-    // A buffer holds the largest frame: MTU + Ethernet + a VLAN tag, rounded
-    // up; links with a large MTU (TAP can have 65535) get large buffers.
+/// The packet pool of one port (of one engine): buffers that hold the
+/// largest frame (MTU + Ethernet + a VLAN tag, rounded up; links with a large
+/// MTU, a TAP can have 65535, get large buffers), `[portN] memory` of them.
+pub fn port_pool(port: &PortConfig) -> PacketPool {
     let mtu = usize::from(port.mtu.unwrap_or(1500)).max(1500);
     let buf_size = (mtu + 64).next_power_of_two().max(2048);
     let count = port
         .memory
         .map_or(DEFAULT_POOL_BUFFERS, |m| m.buffers(buf_size)) as usize;
-    let pool = PacketPool::with_reserve(buf_size, count, (count / 16).max(8));
+    PacketPool::with_reserve(buf_size, count, (count / 16).max(8))
+}
+
+/// Opens the link of one port.
+pub fn open_link(port: &PortConfig) -> Result<PortLink, SetupError> {
+    let name = link_name(&port.link);
+    let pool = port_pool(port);
     let open_err = |error| SetupError::Open {
         port: port.id,
         link: name.clone(),
@@ -220,7 +225,7 @@ impl<L: Link> LinkInfoSource for L {
     }
 }
 
-fn fault_config(cfg: &Config) -> Option<FaultConfig> {
+pub fn fault_config(cfg: &Config) -> Option<FaultConfig> {
     cfg.fault.as_ref().map(|f| FaultConfig {
         loss: f.loss,
         duplicate: f.duplicate,

@@ -9,7 +9,7 @@ use wire::Error as WireError;
 use crate::ethernet::send_frame;
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
-use crate::sink::FrameSink;
+use crate::sink::{FrameSink, TxMeta};
 use crate::time::Instant;
 
 impl IpLayer {
@@ -148,6 +148,7 @@ impl IpLayer {
             iface,
             header,
             repr.buffer_len(),
+            TxMeta::default(),
             &mut |buf| repr.emit(&mut ArpPacket::new_unchecked(buf)),
         )
     }

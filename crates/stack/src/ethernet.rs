@@ -6,7 +6,7 @@ use wire::vlan::VlanHeader;
 
 use crate::counters::Counters;
 use crate::iface::IfaceId;
-use crate::sink::{FrameSink, RxMeta};
+use crate::sink::{FrameSink, RxMeta, TxMeta};
 use crate::stack::Stack;
 use crate::time::Instant;
 
@@ -81,10 +81,11 @@ pub(crate) fn send_frame(
     iface: IfaceId,
     header: EthernetRepr,
     payload_len: usize,
+    meta: TxMeta,
     fill: &mut dyn FnMut(&mut [u8]),
 ) -> bool {
     let len = ethernet::HEADER_LEN + payload_len;
-    let sent = sink.transmit(iface, len, &mut |buf: &mut [u8]| {
+    let sent = sink.transmit_with(iface, len, meta, &mut |buf: &mut [u8]| {
         let mut frame = EthernetFrame::new_unchecked(&mut buf[..len]);
         header.emit(&mut frame);
         fill(frame.payload_mut());

@@ -61,7 +61,7 @@ impl IpLayer {
                     now,
                     hdr,
                     len,
-                    &mut |buf, _| reply.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..len])),
+                    &mut |buf, _, _| reply.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..len])),
                     sink,
                 );
                 if sent.is_ok() {
@@ -129,7 +129,7 @@ impl IpLayer {
             now,
             hdr,
             len,
-            &mut |buf, _| error.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..len])),
+            &mut |buf, _, _| error.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..len])),
             sink,
         );
         if sent.is_ok() {

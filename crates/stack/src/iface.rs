@@ -42,6 +42,9 @@ pub struct Interface {
     pub prefix_len: u8,
     pub broadcast: Ipv4Addr,
     pub gateway: Option<Ipv4Addr>,
+    /// The link finishes TCP and UDP checksums of frames sent whole (not
+    /// fragmented): the stack writes only the pseudo-header sum.
+    pub tx_checksum_offload: bool,
 }
 
 impl Interface {
@@ -65,6 +68,7 @@ impl Interface {
             prefix_len: cfg.prefix_len,
             broadcast,
             gateway: cfg.gateway,
+            tx_checksum_offload: false,
         }
     }
 

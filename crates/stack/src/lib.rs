@@ -27,7 +27,7 @@ mod udp;
 pub use config::StackConfig;
 pub use counters::Counters;
 pub use iface::{IfaceId, Interface, InterfaceConfig};
-pub use sink::{FrameSink, RxMeta, VecSink};
+pub use sink::{FrameSink, RxMeta, TxMeta, VecSink};
 pub use socket::udp::{UdpMeta, UdpRecv};
 pub use socket::{SocketError, SocketHandle};
 pub use stack::{Stack, StackError, MAX_INTERFACES};

@@ -9,6 +9,31 @@ pub trait FrameSink {
     /// `fill` write the whole frame into `buf[..len]`, and queues it.
     /// Returns `false` (and does not call `fill`) when no buffer is free.
     fn transmit(&mut self, iface: IfaceId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
+
+    /// Like [`transmit`](Self::transmit), with what the link must know
+    /// about the frame.  The stack asks for a partial checksum only on
+    /// interfaces whose link takes them (see
+    /// [`Stack::set_tx_checksum_offload`](crate::Stack::set_tx_checksum_offload)),
+    /// so sinks of links that cannot finish a checksum keep this default.
+    fn transmit_with(
+        &mut self,
+        iface: IfaceId,
+        len: usize,
+        meta: TxMeta,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
+        let _ = meta;
+        self.transmit(iface, len, fill)
+    }
+}
+
+/// What the stack tells the link about a frame it sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TxMeta {
+    /// The L4 checksum field holds only the pseudo-header sum: the link
+    /// (a NIC's offload, or a link between trusted memories such as the
+    /// shared-memory pair, like Linux loopback) finishes or skips it.
+    pub csum_partial: bool,
 }
 
 /// What the link knows about a received frame.

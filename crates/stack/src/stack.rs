@@ -127,6 +127,21 @@ impl Stack {
         self.ip.interface(id)
     }
 
+    /// Tells the stack that the link under `id` finishes TCP and UDP
+    /// checksums (a NIC's offload; the shared-memory pair, which like Linux
+    /// loopback carries frames between trusted memories): it then writes
+    /// only the pseudo-header sum of frames it sends whole and marks them
+    /// [`TxMeta::csum_partial`](crate::TxMeta).  Returns whether `id` exists.
+    pub fn set_tx_checksum_offload(&mut self, id: IfaceId, on: bool) -> bool {
+        match self.ip.ifaces.get_mut(usize::from(id.0)) {
+            Some(i) => {
+                i.tx_checksum_offload = on;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn routes(&self) -> &RouteTable {
         &self.ip.routes
     }
@@ -184,7 +199,17 @@ impl Stack {
         fill: &mut dyn FnMut(&mut [u8], Ipv4Addr),
         sink: &mut dyn FrameSink,
     ) -> Result<(), crate::ipv4::SendError> {
-        self.ip.send_ipv4(now, hdr, payload_len, fill, sink)
+        let hdr = crate::ipv4::Ipv4Send {
+            l4_checksum: false,
+            ..hdr
+        };
+        self.ip.send_ipv4(
+            now,
+            hdr,
+            payload_len,
+            &mut |buf, src, _| fill(buf, src),
+            sink,
+        )
     }
 
     /// The source address a packet to `dst` would leave with.

@@ -7,19 +7,22 @@
 //! (AF_PACKET fanout) and by the runtime's software steering alike:
 //!
 //! ```text
-//! fold(x)  = (x >> 16) + (x & 0xffff)              for a 32-bit x
-//! hash     = fold(saddr ^ daddr) + sport + dport    TCP and UDP, not fragmented
-//! hash     = fold(saddr ^ daddr)                    any other IPv4 packet
+//! fold(x)  = (x >> 16) + (x & 0xffff)                      for a 32-bit x
+//! hash     = fold(saddr ^ daddr) + (sport >> 1) + (dport >> 1)   TCP/UDP, not fragmented
+//! hash     = fold(saddr ^ daddr)                            any other IPv4 packet
 //! engine   = hash % engines
 //! ```
 //!
 //! XOR and addition commute, so swapping source and destination leaves the
-//! hash unchanged.  Fragments carry no ports after the first, so every
+//! hash unchanged. The lowest bit of a port is left out because Linux
+//! gives `connect()` even source ports only (and `bind()` odd ones): with it
+//! in, every connection from a Linux client would have the same parity and,
+//! with two engines, land on one.  Fragments carry no ports after the first, so every
 //! fragment (and ICMP) is steered by addresses alone: a datagram is
 //! reassembled on one engine.  Because the ports enter by a plain sum, an
 //! engine that opens a connection can choose its local port by arithmetic:
-//! `lport = engine - fold(laddr ^ raddr) - rport (mod engines)` (see
-//! [`FlowSteering::port_residue`]).  The hash is not keyed: a peer that
+//! `(lport >> 1) = engine - fold(laddr ^ raddr) - (rport >> 1) (mod engines)`
+//! (see [`FlowSteering::port_residue`]).  The hash is not keyed: a peer that
 //! chooses its ports can put its flows on one engine (as it can with a
 //! symmetric Toeplitz key); it cannot reach a connection of another peer.
 
@@ -59,7 +62,12 @@ pub fn address_hash(a: IpAddr, b: IpAddr) -> u32 {
 
 /// The hash of a TCP or UDP flow (see the module's documentation).
 pub fn flow_hash(a: IpAddr, pa: u16, b: IpAddr, pb: u16) -> u32 {
-    address_hash(a, b) + u32::from(pa) + u32::from(pb)
+    address_hash(a, b) + port_hash(pa) + port_hash(pb)
+}
+
+/// A port's part of the hash: all but its lowest bit.
+pub const fn port_hash(port: u16) -> u32 {
+    (port >> 1) as u32
 }
 
 /// Which engine of how many this stack is, for choosing source ports whose
@@ -78,11 +86,12 @@ impl FlowSteering {
         (hash % u32::from(engines.max(1))) as u16
     }
 
-    /// The residue modulo `engines` that a local port must have so that the
-    /// flow `local_ip:lport <-> remote` hashes to this engine.
+    /// The residue modulo `engines` that a local port's [`port_hash`]
+    /// (`lport >> 1`) must have so that the flow `local_ip:lport <-> remote`
+    /// hashes to this engine.
     pub fn port_residue(&self, local_ip: IpAddr, remote_ip: IpAddr, remote_port: u16) -> u16 {
         let n = u32::from(self.engines.max(1));
-        let fixed = (address_hash(local_ip, remote_ip) + u32::from(remote_port)) % n;
+        let fixed = (address_hash(local_ip, remote_ip) + port_hash(remote_port)) % n;
         ((u32::from(self.engine) % n + n - fixed) % n) as u16
     }
 }
@@ -111,8 +120,8 @@ mod tests {
             assert_eq!(flow_hash(a, pa, b, pb), flow_hash(b, pb, a, pa));
             assert_eq!(address_hash(a, b), address_hash(b, a));
         }
-        // 10.99.1.2 ^ 10.99.1.1 = 0x00000003: fold 3; + 7 + 40000.
-        assert_eq!(flow_hash(v4(1, 2), 7, v4(1, 1), 40000), 3 + 7 + 40000);
+        // 10.99.1.2 ^ 10.99.1.1 = 0x00000003: fold 3; + 7/2 + 40000/2.
+        assert_eq!(flow_hash(v4(1, 2), 7, v4(1, 1), 40000), 3 + 3 + 20000);
     }
 
     #[test]
@@ -123,7 +132,7 @@ mod tests {
                 for rport in [1u16, 80, 443, 8080, 65535] {
                     let r = s.port_residue(v4(1, 2), v4(7, 9), rport);
                     assert!(r < engines);
-                    for lport in (10_000u16..10_100).filter(|p| p % engines == r) {
+                    for lport in (10_000u16..10_100).filter(|p| (p >> 1) % engines == r) {
                         let h = flow_hash(v4(1, 2), lport, v4(7, 9), rport);
                         assert_eq!(FlowSteering::engine_of(h, engines), engine);
                         // The reply, as the peer sends it, hashes the same.

@@ -167,24 +167,19 @@ impl Stack {
         let len = repr.buffer_len(data.len());
         let hdr = Ipv4Send {
             src,
+            l4_checksum: true,
             ..Ipv4Send::new(dst_ip, IpProtocol::Udp)
         };
         let result = self.ip.send_ipv4(
             now,
             hdr,
             len,
-            &mut |buf, src| {
+            &mut |buf, src, mode| {
                 // The payload goes in first: the view finds it by the length
                 // field, which `emit` writes.
                 buf[udp::HEADER_LEN..len].copy_from_slice(data);
                 let mut packet = UdpPacket::new_unchecked(&mut buf[..len]);
-                repr.emit(
-                    &mut packet,
-                    &IpAddr::V4(src),
-                    &dst.ip(),
-                    data.len(),
-                    ChecksumMode::Full,
-                );
+                repr.emit(&mut packet, &IpAddr::V4(src), &dst.ip(), data.len(), mode);
             },
             sink,
         );

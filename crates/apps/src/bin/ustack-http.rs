@@ -15,7 +15,7 @@ fn main() -> ExitCode {
         describe: true,
         counters: true,
     };
-    let result = apps::run(PROGRAM, std::env::args().skip(1), opts, |args, stack| {
+    let result = apps::run_engines(PROGRAM, std::env::args().skip(1), opts, |args, stack| {
         let mut cfg = ServerConfig::default();
         let mut it = args.rest.iter();
         while let Some(a) = it.next() {
@@ -37,8 +37,10 @@ fn main() -> ExitCode {
         Ok(app)
     });
     match result {
-        Ok(app) => {
-            eprintln!("{PROGRAM}: {}", app.stats);
+        Ok(apps) => {
+            for app in apps {
+                eprintln!("{PROGRAM}: {}", app.stats);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

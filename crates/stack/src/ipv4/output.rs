@@ -10,12 +10,13 @@ use core::net::{IpAddr, Ipv4Addr};
 use wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
 use wire::ip::IpProtocol;
 use wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
+use wire::ChecksumMode;
 
 use crate::ethernet::send_frame;
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::neighbor::Lookup;
-use crate::sink::FrameSink;
+use crate::sink::{FrameSink, TxMeta};
 use crate::time::Instant;
 
 /// The header fields of a packet to send.
@@ -31,6 +32,10 @@ pub struct Ipv4Send {
     pub dont_frag: bool,
     /// Send out of this interface (for limited broadcast); `None` routes.
     pub iface: Option<IfaceId>,
+    /// The payload is TCP or UDP whose checksum the link may finish: `fill`
+    /// is then told [`ChecksumMode::Offload`] when the interface offloads
+    /// and the packet leaves whole.
+    pub l4_checksum: bool,
 }
 
 impl Ipv4Send {
@@ -43,6 +48,7 @@ impl Ipv4Send {
             dscp_ecn: 0,
             dont_frag: false,
             iface: None,
+            l4_checksum: false,
         }
     }
 }
@@ -96,13 +102,14 @@ impl IpLayer {
     }
 
     /// Sends an IPv4 packet whose `payload_len` bytes of payload `fill`
-    /// writes; `fill` also gets the chosen source address (for checksums).
+    /// writes; `fill` also gets the chosen source address and how to write
+    /// the L4 checksum (always `Full` unless `hdr.l4_checksum`).
     pub(crate) fn send_ipv4(
         &mut self,
         now: Instant,
         hdr: Ipv4Send,
         payload_len: usize,
-        fill: &mut dyn FnMut(&mut [u8], Ipv4Addr),
+        fill: &mut dyn FnMut(&mut [u8], Ipv4Addr, ChecksumMode),
         sink: &mut dyn FrameSink,
     ) -> Result<(), SendError> {
         let Some((iface, neighbor, broadcast)) = self.ipv4_route(hdr.dst, hdr.iface) else {
@@ -113,6 +120,7 @@ impl IpLayer {
             return Err(SendError::NoRoute);
         };
         let (our_mac, mtu) = (ifc.mac, ifc.mtu);
+        let offload = hdr.l4_checksum && ifc.tx_checksum_offload;
         let src = hdr.src.unwrap_or(ifc.addr());
         let total = ipv4::HEADER_LEN + payload_len;
         if total > usize::from(u16::MAX) || (hdr.dont_frag && total > mtu) {
@@ -143,11 +151,24 @@ impl IpLayer {
                 dst_addr: mac,
                 ethertype: EtherType::Ipv4,
             };
-            let sent = send_frame(&mut self.counters, sink, iface, header, total, &mut |buf| {
-                let mut packet = Ipv4Packet::new_unchecked(&mut buf[..total]);
-                repr.emit(&mut packet);
-                fill(packet.payload_mut(), src);
-            });
+            let (meta, mode) = if offload {
+                (TxMeta { csum_partial: true }, ChecksumMode::Offload)
+            } else {
+                (TxMeta::default(), ChecksumMode::Full)
+            };
+            let sent = send_frame(
+                &mut self.counters,
+                sink,
+                iface,
+                header,
+                total,
+                meta,
+                &mut |buf| {
+                    let mut packet = Ipv4Packet::new_unchecked(&mut buf[..total]);
+                    repr.emit(&mut packet);
+                    fill(packet.payload_mut(), src, mode);
+                },
+            );
             return if sent {
                 Ok(())
             } else {
@@ -155,11 +176,13 @@ impl IpLayer {
             };
         }
         // The slow path: build the packet, then fragment it or hold it.
+        // Its checksum is whole: fragments cannot be finished by the link,
+        // and a held packet may leave after the interface changed.
         let mut packet_bytes = vec![0u8; total];
         {
             let mut packet = Ipv4Packet::new_unchecked(&mut packet_bytes[..]);
             repr.emit(&mut packet);
-            fill(packet.payload_mut(), src);
+            fill(packet.payload_mut(), src, ChecksumMode::Full);
         }
         match dst_mac {
             Some(mac) => {
@@ -213,6 +236,7 @@ impl IpLayer {
                 iface,
                 header,
                 packet.len(),
+                TxMeta::default(),
                 &mut |buf| buf[..packet.len()].copy_from_slice(packet),
             );
         }
@@ -237,15 +261,23 @@ impl IpLayer {
             let offset = i * chunk;
             let more = offset + data.len() < payload.len();
             let len = header_len + data.len();
-            let sent = send_frame(&mut self.counters, sink, iface, eth, len, &mut |buf| {
-                buf[..header_len].copy_from_slice(ip_header);
-                buf[header_len..len].copy_from_slice(data);
-                let mut frag = Ipv4Packet::new_unchecked(&mut buf[..len]);
-                frag.set_total_len(len as u16);
-                frag.set_more_frags(more);
-                frag.set_frag_offset(offset as u16);
-                frag.fill_checksum();
-            });
+            let sent = send_frame(
+                &mut self.counters,
+                sink,
+                iface,
+                eth,
+                len,
+                TxMeta::default(),
+                &mut |buf| {
+                    buf[..header_len].copy_from_slice(ip_header);
+                    buf[header_len..len].copy_from_slice(data);
+                    let mut frag = Ipv4Packet::new_unchecked(&mut buf[..len]);
+                    frag.set_total_len(len as u16);
+                    frag.set_more_frags(more);
+                    frag.set_frag_offset(offset as u16);
+                    frag.fill_checksum();
+                },
+            );
             if sent {
                 self.counters.ipv4_fragments_sent += 1;
             }

@@ -216,27 +216,36 @@ impl PortAllocator {
         let offset = u64::from(h as u32);
         let index = (h >> 32) as usize % PORT_TABLE_LEN;
         // The candidates: every port of the range, or with steering those
-        // `base + k * stride` of the engine's residue class.
-        let (base, stride, num) = match self.steering {
-            None => (u32::from(self.first), 1, self.count),
+        // whose `port >> 1` is in the engine's residue class: `2q` and
+        // `2q + 1` for `q = q0 + j * engines` (two per step of `q`).
+        let first = u32::from(self.first);
+        let last = first + self.count - 1;
+        let (q0, stride, num) = match self.steering {
+            None => (first, 1, self.count),
             Some(s) => {
                 let stride = u32::from(s.engines);
                 let residue = u32::from(s.port_residue(local_ip, remote.ip(), remote.port()));
-                let first = u32::from(self.first);
-                let base = first + (residue + stride - first % stride) % stride;
-                let last = first + self.count - 1;
-                if base > last {
+                let lo = first >> 1;
+                let q0 = lo + (residue + stride - lo % stride) % stride;
+                if q0 > last >> 1 {
                     return None;
                 }
-                (base, stride, (last - base) / stride + 1)
+                (q0, stride, ((last >> 1) - q0) / stride * 2 + 2)
             }
         };
         for _ in 0..num {
             let counter = self.table[index];
             self.table[index] = counter.wrapping_add(1);
-            let step = (offset + u64::from(counter)) % u64::from(num);
-            // base + step * stride <= last <= 65535.
-            let port = u16::try_from(base + step as u32 * stride).unwrap_or(u16::MAX);
+            let step = ((offset + u64::from(counter)) % u64::from(num)) as u32;
+            let port = match self.steering {
+                None => q0 + step,
+                Some(_) => 2 * (q0 + step / 2 * stride) + step % 2,
+            };
+            // The class's first and last pair may stick out of the range.
+            if port < first || port > last {
+                continue;
+            }
+            let port = port as u16;
             if !in_use(port) && accept(port) {
                 return Some(port);
             }

@@ -5,7 +5,6 @@ use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use wire::ip::IpProtocol;
 use wire::tcp::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
-use wire::ChecksumMode;
 
 use crate::ip::IpLayer;
 use crate::ipv4::{Ipv4Send, SendError};
@@ -40,19 +39,20 @@ pub(crate) fn send_tcp(
     let hdr = Ipv4Send {
         src: Some(src),
         dont_frag: true,
+        l4_checksum: true,
         ..Ipv4Send::new(dst, IpProtocol::Tcp)
     };
     let result = ip.send_ipv4(
         now,
         hdr,
         total,
-        &mut |buf, _| {
+        &mut |buf, _, mode| {
             fill(&mut buf[header_len..total]);
             repr.emit(
                 &mut TcpPacket::new_unchecked(&mut buf[..total]),
                 &IpAddr::V4(src),
                 &IpAddr::V4(dst),
-                ChecksumMode::Full,
+                mode,
             );
         },
         sink,

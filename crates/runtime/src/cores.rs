@@ -1,0 +1,508 @@
+//! One engine per core (`[dpdk] lcore_mask`): each engine is a thread
+//! pinned to its core with a whole stack of its own and its own queue on
+//! every port; engines share nothing on the data path.
+//!
+//! How a port gives each engine its queue:
+//! - `af_packet`: one packet socket per engine on the interface, joined in
+//!   engine order to a fanout group whose BPF program computes ustack's
+//!   flow hash (`link::fanout`), so the kernel hands each engine exactly
+//!   the flows that hash to it, whatever queue they arrived on.
+//! - `tap`: one queue per engine of a multi-queue TAP; the kernel spreads
+//!   its frames over the queues by its own hash, and software steering (the
+//!   dispatcher, `engine::dispatch`) hands each frame to its engine over a
+//!   lock-free ring.
+//!
+//! Either way an outgoing connection's source port is chosen so that the
+//! reply hashes to the engine that opened it (`stack::steer`), ARP is seen
+//! by every engine, and route changes are applied by every engine
+//! ([`Control::broadcast`]).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use link::{AfPacketLink, FaultLink, Link, RingConfig, TapLink, TapOptions};
+use stack::steer::FlowSteering;
+use stack::Stack;
+
+use crate::config::{Config, LinkSpec, PortConfig};
+use crate::engine::{mesh, open_kni, AppContext, Application, Dispatcher, Engine, KniPort};
+use crate::ports::PortLink;
+use crate::setup::{
+    engine_config, fault_config, interface_config, link_name, port_pool, stack_config, SetupError,
+};
+use crate::steer::KniFilter;
+
+/// Frames a ring between two engines holds.
+const MESH_RING: usize = 1024;
+
+/// A port's queue for one engine, opened on the starting thread (fanout
+/// groups are joined in engine order) and handed to the engine's thread.
+pub enum QueueLink {
+    AfPacket(AfPacketLink),
+    Tap(TapLink),
+}
+
+impl QueueLink {
+    fn into_port_link(self) -> PortLink {
+        match self {
+            QueueLink::AfPacket(l) => PortLink::AfPacket(l),
+            QueueLink::Tap(l) => PortLink::Tap(l),
+        }
+    }
+
+    fn info(&self) -> &link::LinkInfo {
+        match self {
+            QueueLink::AfPacket(l) => l.info(),
+            QueueLink::Tap(l) => l.info(),
+        }
+    }
+}
+
+impl crate::setup::LinkInfoSource for QueueLink {
+    fn mtu(&self) -> usize {
+        self.info().mtu
+    }
+    fn mac(&self) -> [u8; 6] {
+        self.info().mac
+    }
+}
+
+/// An engine ready to run: its number, the core it is pinned to (none
+/// without `lcore_mask`), and its parts, which become an [`Engine`] on its
+/// own thread.
+pub struct EngineSlot {
+    pub id: usize,
+    pub core: Option<usize>,
+    stack: Stack,
+    links: Vec<QueueLink>,
+    fault: Option<link::FaultConfig>,
+    dispatcher: Option<Dispatcher<<PortLink as Link>::Buf>>,
+    cfg: crate::engine::EngineConfig,
+}
+
+impl EngineSlot {
+    /// The engine, on the thread that will run it.
+    pub fn into_engine(self) -> Engine<PortLink> {
+        let fault = self.fault;
+        let links = self
+            .links
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let l = l.into_port_link();
+                match (i, &fault) {
+                    (0, Some(fc)) => PortLink::Faulty(Box::new(FaultLink::new(l, fc.clone()))),
+                    _ => l,
+                }
+            })
+            .collect();
+        let mut engine = Engine::new(self.stack, links, self.cfg);
+        if let Some(d) = self.dispatcher {
+            engine.set_dispatcher(d);
+        }
+        engine
+    }
+}
+
+/// Whether the configuration needs [`build_engines`] (several engines, or
+/// the exception path) rather than one plain engine.
+pub fn needs_engines(cfg: &Config) -> bool {
+    engine_cores(cfg).len() > 1 || cfg.kni.enable
+}
+
+/// The cores engines run on: one per core of `lcore_mask`, or one engine on
+/// the starting thread, not pinned, without it.
+pub fn engine_cores(cfg: &Config) -> Vec<Option<usize>> {
+    match &cfg.dpdk.lcore_mask {
+        Some(mask) if !mask.is_empty() => mask.iter().map(|c| Some(c as usize)).collect(),
+        _ => vec![None],
+    }
+}
+
+/// A per-engine seed from the process's: engines have different secrets.
+fn engine_seed(seed: u64, id: usize) -> u64 {
+    seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+fn open_err(port: &PortConfig) -> impl Fn(std::io::Error) -> SetupError + '_ {
+    move |error| SetupError::Open {
+        port: port.id,
+        link: link_name(&port.link),
+        error,
+    }
+}
+
+/// Opens one port's queue for every engine.
+fn open_port(port: &PortConfig, engines: usize) -> Result<Vec<QueueLink>, SetupError> {
+    let err = open_err(port);
+    let mut links = Vec::with_capacity(engines);
+    match &port.link {
+        LinkSpec::AfPacket(ifname) => {
+            let mut group = None;
+            for _ in 0..engines {
+                let l = AfPacketLink::open(ifname, port_pool(port), &RingConfig::default())
+                    .map_err(&err)?;
+                if engines > 1 {
+                    group = Some(l.join_fanout(group).map_err(&err)?);
+                }
+                links.push(l);
+            }
+            if engines > 1 {
+                links[0].set_fanout_program().map_err(&err)?;
+            }
+            Ok(links.into_iter().map(QueueLink::AfPacket).collect())
+        }
+        LinkSpec::Tap(ifname) => {
+            let mut opts = TapOptions {
+                multi_queue: engines > 1,
+                mac: port.mac,
+                ..TapOptions::default()
+            };
+            let mut tap_links = Vec::with_capacity(engines);
+            for _ in 0..engines {
+                let t = TapLink::open_with(ifname, port_pool(port), &opts).map_err(&err)?;
+                // Every queue speaks for the same stack address.
+                opts.mac = Some(t.info().mac);
+                tap_links.push(QueueLink::Tap(t));
+            }
+            Ok(tap_links)
+        }
+        LinkSpec::AfXdp(_) | LinkSpec::Dpdk => Err(SetupError::Unsupported {
+            port: port.id,
+            link: format!("{} with several engines or [kni]", link_name(&port.link)),
+        }),
+    }
+}
+
+/// Builds every engine the configuration asks for: stacks, queues on every
+/// port, the rings between engines, the exception path on engine 0.
+pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupError> {
+    if cfg.ports.is_empty() {
+        return Err(SetupError::NoPorts);
+    }
+    let cores = engine_cores(cfg);
+    let n = cores.len();
+    for port in &cfg.ports {
+        if let Some(list) = &port.lcore_list {
+            if cores.iter().flatten().any(|c| !list.contains(&(*c as u32))) {
+                return Err(SetupError::PortIncomplete {
+                    port: port.id,
+                    what: "lcore_list: every engine serves every port (a subset is not supported)",
+                });
+            }
+        }
+    }
+    // Queues, port by port (fanout groups are joined in engine order).
+    let mut per_engine: Vec<Vec<QueueLink>> = (0..n).map(|_| Vec::new()).collect();
+    for port in &cfg.ports {
+        for (e, link) in open_port(port, n)?.into_iter().enumerate() {
+            per_engine[e].push(link);
+        }
+    }
+    let mut meshes = if n > 1 {
+        mesh::<<PortLink as Link>::Buf>(n, MESH_RING)
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else {
+        vec![None]
+    };
+    let mut slots = Vec::with_capacity(n);
+    for (e, links) in per_engine.into_iter().enumerate() {
+        let mut sc = stack_config(cfg, engine_seed(seed, e));
+        if n > 1 {
+            sc.tcp.steering = Some(FlowSteering {
+                engines: n as u16,
+                engine: e as u16,
+            });
+        }
+        let mut stack = Stack::new(sc);
+        for (port, link) in cfg.ports.iter().zip(&links) {
+            let iface = interface_config(port, link)?;
+            stack
+                .add_interface(&iface)
+                .map_err(|error| SetupError::Stack {
+                    port: port.id,
+                    error,
+                })?;
+        }
+        let kni: Vec<Option<KniPort>> = if cfg.kni.enable && e == 0 {
+            cfg.ports
+                .iter()
+                .zip(&links)
+                .map(|(port, link)| {
+                    open_kni(
+                        &cfg.kni,
+                        port.id,
+                        link.info().mac,
+                        port_pool(port).buf_size(),
+                    )
+                    .map(Some)
+                    .map_err(|error| SetupError::Open {
+                        port: port.id,
+                        link: format!("[kni] {}{}", cfg.kni.ifname, port.id),
+                        error,
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
+        let mesh_end = meshes[e].take();
+        let dispatcher = (mesh_end.is_some() || cfg.kni.enable).then(|| {
+            let filter = cfg.kni.enable.then(|| KniFilter::new(&cfg.kni));
+            Dispatcher::new(e, n, mesh_end, filter, kni)
+        });
+        slots.push(EngineSlot {
+            id: e,
+            core: cores[e],
+            stack,
+            links,
+            fault: fault_config(cfg).map(|mut fc| {
+                fc.seed = engine_seed(fc.seed, e);
+                fc
+            }),
+            dispatcher,
+            cfg: engine_config(cfg),
+        });
+    }
+    Ok(slots)
+}
+
+/// A change every engine's stack applies (a route added or removed, later
+/// from the CLI): run on each engine's thread between two loop turns.
+pub type ControlFn = Arc<dyn Fn(&mut Stack) + Send + Sync>;
+
+/// The sending side of the engines' control channels.
+#[derive(Clone)]
+pub struct Control {
+    to: Vec<Sender<ControlFn>>,
+}
+
+impl Control {
+    /// Channels for `engines` engines: the handle, and one receiver per
+    /// engine for [`run_engines`].
+    pub fn new(engines: usize) -> (Control, Vec<Receiver<ControlFn>>) {
+        let (to, from) = (0..engines).map(|_| channel()).unzip();
+        (Control { to }, from)
+    }
+
+    /// Has every engine apply `f` to its stack. Returns how many engines
+    /// are still there to do it.
+    pub fn broadcast(&self, f: impl Fn(&mut Stack) + Send + Sync + 'static) -> usize {
+        let f: ControlFn = Arc::new(f);
+        self.to
+            .iter()
+            .filter(|t| t.send(Arc::clone(&f)).is_ok())
+            .count()
+    }
+}
+
+/// The application of one engine, with what the engines share: control
+/// messages, and "done" only once every engine's application is done (an
+/// engine that stopped early would strand the frames the others hand it).
+struct EngineApp<'a, A> {
+    app: A,
+    control: Option<Receiver<ControlFn>>,
+    done: &'a AtomicUsize,
+    engines: usize,
+    counted: bool,
+}
+
+impl<A: Application> Application for EngineApp<'_, A> {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        let mut work = false;
+        if let Some(rx) = &self.control {
+            loop {
+                match rx.try_recv() {
+                    Ok(f) => {
+                        f(ctx.stack);
+                        work = true;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        self.control = None;
+                        break;
+                    }
+                }
+            }
+        }
+        if !self.counted {
+            work |= self.app.poll(ctx);
+            if self.app.finished() {
+                self.counted = true;
+                self.done.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        work
+    }
+
+    fn finished(&self) -> bool {
+        self.done.load(Ordering::Acquire) >= self.engines
+    }
+}
+
+/// Counters by name, as the stats file has them.
+pub type Snapshot = Vec<(String, u64)>;
+
+/// The counters of one engine: the stack's, the loop's, the ports', the
+/// dispatcher's.
+pub fn engine_snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
+    let mut s = crate::stats::snapshot(engine);
+    if let Some(d) = engine.dispatch_counters() {
+        d.visit(|name, v| s.push((name.to_string(), v)));
+    }
+    s
+}
+
+/// The counters of all engines: the sums first (gauges summed too, but the
+/// memory per connection recomputed), then each engine's as
+/// `engineN.name value`.
+pub fn combine_snapshots(per_engine: &[Vec<(String, u64)>]) -> Vec<(String, u64)> {
+    if per_engine.len() == 1 {
+        return per_engine[0].clone();
+    }
+    let mut total: Vec<(String, u64)> = Vec::new();
+    for snap in per_engine {
+        for (name, v) in snap {
+            match total.iter_mut().find(|(n, _)| n == name) {
+                Some((_, t)) => *t += v,
+                None => total.push((name.clone(), *v)),
+            }
+        }
+    }
+    let get = |t: &[(String, u64)], n: &str| t.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
+    let per_conn = get(&total, "tcp_memory_bytes")
+        .checked_div(get(&total, "tcp_connections"))
+        .unwrap_or(0);
+    if let Some((_, v)) = total
+        .iter_mut()
+        .find(|(n, _)| n == "tcp_memory_per_connection")
+    {
+        *v = per_conn;
+    }
+    for (e, snap) in per_engine.iter().enumerate() {
+        for (name, v) in snap {
+            total.push((format!("engine{e}.{name}"), *v));
+        }
+    }
+    total
+}
+
+/// Runs every engine until `stop` is set or every engine's application has
+/// finished: engine `i` on a thread pinned to its core, its application
+/// made on that thread by `make_app(i, stack)`. `report` gets every
+/// engine's counters about every `tick` and once at the end. Returns the
+/// applications, in engine order.
+pub fn run_engines<A, F>(
+    slots: Vec<EngineSlot>,
+    make_app: F,
+    control: Vec<Receiver<ControlFn>>,
+    stop: &AtomicBool,
+    tick: Duration,
+    report: &mut dyn FnMut(&[Snapshot]),
+) -> Result<Vec<A>, String>
+where
+    A: Application + Send,
+    F: Fn(usize, &mut Stack) -> Result<A, String> + Sync,
+{
+    let n = slots.len();
+    let snapshots: Mutex<Vec<Snapshot>> = Mutex::new(vec![Vec::new(); n]);
+    let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let started = Barrier::new(n);
+    let done = AtomicUsize::new(0);
+    let mut control: Vec<Option<Receiver<ControlFn>>> = control.into_iter().map(Some).collect();
+    control.resize_with(n, || None);
+    let publish = |id: usize, e: &Engine<PortLink>| {
+        let snap = engine_snapshot(e);
+        if let Ok(mut s) = snapshots.lock() {
+            s[id] = snap;
+        }
+    };
+    let results: Vec<Result<Option<A>, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = slots
+            .into_iter()
+            .zip(control)
+            .map(|(slot, ctl)| {
+                let (make_app, errors, started, done, publish) =
+                    (&make_app, &errors, &started, &done, &publish);
+                std::thread::Builder::new()
+                    .name(format!("ustack-engine{}", slot.id))
+                    .spawn_scoped(scope, move || -> Result<Option<A>, String> {
+                        let id = slot.id;
+                        let core = slot.core;
+                        let mut engine = slot.into_engine();
+                        let made = match core {
+                            Some(c) => link::os::pin_to_cpu(c)
+                                .map_err(|e| format!("engine {id}: cannot pin to core {c}: {e}")),
+                            None => Ok(()),
+                        }
+                        .and_then(|()| make_app(id, &mut engine.stack));
+                        if let Err(e) = &made {
+                            if let Ok(mut errs) = errors.lock() {
+                                errs.push(e.clone());
+                            }
+                        }
+                        // Nobody runs until every application is made.
+                        started.wait();
+                        let failed = errors.lock().map_or(true, |e| !e.is_empty());
+                        let app = made?;
+                        if failed {
+                            return Ok(None);
+                        }
+                        let mut app = EngineApp {
+                            app,
+                            control: ctl,
+                            done,
+                            engines: n,
+                            counted: false,
+                        };
+                        engine
+                            .run(&mut app, stop, tick, &mut |e| publish(id, e))
+                            .map_err(|e| format!("engine {id}: {e}"))?;
+                        Ok(Some(app.app))
+                    })
+                    .map_err(|e| format!("cannot start an engine thread: {e}"))
+            })
+            .collect();
+        // Every engine's counters, while they run.
+        while handles
+            .iter()
+            .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
+        {
+            std::thread::sleep(tick.min(Duration::from_millis(100)));
+            if let Ok(s) = snapshots.lock() {
+                report(&s);
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err("an engine thread panicked".to_string())),
+                Err(e) => Err(e),
+            })
+            .collect()
+    });
+    if let Ok(s) = snapshots.lock() {
+        report(&s);
+    }
+    let mut apps = Vec::with_capacity(n);
+    let mut first_err = errors.lock().ok().and_then(|e| e.first().cloned());
+    for r in results {
+        match r {
+            Ok(Some(a)) => apps.push(a),
+            Ok(None) => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(apps),
+    }
+}

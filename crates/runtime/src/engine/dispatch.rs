@@ -1,0 +1,589 @@
+//! The dispatcher hook (DESIGN.md, "The packet's way"): every received
+//! buffer passes here before the stack sees it, and may be taken.
+//!
+//! - Software steering: with several engines, a frame whose flow hash
+//!   (`crate::steer`) belongs to another engine is handed to it over a
+//!   lock-free SPSC ring (`link::spsc`), the buffer itself, no copy; the
+//!   owner gives the buffer back on a return ring once its stack is done
+//!   with it, so every buffer goes home to the pool it came from.
+//! - ARP is for every engine: the engine that receives it answers, and
+//!   hands a copy to each other engine, which learns from it with its ARP
+//!   transmissions muted (one answer on the wire, every neighbor table up to
+//!   date, and a reply reaches the engine that asked).
+//! - The exception path (`[kni]`, F-Stack's KNI): frames the filter gives
+//!   the kernel are written to a TAP device (engine 0 owns it; the other
+//!   engines hand such frames to engine 0), and what the kernel sends on the
+//!   TAP leaves through the port. ARP goes to both.
+
+use link::spsc::{Consumer, Producer};
+use link::{Link, PacketBuffer, PacketPool, PoolBuf, TapLink, TapOptions, MAX_BURST};
+use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack};
+
+use super::{EngineCounters, Port, TxQueues};
+use crate::config::KniConfig;
+use crate::steer::{classify, FrameClass, KniFilter, KniVerdict};
+
+/// Why a frame goes to another engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardKind {
+    /// Its flow belongs to the receiving engine.
+    Stack,
+    /// An ARP copy: learn, answer nothing.
+    ArpCopy,
+    /// For the kernel, through engine 0's exception path.
+    Kernel,
+}
+
+/// A frame on its way to another engine.
+pub struct Forward<B> {
+    pub port: u16,
+    pub kind: ForwardKind,
+    pub buf: B,
+}
+
+/// A buffer on its way back to the engine whose pool it belongs to.
+pub struct Returned<B> {
+    pub port: u16,
+    pub buf: B,
+}
+
+/// One engine's ends of the rings between all engines.
+pub struct MeshEnd<B> {
+    /// `to[e]`: frames for engine `e` (`None` for ourselves).
+    to: Vec<Option<Producer<Forward<B>>>>,
+    /// Frames from other engines, with the sender's number.
+    from: Vec<(usize, Consumer<Forward<B>>)>,
+    /// `back_to[e]`: buffers of engine `e`'s pools, going home.
+    back_to: Vec<Option<Producer<Returned<B>>>>,
+    /// Our buffers coming home.
+    back_from: Vec<Consumer<Returned<B>>>,
+    /// Buffers whose return ring was full, retried each turn.
+    pending_back: Pending<B>,
+}
+
+/// The rings between `engines` engines (frames one way, buffers back), as
+/// one [`MeshEnd`] per engine. `capacity` frames per ring.
+pub fn mesh<B: Send>(engines: usize, capacity: usize) -> Vec<MeshEnd<B>> {
+    let mut ends: Vec<MeshEnd<B>> = (0..engines)
+        .map(|_| MeshEnd {
+            to: (0..engines).map(|_| None).collect(),
+            from: Vec::new(),
+            back_to: (0..engines).map(|_| None).collect(),
+            back_from: Vec::new(),
+            pending_back: Vec::new(),
+        })
+        .collect();
+    for a in 0..engines {
+        for b in 0..engines {
+            if a == b {
+                continue;
+            }
+            let (p, c) = link::spsc::ring(capacity);
+            ends[a].to[b] = Some(p);
+            ends[b].from.push((a, c));
+            // Room for every buffer that can be out at once, so a return
+            // never waits in the common case.
+            let (p, c) = link::spsc::ring(capacity * 2);
+            ends[b].back_to[a] = Some(p);
+            ends[a].back_from.push(c);
+        }
+    }
+    ends
+}
+
+/// The exception path of one port: a TAP whose kernel side shares the
+/// port's Ethernet address.
+pub struct KniPort {
+    pub tap: TapLink,
+    /// Frames read from the TAP, reused.
+    rx: Vec<PoolBuf>,
+    /// Frames waiting to be written to the TAP.
+    txq: Vec<PoolBuf>,
+}
+
+/// Opens the exception path of port `port` (`{ifname}{port}`), giving the
+/// kernel side the port's MAC; the TAP's buffers hold `buf_size` bytes.
+pub fn open_kni(
+    cfg: &KniConfig,
+    port: u16,
+    mac: [u8; 6],
+    buf_size: usize,
+) -> std::io::Result<KniPort> {
+    let name = format!("{}{port}", cfg.ifname);
+    let pool = PacketPool::with_reserve(buf_size, 1024, 64);
+    // No checksum offload: the kernel sends complete frames, which leave on
+    // the wire as they are.
+    let opts = TapOptions {
+        csum_offload: false,
+        mac: Some(mac),
+        ..TapOptions::default()
+    };
+    let mut tap = TapLink::open_with(&name, pool, &opts)?;
+    tap.set_kernel_mac(mac)?;
+    Ok(KniPort {
+        tap,
+        rx: Vec::with_capacity(MAX_BURST),
+        txq: Vec::with_capacity(MAX_BURST),
+    })
+}
+
+/// Counters of the dispatcher.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DispatchCounters {
+    /// Frames handed to the engine that owns their flow.
+    pub steer_forwarded: u64,
+    /// Frames other engines handed to this one.
+    pub steer_received: u64,
+    /// Frames dropped because the ring to their engine was full.
+    pub steer_drop_ring_full: u64,
+    /// ARP copies handed to the other engines.
+    pub steer_arp_copies: u64,
+    /// ARP copies dropped (no buffer, or the ring was full).
+    pub steer_arp_copy_drops: u64,
+    /// Buffers whose return ring was full when first tried.
+    pub steer_return_waits: u64,
+    /// Frames given to the kernel (exception path).
+    pub kni_to_kernel: u64,
+    /// Frames the kernel sent out through the port.
+    pub kni_from_kernel: u64,
+    /// Frames for the kernel dropped (TAP full, no buffer).
+    pub kni_drop: u64,
+    /// Frames of the kernel dropped (no buffer on the port, too large).
+    pub kni_tx_drop: u64,
+    /// Partial checksums completed for the kernel.
+    pub kni_csum_completed: u64,
+}
+
+impl DispatchCounters {
+    pub fn visit(&self, mut f: impl FnMut(&'static str, u64)) {
+        f("steer_forwarded", self.steer_forwarded);
+        f("steer_received", self.steer_received);
+        f("steer_drop_ring_full", self.steer_drop_ring_full);
+        f("steer_arp_copies", self.steer_arp_copies);
+        f("steer_arp_copy_drops", self.steer_arp_copy_drops);
+        f("steer_return_waits", self.steer_return_waits);
+        f("kni_to_kernel", self.kni_to_kernel);
+        f("kni_from_kernel", self.kni_from_kernel);
+        f("kni_drop", self.kni_drop);
+        f("kni_tx_drop", self.kni_tx_drop);
+        f("kni_csum_completed", self.kni_csum_completed);
+    }
+}
+
+/// An engine's dispatcher: its place among the engines and the exception
+/// path.
+pub struct Dispatcher<B> {
+    engine: usize,
+    engines: usize,
+    mesh: Option<MeshEnd<B>>,
+    kni_filter: Option<KniFilter>,
+    /// Per port, on the engine that owns the exception path.
+    kni: Vec<Option<KniPort>>,
+    counters: DispatchCounters,
+    /// Where a muted ARP copy's output is looked at.
+    scratch: Vec<u8>,
+}
+
+impl<B: PacketBuffer> Dispatcher<B> {
+    /// Engine `engine` of `engines` (`mesh` is its end of the rings when
+    /// there are several), with the exception path's filter when `[kni]` is
+    /// on and, on engine 0, its TAP per port.
+    pub fn new(
+        engine: usize,
+        engines: usize,
+        mesh: Option<MeshEnd<B>>,
+        kni_filter: Option<KniFilter>,
+        kni: Vec<Option<KniPort>>,
+    ) -> Self {
+        Dispatcher {
+            engine,
+            engines: engines.max(1),
+            mesh,
+            kni_filter,
+            kni,
+            counters: DispatchCounters::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn engine(&self) -> usize {
+        self.engine
+    }
+
+    pub fn counters(&self) -> &DispatchCounters {
+        &self.counters
+    }
+
+    /// Descriptors that wake an idle engine (the TAPs of the exception
+    /// path).
+    pub fn wait_fds(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {
+        self.kni.iter().flatten().filter_map(|k| k.tap.rx_fd())
+    }
+
+    fn push(&mut self, to: usize, f: Forward<B>) -> Result<(), Forward<B>> {
+        match self.mesh.as_mut().and_then(|m| m.to.get_mut(to)?.as_mut()) {
+            Some(p) => p.push(f),
+            None => Err(f),
+        }
+    }
+
+    /// Writes a copy of `frame` to the kernel through port `port`'s TAP
+    /// (this engine owns the exception path).
+    fn give_kernel(&mut self, port: usize, frame: &[u8], csum_partial: bool) {
+        let Some(k) = self.kni.get_mut(port).and_then(Option::as_mut) else {
+            self.counters.kni_drop += 1;
+            return;
+        };
+        let Some(mut b) = k.tap.alloc_tx() else {
+            self.counters.kni_drop += 1;
+            return;
+        };
+        if !b.fill_from(frame) {
+            k.tap.recycle(b);
+            self.counters.kni_drop += 1;
+            return;
+        }
+        // The kernel verifies what arrives on a TAP; a frame whose checksum
+        // the sender left to the NIC is finished here.
+        if csum_partial && complete_l4_checksum(b.data_mut()) {
+            self.counters.kni_csum_completed += 1;
+        }
+        k.txq.push(b);
+        self.counters.kni_to_kernel += 1;
+        if k.txq.len() >= MAX_BURST {
+            flush_kni(k, &mut self.counters);
+        }
+    }
+}
+
+/// Sends what waits for the kernel; drops what the TAP will not take.
+fn flush_kni(k: &mut KniPort, counters: &mut DispatchCounters) {
+    if k.txq.is_empty() {
+        return;
+    }
+    let _ = k.tap.tx_burst(&mut k.txq);
+    counters.kni_drop += k.txq.len() as u64;
+    for b in k.txq.drain(..) {
+        k.tap.recycle(b);
+    }
+}
+
+/// Finishes the TCP or UDP checksum of an IPv4 frame whose checksum field
+/// holds only the pseudo-header sum (a partial checksum). Returns whether
+/// it did.
+fn complete_l4_checksum(frame: &mut [u8]) -> bool {
+    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
+        return false;
+    }
+    let hl = usize::from(frame[14] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+    let field = match frame[23] {
+        6 => 16,
+        17 => 6,
+        _ => return false,
+    };
+    let (start, end) = (14 + hl, 14 + total);
+    if hl < 20 || end > frame.len() || start + field + 2 > end {
+        return false;
+    }
+    let sum = !wire::checksum::data(&frame[start..end]);
+    let sum = if sum == 0 && frame[23] == 17 {
+        0xffff
+    } else {
+        sum
+    };
+    frame[start + field..start + field + 2].copy_from_slice(&sum.to_be_bytes());
+    true
+}
+
+/// A sink that lets everything but ARP through: an engine learning from an
+/// ARP copy must not answer it too (the receiving engine did), but frames
+/// that waited for the neighbor go out.
+struct ArpMuted<'a> {
+    inner: &'a mut dyn FrameSink,
+    scratch: &'a mut Vec<u8>,
+}
+
+impl FrameSink for ArpMuted<'_> {
+    fn transmit(&mut self, iface: IfaceId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.scratch.clear();
+        self.scratch.resize(len, 0);
+        fill(self.scratch);
+        if self.scratch.get(12..14) == Some(&[0x08, 0x06]) {
+            return true;
+        }
+        let frame = &self.scratch[..];
+        self.inner
+            .transmit(iface, len, &mut |b: &mut [u8]| b.copy_from_slice(frame))
+    }
+}
+
+/// Decides where a frame received on port `i` goes. Returns it when this
+/// engine's stack is to receive it; otherwise it has been handed on (or
+/// dropped and counted) and its buffer dealt with.
+pub(super) fn route<L: Link>(
+    d: &mut Dispatcher<L::Buf>,
+    ports: &mut [Port<L>],
+    i: usize,
+    buf: L::Buf,
+) -> Option<L::Buf> {
+    let class = classify(buf.data());
+    let verdict = d
+        .kni_filter
+        .as_ref()
+        .map_or(KniVerdict::Stack, |f| f.verdict(&class));
+    if class == FrameClass::Arp {
+        if d.engines > 1 {
+            copy_arp(d, ports, i, &buf);
+        }
+        if verdict == KniVerdict::Both && d.engine == 0 {
+            d.give_kernel(i, buf.data(), false);
+        }
+        return Some(buf);
+    }
+    if verdict == KniVerdict::Kernel {
+        if d.engine == 0 {
+            d.give_kernel(i, buf.data(), buf.csum_partial());
+            ports[i].link.recycle(buf);
+        } else {
+            hand_on(d, ports, i, 0, ForwardKind::Kernel, buf);
+        }
+        return None;
+    }
+    if d.engines > 1 {
+        let owner = usize::from(class.engine(d.engines as u16));
+        if owner != d.engine {
+            hand_on(d, ports, i, owner, ForwardKind::Stack, buf);
+            return None;
+        }
+    }
+    Some(buf)
+}
+
+fn hand_on<L: Link>(
+    d: &mut Dispatcher<L::Buf>,
+    ports: &mut [Port<L>],
+    i: usize,
+    to: usize,
+    kind: ForwardKind,
+    buf: L::Buf,
+) {
+    let f = Forward {
+        port: i as u16,
+        kind,
+        buf,
+    };
+    match d.push(to, f) {
+        Ok(()) => d.counters.steer_forwarded += 1,
+        Err(f) => {
+            d.counters.steer_drop_ring_full += 1;
+            ports[i].link.recycle(f.buf);
+        }
+    }
+}
+
+fn copy_arp<L: Link>(d: &mut Dispatcher<L::Buf>, ports: &mut [Port<L>], i: usize, buf: &L::Buf) {
+    let frame = buf.data();
+    for e in 0..d.engines {
+        if e == d.engine {
+            continue;
+        }
+        let Some(mut copy) = ports[i].link.alloc_tx_reserved() else {
+            d.counters.steer_arp_copy_drops += 1;
+            continue;
+        };
+        if frame.len() > copy.capacity() {
+            ports[i].link.recycle(copy);
+            d.counters.steer_arp_copy_drops += 1;
+            continue;
+        }
+        copy.set_len(frame.len());
+        copy.data_mut().copy_from_slice(frame);
+        let f = Forward {
+            port: i as u16,
+            kind: ForwardKind::ArpCopy,
+            buf: copy,
+        };
+        match d.push(e, f) {
+            Ok(()) => d.counters.steer_arp_copies += 1,
+            Err(f) => {
+                d.counters.steer_arp_copy_drops += 1;
+                ports[i].link.recycle(f.buf);
+            }
+        }
+    }
+}
+
+/// Frames handed to this engine at most per sender per turn.
+const INBOUND_BUDGET: usize = 4 * MAX_BURST;
+
+/// The dispatcher's share of a loop turn: frames other engines handed over,
+/// buffers coming home, and the exception path in both directions. Returns
+/// whether there was work.
+pub(super) fn serve<L: Link>(
+    d: &mut Dispatcher<L::Buf>,
+    stack: &mut Stack,
+    ports: &mut [Port<L>],
+    counters: &mut EngineCounters,
+    now: Instant,
+) -> bool {
+    let mut work = false;
+    if let Some(mut mesh) = d.mesh.take() {
+        // Frames from the other engines.
+        for (origin, from) in &mut mesh.from {
+            for _ in 0..INBOUND_BUDGET {
+                let Some(f) = from.pop() else { break };
+                work = true;
+                d.counters.steer_received += 1;
+                let port = usize::from(f.port);
+                match f.kind {
+                    ForwardKind::Kernel => d.give_kernel(port, f.buf.data(), f.buf.csum_partial()),
+                    ForwardKind::Stack | ForwardKind::ArpCopy if port < ports.len() => {
+                        let meta = RxMeta {
+                            csum_partial: f.buf.csum_partial(),
+                        };
+                        let mut sink = TxQueues {
+                            ports,
+                            now,
+                            counters,
+                        };
+                        if f.kind == ForwardKind::ArpCopy {
+                            let mut muted = ArpMuted {
+                                inner: &mut sink,
+                                scratch: &mut d.scratch,
+                            };
+                            stack.receive(now, IfaceId(f.port), f.buf.data(), meta, &mut muted);
+                            if d.engine == 0 && d.kni_filter.is_some() {
+                                d.give_kernel(port, f.buf.data(), false);
+                            }
+                        } else {
+                            stack.receive(now, IfaceId(f.port), f.buf.data(), meta, &mut sink);
+                        }
+                    }
+                    ForwardKind::Stack | ForwardKind::ArpCopy => {}
+                }
+                let r = Returned {
+                    port: f.port,
+                    buf: f.buf,
+                };
+                send_back(
+                    &mut mesh.back_to,
+                    &mut mesh.pending_back,
+                    *origin,
+                    r,
+                    &mut d.counters,
+                );
+            }
+        }
+        // Buffers of ours coming home.
+        for back in &mut mesh.back_from {
+            while let Some(r) = back.pop() {
+                if let Some(p) = ports.get_mut(usize::from(r.port)) {
+                    p.link.recycle(r.buf);
+                }
+            }
+        }
+        // Returns that waited for room.
+        for (origin, r) in std::mem::take(&mut mesh.pending_back) {
+            send_back(
+                &mut mesh.back_to,
+                &mut mesh.pending_back,
+                origin,
+                r,
+                &mut d.counters,
+            );
+        }
+        d.mesh = Some(mesh);
+    }
+    // The exception path: what waits for the kernel, and what the kernel
+    // sends out through the port.
+    for (i, k) in d.kni.iter_mut().enumerate() {
+        let Some(k) = k else { continue };
+        flush_kni(k, &mut d.counters);
+        if k.tap.rx_burst(&mut k.rx, MAX_BURST).is_err() {
+            counters.link_errors += 1;
+        }
+        if !k.rx.is_empty() {
+            work = true;
+        }
+        let mut sink = TxQueues {
+            ports,
+            now,
+            counters,
+        };
+        for b in k.rx.drain(..) {
+            let frame = b.data();
+            let sent = sink.transmit(IfaceId(i as u16), frame.len(), &mut |out: &mut [u8]| {
+                out.copy_from_slice(frame)
+            });
+            if sent {
+                d.counters.kni_from_kernel += 1;
+            } else {
+                d.counters.kni_tx_drop += 1;
+            }
+            k.tap.recycle(b);
+        }
+    }
+    work
+}
+
+type Pending<B> = Vec<(usize, Returned<B>)>;
+
+fn send_back<B>(
+    back_to: &mut [Option<Producer<Returned<B>>>],
+    pending: &mut Pending<B>,
+    origin: usize,
+    r: Returned<B>,
+    c: &mut DispatchCounters,
+) {
+    let Some(Some(p)) = back_to.get_mut(origin) else {
+        return;
+    };
+    // Keep the order: once one waits, the rest wait behind it.
+    if pending.iter().any(|(o, _)| *o == origin) {
+        pending.push((origin, r));
+        return;
+    }
+    if let Err(r) = p.push(r) {
+        c.steer_return_waits += 1;
+        pending.push((origin, r));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_checksums_are_completed() {
+        // A UDP datagram 10.0.0.1:1000 -> 10.0.0.2:7 carrying "hi", with the
+        // pseudo-header sum in its checksum field.
+        let mut f = vec![0u8; 14 + 20 + 8 + 2];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&30u16.to_be_bytes());
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        f[34..36].copy_from_slice(&1000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&7u16.to_be_bytes());
+        f[38..40].copy_from_slice(&10u16.to_be_bytes());
+        f[42..44].copy_from_slice(b"hi");
+        let pseudo = wire::checksum::pseudo_header_v4(
+            &[10, 0, 0, 1].into(),
+            &[10, 0, 0, 2].into(),
+            wire::ip::IpProtocol::Udp,
+            10,
+        );
+        f[40..42].copy_from_slice(&pseudo.to_be_bytes());
+        assert!(complete_l4_checksum(&mut f));
+        // The whole segment plus the pseudo-header now sums to 0xffff.
+        let total = wire::checksum::combine(&[pseudo, wire::checksum::data(&f[34..44])]);
+        assert_eq!(total, 0xffff);
+        // Not IPv4, or cut short: left alone.
+        let mut arp = f.clone();
+        arp[13] = 0x06;
+        assert!(!complete_l4_checksum(&mut arp));
+        assert!(!complete_l4_checksum(&mut f[..40]));
+    }
+}

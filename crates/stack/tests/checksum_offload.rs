@@ -1,0 +1,273 @@
+//! Transmit checksum offload: on an interface whose link finishes L4
+//! checksums, TCP and UDP frames sent whole carry only the pseudo-header sum
+//! and the `csum_partial` mark; everything else (ARP, ICMP, fragments, a
+//! packet that waited for ARP) keeps a whole checksum and no mark.  A peer told the mark accepts them; a peer
+//! not told it drops them as corrupt.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use stack::{
+    FrameSink, IfaceId, Instant, InterfaceConfig, RxMeta, Stack, StackConfig, TcpState, TxMeta,
+};
+use wire::ethernet::{EtherType, EthernetFrame};
+use wire::ip::IpProtocol;
+use wire::ipv4::Ipv4Packet;
+use wire::tcp::TcpPacket;
+use wire::udp::UdpPacket;
+
+const IF0: IfaceId = IfaceId(0);
+
+fn ip(last: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 99, 7, last)
+}
+
+fn stack(last: u8, seed: u64) -> Stack {
+    let mut s = Stack::new(StackConfig {
+        seed,
+        ..StackConfig::default()
+    });
+    s.add_interface(&InterfaceConfig {
+        name: format!("p{last}"),
+        mac: [2, 0, 0, 0, 7, last],
+        mtu: 1500,
+        addr: ip(last),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    s
+}
+
+/// A sink that keeps each frame with the mark the stack gave it.
+#[derive(Default)]
+struct MetaSink {
+    frames: Vec<(Vec<u8>, TxMeta)>,
+    /// TCP and UDP frames delivered from this sink with a partial checksum.
+    partial_sent: usize,
+}
+
+impl FrameSink for MetaSink {
+    fn transmit(&mut self, iface: IfaceId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.transmit_with(iface, len, TxMeta::default(), fill)
+    }
+
+    fn transmit_with(
+        &mut self,
+        _iface: IfaceId,
+        len: usize,
+        meta: TxMeta,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
+        let mut buf = vec![0u8; len];
+        fill(&mut buf);
+        self.frames.push((buf, meta));
+        true
+    }
+}
+
+/// What a frame is, and whether its L4 (or ICMP) checksum is whole.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Kind {
+    Arp,
+    Tcp { whole: bool },
+    Udp { whole: bool },
+    Icmp,
+    Fragment,
+}
+
+fn classify(frame: &[u8]) -> Kind {
+    let eth = EthernetFrame::new_checked(frame).unwrap();
+    if eth.ethertype() == EtherType::Arp {
+        return Kind::Arp;
+    }
+    let ipv4 = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    assert!(
+        ipv4.verify_checksum(),
+        "the IP header checksum is always whole"
+    );
+    if ipv4.more_frags() || ipv4.frag_offset() != 0 {
+        return Kind::Fragment;
+    }
+    let (src, dst) = (IpAddr::V4(ipv4.src_addr()), IpAddr::V4(ipv4.dst_addr()));
+    match ipv4.next_header() {
+        IpProtocol::Tcp => {
+            let tcp = TcpPacket::new_checked(ipv4.payload()).unwrap();
+            Kind::Tcp {
+                whole: tcp.verify_checksum(&src, &dst),
+            }
+        }
+        IpProtocol::Udp => {
+            let udp = UdpPacket::new_checked(ipv4.payload()).unwrap();
+            Kind::Udp {
+                whole: udp.verify_checksum(&src, &dst),
+            }
+        }
+        IpProtocol::Icmp => Kind::Icmp,
+        other => panic!("unexpected protocol {other:?}"),
+    }
+}
+
+/// Checks every frame `from` sent against the offload rule, then delivers
+/// them to `to` with the mark as the link would carry it (or dropped, when
+/// `carry_mark` is false: a link that loses the mark).
+fn deliver(
+    now: Instant,
+    from: &mut MetaSink,
+    offload: bool,
+    to: &mut Stack,
+    to_sink: &mut MetaSink,
+    carry_mark: bool,
+) -> usize {
+    let frames = std::mem::take(&mut from.frames);
+    let n = frames.len();
+    for (f, meta) in frames {
+        match classify(&f) {
+            Kind::Tcp { whole } | Kind::Udp { whole } => {
+                assert_eq!(whole, !meta.csum_partial, "partial exactly when marked");
+                assert!(offload || whole, "only an offloading interface leaves it");
+                from.partial_sent += usize::from(meta.csum_partial);
+            }
+            Kind::Arp | Kind::Icmp | Kind::Fragment => {
+                assert!(
+                    !meta.csum_partial,
+                    "{:?} is never left partial",
+                    classify(&f)
+                );
+            }
+        }
+        let rx = RxMeta {
+            csum_partial: carry_mark && meta.csum_partial,
+        };
+        to.receive(now, IF0, &f, rx, to_sink);
+    }
+    n
+}
+
+fn pump(now: Instant, a: &mut Stack, sa: &mut MetaSink, b: &mut Stack, sb: &mut MetaSink) {
+    for _ in 0..200 {
+        let moved = deliver(now, sa, true, b, sb, true) + deliver(now, sb, false, a, sa, true);
+        if moved == 0 {
+            return;
+        }
+    }
+    panic!("the stacks never went quiet");
+}
+
+#[test]
+fn tcp_and_udp_leave_checksums_to_an_offloading_link() {
+    let now = Instant::ZERO;
+    let (mut a, mut b) = (stack(1, 11), stack(2, 12));
+    assert!(a.set_tx_checksum_offload(IF0, true));
+    assert!(
+        !a.set_tx_checksum_offload(IfaceId(3), true),
+        "no such interface"
+    );
+    let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
+
+    // UDP, small (partial) and larger than the MTU (fragments: whole).
+    let ua = a
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
+        .unwrap();
+    let ub = b
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(2)), 5001))
+        .unwrap();
+    let to_b = SocketAddr::new(IpAddr::V4(ip(2)), 5001);
+    a.udp_send_to(now, ua, to_b, None, b"first", &mut sa)
+        .unwrap();
+    pump(now, &mut a, &mut sa, &mut b, &mut sb);
+    a.udp_send_to(now, ua, to_b, None, &[7u8; 3000], &mut sa)
+        .unwrap();
+    a.udp_send_to(now, ua, to_b, None, b"third", &mut sa)
+        .unwrap();
+    pump(now, &mut a, &mut sa, &mut b, &mut sb);
+    let mut buf = [0u8; 4000];
+    for want in [5usize, 3000, 5] {
+        assert_eq!(b.udp_recv_from(ub, &mut buf).unwrap().len, want);
+    }
+
+    // TCP both ways: b's segments are whole, a's partial; both accepted.
+    let lb = b
+        .tcp_listen(SocketAddr::new(IpAddr::V4(ip(2)), 80), 8)
+        .unwrap();
+    let ca = a
+        .tcp_connect(now, SocketAddr::new(IpAddr::V4(ip(2)), 80), None, &mut sa)
+        .unwrap();
+    pump(now, &mut a, &mut sa, &mut b, &mut sb);
+    assert_eq!(a.tcp_state(ca).unwrap(), TcpState::Established);
+    let (cb, _) = b.tcp_accept(lb).unwrap();
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut echoed = Vec::new();
+    let mut chunk = [0u8; 4096];
+    for _ in 0..10_000 {
+        if echoed.len() == data.len() {
+            break;
+        }
+        if sent < data.len() {
+            sent += a.tcp_send(now, ca, &data[sent..], &mut sa).unwrap_or(0);
+        }
+        pump(now, &mut a, &mut sa, &mut b, &mut sb);
+        while let Ok(n) = b.tcp_recv(now, cb, &mut chunk, &mut sb) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..n]);
+            assert_eq!(b.tcp_send(now, cb, &chunk[..n], &mut sb).unwrap(), n);
+        }
+        pump(now, &mut a, &mut sa, &mut b, &mut sb);
+        while let Ok(n) = a.tcp_recv(now, ca, &mut chunk, &mut sa) {
+            if n == 0 {
+                break;
+            }
+            echoed.extend_from_slice(&chunk[..n]);
+        }
+    }
+    assert!(
+        got == data,
+        "b got {} of {} bytes, or other bytes",
+        got.len(),
+        data.len()
+    );
+    assert!(
+        echoed == data,
+        "a got {} of {} bytes back, or other bytes",
+        echoed.len(),
+        data.len()
+    );
+    // Every TCP segment from `a` after the handshake was partial; the first
+    // UDP datagram waited for ARP (whole), the 3000-byte one left in
+    // fragments (whole).
+    assert!(sa.partial_sent > 20, "{} partial frames", sa.partial_sent);
+    assert_eq!(sb.partial_sent, 0);
+    assert_eq!(b.counters().rx_drop_tcp_bad_checksum, 0);
+    assert_eq!(b.counters().rx_drop_udp_bad_checksum, 0);
+}
+
+#[test]
+fn a_partial_checksum_without_the_mark_is_dropped_as_corrupt() {
+    let now = Instant::ZERO;
+    let (mut a, mut b) = (stack(1, 21), stack(2, 22));
+    a.set_tx_checksum_offload(IF0, true);
+    let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
+    let ua = a
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
+        .unwrap();
+    let ub = b
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(2)), 5001))
+        .unwrap();
+    let to_b = SocketAddr::new(IpAddr::V4(ip(2)), 5001);
+    // Resolve first (ARP is never partial), then lose the mark on the way.
+    a.udp_send_to(now, ua, to_b, None, b"x", &mut sa).unwrap();
+    pump(now, &mut a, &mut sa, &mut b, &mut sb);
+    let mut buf = [0u8; 8];
+    assert_eq!(b.udp_recv_from(ub, &mut buf).unwrap().len, 1);
+    a.udp_send_to(now, ua, to_b, None, b"lost mark", &mut sa)
+        .unwrap();
+    deliver(now, &mut sa, true, &mut b, &mut sb, false);
+    assert_eq!(sa.partial_sent, 1);
+    assert_eq!(b.counters().rx_drop_udp_bad_checksum, 1);
+    assert!(b.udp_recv_from(ub, &mut buf).is_err());
+}
