@@ -11,6 +11,7 @@
 //! pool, which the pool's counters show.
 
 pub mod af_packet;
+pub mod af_xdp;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod fanout;
@@ -27,6 +28,7 @@ pub mod tap;
 mod test_net;
 
 pub use af_packet::{AfPacketLink, RingConfig};
+pub use af_xdp::{AfXdpLink, XdpBindChoice, XdpConfig, XdpFrame, XdpMode, XdpModeChoice};
 pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
 pub use memory::{MemoryConfig, MemoryLink};
 pub use pcap::{PcapLink, PcapWriter};
@@ -88,6 +90,14 @@ pub struct LinkStats {
     pub pool_exhausted: u64,
     /// Frames too large for a buffer, dropped on receive.
     pub rx_oversize: u64,
+    /// Frames user space copied from the device's ring into another buffer
+    /// on receive (AF_PACKET, shm: every frame; AF_XDP: none, the engine
+    /// reads the ring's own memory; TAP: none, the kernel writes into the
+    /// buffer).
+    pub rx_copied: u64,
+    /// Descriptors or ring indexes from the device that could not be true,
+    /// and buffers handed back that were not the link's: counted, skipped.
+    pub ring_errors: u64,
 }
 
 /// A packet I/O device: burst receive and burst transmit over its own buffers.

@@ -219,6 +219,8 @@ impl Link for MemoryLink {
             tx_dropped: self.tx_dropped,
             pool_exhausted: me.pool.stats().exhausted,
             rx_oversize: 0,
+            rx_copied: 0,
+            ring_errors: 0,
         }
     }
 }

@@ -830,6 +830,8 @@ impl Link for ShmLink {
             tx_dropped: self.tx_dropped,
             pool_exhausted: self.pool.stats().exhausted,
             rx_oversize: self.rx_bad_len,
+            rx_copied: self.rx_frames,
+            ring_errors: 0,
         }
     }
 }

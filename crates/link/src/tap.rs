@@ -346,6 +346,8 @@ impl Link for TapLink {
             tx_dropped: self.tx_dropped,
             pool_exhausted: self.pool.stats().exhausted,
             rx_oversize: self.rx_oversize,
+            rx_copied: 0,
+            ring_errors: 0,
         }
     }
 

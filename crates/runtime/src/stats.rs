@@ -51,6 +51,8 @@ pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
             ("tx_dropped", s.tx_dropped),
             ("pool_exhausted", s.pool_exhausted),
             ("rx_oversize", s.rx_oversize),
+            ("rx_copied", s.rx_copied),
+            ("ring_errors", s.ring_errors),
         ] {
             out.push((format!("port{i}_link_{name}"), v));
         }

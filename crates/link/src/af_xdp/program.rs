@@ -1,0 +1,277 @@
+//! The XDP program that hands an interface's frames to AF_XDP sockets.
+//!
+//! Five instructions, assembled here and loaded with the `bpf()` system call
+//! (no libbpf, no compiler, no object file):
+//!
+//! ```text
+//! r2 = *(u32 *)(r1 + rx_queue_index)    ; the queue the frame came in on
+//! r1 = xskmap                           ; (a 16-byte load of the map's fd)
+//! r3 = XDP_PASS                         ; what to do when no socket is there
+//! call bpf_redirect_map                 ; to the socket of that queue
+//! exit
+//! ```
+//!
+//! A frame that arrives on a queue with an AF_XDP socket in the map goes to
+//! that socket; on any other queue it goes on to the kernel (the low bits of
+//! `bpf_redirect_map`'s flags are its fallback action, Linux 5.3+).
+//!
+//! The program is attached through a BPF link (`BPF_LINK_CREATE`, Linux
+//! 5.9+) rather than netlink: the attachment belongs to a file descriptor,
+//! so it goes away when the descriptor is closed, also when the process
+//! dies; nothing is left on the interface.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::abi;
+
+/// Where the XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// In the driver (`XDP_FLAGS_DRV_MODE`), before any socket buffer is
+    /// made. veth has it.
+    Native,
+    /// In the kernel's receive path on socket buffers (`XDP_FLAGS_SKB_MODE`):
+    /// every driver, slower.
+    Generic,
+}
+
+impl XdpMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+        }
+    }
+}
+
+/// Sockets the map can hold: queues 0 to `MAX_QUEUES - 1`.
+pub const MAX_QUEUES: u32 = 256;
+
+/// The loaded program, its socket map and its attachment to one interface.
+/// Dropping it detaches the program.
+#[derive(Debug)]
+pub struct XdpProgram {
+    // Drop order: detach first, then the program, then the map.
+    attachment: OwnedFd,
+    _prog: OwnedFd,
+    map: OwnedFd,
+    ifindex: u32,
+    mode: XdpMode,
+}
+
+fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live, fully initialised `union bpf_attr` prefix of
+    // the layout `cmd` reads (declared in `abi`, size checked there); the
+    // kernel reads at most `size_of::<T>()` bytes and treats the rest of the
+    // union as zero. Pointers inside it (instructions, license, log) point at
+    // data the caller keeps alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            (attr as *mut T).cast::<libc::c_void>(),
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn owned(fd: libc::c_long) -> OwnedFd {
+    // SAFETY: `fd` is a descriptor the kernel just returned to us and that
+    // nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
+}
+
+fn name16(s: &str) -> [u8; 16] {
+    let mut n = [0u8; 16];
+    for (d, b) in n.iter_mut().zip(s.bytes().take(15)) {
+        *d = b;
+    }
+    n
+}
+
+/// The program's instructions for socket map `map_fd`.
+fn instructions(map_fd: RawFd) -> [abi::BpfInsn; 6] {
+    const BPF_LDX_MEM_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
+    const BPF_LD_IMM64: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
+    const BPF_MOV64_IMM: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
+    const BPF_CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
+    const BPF_EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
+    let regs = |dst: u8, src: u8| dst | (src << 4);
+    [
+        abi::BpfInsn {
+            code: BPF_LDX_MEM_W,
+            regs: regs(2, 1),
+            off: abi::XDP_MD_RX_QUEUE_INDEX,
+            imm: 0,
+        },
+        abi::BpfInsn {
+            code: BPF_LD_IMM64,
+            regs: regs(1, abi::BPF_PSEUDO_MAP_FD),
+            off: 0,
+            imm: map_fd,
+        },
+        // The second half of the 64-bit immediate.
+        abi::BpfInsn::default(),
+        abi::BpfInsn {
+            code: BPF_MOV64_IMM,
+            regs: regs(3, 0),
+            off: 0,
+            imm: abi::XDP_PASS,
+        },
+        abi::BpfInsn {
+            code: BPF_CALL,
+            regs: 0,
+            off: 0,
+            imm: abi::BPF_FUNC_REDIRECT_MAP,
+        },
+        abi::BpfInsn {
+            code: BPF_EXIT,
+            regs: 0,
+            off: 0,
+            imm: 0,
+        },
+    ]
+}
+
+impl XdpProgram {
+    /// Loads the program and attaches it to interface `ifindex` in `mode`.
+    /// Fails when the interface already has an XDP program (`EEXIST`) or
+    /// the driver lacks the mode (`EOPNOTSUPP`, `EINVAL`).
+    pub fn attach(ifindex: u32, mode: XdpMode) -> io::Result<XdpProgram> {
+        let mut map_attr = abi::MapCreateAttr {
+            map_type: abi::BPF_MAP_TYPE_XSKMAP,
+            key_size: 4,
+            value_size: 4,
+            max_entries: MAX_QUEUES,
+            map_name: name16("ustack_xsks"),
+            ..Default::default()
+        };
+        let map = owned(
+            bpf(abi::BPF_MAP_CREATE, &mut map_attr)
+                .map_err(|e| annotate(e, "creating the XSKMAP"))?,
+        );
+
+        let insns = instructions(map.as_raw_fd());
+        let license = c"Dual MIT/GPL";
+        let mut log = vec![0u8; 4096];
+        let mut load = abi::ProgLoadAttr {
+            prog_type: abi::BPF_PROG_TYPE_XDP,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level: 1,
+            log_size: log.len() as u32,
+            log_buf: log.as_mut_ptr() as u64,
+            prog_name: name16("ustack_xsk"),
+            expected_attach_type: abi::BPF_XDP,
+            ..Default::default()
+        };
+        let prog = match bpf(abi::BPF_PROG_LOAD, &mut load) {
+            Ok(fd) => owned(fd),
+            Err(e) => {
+                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                let text = String::from_utf8_lossy(&log[..end]);
+                return Err(annotate(
+                    e,
+                    &format!("loading the XDP program (verifier: {})", text.trim()),
+                ));
+            }
+        };
+
+        let mut link_attr = abi::LinkCreateAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            target_ifindex: ifindex,
+            attach_type: abi::BPF_XDP,
+            flags: match mode {
+                XdpMode::Native => abi::XDP_FLAGS_DRV_MODE,
+                XdpMode::Generic => abi::XDP_FLAGS_SKB_MODE,
+            },
+        };
+        let attachment = owned(bpf(abi::BPF_LINK_CREATE, &mut link_attr).map_err(|e| {
+            annotate(
+                e,
+                &format!("attaching the XDP program in {} mode", mode.name()),
+            )
+        })?);
+        Ok(XdpProgram {
+            attachment,
+            _prog: prog,
+            map,
+            ifindex,
+            mode,
+        })
+    }
+
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The BPF link that holds the attachment (for tests).
+    pub fn attachment_fd(&self) -> RawFd {
+        self.attachment.as_raw_fd()
+    }
+
+    /// Sends frames of `queue` to socket `xsk`.
+    pub fn insert(&self, queue: u32, xsk: RawFd) -> io::Result<()> {
+        if queue >= MAX_QUEUES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("queue {queue} is past the {MAX_QUEUES} the socket map holds"),
+            ));
+        }
+        let key = queue;
+        let value = xsk as u32;
+        let mut attr = abi::MapElemAttr {
+            map_fd: self.map.as_raw_fd() as u32,
+            key: (&key as *const u32) as u64,
+            value: (&value as *const u32) as u64,
+            ..Default::default()
+        };
+        bpf(abi::BPF_MAP_UPDATE_ELEM, &mut attr)
+            .map_err(|e| annotate(e, "adding the socket to the XSKMAP"))?;
+        Ok(())
+    }
+
+    /// Sends frames of `queue` to the kernel again.
+    pub fn remove(&self, queue: u32) {
+        let key = queue;
+        let mut attr = abi::MapElemAttr {
+            map_fd: self.map.as_raw_fd() as u32,
+            key: (&key as *const u32) as u64,
+            ..Default::default()
+        };
+        // Failing only when the entry is already gone, which is the goal.
+        let _ = bpf(abi::BPF_MAP_DELETE_ELEM, &mut attr);
+    }
+}
+
+fn annotate(e: io::Error, what: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_encode_registers_and_map() {
+        let p = instructions(7);
+        assert_eq!(p[0].regs, 0x12, "dst r2, src r1");
+        assert_eq!(p[0].off, 16);
+        assert_eq!(p[1].regs, 0x11, "dst r1, pseudo map fd");
+        assert_eq!(p[1].imm, 7);
+        assert_eq!(p[3].imm, 2, "fallback XDP_PASS");
+        assert_eq!(p[4].imm, 51);
+        assert_eq!(p[5].code, 0x95);
+    }
+}

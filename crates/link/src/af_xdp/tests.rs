@@ -1,0 +1,488 @@
+//! The AF_XDP link against the kernel over a veth pair, in native and in
+//! generic XDP mode (as root; skipped with a message otherwise).
+
+use super::*;
+use crate::test_net::{arp_request, is_arp_reply_from, is_root, receive, run, Cleanup};
+use std::net::UdpSocket;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A veth pair: `outer` in this namespace (no address; the link takes it),
+/// `inner` in a namespace of its own with 10.99.y.1/24; removed on drop.
+struct Veth {
+    outer: String,
+    inner: String,
+    ns: String,
+    y: u8,
+    _cleanup: Cleanup,
+}
+
+impl Veth {
+    fn new(tag: &str) -> Veth {
+        let pid = std::process::id();
+        let y = 100 + (pid % 100) as u8;
+        let outer = format!("ux{tag}A{pid}");
+        let inner = format!("ux{tag}B{pid}");
+        let ns = format!("ustk-xt{tag}{pid}");
+        let cleanup = Cleanup::new(vec![
+            vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
+            vec!["ip".into(), "link".into(), "del".into(), outer.clone()],
+        ]);
+        run(&["ip", "netns", "add", &ns]);
+        // One queue each way: the link binds queue 0, and a veth made with
+        // a queue per CPU spreads the peer's frames over all of them.
+        run(&[
+            "ip",
+            "link",
+            "add",
+            &outer,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &inner,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+        ]);
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{outer}/disable_ipv6"), "1");
+        run(&["ip", "link", "set", &inner, "netns", &ns]);
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ]);
+        let addr = format!("10.99.{y}.1/24");
+        run(&["ip", "-n", &ns, "addr", "add", &addr, "dev", &inner]);
+        run(&["ip", "-n", &ns, "link", "set", &inner, "up"]);
+        Veth {
+            outer,
+            inner,
+            ns,
+            y,
+            _cleanup: cleanup,
+        }
+    }
+
+    fn peer_ip(&self) -> [u8; 4] {
+        [10, 99, self.y, 1]
+    }
+
+    fn our_ip(&self) -> String {
+        format!("10.99.{}.2", self.y)
+    }
+
+    /// Sets the kernel side's transmit checksum offload.
+    fn peer_tx_offload(&self, on: bool) {
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &self.ns,
+            "ethtool",
+            "-K",
+            &self.inner,
+            "tx",
+            if on { "on" } else { "off" },
+        ]);
+    }
+
+    /// Makes the kernel side send to `our_ip()` at `mac` without ARP.
+    fn peer_neigh(&self, mac: [u8; 6]) {
+        let macs = mac
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        run(&[
+            "ip",
+            "-n",
+            &self.ns,
+            "neigh",
+            "replace",
+            &self.our_ip(),
+            "lladdr",
+            &macs,
+            "dev",
+            &self.inner,
+            "nud",
+            "permanent",
+        ]);
+    }
+
+    /// A UDP datagram from the kernel side's socket to `our_ip():port`.
+    fn peer_send_udp(&self, port: u16, payload: &'static [u8]) {
+        let ns_path = format!("/var/run/netns/{}", self.ns);
+        let dst = format!("{}:{port}", self.our_ip());
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&ns_path).unwrap();
+            // SAFETY: setns on a namespace file we hold open; it changes
+            // only this short-lived thread's network namespace.
+            let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.send_to(payload, dst.as_str()).unwrap();
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+impl Veth {
+    /// Waits until the kernel side can send: bringing our end up gives it
+    /// a carrier, but its qdisc is switched from `noop` (which drops every
+    /// frame) to `noqueue` later by the kernel's linkwatch work, which a
+    /// loaded machine delays by up to a second or more.
+    fn wait_peer_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = Command::new("ip")
+                .args(["-n", &self.ns, "link", "show", "dev", &self.inner])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            if text.contains("LOWER_UP") && !text.contains("qdisc noop") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "peer never became ready: {text}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Both ends' counters, for a failure message.
+    fn diagnostics(&self) -> String {
+        let mut text = String::new();
+        for args in [
+            vec!["-s", "-d", "link", "show", "dev", self.outer.as_str()],
+            vec!["-n", &self.ns, "-s", "link", "show", "dev", &self.inner],
+        ] {
+            let out = Command::new("ip").args(&args).output().unwrap();
+            text.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        let out = Command::new("ethtool")
+            .args(["-S", &self.outer])
+            .output()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&out.stdout));
+        text
+    }
+}
+
+/// Whether `ifname` has an XDP program, waiting up to 2 s for it to go
+/// when `want` is false: a test thread that forks a command while another
+/// closes the BPF link leaves a copy of the descriptor in the child until
+/// it execs, which delays the detach.
+fn xdp_attached_settled(ifname: &str, want: bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let now = xdp_attached(ifname);
+        if now == want || Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn xdp_attached(ifname: &str) -> bool {
+    let out = Command::new("ip")
+        .args(["-d", "link", "show", "dev", ifname])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+fn small_config(mode: XdpModeChoice) -> XdpConfig {
+    XdpConfig {
+        mode,
+        frames: 256,
+        reserve: 16,
+        ring_size: 64,
+        ..XdpConfig::default()
+    }
+}
+
+fn send_frames(link: &mut AfXdpLink, frame: &[u8], count: usize) {
+    let mut v = Vec::new();
+    for _ in 0..count {
+        let mut b = link.alloc_tx().expect("a TX frame");
+        b.set_len(frame.len());
+        b.data_mut().copy_from_slice(frame);
+        v.push(b);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !v.is_empty() {
+        assert!(Instant::now() < deadline, "TX ring never drained");
+        link.tx_burst(&mut v).unwrap();
+        link.service().unwrap();
+    }
+}
+
+/// The one's-complement sum of `data` (RFC 1071).
+fn sum16(mut acc: u32, data: &[u8]) -> u32 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [b] = chunks.remainder() {
+        acc += u32::from(*b) << 8;
+    }
+    acc
+}
+
+fn fold(mut acc: u32) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// Whether the UDP checksum of IPv4 frame `f` (no options) verifies.
+fn udp_checksum_ok(f: &[u8]) -> bool {
+    let ip = &f[14..34];
+    let udp = &f[34..];
+    let udp_len = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+    let mut acc = sum16(0, &ip[12..20]);
+    acc += 17 + udp_len as u32;
+    acc = sum16(acc, &udp[..udp_len]);
+    fold(acc) == 0xffff
+}
+
+/// ARP replies and kernel UDP, with the XDP program in `mode`: every frame
+/// the engine gets lies in the UMEM, nothing is copied, and the program goes
+/// away with the link.
+fn arp_and_udp(tag: &str, mode: XdpModeChoice, expect: XdpMode) {
+    let veth = Veth::new(tag);
+    let mut link = AfXdpLink::open(&veth.outer, &small_config(mode)).unwrap();
+    assert_eq!(link.xdp_mode(), expect);
+    assert!(!link.zero_copy(), "veth has no zero-copy AF_XDP");
+    assert!(
+        xdp_attached(&veth.outer),
+        "no XDP program on {}",
+        veth.outer
+    );
+    eprintln!("{}", link.describe());
+    veth.wait_peer_ready();
+    let mac = link.info().mac;
+    let peer = veth.peer_ip();
+    let umem = link.umem_range();
+
+    // 300 ARP requests through a 64-entry TX ring and 256 frames: the rings
+    // wrap several times, and each reply is read where the kernel put it.
+    let req = arp_request(mac, [10, 99, veth.y, 2], peer);
+    let mut replies = 0;
+    let mut outside = 0;
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut to_send = 300;
+    while replies < 300 && Instant::now() < deadline {
+        if to_send > 0 {
+            let n = to_send.min(16);
+            send_frames(&mut link, &req, n);
+            to_send -= n;
+        }
+        link.service().unwrap();
+        link.rx_burst(&mut out, MAX_BURST).unwrap();
+        for b in out.drain(..) {
+            let p = b.data().as_ptr() as usize;
+            if !(umem.contains(&p) && umem.contains(&(p + b.data().len() - 1))) {
+                outside += 1;
+            }
+            if is_arp_reply_from(b.data(), mac, peer) {
+                replies += 1;
+            }
+            link.recycle(b);
+        }
+    }
+    assert_eq!(
+        replies,
+        300,
+        "stats {:?}; {}",
+        link.stats(),
+        veth.diagnostics()
+    );
+    assert_eq!(outside, 0, "received frames outside the UMEM");
+
+    // Kernel UDP with its checksum offload off: a full checksum arrives.
+    veth.peer_neigh(mac);
+    veth.peer_tx_offload(false);
+    veth.peer_send_udp(9999, b"full-checksum");
+    let is_udp = |b: &XdpFrame| {
+        let d = b.data();
+        d.len() >= 42 && d[12..14] == [0x08, 0x00] && d[23] == 17
+    };
+    let got = receive(&mut link, 1, Duration::from_secs(5), is_udp);
+    assert_eq!(got.len(), 1, "no UDP datagram; stats {:?}", link.stats());
+    let (frame, partial) = &got[0];
+    assert!(frame.ends_with(b"full-checksum"));
+    assert!(!partial, "AF_XDP has no checksum metadata");
+    assert!(udp_checksum_ok(frame), "offload off: the checksum is whole");
+
+    // With the offload on, the kernel leaves the checksum partial (only the
+    // pseudo-header sum) and AF_XDP cannot say so: what arrives does not
+    // verify. This is why the AF_XDP interop topologies turn the peer's
+    // offload off.
+    veth.peer_tx_offload(true);
+    veth.peer_send_udp(9999, b"partial-checksum");
+    let got = receive(&mut link, 1, Duration::from_secs(5), is_udp);
+    assert_eq!(got.len(), 1, "no UDP datagram; stats {:?}", link.stats());
+    let (frame, partial) = &got[0];
+    assert!(frame.ends_with(b"partial-checksum"));
+    assert!(!partial);
+    eprintln!(
+        "{} XDP, peer tx offload on: UDP checksum verifies = {}",
+        expect.name(),
+        udp_checksum_ok(frame)
+    );
+    assert!(
+        !udp_checksum_ok(frame),
+        "expected the partial checksum of a veth peer with tx offload on"
+    );
+
+    let s = link.stats();
+    assert_eq!(s.rx_copied, 0);
+    assert_eq!(s.ring_errors, 0, "{s:?}");
+    assert_eq!(s.tx_frames, 300);
+    assert_eq!(s.tx_dropped, 0);
+    assert!(s.rx_frames >= 302);
+    // Every frame is back (the last completions may lag): each of the 256
+    // chunks is on the free list or in the fill ring, none lost.
+    let accounted = |l: &AfXdpLink| l.free_frames() + l.sock.fill.outstanding() as usize;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while accounted(&link) != 256 && Instant::now() < deadline {
+        link.service().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(accounted(&link), 256);
+    drop(link);
+    assert!(
+        !xdp_attached_settled(&veth.outer, false),
+        "the XDP program outlived the link"
+    );
+}
+
+#[test]
+fn veth_native_xdp_arp_and_udp() {
+    if !is_root() {
+        eprintln!("skipped: AF_XDP test needs root");
+        return;
+    }
+    arp_and_udp("n", XdpModeChoice::Native, XdpMode::Native);
+}
+
+#[test]
+fn veth_generic_xdp_arp_and_udp() {
+    if !is_root() {
+        eprintln!("skipped: AF_XDP test needs root");
+        return;
+    }
+    arp_and_udp("g", XdpModeChoice::Generic, XdpMode::Generic);
+}
+
+#[test]
+fn frames_of_another_link_are_refused() {
+    if !is_root() {
+        eprintln!("skipped: AF_XDP test needs root");
+        return;
+    }
+    let a = Veth::new("fa");
+    let b = Veth::new("fb");
+    let mut la = AfXdpLink::open(&a.outer, &small_config(XdpModeChoice::Generic)).unwrap();
+    let mut lb = AfXdpLink::open(&b.outer, &small_config(XdpModeChoice::Generic)).unwrap();
+    let free_a = la.free_frames();
+    let mut f = lb.alloc_tx().unwrap();
+    f.set_len(60);
+    la.recycle(f);
+    assert_eq!(
+        la.free_frames(),
+        free_a,
+        "a foreign frame joined the free list"
+    );
+    assert_eq!(la.stats().ring_errors, 1);
+    let mut f = lb.alloc_tx().unwrap();
+    f.set_len(60);
+    let mut v = vec![f];
+    la.tx_burst(&mut v).unwrap();
+    assert!(v.is_empty());
+    let s = la.stats();
+    assert_eq!((s.ring_errors, s.tx_dropped, s.tx_frames), (2, 1, 0));
+    // A frame shorter than an Ethernet header is dropped, its chunk kept.
+    let mut f = la.alloc_tx().unwrap();
+    f.set_len(10);
+    let mut v = vec![f];
+    la.tx_burst(&mut v).unwrap();
+    assert_eq!(la.stats().tx_dropped, 2);
+    assert_eq!(la.free_frames(), free_a);
+}
+
+#[test]
+fn second_program_on_an_interface_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: AF_XDP test needs root");
+        return;
+    }
+    let v = Veth::new("b");
+    let _first = AfXdpLink::open(&v.outer, &small_config(XdpModeChoice::Native)).unwrap();
+    let err = AfXdpLink::open(&v.outer, &small_config(XdpModeChoice::Auto))
+        .err()
+        .expect("a second program on the same interface");
+    // EBUSY (or EEXIST) from BPF_LINK_CREATE; auto mode does not try
+    // generic then: it would meet the same program.
+    assert!(
+        matches!(
+            err.kind(),
+            io::ErrorKind::ResourceBusy | io::ErrorKind::AlreadyExists
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("native"), "{err}");
+}
+
+#[test]
+fn bad_configs_are_refused() {
+    if !is_root() {
+        eprintln!("skipped: AF_XDP test needs root");
+        return;
+    }
+    let v = Veth::new("c");
+    for cfg in [
+        XdpConfig {
+            ring_size: 100,
+            ..small_config(XdpModeChoice::Generic)
+        },
+        XdpConfig {
+            frames: 64,
+            ..small_config(XdpModeChoice::Generic)
+        },
+        XdpConfig {
+            frame_size: 1024,
+            ..small_config(XdpModeChoice::Generic)
+        },
+    ] {
+        let err = AfXdpLink::open(&v.outer, &cfg).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{cfg:?}: {err}");
+        assert!(
+            !xdp_attached_settled(&v.outer, false),
+            "a refused link left its program"
+        );
+    }
+    let err = AfXdpLink::open(
+        &v.outer,
+        &XdpConfig {
+            bind: XdpBindChoice::ZeroCopy,
+            ..small_config(XdpModeChoice::Native)
+        },
+    )
+    .err()
+    .expect("veth has no zero-copy");
+    assert!(err.to_string().contains("zero-copy"), "{err}");
+    assert!(AfXdpLink::open("no-such-if0", &XdpConfig::default()).is_err());
+}
