@@ -766,3 +766,7 @@ def _(ctx):
         check(needle in p.stderr, f"ustack-get of {what}: expected {needle!r} in the message: {p.stderr.strip()!r}")
         check(not os.path.exists(out), f"ustack-get of {what} left {out}")
         print(f"    {what}: rc={p.returncode} in {dt:.1f} s: {p.stderr.strip()}")
+
+
+# One engine per core and the exception path (their own file).
+import cases_cores  # noqa: E402,F401
