@@ -3,7 +3,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::ini::{Entry, Section};
-use super::types::{LinkSpec, PoolSize};
+use super::types::{LinkSpec, PoolSize, XdpBindSetting, XdpModeSetting};
 use super::value::{self, Reason, MAX_CORES};
 use super::{ConfigError, Ctx};
 
@@ -60,6 +60,10 @@ pub struct PortConfig {
     pub mtu: Option<u16>,
     /// `mac`: override of the link's Ethernet address.
     pub mac: Option<[u8; 6]>,
+    /// `xdp_mode`: where an `af_xdp` port's XDP program runs.
+    pub xdp_mode: XdpModeSetting,
+    /// `xdp_bind`: zero-copy or copy mode for an `af_xdp` port.
+    pub xdp_bind: XdpBindSetting,
 }
 
 /// F-Stack's limit on `vip_addr` and `vip_addr6`.
@@ -86,6 +90,8 @@ const KEYS: &[&str] = &[
     "memory",
     "mtu",
     "mac",
+    "xdp_mode",
+    "xdp_bind",
 ];
 
 const IGNORED: &[(&str, &str)] = &[
@@ -166,6 +172,8 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         memory: None,
         mtu: None,
         mac: None,
+        xdp_mode: XdpModeSetting::Auto,
+        xdp_bind: XdpBindSetting::Auto,
     };
     // Raw values with their entries, validated together below.
     let mut addr: Option<(&Entry, Ipv4Addr, Option<u8>)> = None;
@@ -227,6 +235,8 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
                 mtu = Some(e);
             }
             "mac" => p.mac = Some(cx.value(s, e, value::mac)?),
+            "xdp_mode" => p.xdp_mode = cx.value(s, e, XdpModeSetting::parse)?,
+            "xdp_bind" => p.xdp_bind = cx.value(s, e, XdpBindSetting::parse)?,
             _ => cx.other_key(s, e, KEYS, IGNORED)?,
         }
     }

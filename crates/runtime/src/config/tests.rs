@@ -277,6 +277,14 @@ fn invalid_values_name_file_line_section_key() {
             "config.ini:3: [port0] mac: \"01:00:5e:00:00:01\" is a multicast MAC address, not an interface's",
         ),
         (
+            "[port0]\nlink=af_xdp:e0\naddr=10.0.0.2/24\nxdp_mode=driver\n",
+            "config.ini:4: [port0] xdp_mode: \"driver\" is not auto, native or generic",
+        ),
+        (
+            "[port0]\nlink=af_xdp:e0\naddr=10.0.0.2/24\nxdp_bind=zero\n",
+            "config.ini:4: [port0] xdp_bind: \"zero\" is not auto, zerocopy or copy",
+        ),
+        (
             "[port0]\naddr=10.0.0.2/24\nmemory=16\n",
             "config.ini:3: [port0] memory: \"16\" is out of range (64..=16777216 buffers; or bytes with a K, M or G suffix)",
         ),
@@ -944,4 +952,26 @@ fn every_shipped_config_loads() {
         }
     }
     assert!(n >= 2, "config/ should hold example.ini and tap.ini");
+}
+
+#[test]
+fn xdp_keys_choose_mode_and_bind() {
+    let c = Config::parse(
+        "[port0]\nlink=af_xdp:e0\naddr=10.0.0.2/24\nxdp_mode=generic\nxdp_bind=copy\n\
+         [port1]\nlink=af_xdp:e1\naddr=10.0.1.2/24\n",
+        "x.ini",
+    )
+    .unwrap();
+    assert_eq!(c.ports[0].link, LinkSpec::AfXdp("e0".into()));
+    assert_eq!(c.ports[0].xdp_mode, XdpModeSetting::Generic);
+    assert_eq!(c.ports[0].xdp_bind, XdpBindSetting::Copy);
+    assert_eq!(c.ports[1].xdp_mode, XdpModeSetting::Auto);
+    assert_eq!(c.ports[1].xdp_bind, XdpBindSetting::Auto);
+    let c = Config::parse(
+        "[port0]\nlink=af_xdp:e0\naddr=10.0.0.2/24\nxdp_mode=native\nxdp_bind=zerocopy\n",
+        "x.ini",
+    )
+    .unwrap();
+    assert_eq!(c.ports[0].xdp_mode, XdpModeSetting::Native);
+    assert_eq!(c.ports[0].xdp_bind, XdpBindSetting::ZeroCopy);
 }

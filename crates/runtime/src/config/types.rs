@@ -110,6 +110,55 @@ impl fmt::Display for LinkSpec {
     }
 }
 
+/// Where an AF_XDP port's XDP program runs (`[portN] xdp_mode=`, ustack's
+/// own key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpModeSetting {
+    /// `auto` (default): in the driver if it can, else generic (SKB) XDP.
+    #[default]
+    Auto,
+    /// `native`: in the driver, or the port does not open.
+    Native,
+    /// `generic`: in the kernel's receive path (every driver, slower).
+    Generic,
+}
+
+impl XdpModeSetting {
+    pub(crate) fn parse(v: &str) -> Result<XdpModeSetting, String> {
+        match v {
+            "auto" => Ok(XdpModeSetting::Auto),
+            "native" => Ok(XdpModeSetting::Native),
+            "generic" => Ok(XdpModeSetting::Generic),
+            _ => Err("is not auto, native or generic".to_string()),
+        }
+    }
+}
+
+/// How an AF_XDP port's socket binds (`[portN] xdp_bind=`, ustack's own
+/// key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpBindSetting {
+    /// `auto` (default): zero-copy where the driver offers it, else copy.
+    #[default]
+    Auto,
+    /// `zerocopy`: the NIC writes into ustack's memory, or the port does
+    /// not open.
+    ZeroCopy,
+    /// `copy`: the kernel copies each frame into ustack's memory.
+    Copy,
+}
+
+impl XdpBindSetting {
+    pub(crate) fn parse(v: &str) -> Result<XdpBindSetting, String> {
+        match v {
+            "auto" => Ok(XdpBindSetting::Auto),
+            "zerocopy" => Ok(XdpBindSetting::ZeroCopy),
+            "copy" => Ok(XdpBindSetting::Copy),
+            _ => Err("is not auto, zerocopy or copy".to_string()),
+        }
+    }
+}
+
 /// The size of a port's packet pool per engine (`[portN] memory=`).
 ///
 /// A bare number counts buffers (`memory=8192`); a number with a binary
