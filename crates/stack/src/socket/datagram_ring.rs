@@ -91,6 +91,26 @@ impl<M: Copy> DatagramRing<M> {
         self.slots.front().map(|s| (s.len, s.meta))
     }
 
+    /// Copies the oldest datagram into `buf` (truncating) and leaves it.
+    /// Returns (bytes copied, the datagram's full length, metadata).
+    pub fn peek_into(&self, buf: &mut [u8]) -> Option<(usize, usize, M)> {
+        let s = self.slots.front()?;
+        let n = s.len.min(buf.len());
+        buf[..n].copy_from_slice(&self.bytes[s.offset..s.offset + n]);
+        Some((n, s.len, s.meta))
+    }
+
+    /// A new capacity: the datagrams queued move over, oldest first, as
+    /// many as fit.
+    pub fn resize(&mut self, capacity: usize, max_datagrams: usize) {
+        let old = core::mem::replace(self, DatagramRing::new(capacity, max_datagrams));
+        for s in &old.slots {
+            if !self.push(&old.bytes[s.offset..s.offset + s.len], s.meta) {
+                break;
+            }
+        }
+    }
+
     /// Copies the oldest datagram into `buf` (truncating) and removes it.
     /// Returns (bytes copied, the datagram's full length, metadata).
     pub fn pop_into(&mut self, buf: &mut [u8]) -> Option<(usize, usize, M)> {
@@ -132,6 +152,20 @@ mod tests {
             r.push(&[5; 100], 5),
             "empty ring takes a full-size datagram"
         );
+    }
+
+    #[test]
+    fn peek_and_resize_keep_datagrams() {
+        let mut r: DatagramRing<u8> = DatagramRing::new(100, 16);
+        assert!(r.push(&[1; 30], 1));
+        assert!(r.push(&[2; 30], 2));
+        let mut buf = [0u8; 10];
+        assert_eq!(r.peek_into(&mut buf), Some((10, 30, 1)));
+        assert_eq!(r.len(), 2, "peek leaves the datagram");
+        r.resize(40, 4);
+        assert_eq!(r.len(), 1, "only the oldest fits in 40 bytes");
+        assert_eq!(r.pop_into(&mut buf), Some((10, 30, 1)));
+        assert!(!r.push(&[3; 41], 3));
     }
 
     #[test]

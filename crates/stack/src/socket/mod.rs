@@ -1,6 +1,7 @@
 //! Sockets: the state the application reads and writes through.
 
 pub mod datagram_ring;
+mod posix;
 pub(crate) mod table;
 pub mod udp;
 

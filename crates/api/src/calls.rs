@@ -1,0 +1,498 @@
+//! The public calls.  Each finds the worker that owns the fd: the calling
+//! thread's own (run to completion: a direct call), or another thread's
+//! (run to wait: the call is posted there and the caller waits).  A call
+//! that would block, on a blocking socket, drives the engine (its own
+//! worker) or waits for the owner's progress (another worker) and tries
+//! again, until it can go on or SO_RCVTIMEO / SO_SNDTIMEO pass.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::net::SocketAddrV4;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use link::Link;
+use runtime::Engine;
+
+use crate::consts::*;
+use crate::epoll::epoll_event;
+use crate::errno::{Errno, Result};
+use crate::fdtable;
+use crate::io::{RecvMsg, SendMsg};
+use crate::kqueue::KEvent;
+use crate::os;
+use crate::worker::{self, Worker, WorkerShared};
+
+/// Who runs a call: this thread's worker or another's.
+enum Owner {
+    Local,
+    Remote(Arc<WorkerShared>),
+}
+
+impl Owner {
+    fn of(fd: RawFd) -> Result<Owner> {
+        match fdtable::lookup(fd) {
+            None if os::kernel_fd_open(fd) => Err(Errno::ENOTSOCK),
+            None => Err(Errno::EBADF),
+            Some(e) if e.worker == worker::current_id() => Ok(Owner::Local),
+            Some(e) => worker::shared(e.worker)
+                .map(Owner::Remote)
+                .ok_or(Errno::EBADF),
+        }
+    }
+
+    /// The worker that takes a new object: this thread's, else the first.
+    fn for_new() -> Result<Owner> {
+        if worker::current_id() != 0 {
+            return Ok(Owner::Local);
+        }
+        worker::default_worker()
+            .map(Owner::Remote)
+            .ok_or(Errno::ENODEV)
+    }
+
+    fn exec<R: Send>(&self, f: impl FnOnce(&mut Worker) -> R + Send) -> Result<R> {
+        match self {
+            Owner::Local => worker::with_current(f),
+            Owner::Remote(s) => worker::run_on(s, f),
+        }
+    }
+
+    fn progress(&self) -> u64 {
+        match self {
+            Owner::Local => 0,
+            Owner::Remote(s) => s.progress(),
+        }
+    }
+
+    /// Lets time pass towards `deadline`: drives the engines (our own
+    /// worker) or waits for the owner to make progress.
+    fn wait(&self, seen: u64, deadline: Option<Instant>) {
+        match self {
+            Owner::Local => {
+                let work = worker::with_current(|w| w.step()).unwrap_or(false);
+                if !work {
+                    let _ = worker::with_current(|w| w.idle());
+                }
+            }
+            Owner::Remote(s) => s.wait_progress(seen, deadline),
+        }
+    }
+}
+
+/// Which timeout a blocked call honours, and what it returns when it passes.
+#[derive(Clone, Copy)]
+enum Dir {
+    Read,
+    Write,
+    Connect,
+}
+
+impl Worker {
+    /// `None`: the call must not block (O_NONBLOCK, MSG_DONTWAIT);
+    /// `Some(timeout)` otherwise.
+    fn wait_info(&self, fd: RawFd, dir: Dir, flags: i32) -> Option<Option<Duration>> {
+        let s = self.socket(fd).ok()?;
+        if s.nonblock || flags & MSG_DONTWAIT != 0 {
+            return None;
+        }
+        Some(match dir {
+            Dir::Read => s.opts.rcvtimeo,
+            Dir::Write | Dir::Connect => s.opts.sndtimeo,
+        })
+    }
+}
+
+/// Runs `op` until it does not say EAGAIN, or says it on a socket that
+/// must not block, or the socket's timeout passes.
+fn blocking<T: Send>(
+    owner: &Owner,
+    fd: RawFd,
+    dir: Dir,
+    flags: i32,
+    mut op: impl FnMut(&mut Worker) -> Result<T> + Send,
+) -> Result<T> {
+    let mut deadline: Option<Option<Instant>> = None;
+    loop {
+        let seen = owner.progress();
+        let (r, wait) = owner.exec(|w| {
+            let r = op(w);
+            let wait = match r {
+                Err(Errno::EAGAIN) => w.wait_info(fd, dir, flags),
+                _ => None,
+            };
+            (r, wait)
+        })?;
+        let Some(timeout) = wait else { return r };
+        let dl = *deadline.get_or_insert_with(|| timeout.map(|t| Instant::now() + t));
+        if dl.is_some_and(|d| Instant::now() >= d) {
+            return Err(match dir {
+                Dir::Connect => Errno::EINPROGRESS,
+                Dir::Read | Dir::Write => Errno::EAGAIN,
+            });
+        }
+        owner.wait(seen, dl);
+    }
+}
+
+/// Makes the calling thread an engine thread: `engine` joins its worker
+/// (the first engine creates it).  Sockets made on this thread, and by
+/// threads without a worker, live on this worker's engines.  Returns the
+/// worker's id.
+pub fn attach<L: Link + 'static>(engine: Engine<L>) -> u32 {
+    worker::attach(Box::new(engine))
+}
+
+/// Ends the calling thread's worker: its sockets, epoll and kqueue
+/// instances are closed, its engines dropped.
+pub fn detach() {
+    worker::detach()
+}
+
+/// One step of the calling thread's worker: a turn of each engine (rx,
+/// stack, timers, tx), the calls other threads posted, and readiness.
+/// Returns whether anything happened.
+pub fn step() -> Result<bool> {
+    worker::with_current(|w| w.step())
+}
+
+/// The engine loop with the application inside (F-Stack's `ff_run`):
+/// steps the worker and calls `app` after each step, until `app` returns
+/// false.  A step that found nothing to do sleeps as the engine's
+/// `idle_sleep` says.
+pub fn run(mut app: impl FnMut() -> bool) -> Result<()> {
+    loop {
+        let work = worker::with_current(|w| w.step())?;
+        if !app() {
+            return Ok(());
+        }
+        if !work {
+            worker::with_current(|w| w.idle())?;
+        }
+    }
+}
+
+/// Whether `fd` is a ustack fd (socket, epoll or kqueue).
+pub fn is_ustack_fd(fd: RawFd) -> bool {
+    fdtable::lookup(fd).is_some()
+}
+
+pub fn socket(domain: i32, ty: i32, protocol: i32) -> Result<RawFd> {
+    Owner::for_new()?.exec(|w| w.new_socket(domain, ty, protocol))?
+}
+
+pub fn bind(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
+    let addr = *addr;
+    Owner::of(fd)?.exec(|w| w.bind(fd, addr))?
+}
+
+pub fn listen(fd: RawFd, backlog: i32) -> Result<()> {
+    Owner::of(fd)?.exec(|w| w.listen(fd, backlog))?
+}
+
+pub fn accept(fd: RawFd) -> Result<(RawFd, SocketAddrV4)> {
+    accept4(fd, 0)
+}
+
+/// accept4: `flags` may hold SOCK_NONBLOCK and SOCK_CLOEXEC.
+pub fn accept4(fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddrV4)> {
+    let owner = Owner::of(fd)?;
+    blocking(&owner, fd, Dir::Read, 0, |w| w.accept(fd, flags))
+}
+
+/// connect: a non-blocking TCP socket returns EINPROGRESS and completes in
+/// the background (poll for writability, then SO_ERROR); a blocking one
+/// drives the engine until the handshake ends.
+pub fn connect(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
+    let owner = Owner::of(fd)?;
+    let addr = *addr;
+    let (r, wait) = owner.exec(|w| {
+        let r = w.connect(fd, addr);
+        (r, w.wait_info(fd, Dir::Connect, 0))
+    })?;
+    match (r, wait) {
+        (Err(Errno::EINPROGRESS) | Err(Errno::EALREADY), Some(_)) => {
+            blocking(&owner, fd, Dir::Connect, 0, |w| w.connect_finish(fd))
+        }
+        (r, _) => r,
+    }
+}
+
+/// connect with AF_UNSPEC: dissolves a UDP socket's association, aborts a
+/// TCP connection.
+pub fn disconnect(fd: RawFd) -> Result<()> {
+    Owner::of(fd)?.exec(|w| w.disconnect(fd))?
+}
+
+pub fn read(fd: RawFd, buf: &mut [u8]) -> Result<usize> {
+    recv(fd, buf, 0)
+}
+
+pub fn write(fd: RawFd, buf: &[u8]) -> Result<usize> {
+    send(fd, buf, 0)
+}
+
+pub fn readv(fd: RawFd, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
+    recvmsg(fd, bufs, 0).map(|m| m.len)
+}
+
+pub fn writev(fd: RawFd, bufs: &[IoSlice<'_>]) -> Result<usize> {
+    sendmsg(fd, bufs, 0, &SendMsg::default())
+}
+
+pub fn recv(fd: RawFd, buf: &mut [u8], flags: i32) -> Result<usize> {
+    recvmsg(fd, &mut [IoSliceMut::new(buf)], flags).map(|m| m.len)
+}
+
+pub fn send(fd: RawFd, buf: &[u8], flags: i32) -> Result<usize> {
+    sendmsg(fd, &[IoSlice::new(buf)], flags, &SendMsg::default())
+}
+
+pub fn recvfrom(fd: RawFd, buf: &mut [u8], flags: i32) -> Result<(usize, Option<SocketAddrV4>)> {
+    recvmsg(fd, &mut [IoSliceMut::new(buf)], flags).map(|m| (m.len, m.addr))
+}
+
+pub fn sendto(fd: RawFd, buf: &[u8], flags: i32, addr: Option<&SocketAddrV4>) -> Result<usize> {
+    let msg = SendMsg {
+        addr: addr.copied(),
+        ..SendMsg::default()
+    };
+    sendmsg(fd, &[IoSlice::new(buf)], flags, &msg)
+}
+
+/// recvmsg: flags MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC.
+pub fn recvmsg(fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<RecvMsg> {
+    let owner = Owner::of(fd)?;
+    let first = blocking(&owner, fd, Dir::Read, flags, |w| w.recvmsg(fd, bufs, flags))?;
+    let want: usize = bufs.iter().map(|b| b.len()).sum();
+    if flags & MSG_WAITALL == 0 || flags & MSG_PEEK != 0 || first.len == 0 || first.len >= want {
+        return Ok(first);
+    }
+    let stream = owner.exec(|w| w.socket(fd).map(|s| s.stream))??;
+    if !stream {
+        return Ok(first);
+    }
+    // MSG_WAITALL on a stream: go on until the buffers are full, the
+    // stream ends, or an error or timeout (then what was read counts).
+    let mut got = first.len;
+    while got < want {
+        let mut rest = remaining_mut(bufs, got);
+        match blocking(&owner, fd, Dir::Read, flags, |w| {
+            w.recvmsg(fd, &mut rest, flags)
+        }) {
+            Ok(m) if m.len > 0 => got += m.len,
+            _ => break,
+        }
+    }
+    Ok(RecvMsg { len: got, ..first })
+}
+
+fn remaining_mut<'a>(bufs: &'a mut [IoSliceMut<'_>], mut skip: usize) -> Vec<IoSliceMut<'a>> {
+    let mut out = Vec::new();
+    for b in bufs.iter_mut() {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        out.push(IoSliceMut::new(&mut b[skip..]));
+        skip = 0;
+    }
+    out
+}
+
+fn remaining<'a>(bufs: &'a [IoSlice<'_>], mut skip: usize) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::new();
+    for b in bufs {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        out.push(IoSlice::new(&b[skip..]));
+        skip = 0;
+    }
+    out
+}
+
+/// sendmsg: flags MSG_DONTWAIT and MSG_NOSIGNAL (without it, EPIPE also
+/// raises SIGPIPE, as the kernel does).  A blocking stream socket sends
+/// everything before it returns (unless SO_SNDTIMEO passes).
+pub fn sendmsg(fd: RawFd, bufs: &[IoSlice<'_>], flags: i32, msg: &SendMsg) -> Result<usize> {
+    let owner = Owner::of(fd)?;
+    let r = send_all(&owner, fd, bufs, flags, msg);
+    if r == Err(Errno::EPIPE) && flags & MSG_NOSIGNAL == 0 {
+        os::raise_sigpipe();
+    }
+    r
+}
+
+fn send_all(
+    owner: &Owner,
+    fd: RawFd,
+    bufs: &[IoSlice<'_>],
+    flags: i32,
+    msg: &SendMsg,
+) -> Result<usize> {
+    let first = blocking(owner, fd, Dir::Write, flags, |w| w.sendmsg(fd, bufs, msg))?;
+    let want: usize = bufs.iter().map(|b| b.len()).sum();
+    if first >= want {
+        return Ok(first);
+    }
+    let (stream, blocks) = owner.exec(|w| {
+        (
+            w.socket(fd).map(|s| s.stream),
+            w.wait_info(fd, Dir::Write, flags),
+        )
+    })?;
+    if !stream? || blocks.is_none() {
+        return Ok(first);
+    }
+    let mut sent = first;
+    while sent < want {
+        let rest = remaining(bufs, sent);
+        match blocking(owner, fd, Dir::Write, flags, |w| w.sendmsg(fd, &rest, msg)) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    Ok(sent)
+}
+
+/// shutdown: `how` is SHUT_RD, SHUT_WR or SHUT_RDWR.
+pub fn shutdown(fd: RawFd, how: i32) -> Result<()> {
+    Owner::of(fd)?.exec(|w| w.shutdown(fd, how))?
+}
+
+/// close: a socket, an epoll or a kqueue.
+pub fn close(fd: RawFd) -> Result<()> {
+    Owner::of(fd)?.exec(|w| w.close(fd))?
+}
+
+pub fn getsockname(fd: RawFd) -> Result<SocketAddrV4> {
+    Owner::of(fd)?.exec(|w| w.getsockname(fd))?
+}
+
+pub fn getpeername(fd: RawFd) -> Result<SocketAddrV4> {
+    Owner::of(fd)?.exec(|w| w.getpeername(fd))?
+}
+
+/// getsockopt: writes the value into `val` (truncated to its length, as
+/// Linux does) and returns its length.
+pub fn getsockopt(fd: RawFd, level: i32, name: i32, val: &mut [u8]) -> Result<usize> {
+    Owner::of(fd)?.exec(|w| w.getsockopt(fd, level, name, val))?
+}
+
+/// setsockopt: `val` holds the option's C value (an int, `struct linger`,
+/// `struct timeval`).
+pub fn setsockopt(fd: RawFd, level: i32, name: i32, val: &[u8]) -> Result<()> {
+    Owner::of(fd)?.exec(|w| w.setsockopt(fd, level, name, val))?
+}
+
+/// getsockopt of an int option.
+pub fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> Result<i32> {
+    let mut b = [0u8; 4];
+    getsockopt(fd, level, name, &mut b)?;
+    Ok(i32::from_ne_bytes(b))
+}
+
+/// setsockopt of an int option.
+pub fn setsockopt_int(fd: RawFd, level: i32, name: i32, val: i32) -> Result<()> {
+    setsockopt(fd, level, name, &val.to_ne_bytes())
+}
+
+/// ioctl: FIONBIO reads `*arg`, FIONREAD writes it.
+pub fn ioctl(fd: RawFd, request: u64, arg: &mut i32) -> Result<()> {
+    Owner::of(fd)?.exec(|w| w.ioctl(fd, request, arg))?
+}
+
+/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD.
+pub fn fcntl(fd: RawFd, cmd: i32, arg: i32) -> Result<i32> {
+    Owner::of(fd)?.exec(|w| w.fcntl(fd, cmd, arg))?
+}
+
+pub fn epoll_create(size: i32) -> Result<RawFd> {
+    if size <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    epoll_create1(0)
+}
+
+pub fn epoll_create1(flags: i32) -> Result<RawFd> {
+    Owner::for_new()?.exec(|w| w.epoll_create(flags))?
+}
+
+/// epoll_ctl: `event` may be `None` for EPOLL_CTL_DEL.
+pub fn epoll_ctl(epfd: RawFd, op: i32, fd: RawFd, event: Option<&epoll_event>) -> Result<()> {
+    let event = event.copied();
+    Owner::of(epfd)?.exec(|w| w.epoll_ctl(epfd, op, fd, event.as_ref()))?
+}
+
+/// epoll_wait: `timeout_ms` 0 never blocks (it still runs one step of this
+/// thread's engines when nothing was ready), -1 waits for ever; while it
+/// waits it drives the engines.
+pub fn epoll_wait(epfd: RawFd, events: &mut [epoll_event], timeout_ms: i32) -> Result<usize> {
+    let owner = Owner::of(epfd)?;
+    let deadline = u64::try_from(timeout_ms)
+        .ok()
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
+    let mut stepped = false;
+    loop {
+        let seen = owner.progress();
+        let n = owner.exec(|w| w.epoll_collect(epfd, events))??;
+        if n > 0 {
+            return Ok(n);
+        }
+        if timeout_ms == 0 {
+            if stepped || matches!(owner, Owner::Remote(_)) {
+                return Ok(0);
+            }
+            worker::with_current(|w| w.step())?;
+            stepped = true;
+            continue;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(0);
+        }
+        owner.wait(seen, deadline);
+    }
+}
+
+pub fn kqueue() -> Result<RawFd> {
+    Owner::for_new()?.exec(|w| w.kqueue_create())?
+}
+
+/// kevent: applies `changes`, then reports up to `events.len()` events;
+/// `timeout` `None` waits for ever, zero never blocks (it still runs one
+/// step of this thread's engines when nothing was ready).
+pub fn kevent(
+    kq: RawFd,
+    changes: &[KEvent],
+    events: &mut [KEvent],
+    timeout: Option<Duration>,
+) -> Result<usize> {
+    let owner = Owner::of(kq)?;
+    let n = owner.exec(|w| w.kevent_nb(kq, changes, events, true))??;
+    if n > 0 || events.is_empty() {
+        return Ok(n);
+    }
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut stepped = false;
+    loop {
+        if timeout == Some(Duration::ZERO) {
+            if stepped || matches!(owner, Owner::Remote(_)) {
+                return Ok(0);
+            }
+            worker::with_current(|w| w.step())?;
+            stepped = true;
+        } else {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(0);
+            }
+            let seen = owner.progress();
+            owner.wait(seen, deadline);
+        }
+        let n = owner.exec(|w| w.kevent_nb(kq, &[], events, true))??;
+        if n > 0 {
+            return Ok(n);
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! What the socket layer needs of an engine, as a trait object so one
+//! worker can hold engines over different links.
+
+use link::Link;
+use runtime::{AppContext, Application, Engine};
+use stack::{FrameSink, Instant, Stack};
+
+/// An engine the socket layer drives.
+pub trait Driver {
+    /// The stack, for calls that send nothing.
+    fn stack_mut(&mut self) -> &mut Stack;
+    /// Runs `f` with the clock, the stack and the transmit queues.
+    fn with(&mut self, f: &mut dyn FnMut(Instant, &mut Stack, &mut dyn FrameSink));
+    /// One loop turn (rx, stack, timers, tx); whether anything happened.
+    fn turn(&mut self) -> bool;
+    /// Waits as the engine's own loop does after a turn without work.
+    fn idle(&mut self);
+    /// Sends the gratuitous ARPs of the engine's addresses.
+    fn announce(&mut self);
+}
+
+/// The application of a turn the socket layer drives: the application
+/// runs between turns, not inside them.
+struct BetweenTurns;
+
+impl Application for BetweenTurns {
+    fn poll(&mut self, _ctx: &mut AppContext<'_>) -> bool {
+        false
+    }
+}
+
+impl<L: Link> Driver for Engine<L> {
+    fn stack_mut(&mut self) -> &mut Stack {
+        &mut self.stack
+    }
+
+    fn with(&mut self, f: &mut dyn FnMut(Instant, &mut Stack, &mut dyn FrameSink)) {
+        self.with_context(|ctx| f(ctx.now, ctx.stack, ctx.sink))
+    }
+
+    fn turn(&mut self) -> bool {
+        Engine::turn(self, &mut BetweenTurns)
+    }
+
+    fn idle(&mut self) {
+        // A failed wait (a link error) only shortens the sleep; the next
+        // turn counts the link's error.
+        let _ = self.idle_wait();
+    }
+
+    fn announce(&mut self) {
+        Engine::announce(self)
+    }
+}
+
+/// Calls `f` through [`Driver::with`] and returns its result.
+pub(crate) fn call<R>(
+    d: &mut dyn Driver,
+    f: impl FnOnce(Instant, &mut Stack, &mut dyn FrameSink) -> R,
+) -> R {
+    let mut f = Some(f);
+    let mut out = None;
+    d.with(&mut |now, stack, sink| {
+        if let Some(f) = f.take() {
+            out = Some(f(now, stack, sink));
+        }
+    });
+    out.expect("Driver::with calls its closure exactly once")
+}

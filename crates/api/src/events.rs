@@ -1,0 +1,130 @@
+//! From "the stack says this socket may have changed" to epoll and kqueue
+//! wakeups.
+//!
+//! Linux wakes a socket's waiters on events, not on states: data arriving
+//! (even on a socket that was already readable), send space freed, a state
+//! change (connected, FIN, reset: every waiter).  Edge-triggered epoll and
+//! EV_CLEAR report again only after such a wakeup.  The socket layer gets
+//! "may have changed" from the stack's ready list and from its own calls;
+//! it tells events apart by comparing with what it saw last: the totals of
+//! what ever arrived (queued now + taken by the application) and of send
+//! space ever made available, the state, and the readiness mask.
+
+use std::os::fd::RawFd;
+
+use crate::socket::{self, Status};
+use crate::worker::{Object, Worker};
+
+/// A wakeup for every waiter (a state change).
+pub(crate) const WAKE_ALL: u32 = u32::MAX;
+
+impl Worker {
+    /// The status of socket `fd` now.
+    pub(crate) fn status_of(&mut self, fd: RawFd) -> Option<Status> {
+        let Worker {
+            objects, engines, ..
+        } = self;
+        let sock = match objects.get(usize::try_from(fd).ok()?)? {
+            Some(Object::Socket(s)) => s,
+            _ => return None,
+        };
+        let stack = sock.engine.map(|e| &*engines[e].driver.stack_mut());
+        Some(socket::status(sock, stack))
+    }
+
+    /// Takes the stack's ready lists and our own, and wakes the watchers of
+    /// every socket that changed.  Returns whether any socket changed.
+    pub(crate) fn pump(&mut self) -> bool {
+        let mut handles = std::mem::take(&mut self.ready_scratch);
+        for e in 0..self.engines.len() {
+            handles.clear();
+            let slot = &mut self.engines[e];
+            slot.driver.stack_mut().drain_ready(&mut handles);
+            for h in &handles {
+                if let Some(fds) = slot.fds.get(h) {
+                    self.dirty.extend_from_slice(fds);
+                }
+            }
+        }
+        self.ready_scratch = handles;
+        if self.dirty.is_empty() {
+            return false;
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &fd in &dirty {
+            self.refresh(fd);
+        }
+        dirty.clear();
+        self.dirty = dirty;
+        true
+    }
+
+    /// Compares socket `fd` with what was seen last and wakes its watchers.
+    fn refresh(&mut self, fd: RawFd) {
+        match self.socket(fd) {
+            Ok(s) if !s.watchers.is_empty() => {}
+            _ => return,
+        }
+        let Some(st) = self.status_of(fd) else { return };
+        let Ok(sock) = self.socket_mut(fd) else {
+            return;
+        };
+        let seen = sock.seen;
+        // Readiness that appeared, and data that arrived, wake as Linux's
+        // sk_data_ready does.  Send space freed on a socket that stays
+        // writable wakes only kqueue (FreeBSD's sowwakeup on every ACK);
+        // Linux wakes writers only when the socket had run out of space,
+        // which shows here as EPOLLOUT appearing.
+        let mut key = st.mask & !seen.mask;
+        if st.in_total > seen.in_total {
+            key |= (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
+        }
+        let space_freed = st.out_total > seen.out_total;
+        if st.state != seen.state {
+            key = WAKE_ALL;
+        }
+        sock.seen = socket::Seen {
+            mask: st.mask,
+            in_total: st.in_total,
+            out_total: st.out_total,
+            state: st.state,
+        };
+        if key == 0 && !space_freed {
+            return;
+        }
+        let watchers = std::mem::take(&mut sock.watchers);
+        for &w in &watchers {
+            match self.object_mut(w) {
+                Some(Object::Epoll(ep)) if key != 0 => ep.wake(fd, key),
+                Some(Object::Kqueue(kq)) => kq.wake(fd, key, space_freed, &st),
+                _ => {}
+            }
+        }
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.watchers = watchers;
+        }
+    }
+
+    /// Records the current status as seen (a new watcher starts from now).
+    pub(crate) fn mark_seen(&mut self, fd: RawFd) -> Option<Status> {
+        let st = self.status_of(fd)?;
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.seen = socket::Seen {
+                mask: st.mask,
+                in_total: st.in_total,
+                out_total: st.out_total,
+                state: st.state,
+            };
+        }
+        Some(st)
+    }
+
+    /// Adds instance `watcher` to socket `fd`'s watchers (once).
+    pub(crate) fn watch(&mut self, fd: RawFd, watcher: RawFd) {
+        if let Ok(s) = self.socket_mut(fd) {
+            if !s.watchers.contains(&watcher) {
+                s.watchers.push(watcher);
+            }
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The socket layer of ustack: POSIX sockets with Linux's semantics and
+//! errno values, epoll with Linux's, kqueue with FreeBSD's, usable from any
+//! thread.  The C ABI, the F-Stack `ff_*` layer, the async Rust API and the
+//! LD_PRELOAD library are thin wrappers over these calls.
+//!
+//! # Shape of the calls
+//!
+//! The calls mirror the C ones: an fd is an `i32`, an error is an
+//! [`Errno`] holding the Linux value, addresses are [`SocketAddrV4`],
+//! flags and option names are Linux's constants ([`consts`]), option
+//! values are the bytes of their C structs ([`setsockopt`],
+//! [`getsockopt`]; [`setsockopt_int`] for ints).  The ancillary data of
+//! [`recvmsg`] and [`sendmsg`] comes typed ([`RecvMsg::pktinfo`],
+//! [`RecvMsg::dstaddr`], [`SendMsg::src`]); a C wrapper encodes it as
+//! cmsgs (`IP_PKTINFO` for Linux programs, `IP_RECVDSTADDR` /
+//! `IP_SENDSRCADDR` for F-Stack ones).
+//!
+//! Every ustack fd is a number reserved from the kernel (an eventfd held
+//! open), so it never collides with a kernel fd: a program can hold both,
+//! and [`is_ustack_fd`] tells them apart.
+//!
+//! # Engines, workers and threads
+//!
+//! A thread becomes an engine thread with [`attach`], which hands it an
+//! engine (`runtime::Engine` over any link).  The thread's *worker* holds
+//! its engines and every socket, epoll and kqueue created on them.  Then:
+//!
+//! - **Run to completion (RTC)**, the fast path: code on the engine's own
+//!   thread calls the socket layer directly.  [`run`] is F-Stack's
+//!   `ff_run`: it steps the engines (rx, stack, timers, tx), then calls
+//!   the application, which makes non-blocking calls and `epoll_wait` /
+//!   `kevent` with a zero timeout.  A call checks one thing to take this
+//!   path: that the fd's owner (two atomic loads in the fd table) is the
+//!   calling thread's worker.
+//! - **Run to wait (RTW)**: any other thread may use the same fds.  Its
+//!   call is posted to the owning worker's queue, which the worker runs on
+//!   its next step, and the caller waits for the answer.  The socket's
+//!   state lives only on its worker; this is a transport, not a second
+//!   implementation.  Objects created by a thread that has no worker go to
+//!   the first worker.  The owning thread must keep stepping (in [`run`],
+//!   [`step`], or a blocking call) for other threads' calls to progress.
+//!
+//! A blocking call (a blocking socket without MSG_DONTWAIT, `epoll_wait`
+//! or `kevent` with a timeout) on the engine's thread drives the engine
+//! while it waits; on another thread it waits for the worker's progress.
+//! SO_RCVTIMEO and SO_SNDTIMEO bound the wait (then EAGAIN, or EINPROGRESS
+//! for connect).
+//!
+//! # Readiness
+//!
+//! epoll and kqueue are woken by events, as in the kernels: data arriving,
+//! send space freed, a state change (see `events.rs`).  So an
+//! edge-triggered item or an EV_CLEAR knote is reported again only after
+//! new data, not after a partial read; EPOLLONESHOT disarms an item until
+//! EPOLL_CTL_MOD; EPOLLERR and EPOLLHUP are always reported.
+//!
+//! # Not yet
+//!
+//! IPv6 (EAFNOSUPPORT); TCP_KEEPIDLE/INTVL/CNT, IP_TTL and IP_TOS are kept
+//! and reported but the stack's configured values are used on the wire;
+//! SO_LINGER with a timeout closes in the background (only a zero timeout
+//! changes close: it resets); SO_REUSEPORT sockets share one listener (or
+//! one UDP socket) and its queue rather than splitting the flows; UDP
+//! sockets get no ICMP errors; epoll sets cannot hold kernel fds or other
+//! epoll sets; an epoll or kqueue watches sockets of its own worker only.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod calls;
+pub mod consts;
+mod driver;
+mod epoll;
+mod errno;
+mod events;
+mod fdtable;
+mod io;
+mod kqueue;
+mod os;
+mod sock_ops;
+mod socket;
+mod sockopt;
+mod worker;
+
+pub use calls::*;
+pub use driver::Driver;
+pub use epoll::epoll_event;
+pub use errno::{Errno, Result};
+pub use io::{PktInfo, RecvMsg, SendMsg};
+pub use kqueue::KEvent;
+pub use sockopt::TCP_INFO_LEN;
+pub use std::net::SocketAddrV4;

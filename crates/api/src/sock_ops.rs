@@ -1,0 +1,749 @@
+//! The calls that set a socket up and tear it down: socket, bind, listen,
+//! accept, connect, shutdown, close, the address queries, ioctl and fcntl.
+//! Each runs on the socket's worker and never blocks: it returns EAGAIN
+//! and the caller (`calls.rs`) drives the engine and retries.
+
+use std::hash::{BuildHasher, Hasher};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::RawFd;
+
+use stack::{FrameSink, Instant, Shutdown, SocketError, SocketHandle, Stack, TcpState};
+
+use crate::consts::*;
+use crate::driver::{self, Driver};
+use crate::errno::{Errno, Result};
+use crate::os;
+use crate::socket::{Options, Phase, Socket, State};
+use crate::worker::{self, Object, Worker};
+
+/// Linux's `ip_local_port_range`: ports bind() picks for port 0.
+const BIND_PORTS: core::ops::RangeInclusive<u16> = 32768..=60999;
+
+pub(crate) fn v4(a: SocketAddr) -> SocketAddrV4 {
+    match a {
+        SocketAddr::V4(a) => a,
+        SocketAddr::V6(a) => SocketAddrV4::new(
+            a.ip().to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
+            a.port(),
+        ),
+    }
+}
+
+fn overlap(a: &Ipv4Addr, b: &Ipv4Addr) -> bool {
+    a.is_unspecified() || b.is_unspecified() || a == b
+}
+
+/// Applies the options set before the connection existed (or inherited
+/// from its listener) to a stack connection.
+pub(crate) fn apply_tcp_options(
+    now: Instant,
+    stack: &mut Stack,
+    sink: &mut dyn FrameSink,
+    h: SocketHandle,
+    o: &Options,
+) {
+    if o.nodelay {
+        let _ = stack.tcp_set_nodelay(now, h, true, sink);
+    }
+    if o.keepalive {
+        let _ = stack.tcp_set_keepalive(now, h, true);
+    }
+    if o.linger == Some(0) {
+        let _ = stack.tcp_set_linger_zero(h, true);
+    }
+    if let Some(b) = o.sndbuf {
+        let _ = stack.tcp_set_send_buffer(h, b / 2);
+    }
+    if let Some(b) = o.rcvbuf {
+        let _ = stack.tcp_set_recv_buffer(h, b / 2);
+    }
+}
+
+impl Worker {
+    pub(crate) fn new_socket(&mut self, domain: i32, ty: i32, protocol: i32) -> Result<RawFd> {
+        if domain != AF_INET {
+            return Err(Errno::EAFNOSUPPORT);
+        }
+        let flags = ty & (SOCK_NONBLOCK | SOCK_CLOEXEC);
+        let stream = match ty & !(SOCK_NONBLOCK | SOCK_CLOEXEC) {
+            SOCK_STREAM => true,
+            SOCK_DGRAM => false,
+            SOCK_RAW | SOCK_SEQPACKET => return Err(Errno::ESOCKTNOSUPPORT),
+            _ => return Err(Errno::EINVAL),
+        };
+        let proto_ok = match protocol {
+            0 => true,
+            p if p == IPPROTO_TCP => stream,
+            p if p == IPPROTO_UDP => !stream,
+            _ => false,
+        };
+        if !proto_ok {
+            return Err(Errno::EPROTONOSUPPORT);
+        }
+        if self.engines.is_empty() {
+            return Err(Errno::ENODEV);
+        }
+        let sock = Socket::new(stream, flags & SOCK_NONBLOCK != 0);
+        self.add_object(Object::Socket(Box::new(sock)), flags & SOCK_CLOEXEC != 0)
+    }
+
+    /// Whether binding `fd` to `addr` would collide with another TCP
+    /// socket (Linux's inet_csk_bind_conflict: both SO_REUSEADDR and the
+    /// other not listening, or both SO_REUSEPORT, may share).
+    fn tcp_conflict(&self, engine: usize, fd: RawFd, addr: SocketAddrV4) -> bool {
+        let Ok(me) = self.socket(fd) else {
+            return true;
+        };
+        let Some(holders) = self.engines[engine].tcp_binds.get(&addr.port()) else {
+            return false;
+        };
+        holders.iter().filter(|&&o| o != fd).any(|&o| {
+            let Ok(other) = self.socket(o) else {
+                return false;
+            };
+            let Some(oaddr) = other.bound else {
+                return false;
+            };
+            if !overlap(oaddr.ip(), addr.ip()) {
+                return false;
+            }
+            let listening = matches!(other.state, State::Listening { .. });
+            let shared_addr = me.opts.reuseaddr && other.opts.reuseaddr && !listening;
+            let shared_port = me.opts.reuseport && other.opts.reuseport;
+            !(shared_addr || shared_port)
+        })
+    }
+
+    /// A port for bind(port 0) or an unbound listen().
+    fn pick_tcp_port(&mut self, engine: usize, fd: RawFd, ip: Ipv4Addr) -> Result<u16> {
+        let span = u32::from(BIND_PORTS.end() - BIND_PORTS.start()) + 1;
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_i32(fd);
+        let start = (h.finish() % u64::from(span)) as u32;
+        for i in 0..span {
+            let port = BIND_PORTS.start() + ((start + i) % span) as u16;
+            let addr = SocketAddrV4::new(ip, port);
+            let in_stack = self.engines[engine]
+                .driver
+                .stack_mut()
+                .tcp_port_in_use(IpAddr::V4(ip), port);
+            if !in_stack
+                && !self.engines[engine].tcp_binds.contains_key(&port)
+                && !self.tcp_conflict(engine, fd, addr)
+            {
+                return Ok(port);
+            }
+        }
+        Err(Errno::EADDRINUSE)
+    }
+
+    pub(crate) fn bind(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+        let sock = self.socket(fd)?;
+        if !matches!(sock.state, State::Fresh) {
+            return Err(Errno::EINVAL);
+        }
+        let stream = sock.stream;
+        let engine = self
+            .engine_for_local(*addr.ip())
+            .ok_or(Errno::EADDRNOTAVAIL)?;
+        if stream {
+            self.tcp_bind(fd, engine, addr)
+        } else {
+            self.udp_bind(fd, engine, addr).map(|_| ())
+        }
+    }
+
+    fn tcp_bind(&mut self, fd: RawFd, engine: usize, mut addr: SocketAddrV4) -> Result<()> {
+        if addr.port() == 0 {
+            addr.set_port(self.pick_tcp_port(engine, fd, *addr.ip())?);
+        } else if self.tcp_conflict(engine, fd, addr) {
+            return Err(Errno::EADDRINUSE);
+        }
+        let sock = self.socket_mut(fd)?;
+        sock.engine = Some(engine);
+        sock.bound = Some(addr);
+        sock.state = State::Bound(addr);
+        self.engines[engine]
+            .tcp_binds
+            .entry(addr.port())
+            .or_default()
+            .push(fd);
+        self.touch(fd);
+        Ok(())
+    }
+
+    /// Binds a UDP socket (port 0: an ephemeral one).  With SO_REUSEADDR
+    /// or SO_REUSEPORT on both, a second socket on the same address
+    /// shares the first one's stack socket and its queue.
+    pub(crate) fn udp_bind(
+        &mut self,
+        fd: RawFd,
+        engine: usize,
+        addr: SocketAddrV4,
+    ) -> Result<SocketHandle> {
+        let (reuseaddr, reuseport, rcvbuf) = {
+            let s = self.socket(fd)?;
+            (s.opts.reuseaddr, s.opts.reuseport, s.opts.rcvbuf)
+        };
+        let slot = &mut self.engines[engine];
+        let h = match slot.driver.stack_mut().udp_bind(SocketAddr::V4(addr)) {
+            Ok(h) => {
+                if let Some(b) = rcvbuf {
+                    let _ = slot.driver.stack_mut().udp_set_recv_buffer(h, b / 2);
+                }
+                h
+            }
+            Err(SocketError::AddrInUse) if addr.port() != 0 => {
+                let h = *slot.udp_binds.get(&addr).ok_or(Errno::EADDRINUSE)?;
+                let first = slot
+                    .fds
+                    .get(&h)
+                    .and_then(|f| f.first().copied())
+                    .ok_or(Errno::EADDRINUSE)?;
+                let other = self.socket(first)?;
+                let shared =
+                    (reuseaddr && other.opts.reuseaddr) || (reuseport && other.opts.reuseport);
+                if !shared {
+                    return Err(Errno::EADDRINUSE);
+                }
+                h
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let slot = &mut self.engines[engine];
+        let local = slot
+            .driver
+            .stack_mut()
+            .udp_local_addr(h)
+            .map(v4)
+            .unwrap_or(addr);
+        slot.udp_binds.insert(local, h);
+        slot.fds.entry(h).or_default().push(fd);
+        let sock = self.socket_mut(fd)?;
+        sock.engine = Some(engine);
+        sock.bound = Some(local);
+        sock.state = State::Udp { h, peer: None };
+        self.touch(fd);
+        Ok(h)
+    }
+
+    pub(crate) fn listen(&mut self, fd: RawFd, backlog: i32) -> Result<()> {
+        let sock = self.socket(fd)?;
+        if !sock.stream {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let addr = match sock.state {
+            State::Listening { .. } => return Ok(()),
+            State::Tcp { .. } => return Err(Errno::EINVAL),
+            State::Bound(a) => a,
+            State::Fresh => {
+                let engine = self
+                    .engine_for_local(Ipv4Addr::UNSPECIFIED)
+                    .ok_or(Errno::ENODEV)?;
+                self.tcp_bind(fd, engine, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+                match self.socket(fd)?.state {
+                    State::Bound(a) => a,
+                    _ => return Err(Errno::EINVAL),
+                }
+            }
+            State::Udp { .. } => return Err(Errno::EOPNOTSUPP),
+        };
+        let engine = self.socket(fd)?.engine.ok_or(Errno::EINVAL)?;
+        // Linux checks the bind conflicts again (another socket may have
+        // started listening on a shared port meanwhile).
+        if self.tcp_conflict(engine, fd, addr) {
+            return Err(Errno::EADDRINUSE);
+        }
+        let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
+        let stack = self.engines[engine].driver.stack_mut();
+        let h = match stack.tcp_listen(SocketAddr::V4(addr), backlog) {
+            Ok(h) => h,
+            Err(SocketError::AddrInUse) => {
+                // A SO_REUSEPORT group: the sockets share one listener and
+                // its accept queue.
+                self.reuseport_listener(engine, fd, addr)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.engines[engine].fds.entry(h).or_default().push(fd);
+        let sock = self.socket_mut(fd)?;
+        sock.state = State::Listening { h, local: addr };
+        self.touch(fd);
+        Ok(())
+    }
+
+    fn reuseport_listener(
+        &self,
+        engine: usize,
+        fd: RawFd,
+        addr: SocketAddrV4,
+    ) -> Result<SocketHandle> {
+        let me = self.socket(fd)?;
+        let holders = self.engines[engine]
+            .tcp_binds
+            .get(&addr.port())
+            .ok_or(Errno::EADDRINUSE)?;
+        holders
+            .iter()
+            .filter_map(|&o| self.socket(o).ok())
+            .find_map(|o| match o.state {
+                State::Listening { h, local }
+                    if local == addr && o.opts.reuseport && me.opts.reuseport =>
+                {
+                    Some(h)
+                }
+                _ => None,
+            })
+            .ok_or(Errno::EADDRINUSE)
+    }
+
+    pub(crate) fn accept(&mut self, fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddrV4)> {
+        if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let sock = self.socket(fd)?;
+        if !sock.stream {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let State::Listening { h, .. } = sock.state else {
+            return Err(Errno::EINVAL);
+        };
+        let engine = sock.engine.ok_or(Errno::EINVAL)?;
+        let opts = sock.opts.clone();
+        if self.engines[engine]
+            .driver
+            .stack_mut()
+            .tcp_accept_queue_len(h)?
+            == 0
+        {
+            return Err(Errno::EAGAIN);
+        }
+        let newfd = worker::reserve(flags & SOCK_CLOEXEC != 0)?;
+        let slot = &mut self.engines[engine];
+        let (ch, peer) = match slot.driver.stack_mut().tcp_accept(h) {
+            Ok(x) => x,
+            Err(e) => {
+                os::release_fd(newfd);
+                return Err(e.into());
+            }
+        };
+        driver::call(slot.driver.as_mut(), |now, stack, sink| {
+            apply_tcp_options(now, stack, sink, ch, &opts)
+        });
+        let local = slot.driver.stack_mut().tcp_local_addr(ch).map(v4).ok();
+        slot.fds.entry(ch).or_default().push(newfd);
+        let mut child = Socket::new(true, flags & SOCK_NONBLOCK != 0);
+        // An accepted socket inherits its listener's options (sk_clone),
+        // but not its file flags (O_NONBLOCK).
+        child.opts = opts;
+        child.engine = Some(engine);
+        child.bound = local;
+        child.state = State::Tcp {
+            h: ch,
+            phase: Phase::Connected,
+            bound: false,
+        };
+        self.install(newfd, Object::Socket(Box::new(child)));
+        self.socket_mut(fd)?.totals.accepted += 1;
+        self.touch(newfd);
+        self.touch(fd);
+        Ok((newfd, v4(peer)))
+    }
+
+    /// connect(): starts a TCP connection (EINPROGRESS) or reports on one
+    /// started before; sets a UDP socket's peer.
+    pub(crate) fn connect(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+        let sock = self.socket(fd)?;
+        if !sock.stream {
+            return self.udp_connect(fd, addr);
+        }
+        match sock.state {
+            State::Listening { .. } => Err(Errno::EISCONN),
+            State::Tcp {
+                phase: Phase::Connected,
+                ..
+            } => Err(Errno::EISCONN),
+            State::Tcp {
+                phase: Phase::Connecting,
+                ..
+            } => match self.connect_finish(fd) {
+                Err(Errno::EAGAIN) => Err(Errno::EALREADY),
+                r => r,
+            },
+            State::Fresh | State::Bound(_) => self.tcp_connect(fd, addr),
+            State::Udp { .. } => Err(Errno::EINVAL),
+        }
+    }
+
+    fn tcp_connect(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+        let sock = self.socket(fd)?;
+        let bound = match sock.state {
+            State::Bound(a) => Some(a),
+            _ => None,
+        };
+        let opts = sock.opts.clone();
+        let engine = match sock.engine {
+            Some(e) => e,
+            None => self
+                .engine_for_remote(*addr.ip())
+                .ok_or(Errno::ENETUNREACH)?,
+        };
+        let slot = &mut self.engines[engine];
+        let h = driver::call(slot.driver.as_mut(), |now, stack, sink| {
+            let h =
+                stack.tcp_connect(now, SocketAddr::V4(addr), bound.map(SocketAddr::V4), sink)?;
+            apply_tcp_options(now, stack, sink, h, &opts);
+            Ok::<_, SocketError>(h)
+        })
+        .map_err(|e| match e {
+            SocketError::NoFreePort => Errno::EADDRNOTAVAIL,
+            e => e.into(),
+        })?;
+        let local = slot.driver.stack_mut().tcp_local_addr(h).map(v4).ok();
+        slot.fds.entry(h).or_default().push(fd);
+        let sock = self.socket_mut(fd)?;
+        sock.engine = Some(engine);
+        sock.bound = local;
+        sock.state = State::Tcp {
+            h,
+            phase: Phase::Connecting,
+            bound: bound.is_some(),
+        };
+        self.touch(fd);
+        Err(Errno::EINPROGRESS)
+    }
+
+    /// How a connection started by connect() stands: EAGAIN while the
+    /// handshake runs, `Ok` once it is established, its error once it
+    /// failed (the socket can then connect again, as on Linux).
+    pub(crate) fn connect_finish(&mut self, fd: RawFd) -> Result<()> {
+        let sock = self.socket(fd)?;
+        let State::Tcp { h, phase, bound } = sock.state else {
+            return match sock.state {
+                State::Udp { .. } => Ok(()),
+                _ => Err(Errno::ECONNABORTED),
+            };
+        };
+        if phase == Phase::Connected {
+            return Err(Errno::EISCONN);
+        }
+        let engine = sock.engine.ok_or(Errno::EINVAL)?;
+        let stack = self.engines[engine].driver.stack_mut();
+        match stack.tcp_state(h)? {
+            TcpState::SynSent | TcpState::SynReceived => Err(Errno::EAGAIN),
+            TcpState::Closed => {
+                let error = stack.tcp_take_error(h).ok().flatten();
+                let err = error.map_or(Errno::ECONNABORTED, Errno::from);
+                self.drop_connection(fd, h, engine, bound);
+                Err(err)
+            }
+            _ => {
+                if let State::Tcp { phase, .. } = &mut self.socket_mut(fd)?.state {
+                    *phase = Phase::Connected;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Forgets a failed or aborted connection: the socket is unconnected
+    /// again, keeping a port it had from bind().
+    fn drop_connection(&mut self, fd: RawFd, h: SocketHandle, engine: usize, bound: bool) {
+        let slot = &mut self.engines[engine];
+        driver::call(slot.driver.as_mut(), |now, stack, sink| {
+            let _ = stack.tcp_abort(now, h, sink);
+        });
+        slot.fds.remove(&h);
+        if let Ok(sock) = self.socket_mut(fd) {
+            match (bound, sock.bound) {
+                (true, Some(a)) => sock.state = State::Bound(a),
+                _ => {
+                    sock.state = State::Fresh;
+                    sock.bound = None;
+                    sock.engine = None;
+                }
+            }
+        }
+        self.touch(fd);
+    }
+
+    fn udp_connect(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+        let sock = self.socket(fd)?;
+        if !matches!(sock.state, State::Udp { .. }) {
+            let engine = self
+                .engine_for_remote(*addr.ip())
+                .ok_or(Errno::ENETUNREACH)?;
+            self.udp_bind(fd, engine, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+        }
+        let sock = self.socket_mut(fd)?;
+        if let State::Udp { peer, .. } = &mut sock.state {
+            *peer = Some(addr);
+        }
+        self.touch(fd);
+        Ok(())
+    }
+
+    /// connect() with AF_UNSPEC: a UDP socket forgets its peer; a TCP
+    /// connection is aborted and the socket can connect again.
+    pub(crate) fn disconnect(&mut self, fd: RawFd) -> Result<()> {
+        let sock = self.socket_mut(fd)?;
+        match sock.state {
+            State::Udp { ref mut peer, .. } => *peer = None,
+            State::Tcp { h, bound, .. } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                self.drop_connection(fd, h, engine, bound);
+            }
+            State::Listening { h, local } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                sock.state = State::Bound(local);
+                self.release_handle(engine, h, fd);
+            }
+            State::Fresh | State::Bound(_) => {}
+        }
+        self.touch(fd);
+        Ok(())
+    }
+
+    /// Takes `fd` off a stack socket; the last one closes it.
+    fn release_handle(&mut self, engine: usize, h: SocketHandle, fd: RawFd) {
+        let slot = &mut self.engines[engine];
+        let last = match slot.fds.get_mut(&h) {
+            Some(fds) => {
+                fds.retain(|&f| f != fd);
+                fds.is_empty()
+            }
+            None => true,
+        };
+        if !last {
+            return;
+        }
+        slot.fds.remove(&h);
+        slot.udp_binds.retain(|_, v| *v != h);
+        driver::call(slot.driver.as_mut(), |now, stack, sink| {
+            if stack.udp_local_addr(h).is_ok() {
+                let _ = stack.udp_close(h);
+            } else {
+                let _ = stack.tcp_close(now, h, sink);
+            }
+        });
+    }
+
+    pub(crate) fn shutdown(&mut self, fd: RawFd, how: i32) -> Result<()> {
+        let (rd, wr) = match how {
+            SHUT_RD => (true, false),
+            SHUT_WR => (false, true),
+            SHUT_RDWR => (true, true),
+            _ => return Err(Errno::EINVAL),
+        };
+        let sock = self.socket_mut(fd)?;
+        let set = |s: &mut Socket| {
+            s.shut_rd |= rd;
+            s.shut_wr |= wr;
+        };
+        let result = match sock.state {
+            State::Fresh | State::Bound(_) => {
+                // TCP_CLOSE: ENOTCONN, yet the bits are set (Linux wakes
+                // pollers with EPOLLHUP this way).
+                set(sock);
+                Err(Errno::ENOTCONN)
+            }
+            State::Udp { peer, .. } => {
+                set(sock);
+                if peer.is_some() {
+                    Ok(())
+                } else {
+                    Err(Errno::ENOTCONN)
+                }
+            }
+            State::Listening { h, local } => {
+                if rd {
+                    let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                    sock.state = State::Bound(local);
+                    self.release_handle(engine, h, fd);
+                }
+                Ok(())
+            }
+            State::Tcp { h, bound, .. } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                let stack = self.engines[engine].driver.stack_mut();
+                match stack.tcp_state(h)? {
+                    TcpState::Closed => {
+                        set(self.socket_mut(fd)?);
+                        Err(Errno::ENOTCONN)
+                    }
+                    TcpState::SynSent => {
+                        self.drop_connection(fd, h, engine, bound);
+                        Ok(())
+                    }
+                    _ => {
+                        let how = match (rd, wr) {
+                            (true, false) => Shutdown::Read,
+                            (false, true) => Shutdown::Write,
+                            _ => Shutdown::Both,
+                        };
+                        let slot = &mut self.engines[engine];
+                        driver::call(slot.driver.as_mut(), |now, stack, sink| {
+                            stack.tcp_shutdown(now, h, how, sink)
+                        })?;
+                        let sock = self.socket_mut(fd)?;
+                        set(sock);
+                        if let State::Tcp { phase, .. } = &mut sock.state {
+                            *phase = Phase::Connected;
+                        }
+                        Ok(())
+                    }
+                }
+            }
+        };
+        self.touch(fd);
+        result
+    }
+
+    /// close(): the socket leaves every epoll and kqueue, its stack socket
+    /// closes (finishing in the background), its number goes back.
+    pub(crate) fn close(&mut self, fd: RawFd) -> Result<()> {
+        match self.take(fd) {
+            Some(Object::Socket(sock)) => {
+                for &w in &sock.watchers {
+                    match self.object_mut(w) {
+                        Some(Object::Epoll(ep)) => ep.forget(fd),
+                        Some(Object::Kqueue(kq)) => kq.forget(fd),
+                        _ => {}
+                    }
+                }
+                if let Some(engine) = sock.engine {
+                    if let Some(b) = sock.bound {
+                        let binds = &mut self.engines[engine].tcp_binds;
+                        if let Some(v) = binds.get_mut(&b.port()) {
+                            v.retain(|&f| f != fd);
+                            if v.is_empty() {
+                                binds.remove(&b.port());
+                            }
+                        }
+                    }
+                    if let Some(h) = sock.handle() {
+                        self.release_handle(engine, h, fd);
+                    }
+                }
+            }
+            Some(Object::Epoll(ep)) => {
+                for target in ep.targets() {
+                    self.unwatch(target, fd);
+                }
+            }
+            Some(Object::Kqueue(kq)) => {
+                for target in kq.targets() {
+                    self.unwatch(target, fd);
+                }
+            }
+            None => return Err(Errno::EBADF),
+        }
+        self.release(fd);
+        Ok(())
+    }
+
+    /// Removes instance `watcher` from socket `fd`'s watchers.
+    pub(crate) fn unwatch(&mut self, fd: RawFd, watcher: RawFd) {
+        if let Ok(s) = self.socket_mut(fd) {
+            s.watchers.retain(|&w| w != watcher);
+        }
+    }
+
+    pub(crate) fn getsockname(&mut self, fd: RawFd) -> Result<SocketAddrV4> {
+        let sock = self.socket(fd)?;
+        let unspecified = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+        Ok(match sock.state {
+            State::Fresh => unspecified,
+            State::Bound(a) | State::Listening { local: a, .. } => a,
+            State::Tcp { h, .. } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                v4(self.engines[engine].driver.stack_mut().tcp_local_addr(h)?)
+            }
+            State::Udp { h, peer } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                let stack = self.engines[engine].driver.stack_mut();
+                let mut local = v4(stack.udp_local_addr(h)?);
+                // A connected socket reports the source its route picks.
+                if let (true, Some(p)) = (local.ip().is_unspecified(), peer) {
+                    if let Some(src) = stack.ipv4_source_for(*p.ip()) {
+                        local.set_ip(src);
+                    }
+                }
+                local
+            }
+        })
+    }
+
+    pub(crate) fn getpeername(&mut self, fd: RawFd) -> Result<SocketAddrV4> {
+        let sock = self.socket(fd)?;
+        match sock.state {
+            State::Tcp { h, .. } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                let stack = self.engines[engine].driver.stack_mut();
+                match stack.tcp_state(h)? {
+                    TcpState::Closed | TcpState::SynSent => Err(Errno::ENOTCONN),
+                    _ => Ok(v4(stack.tcp_peer_addr(h)?)),
+                }
+            }
+            State::Udp { peer: Some(p), .. } => Ok(p),
+            _ => Err(Errno::ENOTCONN),
+        }
+    }
+
+    pub(crate) fn ioctl(&mut self, fd: RawFd, request: u64, arg: &mut i32) -> Result<()> {
+        let sock = self.socket_mut(fd)?;
+        if request == FIONBIO {
+            sock.nonblock = *arg != 0;
+            return Ok(());
+        }
+        if request != FIONREAD {
+            return Err(Errno::ENOTTY);
+        }
+        let engine = sock.engine;
+        let state = sock.state;
+        let n = match (state, engine) {
+            (State::Listening { .. }, _) => return Err(Errno::EINVAL),
+            (State::Tcp { h, .. }, Some(e)) => self.engines[e]
+                .driver
+                .stack_mut()
+                .tcp_recv_queued(h)
+                .unwrap_or(0),
+            (State::Udp { h, .. }, Some(e)) => self.engines[e]
+                .driver
+                .stack_mut()
+                .udp_recv_queued(h)?
+                .2
+                .unwrap_or(0),
+            _ => 0,
+        };
+        *arg = i32::try_from(n).unwrap_or(i32::MAX);
+        Ok(())
+    }
+
+    pub(crate) fn fcntl(&mut self, fd: RawFd, cmd: i32, arg: i32) -> Result<i32> {
+        let sock = self.socket_mut(fd)?;
+        match cmd {
+            F_GETFL => Ok(O_RDWR | if sock.nonblock { O_NONBLOCK } else { 0 }),
+            F_SETFL => {
+                sock.nonblock = arg & O_NONBLOCK != 0;
+                Ok(0)
+            }
+            F_GETFD | F_SETFD => os::fd_flags(fd, cmd, arg),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+}
+
+/// The engine of a socket and the socket, borrowed together.
+pub(crate) fn parts(w: &mut Worker, fd: RawFd) -> Result<(&mut Socket, &mut dyn Driver)> {
+    let Worker {
+        objects, engines, ..
+    } = w;
+    let sock = match objects.get_mut(usize::try_from(fd).map_err(|_| Errno::EBADF)?) {
+        Some(Some(Object::Socket(s))) => s,
+        Some(Some(_)) => return Err(Errno::ENOTSOCK),
+        _ => return Err(Errno::EBADF),
+    };
+    let engine = sock.engine.ok_or(Errno::ENOTCONN)?;
+    Ok((sock.as_mut(), engines[engine].driver.as_mut()))
+}

@@ -1,0 +1,312 @@
+//! A socket as the socket layer keeps it: its state as POSIX sees it
+//! (fresh, bound, listening, connecting, connected), its options, and
+//! what the readiness machinery last saw of it.
+
+use std::net::SocketAddrV4;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use stack::{SocketHandle, Stack, TcpState};
+
+use crate::consts::*;
+
+/// Where a connection is, as Linux's `socket->state` tracks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// connect() started; it has not reported completion yet.
+    Connecting,
+    Connected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// No address, no stack socket.
+    Fresh,
+    /// A TCP socket bound by bind(), neither listening nor connected.
+    Bound(SocketAddrV4),
+    Listening {
+        h: SocketHandle,
+        local: SocketAddrV4,
+    },
+    /// A TCP connection (active or accepted).  `bound`: the local port
+    /// came from bind() and is in the engine's bind table.
+    Tcp {
+        h: SocketHandle,
+        phase: Phase,
+        bound: bool,
+    },
+    /// A UDP socket with its stack socket (bound, perhaps connected).
+    Udp {
+        h: SocketHandle,
+        peer: Option<SocketAddrV4>,
+    },
+}
+
+/// Socket options (values as getsockopt reports them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Options {
+    pub reuseaddr: bool,
+    pub reuseport: bool,
+    pub keepalive: bool,
+    pub nodelay: bool,
+    pub broadcast: bool,
+    /// SO_LINGER: `Some(seconds)` when on.
+    pub linger: Option<i32>,
+    /// SO_RCVBUF / SO_SNDBUF as set (Linux reports twice the value asked).
+    pub rcvbuf: Option<usize>,
+    pub sndbuf: Option<usize>,
+    pub rcvtimeo: Option<Duration>,
+    pub sndtimeo: Option<Duration>,
+    /// IP_TTL (`None`: the stack's default).
+    pub ttl: Option<u8>,
+    pub tos: i32,
+    /// IP_PKTINFO and IP_RECVDSTADDR on receive.
+    pub pktinfo: bool,
+    pub recvdstaddr: bool,
+    pub keepidle: Option<u32>,
+    pub keepintvl: Option<u32>,
+    pub keepcnt: Option<u32>,
+}
+
+/// Bytes (or datagrams, or connections) the application has taken or
+/// given, so that "arrived since" and "freed since" can be told from
+/// a changing queue length.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Totals {
+    pub consumed: u64,
+    pub written: u64,
+    pub accepted: u64,
+}
+
+/// What the readiness machinery last saw (see `events.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub mask: u32,
+    pub in_total: u64,
+    pub out_total: u64,
+    pub state: u8,
+}
+
+pub(crate) struct Socket {
+    pub stream: bool,
+    /// The engine (index in the worker) once the socket has one.
+    pub engine: Option<usize>,
+    pub state: State,
+    /// The local address once bound (by bind, listen, connect or accept).
+    pub bound: Option<SocketAddrV4>,
+    pub nonblock: bool,
+    pub opts: Options,
+    pub shut_rd: bool,
+    pub shut_wr: bool,
+    pub totals: Totals,
+    pub seen: Seen,
+    /// The epoll and kqueue instances watching this socket.
+    pub watchers: Vec<RawFd>,
+}
+
+impl Socket {
+    pub(crate) fn new(stream: bool, nonblock: bool) -> Self {
+        Socket {
+            stream,
+            engine: None,
+            state: State::Fresh,
+            bound: None,
+            nonblock,
+            opts: Options::default(),
+            shut_rd: false,
+            shut_wr: false,
+            totals: Totals::default(),
+            seen: Seen::default(),
+            watchers: Vec::new(),
+        }
+    }
+
+    /// The stack socket, if there is one.
+    pub(crate) fn handle(&self) -> Option<SocketHandle> {
+        match self.state {
+            State::Listening { h, .. } | State::Tcp { h, .. } | State::Udp { h, .. } => Some(h),
+            State::Fresh | State::Bound(_) => None,
+        }
+    }
+}
+
+/// Everything epoll and kqueue report about a socket at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Status {
+    /// The epoll mask Linux's poll would return.
+    pub mask: u32,
+    /// Everything that ever arrived (bytes, datagrams, connections).
+    pub in_total: u64,
+    /// Send space ever made available.
+    pub out_total: u64,
+    /// A code for the state; a change is a wakeup for every waiter.
+    pub state: u8,
+    /// Bytes readable (connections pending on a listener).
+    pub readable: i64,
+    /// Send space.
+    pub writable: i64,
+    pub listening: bool,
+    /// Connected (a connection-mode socket that may send).
+    pub connected: bool,
+    /// No more data will come (BSD SBS_CANTRCVMORE).
+    pub cant_recv_more: bool,
+    /// No more data may be sent (BSD SBS_CANTSENDMORE).
+    pub cant_send_more: bool,
+    /// The pending error (errno), not taken.
+    pub error: i32,
+}
+
+const IN: u32 = (EPOLLIN | EPOLLRDNORM) as u32;
+const OUT: u32 = (EPOLLOUT | EPOLLWRNORM) as u32;
+
+fn tcp_state_code(s: TcpState) -> u8 {
+    match s {
+        TcpState::Closed => 10,
+        TcpState::Listen => 11,
+        TcpState::SynSent => 12,
+        TcpState::SynReceived => 13,
+        TcpState::Established => 14,
+        TcpState::FinWait1 => 15,
+        TcpState::FinWait2 => 16,
+        TcpState::CloseWait => 17,
+        TcpState::Closing => 18,
+        TcpState::LastAck => 19,
+        TcpState::TimeWait => 20,
+    }
+}
+
+/// Computes the socket's status as Linux's `tcp_poll` / `datagram_poll`
+/// and FreeBSD's socket filters see it.
+pub(crate) fn status(sock: &Socket, stack: Option<&Stack>) -> Status {
+    let mut st = Status::default();
+    let stack = match (sock.handle(), stack) {
+        (Some(_), Some(s)) => s,
+        (Some(_), None) => return st,
+        (None, _) => {
+            return unbound_status(sock);
+        }
+    };
+    match sock.state {
+        State::Fresh | State::Bound(_) => return unbound_status(sock),
+        State::Listening { h, .. } => {
+            st.state = 3;
+            st.listening = true;
+            let queued = stack.tcp_accept_queue_len(h).unwrap_or(0);
+            if queued > 0 {
+                st.mask = IN;
+            }
+            st.readable = queued as i64;
+            st.in_total = queued as u64 + sock.totals.accepted;
+        }
+        State::Tcp { h, .. } => tcp_status(sock, stack, h, &mut st),
+        State::Udp { h, .. } => {
+            st.state = 4;
+            let (datagrams, bytes, _) = stack.udp_recv_queued(h).unwrap_or((0, 0, None));
+            st.mask = udp_mask(sock, datagrams > 0, 0);
+            st.readable = bytes as i64;
+            st.writable = udp_send_space(sock) as i64;
+            st.in_total = datagrams as u64 + sock.totals.consumed;
+            st.connected = true;
+            st.cant_recv_more = sock.shut_rd;
+            st.cant_send_more = sock.shut_wr;
+        }
+    }
+    st
+}
+
+/// A socket without a stack socket: TCP in Linux's TCP_CLOSE, or an
+/// unbound UDP socket.
+fn unbound_status(sock: &Socket) -> Status {
+    let mut st = Status {
+        state: if sock.bound.is_some() { 2 } else { 1 },
+        cant_recv_more: sock.shut_rd,
+        cant_send_more: sock.shut_wr,
+        ..Status::default()
+    };
+    if sock.stream {
+        // Nothing shut: writable and hung up.
+        st.mask = OUT | EPOLLHUP as u32;
+        if sock.shut_rd {
+            st.mask |= IN | EPOLLRDHUP as u32;
+        }
+    } else {
+        st.mask = udp_mask(sock, false, 0);
+        st.writable = udp_send_space(sock) as i64;
+    }
+    st
+}
+
+/// UDP has no send queue: a datagram leaves at once.  Report the send
+/// buffer size as space (FreeBSD reports sbspace of an empty buffer).
+fn udp_send_space(sock: &Socket) -> usize {
+    sock.opts.sndbuf.unwrap_or(9216)
+}
+
+fn udp_mask(sock: &Socket, queued: bool, error: i32) -> u32 {
+    let mut mask = 0;
+    if error != 0 {
+        mask |= EPOLLERR as u32;
+    }
+    if sock.shut_rd {
+        mask |= IN | EPOLLRDHUP as u32;
+    }
+    if sock.shut_rd && sock.shut_wr {
+        mask |= EPOLLHUP as u32;
+    }
+    if queued {
+        mask |= IN;
+    }
+    mask | OUT | EPOLLWRBAND as u32
+}
+
+fn tcp_status(sock: &Socket, stack: &Stack, h: SocketHandle, st: &mut Status) {
+    let Ok(state) = stack.tcp_state(h) else {
+        return;
+    };
+    let readable = stack.tcp_recv_queued(h).unwrap_or(0);
+    let space = stack.tcp_send_space(h).unwrap_or(0);
+    let queued = stack.tcp_send_queued(h).unwrap_or(0);
+    let error = stack.tcp_peek_error(h).ok().flatten();
+    let closed = state == TcpState::Closed;
+    let peer_fin = matches!(
+        state,
+        TcpState::CloseWait | TcpState::LastAck | TcpState::Closing | TcpState::TimeWait
+    );
+    let rcv_shut = sock.shut_rd || peer_fin || closed;
+    let snd_shut = sock.shut_wr || closed;
+    let mut mask = 0;
+    if (rcv_shut && snd_shut) || closed {
+        mask |= EPOLLHUP as u32;
+    }
+    if rcv_shut {
+        mask |= IN | EPOLLRDHUP as u32;
+    }
+    let synchronizing = matches!(state, TcpState::SynSent | TcpState::SynReceived);
+    if !synchronizing {
+        if readable > 0 {
+            mask |= IN;
+        }
+        if !snd_shut {
+            // sk_stream_is_writeable: free space at least half of what
+            // is queued.
+            if space > 0 && space >= queued / 2 {
+                mask |= OUT;
+            }
+        } else {
+            mask |= OUT;
+        }
+    }
+    if error.is_some() {
+        mask |= EPOLLERR as u32;
+    }
+    st.mask = mask;
+    st.state = tcp_state_code(state);
+    st.readable = readable as i64;
+    st.writable = space as i64;
+    st.in_total = readable as u64 + sock.totals.consumed;
+    st.out_total = space as u64 + sock.totals.written;
+    st.connected = !synchronizing && !closed;
+    st.cant_recv_more = rcv_shut;
+    st.cant_send_more = snd_shut;
+    st.error = error.map_or(0, |e| e.errno());
+}

@@ -1,0 +1,412 @@
+//! Workers: the engines of one thread and every object (socket, epoll,
+//! kqueue) that lives on them, plus the request queue through which other
+//! threads reach them.
+//!
+//! A worker is thread-local: its thread calls into it directly (run to
+//! completion).  Another thread posts a job on the worker's request queue
+//! and waits for it (run to wait); the worker runs posted jobs on every
+//! step of its loop.  The job borrows the caller's buffers: the caller
+//! waits until the job has run or been dropped, so the borrow outlives
+//! every use (see [`run_on`]).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use stack::SocketHandle;
+
+use crate::driver::Driver;
+use crate::epoll::Epoll;
+use crate::errno::{Errno, Result};
+use crate::fdtable::{self, Entry, Kind};
+use crate::kqueue::Kqueue;
+use crate::os;
+use crate::socket::Socket;
+
+/// One engine of a worker and the socket layer's view of its sockets.
+pub(crate) struct EngineSlot {
+    pub driver: Box<dyn Driver>,
+    /// The fds of each stack socket (several for a SO_REUSEPORT group).
+    pub fds: HashMap<SocketHandle, Vec<RawFd>>,
+    /// TCP sockets holding a port by bind(), listen() or connect() from a
+    /// bound address: port -> fds.
+    pub tcp_binds: HashMap<u16, Vec<RawFd>>,
+    /// Bound UDP sockets by local address (for SO_REUSEADDR/PORT groups).
+    pub udp_binds: HashMap<SocketAddrV4, SocketHandle>,
+}
+
+/// A ustack object behind an fd.
+pub(crate) enum Object {
+    Socket(Box<Socket>),
+    Epoll(Box<Epoll>),
+    Kqueue(Box<Kqueue>),
+}
+
+/// A job posted by another thread.
+struct Job {
+    /// The caller's closure; the caller waits until `done` is sent or
+    /// dropped, so the pointer stays valid while the job exists.
+    run: *mut (dyn FnMut(&mut Worker) + Send),
+    done: SyncSender<()>,
+}
+
+// SAFETY: the closure behind `run` is `Send` (run_on requires it) and is
+// called only by the worker that receives the job, while its owner waits.
+unsafe impl Send for Job {}
+
+/// The part of a worker other threads see.
+pub(crate) struct WorkerShared {
+    pub id: u32,
+    jobs: Mutex<Vec<Job>>,
+    has_jobs: AtomicBool,
+    /// Bumped after each step of the worker's loop that did something,
+    /// when other threads wait for progress.
+    progress: Mutex<u64>,
+    progressed: Condvar,
+    waiters: AtomicUsize,
+}
+
+impl WorkerShared {
+    fn post(&self, job: Job) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.push(job);
+        self.has_jobs.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn progress(&self) -> u64 {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until the worker makes progress past `seen` or `until`.
+    pub(crate) fn wait_progress(&self, seen: u64, until: Option<Instant>) {
+        // A bounded wait: a progress bump that raced with the caller's
+        // last look costs at most this much.
+        let cap = Instant::now() + Duration::from_millis(5);
+        let until = until.map_or(cap, |u| u.min(cap));
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        while *p == seen {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            p = match self.progressed.wait_timeout(p, until - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        drop(p);
+        self.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn bump(&self) {
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            *self.progress.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            self.progressed.notify_all();
+        }
+    }
+}
+
+/// The engines of one thread and the objects on them.
+pub(crate) struct Worker {
+    pub shared: Arc<WorkerShared>,
+    pub engines: Vec<EngineSlot>,
+    /// Objects by fd number.
+    pub objects: Vec<Option<Object>>,
+    /// Sockets whose readiness may have changed by a call of ours (the
+    /// stack's own list covers what it does).
+    pub dirty: Vec<RawFd>,
+    pub(crate) ready_scratch: Vec<SocketHandle>,
+    pub(crate) scratch: Vec<u8>,
+}
+
+static REGISTRY: Mutex<Vec<Option<Arc<WorkerShared>>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static CURRENT: RefCell<Option<Box<Worker>>> = const { RefCell::new(None) };
+    static CURRENT_ID: Cell<u32> = const { Cell::new(0) };
+}
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<Option<Arc<WorkerShared>>>> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The id of the calling thread's worker (0: none).
+pub(crate) fn current_id() -> u32 {
+    CURRENT_ID.with(|c| c.get())
+}
+
+/// The worker with `id`, if it is alive.
+pub(crate) fn shared(id: u32) -> Option<Arc<WorkerShared>> {
+    registry()
+        .get((id as usize).checked_sub(1)?)
+        .and_then(|w| w.clone())
+}
+
+/// The worker that takes objects created by threads that have none.
+pub(crate) fn default_worker() -> Option<Arc<WorkerShared>> {
+    registry().iter().flatten().next().cloned()
+}
+
+/// Runs `f` on the calling thread's worker.
+pub(crate) fn with_current<R>(f: impl FnOnce(&mut Worker) -> R) -> Result<R> {
+    CURRENT.with(|c| {
+        let mut w = c.try_borrow_mut().map_err(|_| Errno(libc::EDEADLK))?;
+        match w.as_mut() {
+            Some(w) => Ok(f(w)),
+            None => Err(Errno::EBADF),
+        }
+    })
+}
+
+/// Adds an engine to the calling thread's worker (creating the worker on
+/// the first one).  Returns the worker's id.
+pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
+    driver.announce();
+    let slot = EngineSlot {
+        driver,
+        fds: HashMap::new(),
+        tcp_binds: HashMap::new(),
+        udp_binds: HashMap::new(),
+    };
+    CURRENT.with(|c| {
+        let mut cur = c.borrow_mut();
+        if let Some(w) = cur.as_mut() {
+            w.engines.push(slot);
+            return w.shared.id;
+        }
+        let mut reg = registry();
+        let index = reg.iter().position(|w| w.is_none()).unwrap_or(reg.len());
+        let shared = Arc::new(WorkerShared {
+            id: index as u32 + 1,
+            jobs: Mutex::new(Vec::new()),
+            has_jobs: AtomicBool::new(false),
+            progress: Mutex::new(0),
+            progressed: Condvar::new(),
+            waiters: AtomicUsize::new(0),
+        });
+        if index == reg.len() {
+            reg.push(Some(shared.clone()));
+        } else {
+            reg[index] = Some(shared.clone());
+        }
+        let id = shared.id;
+        *cur = Some(Box::new(Worker {
+            shared,
+            engines: vec![slot],
+            objects: Vec::new(),
+            dirty: Vec::new(),
+            ready_scratch: Vec::new(),
+            scratch: Vec::new(),
+        }));
+        CURRENT_ID.with(|i| i.set(id));
+        id
+    })
+}
+
+/// Tears down the calling thread's worker: every object on it is closed
+/// (its fd number goes back to the kernel) and its engines are dropped.
+pub(crate) fn detach() {
+    let worker = CURRENT.with(|c| c.borrow_mut().take());
+    CURRENT_ID.with(|i| i.set(0));
+    let Some(mut w) = worker else { return };
+    registry()[w.shared.id as usize - 1] = None;
+    for fd in 0..w.objects.len() as RawFd {
+        if w.objects[fd as usize].is_some() {
+            let _ = w.close(fd);
+        }
+    }
+    // Jobs still queued are dropped unrun: their callers see EBADF.
+    let jobs = std::mem::take(&mut *w.shared.jobs.lock().unwrap_or_else(|e| e.into_inner()));
+    drop(jobs);
+}
+
+/// An fd number from the kernel that the fd table can hold.
+pub(crate) fn reserve(cloexec: bool) -> Result<RawFd> {
+    let fd = os::reserve_fd(cloexec)?;
+    if fd as usize >= fdtable::MAX_FDS {
+        os::release_fd(fd);
+        return Err(Errno(libc::EMFILE));
+    }
+    Ok(fd)
+}
+
+/// Runs `f` on the worker of `target` (another thread) and waits for it.
+pub(crate) fn run_on<R: Send>(
+    target: &WorkerShared,
+    f: impl FnOnce(&mut Worker) -> R + Send,
+) -> Result<R> {
+    let mut f = Some(f);
+    let mut out: Option<R> = None;
+    let (done, finished) = sync_channel(1);
+    {
+        let mut job = |w: &mut Worker| {
+            if let Some(f) = f.take() {
+                out = Some(f(w));
+            }
+        };
+        let job: &mut (dyn FnMut(&mut Worker) + Send + '_) = &mut job;
+        // SAFETY: only the lifetime is erased.  The worker calls the
+        // closure only while the job exists, and this function does not
+        // return (nor unwind: nothing below panics) before `finished`
+        // reports that the job ran or was dropped.
+        let run: *mut (dyn FnMut(&mut Worker) + Send + 'static) =
+            unsafe { std::mem::transmute(job as *mut (dyn FnMut(&mut Worker) + Send + '_)) };
+        target.post(Job { run, done });
+        loop {
+            match finished.recv_timeout(Duration::from_millis(1)) {
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    // A worker thread waiting on another keeps serving its
+                    // own queue, so two workers calling each other do not
+                    // wait for ever.
+                    let _ = with_current(|w| w.run_jobs());
+                }
+            }
+        }
+    }
+    out.ok_or(Errno::EBADF)
+}
+
+impl Worker {
+    /// Runs the jobs other threads posted.
+    pub(crate) fn run_jobs(&mut self) -> bool {
+        if !self.shared.has_jobs.load(Ordering::Acquire) {
+            return false;
+        }
+        let jobs = {
+            let mut q = self.shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.has_jobs.store(false, Ordering::Release);
+            std::mem::take(&mut *q)
+        };
+        for job in jobs {
+            // SAFETY: the poster waits on `done` (below) before its
+            // closure goes out of scope; see `run_on`.
+            unsafe { (*job.run)(self) };
+            let _ = job.done.send(());
+        }
+        true
+    }
+
+    /// One step of the loop: a turn of every engine, posted jobs, and the
+    /// readiness of the sockets that changed.  Returns whether anything
+    /// happened.
+    pub(crate) fn step(&mut self) -> bool {
+        let mut work = false;
+        for e in &mut self.engines {
+            work |= e.driver.turn();
+        }
+        work |= self.run_jobs();
+        work |= self.pump();
+        self.shared.bump();
+        work
+    }
+
+    /// Sleeps as the engines' own loops do when a step found nothing.
+    pub(crate) fn idle(&mut self) {
+        for e in &mut self.engines {
+            e.driver.idle();
+        }
+    }
+
+    /// A new fd for `object`, reserved from the kernel.
+    pub(crate) fn add_object(&mut self, object: Object, cloexec: bool) -> Result<RawFd> {
+        let fd = reserve(cloexec)?;
+        self.install(fd, object);
+        Ok(fd)
+    }
+
+    /// Puts `object` behind a number from [`reserve`].
+    pub(crate) fn install(&mut self, fd: RawFd, object: Object) {
+        let kind = match &object {
+            Object::Socket(_) => Kind::Socket,
+            Object::Epoll(_) => Kind::Epoll,
+            Object::Kqueue(_) => Kind::Kqueue,
+        };
+        fdtable::insert(
+            fd,
+            Entry {
+                worker: self.shared.id,
+                kind,
+            },
+        );
+        let i = fd as usize;
+        if self.objects.len() <= i {
+            self.objects.resize_with(i + 1, || None);
+        }
+        self.objects[i] = Some(object);
+    }
+
+    pub(crate) fn object(&self, fd: RawFd) -> Option<&Object> {
+        self.objects.get(usize::try_from(fd).ok()?)?.as_ref()
+    }
+
+    pub(crate) fn object_mut(&mut self, fd: RawFd) -> Option<&mut Object> {
+        self.objects.get_mut(usize::try_from(fd).ok()?)?.as_mut()
+    }
+
+    pub(crate) fn socket(&self, fd: RawFd) -> Result<&Socket> {
+        match self.object(fd) {
+            Some(Object::Socket(s)) => Ok(s),
+            Some(_) => Err(Errno::ENOTSOCK),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    pub(crate) fn socket_mut(&mut self, fd: RawFd) -> Result<&mut Socket> {
+        match self.object_mut(fd) {
+            Some(Object::Socket(s)) => Ok(s),
+            Some(_) => Err(Errno::ENOTSOCK),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    /// Takes an object out of its slot (to use it beside the others); put
+    /// it back with [`Worker::put`].
+    pub(crate) fn take(&mut self, fd: RawFd) -> Option<Object> {
+        self.objects.get_mut(usize::try_from(fd).ok()?)?.take()
+    }
+
+    pub(crate) fn put(&mut self, fd: RawFd, object: Object) {
+        self.objects[fd as usize] = Some(object);
+    }
+
+    /// Marks a socket's readiness as possibly changed by a call.
+    pub(crate) fn touch(&mut self, fd: RawFd) {
+        self.dirty.push(fd);
+    }
+
+    /// Forgets an object and gives its number back to the kernel.
+    pub(crate) fn release(&mut self, fd: RawFd) {
+        if let Some(slot) = self.objects.get_mut(fd as usize) {
+            *slot = None;
+        }
+        fdtable::remove(fd);
+        os::release_fd(fd);
+    }
+
+    /// The engine whose stack owns `ip`, else the first.
+    pub(crate) fn engine_for_local(&mut self, ip: Ipv4Addr) -> Option<usize> {
+        if ip.is_unspecified() {
+            return (!self.engines.is_empty()).then_some(0);
+        }
+        self.engines
+            .iter_mut()
+            .position(|e| e.driver.stack_mut().is_local_addr(ip))
+    }
+
+    /// The engine that reaches `dst`: one with a route that does not own
+    /// the address itself (a stack does not talk to itself).
+    pub(crate) fn engine_for_remote(&mut self, dst: Ipv4Addr) -> Option<usize> {
+        let routed = |e: &mut EngineSlot| e.driver.stack_mut().ipv4_source_for(dst).is_some();
+        self.engines
+            .iter_mut()
+            .position(|e| routed(e) && !e.driver.stack_mut().is_local_addr(dst))
+            .or_else(|| self.engines.iter_mut().position(routed))
+    }
+}

@@ -1,0 +1,116 @@
+//! What a POSIX socket layer (crates/api) asks of sockets beyond the core
+//! calls: queue lengths for epoll, kqueue and FIONREAD, the pending error
+//! without taking it, MSG_PEEK on datagrams, and per-socket buffer sizes
+//! (SO_RCVBUF, SO_SNDBUF).
+
+use core::net::IpAddr;
+
+use crate::socket::table::Socket;
+use crate::socket::udp::UdpRecv;
+use crate::socket::{SocketError, SocketHandle};
+use crate::stack::Stack;
+use crate::tcp::conn::TcpConnection;
+
+impl Stack {
+    fn posix_tcp(&self, h: SocketHandle) -> Result<&TcpConnection, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Tcp(c)) if !c.detached => Ok(c),
+            Some(_) => Err(SocketError::NotSupported),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    fn posix_tcp_mut(&mut self, h: SocketHandle) -> Result<&mut TcpConnection, SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Tcp(c)) if !c.detached => Ok(c),
+            Some(_) => Err(SocketError::NotSupported),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// Connections waiting in a listener's accept queue.
+    pub fn tcp_accept_queue_len(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Listener(l)) => Ok(l.accept_queue.len()),
+            Some(_) => Err(SocketError::InvalidArgument),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// Bytes queued to send (sent and unacknowledged, or not sent yet).
+    pub fn tcp_send_queued(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.posix_tcp(h).map(|c| c.send.len())
+    }
+
+    /// The pending error, left in place (SO_ERROR takes it with
+    /// [`Stack::tcp_take_error`]).
+    pub fn tcp_peek_error(&self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
+        self.posix_tcp(h).map(|c| c.error)
+    }
+
+    /// SO_SNDBUF: the most data the connection queues to send.
+    pub fn tcp_set_send_buffer(
+        &mut self,
+        h: SocketHandle,
+        bytes: usize,
+    ) -> Result<(), SocketError> {
+        self.posix_tcp_mut(h).map(|c| c.send_limit = bytes.max(1))
+    }
+
+    /// SO_RCVBUF: the receive buffer, hence the window (never below what
+    /// is already held).
+    pub fn tcp_set_recv_buffer(
+        &mut self,
+        h: SocketHandle,
+        bytes: usize,
+    ) -> Result<(), SocketError> {
+        self.posix_tcp_mut(h)
+            .map(|c| c.recv.set_capacity(bytes.max(1)))
+    }
+
+    /// Whether a TCP listener holds `ip:port` (for choosing a port at bind).
+    pub fn tcp_port_in_use(&self, ip: IpAddr, port: u16) -> bool {
+        self.sockets.tcp_port_taken(ip, port)
+    }
+
+    /// Whether a UDP socket holds `ip:port`.
+    pub fn udp_port_in_use(&self, ip: IpAddr, port: u16) -> bool {
+        self.sockets.udp_port_taken(ip, port)
+    }
+
+    /// Datagrams queued, their bytes, and the length of the first.
+    pub fn udp_recv_queued(
+        &self,
+        h: SocketHandle,
+    ) -> Result<(usize, usize, Option<usize>), SocketError> {
+        let s = self.sockets.udp(h)?;
+        Ok((
+            s.rx.len(),
+            s.rx.queued_bytes(),
+            s.rx.peek().map(|(len, _)| len),
+        ))
+    }
+
+    /// Copies the oldest datagram into `buf` and leaves it queued (MSG_PEEK).
+    pub fn udp_peek_from(&self, h: SocketHandle, buf: &mut [u8]) -> Result<UdpRecv, SocketError> {
+        let s = self.sockets.udp(h)?;
+        let (len, datagram_len, meta) = s.rx.peek_into(buf).ok_or(SocketError::WouldBlock)?;
+        Ok(UdpRecv {
+            len,
+            datagram_len,
+            meta,
+        })
+    }
+
+    /// SO_RCVBUF of a UDP socket: the bytes its receive queue holds.
+    /// Datagrams already queued stay if they fit, oldest first.
+    pub fn udp_set_recv_buffer(
+        &mut self,
+        h: SocketHandle,
+        bytes: usize,
+    ) -> Result<(), SocketError> {
+        let s = self.sockets.udp_mut(h)?;
+        s.rx.resize(bytes, (bytes / 64).max(16));
+        Ok(())
+    }
+}
