@@ -33,6 +33,7 @@ pub struct PortInfo {
     pub rx_offload_capa: u64,
     pub tx_offload_capa: u64,
     pub flow_type_rss_offloads: u64,
+    pub devargs: [u8; 256],
 }
 
 /// `struct ustack_port_conf`.
@@ -84,7 +85,7 @@ pub struct Buf {
     pub pad: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<PortInfo>() == 144);
+const _: () = assert!(std::mem::size_of::<PortInfo>() == 400);
 const _: () = assert!(std::mem::size_of::<PortConf>() == 56);
 const _: () = assert!(std::mem::size_of::<Rx>() == 32);
 const _: () = assert!(std::mem::size_of::<Tx>() == 24);

@@ -20,6 +20,7 @@
 
 #include <rte_config.h>
 #include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -74,6 +75,8 @@ struct ustack_port_info {
     uint64_t rx_offload_capa;
     uint64_t tx_offload_capa;
     uint64_t flow_type_rss_offloads;
+    /* The device's arguments (`iface=veth0,framesz=16384` for a vdev). */
+    char devargs[256];
 };
 
 int ustack_dpdk_port_info(uint16_t port, struct ustack_port_info *out) {
@@ -104,6 +107,11 @@ int ustack_dpdk_port_info(uint16_t port, struct ustack_port_info *out) {
     out->rx_offload_capa = info.rx_offload_capa;
     out->tx_offload_capa = info.tx_offload_capa;
     out->flow_type_rss_offloads = info.flow_type_rss_offloads;
+    if (info.device != NULL) {
+        const struct rte_devargs *da = rte_dev_devargs(info.device);
+        if (da != NULL && da->args != NULL)
+            snprintf(out->devargs, sizeof(out->devargs), "%s", da->args);
+    }
     return 0;
 }
 

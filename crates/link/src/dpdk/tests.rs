@@ -139,11 +139,12 @@ impl Veth {
     }
 }
 
-/// A link on a new af_packet virtual device over `veth.outer`.
-fn open_on(veth: &Veth, pool_size: u32) -> DpdkLink {
+/// A link on a new af_packet virtual device over `veth.outer`, with more
+/// device arguments if `extra` is not empty.
+fn open_on(veth: &Veth, pool_size: u32, extra: &str) -> DpdkLink {
     test_eal();
     let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
-    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={}", veth.outer)).unwrap();
+    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={}{extra}", veth.outer)).unwrap();
     let cfg = DpdkPortConfig {
         pool_size,
         rx_desc: 128,
@@ -246,6 +247,16 @@ fn checksum_completion_matches_a_full_checksum() {
 }
 
 #[test]
+fn af_packet_frames_size_the_mbufs() {
+    assert_eq!(port::device_frame_size("net_af_packet", "iface=v0"), 2048);
+    assert_eq!(
+        port::device_frame_size("net_af_packet", "iface=v0,framesz=16384,blocksz=16384"),
+        16384
+    );
+    assert_eq!(port::device_frame_size("net_ixgbe", "framesz=16384"), 0);
+}
+
+#[test]
 fn bad_port_and_small_pool_are_refused() {
     if !is_root() {
         eprintln!("skipped: DPDK test needs root");
@@ -279,7 +290,7 @@ fn veth_arp_udp_and_zero_copy_receive() {
     test_eal();
     let y = 60 + (std::process::id() % 30) as u8;
     let veth = Veth::new("", y, false);
-    let mut link = open_on(&veth, 1024);
+    let mut link = open_on(&veth, 1024, "");
     assert_eq!(link.driver(), "net_af_packet");
     assert_eq!(link.info().mtu, 1500);
     assert!(link.promiscuous());
@@ -385,7 +396,7 @@ fn many_frames_and_the_pool_comes_back() {
     test_eal();
     let y = 30 + (std::process::id() % 30) as u8;
     let veth = Veth::new("m", y, false);
-    let mut link = open_on(&veth, 512);
+    let mut link = open_on(&veth, 512, "");
     let (_, size) = link.pool_levels();
     assert_eq!(size, 512);
     let mac = link.info().mac;
@@ -425,4 +436,37 @@ fn many_frames_and_the_pool_comes_back() {
         avail >= 512 - 128 - 16 - 128,
         "only {avail} of 512 mbufs back"
     );
+}
+
+#[test]
+fn reassembled_datagram_fits_an_mbuf() {
+    if !is_root() {
+        eprintln!("skipped: DPDK test needs root");
+        return;
+    }
+    let _serial = serial();
+    test_eal();
+    let y = 90 + (std::process::id() % 9) as u8;
+    let veth = Veth::new("f", y, false);
+    // The af_packet driver reassembles fragments (fanout defrag): with
+    // 16 KiB frames the link's mbufs are 16 KiB too, and a datagram the
+    // kernel sent in three fragments arrives whole, in one mbuf.
+    let mut link = open_on(&veth, 512, ",framesz=16384,blocksz=16384");
+    assert_eq!(link.info().mtu, 1500);
+    let me = format!("10.99.{y}.2");
+    veth.set_neighbor(&me, link.info().mac);
+    let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
+    let (dst, p) = (format!("{me}:9998"), payload.clone());
+    veth.in_ns(move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.send_to(&p, dst.as_str()).unwrap();
+    });
+    let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+        let d = b.data();
+        d.len() >= 42 && d[12..14] == [0x08, 0x00] && d[23] == 17
+    });
+    assert_eq!(got.len(), 1, "no datagram; stats {:?}", link.stats());
+    let frame = &got[0].0;
+    assert_eq!(frame.len(), 14 + 20 + 8 + 4000);
+    assert_eq!(&frame[42..], &payload[..]);
 }
