@@ -4,6 +4,8 @@
 pub mod clock;
 pub mod config;
 pub mod cores;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod engine;
 pub mod ports;
 pub mod setup;
@@ -11,4 +13,4 @@ pub mod stats;
 pub mod steer;
 
 pub use engine::{AppContext, Application, Engine, EngineConfig, EngineCounters};
-pub use ports::PortLink;
+pub use ports::{PortBuf, PortLink};

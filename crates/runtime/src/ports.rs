@@ -1,18 +1,180 @@
 //! The links a port can be opened on, behind one type, so one engine can
 //! drive ports of different kinds (a TAP and an AF_PACKET port together).
+//!
+//! Each link keeps its own kind of buffer ([`PortBuf`]): pool buffers for
+//! TAP, AF_PACKET and the memory pair, mbufs for DPDK. The engine reads and
+//! writes a frame where its link put it; nothing is copied on the way.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::RawFd;
 
-use link::{AfPacketLink, FaultLink, Link, LinkInfo, LinkStats, MemoryLink, PoolBuf, TapLink};
+#[cfg(feature = "dpdk")]
+use link::dpdk::{DpdkLink, Mbuf};
+use link::{
+    AfPacketLink, FaultLink, Link, LinkInfo, LinkStats, MemoryLink, PacketBuffer, PoolBuf, TapLink,
+    MAX_BURST,
+};
 
-/// A link whose frames live in pool buffers.
+/// The link of a port.
 pub enum PortLink {
     Tap(TapLink),
     AfPacket(AfPacketLink),
     Memory(MemoryLink),
+    /// A DPDK ethdev port (`link=dpdk`, cargo feature `dpdk`).
+    #[cfg(feature = "dpdk")]
+    Dpdk(DpdkLink),
     /// Any of the above behind the fault injector (`[fault]`).
     Faulty(Box<FaultLink<PortLink>>),
+}
+
+/// A frame buffer of a [`PortLink`]: the buffer kind of the link it came
+/// from.
+#[derive(Debug)]
+pub enum PortBuf {
+    /// A pool buffer (TAP, AF_PACKET, memory pair).
+    Pool(PoolBuf),
+    /// A DPDK mbuf.
+    #[cfg(feature = "dpdk")]
+    Mbuf(Mbuf),
+}
+
+impl From<PoolBuf> for PortBuf {
+    fn from(b: PoolBuf) -> PortBuf {
+        PortBuf::Pool(b)
+    }
+}
+
+#[cfg(feature = "dpdk")]
+impl From<Mbuf> for PortBuf {
+    fn from(b: Mbuf) -> PortBuf {
+        PortBuf::Mbuf(b)
+    }
+}
+
+macro_rules! each_buf {
+    ($self:expr, $b:ident => $e:expr) => {
+        match $self {
+            PortBuf::Pool($b) => $e,
+            #[cfg(feature = "dpdk")]
+            PortBuf::Mbuf($b) => $e,
+        }
+    };
+}
+
+impl PacketBuffer for PortBuf {
+    fn data(&self) -> &[u8] {
+        each_buf!(self, b => b.data())
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        each_buf!(self, b => b.data_mut())
+    }
+    fn set_len(&mut self, len: usize) {
+        each_buf!(self, b => b.set_len(len))
+    }
+    fn capacity(&self) -> usize {
+        each_buf!(self, b => b.capacity())
+    }
+    fn csum_partial(&self) -> bool {
+        each_buf!(self, b => b.csum_partial())
+    }
+    fn set_csum_partial(&mut self, partial: bool) {
+        each_buf!(self, b => b.set_csum_partial(partial))
+    }
+}
+
+/// A buffer kind of [`PortBuf`], for the conversions at the link's edge.
+trait Native: PacketBuffer + Into<PortBuf> + Sized + 'static {
+    /// The buffer itself if it is of this kind, else it back.
+    fn from_port(b: PortBuf) -> Result<Self, PortBuf>;
+    /// Per-thread vectors for a burst of this kind (RX, TX): reused, so the
+    /// conversion allocates nothing after the first bursts.
+    fn scratch() -> &'static std::thread::LocalKey<RefCell<(Vec<Self>, Vec<Self>)>>;
+}
+
+thread_local! {
+    static POOL_SCRATCH: RefCell<(Vec<PoolBuf>, Vec<PoolBuf>)> =
+        RefCell::new((Vec::with_capacity(MAX_BURST), Vec::with_capacity(MAX_BURST)));
+}
+
+impl Native for PoolBuf {
+    fn from_port(b: PortBuf) -> Result<PoolBuf, PortBuf> {
+        match b {
+            PortBuf::Pool(p) => Ok(p),
+            #[cfg(feature = "dpdk")]
+            other => Err(other),
+        }
+    }
+    fn scratch() -> &'static std::thread::LocalKey<RefCell<(Vec<PoolBuf>, Vec<PoolBuf>)>> {
+        &POOL_SCRATCH
+    }
+}
+
+#[cfg(feature = "dpdk")]
+thread_local! {
+    static MBUF_SCRATCH: RefCell<(Vec<Mbuf>, Vec<Mbuf>)> =
+        RefCell::new((Vec::with_capacity(MAX_BURST), Vec::with_capacity(MAX_BURST)));
+}
+
+#[cfg(feature = "dpdk")]
+impl Native for Mbuf {
+    fn from_port(b: PortBuf) -> Result<Mbuf, PortBuf> {
+        match b {
+            PortBuf::Mbuf(m) => Ok(m),
+            other => Err(other),
+        }
+    }
+    fn scratch() -> &'static std::thread::LocalKey<RefCell<(Vec<Mbuf>, Vec<Mbuf>)>> {
+        &MBUF_SCRATCH
+    }
+}
+
+fn rx_native<L: Link>(l: &mut L, out: &mut Vec<PortBuf>, max: usize) -> io::Result<usize>
+where
+    L::Buf: Native,
+{
+    L::Buf::scratch().with(|s| {
+        let rx = &mut s.borrow_mut().0;
+        rx.clear();
+        let r = l.rx_burst(rx, max);
+        out.extend(rx.drain(..).map(Into::into));
+        r
+    })
+}
+
+fn tx_native<L: Link>(l: &mut L, bufs: &mut Vec<PortBuf>) -> io::Result<usize>
+where
+    L::Buf: Native,
+{
+    L::Buf::scratch().with(|s| {
+        let tx = &mut s.borrow_mut().1;
+        tx.clear();
+        let mut foreign = 0;
+        for b in bufs.drain(..) {
+            match L::Buf::from_port(b) {
+                Ok(n) => tx.push(n),
+                // A buffer of another link's kind (the engine allocates from
+                // the port it sends on, so only a wrapper could do this):
+                // its frame is copied into one of ours.
+                Err(other) => match l.alloc_tx() {
+                    Some(mut n) if n.capacity() >= other.data().len() => {
+                        n.set_len(other.data().len());
+                        n.data_mut().copy_from_slice(other.data());
+                        n.set_csum_partial(other.csum_partial());
+                        tx.push(n);
+                    }
+                    Some(n) => {
+                        l.recycle(n);
+                        foreign += 1;
+                    }
+                    None => foreign += 1,
+                },
+            }
+        }
+        let r = l.tx_burst(tx);
+        bufs.extend(tx.drain(..).map(Into::into));
+        r.map(|n| n + foreign)
+    })
 }
 
 macro_rules! each {
@@ -21,7 +183,25 @@ macro_rules! each {
             PortLink::Tap($l) => $e,
             PortLink::AfPacket($l) => $e,
             PortLink::Memory($l) => $e,
+            #[cfg(feature = "dpdk")]
+            PortLink::Dpdk($l) => $e,
             PortLink::Faulty($l) => $e,
+        }
+    };
+}
+
+/// Like `each!`, for the links with their own buffer kind: `$pool` for
+/// those over pool buffers, `$mbuf` for DPDK, `$fault` for the injector
+/// (whose buffers are already `PortBuf`s).
+macro_rules! by_kind {
+    ($self:expr, $l:ident => native $native:expr, fault $fault:expr) => {
+        match $self {
+            PortLink::Tap($l) => $native,
+            PortLink::AfPacket($l) => $native,
+            PortLink::Memory($l) => $native,
+            #[cfg(feature = "dpdk")]
+            PortLink::Dpdk($l) => $native,
+            PortLink::Faulty($l) => $fault,
         }
     };
 }
@@ -41,32 +221,49 @@ impl PortLink {
             PortLink::Tap(_) => "tap",
             PortLink::AfPacket(_) => "af_packet",
             PortLink::Memory(_) => "memory",
+            #[cfg(feature = "dpdk")]
+            PortLink::Dpdk(_) => "dpdk",
             PortLink::Faulty(f) => f.inner().kind(),
+        }
+    }
+
+    /// Counters a backend has beyond [`LinkStats`] (`name`, value).
+    pub fn extra_stats(&self) -> Vec<(&'static str, u64)> {
+        match self {
+            #[cfg(feature = "dpdk")]
+            PortLink::Dpdk(d) => d.extra_stats().to_vec(),
+            PortLink::Faulty(f) => f.inner().extra_stats(),
+            _ => Vec::new(),
         }
     }
 }
 
 impl Link for PortLink {
-    type Buf = PoolBuf;
+    type Buf = PortBuf;
 
-    fn rx_burst(&mut self, out: &mut Vec<PoolBuf>, max: usize) -> io::Result<usize> {
-        each!(self, l => l.rx_burst(out, max))
+    fn rx_burst(&mut self, out: &mut Vec<PortBuf>, max: usize) -> io::Result<usize> {
+        by_kind!(self, l => native rx_native(l, out, max), fault l.rx_burst(out, max))
     }
 
-    fn alloc_tx(&mut self) -> Option<PoolBuf> {
-        each!(self, l => l.alloc_tx())
+    fn alloc_tx(&mut self) -> Option<PortBuf> {
+        by_kind!(self, l => native l.alloc_tx().map(Into::into), fault l.alloc_tx())
     }
 
-    fn alloc_tx_reserved(&mut self) -> Option<PoolBuf> {
-        each!(self, l => l.alloc_tx_reserved())
+    fn alloc_tx_reserved(&mut self) -> Option<PortBuf> {
+        by_kind!(self, l => native l.alloc_tx_reserved().map(Into::into), fault l.alloc_tx_reserved())
     }
 
-    fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
-        each!(self, l => l.tx_burst(bufs))
+    fn tx_burst(&mut self, bufs: &mut Vec<PortBuf>) -> io::Result<usize> {
+        by_kind!(self, l => native tx_native(l, bufs), fault l.tx_burst(bufs))
     }
 
-    fn recycle(&mut self, buf: PoolBuf) {
-        each!(self, l => l.recycle(buf))
+    fn recycle(&mut self, buf: PortBuf) {
+        by_kind!(self, l => native match Native::from_port(buf) {
+            Ok(b) => l.recycle(b),
+            // Another link's buffer: dropping it returns it where it
+            // belongs (an mbuf to its mempool) or loses it to no pool.
+            Err(other) => drop(other),
+        }, fault l.recycle(buf))
     }
 
     fn info(&self) -> &LinkInfo {
@@ -80,6 +277,8 @@ impl Link for PortLink {
     fn service(&mut self) -> io::Result<()> {
         match self {
             PortLink::Faulty(f) => f.poll(),
+            #[cfg(feature = "dpdk")]
+            PortLink::Dpdk(d) => d.service(),
             _ => Ok(()),
         }
     }

@@ -6,7 +6,7 @@ use std::fmt;
 use link::{AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, RingConfig, TapLink};
 use stack::{CcAlgorithm, InterfaceConfig, Stack, StackConfig, TcpConfig};
 
-use crate::config::{Config, CongestionControl, LinkSpec, PortConfig, Sysctls};
+use crate::config::{Config, CongestionControl, DpdkConfig, LinkSpec, PortConfig, Sysctls};
 use crate::engine::{Engine, EngineConfig};
 use crate::ports::PortLink;
 
@@ -23,6 +23,13 @@ pub enum SetupError {
     Unsupported {
         port: u16,
         link: String,
+    },
+    /// The backend exists but this binary was built without its cargo
+    /// feature.
+    MissingFeature {
+        port: u16,
+        link: String,
+        feature: &'static str,
     },
     Open {
         port: u16,
@@ -51,6 +58,16 @@ impl fmt::Display for SetupError {
                     "[port{port}] link={link}: this backend is not available in this build"
                 )
             }
+            SetupError::MissingFeature {
+                port,
+                link,
+                feature,
+            } => write!(
+                f,
+                "[port{port}] link={link}: this build of ustack lacks the `{feature}` cargo \
+                 feature (build with `cargo build --release --features {feature}`, or \
+                 `--all-features`)"
+            ),
             SetupError::Open { port, link, error } => {
                 write!(f, "[port{port}] link={link}: cannot open: {error}")
             }
@@ -146,9 +163,14 @@ pub fn port_pool(port: &PortConfig) -> PacketPool {
     PacketPool::with_reserve(buf_size, count, (count / 16).max(8))
 }
 
-/// Opens the link of one port.
-pub fn open_link(port: &PortConfig) -> Result<PortLink, SetupError> {
+/// Opens the link of one port (`dpdk`: the `[dpdk]` section, for
+/// `link=dpdk`).
+pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, SetupError> {
     let name = link_name(&port.link);
+    if port.link == LinkSpec::Dpdk {
+        // DPDK brings its own buffers (mbufs): no pool here.
+        return open_dpdk(dpdk, port, name);
+    }
     let pool = port_pool(port);
     let open_err = |error| SetupError::Open {
         port: port.id,
@@ -171,6 +193,26 @@ pub fn open_link(port: &PortConfig) -> Result<PortLink, SetupError> {
             link: name,
         }),
     }
+}
+
+#[cfg(feature = "dpdk")]
+fn open_dpdk(dpdk: &DpdkConfig, port: &PortConfig, name: String) -> Result<PortLink, SetupError> {
+    crate::dpdk::open(dpdk, port)
+        .map(PortLink::Dpdk)
+        .map_err(|error| SetupError::Open {
+            port: port.id,
+            link: name,
+            error,
+        })
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn open_dpdk(_: &DpdkConfig, port: &PortConfig, name: String) -> Result<PortLink, SetupError> {
+    Err(SetupError::MissingFeature {
+        port: port.id,
+        link: name,
+        feature: "dpdk",
+    })
 }
 
 /// The interface the stack puts on a port's link.
@@ -246,7 +288,7 @@ pub fn build_engine(cfg: &Config, seed: u64) -> Result<Engine<PortLink>, SetupEr
     let mut stack = Stack::new(stack_config(cfg, seed));
     let mut links = Vec::new();
     for (i, port) in cfg.ports.iter().enumerate() {
-        let mut link = open_link(port)?;
+        let mut link = open_link(&cfg.dpdk, port)?;
         if i == 0 {
             if let Some(fc) = fault_config(cfg) {
                 link = PortLink::Faulty(Box::new(FaultLink::new(link, fc)));
@@ -284,6 +326,23 @@ mod tests {
         assert_eq!(s.tcp.msl, std::time::Duration::from_secs(5));
         assert!(!s.tcp.sack);
         assert_eq!(s.tcp.somaxconn, 128);
+    }
+
+    #[cfg(not(feature = "dpdk"))]
+    #[test]
+    fn dpdk_link_without_the_feature_says_so() {
+        let cfg = Config::parse(
+            "[dpdk]\nno_huge=1\nvdev=net_null0\n[port0]\nlink=dpdk\naddr=10.99.1.2/24\n",
+            "t.ini",
+        )
+        .unwrap();
+        let err = build_engine(&cfg, 1).err().expect("no DPDK in this build");
+        assert!(matches!(err, SetupError::MissingFeature { port: 0, feature: "dpdk", .. }));
+        assert_eq!(
+            err.to_string(),
+            "[port0] link=dpdk: this build of ustack lacks the `dpdk` cargo feature (build \
+             with `cargo build --release --features dpdk`, or `--all-features`)"
+        );
     }
 
     #[test]
