@@ -3,7 +3,9 @@ exception path (`[kni]`): ustack-echo on two engines over a two-queue veth
 (AF_PACKET fanout steered by ustack's flow hash), against the kernel."""
 
 import os
+import signal
 import socket
+import subprocess
 import time
 
 import harness as h
@@ -11,7 +13,8 @@ import tcp_tools as tt
 from cases import SUBNETS, test
 from harness import check
 
-SUBNETS.update({"cores_tcp_echo_af_packet": 120, "cores_kni_af_packet": 121})
+SUBNETS.update({"cores_tcp_echo_af_packet": 120, "cores_kni_af_packet": 121, "cores_connect_af_packet": 122})
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class TwoQueueVeth:
@@ -133,3 +136,41 @@ def _(ctx):
           f"exception path counters: {h.nonzero({k: v for k, v in st.items() if k.startswith('kni')})}")
     check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
     u.stop()
+
+
+@test("cores_connect_af_packet", budget=120)
+def _(ctx):
+    """Outgoing connections from both engines: each picks source ports
+    whose replies the kernel's fanout hands back to it."""
+    v = TwoQueueVeth(SUBNETS["cores_connect_af_packet"])
+    srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
+                            os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop():
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(5)
+
+    h.on_cleanup(f"echo server pid {srv.pid}", stop)
+    deadline = time.monotonic() + 10
+    while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
+        check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
+        time.sleep(0.05)
+    binary = os.path.join(os.path.dirname(ctx.binary), "ustack-connect")
+    cfg = os.path.join(ctx.workdir, "connect.ini")
+    stats = os.path.join(ctx.workdir, "connect.stats")
+    with open(cfg, "w") as f:
+        f.write(v.config())
+    p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
+              f"{v.kernel_ip}:7", check_rc=False, timeout=90)
+    lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
+    check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
+    check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
+          f"each engine must complete its 150 connections: {lines}")
+    st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
+    opens = engines_share(st, "tcp_active_opens")
+    fwd = engines_share(st, "steer_forwarded")
+    print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "
+          f"frames handed between engines {fwd}")
+    check(opens == [150, 150], f"active opens per engine: {opens}")
+    check(fwd == [0, 0], f"replies reached another engine than the one that connected: {fwd}")

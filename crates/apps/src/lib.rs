@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod connect_echo;
 pub mod echo;
 pub mod http;
 pub mod ready;
