@@ -11,6 +11,9 @@
 //!   its frames over the queues by its own hash, and software steering (the
 //!   dispatcher, `engine::dispatch`) hands each frame to its engine over a
 //!   lock-free ring.
+//! - `af_xdp`: one AF_XDP socket per engine on the interface's queue of the
+//!   same number (`crate::xdp`); the NIC's RSS picks the queue, and the
+//!   dispatcher steers frames that landed on another engine's queue.
 //!
 //! Either way an outgoing connection's source port is chosen so that the
 //! reply hashes to the engine that opened it (`stack::steer`), ARP is seen
@@ -42,6 +45,7 @@ const MESH_RING: usize = 1024;
 pub enum QueueLink {
     AfPacket(AfPacketLink),
     Tap(TapLink),
+    AfXdp(Box<link::AfXdpLink>),
 }
 
 impl QueueLink {
@@ -49,6 +53,7 @@ impl QueueLink {
         match self {
             QueueLink::AfPacket(l) => PortLink::AfPacket(l),
             QueueLink::Tap(l) => PortLink::Tap(l),
+            QueueLink::AfXdp(l) => PortLink::AfXdp(l),
         }
     }
 
@@ -56,6 +61,7 @@ impl QueueLink {
         match self {
             QueueLink::AfPacket(l) => l.info(),
             QueueLink::Tap(l) => l.info(),
+            QueueLink::AfXdp(l) => l.info(),
         }
     }
 }
@@ -169,7 +175,14 @@ fn open_port(port: &PortConfig, engines: usize) -> Result<Vec<QueueLink>, SetupE
             }
             Ok(tap_links)
         }
-        LinkSpec::AfXdp(_) | LinkSpec::Dpdk => Err(SetupError::Unsupported {
+        // Engine `e` on queue `e`; the NIC's RSS spreads flows over the
+        // queues and the dispatcher hands each frame to its engine.
+        LinkSpec::AfXdp(ifname) => Ok(crate::xdp::open_queues(ifname, port, engines)
+            .map_err(&err)?
+            .into_iter()
+            .map(|l| QueueLink::AfXdp(Box::new(l)))
+            .collect()),
+        LinkSpec::Dpdk => Err(SetupError::Unsupported {
             port: port.id,
             link: format!("{} with several engines or [kni]", link_name(&port.link)),
         }),

@@ -11,6 +11,7 @@ pub mod ports;
 pub mod setup;
 pub mod stats;
 pub mod steer;
+pub mod xdp;
 
 pub use engine::{AppContext, Application, Engine, EngineConfig, EngineCounters};
 pub use ports::{PortBuf, PortLink};

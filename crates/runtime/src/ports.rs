@@ -12,14 +12,17 @@ use std::os::fd::RawFd;
 #[cfg(feature = "dpdk")]
 use link::dpdk::{DpdkLink, Mbuf};
 use link::{
-    AfPacketLink, FaultLink, Link, LinkInfo, LinkStats, MemoryLink, PacketBuffer, PoolBuf, TapLink,
-    MAX_BURST,
+    AfPacketLink, AfXdpLink, FaultLink, Link, LinkInfo, LinkStats, MemoryLink, PacketBuffer,
+    PoolBuf, TapLink, XdpFrame, MAX_BURST,
 };
 
 /// The link of a port.
 pub enum PortLink {
     Tap(TapLink),
     AfPacket(AfPacketLink),
+    /// One AF_XDP socket (`link=af_xdp`); its buffers are UMEM frames.
+    /// Boxed: its rings and counters make it the largest link.
+    AfXdp(Box<AfXdpLink>),
     Memory(MemoryLink),
     /// A DPDK ethdev port (`link=dpdk`, cargo feature `dpdk`).
     #[cfg(feature = "dpdk")]
@@ -34,6 +37,8 @@ pub enum PortLink {
 pub enum PortBuf {
     /// A pool buffer (TAP, AF_PACKET, memory pair).
     Pool(PoolBuf),
+    /// A frame in an AF_XDP link's UMEM.
+    Xdp(XdpFrame),
     /// A DPDK mbuf.
     #[cfg(feature = "dpdk")]
     Mbuf(Mbuf),
@@ -42,6 +47,12 @@ pub enum PortBuf {
 impl From<PoolBuf> for PortBuf {
     fn from(b: PoolBuf) -> PortBuf {
         PortBuf::Pool(b)
+    }
+}
+
+impl From<XdpFrame> for PortBuf {
+    fn from(b: XdpFrame) -> PortBuf {
+        PortBuf::Xdp(b)
     }
 }
 
@@ -56,6 +67,7 @@ macro_rules! each_buf {
     ($self:expr, $b:ident => $e:expr) => {
         match $self {
             PortBuf::Pool($b) => $e,
+            PortBuf::Xdp($b) => $e,
             #[cfg(feature = "dpdk")]
             PortBuf::Mbuf($b) => $e,
         }
@@ -101,12 +113,28 @@ impl Native for PoolBuf {
     fn from_port(b: PortBuf) -> Result<PoolBuf, PortBuf> {
         match b {
             PortBuf::Pool(p) => Ok(p),
-            #[cfg(feature = "dpdk")]
             other => Err(other),
         }
     }
     fn scratch() -> &'static std::thread::LocalKey<RefCell<(Vec<PoolBuf>, Vec<PoolBuf>)>> {
         &POOL_SCRATCH
+    }
+}
+
+thread_local! {
+    static XDP_SCRATCH: RefCell<(Vec<XdpFrame>, Vec<XdpFrame>)> =
+        RefCell::new((Vec::with_capacity(MAX_BURST), Vec::with_capacity(MAX_BURST)));
+}
+
+impl Native for XdpFrame {
+    fn from_port(b: PortBuf) -> Result<XdpFrame, PortBuf> {
+        match b {
+            PortBuf::Xdp(f) => Ok(f),
+            other => Err(other),
+        }
+    }
+    fn scratch() -> &'static std::thread::LocalKey<RefCell<(Vec<XdpFrame>, Vec<XdpFrame>)>> {
+        &XDP_SCRATCH
     }
 }
 
@@ -182,6 +210,7 @@ macro_rules! each {
         match $self {
             PortLink::Tap($l) => $e,
             PortLink::AfPacket($l) => $e,
+            PortLink::AfXdp($l) => $e,
             PortLink::Memory($l) => $e,
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk($l) => $e,
@@ -198,6 +227,10 @@ macro_rules! by_kind {
         match $self {
             PortLink::Tap($l) => $native,
             PortLink::AfPacket($l) => $native,
+            PortLink::AfXdp(boxed) => {
+                let $l = boxed.as_mut();
+                $native
+            }
             PortLink::Memory($l) => $native,
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk($l) => $native,
@@ -220,6 +253,7 @@ impl PortLink {
         match self {
             PortLink::Tap(_) => "tap",
             PortLink::AfPacket(_) => "af_packet",
+            PortLink::AfXdp(_) => "af_xdp",
             PortLink::Memory(_) => "memory",
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(_) => "dpdk",
@@ -276,7 +310,9 @@ impl Link for PortLink {
 
     fn service(&mut self) -> io::Result<()> {
         match self {
-            PortLink::Faulty(f) => f.poll(),
+            // The injector services the link inside it too (AF_XDP refills).
+            PortLink::Faulty(f) => f.service(),
+            PortLink::AfXdp(x) => x.service(),
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(d) => d.service(),
             _ => Ok(()),

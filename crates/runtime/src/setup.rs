@@ -171,7 +171,6 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
         // DPDK brings its own buffers (mbufs): no pool here.
         return open_dpdk(dpdk, port, name);
     }
-    let pool = port_pool(port);
     let open_err = |error| SetupError::Open {
         port: port.id,
         link: name.clone(),
@@ -179,16 +178,21 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
     };
     match &port.link {
         LinkSpec::Tap(ifname) => {
-            let mut tap = TapLink::open(ifname, pool).map_err(open_err)?;
+            let mut tap = TapLink::open(ifname, port_pool(port)).map_err(open_err)?;
             if let Some(mac) = port.mac {
                 tap.set_mac(mac);
             }
             Ok(PortLink::Tap(tap))
         }
-        LinkSpec::AfPacket(ifname) => AfPacketLink::open(ifname, pool, &RingConfig::default())
-            .map(PortLink::AfPacket)
+        LinkSpec::AfPacket(ifname) => {
+            AfPacketLink::open(ifname, port_pool(port), &RingConfig::default())
+                .map(PortLink::AfPacket)
+                .map_err(open_err)
+        }
+        LinkSpec::AfXdp(ifname) => crate::xdp::open_queues(ifname, port, 1)
+            .map(|mut q| PortLink::AfXdp(Box::new(q.remove(0))))
             .map_err(open_err),
-        LinkSpec::AfXdp(_) | LinkSpec::Dpdk => Err(SetupError::Unsupported {
+        LinkSpec::Dpdk => Err(SetupError::Unsupported {
             port: port.id,
             link: name,
         }),
@@ -337,7 +341,14 @@ mod tests {
         )
         .unwrap();
         let err = build_engine(&cfg, 1).err().expect("no DPDK in this build");
-        assert!(matches!(err, SetupError::MissingFeature { port: 0, feature: "dpdk", .. }));
+        assert!(matches!(
+            err,
+            SetupError::MissingFeature {
+                port: 0,
+                feature: "dpdk",
+                ..
+            }
+        ));
         assert_eq!(
             err.to_string(),
             "[port0] link=dpdk: this build of ustack lacks the `dpdk` cargo feature (build \

@@ -320,9 +320,9 @@ impl AfXdpLink {
         let mac = ctl.hwaddr(ifname)?;
         let dev_mtu = ctl.mtu(ifname)?;
         ctl.set_up(ifname)?;
-        if !cfg.ring_size.is_power_of_two() || cfg.ring_size < 64 {
+        if !cfg.ring_size.is_power_of_two() || cfg.ring_size < 16 {
             return Err(invalid(format!(
-                "ring size {} must be a power of two of at least 64",
+                "ring size {} must be a power of two of at least 16",
                 cfg.ring_size
             )));
         }

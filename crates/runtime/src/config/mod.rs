@@ -43,8 +43,8 @@ pub use freebsd::{BootParams, SysctlEntry, Sysctls};
 pub use port::{Ipv4Config, Ipv6Config, PortConfig};
 pub use sections::{FaultConfigSpec, KniConfig, PcapConfig, FAULT_DEFAULT_SEED};
 pub use types::{
-    CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType,
-    XdpBindSetting, XdpModeSetting,
+    CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType, XdpBindSetting,
+    XdpModeSetting,
 };
 
 /// The `file` of errors and warnings about command-line overrides.

@@ -1,0 +1,114 @@
+//! Opening `link=af_xdp` ports: one AF_XDP socket per engine, engine `e` on
+//! the interface's queue `e`, all under one XDP program, with UMEM and ring
+//! sizes from `[portN]`.
+
+use std::io;
+use std::sync::Arc;
+
+use link::af_xdp::attach_program;
+use link::{AfXdpLink, XdpBindChoice, XdpConfig, XdpModeChoice};
+
+use crate::config::{PortConfig, XdpBindSetting, XdpModeSetting};
+use crate::setup::DEFAULT_POOL_BUFFERS;
+
+/// Frames up to this MTU fit a 2048-byte chunk (256 bytes of kernel
+/// headroom and 18 of Ethernet and VLAN header before the payload).
+const SMALL_CHUNK_MTU: usize = 2048 - 256 - 18;
+
+/// The socket settings of `port`'s queue `queue`.
+pub fn xdp_config(port: &PortConfig, queue: u32) -> XdpConfig {
+    let mtu = usize::from(port.mtu.unwrap_or(1500));
+    let frame_size = if mtu <= SMALL_CHUNK_MTU { 2048 } else { 4096 };
+    let frames = port
+        .memory
+        .map_or(DEFAULT_POOL_BUFFERS, |m| m.buffers(frame_size));
+    // Rings of at most 2048 entries and at most a quarter of the frames
+    // each (a power of two), so the fill ring never takes every frame.
+    let quarter = (frames / 4).clamp(16, 2048);
+    let ring_size = 1 << (31 - quarter.leading_zeros());
+    XdpConfig {
+        queue,
+        mode: match port.xdp_mode {
+            XdpModeSetting::Auto => XdpModeChoice::Auto,
+            XdpModeSetting::Native => XdpModeChoice::Native,
+            XdpModeSetting::Generic => XdpModeChoice::Generic,
+        },
+        bind: match port.xdp_bind {
+            XdpBindSetting::Auto => XdpBindChoice::Auto,
+            XdpBindSetting::ZeroCopy => XdpBindChoice::ZeroCopy,
+            XdpBindSetting::Copy => XdpBindChoice::Copy,
+        },
+        frame_size,
+        frames,
+        reserve: (frames / 16).max(8),
+        ring_size,
+        need_wakeup: true,
+    }
+}
+
+/// Receive queues of interface `ifname` (from sysfs), if it can be read.
+fn rx_queues(ifname: &str) -> Option<usize> {
+    let dir = std::fs::read_dir(format!("/sys/class/net/{ifname}/queues")).ok()?;
+    Some(
+        dir.filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+            .count(),
+    )
+}
+
+/// Opens `engines` sockets on `ifname`, queue `e` for engine `e`.
+pub fn open_queues(ifname: &str, port: &PortConfig, engines: usize) -> io::Result<Vec<AfXdpLink>> {
+    let program = attach_program(ifname, xdp_config(port, 0).mode)?;
+    if let Some(n) = rx_queues(ifname) {
+        if n > engines {
+            eprintln!(
+                "ustack: af_xdp {ifname}: {n} receive queues, {engines} served; frames on the \
+                 others go to the kernel (ethtool -L {ifname} combined {engines})"
+            );
+        } else if n < engines {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{ifname} has {n} receive queues and there are {engines} engines: AF_XDP \
+                     binds one queue per engine"
+                ),
+            ));
+        }
+    }
+    (0..engines)
+        .map(|e| {
+            let cfg = xdp_config(port, e as u32);
+            let link = AfXdpLink::open_with(ifname, Arc::clone(&program), &cfg)?;
+            eprintln!("ustack: {ifname}: {}", link.describe());
+            Ok(link)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn port(extra: &str) -> PortConfig {
+        let text = format!("[port0]\nlink=af_xdp:e0\naddr=10.99.1.2/24\n{extra}");
+        Config::parse(&text, "t.ini").unwrap().ports.remove(0)
+    }
+
+    #[test]
+    fn sizes_follow_memory_and_mtu() {
+        let c = xdp_config(&port(""), 1);
+        assert_eq!((c.queue, c.frame_size, c.frames), (1, 2048, 8192));
+        assert_eq!(c.ring_size, 2048);
+        assert_eq!((c.mode, c.bind), (XdpModeChoice::Auto, XdpBindChoice::Auto));
+        let c = xdp_config(&port("memory=64\nxdp_mode=generic\nxdp_bind=copy\n"), 0);
+        assert_eq!(c.frames, 64);
+        assert!(c.frames >= 2 * c.ring_size && c.ring_size.is_power_of_two());
+        assert_eq!(
+            (c.mode, c.bind),
+            (XdpModeChoice::Generic, XdpBindChoice::Copy)
+        );
+        let c = xdp_config(&port("mtu=3000\nmemory=1024\n"), 0);
+        assert_eq!((c.frame_size, c.frames, c.ring_size), (4096, 1024, 256));
+    }
+}
