@@ -244,7 +244,7 @@ impl Worker {
                     IP_TOS => {
                         // TCP keeps the ECN bits to itself.
                         let v = if stream { (v & !3) | (o.tos & 3) } else { v };
-                        o.tos = v;
+                        o.tos = i32::from(v as u8);
                     }
                     IP_PKTINFO => o.pktinfo = v != 0,
                     IP_RECVDSTADDR => o.recvdstaddr = v != 0,
@@ -374,7 +374,8 @@ impl Worker {
                 IP_RECVDSTADDR => int(o.recvdstaddr as i32, out),
                 _ => Err(Errno::ENOPROTOOPT),
             },
-            _ => Err(Errno::ENOPROTOOPT),
+            // ip_getsockopt: a level it does not know.
+            _ => Err(Errno::EOPNOTSUPP),
         }
     }
 }

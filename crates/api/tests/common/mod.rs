@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod net;
+
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 

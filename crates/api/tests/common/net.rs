@@ -1,0 +1,558 @@
+//! One set of socket calls over two implementations: ustack (two engines
+//! on this thread) and the Linux kernel (libc over loopback).  A scenario
+//! written against [`Net`] runs on both and records each call's result;
+//! the test compares the two records line by line.
+
+use std::fmt::Debug;
+use std::io::{IoSlice, IoSliceMut};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use api::{epoll_event, Errno, PktInfo, RecvMsg, Result, SendMsg};
+
+pub trait Net {
+    /// The address servers bind.
+    fn server_ip(&self) -> Ipv4Addr;
+    /// The local address of a client socket.
+    fn client_ip(&self) -> Ipv4Addr;
+    /// Lets the network deliver what is in flight.
+    fn settle(&mut self);
+    fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32>;
+    fn bind(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()>;
+    fn listen(&mut self, fd: i32, backlog: i32) -> Result<()>;
+    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddrV4)>;
+    fn connect(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()>;
+    fn send(&mut self, fd: i32, b: &[u8], flags: i32) -> Result<usize>;
+    fn recv(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<usize>;
+    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddrV4>) -> Result<usize>;
+    fn recvfrom(
+        &mut self,
+        fd: i32,
+        b: &mut [u8],
+        flags: i32,
+    ) -> Result<(usize, Option<SocketAddrV4>)>;
+    fn readv(&mut self, fd: i32, bufs: &mut [IoSliceMut<'_>]) -> Result<usize>;
+    fn writev(&mut self, fd: i32, bufs: &[IoSlice<'_>]) -> Result<usize>;
+    fn recvmsg(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<RecvMsg>;
+    fn sendmsg(&mut self, fd: i32, b: &[u8], flags: i32, m: &SendMsg) -> Result<usize>;
+    fn shutdown(&mut self, fd: i32, how: i32) -> Result<()>;
+    fn close(&mut self, fd: i32) -> Result<()>;
+    fn getsockname(&mut self, fd: i32) -> Result<SocketAddrV4>;
+    fn getpeername(&mut self, fd: i32) -> Result<SocketAddrV4>;
+    fn getsockopt(&mut self, fd: i32, level: i32, name: i32, v: &mut [u8]) -> Result<usize>;
+    fn setsockopt(&mut self, fd: i32, level: i32, name: i32, v: &[u8]) -> Result<()>;
+    fn ioctl(&mut self, fd: i32, req: u64, arg: &mut i32) -> Result<()>;
+    fn fcntl(&mut self, fd: i32, cmd: i32, arg: i32) -> Result<i32>;
+    fn epoll_create1(&mut self, flags: i32) -> Result<i32>;
+    fn epoll_ctl(&mut self, ep: i32, op: i32, fd: i32, ev: Option<&epoll_event>) -> Result<()>;
+    fn epoll_wait(&mut self, ep: i32, evs: &mut [epoll_event], timeout: i32) -> Result<usize>;
+}
+
+/// The calls of a scenario and what each returned, in a form both
+/// implementations share (fds, our addresses and ephemeral ports are
+/// replaced by names).
+#[derive(Default)]
+pub struct Trace {
+    pub lines: Vec<String>,
+    pub names: Names,
+}
+
+/// Names our addresses and ephemeral ports.
+#[derive(Default)]
+pub struct Names {
+    pub local: Vec<Ipv4Addr>,
+}
+
+/// The name of an errno.
+pub fn errno_name(e: i32) -> String {
+    let names = [
+        (libc::EAGAIN, "EAGAIN"),
+        (libc::EBADF, "EBADF"),
+        (libc::EINVAL, "EINVAL"),
+        (libc::ENOTSOCK, "ENOTSOCK"),
+        (libc::ENOTCONN, "ENOTCONN"),
+        (libc::EISCONN, "EISCONN"),
+        (libc::EPIPE, "EPIPE"),
+        (libc::EOPNOTSUPP, "EOPNOTSUPP"),
+        (libc::ENOPROTOOPT, "ENOPROTOOPT"),
+        (libc::EADDRINUSE, "EADDRINUSE"),
+        (libc::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
+        (libc::EAFNOSUPPORT, "EAFNOSUPPORT"),
+        (libc::EINPROGRESS, "EINPROGRESS"),
+        (libc::EALREADY, "EALREADY"),
+        (libc::ECONNREFUSED, "ECONNREFUSED"),
+        (libc::ECONNRESET, "ECONNRESET"),
+        (libc::ECONNABORTED, "ECONNABORTED"),
+        (libc::EDESTADDRREQ, "EDESTADDRREQ"),
+        (libc::EEXIST, "EEXIST"),
+        (libc::ENOENT, "ENOENT"),
+        (libc::EPERM, "EPERM"),
+        (libc::EDOM, "EDOM"),
+        (libc::EMSGSIZE, "EMSGSIZE"),
+        (libc::EPROTONOSUPPORT, "EPROTONOSUPPORT"),
+        (libc::ESOCKTNOSUPPORT, "ESOCKTNOSUPPORT"),
+        (libc::EACCES, "EACCES"),
+        (libc::ETIMEDOUT, "ETIMEDOUT"),
+    ];
+    names
+        .iter()
+        .find(|(n, _)| *n == e)
+        .map_or_else(|| format!("errno {e}"), |(_, s)| s.to_string())
+}
+
+impl Trace {
+    pub fn new(net: &dyn Net) -> Trace {
+        Trace {
+            lines: Vec::new(),
+            names: Names {
+                local: vec![net.server_ip(), net.client_ip()],
+            },
+        }
+    }
+
+    /// Records a call's result, formatted by `show`.
+    pub fn rec<T>(&mut self, what: &str, r: &Result<T>, show: impl Fn(&Names, &T) -> String) {
+        let s = match r {
+            Ok(v) => format!("{what} = {}", show(&self.names, v)),
+            Err(e) => format!("{what} = {}", errno_name(e.0)),
+        };
+        self.lines.push(s);
+    }
+
+    /// Records a call whose value needs no naming.
+    pub fn val<T: Debug>(&mut self, what: &str, r: &Result<T>) {
+        self.rec(what, r, |_, v| format!("{v:?}"));
+    }
+
+    /// Records only success or the errno (an fd, say).
+    pub fn ok<T>(&mut self, what: &str, r: &Result<T>) {
+        self.rec(what, r, |_, _| "ok".to_string());
+    }
+
+    pub fn note(&mut self, s: String) {
+        self.lines.push(s);
+    }
+}
+
+impl Names {
+    /// An address as both implementations can agree on it.
+    pub fn addr(&self, a: &SocketAddrV4) -> String {
+        let ip = if self.local.contains(a.ip()) {
+            "LOCAL".to_string()
+        } else {
+            a.ip().to_string()
+        };
+        // Test ports are below 10000; ephemeral ones are not.
+        let port = if a.port() >= 10000 {
+            "EPH".to_string()
+        } else {
+            a.port().to_string()
+        };
+        format!("{ip}:{port}")
+    }
+}
+
+/// Fails with both records side by side at the first difference.
+pub fn compare(ustack: &Trace, linux: &Trace) {
+    let n = ustack.lines.len().max(linux.lines.len());
+    let mut report = String::new();
+    let mut differ = false;
+    for i in 0..n {
+        let u = ustack.lines.get(i).map_or("(none)", |s| s.as_str());
+        let l = linux.lines.get(i).map_or("(none)", |s| s.as_str());
+        let mark = if u == l { "  " } else { "!!" };
+        differ |= u != l;
+        report.push_str(&format!("{mark} ustack: {u:<60} linux: {l}\n"));
+    }
+    assert!(!differ, "ustack and Linux differ:\n{report}");
+    if std::env::var_os("USTACK_SHOW_TRACE").is_some() {
+        eprintln!("{report}");
+    }
+}
+
+fn int(v: i32) -> Vec<u8> {
+    v.to_ne_bytes().to_vec()
+}
+
+pub fn set_int(n: &mut dyn Net, fd: i32, level: i32, name: i32, v: i32) -> Result<()> {
+    n.setsockopt(fd, level, name, &int(v))
+}
+
+pub fn get_int(n: &mut dyn Net, fd: i32, level: i32, name: i32) -> Result<i32> {
+    let mut b = [0u8; 4];
+    let len = n.getsockopt(fd, level, name, &mut b)?;
+    assert_eq!(len, 4);
+    Ok(i32::from_ne_bytes(b))
+}
+
+/// ustack through the crate's calls.
+pub struct Ustack;
+
+impl Net for Ustack {
+    fn server_ip(&self) -> Ipv4Addr {
+        super::SERVER
+    }
+    fn client_ip(&self) -> Ipv4Addr {
+        super::CLIENT
+    }
+    fn settle(&mut self) {
+        super::settle_ms(30);
+    }
+    fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32> {
+        api::socket(d, t, p)
+    }
+    fn bind(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
+        api::bind(fd, a)
+    }
+    fn listen(&mut self, fd: i32, backlog: i32) -> Result<()> {
+        api::listen(fd, backlog)
+    }
+    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddrV4)> {
+        api::accept4(fd, flags)
+    }
+    fn connect(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
+        api::connect(fd, a)
+    }
+    fn send(&mut self, fd: i32, b: &[u8], flags: i32) -> Result<usize> {
+        api::send(fd, b, flags)
+    }
+    fn recv(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<usize> {
+        api::recv(fd, b, flags)
+    }
+    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddrV4>) -> Result<usize> {
+        api::sendto(fd, b, flags, a)
+    }
+    fn recvfrom(
+        &mut self,
+        fd: i32,
+        b: &mut [u8],
+        flags: i32,
+    ) -> Result<(usize, Option<SocketAddrV4>)> {
+        api::recvfrom(fd, b, flags)
+    }
+    fn readv(&mut self, fd: i32, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
+        api::readv(fd, bufs)
+    }
+    fn writev(&mut self, fd: i32, bufs: &[IoSlice<'_>]) -> Result<usize> {
+        api::writev(fd, bufs)
+    }
+    fn recvmsg(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<RecvMsg> {
+        api::recvmsg(fd, &mut [IoSliceMut::new(b)], flags)
+    }
+    fn sendmsg(&mut self, fd: i32, b: &[u8], flags: i32, m: &SendMsg) -> Result<usize> {
+        api::sendmsg(fd, &[IoSlice::new(b)], flags, m)
+    }
+    fn shutdown(&mut self, fd: i32, how: i32) -> Result<()> {
+        api::shutdown(fd, how)
+    }
+    fn close(&mut self, fd: i32) -> Result<()> {
+        api::close(fd)
+    }
+    fn getsockname(&mut self, fd: i32) -> Result<SocketAddrV4> {
+        api::getsockname(fd)
+    }
+    fn getpeername(&mut self, fd: i32) -> Result<SocketAddrV4> {
+        api::getpeername(fd)
+    }
+    fn getsockopt(&mut self, fd: i32, level: i32, name: i32, v: &mut [u8]) -> Result<usize> {
+        api::getsockopt(fd, level, name, v)
+    }
+    fn setsockopt(&mut self, fd: i32, level: i32, name: i32, v: &[u8]) -> Result<()> {
+        api::setsockopt(fd, level, name, v)
+    }
+    fn ioctl(&mut self, fd: i32, req: u64, arg: &mut i32) -> Result<()> {
+        api::ioctl(fd, req, arg)
+    }
+    fn fcntl(&mut self, fd: i32, cmd: i32, arg: i32) -> Result<i32> {
+        api::fcntl(fd, cmd, arg)
+    }
+    fn epoll_create1(&mut self, flags: i32) -> Result<i32> {
+        api::epoll_create1(flags)
+    }
+    fn epoll_ctl(&mut self, ep: i32, op: i32, fd: i32, ev: Option<&epoll_event>) -> Result<()> {
+        api::epoll_ctl(ep, op, fd, ev)
+    }
+    fn epoll_wait(&mut self, ep: i32, evs: &mut [epoll_event], timeout: i32) -> Result<usize> {
+        api::epoll_wait(ep, evs, timeout)
+    }
+}
+
+/// The Linux kernel over loopback, in a network namespace of the test's
+/// own thread (so ports and TIME-WAITs of other runs do not interfere).
+pub struct Kernel;
+
+impl Kernel {
+    /// Moves the calling thread into a new network namespace with `lo` up
+    /// (root, as `make test` runs).
+    pub fn new() -> Kernel {
+        // SAFETY: unshare takes no pointers; it changes this thread only.
+        let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+        assert_eq!(
+            r,
+            0,
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        );
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+        assert!(fd >= 0);
+        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+            *d = *s as libc::c_char;
+        }
+        // SAFETY: `ifr` is a live ifreq with the name set.
+        unsafe {
+            assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr), 0);
+            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS, &mut ifr), 0);
+            libc::close(fd);
+        }
+        Kernel
+    }
+}
+
+fn cvt(r: isize) -> Result<isize> {
+    if r < 0 {
+        Err(Errno::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn to_sa(a: &SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+fn from_sa(s: &libc::sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+        u16::from_be(s.sin_port),
+    )
+}
+
+const SA_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+
+fn zero_sa() -> libc::sockaddr_in {
+    to_sa(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+}
+
+// SAFETY (for every call below): the pointers passed are to live locals or
+// to the caller's slices, with their true lengths.
+impl Net for Kernel {
+    fn server_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::LOCALHOST
+    }
+    fn client_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::LOCALHOST
+    }
+    fn settle(&mut self) {
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32> {
+        cvt(unsafe { libc::socket(d, t, p) } as isize).map(|f| f as i32)
+    }
+    fn bind(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
+        let sa = to_sa(a);
+        cvt(unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, SA_LEN) } as isize)
+            .map(|_| ())
+    }
+    fn listen(&mut self, fd: i32, backlog: i32) -> Result<()> {
+        cvt(unsafe { libc::listen(fd, backlog) } as isize).map(|_| ())
+    }
+    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddrV4)> {
+        let mut sa = zero_sa();
+        let mut len = SA_LEN;
+        let r = unsafe {
+            libc::accept4(
+                fd,
+                &mut sa as *mut _ as *mut libc::sockaddr,
+                &mut len,
+                flags,
+            )
+        };
+        cvt(r as isize).map(|f| (f as i32, from_sa(&sa)))
+    }
+    fn connect(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
+        let sa = to_sa(a);
+        cvt(unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, SA_LEN) } as isize)
+            .map(|_| ())
+    }
+    fn send(&mut self, fd: i32, b: &[u8], flags: i32) -> Result<usize> {
+        cvt(unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), flags) }).map(|n| n as usize)
+    }
+    fn recv(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<usize> {
+        cvt(unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), flags) }).map(|n| n as usize)
+    }
+    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddrV4>) -> Result<usize> {
+        let sa = a.map(to_sa);
+        let (p, l) = match &sa {
+            Some(s) => (s as *const _ as *const libc::sockaddr, SA_LEN),
+            None => (std::ptr::null(), 0),
+        };
+        cvt(unsafe { libc::sendto(fd, b.as_ptr().cast(), b.len(), flags, p, l) })
+            .map(|n| n as usize)
+    }
+    fn recvfrom(
+        &mut self,
+        fd: i32,
+        b: &mut [u8],
+        flags: i32,
+    ) -> Result<(usize, Option<SocketAddrV4>)> {
+        let mut sa = zero_sa();
+        let mut len = SA_LEN;
+        let r = unsafe {
+            libc::recvfrom(
+                fd,
+                b.as_mut_ptr().cast(),
+                b.len(),
+                flags,
+                &mut sa as *mut _ as *mut libc::sockaddr,
+                &mut len,
+            )
+        };
+        cvt(r).map(|n| (n as usize, (len > 0).then(|| from_sa(&sa))))
+    }
+    fn readv(&mut self, fd: i32, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
+        cvt(unsafe { libc::readv(fd, bufs.as_ptr().cast(), bufs.len() as i32) }).map(|n| n as usize)
+    }
+    fn writev(&mut self, fd: i32, bufs: &[IoSlice<'_>]) -> Result<usize> {
+        cvt(unsafe { libc::writev(fd, bufs.as_ptr().cast(), bufs.len() as i32) })
+            .map(|n| n as usize)
+    }
+    fn recvmsg(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<RecvMsg> {
+        let mut sa = zero_sa();
+        let mut iov = libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        };
+        let mut control = [0u64; 16];
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&mut sa as *mut libc::sockaddr_in).cast();
+        msg.msg_namelen = SA_LEN;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        let n = cvt(unsafe { libc::recvmsg(fd, &mut msg, flags) })? as usize;
+        let mut out = RecvMsg {
+            len: n,
+            addr: (msg.msg_namelen > 0).then(|| from_sa(&sa)),
+            flags: msg.msg_flags & libc::MSG_TRUNC,
+            ..RecvMsg::default()
+        };
+        let mut c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+        while !c.is_null() {
+            let h = unsafe { &*c };
+            if h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_PKTINFO {
+                let p = unsafe { &*(libc::CMSG_DATA(c) as *const libc::in_pktinfo) };
+                out.pktinfo = Some(PktInfo {
+                    ifindex: p.ipi_ifindex as u32,
+                    spec_dst: Ipv4Addr::from(u32::from_be(p.ipi_spec_dst.s_addr)),
+                    addr: Ipv4Addr::from(u32::from_be(p.ipi_addr.s_addr)),
+                });
+            }
+            c = unsafe { libc::CMSG_NXTHDR(&msg, c) };
+        }
+        Ok(out)
+    }
+    fn sendmsg(&mut self, fd: i32, b: &[u8], flags: i32, m: &SendMsg) -> Result<usize> {
+        let mut sa = m.addr.map(|a| to_sa(&a));
+        let mut iov = libc::iovec {
+            iov_base: b.as_ptr() as *mut _,
+            iov_len: b.len(),
+        };
+        let mut control = [0u64; 8];
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        if let Some(s) = sa.as_mut() {
+            msg.msg_name = (s as *mut libc::sockaddr_in).cast();
+            msg.msg_namelen = SA_LEN;
+        }
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        if let Some(src) = m.src {
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen =
+                unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::in_pktinfo>() as u32) }
+                    as usize;
+            let c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+            unsafe {
+                (*c).cmsg_level = libc::IPPROTO_IP;
+                (*c).cmsg_type = libc::IP_PKTINFO;
+                (*c).cmsg_len =
+                    libc::CMSG_LEN(std::mem::size_of::<libc::in_pktinfo>() as u32) as usize;
+                let p = libc::CMSG_DATA(c) as *mut libc::in_pktinfo;
+                (*p).ipi_ifindex = 0;
+                (*p).ipi_spec_dst.s_addr = u32::from(src).to_be();
+                (*p).ipi_addr.s_addr = 0;
+            }
+        }
+        cvt(unsafe { libc::sendmsg(fd, &msg, flags) }).map(|n| n as usize)
+    }
+    fn shutdown(&mut self, fd: i32, how: i32) -> Result<()> {
+        cvt(unsafe { libc::shutdown(fd, how) } as isize).map(|_| ())
+    }
+    fn close(&mut self, fd: i32) -> Result<()> {
+        cvt(unsafe { libc::close(fd) } as isize).map(|_| ())
+    }
+    fn getsockname(&mut self, fd: i32) -> Result<SocketAddrV4> {
+        let mut sa = zero_sa();
+        let mut len = SA_LEN;
+        cvt(
+            unsafe { libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) }
+                as isize,
+        )
+        .map(|_| from_sa(&sa))
+    }
+    fn getpeername(&mut self, fd: i32) -> Result<SocketAddrV4> {
+        let mut sa = zero_sa();
+        let mut len = SA_LEN;
+        cvt(
+            unsafe { libc::getpeername(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) }
+                as isize,
+        )
+        .map(|_| from_sa(&sa))
+    }
+    fn getsockopt(&mut self, fd: i32, level: i32, name: i32, v: &mut [u8]) -> Result<usize> {
+        let mut len = v.len() as libc::socklen_t;
+        cvt(unsafe { libc::getsockopt(fd, level, name, v.as_mut_ptr().cast(), &mut len) } as isize)
+            .map(|_| len as usize)
+    }
+    fn setsockopt(&mut self, fd: i32, level: i32, name: i32, v: &[u8]) -> Result<()> {
+        cvt(unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                v.as_ptr().cast(),
+                v.len() as libc::socklen_t,
+            )
+        } as isize)
+        .map(|_| ())
+    }
+    fn ioctl(&mut self, fd: i32, req: u64, arg: &mut i32) -> Result<()> {
+        cvt(unsafe { libc::ioctl(fd, req, arg as *mut i32) } as isize).map(|_| ())
+    }
+    fn fcntl(&mut self, fd: i32, cmd: i32, arg: i32) -> Result<i32> {
+        cvt(unsafe { libc::fcntl(fd, cmd, arg) } as isize).map(|r| r as i32)
+    }
+    fn epoll_create1(&mut self, flags: i32) -> Result<i32> {
+        cvt(unsafe { libc::epoll_create1(flags) } as isize).map(|f| f as i32)
+    }
+    fn epoll_ctl(&mut self, ep: i32, op: i32, fd: i32, ev: Option<&epoll_event>) -> Result<()> {
+        let mut e = ev.copied();
+        let p = e
+            .as_mut()
+            .map_or(std::ptr::null_mut(), |e| e as *mut epoll_event);
+        cvt(unsafe { libc::epoll_ctl(ep, op, fd, p) } as isize).map(|_| ())
+    }
+    fn epoll_wait(&mut self, ep: i32, evs: &mut [epoll_event], timeout: i32) -> Result<usize> {
+        cvt(unsafe { libc::epoll_wait(ep, evs.as_mut_ptr(), evs.len() as i32, timeout) } as isize)
+            .map(|n| n as usize)
+    }
+}

@@ -1,0 +1,652 @@
+//! The same calls against ustack and against the Linux kernel, compared
+//! result by result and errno by errno: TCP and UDP calls, options, epoll.
+//! ustack runs as two engines on the test's thread (client 10.99.1.1,
+//! server 10.99.1.2, joined in memory); Linux over loopback.
+
+mod common;
+
+use std::io::{IoSlice, IoSliceMut};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use api::consts::*;
+use api::{epoll_event, SendMsg};
+use common::net::{compare, get_int, set_int, Kernel, Net, Trace, Ustack};
+
+/// Runs `scenario` on Linux and on ustack and compares the records.
+fn both(scenario: fn(&mut dyn Net, &mut Trace)) {
+    let mut k = Kernel::new();
+    let mut linux = Trace::new(&k);
+    scenario(&mut k, &mut linux);
+    let ustack = {
+        let _engines = common::two_engines();
+        let mut u = Ustack;
+        let mut t = Trace::new(&u);
+        scenario(&mut u, &mut t);
+        t
+    };
+    compare(&ustack, &linux);
+}
+
+fn at(n: &dyn Net, port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(n.server_ip(), port)
+}
+
+/// A connected pair: (client, accepted server side); `l` listens.
+fn pair(n: &mut dyn Net, t: &mut Trace, l: i32, port: u16, nonblock: bool) -> (i32, i32) {
+    let flags = if nonblock { SOCK_NONBLOCK } else { 0 };
+    let c = n.socket(AF_INET, SOCK_STREAM | flags, 0).expect("socket");
+    let r = n.connect(c, &at(n, port));
+    if nonblock {
+        t.val("pair: connect", &r);
+    } else {
+        t.val("pair: connect (blocking)", &r);
+    }
+    n.settle();
+    let r = n.accept4(l, flags);
+    t.rec("pair: accept", &r, |nm, (_, a)| nm.addr(a));
+    (c, r.map_or(-1, |(fd, _)| fd))
+}
+
+#[test]
+fn tcp_calls_match_linux() {
+    both(|n, t| {
+        let s = at(n, 7101);
+        t.val("socket: bad type", &n.socket(AF_INET, 12345, 0).map(|_| ()));
+        t.val(
+            "socket: stream with UDP",
+            &n.socket(AF_INET, SOCK_STREAM, IPPROTO_UDP).map(|_| ()),
+        );
+        let l = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        let r = n.getsockname(l);
+        t.rec("getsockname fresh", &r, |nm, a| nm.addr(a));
+        t.val("getpeername fresh", &n.getpeername(l));
+        let mut buf = [0u8; 64];
+        t.val("recv fresh", &n.recv(l, &mut buf, 0));
+        t.val("send fresh", &n.send(l, b"x", MSG_NOSIGNAL));
+        t.val("accept not listening", &n.accept4(l, 0).map(|_| ()));
+        let f = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val("shutdown fresh", &n.shutdown(f, SHUT_RDWR));
+        let _ = n.close(f);
+        t.val("bind", &n.bind(l, &s));
+        t.val("bind again", &n.bind(l, &at(n, 7102)));
+        let other = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val(
+            "bind not local",
+            &n.bind(
+                other,
+                &SocketAddrV4::new(Ipv4Addr::new(10, 99, 1, 77), 7102),
+            ),
+        );
+        t.val("bind taken", &n.bind(other, &s));
+        t.val("listen", &n.listen(l, 16));
+        let r = n.getsockname(l);
+        t.rec("getsockname listening", &r, |nm, a| nm.addr(a));
+        t.val("accept4 bad flags", &n.accept4(l, 0x1234).map(|_| ()));
+        t.val("fcntl O_NONBLOCK", &n.fcntl(l, F_SETFL, O_NONBLOCK));
+        t.val("accept empty", &n.accept4(l, 0).map(|_| ()));
+        let c = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val(
+            "connect closed port (blocking)",
+            &n.connect(c, &at(n, 7199)),
+        );
+        t.val("connect again after refusal", &n.connect(c, &s));
+        t.val("connect connected", &n.connect(c, &s));
+        let r = n.getpeername(c);
+        t.rec("getpeername", &r, |nm, a| nm.addr(a));
+        let r = n.getsockname(c);
+        t.rec("getsockname client", &r, |nm, a| nm.addr(a));
+        t.val("listen connected", &n.listen(c, 1));
+        let _ = n.close(c);
+        n.settle();
+        // The connection above was accepted by nobody: take it.
+        let r = n.accept4(l, 0);
+        t.rec("accept queued", &r, |nm, (_, a)| nm.addr(a));
+        let _ = r.map(|(fd, _)| n.close(fd));
+
+        let (c, a) = pair(n, t, l, 7101, false);
+        t.val(
+            "recv empty, MSG_DONTWAIT",
+            &n.recv(a, &mut buf, MSG_DONTWAIT),
+        );
+        t.val("send", &n.send(c, b"hello", 0));
+        n.settle();
+        let mut avail = -1;
+        t.val("ioctl FIONREAD", &n.ioctl(a, FIONREAD, &mut avail));
+        t.note(format!("FIONREAD -> {avail}"));
+        let r = n.recv(a, &mut buf[..3], MSG_PEEK);
+        t.val("recv MSG_PEEK", &r);
+        t.note(format!("peeked {:?}", &buf[..3]));
+        t.val("recv", &n.recv(a, &mut buf, 0));
+        t.val(
+            "writev",
+            &n.writev(c, &[IoSlice::new(b"ab"), IoSlice::new(b"cdef")]),
+        );
+        n.settle();
+        let (mut x, mut y) = ([0u8; 2], [0u8; 10]);
+        let r = n.readv(a, &mut [IoSliceMut::new(&mut x), IoSliceMut::new(&mut y)]);
+        t.val("readv", &r);
+        t.note(format!("readv got {:?} {:?}", x, &y[..4]));
+        t.val("shutdown bad how", &n.shutdown(c, 9));
+        t.val("shutdown SHUT_WR", &n.shutdown(c, SHUT_WR));
+        t.val("send after SHUT_WR", &n.send(c, b"x", MSG_NOSIGNAL));
+        t.val("send after SHUT_WR, SIGPIPE ignored", &n.send(c, b"x", 0));
+        n.settle();
+        t.val("recv EOF", &n.recv(a, &mut buf, 0));
+        t.val("send on half-closed", &n.send(a, b"z", 0));
+        n.settle();
+        t.val("recv on half-closed", &n.recv(c, &mut buf, 0));
+        t.val("close", &n.close(c));
+        t.val("recv closed fd", &n.recv(c, &mut buf, 0));
+        t.val("close closed fd", &n.close(c));
+        let _ = n.close(a);
+
+        // A reset: SO_LINGER {1, 0} makes close send RST.
+        let (c, a) = pair(n, t, l, 7101, false);
+        let linger: Vec<u8> = [1i32, 0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        t.val(
+            "SO_LINGER {1,0}",
+            &n.setsockopt(c, SOL_SOCKET, SO_LINGER, &linger),
+        );
+        t.val("close with linger 0", &n.close(c));
+        n.settle();
+        t.val("recv after reset", &n.recv(a, &mut buf, 0));
+        t.val("recv after reset, again", &n.recv(a, &mut buf, 0));
+        t.val("send after reset", &n.send(a, b"x", MSG_NOSIGNAL));
+        t.val("SO_ERROR after reset", &get_int(n, a, SOL_SOCKET, SO_ERROR));
+        t.val("getpeername after reset", &n.getpeername(a).map(|_| ()));
+        t.val("shutdown after reset", &n.shutdown(a, SHUT_WR));
+        let _ = n.close(a);
+        let _ = n.close(l);
+        let _ = n.close(other);
+
+        let u = n.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        t.val("listen UDP", &n.listen(u, 1));
+        t.val("accept UDP", &n.accept4(u, 0).map(|_| ()));
+        let _ = n.close(u);
+    });
+}
+
+#[test]
+fn nonblocking_connect_matches_linux() {
+    both(|n, t| {
+        let c = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("connect closed port", &n.connect(c, &at(n, 7299)));
+        n.settle();
+        t.val("SO_ERROR", &get_int(n, c, SOL_SOCKET, SO_ERROR));
+        t.val("SO_ERROR again", &get_int(n, c, SOL_SOCKET, SO_ERROR));
+        t.val("connect after SO_ERROR", &n.connect(c, &at(n, 7299)));
+        t.val("connect anew", &n.connect(c, &at(n, 7299)));
+        n.settle();
+        t.val("connect reports the refusal", &n.connect(c, &at(n, 7299)));
+        let _ = n.close(c);
+
+        let l = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        n.bind(l, &at(n, 7201)).unwrap();
+        n.listen(l, 4).unwrap();
+        let c = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("connect", &n.connect(c, &at(n, 7201)));
+        n.settle();
+        t.val("connect once established", &n.connect(c, &at(n, 7201)));
+        t.val("connect again", &n.connect(c, &at(n, 7201)));
+        t.val("SO_ERROR", &get_int(n, c, SOL_SOCKET, SO_ERROR));
+        let mut info = [0u8; 104];
+        let r = n.getsockopt(c, IPPROTO_TCP, TCP_INFO, &mut info);
+        t.val("TCP_INFO length", &r);
+        t.note(format!(
+            "TCP_INFO state {} mss>0 {}",
+            info[0],
+            u32::from_ne_bytes(info[16..20].try_into().unwrap()) > 0
+        ));
+        let _ = n.close(c);
+        let _ = n.close(l);
+    });
+}
+
+#[test]
+fn socket_options_match_linux() {
+    both(|n, t| {
+        let s = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val("SO_TYPE", &get_int(n, s, SOL_SOCKET, SO_TYPE));
+        t.val("SO_ERROR", &get_int(n, s, SOL_SOCKET, SO_ERROR));
+        t.val("SO_ACCEPTCONN", &get_int(n, s, SOL_SOCKET, SO_ACCEPTCONN));
+        for (name, opt) in [
+            ("SO_REUSEADDR", SO_REUSEADDR),
+            ("SO_REUSEPORT", SO_REUSEPORT),
+            ("SO_KEEPALIVE", SO_KEEPALIVE),
+        ] {
+            t.val(&format!("{name} default"), &get_int(n, s, SOL_SOCKET, opt));
+            t.val(&format!("{name} set"), &set_int(n, s, SOL_SOCKET, opt, 1));
+            t.val(&format!("{name} get"), &get_int(n, s, SOL_SOCKET, opt));
+        }
+        t.val(
+            "SO_REUSEADDR short value",
+            &n.setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &[1, 0]),
+        );
+        for (name, opt, v) in [
+            ("SO_RCVBUF", SO_RCVBUF, 65536),
+            ("SO_SNDBUF", SO_SNDBUF, 100_000),
+            ("SO_RCVBUF tiny", SO_RCVBUF, 1),
+            ("SO_SNDBUF tiny", SO_SNDBUF, 1),
+        ] {
+            t.val(&format!("{name} set"), &set_int(n, s, SOL_SOCKET, opt, v));
+            t.val(&format!("{name} get"), &get_int(n, s, SOL_SOCKET, opt));
+        }
+        let linger: Vec<u8> = [1i32, 5].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        t.val(
+            "SO_LINGER set",
+            &n.setsockopt(s, SOL_SOCKET, SO_LINGER, &linger),
+        );
+        let mut b = [0u8; 8];
+        t.val(
+            "SO_LINGER get",
+            &n.getsockopt(s, SOL_SOCKET, SO_LINGER, &mut b),
+        );
+        t.note(format!("SO_LINGER = {b:?}"));
+        t.val(
+            "SO_LINGER short",
+            &n.setsockopt(s, SOL_SOCKET, SO_LINGER, &linger[..4]),
+        );
+        let tv = |sec: i64, usec: i64| -> Vec<u8> {
+            [sec, usec].iter().flat_map(|v| v.to_ne_bytes()).collect()
+        };
+        t.val(
+            "SO_RCVTIMEO bad usec",
+            &n.setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv(0, 2_000_000)),
+        );
+        t.val(
+            "SO_RCVTIMEO set",
+            &n.setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv(1, 500_000)),
+        );
+        let mut b = [0u8; 16];
+        t.val(
+            "SO_RCVTIMEO get",
+            &n.getsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &mut b),
+        );
+        t.note(format!("SO_RCVTIMEO = {b:?}"));
+        t.val(
+            "SO_SNDTIMEO short",
+            &n.setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv(1, 0)[..8]),
+        );
+        t.val(
+            "unknown SOL_SOCKET set",
+            &set_int(n, s, SOL_SOCKET, 9999, 1),
+        );
+        t.val("unknown SOL_SOCKET get", &get_int(n, s, SOL_SOCKET, 9999));
+        t.val("unknown level", &set_int(n, s, 9999, 1, 1));
+        t.val(
+            "TCP_NODELAY default",
+            &get_int(n, s, IPPROTO_TCP, TCP_NODELAY),
+        );
+        t.val(
+            "TCP_NODELAY set",
+            &set_int(n, s, IPPROTO_TCP, TCP_NODELAY, 1),
+        );
+        t.val("TCP_NODELAY get", &get_int(n, s, IPPROTO_TCP, TCP_NODELAY));
+        for (name, opt, bad, good) in [
+            ("TCP_KEEPIDLE", TCP_KEEPIDLE, 0, 30),
+            ("TCP_KEEPINTVL", TCP_KEEPINTVL, 40000, 5),
+            ("TCP_KEEPCNT", TCP_KEEPCNT, 200, 3),
+        ] {
+            t.val(
+                &format!("{name} bad"),
+                &set_int(n, s, IPPROTO_TCP, opt, bad),
+            );
+            t.val(
+                &format!("{name} set"),
+                &set_int(n, s, IPPROTO_TCP, opt, good),
+            );
+            t.val(&format!("{name} get"), &get_int(n, s, IPPROTO_TCP, opt));
+        }
+        let mut info = [0u8; 104];
+        t.val(
+            "TCP_INFO fresh",
+            &n.getsockopt(s, IPPROTO_TCP, TCP_INFO, &mut info),
+        );
+        t.note(format!("TCP_INFO state {}", info[0]));
+        t.val("IP_TTL default", &get_int(n, s, IPPROTO_IP, IP_TTL));
+        t.val("IP_TTL 0", &set_int(n, s, IPPROTO_IP, IP_TTL, 0));
+        t.val("IP_TTL 300", &set_int(n, s, IPPROTO_IP, IP_TTL, 300));
+        t.val("IP_TTL 32", &set_int(n, s, IPPROTO_IP, IP_TTL, 32));
+        t.val("IP_TTL get", &get_int(n, s, IPPROTO_IP, IP_TTL));
+        t.val("IP_TTL -1", &set_int(n, s, IPPROTO_IP, IP_TTL, -1));
+        t.val("IP_TTL back to default", &get_int(n, s, IPPROTO_IP, IP_TTL));
+        t.val("IP_TOS 0x10", &set_int(n, s, IPPROTO_IP, IP_TOS, 0x10));
+        t.val("IP_TOS get", &get_int(n, s, IPPROTO_IP, IP_TOS));
+        t.val(
+            "IP_TOS 0x13 (TCP keeps ECN)",
+            &set_int(n, s, IPPROTO_IP, IP_TOS, 0x13),
+        );
+        t.val("IP_TOS get", &get_int(n, s, IPPROTO_IP, IP_TOS));
+        t.val("F_GETFL", &n.fcntl(s, F_GETFL, 0));
+        t.val("F_SETFL", &n.fcntl(s, F_SETFL, O_NONBLOCK));
+        t.val("F_GETFL nonblocking", &n.fcntl(s, F_GETFL, 0));
+        let mut off = 0;
+        t.val("FIONBIO 0", &n.ioctl(s, FIONBIO, &mut off));
+        t.val("F_GETFL blocking", &n.fcntl(s, F_GETFL, 0));
+        t.val("F_GETFD", &n.fcntl(s, F_GETFD, 0));
+        let _ = n.close(s);
+        let s = n.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0).unwrap();
+        t.val("F_GETFD with SOCK_CLOEXEC", &n.fcntl(s, F_GETFD, 0));
+        let _ = n.close(s);
+
+        let u = n.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        t.val("UDP SO_TYPE", &get_int(n, u, SOL_SOCKET, SO_TYPE));
+        t.val(
+            "UDP TCP_NODELAY",
+            &set_int(n, u, IPPROTO_TCP, TCP_NODELAY, 1),
+        );
+        t.val("UDP TCP_INFO", &get_int(n, u, IPPROTO_TCP, TCP_INFO));
+        t.val("UDP IP_TOS 0x13", &set_int(n, u, IPPROTO_IP, IP_TOS, 0x13));
+        t.val("UDP IP_TOS get", &get_int(n, u, IPPROTO_IP, IP_TOS));
+        t.val("UDP IP_PKTINFO", &set_int(n, u, IPPROTO_IP, IP_PKTINFO, 1));
+        t.val("UDP IP_PKTINFO get", &get_int(n, u, IPPROTO_IP, IP_PKTINFO));
+        let _ = n.close(u);
+
+        // SO_REUSEADDR lets two sockets bind one port, but not both listen.
+        let a = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        let b = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        set_int(n, a, SOL_SOCKET, SO_REUSEADDR, 1).unwrap();
+        set_int(n, b, SOL_SOCKET, SO_REUSEADDR, 1).unwrap();
+        t.val("reuseaddr bind a", &n.bind(a, &at(n, 7301)));
+        t.val("reuseaddr bind b", &n.bind(b, &at(n, 7301)));
+        t.val("reuseaddr listen a", &n.listen(a, 1));
+        t.val("reuseaddr listen b", &n.listen(b, 1));
+        let _ = n.close(a);
+        let _ = n.close(b);
+        // SO_REUSEPORT lets both listen.
+        let a = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        let b = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        set_int(n, a, SOL_SOCKET, SO_REUSEPORT, 1).unwrap();
+        set_int(n, b, SOL_SOCKET, SO_REUSEPORT, 1).unwrap();
+        t.val("reuseport bind a", &n.bind(a, &at(n, 7302)));
+        t.val("reuseport bind b", &n.bind(b, &at(n, 7302)));
+        t.val("reuseport listen a", &n.listen(a, 1));
+        t.val("reuseport listen b", &n.listen(b, 1));
+        let _ = n.close(a);
+        let _ = n.close(b);
+    });
+}
+
+#[test]
+fn udp_calls_match_linux() {
+    both(|n, t| {
+        let srv_addr = at(n, 7401);
+        let u = n.socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        let mut buf = [0u8; 64];
+        t.val("recvfrom unbound", &n.recvfrom(u, &mut buf, 0).map(|_| ()));
+        t.val("send without address", &n.send(u, b"x", 0));
+        let v = n.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        t.val("shutdown unconnected", &n.shutdown(v, SHUT_RDWR));
+        let _ = n.close(v);
+        let srv = n.socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("bind", &n.bind(srv, &srv_addr));
+        let w = n.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        t.val("bind taken", &n.bind(w, &srv_addr));
+        let _ = n.close(w);
+        t.val("sendto 10", &n.sendto(u, &[1; 10], 0, Some(&srv_addr)));
+        t.val("sendto 20", &n.sendto(u, &[2; 20], 0, Some(&srv_addr)));
+        t.val(
+            "sendto too big",
+            &n.sendto(u, &vec![0; 70000], 0, Some(&srv_addr)),
+        );
+        let r = n.getsockname(u);
+        t.rec("getsockname after sendto", &r, |nm, a| nm.addr(a));
+        n.settle();
+        let mut avail = -1;
+        t.val("FIONREAD", &n.ioctl(srv, FIONREAD, &mut avail));
+        t.note(format!("FIONREAD -> {avail}"));
+        let r = n.recvfrom(srv, &mut buf[..4], MSG_PEEK);
+        t.rec("recvfrom MSG_PEEK", &r, |nm, (len, a)| {
+            format!("{len} from {}", nm.addr(&a.unwrap()))
+        });
+        let r = n.recvmsg(srv, &mut buf[..4], 0);
+        t.rec("recvmsg truncated", &r, |_, m| {
+            format!("len {} flags {:#x}", m.len, m.flags)
+        });
+        let r = n.recvmsg(srv, &mut buf[..5], MSG_TRUNC);
+        t.rec("recvmsg MSG_TRUNC", &r, |_, m| {
+            format!("len {} flags {:#x}", m.len, m.flags)
+        });
+        t.val("recvfrom empty", &n.recvfrom(srv, &mut buf, 0).map(|_| ()));
+
+        t.val("IP_PKTINFO on", &set_int(n, srv, IPPROTO_IP, IP_PKTINFO, 1));
+        t.val("sendto", &n.sendto(u, b"info", 0, Some(&srv_addr)));
+        n.settle();
+        let r = n.recvmsg(srv, &mut buf, 0);
+        t.rec("recvmsg with IP_PKTINFO", &r, |nm, m| {
+            let p = m.pktinfo.unwrap();
+            format!(
+                "len {} spec_dst {} addr {} ifindex>0 {}",
+                m.len,
+                nm.addr(&SocketAddrV4::new(p.spec_dst, 1)),
+                nm.addr(&SocketAddrV4::new(p.addr, 1)),
+                p.ifindex > 0
+            )
+        });
+        let client = r.unwrap().addr.unwrap();
+
+        t.val("connect", &n.connect(u, &srv_addr));
+        let r = n.getpeername(u);
+        t.rec("getpeername", &r, |nm, a| nm.addr(a));
+        let r = n.getsockname(u);
+        t.rec("getsockname connected", &r, |nm, a| nm.addr(a));
+        t.val("send connected", &n.send(u, b"abc", 0));
+        n.settle();
+        t.val("recv", &n.recvfrom(srv, &mut buf, 0).map(|(l, _)| l));
+        let msg = SendMsg {
+            addr: Some(client),
+            src: Some(n.server_ip()),
+            ifindex: None,
+        };
+        t.val(
+            "sendmsg with a source address",
+            &n.sendmsg(srv, b"reply", 0, &msg),
+        );
+        n.settle();
+        t.val("recv reply", &n.recv(u, &mut buf, 0));
+        // A connected socket takes datagrams from its peer only.
+        let x = n.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        t.val(
+            "sendto from a stranger",
+            &n.sendto(x, b"no", 0, Some(&client)),
+        );
+        n.settle();
+        t.val("recv ignores the stranger", &n.recv(u, &mut buf, 0));
+        let _ = n.close(x);
+        t.val("shutdown SHUT_WR connected", &n.shutdown(u, SHUT_WR));
+        t.val("send after SHUT_WR", &n.send(u, b"x", MSG_NOSIGNAL));
+        let _ = n.close(u);
+        let _ = n.close(srv);
+    });
+}
+
+fn ev(events: i32, data: u64) -> epoll_event {
+    epoll_event {
+        events: events as u32,
+        u64: data,
+    }
+}
+
+/// epoll_wait(0) as "data=events" lines.
+fn wait(n: &mut dyn Net, t: &mut Trace, what: &str, ep: i32) {
+    let mut evs = [ev(0, 0); 8];
+    let r = n.epoll_wait(ep, &mut evs, 0);
+    t.rec(what, &r, |_, &k| {
+        let mut v: Vec<String> = evs[..k]
+            .iter()
+            .map(|e| {
+                let (d, m) = (e.u64, e.events);
+                format!("{d}={m:#x}")
+            })
+            .collect();
+        v.sort();
+        v.join(" ")
+    });
+}
+
+#[test]
+fn epoll_matches_linux() {
+    both(|n, t| {
+        let l = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        n.bind(l, &at(n, 7501)).unwrap();
+        n.listen(l, 8).unwrap();
+        t.val(
+            "epoll_create1 bad flags",
+            &n.epoll_create1(12345).map(|_| ()),
+        );
+        let ep = n.epoll_create1(0).unwrap();
+        let fresh = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        let e = ev(EPOLLIN | EPOLLOUT, 1);
+        t.val(
+            "ctl bad fd",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, 9999, Some(&e)),
+        );
+        t.val(
+            "ctl epoll in itself",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, ep, Some(&e)),
+        );
+        t.val(
+            "ctl on a socket",
+            &n.epoll_ctl(fresh, EPOLL_CTL_ADD, l, Some(&e)),
+        );
+        t.val("ctl bad op", &n.epoll_ctl(ep, 99, fresh, Some(&e)));
+        t.val(
+            "ctl MOD unknown",
+            &n.epoll_ctl(ep, EPOLL_CTL_MOD, fresh, Some(&e)),
+        );
+        t.val(
+            "ctl DEL unknown",
+            &n.epoll_ctl(ep, EPOLL_CTL_DEL, fresh, None),
+        );
+        t.val(
+            "ctl ADD fresh socket",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, fresh, Some(&e)),
+        );
+        t.val(
+            "ctl ADD twice",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, fresh, Some(&e)),
+        );
+        wait(n, t, "fresh socket: OUT|HUP", ep);
+        t.val("ctl DEL", &n.epoll_ctl(ep, EPOLL_CTL_DEL, fresh, None));
+        let _ = n.close(fresh);
+        t.val("wait, no room", &n.epoll_wait(ep, &mut [], 0));
+
+        t.val(
+            "ctl ADD listener",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, l, Some(&ev(EPOLLIN, 2))),
+        );
+        wait(n, t, "listener idle", ep);
+        let c = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("connect", &n.connect(c, &at(n, 7501)));
+        n.settle();
+        wait(n, t, "listener with a connection", ep);
+        let (a, _) = n.accept4(l, SOCK_NONBLOCK).unwrap();
+        wait(n, t, "listener drained", ep);
+        t.val(
+            "ctl ADD client OUT",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, c, Some(&ev(EPOLLOUT | EPOLLET, 3))),
+        );
+        wait(n, t, "client writable", ep);
+        wait(n, t, "client writable, edge reported", ep);
+
+        // Level triggered.
+        t.val(
+            "ctl ADD accepted IN",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, a, Some(&ev(EPOLLIN, 4))),
+        );
+        wait(n, t, "LT nothing", ep);
+        set_int(n, c, IPPROTO_TCP, TCP_NODELAY, 1).unwrap();
+        n.send(c, &[9; 100], 0).unwrap();
+        n.settle();
+        wait(n, t, "LT data", ep);
+        wait(n, t, "LT data again", ep);
+        let mut buf = [0u8; 1000];
+        t.val("read part", &n.recv(a, &mut buf[..10], 0));
+        wait(n, t, "LT after partial read", ep);
+        t.val("read rest", &n.recv(a, &mut buf, 0));
+        wait(n, t, "LT drained", ep);
+
+        // Edge triggered with partial reads.
+        t.val(
+            "MOD IN|ET",
+            &n.epoll_ctl(ep, EPOLL_CTL_MOD, a, Some(&ev(EPOLLIN | EPOLLET, 4))),
+        );
+        wait(n, t, "ET nothing", ep);
+        n.send(c, &[8; 100], 0).unwrap();
+        n.settle();
+        wait(n, t, "ET data", ep);
+        wait(n, t, "ET no new data", ep);
+        t.val("read part", &n.recv(a, &mut buf[..10], 0));
+        wait(n, t, "ET after partial read", ep);
+        n.send(c, &[7; 50], 0).unwrap();
+        n.settle();
+        wait(n, t, "ET new data", ep);
+        t.val("read all", &n.recv(a, &mut buf, 0));
+
+        // One shot, re-armed by MOD.
+        t.val(
+            "MOD IN|ONESHOT",
+            &n.epoll_ctl(ep, EPOLL_CTL_MOD, a, Some(&ev(EPOLLIN | EPOLLONESHOT, 5))),
+        );
+        n.send(c, &[6; 10], 0).unwrap();
+        n.settle();
+        wait(n, t, "oneshot fires", ep);
+        wait(n, t, "oneshot disarmed", ep);
+        n.send(c, &[6; 10], 0).unwrap();
+        n.settle();
+        wait(n, t, "oneshot disarmed, new data", ep);
+        t.val(
+            "MOD re-arms",
+            &n.epoll_ctl(ep, EPOLL_CTL_MOD, a, Some(&ev(EPOLLIN | EPOLLONESHOT, 6))),
+        );
+        wait(n, t, "re-armed", ep);
+        t.val("read", &n.recv(a, &mut buf, 0));
+
+        // EOF with data pending.
+        t.val(
+            "MOD IN|RDHUP",
+            &n.epoll_ctl(ep, EPOLL_CTL_MOD, a, Some(&ev(EPOLLIN | EPOLLRDHUP, 7))),
+        );
+        n.send(c, b"tail", 0).unwrap();
+        n.shutdown(c, SHUT_WR).unwrap();
+        n.settle();
+        wait(n, t, "data and FIN", ep);
+        t.val("read the data", &n.recv(a, &mut buf, 0));
+        t.val("read EOF", &n.recv(a, &mut buf, 0));
+        wait(n, t, "after EOF", ep);
+
+        // A reset: EPOLLERR and EPOLLHUP without asking.
+        t.val(
+            "MOD client IN|OUT|RDHUP",
+            &n.epoll_ctl(
+                ep,
+                EPOLL_CTL_MOD,
+                c,
+                Some(&ev(EPOLLIN | EPOLLOUT | EPOLLRDHUP, 8)),
+            ),
+        );
+        t.val("DEL accepted", &n.epoll_ctl(ep, EPOLL_CTL_DEL, a, None));
+        let linger: Vec<u8> = [1i32, 0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        n.setsockopt(a, SOL_SOCKET, SO_LINGER, &linger).unwrap();
+        let _ = n.close(a);
+        n.settle();
+        wait(n, t, "reset", ep);
+        t.val("SO_ERROR", &get_int(n, c, SOL_SOCKET, SO_ERROR));
+        wait(n, t, "reset, error taken", ep);
+        t.val("close watched socket", &n.close(c));
+        wait(n, t, "closed socket left the set", ep);
+
+        // A refused non-blocking connect.
+        let r = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("connect closed port", &n.connect(r, &at(n, 7599)));
+        n.settle();
+        t.val(
+            "ctl ADD refused",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, r, Some(&ev(EPOLLIN | EPOLLOUT, 9))),
+        );
+        wait(n, t, "refused", ep);
+        let _ = n.close(r);
+        let _ = n.close(l);
+        let _ = n.close(ep);
+    });
+}
