@@ -172,6 +172,21 @@ pub fn run(mut app: impl FnMut() -> bool) -> Result<()> {
     }
 }
 
+/// Runs `f` with engine `index` (in [`attach`] order) of the calling
+/// thread's worker, for what the socket layer does not show: its counters
+/// and link statistics while the worker drives it.  `Ok(None)`: there is
+/// no such engine, or its link type is not `L`; EBADF: the thread has no
+/// worker.
+pub fn with_engine<L: Link + 'static, R>(
+    index: usize,
+    f: impl FnOnce(&mut Engine<L>) -> R,
+) -> Result<Option<R>> {
+    worker::with_current(|w| {
+        let slot = w.engines.get_mut(index)?;
+        slot.driver.as_any().downcast_mut::<Engine<L>>().map(f)
+    })
+}
+
 /// Whether `fd` is a ustack fd (socket, epoll or kqueue).
 pub fn is_ustack_fd(fd: RawFd) -> bool {
     fdtable::lookup(fd).is_some()

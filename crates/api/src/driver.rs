@@ -1,6 +1,8 @@
 //! What the socket layer needs of an engine, as a trait object so one
 //! worker can hold engines over different links.
 
+use std::any::Any;
+
 use link::Link;
 use runtime::{AppContext, Application, Engine};
 use stack::{FrameSink, Instant, Stack};
@@ -17,6 +19,9 @@ pub trait Driver {
     fn idle(&mut self);
     /// Sends the gratuitous ARPs of the engine's addresses.
     fn announce(&mut self);
+    /// The engine itself, for a caller that knows its link type (its
+    /// counters and link statistics: see [`crate::with_engine`]).
+    fn as_any(&mut self) -> &mut dyn Any;
 }
 
 /// The application of a turn the socket layer drives: the application
@@ -29,7 +34,7 @@ impl Application for BetweenTurns {
     }
 }
 
-impl<L: Link> Driver for Engine<L> {
+impl<L: Link + 'static> Driver for Engine<L> {
     fn stack_mut(&mut self) -> &mut Stack {
         &mut self.stack
     }
@@ -50,6 +55,10 @@ impl<L: Link> Driver for Engine<L> {
 
     fn announce(&mut self) {
         Engine::announce(self)
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
