@@ -381,3 +381,68 @@ fn fuzz_no_panic() {
         }
     });
 }
+
+/// The predicted layout (NOP, NOP, timestamps) is what `emit` writes for
+/// an established segment, and `parse` reads it, and every other 12-byte
+/// option area holding timestamps, the same as the option walk does.
+#[test]
+fn timestamp_only_options_take_the_predicted_layout() {
+    let mut repr = TcpRepr::new(4000, 80, TcpFlags::ACK | TcpFlags::PSH, SeqNumber(7));
+    repr.ack_number = Some(SeqNumber(99));
+    repr.window_len = 501;
+    repr.timestamp = Some((0x0102_0304, 0xa0b0_c0d0));
+    repr.payload = b"data";
+    assert_eq!(repr.header_len(), 32);
+    let mut buf = [0u8; 36];
+    repr.emit(
+        &mut TcpPacket::new_unchecked(&mut buf[..]),
+        &A,
+        &B,
+        ChecksumMode::Full,
+    );
+    assert_eq!(
+        buf[20..32],
+        [1, 1, 8, 10, 1, 2, 3, 4, 0xa0, 0xb0, 0xc0, 0xd0]
+    );
+    let p = TcpPacket::new_checked(&buf[..]).unwrap();
+    assert_eq!(
+        TcpRepr::parse(&p, &A, &B, ChecksumMode::Full).unwrap(),
+        repr
+    );
+
+    // Other orders of the same option reach the walk and give the same.
+    for opts in [
+        [8, 10, 1, 2, 3, 4, 0xa0, 0xb0, 0xc0, 0xd0, 1, 1],
+        [1, 8, 10, 1, 2, 3, 4, 0xa0, 0xb0, 0xc0, 0xd0, 0],
+    ] {
+        buf[20..32].copy_from_slice(&opts);
+        let mut p = TcpPacket::new_unchecked(&mut buf[..]);
+        p.fill_checksum(&A, &B);
+        let p = TcpPacket::new_checked(&buf[..]).unwrap();
+        assert_eq!(
+            TcpRepr::parse(&p, &A, &B, ChecksumMode::Full).unwrap(),
+            repr
+        );
+    }
+    // A timestamp option with a wrong length is still an error.
+    buf[20..32].copy_from_slice(&[1, 1, 8, 9, 1, 2, 3, 4, 0xa0, 0xb0, 0xc0, 0xd0]);
+    let mut p = TcpPacket::new_unchecked(&mut buf[..]);
+    p.fill_checksum(&A, &B);
+    let p = TcpPacket::new_checked(&buf[..]).unwrap();
+    assert!(TcpRepr::parse(&p, &A, &B, ChecksumMode::Full).is_err());
+    // With other options beside timestamps, the general path emits them.
+    repr.sack_ranges[0] = Some((10, 20));
+    assert_eq!(repr.header_len(), 44);
+    let mut buf = [0u8; 48];
+    repr.emit(
+        &mut TcpPacket::new_unchecked(&mut buf[..]),
+        &A,
+        &B,
+        ChecksumMode::Full,
+    );
+    let p = TcpPacket::new_checked(&buf[..]).unwrap();
+    assert_eq!(
+        TcpRepr::parse(&p, &A, &B, ChecksumMode::Full).unwrap(),
+        repr
+    );
+}
