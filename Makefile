@@ -11,8 +11,10 @@ all: build
 deps:
 	./scripts/install-deps.sh
 
+# Every program has every backend, DPDK's too (--all-features: libdpdk-dev
+# comes from install-deps); the default build needs no DPDK.
 build: deps
-	$(CARGO) build --release --workspace
+	$(CARGO) build --release --workspace --all-features
 
 demo: build
 	USTACK_ECHO=target/release/ustack-echo USTACK_HTTP=target/release/ustack-http ./scripts/demo.sh
@@ -24,9 +26,12 @@ test: build lint test-unit fuzz-short test-interop
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
 test-unit:
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace --release --all-features
+	@# Built without the dpdk feature, link=dpdk says what the build lacks.
+	$(CARGO) test -p runtime --lib setup::tests::dpdk_link_without_the_feature_says_so
 	@# Which TCP conformance scripts cover which RFC section (README table).
 	$(CARGO) test --release -p stack --test conformance coverage_table -- --nocapture --quiet
 

@@ -57,6 +57,7 @@ SUBNETS = {
     "tcp_echo_af_packet": 115, "http_get_client_af_packet": 116,
     "tcp_echo_faults_af_packet": 117,
     "ping_af_packet_root": 118, "udp_sizes_af_packet_root": 119,
+    "ping_dpdk": 140, "udp_sizes_dpdk": 141, "tcp_echo_dpdk": 142,
 }
 
 
@@ -93,6 +94,11 @@ def _(ctx):
 @test("ping_tap")
 def _(ctx):
     ping_sizes(ctx, "tap", "ping_tap")
+
+
+@test("ping_dpdk")
+def _(ctx):
+    ping_sizes(ctx, "dpdk", "ping_dpdk")
 
 
 # --------------------------------------------------------------------------
@@ -133,6 +139,11 @@ def _(ctx):
 @test("udp_sizes_tap", budget=90)
 def _(ctx):
     udp_every_size(ctx, "tap", "udp_sizes_tap")
+
+
+@test("udp_sizes_dpdk", budget=90)
+def _(ctx):
+    udp_every_size(ctx, "dpdk", "udp_sizes_dpdk")
 
 
 # --------------------------------------------------------------------------
@@ -693,9 +704,8 @@ def tcp_echo_test(t, count, size, seed):
     return dt
 
 
-@test("tcp_echo_af_packet", budget=90)
-def _(ctx):
-    t = ctx.topo("af_packet", SUBNETS["tcp_echo_af_packet"]).start()
+def tcp_echo_closed(ctx, kind, name):
+    t = ctx.topo(kind, SUBNETS[name]).start()
     tcp_echo_test(t, ECHO_CONNS, ECHO_SIZE, 15)
     # The server closed each connection after the echo.
     st = t.ustack.wait_stats(lambda s: s.get("tcp_connections", 0) == 0, timeout=5,
@@ -703,6 +713,20 @@ def _(ctx):
     no_tcp_trouble(st, "echo")
     check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
     t.ustack.stop()
+    return st
+
+
+@test("tcp_echo_af_packet", budget=90)
+def _(ctx):
+    tcp_echo_closed(ctx, "af_packet", "tcp_echo_af_packet")
+
+
+@test("tcp_echo_dpdk", budget=90)
+def _(ctx):
+    st = tcp_echo_closed(ctx, "dpdk", "tcp_echo_dpdk")
+    # Every frame went through DPDK's port, none was lost for want of mbufs.
+    check(st.get("port0_link_rx_frames", 0) > 2 * ECHO_CONNS and st.get("port0_link_pool_exhausted", 0) == 0,
+          f"DPDK port counters: {h.nonzero(st)}")
 
 
 @test("tcp_echo_faults_af_packet", budget=120)

@@ -392,10 +392,16 @@ class Topology:
 
     kind "tap": ustack-echo runs in ``ns_k`` and creates the TAP device
     ``if_k`` there; the test gives the kernel's side of the TAP 10.99.N.1/24.
+
+    kind "dpdk": the veth pair of "af_packet", with ustack-echo on DPDK
+    (``link=dpdk``): the EAL without hugepages (``no_huge=1``) and a small
+    mbuf pool (1024), port 0 an af_packet virtual device on ``if_u``.  DPDK's
+    af_packet driver does not pass on the kernel's "checksum not ready"
+    mark, so the kernel's side sends full checksums (tx offload off).
     """
 
     def __init__(self, kind, subnet, binary, workdir, sets=(), extra_port="", extra="", offload=True):
-        check(kind in ("af_packet", "af_packet_root", "tap"), kind)
+        check(kind in ("af_packet", "af_packet_root", "tap", "dpdk"), kind)
         self.kind = kind
         self.subnet = subnet
         self.kernel_ip = f"{NET_PREFIX}.{subnet}.1"
@@ -405,7 +411,7 @@ class Topology:
         self.sets = list(sets)
         self.extra_port = extra_port
         self.extra = extra
-        self.offload = offload
+        self.offload = offload and kind != "dpdk"
         self.ns_k = unique("k")
         self.ns_u = None
         self.if_k = unique("t" if kind == "tap" else "k")
@@ -418,7 +424,7 @@ class Topology:
     def create(self):
         """The namespaces and links that exist before ustack starts."""
         add_netns(self.ns_k)
-        if self.kind == "af_packet":
+        if self.kind in ("af_packet", "dpdk"):
             self.ns_u = unique("u")
             self.if_u = unique("u")
             add_netns(self.ns_u)
@@ -445,6 +451,14 @@ class Topology:
         nsx(self.ns_k, "ethtool", "-K", self.if_k, *feats)
 
     def config(self):
+        if self.kind == "dpdk":
+            # The af_packet driver hands over fragmented datagrams
+            # reassembled (its fanout defragments): 16 KiB frames hold the
+            # tests' largest (8 KB), and ustack sizes its mbufs to match.
+            vdev = f"net_af_packet0,iface={self.if_u},framesz=16384,blocksz=16384"
+            dpdk = f"no_huge=1\nvdev={vdev}\nfile_prefix={self.ns_u}\n"
+            return ustack_config("dpdk", self.ustack_ip, extra_port="memory=1024\n" + self.extra_port,
+                                 extra=dpdk + self.extra)
         link = f"tap:{self.if_k}" if self.kind == "tap" else f"af_packet:{self.if_u}"
         return ustack_config(link, self.ustack_ip, extra_port=self.extra_port, extra=self.extra)
 
