@@ -1,0 +1,519 @@
+//! The DPDK link against the kernel: an af_packet virtual device on one end
+//! of a veth pair, the kernel's stack on the other end in a namespace.
+//!
+//! A process of its own: one EAL serves every test here (it starts once
+//! per process), without hugepages, and each test adds its own virtual
+//! device by hot plug; the tests run one at a time. The hugepage case is
+//! tests/dpdk_hugepages.rs.
+#![cfg(feature = "dpdk")]
+
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use link::dpdk::{eal, DpdkLink, DpdkPortConfig, EalConfig};
+use link::{Link, PacketBuffer, MAX_BURST};
+
+/// Runs a command, panicking with its output if it fails.
+fn run(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs its commands when dropped (also when a test panics).
+struct Cleanup(Vec<Vec<String>>);
+
+impl Cleanup {
+    fn new(commands: Vec<Vec<String>>) -> Cleanup {
+        Cleanup(commands)
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for cmd in &self.0 {
+            let _ = Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A broadcast ARP request (padded to 60 bytes) asking who has `target`.
+fn arp_request(mac: [u8; 6], ip: [u8; 4], target: [u8; 4]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(60);
+    f.extend_from_slice(&[0xff; 6]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f.resize(60, 0);
+    f
+}
+
+/// Whether `frame` is an ARP reply to `mac` from `sender`.
+fn is_arp_reply_from(frame: &[u8], mac: [u8; 6], sender: [u8; 4]) -> bool {
+    frame.len() >= 42
+        && frame[0..6] == mac
+        && frame[12..14] == [0x08, 0x06]
+        && frame[20..22] == [0x00, 0x02]
+        && frame[28..32] == sender
+}
+
+/// Receives until `keep` accepted `want` frames or `timeout` passed.
+fn receive(
+    link: &mut DpdkLink,
+    want: usize,
+    timeout: Duration,
+    mut keep: impl FnMut(&link::dpdk::Mbuf) -> bool,
+) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    while got.len() < want && Instant::now() < deadline {
+        link.rx_burst(&mut out, MAX_BURST).expect("rx_burst");
+        for b in out.drain(..) {
+            if keep(&b) {
+                got.push(b.data().to_vec());
+            }
+            link.recycle(b);
+        }
+    }
+    got
+}
+
+/// Serializes the tests of this file: the EAL's start and device probes
+/// must not race with the commands the tests run.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn test_eal() {
+    let cfg = EalConfig {
+        no_huge: true,
+        no_pci: true,
+        memory_mb: Some(128),
+        file_prefix: Some(format!("ustk-lt{}", std::process::id())),
+        log_level: Some(4),
+        ..EalConfig::default()
+    };
+    eal::init(&cfg).expect("EAL");
+}
+
+static NEXT_VDEV: AtomicU32 = AtomicU32::new(0);
+
+/// A veth pair: `outer` here (for the af_packet vdev), `inner` in a
+/// namespace with 10.99.y.1/24 and its checksum offload as asked. The
+/// af_packet PMD does not pass the kernel's "checksum not ready" mark on,
+/// so a peer that must be understood sends complete checksums (`tx off`).
+struct Veth {
+    outer: String,
+    inner: String,
+    ns: String,
+
+    _cleanup: Cleanup,
+}
+
+impl Veth {
+    fn new(tag: &str, y: u8, kernel_tx_csum: bool) -> Veth {
+        let pid = std::process::id();
+        let outer = format!("ud{tag}A{pid}");
+        let inner = format!("ud{tag}B{pid}");
+        let ns = format!("ustk-dl{tag}{pid}");
+        let cleanup = Cleanup::new(vec![
+            vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
+            vec!["ip".into(), "link".into(), "del".into(), outer.clone()],
+        ]);
+        run(&["ip", "netns", "add", &ns]);
+        run(&[
+            "ip", "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+        ]);
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{outer}/disable_ipv6"), "1");
+        run(&["ip", "link", "set", &inner, "netns", &ns]);
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ]);
+        run(&[
+            "ip",
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("10.99.{y}.1/24"),
+            "dev",
+            &inner,
+        ]);
+        run(&["ip", "-n", &ns, "link", "set", &inner, "up"]);
+        run(&["ip", "link", "set", &outer, "up"]);
+        if !kernel_tx_csum {
+            run(&[
+                "ip", "netns", "exec", &ns, "ethtool", "-K", &inner, "tx", "off",
+            ]);
+        }
+        Veth {
+            outer,
+            inner,
+            ns,
+
+            _cleanup: cleanup,
+        }
+    }
+
+    /// Runs `f` on a thread inside the namespace.
+    fn in_ns<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", self.ns);
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns on a namespace file we hold open; it changes only
+            // this short-lived thread's network namespace.
+            let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// Tells the kernel our address, so it sends without asking by ARP.
+    fn set_neighbor(&self, ip: &str, mac: [u8; 6]) {
+        let macs = mac
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        run(&[
+            "ip",
+            "-n",
+            &self.ns,
+            "neigh",
+            "replace",
+            ip,
+            "lladdr",
+            &macs,
+            "dev",
+            &self.inner,
+            "nud",
+            "permanent",
+        ]);
+    }
+}
+
+/// A link on a new af_packet virtual device over `veth.outer`, with more
+/// device arguments if `extra` is not empty.
+fn open_on(veth: &Veth, pool_size: u32, extra: &str) -> DpdkLink {
+    test_eal();
+    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
+    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={}{extra}", veth.outer)).unwrap();
+    let cfg = DpdkPortConfig {
+        pool_size,
+        rx_desc: 128,
+        tx_desc: 128,
+        reserve: 16,
+        ..DpdkPortConfig::new(port)
+    };
+    DpdkLink::open(&cfg).unwrap()
+}
+
+fn send(link: &mut DpdkLink, frame: &[u8], csum_partial: bool) {
+    let mut b = link.alloc_tx().expect("an mbuf");
+    b.set_len(frame.len());
+    b.data_mut().copy_from_slice(frame);
+    b.set_csum_partial(csum_partial);
+    let mut v = vec![b];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !v.is_empty() {
+        assert!(Instant::now() < deadline, "tx never took the frame");
+        link.tx_burst(&mut v).unwrap();
+    }
+}
+
+/// An IPv4/UDP frame from `src` to `dst` whose checksum field holds only
+/// the pseudo-header sum (what a stack leaves for the NIC).
+fn partial_udp_frame(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let ip_len = 20 + udp_len;
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
+    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let sum = ones_sum(&ip);
+    ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
+    f.extend_from_slice(&ip);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&ones_sum(&pseudo).to_be_bytes()); // not inverted
+    f.extend_from_slice(payload);
+    f
+}
+
+fn ones_sum(b: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for c in b.chunks(2) {
+        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+#[test]
+fn bad_port_and_small_pool_are_refused() {
+    if !is_root() {
+        eprintln!("skipped: DPDK test needs root");
+        return;
+    }
+    let _serial = serial();
+    test_eal();
+    test_eal();
+    let err = DpdkLink::open(&DpdkPortConfig::new(999)).err().unwrap();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(err.to_string().contains("no DPDK port 999"), "{err}");
+    let veth = Veth::new("s", 0, true);
+    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
+    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={}", veth.outer)).unwrap();
+    let cfg = DpdkPortConfig {
+        pool_size: 100,
+        ..DpdkPortConfig::new(port)
+    };
+    let err = DpdkLink::open(&cfg).err().unwrap();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("too small"), "{err}");
+}
+
+#[test]
+fn veth_arp_udp_and_zero_copy_receive() {
+    if !is_root() {
+        eprintln!("skipped: DPDK test needs root");
+        return;
+    }
+    let _serial = serial();
+    test_eal();
+    let y = 60 + (std::process::id() % 30) as u8;
+    let veth = Veth::new("", y, false);
+    let mut link = open_on(&veth, 1024, "");
+    assert_eq!(link.driver(), "net_af_packet");
+    assert_eq!(link.info().mtu, 1500);
+    assert!(link.promiscuous());
+    let mac = link.info().mac;
+    let peer = [10, 99, y, 1];
+    let me = [10, 99, y, 2];
+
+    // ARP: a request out, the kernel's reply in.
+    send(&mut link, &arp_request(mac, me, peer), false);
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reply = loop {
+        assert!(Instant::now() < deadline, "no ARP reply");
+        link.rx_burst(&mut out, MAX_BURST).unwrap();
+        if let Some(i) = out
+            .iter()
+            .position(|b| is_arp_reply_from(b.data(), mac, peer))
+        {
+            break out.swap_remove(i);
+        }
+        out.clear();
+    };
+    // The frame the engine reads is the mbuf's own memory: its bytes lie
+    // in the link's mempool, right after the mbuf's headroom. Nothing was
+    // copied into another buffer.
+    assert!(link.owns_memory_of(&reply));
+    let m = reply.as_mbuf_ptr() as usize;
+    let d = reply.data().as_ptr() as usize;
+    assert!(d > m && d - m < 512, "data at mbuf+{}", d.wrapping_sub(m));
+    assert_eq!(DpdkLink::page_size_of(&reply), 4096, "no_huge: 4 KiB pages");
+    drop(reply);
+
+    // A datagram from the kernel arrives whole.
+    let me_s = format!("10.99.{y}.2");
+    veth.set_neighbor(&me_s, mac);
+    let dst = format!("{me_s}:9999");
+    veth.in_ns(move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.send_to(b"hello-dpdk", dst.as_str()).unwrap();
+    });
+    let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+        let d = b.data();
+        d.len() >= 42 && d[12..14] == [0x08, 0x00] && d[23] == 17 && d[36..38] == [0x27, 0x0f]
+    });
+    assert_eq!(got.len(), 1, "no UDP datagram");
+    assert!(got[0].ends_with(b"hello-dpdk"));
+
+    // A frame left partial goes out with its checksum finished (by the
+    // NIC or by the link): the kernel, which verifies it, delivers it.
+    let kernel_mac = {
+        let out = std::process::Command::new("ip")
+            .args(["-n", &veth.ns, "-o", "link", "show", &veth.inner])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let at = text.find("link/ether ").unwrap() + 11;
+        let mut m = [0u8; 6];
+        for (i, part) in text[at..at + 17].split(':').enumerate() {
+            m[i] = u8::from_str_radix(part, 16).unwrap();
+        }
+        m
+    };
+    let sock = veth.in_ns(move || {
+        let s = UdpSocket::bind(format!("10.99.{y}.1:7777")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    });
+    let frame = partial_udp_frame(kernel_mac, mac, me, peer, 7777, b"finished-by-link");
+    send(&mut link, &frame, true);
+    let mut buf = [0u8; 64];
+    let (n, from) = sock
+        .recv_from(&mut buf)
+        .expect("the kernel dropped the datagram");
+    assert_eq!(&buf[..n], b"finished-by-link");
+    assert_eq!(from.to_string(), format!("{me_s}:40000"));
+    let extra: std::collections::HashMap<_, _> = link.extra_stats().into_iter().collect();
+    assert_eq!(
+        extra["tx_csum_offloaded"] + extra["tx_csum_software"],
+        1,
+        "{extra:?}"
+    );
+
+    let s = link.stats();
+    assert_eq!(s.tx_frames, 2);
+    assert!(s.rx_frames >= 2);
+    assert_eq!(s.tx_dropped, 0);
+    // A frame too short for Ethernet is refused and counted.
+    let mut b = link.alloc_tx().unwrap();
+    b.set_len(10);
+    let mut v = vec![b];
+    link.tx_burst(&mut v).unwrap();
+    assert!(v.is_empty());
+    assert_eq!(link.stats().tx_dropped, 1);
+}
+
+#[test]
+fn many_frames_and_the_pool_comes_back() {
+    if !is_root() {
+        eprintln!("skipped: DPDK test needs root");
+        return;
+    }
+    let _serial = serial();
+    test_eal();
+    let y = 30 + (std::process::id() % 30) as u8;
+    let veth = Veth::new("m", y, false);
+    let mut link = open_on(&veth, 512, "");
+    let (_, size) = link.pool_levels();
+    assert_eq!(size, 512);
+    let mac = link.info().mac;
+    let peer = [10, 99, y, 1];
+    let req = arp_request(mac, [10, 99, y, 2], peer);
+    // 300 requests, answered while sending as an engine would; the pool
+    // (512 mbufs, 128 RX descriptors) is reused many times over.
+    let mut to_send = 300;
+    let mut replies = 0;
+    let mut v = Vec::new();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replies < 300 && Instant::now() < deadline {
+        while to_send > 0 && v.len() < MAX_BURST {
+            let mut b = link.alloc_tx().unwrap();
+            b.set_len(req.len());
+            b.data_mut().copy_from_slice(&req);
+            v.push(b);
+            to_send -= 1;
+        }
+        link.tx_burst(&mut v).unwrap();
+        link.rx_burst(&mut out, MAX_BURST).unwrap();
+        for b in out.drain(..) {
+            if is_arp_reply_from(b.data(), mac, peer) {
+                replies += 1;
+            }
+            link.recycle(b);
+        }
+        link.service().unwrap();
+    }
+    assert_eq!(replies, 300, "stats {:?}", link.stats());
+    assert_eq!(link.stats().tx_frames, 300);
+    // Every mbuf is back but those in the RX ring, the reserve and TX
+    // descriptors the driver has not yet freed.
+    let (avail, _) = link.pool_levels();
+    assert!(
+        avail >= 512 - 128 - 16 - 128,
+        "only {avail} of 512 mbufs back"
+    );
+}
+
+#[test]
+fn reassembled_datagram_fits_an_mbuf() {
+    if !is_root() {
+        eprintln!("skipped: DPDK test needs root");
+        return;
+    }
+    let _serial = serial();
+    test_eal();
+    let y = 90 + (std::process::id() % 9) as u8;
+    let veth = Veth::new("f", y, false);
+    // The af_packet driver reassembles fragments (fanout defrag): with
+    // 16 KiB frames the link's mbufs are 16 KiB too, and a datagram the
+    // kernel sent in three fragments arrives whole, in one mbuf.
+    let mut link = open_on(&veth, 512, ",framesz=16384,blocksz=16384");
+    assert_eq!(link.info().mtu, 1500);
+    let me = format!("10.99.{y}.2");
+    veth.set_neighbor(&me, link.info().mac);
+    let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
+    let (dst, p) = (format!("{me}:9998"), payload.clone());
+    veth.in_ns(move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        s.send_to(&p, dst.as_str()).unwrap();
+    });
+    let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+        let d = b.data();
+        d.len() >= 42 && d[12..14] == [0x08, 0x00] && d[23] == 17
+    });
+    assert_eq!(got.len(), 1, "no datagram; stats {:?}", link.stats());
+    let frame = &got[0];
+    assert_eq!(frame.len(), 14 + 20 + 8 + 4000);
+    assert_eq!(&frame[42..], &payload[..]);
+}
