@@ -12,7 +12,9 @@ use crate::clock::Clock;
 
 mod dispatch;
 
-pub use dispatch::{mesh, open_kni, DispatchCounters, Dispatcher, KniPort, MeshEnd};
+pub use dispatch::{
+    mesh, open_kni, DispatchCounters, Dispatcher, FrameHook, HookVerdict, KniPort, MeshEnd,
+};
 
 /// Timing of the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

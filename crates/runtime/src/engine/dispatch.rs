@@ -14,12 +14,16 @@
 //!   the kernel are written to a TAP device (engine 0 owns it; the other
 //!   engines hand such frames to engine 0), and what the kernel sends on the
 //!   TAP leaves through the port. ARP goes to both.
+//! - The application's frame hook (F-Stack's `ff_regist_packet_dispatcher`,
+//!   [`FrameHook`]): it sees every received frame before all of the above
+//!   and may take it, answer it in place (the frame goes back out of the
+//!   port it came in on), or let it pass.
 
 use link::spsc::{Consumer, Producer};
 use link::{Link, PacketBuffer, PacketPool, PoolBuf, TapLink, TapOptions, MAX_BURST};
 use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack};
 
-use super::{EngineCounters, Port, TxQueues};
+use super::{Engine, EngineCounters, Port, TxQueues, MAX_TXQ};
 use crate::config::KniConfig;
 use crate::steer::{classify, FrameClass, KniFilter, KniVerdict};
 
@@ -127,6 +131,51 @@ pub fn open_kni(
     })
 }
 
+/// What the application's frame hook made of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookVerdict {
+    /// On to the engine: steering, the exception path, the stack.
+    Pass,
+    /// Taken: the buffer goes back to its pool.
+    Consume,
+    /// Answered in place: the buffer's first `len` bytes (a whole
+    /// Ethernet frame the hook wrote) leave through the port the frame came
+    /// in on, with the flush at the end of this loop turn.
+    Answer(usize),
+}
+
+/// An application's look at every received frame before the engine's own
+/// dispatching and the stack (F-Stack's `ff_regist_packet_dispatcher`).
+/// It runs on the engine's thread, inside the loop turn: it must not block.
+pub trait FrameHook: Send {
+    /// A frame received on `port`: `buf[..len]` is the frame, the rest of
+    /// `buf` is room for a longer answer.
+    fn frame(&mut self, port: u16, buf: &mut [u8], len: usize) -> HookVerdict;
+}
+
+impl<F: FnMut(u16, &mut [u8], usize) -> HookVerdict + Send> FrameHook for F {
+    fn frame(&mut self, port: u16, buf: &mut [u8], len: usize) -> HookVerdict {
+        self(port, buf, len)
+    }
+}
+
+impl<L: Link> Engine<L> {
+    /// Puts the application's frame hook in front of everything the engine
+    /// does with a received frame (with a dispatcher of its own when the
+    /// engine had none); `None` removes it.
+    pub fn set_frame_hook(&mut self, hook: Option<Box<dyn FrameHook>>) {
+        match (self.dispatch.as_mut(), hook) {
+            (Some(d), hook) => d.hook = hook,
+            (None, None) => {}
+            (None, Some(hook)) => {
+                let mut d = Dispatcher::new(0, 1, None, None, Vec::new());
+                d.hook = Some(hook);
+                self.dispatch = Some(d);
+            }
+        }
+    }
+}
+
 /// Counters of the dispatcher.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DispatchCounters {
@@ -152,6 +201,12 @@ pub struct DispatchCounters {
     pub kni_tx_drop: u64,
     /// Partial checksums completed for the kernel.
     pub kni_csum_completed: u64,
+    /// Frames the application's hook took.
+    pub hook_consumed: u64,
+    /// Frames the application's hook answered (sent back out).
+    pub hook_answered: u64,
+    /// Answers dropped: longer than the buffer, or the port's queue full.
+    pub hook_answer_drops: u64,
 }
 
 impl DispatchCounters {
@@ -167,6 +222,9 @@ impl DispatchCounters {
         f("kni_drop", self.kni_drop);
         f("kni_tx_drop", self.kni_tx_drop);
         f("kni_csum_completed", self.kni_csum_completed);
+        f("hook_consumed", self.hook_consumed);
+        f("hook_answered", self.hook_answered);
+        f("hook_answer_drops", self.hook_answer_drops);
     }
 }
 
@@ -182,6 +240,8 @@ pub struct Dispatcher<B> {
     counters: DispatchCounters,
     /// Where a muted ARP copy's output is looked at.
     scratch: Vec<u8>,
+    /// The application's frame hook, first to see each frame.
+    hook: Option<Box<dyn FrameHook>>,
 }
 
 impl<B: PacketBuffer> Dispatcher<B> {
@@ -203,6 +263,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             kni,
             counters: DispatchCounters::default(),
             scratch: Vec::new(),
+            hook: None,
         }
     }
 
@@ -327,6 +388,14 @@ pub(super) fn route<L: Link>(
     i: usize,
     buf: L::Buf,
 ) -> Option<L::Buf> {
+    let buf = match d.hook.as_mut() {
+        Some(hook) => run_hook(hook.as_mut(), &mut d.counters, ports, i, buf)?,
+        None => buf,
+    };
+    if d.engines == 1 && d.kni_filter.is_none() {
+        // One engine and no exception path: nothing to decide.
+        return Some(buf);
+    }
     let class = classify(buf.data());
     let verdict = d
         .kni_filter
@@ -358,6 +427,49 @@ pub(super) fn route<L: Link>(
         }
     }
     Some(buf)
+}
+
+/// Shows a received frame to the application's hook and does what it says.
+/// Returns the frame when it passes.
+fn run_hook<L: Link>(
+    hook: &mut dyn FrameHook,
+    counters: &mut DispatchCounters,
+    ports: &mut [Port<L>],
+    i: usize,
+    mut buf: L::Buf,
+) -> Option<L::Buf> {
+    let len = buf.data().len();
+    let room = buf.capacity().max(len);
+    buf.set_len(room);
+    match hook.frame(i as u16, buf.data_mut(), len) {
+        HookVerdict::Pass => {
+            buf.set_len(len);
+            Some(buf)
+        }
+        HookVerdict::Consume => {
+            counters.hook_consumed += 1;
+            ports[i].link.recycle(buf);
+            None
+        }
+        HookVerdict::Answer(n) if n == 0 || n > room || ports[i].txq.len() >= MAX_TXQ => {
+            counters.hook_answer_drops += 1;
+            ports[i].link.recycle(buf);
+            None
+        }
+        HookVerdict::Answer(n) => {
+            buf.set_len(n);
+            // The hook wrote whole checksums; the mark of the received
+            // frame must not make a NIC rewrite them.
+            buf.set_csum_partial(false);
+            let port = &mut ports[i];
+            port.txq.push(buf);
+            // Queued "long ago": due at the end of this turn whatever
+            // `pkt_tx_delay` says, as an answer should be.
+            port.oldest_queued.get_or_insert(Instant::ZERO);
+            counters.hook_answered += 1;
+            None
+        }
+    }
 }
 
 fn hand_on<L: Link>(
