@@ -37,6 +37,13 @@ impl ByteRing {
             return;
         }
         let new_cap = total.next_power_of_two().max(MIN_RING);
+        if self.storage.is_empty() {
+            // The common case: a ring that gave its storage back when it
+            // emptied takes some again (every round trip of a ping-pong).
+            self.storage = cache.take(new_cap);
+            self.head = 0;
+            return;
+        }
         let mut storage = cache.take(new_cap);
         // Keep held bytes and anything written beyond them (out-of-order
         // data lives there), up to the old capacity.
