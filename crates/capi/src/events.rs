@@ -1,0 +1,198 @@
+//! epoll (Linux's semantics) and kqueue (FreeBSD's) over the socket layer.
+
+use std::os::raw::{c_int, c_void};
+use std::time::Duration;
+
+use api::{epoll_event, Errno, KEvent, Result};
+
+use crate::{ret_int, ret_unit, EFAULT};
+
+/// `struct ustack_kevent` of ustack.h, which is also `struct kevent` of
+/// the F-Stack headers: FreeBSD's layout as F-Stack declares it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CKevent {
+    pub ident: usize,
+    pub filter: i16,
+    pub flags: u16,
+    pub fflags: u32,
+    pub data: isize,
+    pub udata: *mut c_void,
+}
+
+impl From<&CKevent> for KEvent {
+    fn from(k: &CKevent) -> KEvent {
+        KEvent {
+            ident: k.ident,
+            filter: k.filter,
+            flags: k.flags,
+            fflags: k.fflags,
+            data: k.data as i64,
+            udata: k.udata as usize,
+        }
+    }
+}
+
+impl From<&KEvent> for CKevent {
+    fn from(k: &KEvent) -> CKevent {
+        CKevent {
+            ident: k.ident,
+            filter: k.filter,
+            flags: k.flags,
+            fflags: k.fflags,
+            data: k.data as isize,
+            udata: k.udata as *mut c_void,
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn ustack_epoll_create(size: c_int) -> c_int {
+    ret_int(api::epoll_create(size))
+}
+
+#[no_mangle]
+pub extern "C" fn ustack_epoll_create1(flags: c_int) -> c_int {
+    ret_int(api::epoll_create1(flags))
+}
+
+/// # Safety
+/// `event` is null or points to a readable `struct epoll_event`.
+#[no_mangle]
+pub unsafe extern "C" fn ustack_epoll_ctl(
+    epfd: c_int,
+    op: c_int,
+    fd: c_int,
+    event: *mut epoll_event,
+) -> c_int {
+    let ev = if event.is_null() {
+        None
+    } else {
+        // SAFETY: a readable epoll_event (the caller's promise); the
+        // struct is packed on x86-64, so it is read unaligned.
+        Some(unsafe { event.read_unaligned() })
+    };
+    ret_unit(api::epoll_ctl(epfd, op, fd, ev.as_ref()))
+}
+
+/// # Safety
+/// `events` is null or points to `maxevents` writable epoll_events.
+#[no_mangle]
+pub unsafe extern "C" fn ustack_epoll_wait(
+    epfd: c_int,
+    events: *mut epoll_event,
+    maxevents: c_int,
+    timeout: c_int,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe { epoll_wait(epfd, events, maxevents, timeout) }
+}
+
+/// # Safety
+/// As [`ustack_epoll_wait`].
+pub(crate) unsafe fn epoll_wait(
+    epfd: c_int,
+    events: *mut epoll_event,
+    maxevents: c_int,
+    timeout: c_int,
+) -> c_int {
+    let r = (|| {
+        if maxevents <= 0 {
+            return Err(Errno::EINVAL);
+        }
+        if events.is_null() {
+            return Err(EFAULT);
+        }
+        // SAFETY: `maxevents` writable epoll_events nobody else uses (the
+        // caller's promise); epoll_event's alignment is 1 where it is
+        // packed and its natural one elsewhere, which the caller's array
+        // has.
+        let out = unsafe { std::slice::from_raw_parts_mut(events, maxevents as usize) };
+        api::epoll_wait(epfd, out, timeout).map(|n| n as c_int)
+    })();
+    ret_int(r)
+}
+
+#[no_mangle]
+pub extern "C" fn ustack_kqueue() -> c_int {
+    ret_int(api::kqueue())
+}
+
+/// The timeout of kevent: `None` waits for ever.
+///
+/// # Safety
+/// `ts` is null or points to a readable timespec.
+pub(crate) unsafe fn kevent_timeout(ts: *const libc::timespec) -> Result<Option<Duration>> {
+    if ts.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: a readable timespec (the caller's promise).
+    let t = unsafe { ts.read_unaligned() };
+    if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32)))
+}
+
+/// kevent with the timeout already decided.
+///
+/// # Safety
+/// `changes` is null or points to `nchanges` readable kevents; `events` is
+/// null or points to `nevents` writable ones.
+pub(crate) unsafe fn kevent(
+    kq: c_int,
+    changes: *const CKevent,
+    nchanges: c_int,
+    events: *mut CKevent,
+    nevents: c_int,
+    timeout: Option<Duration>,
+) -> c_int {
+    let r = (|| {
+        if nchanges < 0 || nevents < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let changes: Vec<KEvent> = if nchanges == 0 {
+            Vec::new()
+        } else if changes.is_null() {
+            return Err(EFAULT);
+        } else {
+            // SAFETY: `nchanges` readable kevents (the caller's promise).
+            unsafe { std::slice::from_raw_parts(changes, nchanges as usize) }
+                .iter()
+                .map(KEvent::from)
+                .collect()
+        };
+        if nevents > 0 && events.is_null() {
+            return Err(EFAULT);
+        }
+        let mut out = vec![KEvent::default(); nevents as usize];
+        let n = api::kevent(kq, &changes, &mut out, timeout)?;
+        for (i, k) in out[..n].iter().enumerate() {
+            // SAFETY: `i` < n <= nevents writable kevents (the caller's
+            // promise).
+            unsafe { events.add(i).write(CKevent::from(k)) };
+        }
+        Ok(n as c_int)
+    })();
+    ret_int(r)
+}
+
+/// # Safety
+/// As kevent(2): `changes` points to `nchanges` readable kevents, `events`
+/// to `nevents` writable ones, `timeout` is null or readable.
+#[no_mangle]
+pub unsafe extern "C" fn ustack_kevent(
+    kq: c_int,
+    changes: *const CKevent,
+    nchanges: c_int,
+    events: *mut CKevent,
+    nevents: c_int,
+    timeout: *const libc::timespec,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    match unsafe { kevent_timeout(timeout) } {
+        // SAFETY: passed on from the caller.
+        Ok(t) => unsafe { kevent(kq, changes, nchanges, events, nevents, t) },
+        Err(e) => ret_int(Err(e)),
+    }
+}

@@ -1,0 +1,457 @@
+//! Starting the engine from a configuration file and running its loop with
+//! the application inside.
+
+use std::cell::Cell;
+use std::ffi::{CStr, OsStr};
+use std::os::raw::{c_char, c_int, c_void};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use api::Errno;
+use link::Link;
+use runtime::config::Config;
+use runtime::stats::{self, StatsFile};
+use runtime::{Engine, PortLink};
+
+use crate::{ret_int, ret_unit};
+
+/// What `ustack_init` takes from the command line (F-Stack's `ff_init`
+/// options, and those of ustack's programs).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct InitArgs {
+    /// `--conf FILE` (`-c FILE`, `--config FILE`).
+    pub conf: Option<PathBuf>,
+    /// `--set section.key=value`, applied over the file in order.
+    pub sets: Vec<String>,
+    /// `--stats FILE`: every counter as `name value` lines, rewritten
+    /// every 100 ms while the loop runs.
+    pub stats: Option<PathBuf>,
+    /// `--proc-type primary|secondary|auto` (`-t`).
+    pub proc_type: Option<String>,
+    /// `--proc-id N` (`-p`): which core of `lcore_mask` this process runs
+    /// on.
+    pub proc_id: usize,
+}
+
+impl InitArgs {
+    /// Reads the options it knows, in `--opt VALUE` and `--opt=VALUE`
+    /// forms, and leaves the rest (the application's own) alone.
+    pub fn parse(args: &[String]) -> Result<InitArgs, String> {
+        let mut out = InitArgs::default();
+        let mut it = args.iter().skip(1);
+        while let Some(a) = it.next() {
+            let (flag, inline) = match a.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+                _ => (a.as_str(), None),
+            };
+            let known = matches!(
+                flag,
+                "--conf"
+                    | "-c"
+                    | "--config"
+                    | "--set"
+                    | "--stats"
+                    | "--proc-type"
+                    | "-t"
+                    | "--proc-id"
+                    | "-p"
+            );
+            if !known {
+                continue;
+            }
+            let value = match inline {
+                Some(v) => v,
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("{flag} needs a value"))?,
+            };
+            match flag {
+                "--conf" | "-c" | "--config" => out.conf = Some(value.into()),
+                "--set" => out.sets.push(value),
+                "--stats" => out.stats = Some(value.into()),
+                "--proc-type" | "-t" => out.proc_type = Some(value),
+                _ => {
+                    out.proc_id = value
+                        .parse()
+                        .map_err(|_| format!("{flag} {value}: not a process number"))?
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Why `ustack_init` failed: the message printed and the errno set.
+struct InitError(String, Errno);
+
+impl From<String> for InitError {
+    fn from(s: String) -> InitError {
+        InitError(s, Errno::EINVAL)
+    }
+}
+
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+static STOP: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Set while `ff_run` calls the application: F-Stack's `ff_kevent` and
+    /// `ff_epoll_wait` never block there.
+    pub(crate) static IN_FF_LOOP: Cell<bool> = const { Cell::new(false) };
+    static STATS: std::cell::RefCell<Option<StatsFile>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The program name for messages: argv[0]'s last part.
+fn program(args: &[String]) -> String {
+    args.first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "ustack".to_string())
+}
+
+/// The configuration with `lcore_mask` narrowed to this process's core
+/// (`--proc-id`), and that core.
+fn narrow_to_process(
+    cfg: &mut Config,
+    proc_id: usize,
+    program: &str,
+) -> Result<Option<usize>, InitError> {
+    let cores = runtime::cores::engine_cores(cfg);
+    let Some(core) = cores.get(proc_id).copied() else {
+        return Err(format!(
+            "--proc-id {proc_id}: lcore_mask selects {} core(s)",
+            cores.len()
+        )
+        .into());
+    };
+    if let Some(c) = core {
+        if cores.len() > 1 {
+            eprintln!(
+                "{program}: lcore_mask selects {} cores; this process runs one engine on core {c} \
+                 (--proc-id {proc_id}) and serves every flow of its ports",
+                cores.len()
+            );
+        }
+        // One bit: the hexadecimal digit of the core, then zero digits.
+        let mask = format!("{:x}{}", 1u32 << (c % 4), "0".repeat(c / 4));
+        cfg.apply_set(&format!("dpdk.lcore_mask={mask}"))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(core)
+}
+
+fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> {
+    match args.proc_type.as_deref() {
+        None | Some("primary") | Some("auto") => {}
+        Some("secondary") => {
+            return Err(InitError(
+                "--proc-type secondary: one process serves a configuration here (there is no \
+                 primary to share ports with)"
+                    .into(),
+                Errno::EOPNOTSUPP,
+            ))
+        }
+        Some(other) => {
+            return Err(format!("--proc-type {other}: primary, secondary or auto").into())
+        }
+    }
+    let path = args
+        .conf
+        .as_ref()
+        .ok_or_else(|| "no configuration: --conf FILE".to_string())?;
+    let mut cfg = Config::from_file(path).map_err(|e| e.to_string())?;
+    for s in &args.sets {
+        cfg.apply_set(s).map_err(|e| e.to_string())?;
+    }
+    for w in &cfg.warnings {
+        eprintln!("{program}: warning: {w}");
+    }
+    let core = narrow_to_process(&mut cfg, args.proc_id, program)?;
+    let seed = link::os::random_seed().map_err(|e| {
+        InitError(
+            format!("cannot read a random seed: {e}"),
+            Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+        )
+    })?;
+    let setup_err = |e: runtime::setup::SetupError| {
+        let errno = match &e {
+            runtime::setup::SetupError::Open { error, .. } => {
+                error.raw_os_error().unwrap_or(libc::ENODEV)
+            }
+            _ => libc::EINVAL,
+        };
+        InitError(e.to_string(), Errno(errno))
+    };
+    let engine = if runtime::cores::needs_engines(&cfg) {
+        // The exception path ([kni]) comes with the multi-engine setup,
+        // here with one engine.
+        let mut slots = runtime::cores::build_engines(&cfg, seed).map_err(setup_err)?;
+        slots.remove(0).into_engine()
+    } else {
+        runtime::setup::build_engine(&cfg, seed).map_err(setup_err)?
+    };
+    if let Some(c) = core {
+        link::os::pin_to_cpu(c)
+            .map_err(|e| InitError(format!("cannot pin to core {c}: {e}"), Errno::EINVAL))?;
+    }
+    Ok(engine)
+}
+
+/// The interfaces, as ustack's programs print them.
+fn describe(engine: &Engine<PortLink>, program: &str) {
+    for (i, l) in engine.stack.interfaces().iter().zip(engine.ports()) {
+        let m = i.mac;
+        eprintln!(
+            "{program}: {} {}:{} {}/{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {}",
+            i.name,
+            l.kind(),
+            l.info().name,
+            i.addr(),
+            i.prefix_len,
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            i.mtu
+        );
+    }
+}
+
+/// Initialises ustack from the command line: builds the engine the
+/// configuration describes and makes the calling thread its engine thread.
+pub fn init(args: &[String]) -> Result<(), (String, Errno)> {
+    let program = program(args);
+    if INITIALIZED.swap(true, Ordering::SeqCst) {
+        return Err(("already initialised".into(), Errno::EALREADY));
+    }
+    let r = (|| {
+        let a = InitArgs::parse(args)?;
+        let engine = build(&a, &program)?;
+        describe(&engine, &program);
+        api::attach(engine);
+        let file = a.stats.as_deref().map(StatsFile::new);
+        STATS.with(|s| *s.borrow_mut() = file);
+        Ok(())
+    })();
+    r.map_err(|InitError(msg, e): InitError| {
+        INITIALIZED.store(false, Ordering::SeqCst);
+        (format!("{program}: {msg}"), e)
+    })
+}
+
+/// # Safety
+/// `argv` points to `argc` readable C strings (as `main` receives them).
+pub(crate) unsafe fn args_of(argc: c_int, argv: *const *const c_char) -> Vec<String> {
+    if argv.is_null() {
+        return Vec::new();
+    }
+    (0..argc.max(0) as usize)
+        .filter_map(|i| {
+            // SAFETY: `argc` readable pointers (the caller's promise).
+            let p = unsafe { *argv.add(i) };
+            // SAFETY: a NUL-terminated string (the caller's promise).
+            (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        })
+        .collect()
+}
+
+/// `ustack_init(argc, argv)`: `--conf FILE` and the F-Stack options.
+///
+/// # Safety
+/// `argv` points to `argc` readable C strings.
+#[no_mangle]
+pub unsafe extern "C" fn ustack_init(argc: c_int, argv: *const *const c_char) -> c_int {
+    // SAFETY: passed on from the caller.
+    let args = unsafe { args_of(argc, argv) };
+    ret_unit(init(&args).map_err(|(msg, e)| {
+        eprintln!("{msg}");
+        e
+    }))
+}
+
+/// `ustack_init_conf(path)`: the configuration file alone.
+///
+/// # Safety
+/// `path` is null or a readable C string.
+#[no_mangle]
+pub unsafe extern "C" fn ustack_init_conf(path: *const c_char) -> c_int {
+    if path.is_null() {
+        return ret_int(Err(crate::EFAULT));
+    }
+    // SAFETY: a NUL-terminated string (the caller's promise).
+    let p = OsStr::from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes());
+    let args = vec![
+        "ustack".to_string(),
+        "--conf".to_string(),
+        p.to_string_lossy().into_owned(),
+    ];
+    ret_unit(init(&args).map_err(|(msg, e)| {
+        eprintln!("{msg}");
+        e
+    }))
+}
+
+/// The application's loop callback.
+pub type LoopFn = unsafe extern "C" fn(arg: *mut c_void) -> c_int;
+
+/// How often the stats file is rewritten.
+const STATS_EVERY: Duration = Duration::from_millis(100);
+
+fn snapshot() -> Option<Vec<(String, u64)>> {
+    api::with_engine::<PortLink, _>(0, |e| runtime::cores::engine_snapshot(e))
+        .ok()
+        .flatten()
+}
+
+fn write_stats() {
+    STATS.with(|s| {
+        if let Some(f) = s.borrow_mut().as_mut() {
+            if let Some(snap) = snapshot() {
+                if let Err(e) = f.write(stats::render(&snap)) {
+                    eprintln!("ustack: cannot write statistics: {e}");
+                }
+            }
+        }
+    });
+}
+
+/// Runs the loop: the engine steps, and `f(arg)` after each step.
+/// `fstack`: F-Stack's `ff_run` (the callback's result is ignored, only
+/// `ff_stop_run` ends it); else `ustack_run` (a nonzero result ends it and
+/// is returned).
+pub(crate) fn run_loop(f: Option<LoopFn>, arg: *mut c_void, fstack: bool) -> api::Result<c_int> {
+    if !INITIALIZED.load(Ordering::SeqCst) {
+        return Err(Errno::ENODEV);
+    }
+    let has_stats = STATS.with(|s| s.borrow().is_some());
+    let mut next_stats = Instant::now();
+    let mut result = 0;
+    IN_FF_LOOP.with(|c| c.set(fstack));
+    let r = api::run(|| {
+        if STOP.load(Ordering::Relaxed) {
+            return false;
+        }
+        if let Some(f) = f {
+            // SAFETY: the application's callback with the argument it gave.
+            let r = unsafe { f(arg) };
+            if !fstack && r != 0 {
+                result = r;
+                return false;
+            }
+        }
+        if has_stats && Instant::now() >= next_stats {
+            write_stats();
+            next_stats = Instant::now() + STATS_EVERY;
+        }
+        true
+    });
+    IN_FF_LOOP.with(|c| c.set(false));
+    STOP.store(false, Ordering::SeqCst);
+    write_stats();
+    r.map(|()| result)
+}
+
+/// Runs the engine loop, calling `loop_fn(arg)` after each step, until
+/// `loop_fn` returns nonzero (returned) or `ustack_stop` is called (0).
+///
+/// # Safety
+/// `loop_fn` is null or a function that may be called with `arg`.
+#[no_mangle]
+pub unsafe extern "C" fn ustack_run(loop_fn: Option<LoopFn>, arg: *mut c_void) -> c_int {
+    ret_int(run_loop(loop_fn, arg, false))
+}
+
+/// Ends `ustack_run` after the current step.  Async-signal-safe.
+#[no_mangle]
+pub extern "C" fn ustack_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// One step of the engine (rx, stack, timers, tx, other threads' calls)
+/// for a caller that runs its own loop: 1 if anything happened, 0 if not.
+#[no_mangle]
+pub extern "C" fn ustack_step() -> c_int {
+    ret_int(api::step().map(c_int::from))
+}
+
+/// Closes every socket, epoll and kqueue of the engine thread and drops the
+/// engine; printing its nonzero counters on stderr.  `ustack_init` may be
+/// called again afterwards.
+#[no_mangle]
+pub extern "C" fn ustack_fini() -> c_int {
+    if !INITIALIZED.load(Ordering::SeqCst) {
+        return ret_int(Err(Errno::ENODEV));
+    }
+    if let Some(snap) = snapshot() {
+        let nonzero: Vec<String> = snap
+            .into_iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        eprintln!("ustack: stopped; counters: {}", nonzero.join(" "));
+    }
+    write_stats();
+    STATS.with(|s| *s.borrow_mut() = None);
+    api::detach();
+    INITIALIZED.store(false, Ordering::SeqCst);
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn fstack_command_lines() {
+        let a = InitArgs::parse(&args(&[
+            "prog",
+            "--conf",
+            "f.ini",
+            "--proc-type=primary",
+            "--proc-id",
+            "0",
+            "-x",
+            "app",
+        ]))
+        .unwrap();
+        assert_eq!(a.conf, Some(PathBuf::from("f.ini")));
+        assert_eq!(a.proc_type.as_deref(), Some("primary"));
+        assert_eq!(a.proc_id, 0);
+        let a = InitArgs::parse(&args(&[
+            "prog",
+            "-c",
+            "g.ini",
+            "-p",
+            "1",
+            "--set",
+            "dpdk.idle_sleep=0",
+        ]))
+        .unwrap();
+        assert_eq!(a.conf, Some(PathBuf::from("g.ini")));
+        assert_eq!(a.proc_id, 1);
+        assert_eq!(a.sets, vec!["dpdk.idle_sleep=0".to_string()]);
+        assert!(InitArgs::parse(&args(&["prog", "--conf"])).is_err());
+        assert!(InitArgs::parse(&args(&["prog", "--proc-id=x"])).is_err());
+    }
+
+    #[test]
+    fn lcore_mask_narrowed_to_the_process_core() {
+        let mut cfg = Config::parse(
+            "[dpdk]\nlcore_mask=22\n[port0]\nlink=tap:t0\naddr=10.99.1.2/24\n",
+            "t.ini",
+        )
+        .unwrap();
+        // Cores 1 and 5; process 1 runs on core 5.
+        assert_eq!(narrow_to_process(&mut cfg, 1, "t").ok(), Some(Some(5)));
+        assert_eq!(runtime::cores::engine_cores(&cfg), vec![Some(5)]);
+        assert!(narrow_to_process(&mut cfg, 1, "t").is_err());
+    }
+}

@@ -1,0 +1,82 @@
+//! ustack's C ABI: `libustack.so` and `libustack.a`, declared in
+//! `include/ustack.h`, and the F-Stack `ff_*` layer over it, declared in
+//! `include/fstack/` (`ff_api.h`, `ff_epoll.h`, `ff_config.h`).
+//!
+//! Every call is a thin wrapper over the socket layer (`crates/api`): C
+//! pointers become slices and addresses, the socket layer's `Errno` becomes
+//! `errno` (set through libc's `__errno_location`, as the C library does)
+//! and a -1 return.  The socket layer already has Linux's semantics and
+//! errno values, so nothing here decides what a call means; it only checks
+//! what a C caller can get wrong (null pointers, negative lengths, address
+//! families and lengths) the way Linux does.
+//!
+//! The engine: [`ustack_init`] reads an F-Stack style `config.ini`, builds
+//! one engine and makes the calling thread its engine thread
+//! (`api::attach`).  [`ustack_run`] then runs the engine loop with the
+//! application's callback inside (F-Stack's `ff_run`).  Sockets may be used
+//! from other threads too (the socket layer posts their calls to the engine
+//! thread).
+//!
+//! Not offered: zero-copy buffers (the socket layer has none to hand out;
+//! the calls copy), IPv6, `select`/`poll`, F-Stack's `ff_sysctl`,
+//! `ff_route_ctl`, `ff_dup`, `ff_zc_*` and its multi-process model (one
+//! process serves a configuration; `--proc-id` picks its core).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod addr;
+mod events;
+pub mod fstack;
+mod hook;
+mod init;
+mod msg;
+mod sockets;
+mod stats;
+
+pub use events::*;
+pub use hook::*;
+pub use init::*;
+pub use msg::*;
+pub use sockets::*;
+pub use stats::*;
+
+use std::os::raw::c_int;
+
+use api::Errno;
+
+/// Sets the calling thread's `errno`.
+pub(crate) fn set_errno(e: Errno) {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot,
+    // valid for writes for the thread's whole life.
+    unsafe { *libc::__errno_location() = e.0 };
+}
+
+/// An int result as C returns it: the value, or -1 with `errno` set.
+pub(crate) fn ret_int(r: api::Result<c_int>) -> c_int {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+/// A call that returns nothing but success: 0, or -1 with `errno` set.
+pub(crate) fn ret_unit(r: api::Result<()>) -> c_int {
+    ret_int(r.map(|()| 0))
+}
+
+/// A byte count as C returns it: the count, or -1 with `errno` set.
+pub(crate) fn ret_size(r: api::Result<usize>) -> isize {
+    match r {
+        // A count always fits: it is at most the length of one buffer.
+        Ok(n) => n as isize,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+pub(crate) const EFAULT: Errno = Errno(libc::EFAULT);
