@@ -56,9 +56,7 @@
 //!
 //! # Not yet
 //!
-//! IPv6 (EAFNOSUPPORT); TCP_KEEPIDLE/INTVL/CNT, IP_TTL and IP_TOS are kept
-//! and reported but the stack's configured values are used on the wire;
-//! SO_LINGER with a timeout closes in the background (only a zero timeout
+//! IPv6 (EAFNOSUPPORT); SO_LINGER with a timeout closes in the background (only a zero timeout
 //! changes close: it resets); SO_REUSEPORT sockets share one listener (or
 //! one UDP socket) and its queue rather than splitting the flows; UDP
 //! sockets get no ICMP errors; epoll sets cannot hold kernel fds or other

@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::RawFd;
 
-use stack::{FrameSink, Instant, Shutdown, SocketError, SocketHandle, Stack, TcpState};
+use stack::{Duration, FrameSink, Instant, Shutdown, SocketError, SocketHandle, Stack, TcpState};
 
 use crate::consts::*;
 use crate::driver::{self, Driver};
@@ -57,6 +57,9 @@ pub(crate) fn apply_tcp_options(
     if let Some(b) = o.rcvbuf {
         let _ = stack.tcp_set_recv_buffer(h, b / 2);
     }
+    let _ = stack.tcp_set_ip_options(h, o.ttl, o.tos as u8);
+    let secs = |s: Option<u32>| s.map(|s| Duration::from_secs(u64::from(s)));
+    let _ = stack.tcp_set_keepalive_timing(h, secs(o.keepidle), secs(o.keepintvl), o.keepcnt);
 }
 
 impl Worker {
@@ -181,16 +184,19 @@ impl Worker {
         engine: usize,
         addr: SocketAddrV4,
     ) -> Result<SocketHandle> {
-        let (reuseaddr, reuseport, rcvbuf) = {
+        let (reuseaddr, reuseport, rcvbuf, ttl, tos) = {
             let s = self.socket(fd)?;
-            (s.opts.reuseaddr, s.opts.reuseport, s.opts.rcvbuf)
+            let o = &s.opts;
+            (o.reuseaddr, o.reuseport, o.rcvbuf, o.ttl, o.tos)
         };
         let slot = &mut self.engines[engine];
         let h = match slot.driver.stack_mut().udp_bind(SocketAddr::V4(addr)) {
             Ok(h) => {
+                let stack = slot.driver.stack_mut();
                 if let Some(b) = rcvbuf {
-                    let _ = slot.driver.stack_mut().udp_set_recv_buffer(h, b / 2);
+                    let _ = stack.udp_set_recv_buffer(h, b / 2);
                 }
+                let _ = stack.udp_set_ip_options(h, ttl, tos as u8);
                 h
             }
             Err(SocketError::AddrInUse) if addr.port() != 0 => {

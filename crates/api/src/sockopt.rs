@@ -229,6 +229,13 @@ impl Worker {
                     }
                     _ => return Err(Errno::ENOPROTOOPT),
                 }
+                let o = &self.socket(fd)?.opts;
+                let secs = |s: Option<u32>| s.map(|s| Duration::from_secs(u64::from(s)));
+                let (idle, intvl, cnt) = (secs(o.keepidle), secs(o.keepintvl), o.keepcnt);
+                if let (Some(h), Some(e)) = (conn, engine) {
+                    let stack = self.engines[e].driver.stack_mut();
+                    stack.tcp_set_keepalive_timing(h, idle, intvl, cnt)?;
+                }
             }
             (IPPROTO_IP, n) => {
                 let v = ip_int_arg(val)?;
@@ -249,6 +256,16 @@ impl Worker {
                     IP_PKTINFO => o.pktinfo = v != 0,
                     IP_RECVDSTADDR => o.recvdstaddr = v != 0,
                     _ => return Err(Errno::ENOPROTOOPT),
+                }
+                let sock = self.socket(fd)?;
+                let (ttl, tos, state) = (sock.opts.ttl, sock.opts.tos as u8, sock.state);
+                if let Some(e) = engine {
+                    let stack = self.engines[e].driver.stack_mut();
+                    match state {
+                        State::Tcp { h, .. } => stack.tcp_set_ip_options(h, ttl, tos)?,
+                        State::Udp { h, .. } => stack.udp_set_ip_options(h, ttl, tos)?,
+                        _ => {}
+                    }
                 }
             }
             _ => return Err(Errno::ENOPROTOOPT),

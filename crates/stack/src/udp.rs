@@ -144,7 +144,10 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
-        let local = self.sockets.udp(h)?.local_addr();
+        let (local, ttl, tos) = {
+            let s = self.sockets.udp(h)?;
+            (s.local_addr(), s.ttl, s.tos)
+        };
         let IpAddr::V4(dst_ip) = dst.ip() else {
             return Err(SocketError::AddrFamilyNotSupported);
         };
@@ -168,6 +171,8 @@ impl Stack {
         let hdr = Ipv4Send {
             src,
             l4_checksum: true,
+            ttl,
+            dscp_ecn: tos,
             ..Ipv4Send::new(dst_ip, IpProtocol::Udp)
         };
         let result = self.ip.send_ipv4(

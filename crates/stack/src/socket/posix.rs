@@ -1,7 +1,7 @@
 //! What a POSIX socket layer (crates/api) asks of sockets beyond the core
 //! calls: queue lengths for epoll, kqueue and FIONREAD, the pending error
-//! without taking it, MSG_PEEK on datagrams, and per-socket buffer sizes
-//! (SO_RCVBUF, SO_SNDBUF).
+//! without taking it, MSG_PEEK on datagrams, and per-socket options:
+//! buffer sizes (SO_RCVBUF, SO_SNDBUF), keep-alive timing, IP_TTL, IP_TOS.
 
 use core::net::IpAddr;
 
@@ -10,6 +10,7 @@ use crate::socket::udp::UdpRecv;
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
 use crate::tcp::conn::TcpConnection;
+use crate::time::Duration;
 
 impl Stack {
     fn posix_tcp(&self, h: SocketHandle) -> Result<&TcpConnection, SocketError> {
@@ -58,14 +59,56 @@ impl Stack {
     }
 
     /// SO_RCVBUF: the receive buffer, hence the window (never below what
-    /// is already held).
+    /// is already held); it no longer grows by auto-tuning.
     pub fn tcp_set_recv_buffer(
         &mut self,
         h: SocketHandle,
         bytes: usize,
     ) -> Result<(), SocketError> {
+        self.posix_tcp_mut(h).map(|c| {
+            c.recv.set_capacity(bytes.max(1));
+            c.recv_locked = true;
+        })
+    }
+
+    /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT (`None`: the stack's).
+    /// They apply from the next keep-alive timer on.
+    pub fn tcp_set_keepalive_timing(
+        &mut self,
+        h: SocketHandle,
+        idle: Option<Duration>,
+        intvl: Option<Duration>,
+        cnt: Option<u32>,
+    ) -> Result<(), SocketError> {
+        self.posix_tcp_mut(h).map(|c| {
+            c.keep_idle = idle;
+            c.keep_intvl = intvl;
+            c.keep_cnt = cnt;
+        })
+    }
+
+    /// IP_TTL (`None`: the stack's) and IP_TOS of a connection's segments.
+    pub fn tcp_set_ip_options(
+        &mut self,
+        h: SocketHandle,
+        ttl: Option<u8>,
+        tos: u8,
+    ) -> Result<(), SocketError> {
         self.posix_tcp_mut(h)
-            .map(|c| c.recv.set_capacity(bytes.max(1)))
+            .map(|c| c.ip_opts = crate::tcp::output::IpOptions { ttl, tos })
+    }
+
+    /// IP_TTL and IP_TOS of a UDP socket's datagrams.
+    pub fn udp_set_ip_options(
+        &mut self,
+        h: SocketHandle,
+        ttl: Option<u8>,
+        tos: u8,
+    ) -> Result<(), SocketError> {
+        let s = self.sockets.udp_mut(h)?;
+        s.ttl = ttl;
+        s.tos = tos;
+        Ok(())
     }
 
     /// Whether a TCP listener holds `ip:port` (for choosing a port at bind).

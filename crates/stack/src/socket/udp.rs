@@ -31,6 +31,9 @@ pub struct UdpSocket {
     pub(crate) rx: DatagramRing<UdpMeta>,
     /// Datagrams dropped because the receive queue was full.
     pub rx_dropped: u64,
+    /// IP_TTL (`None`: the stack's) and IP_TOS of what the socket sends.
+    pub(crate) ttl: Option<u8>,
+    pub(crate) tos: u8,
 }
 
 impl UdpSocket {
@@ -39,6 +42,8 @@ impl UdpSocket {
             local,
             rx: DatagramRing::new(recv_space, (recv_space / 64).max(16)),
             rx_dropped: 0,
+            ttl: None,
+            tos: 0,
         }
     }
 

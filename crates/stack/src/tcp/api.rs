@@ -583,7 +583,7 @@ impl Stack {
         }
         // Receive buffer auto-tuning: an application that drains a full
         // buffer gets a bigger one, up to `recvbuf_max`.
-        if n >= conn.recv.capacity() / 2 && conn.wscale_ok {
+        if n >= conn.recv.capacity() / 2 && conn.wscale_ok && !conn.recv_locked {
             let grown = (conn.recv.capacity() * 2).min(self.tcp.cfg.recvbuf_max);
             conn.recv.set_capacity(grown);
         }
@@ -779,8 +779,8 @@ impl Stack {
         h: SocketHandle,
         on: bool,
     ) -> Result<(), SocketError> {
-        let idle = self.tcp.cfg.keepidle;
         let conn = conn_mut(&mut self.sockets, h)?;
+        let idle = conn.keep_idle(&self.tcp);
         conn.keepalive = on;
         conn.timers.keepalive = (on && conn.synchronized()).then_some(now + idle);
         self.tcp_schedule(now, h.index);

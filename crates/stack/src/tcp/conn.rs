@@ -9,6 +9,7 @@ use wire::tcp::{SeqNumber, TcpRepr};
 use crate::socket::SocketError;
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::cc::{Cc, CongestionControl};
+use crate::tcp::output::IpOptions;
 use crate::tcp::recv_buffer::RecvBuffer;
 use crate::tcp::rtt::RttEstimator;
 use crate::tcp::sack::Scoreboard;
@@ -138,7 +139,16 @@ pub(crate) struct TcpConnection {
 
     pub nodelay: bool,
     pub keepalive: bool,
+    /// Per-socket keep-alive timing (TCP_KEEPIDLE/INTVL/CNT); `None`: the
+    /// stack's configuration.
+    pub keep_idle: Option<Duration>,
+    pub keep_intvl: Option<Duration>,
+    pub keep_cnt: Option<u32>,
     pub linger_zero: bool,
+    /// SO_RCVBUF was set: the receive buffer does not auto-tune.
+    pub recv_locked: bool,
+    /// IP_TTL and IP_TOS of the socket's segments.
+    pub ip_opts: IpOptions,
     pub error: Option<SocketError>,
     /// The application closed its handle; the connection finishes alone.
     pub detached: bool,
@@ -229,7 +239,12 @@ impl TcpConnection {
             unacked_segments: 0,
             nodelay: false,
             keepalive: false,
+            keep_idle: None,
+            keep_intvl: None,
+            keep_cnt: None,
             linger_zero: false,
+            recv_locked: false,
+            ip_opts: IpOptions::default(),
             error: None,
             detached: false,
             parent: None,
@@ -415,6 +430,19 @@ impl TcpConnection {
     /// Memory the connection holds (for the idle-connection figure).
     pub(crate) fn memory(&self) -> usize {
         core::mem::size_of::<TcpConnection>() + self.send.allocated() + self.recv.allocated()
+    }
+
+    /// Keep-alive idle time, probe interval and probe count.
+    pub(crate) fn keep_idle(&self, shared: &TcpShared) -> Duration {
+        self.keep_idle.unwrap_or(shared.cfg.keepidle)
+    }
+
+    pub(crate) fn keep_intvl(&self, shared: &TcpShared) -> Duration {
+        self.keep_intvl.unwrap_or(shared.cfg.keepintvl)
+    }
+
+    pub(crate) fn keep_cnt(&self, shared: &TcpShared) -> u32 {
+        self.keep_cnt.unwrap_or(shared.cfg.keepcnt)
     }
 
     /// Moves to CLOSED with an error for the application.

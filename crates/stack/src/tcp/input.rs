@@ -108,7 +108,7 @@ impl TcpConnection {
         self.last_recv = now;
         self.keep_probes = 0;
         if self.keepalive && self.synchronized() {
-            self.timers.keepalive = Some(now + shared.cfg.keepidle);
+            self.timers.keepalive = Some(now + self.keep_idle(shared));
         }
         match self.state {
             TcpState::SynSent => return self.input_syn_sent(now, seg, ip, shared, sink),
@@ -445,7 +445,7 @@ impl TcpConnection {
             self.ack_now = true;
             ev.established = true;
             if self.keepalive {
-                self.timers.keepalive = Some(now + shared.cfg.keepidle);
+                self.timers.keepalive = Some(now + self.keep_idle(shared));
             }
             // RFC 9293 3.10.7.3: "If there are other controls or text in the
             // segment, then continue processing at the sixth step".

@@ -10,7 +10,7 @@ use crate::ip::IpLayer;
 use crate::sink::FrameSink;
 use crate::tcp::cc::CongestionControl;
 use crate::tcp::conn::TcpConnection;
-use crate::tcp::output::send_tcp;
+use crate::tcp::output::{send_tcp, IpOptions};
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
 use crate::time::Instant;
@@ -83,7 +83,17 @@ pub(crate) fn send_cookie_syn_ack(
             .map(|_| TcpConnection::wscale_for(shared.cfg.recvbuf_max));
         repr.sack_permitted = syn.sack_permitted && shared.cfg.sack;
     }
-    if send_tcp(ip, now, (local, remote), &repr, 0, &mut |_| {}, sink).is_ok() {
+    let sent = send_tcp(
+        ip,
+        now,
+        (local, remote),
+        IpOptions::default(),
+        &repr,
+        0,
+        &mut |_| {},
+        sink,
+    );
+    if sent.is_ok() {
         ip.counters.tcp_syncookies_sent += 1;
     }
 }

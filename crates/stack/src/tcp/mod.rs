@@ -11,7 +11,7 @@ pub(crate) mod conn;
 mod input;
 pub mod isn;
 pub(crate) mod listen;
-mod output;
+pub(crate) mod output;
 mod recv_buffer;
 pub mod rtt;
 mod sack;

@@ -22,12 +22,22 @@ fn v4(addr: SocketAddr) -> Ipv4Addr {
     }
 }
 
+/// IP_TTL and IP_TOS of a connection's segments (`None`: the stack's TTL).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IpOptions {
+    pub ttl: Option<u8>,
+    pub tos: u8,
+}
+
 /// Sends one TCP segment whose payload (`payload_len` bytes) `fill` writes
 /// after the header.  Counted; returns what the IP layer said.
+// One call per segment on the fast path: plain arguments, no struct to build.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn send_tcp(
     ip: &mut IpLayer,
     now: Instant,
     (local, remote): (SocketAddr, SocketAddr),
+    ip_opts: IpOptions,
     repr: &TcpRepr<'_>,
     payload_len: usize,
     fill: &mut dyn FnMut(&mut [u8]),
@@ -40,6 +50,8 @@ pub(crate) fn send_tcp(
         src: Some(src),
         dont_frag: true,
         l4_checksum: true,
+        ttl: ip_opts.ttl,
+        dscp_ecn: ip_opts.tos,
         ..Ipv4Send::new(dst, IpProtocol::Tcp)
     };
     let result = ip.send_ipv4(
@@ -84,7 +96,16 @@ pub(crate) fn send_reset_for(
         Some(ack) => rst.seq_number = ack,
         None => rst.ack_number = Some(seg.seq_number + seg.segment_len()),
     }
-    let _ = send_tcp(ip, now, (local, remote), &rst, 0, &mut |_| {}, sink);
+    let _ = send_tcp(
+        ip,
+        now,
+        (local, remote),
+        IpOptions::default(),
+        &rst,
+        0,
+        &mut |_| {},
+        sink,
+    );
 }
 
 impl TcpConnection {
@@ -192,6 +213,7 @@ impl TcpConnection {
             ip,
             now,
             (self.local, self.remote),
+            self.ip_opts,
             &repr,
             0,
             &mut |_| {},
@@ -234,6 +256,7 @@ impl TcpConnection {
             ip,
             now,
             (self.local, self.remote),
+            self.ip_opts,
             &repr,
             len,
             &mut |buf| {
@@ -258,6 +281,7 @@ impl TcpConnection {
             ip,
             now,
             (self.local, self.remote),
+            self.ip_opts,
             &repr,
             0,
             &mut |_| {},
@@ -274,6 +298,7 @@ impl TcpConnection {
             ip,
             now,
             (self.local, self.remote),
+            self.ip_opts,
             &repr,
             0,
             &mut |_| {},
@@ -297,6 +322,7 @@ impl TcpConnection {
             ip,
             now,
             (self.local, self.remote),
+            self.ip_opts,
             &repr,
             0,
             &mut |_| {},

@@ -66,8 +66,8 @@ impl TcpConnection {
                 // (as Linux); its probes would not be answered in time
                 // under loss, and the reset would end a transfer.
                 self.keep_probes = 0;
-                self.timers.keepalive = Some(now + shared.cfg.keepidle);
-            } else if self.keep_probes >= shared.cfg.keepcnt {
+                self.timers.keepalive = Some(now + self.keep_idle(shared));
+            } else if self.keep_probes >= self.keep_cnt(shared) {
                 ip.counters.tcp_keepalive_timeouts += 1;
                 self.send_rst(now, ip, sink);
                 self.fail(SocketError::TimedOut);
@@ -75,7 +75,7 @@ impl TcpConnection {
             } else if self.keepalive && self.synchronized() {
                 self.keep_probes += 1;
                 self.send_probe(now, ip, sink);
-                self.timers.keepalive = Some(now + shared.cfg.keepintvl);
+                self.timers.keepalive = Some(now + self.keep_intvl(shared));
             }
         }
         self.output(now, ip, shared, sink);

@@ -1,0 +1,174 @@
+//! Per-socket options a POSIX layer sets on the stack's sockets: IP_TTL
+//! and IP_TOS reach the headers of UDP datagrams and TCP segments;
+//! TCP_KEEPIDLE/INTVL/CNT time one connection's keep-alive probes.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use stack::{
+    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, SocketError, Stack, StackConfig, TcpState,
+    VecSink,
+};
+use wire::ethernet::{EtherType, EthernetFrame};
+use wire::ip::IpProtocol;
+use wire::ipv4::Ipv4Packet;
+
+const IF0: IfaceId = IfaceId(0);
+
+fn addr(last: u8, port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 8, last)), port)
+}
+
+fn stack(last: u8) -> Stack {
+    let mut s = Stack::new(StackConfig {
+        seed: u64::from(last),
+        ..StackConfig::default()
+    });
+    s.add_interface(&InterfaceConfig {
+        name: format!("p{last}"),
+        mac: [2, 0, 0, 0, 8, last],
+        mtu: 1500,
+        addr: Ipv4Addr::new(10, 99, 8, last),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    s
+}
+
+struct Net {
+    a: Stack,
+    b: Stack,
+    sa: VecSink,
+    sb: VecSink,
+    now: Instant,
+    /// Every IPv4 packet `a` sent: (protocol, TTL, DSCP/ECN, payload length).
+    a_sent: Vec<(IpProtocol, u8, u8, usize)>,
+    /// Frames from `b` are lost (the peer vanished).
+    b_mute: bool,
+}
+
+impl Net {
+    fn new() -> Net {
+        Net {
+            a: stack(1),
+            b: stack(2),
+            sa: VecSink::default(),
+            sb: VecSink::default(),
+            now: Instant::from_secs(1),
+            a_sent: Vec::new(),
+            b_mute: false,
+        }
+    }
+
+    fn run(&mut self, ms: u64) {
+        for _ in 0..ms {
+            for _ in 0..50 {
+                if self.sa.frames.is_empty() && self.sb.frames.is_empty() {
+                    break;
+                }
+                for (_, f) in std::mem::take(&mut self.sa.frames) {
+                    let eth = EthernetFrame::new_checked(&f[..]).unwrap();
+                    if eth.ethertype() == EtherType::Ipv4 {
+                        let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+                        self.a_sent.push((
+                            ip.next_header(),
+                            ip.ttl(),
+                            ip.dscp_ecn(),
+                            ip.payload().len(),
+                        ));
+                    }
+                    self.b
+                        .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sb);
+                }
+                for (_, f) in std::mem::take(&mut self.sb.frames) {
+                    if !self.b_mute {
+                        self.a
+                            .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sa);
+                    }
+                }
+            }
+            self.now += Duration::from_millis(1);
+            self.a.poll(self.now, &mut self.sa);
+            self.b.poll(self.now, &mut self.sb);
+        }
+    }
+}
+
+#[test]
+fn ttl_and_tos_reach_the_headers() {
+    let mut n = Net::new();
+    let rx = n.b.udp_bind(addr(2, 53)).unwrap();
+    let tx = n.a.udp_bind(addr(1, 5000)).unwrap();
+    n.a.udp_set_ip_options(tx, Some(7), 0xb8).unwrap();
+    n.a.udp_send_to(n.now, tx, addr(2, 53), None, b"hello", &mut n.sa)
+        .unwrap();
+    n.run(5);
+    assert!(n.b.udp_readable(rx));
+    let udp: Vec<_> = n.a_sent.iter().filter(|p| p.0 == IpProtocol::Udp).collect();
+    assert_eq!(udp.len(), 1);
+    assert_eq!((udp[0].1, udp[0].2), (7, 0xb8));
+
+    let l = n.b.tcp_listen(addr(2, 80), 4).unwrap();
+    let c =
+        n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+            .unwrap();
+    n.run(5);
+    n.b.tcp_accept(l).unwrap();
+    n.a.tcp_set_ip_options(c, Some(9), 0x10).unwrap();
+    n.a_sent.clear();
+    n.a.tcp_send(n.now, c, &[1; 100], &mut n.sa).unwrap();
+    n.run(5);
+    let data: Vec<_> = n
+        .a_sent
+        .iter()
+        .filter(|p| p.0 == IpProtocol::Tcp && p.3 > 40)
+        .collect();
+    assert!(!data.is_empty());
+    assert!(data.iter().all(|p| (p.1, p.2) == (9, 0x10)), "{data:?}");
+    // Back to the stack's default TTL.
+    n.a.tcp_set_ip_options(c, None, 0).unwrap();
+    n.a_sent.clear();
+    n.a.tcp_send(n.now, c, &[1; 100], &mut n.sa).unwrap();
+    n.run(5);
+    let data: Vec<_> = n
+        .a_sent
+        .iter()
+        .filter(|p| p.0 == IpProtocol::Tcp && p.3 > 40)
+        .collect();
+    assert!(data.iter().all(|p| (p.1, p.2) == (64, 0)), "{data:?}");
+}
+
+#[test]
+fn keepalive_timing_per_connection() {
+    let mut n = Net::new();
+    let l = n.b.tcp_listen(addr(2, 81), 4).unwrap();
+    let c =
+        n.a.tcp_connect(n.now, addr(2, 81), None, &mut n.sa)
+            .unwrap();
+    n.run(5);
+    n.b.tcp_accept(l).unwrap();
+    n.a.tcp_set_keepalive_timing(
+        c,
+        Some(Duration::from_secs(2)),
+        Some(Duration::from_secs(1)),
+        Some(3),
+    )
+    .unwrap();
+    n.a.tcp_set_keepalive(n.now, c, true).unwrap();
+    n.b_mute = true;
+    n.a_sent.clear();
+    // Idle 2 s, then 3 probes 1 s apart, then the reset (the stack's
+    // defaults would wait 7200 s).
+    n.run(1_900);
+    assert!(n.a_sent.is_empty(), "no probe before the idle time");
+    n.run(200);
+    assert_eq!(n.a_sent.len(), 1, "the first probe after 2 s");
+    n.run(2_000);
+    assert_eq!(n.a_sent.len(), 3, "one probe per second");
+    assert_eq!(n.a.tcp_state(c).unwrap(), TcpState::Established);
+    n.run(1_000);
+    assert_eq!(n.a.tcp_state(c).unwrap(), TcpState::Closed);
+    assert_eq!(n.a.tcp_take_error(c).unwrap(), Some(SocketError::TimedOut));
+}
