@@ -795,3 +795,4 @@ def _(ctx):
 # One engine per core and the exception path (their own file).
 import cases_cores  # noqa: E402,F401
 import cases_xdp  # noqa: E402,F401
+import cases_cores_xdp  # noqa: E402,F401

@@ -1,0 +1,151 @@
+"""Interop tests of one engine per core over AF_XDP (`link=af_xdp`,
+`lcore_mask=3`): engine i binds queue i of a two-queue veth with an AF_XDP
+socket, the XDP program hands each queue's frames to its socket, and a
+frame whose flow belongs to the other engine is handed to it over the
+dispatcher's SPSC ring (``steer_forwarded``).
+
+On a veth the receive queue of a frame is the transmit queue the kernel's
+side picked for it (its own per-socket hash), not ustack's flow hash, so
+about half the flows arrive on the other engine's queue; an XDP program
+cannot send them to the right socket itself, because the kernel delivers to
+an AF_XDP socket only frames that came in on the queue it is bound to.
+Both tests count those hand-overs and check that nothing was lost or
+copied on the way."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import harness as h
+import tcp_tools as tt
+from cases import SUBNETS, test
+from cases_cores import TwoQueueVeth, engines_share
+from harness import check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODES = ("native", "generic")
+SUBNETS.update({f"cores_{n}_af_xdp_{m}": 170 + 2 * i + j
+                for i, n in enumerate(("tcp_echo", "connect")) for j, m in enumerate(MODES)})
+
+
+class TwoQueueXdpVeth(TwoQueueVeth):
+    """The two-queue veth of the AF_PACKET cases with ustack's end on
+    AF_XDP in `mode`, and the kernel's side sending full checksums (AF_XDP
+    carries no partial-checksum mark, see cases_xdp.py).
+
+    In generic mode the kernel's side gets three transmit queues: a veth
+    records no receive queue on that path, so the queue the XDP program
+    sees is the one the sender's transmit queue number leaves in the socket
+    buffer, minus one (transmit queues 0 and 1 both show as receive queue
+    0, 2 as 1); with two, engine 1's socket would never receive."""
+
+    def __init__(self, subnet, mode):
+        self.mode = mode
+        self.kernel_ip = f"{h.NET_PREFIX}.{subnet}.1"
+        self.ustack_ip = f"{h.NET_PREFIX}.{subnet}.2"
+        self.ns_k, self.ns_u = h.unique("k"), h.unique("u")
+        self.if_k, self.if_u = h.unique("k"), h.unique("u")
+        h.add_netns(self.ns_k)
+        h.add_netns(self.ns_u)
+        k_queues = "3" if mode == "generic" else "2"
+        h.sh(["ip", "link", "add", self.if_u, "netns", self.ns_u, "numtxqueues", "2", "numrxqueues", "2",
+              "type", "veth", "peer", "name", self.if_k, "netns", self.ns_k,
+              "numtxqueues", k_queues, "numrxqueues", k_queues])
+        h.sh(["ip", "-n", self.ns_u, "link", "set", self.if_u, "up"])
+        h.sh(["ip", "-n", self.ns_k, "addr", "add", f"{self.kernel_ip}/24", "dev", self.if_k])
+        h.sh(["ip", "-n", self.ns_k, "link", "set", self.if_k, "up"])
+        h.nsx(self.ns_k, "ethtool", "-K", self.if_k, "tso", "off", "gso", "off", "tx", "off")
+
+    def config(self, extra=""):
+        return ("[dpdk]\nlcore_mask=3\nidle_sleep=100\npkt_tx_delay=0\n"
+                f"[port0]\nlink=af_xdp:{self.if_u}\naddr={self.ustack_ip}/24\nxdp_mode={self.mode}\n{extra}")
+
+    def check_program(self):
+        p = h.sh(["ip", "-n", self.ns_u, "-d", "link", "show", self.if_u])
+        want = "xdpgeneric" if self.mode == "generic" else "xdp "
+        check(want in p.stdout and "prog/xdp" in p.stdout, f"no {self.mode} XDP program on {self.if_u}:\n{p.stdout}")
+
+
+def no_loss_no_copy(st, what):
+    """Every engine received over its own queue, nothing copied, no ring
+    error, no frame dropped for a full ring between engines."""
+    frames = engines_share(st, "port0_link_rx_frames")
+    check(all(n > 0 for n in frames), f"{what}: each engine must receive on its own queue: {frames}")
+    copied = engines_share(st, "port0_link_rx_copied")
+    check(copied == [0, 0], f"{what}: frames copied by ustack per engine: {copied}")
+    errs = engines_share(st, "port0_link_ring_errors")
+    check(errs == [0, 0], f"{what}: AF_XDP ring errors per engine: {errs}")
+    full = engines_share(st, "steer_drop_ring_full")
+    check(full == [0, 0], f"{what}: frames dropped for a full ring between engines: {full}")
+
+
+def register(mode):
+    @test(f"cores_tcp_echo_af_xdp_{mode}", budget=120)
+    def _(ctx):
+        v = TwoQueueXdpVeth(SUBNETS[f"cores_tcp_echo_af_xdp_{mode}"], mode)
+        u = h.Ustack(ctx.binary, ctx.workdir, v.config(), netns=v.ns_u).start()
+        u.wait_output(r"2 engine\(s\) on cores 0,1")
+        for q in (0, 1):
+            u.wait_output(rf"af_xdp queue {q} {mode} XDP, (copy|zero-copy) mode")
+        v.check_program()
+        v.wait_ping(u)
+        payloads = [os.urandom(1000 + 37 * i) for i in range(400)]
+        got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=90)
+        bad = [i for i, (a, b) in enumerate(zip(got, payloads)) if a != b]
+        check(not bad, f"{len(bad)} of {len(payloads)} connections not echoed intact (first: {bad[:5]})")
+        st = u.settled_stats()
+        tcp = engines_share(st, "rx_accept_tcp")
+        frames = engines_share(st, "port0_link_rx_frames")
+        fwd = engines_share(st, "steer_forwarded")
+        print(f"    400 concurrent connections echoed; TCP segments per engine {tcp}; frames received per "
+              f"engine's queue {frames}; handed to the other engine {fwd}")
+        check(all(n > 0.25 * sum(tcp) for n in tcp), f"each engine must serve its share of the flows: {tcp}")
+        no_loss_no_copy(st, "echo")
+        check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
+        u.stop()
+
+    @test(f"cores_connect_af_xdp_{mode}", budget=120)
+    def _(ctx):
+        """Outgoing connections from both engines over AF_XDP: each picks
+        source ports that hash back to it; replies that the veth puts on
+        the other engine's queue are handed over."""
+        v = TwoQueueXdpVeth(SUBNETS[f"cores_connect_af_xdp_{mode}"], mode)
+        srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
+                                os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def stop():
+            srv.send_signal(signal.SIGTERM)
+            srv.wait(5)
+
+        h.on_cleanup(f"echo server pid {srv.pid}", stop)
+        deadline = time.monotonic() + 10
+        while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
+            check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
+            time.sleep(0.05)
+        binary = os.path.join(os.path.dirname(ctx.binary), "ustack-connect")
+        cfg = os.path.join(ctx.workdir, "connect.ini")
+        stats = os.path.join(ctx.workdir, "connect.stats")
+        with open(cfg, "w") as f:
+            f.write(v.config())
+        p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
+                  f"{v.kernel_ip}:7", check_rc=False, timeout=90)
+        lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
+        check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
+        check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
+              f"each engine must complete its 150 connections: {lines}")
+        check(re.search(rf"af_xdp queue 1 {mode} XDP", p.stderr), f"no AF_XDP socket on queue 1: {p.stderr[:800]}")
+        st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
+        opens = engines_share(st, "tcp_active_opens")
+        fwd = engines_share(st, "steer_forwarded")
+        print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "
+              f"frames received per engine's queue {engines_share(st, 'port0_link_rx_frames')}; "
+              f"handed to the other engine {fwd}")
+        check(opens == [150, 150], f"active opens per engine: {opens}")
+        no_loss_no_copy(st, "connect")
+
+
+for _mode in MODES:
+    register(_mode)
