@@ -4,7 +4,7 @@ CARGO ?= cargo
 PY ?= /usr/bin/python3
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short bench clean
+.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short bench clean install install-files c-examples
 
 all: build
 
@@ -35,8 +35,49 @@ test-unit:
 	@# Which TCP conformance scripts cover which RFC section (README table).
 	$(CARGO) test --release -p stack --test conformance coverage_table -- --nocapture --quiet
 
-test-interop: build
+test-interop: build c-examples
 	$(PY) tests/interop/run.py --bin-dir target/release
+
+# The C library (crates/capi): `make install PREFIX=DIR` puts libustack.so,
+# libustack.a, include/ustack.h, include/fstack/*.h and the pkg-config files
+# ustack.pc and ustack-fstack.pc under DIR.
+PREFIX ?= /usr/local
+# Where cargo put the release build (CARGO_TARGET_DIR when set).
+RELEASE_DIR := $(or $(CARGO_TARGET_DIR),target)/release
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+
+install: build install-files
+
+install-files:
+	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include/fstack
+	install -m 0755 $(RELEASE_DIR)/libustack.so $(PREFIX)/lib/
+	install -m 0644 $(RELEASE_DIR)/libustack.a $(PREFIX)/lib/
+	install -m 0644 include/ustack.h $(PREFIX)/include/
+	install -m 0644 include/fstack/*.h $(PREFIX)/include/fstack/
+	for pc in ustack ustack-fstack; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' crates/capi/pkgconfig/$$pc.pc.in \
+	    > $(PREFIX)/lib/pkgconfig/$$pc.pc; \
+	done
+
+# The C examples and the ABI test, built against an installed copy of the
+# library with pkg-config (warnings are errors), into target/c-examples
+# (the interop suite runs them from there).
+CAPI_PREFIX := $(CURDIR)/target/capi-prefix
+C_EXAMPLES := $(CURDIR)/target/c-examples
+C_FLAGS := -O2 -g -Wall -Wextra -Werror
+
+c-examples: build
+	rm -rf $(CAPI_PREFIX) $(C_EXAMPLES)
+	$(MAKE) --no-print-directory install-files PREFIX=$(CAPI_PREFIX)
+	mkdir -p $(C_EXAMPLES)
+	set -e; export PKG_CONFIG_PATH=$(CAPI_PREFIX)/lib/pkgconfig; rpath=-Wl,-rpath,$(CAPI_PREFIX)/lib; \
+	for ex in echo_native http_native; do \
+	  cc $(C_FLAGS) -o $(C_EXAMPLES)/$$ex examples/c/$$ex.c $$(pkg-config --cflags --libs ustack) $$rpath; \
+	done; \
+	for ex in echo_fstack http_fstack; do \
+	  cc $(C_FLAGS) -o $(C_EXAMPLES)/$$ex examples/c/$$ex.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath; \
+	done; \
+	cc $(C_FLAGS) -o $(C_EXAMPLES)/abi_test tests/c/abi_test.c $$(pkg-config --cflags --libs ustack) -lpthread $$rpath
 
 # Fuzzing (cargo fuzz, nightly). `make fuzz` runs until stopped.
 fuzz: deps

@@ -226,7 +226,7 @@ fn describe(engine: &Engine<PortLink>, program: &str) {
 pub fn init(args: &[String]) -> Result<(), (String, Errno)> {
     let program = program(args);
     if INITIALIZED.swap(true, Ordering::SeqCst) {
-        return Err(("already initialised".into(), Errno::EALREADY));
+        return Err((format!("{program}: already initialised"), Errno::EALREADY));
     }
     let r = (|| {
         let a = InitArgs::parse(args)?;

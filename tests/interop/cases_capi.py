@@ -1,0 +1,170 @@
+"""The C API against the Linux kernel: the C examples (examples/c: echo and
+HTTP servers on the native API and on the F-Stack ff_* API) and the ABI
+test (tests/c/abi_test.c), built by `make c-examples` against an installed
+libustack with pkg-config into target/c-examples, each serving a kernel
+peer over a veth (AF_PACKET)."""
+
+import os
+import random
+import socket
+import subprocess
+import threading
+
+import harness as h
+import tcp_tools as tt
+from cases import SUBNETS, curl, tcp_echo_test, test
+from harness import check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+SUBNETS.update({
+    "capi_echo_native_af_packet": 210, "capi_http_native_af_packet": 211,
+    "capi_echo_fstack_af_packet": 212, "capi_http_fstack_af_packet": 213,
+    "capi_abi_af_packet": 214,
+})
+
+
+def c_program(ctx, name):
+    """A program of target/c-examples (beside --bin-dir), which must exist."""
+    bin_dir = os.path.dirname(ctx.binaries["ustack-echo"])
+    d = os.environ.get("USTACK_C_EXAMPLES", os.path.join(os.path.dirname(bin_dir), "c-examples"))
+    path = os.path.join(d, name)
+    check(os.access(path, os.X_OK), f"no {path}: build it with `make c-examples`")
+    return path
+
+
+def start(ctx, name, program, extra_args=()):
+    """A veth topology with `program` (a C example) on ustack's side."""
+    t = ctx.topo("af_packet", SUBNETS[name], binary=c_program(ctx, program))
+    t.ustack = h.Ustack(t.binary, t.workdir, t.config(), netns=t.ns_u, extra_args=extra_args,
+                        name=program).start()
+    t.ustack_mac = t.ustack.mac()
+    t.wait_ready()
+    return t
+
+
+@test("capi_echo_native_af_packet", budget=90)
+def _(ctx):
+    t = start(ctx, "capi_echo_native_af_packet", "echo_native", ("--answer-port", "9999"))
+    tcp_echo_test(t, 4, 1024 * 1024, 21)
+    s = t.udp_socket()
+    try:
+        rnd = random.Random(22)
+        for size in (1, 100, 1472, 4000):
+            payload = rnd.randbytes(size)
+            data, src = h.udp_echo(s, (t.ustack_ip, 7), payload)
+            check(data == payload and src == (t.ustack_ip, 7),
+                  f"UDP echo of {size} bytes: {None if data is None else len(data)} bytes from {src}")
+        # The dispatcher answers port 9999 itself: the stack never sees it.
+        before = t.ustack.wait_stats(lambda x: x.get("udp_datagrams_received", 0) == 4,
+                                     what="4 datagrams received")["udp_datagrams_received"]
+        data, src = h.udp_echo(s, (t.ustack_ip, 9999), b"straight back")
+        check(data == b"straight back" and src == (t.ustack_ip, 9999),
+              f"the dispatcher's answer: {data!r} from {src}")
+    finally:
+        s.close()
+    st = t.ustack.wait_stats(lambda x: x.get("hook_answered", 0) == 1, what="hook_answered = 1")
+    check(st.get("udp_datagrams_received", 0) == before,
+          f"the answered datagram reached the stack: {h.nonzero(st)}")
+    err = t.ustack.stop()
+    check("dispatcher answered 1 datagrams" in err, f"echo_native's last words: {err[-300:]}")
+
+
+@test("capi_http_native_af_packet", budget=60)
+def _(ctx):
+    t = start(ctx, "capi_http_native_af_packet", "http_native")
+    out = os.path.join(ctx.workdir, "page.html")
+    code, size, _ = curl(t, f"http://{t.ustack_ip}/", out)
+    with open(out, "rb") as f:
+        page = f.read()
+    check(code == 200 and size == len(page) and b"Hello from ustack's C API" in page,
+          f"GET /: {code}, {size} bytes: {page[:80]!r}")
+    raw = (b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n" b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+           b"GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    resp, eof = tt.http_exchange(t.ns_k, (t.ustack_ip, 80), raw)
+    check([r[0] for r in resp] == [200, 200, 200] and all(r[2] == page for r in resp),
+          f"3 pipelined requests: {[(r[0], len(r[2])) for r in resp]}")
+    check(eof, "no close after Connection: close")
+    t.ustack.stop()
+
+
+@test("capi_echo_fstack_af_packet", budget=90)
+def _(ctx):
+    t = start(ctx, "capi_echo_fstack_af_packet", "echo_fstack", ("--proc-type", "primary", "--proc-id", "0"))
+    tcp_echo_test(t, 4, 1024 * 1024, 23)
+    st = t.ustack.wait_stats(lambda s: s.get("tcp_passive_opens", 0) == 4 and s.get("tcp_connections", 0) == 0,
+                             timeout=5, what="4 connections, every one closed")
+    check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
+    # An F-Stack program runs until it is killed (ff_run never returns).
+    check(t.ustack.running(), "echo_fstack exited")
+
+
+@test("capi_http_fstack_af_packet", budget=60)
+def _(ctx):
+    t = start(ctx, "capi_http_fstack_af_packet", "http_fstack")
+    out = os.path.join(ctx.workdir, "page.html")
+    code, size, _ = curl(t, f"http://{t.ustack_ip}/", out)
+    with open(out, "rb") as f:
+        page = f.read()
+    check(code == 200 and size == 66 and b"Hello, ff_* API" in page, f"GET /: {code}, {size} bytes: {page!r}")
+    # Several requests on one kept-alive connection (curl reuses it).
+    urls = [f"http://{t.ustack_ip}/{i}" for i in range(5)]
+    p = h.nsx(t.ns_k, "curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n",
+              *[a for u in urls for a in (u, "-o", "/dev/null")], check_rc=False, timeout=15)
+    lines = p.stdout.split("\n")[:5]
+    check(p.returncode == 0 and [ln.split()[0] for ln in lines] == ["200"] * 5,
+          f"5 requests: rc={p.returncode} {p.stdout!r} {p.stderr!r}")
+    check(sum(int(ln.split()[1]) for ln in lines) == 1, f"5 requests on one connection: {p.stdout!r}")
+    check(t.ustack.running(), "http_fstack exited")
+
+
+@test("capi_abi_af_packet", budget=60)
+def _(ctx):
+    t = ctx.topo("af_packet", SUBNETS["capi_abi_af_packet"])
+    # The kernel's side: TCP echo (kernel_echo_server.py) and UDP echo on 7.
+    log = open(os.path.join(ctx.workdir, "kernel-echo.log"), "wb")
+    p = subprocess.Popen(["ip", "netns", "exec", t.ns_k, "/usr/bin/python3",
+                          os.path.join(HERE, "kernel_echo_server.py"), t.kernel_ip],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop_server():
+        p.terminate()
+        p.wait(5)
+        log.close()
+
+    h.on_cleanup("kernel echo server", stop_server)
+    udp = h.netns_socket(t.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind((t.kernel_ip, 7))
+    udp.settimeout(0.2)
+    done = threading.Event()
+
+    def udp_echo():
+        while not done.is_set():
+            try:
+                data, src = udp.recvfrom(65535)
+            except (socket.timeout, OSError):
+                continue
+            udp.sendto(data, src)
+
+    th = threading.Thread(target=udp_echo, daemon=True)
+    th.start()
+
+    def stop_udp():
+        done.set()
+        th.join(2)
+        udp.close()
+
+    h.on_cleanup("UDP echo", stop_udp)
+    cfg = os.path.join(ctx.workdir, "abi.ini")
+    with open(cfg, "w") as f:
+        f.write(t.config())
+    # The kernel's TCP server must be listening before the test connects.
+    for _ in range(100):
+        if h.nsx(t.ns_k, "ss", "-ltn", "sport = :7", check_rc=False).stdout.count("LISTEN"):
+            break
+        threading.Event().wait(0.05)
+    r = h.nsx(t.ns_u, c_program(ctx, "abi_test"), "--conf", cfg, "--peer", t.kernel_ip,
+              check_rc=False, timeout=30)
+    print(f"    {r.stdout.strip()}")
+    check(r.returncode == 0 and "checks passed" in r.stdout,
+          f"abi_test: rc={r.returncode}\n{r.stdout}{r.stderr}")
