@@ -797,3 +797,4 @@ import cases_cores  # noqa: E402,F401
 import cases_xdp  # noqa: E402,F401
 import cases_cores_xdp  # noqa: E402,F401
 import cases_capi  # noqa: E402,F401
+import cases_cores_dpdk  # noqa: E402,F401

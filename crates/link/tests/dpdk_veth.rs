@@ -517,3 +517,86 @@ fn reassembled_datagram_fits_an_mbuf() {
     assert_eq!(frame.len(), 14 + 20 + 8 + 4000);
     assert_eq!(&frame[42..], &payload[..]);
 }
+
+#[test]
+fn queue_pairs_each_with_a_pool_of_their_own_on_their_own_threads() {
+    if !is_root() {
+        eprintln!("skipped: DPDK test needs root");
+        return;
+    }
+    let _serial = serial();
+    test_eal();
+    let y = 90 + (std::process::id() % 30) as u8;
+    let veth = Veth::new("q", y, false);
+    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
+    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={},qpairs=2", veth.outer)).unwrap();
+    let cfg = DpdkPortConfig {
+        pool_size: 512,
+        rx_desc: 128,
+        tx_desc: 128,
+        reserve: 16,
+        ..DpdkPortConfig::new(port)
+    };
+    // More queue pairs than the device has: refused, saying how to get them.
+    let err = DpdkLink::open_queues(&cfg, 3).err().unwrap();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("qpairs=3"), "{err}");
+
+    let mut links = DpdkLink::open_queues(&cfg, 2).unwrap();
+    assert_eq!(links.len(), 2);
+    let mac = links[0].info().mac;
+    assert_eq!(links[1].info().mac, mac);
+    assert_eq!((links[0].queue(), links[1].queue()), (0, 1));
+    // Each queue has a pool of the configured size: an mbuf of one is not
+    // in the memory of the other.
+    let a = links[0].alloc_tx().unwrap();
+    let b = links[1].alloc_tx().unwrap();
+    assert!(links[0].owns_memory_of(&a) && !links[1].owns_memory_of(&a));
+    assert!(links[1].owns_memory_of(&b) && !links[0].owns_memory_of(&b));
+    assert_eq!(links[1].pool_levels().1, 512);
+    drop((a, b));
+
+    // Datagrams from 64 source ports: the driver's fanout spreads them over
+    // both queues, each read by a thread of its own, and none is lost.
+    let me = format!("10.99.{y}.2");
+    veth.set_neighbor(&me, mac);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = links
+        .drain(..)
+        .map(|mut link| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut got = 0u32;
+                let mut out = Vec::new();
+                while !stop.load(Ordering::Acquire) {
+                    link.rx_burst(&mut out, MAX_BURST).unwrap();
+                    for m in out.drain(..) {
+                        let d = m.data();
+                        if d.len() >= 42 && d[23] == 17 && d[36..38] == [0x23, 0x28] {
+                            got += 1;
+                        }
+                        link.recycle(m);
+                    }
+                    link.service().unwrap();
+                }
+                (link.queue(), got, link.stats().rx_frames)
+            })
+        })
+        .collect();
+    let dst = format!("{me}:9000");
+    veth.in_ns(move || {
+        for _ in 0..64 {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.send_to(b"to-some-queue", dst.as_str()).unwrap();
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Release);
+    let per_queue: Vec<(u16, u32, u64)> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let total: u32 = per_queue.iter().map(|q| q.1).sum();
+    assert_eq!(total, 64, "datagrams per queue {per_queue:?}");
+    assert!(
+        per_queue.iter().all(|q| q.1 > 0),
+        "both queues must receive: {per_queue:?}"
+    );
+}

@@ -13,7 +13,13 @@
 //!   lock-free ring.
 //! - `af_xdp`: one AF_XDP socket per engine on the interface's queue of the
 //!   same number (`crate::xdp`); the NIC's RSS picks the queue, and the
-//!   dispatcher steers frames that landed on another engine's queue.
+//!   dispatcher steers frames that landed on another engine's queue. (The
+//!   XDP program cannot do this steering itself: the kernel delivers to an
+//!   AF_XDP socket only frames of the queue it is bound to.)
+//! - `dpdk`: queue pair `e` of the port for engine `e`, each queue with a
+//!   pool of its own (`crate::dpdk`); the port's RSS (the symmetric key with
+//!   `symmetric_rss`) or, without RSS, the driver picks the queue, and the
+//!   dispatcher steers as for AF_XDP.
 //!
 //! Either way an outgoing connection's source port is chosen so that the
 //! reply hashes to the engine that opened it (`stack::steer`), ARP is seen
@@ -46,6 +52,8 @@ pub enum QueueLink {
     AfPacket(AfPacketLink),
     Tap(TapLink),
     AfXdp(Box<link::AfXdpLink>),
+    #[cfg(feature = "dpdk")]
+    Dpdk(link::dpdk::DpdkLink),
 }
 
 impl QueueLink {
@@ -54,6 +62,8 @@ impl QueueLink {
             QueueLink::AfPacket(l) => PortLink::AfPacket(l),
             QueueLink::Tap(l) => PortLink::Tap(l),
             QueueLink::AfXdp(l) => PortLink::AfXdp(l),
+            #[cfg(feature = "dpdk")]
+            QueueLink::Dpdk(l) => PortLink::Dpdk(l),
         }
     }
 
@@ -62,6 +72,8 @@ impl QueueLink {
             QueueLink::AfPacket(l) => l.info(),
             QueueLink::Tap(l) => l.info(),
             QueueLink::AfXdp(l) => l.info(),
+            #[cfg(feature = "dpdk")]
+            QueueLink::Dpdk(l) => l.info(),
         }
     }
 }
@@ -141,7 +153,11 @@ fn open_err(port: &PortConfig) -> impl Fn(std::io::Error) -> SetupError + '_ {
 }
 
 /// Opens one port's queue for every engine.
-fn open_port(port: &PortConfig, engines: usize) -> Result<Vec<QueueLink>, SetupError> {
+fn open_port(
+    cfg: &Config,
+    port: &PortConfig,
+    engines: usize,
+) -> Result<Vec<QueueLink>, SetupError> {
     let err = open_err(port);
     let mut links = Vec::with_capacity(engines);
     match &port.link {
@@ -182,10 +198,22 @@ fn open_port(port: &PortConfig, engines: usize) -> Result<Vec<QueueLink>, SetupE
             .into_iter()
             .map(|l| QueueLink::AfXdp(Box::new(l)))
             .collect()),
-        LinkSpec::Dpdk => Err(SetupError::Unsupported {
-            port: port.id,
-            link: format!("{} with several engines or [kni]", link_name(&port.link)),
-        }),
+        // Queue pair `e` for engine `e`.
+        #[cfg(feature = "dpdk")]
+        LinkSpec::Dpdk => Ok(crate::dpdk::open_queues(&cfg.dpdk, port, engines)
+            .map_err(&err)?
+            .into_iter()
+            .map(QueueLink::Dpdk)
+            .collect()),
+        #[cfg(not(feature = "dpdk"))]
+        LinkSpec::Dpdk => {
+            let _ = cfg;
+            Err(SetupError::MissingFeature {
+                port: port.id,
+                link: link_name(&port.link),
+                feature: "dpdk",
+            })
+        }
     }
 }
 
@@ -210,7 +238,7 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
     // Queues, port by port (fanout groups are joined in engine order).
     let mut per_engine: Vec<Vec<QueueLink>> = (0..n).map(|_| Vec::new()).collect();
     for port in &cfg.ports {
-        for (e, link) in open_port(port, n)?.into_iter().enumerate() {
+        for (e, link) in open_port(cfg, port, n)?.into_iter().enumerate() {
             per_engine[e].push(link);
         }
     }

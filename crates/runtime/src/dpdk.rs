@@ -75,22 +75,41 @@ fn prev_power_of_two(n: u32) -> u32 {
 
 /// Starts the EAL (once per process) and opens port N.
 pub fn open(d: &DpdkConfig, port: &PortConfig) -> io::Result<DpdkLink> {
+    let mut links = open_queues(d, port, 1)?;
+    Ok(links.remove(0))
+}
+
+/// Starts the EAL (once per process) and opens port N with one queue pair
+/// per engine, queue `e` for engine `e`.
+pub fn open_queues(d: &DpdkConfig, port: &PortConfig, engines: usize) -> io::Result<Vec<DpdkLink>> {
     eal::init(&eal_config(d))?;
-    let link = DpdkLink::open(&port_config(d, port))?;
+    let queues = u16::try_from(engines)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many engines"))?;
+    let links = DpdkLink::open_queues(&port_config(d, port), queues)?;
+    let link = &links[0];
     let o = link.offloads();
     eprintln!(
-        "ustack: [port{}] dpdk port {} ({}): rx checksum offload tcp={} udp={}, tx checksum \
-         offload tcp={} udp={}, tso={}, vlan strip={}, rss={}",
+        "ustack: [port{}] dpdk port {} ({}): {} queue pair(s), rx checksum offload tcp={} \
+         udp={}, tx checksum offload tcp={} udp={}, tso={}, vlan strip={}, rss={}{}",
         port.id,
         link.port_id(),
         link.driver(),
+        links.len(),
         o.rx_tcp_csum,
         o.rx_udp_csum,
         o.tx_tcp_csum,
         o.tx_udp_csum,
         o.tso,
         o.vlan_strip,
-        o.rss_hf != 0
+        o.rss_hf != 0,
+        // Whatever queue the port puts a frame on (its RSS hash, or for a
+        // port without RSS queue 0 or the driver's own rule), the engine
+        // that reads it hands it to the engine of its flow.
+        match (links.len() > 1, o.rss_hf != 0 && d.symmetric_rss) {
+            (true, true) => " with the symmetric key; frames steered to their engine",
+            (true, false) => "; frames steered to their engine",
+            _ => "",
+        }
     );
     if d.tso {
         eprintln!(
@@ -98,7 +117,7 @@ pub fn open(d: &DpdkConfig, port: &PortConfig) -> io::Result<DpdkLink> {
              at the MTU"
         );
     }
-    Ok(link)
+    Ok(links)
 }
 
 #[cfg(test)]

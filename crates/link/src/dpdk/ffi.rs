@@ -131,7 +131,7 @@ extern "C" {
     pub fn ustack_dpdk_port_start(
         port: u16,
         conf: *mut PortConf,
-        pool: *mut RteMempool,
+        pools: *const *mut RteMempool,
         step: *mut *const c_char,
     ) -> c_int;
     pub fn ustack_dpdk_port_close(port: u16);

@@ -131,15 +131,28 @@ pub(crate) struct MbufPool {
 // calls (multi-producer, multi-consumer ring).
 unsafe impl Send for MbufPool {}
 
+// SAFETY: every call through `&MbufPool` is a DPDK mempool call that is
+// safe from several threads at once (allocation and freeing go through the
+// pool's multi-producer, multi-consumer ring; a thread that is not an EAL
+// lcore bypasses the per-lcore caches), or reads its fixed fields.
+unsafe impl Sync for MbufPool {}
+
 impl MbufPool {
     /// A pool of `n` mbufs with `data_room` bytes of buffer each (headroom
-    /// included), on NUMA node `socket` (-1: any).
-    pub(crate) fn create(name: &str, n: u32, data_room: u16, socket: i32) -> io::Result<MbufPool> {
+    /// included), on NUMA node `socket` (-1: any), with per-lcore caches
+    /// when `cached`.
+    pub(crate) fn create(
+        name: &str,
+        n: u32,
+        data_room: u16,
+        socket: i32,
+        cached: bool,
+    ) -> io::Result<MbufPool> {
         let c = CString::new(name)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pool name has a NUL"))?;
         // A per-lcore cache of up to 256, at most an eighth of the pool so a
         // small pool is not stranded in caches.
-        let cache = (n / 8).min(256);
+        let cache = if cached { (n / 8).min(256) } else { 0 };
         // SAFETY: `c` is a valid C string for the call; the other arguments
         // are plain values. The result is checked for NULL.
         let p = unsafe { ffi::ustack_dpdk_pool_create(c.as_ptr(), n, cache, data_room, socket) };

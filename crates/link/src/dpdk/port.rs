@@ -2,6 +2,7 @@
 
 use std::ffi::CStr;
 use std::io;
+use std::sync::Arc;
 
 use super::eal::{self, dpdk_error};
 use super::ffi;
@@ -123,10 +124,10 @@ struct Counters {
 /// One RX/TX queue pair of a DPDK port.
 pub struct DpdkLink {
     // Field order matters for drop: the reserve goes back to the pool, then
-    // the port closes (its rings free their mbufs), then the pool.
+    // the port's share (the last queue's link closes the port, whose rings
+    // free their mbufs, then the pools).
     reserve: Vec<Mbuf>,
-    port: PortGuard,
-    pool: MbufPool,
+    shared: Arc<PortQueues>,
     queue: u16,
     reserve_target: usize,
     info: LinkInfo,
@@ -139,8 +140,27 @@ pub struct DpdkLink {
     tx: Box<[ffi::Tx; MAX_BURST]>,
 }
 
+// SAFETY: a link may move to another thread (its engine's) as a whole. Its
+// queue pair is used by this link alone, whatever thread it is on; DPDK
+// requires only that one thread at a time uses a queue. The pointers in the
+// burst descriptors (`rx`, `tx`) are scratch, filled and read within one
+// burst call and never dereferenced after it; the mbufs they named are
+// owned by `Mbuf` values (Send) or by the driver by then. The shared port
+// and pools are Sync (`PortQueues`).
+unsafe impl Send for DpdkLink {}
+
 /// Closes the port on drop.
 struct PortGuard(u16);
+
+/// What the queue pairs of one port share: the port, and the pool of each
+/// queue (queue q receives into `pools[q]`; each queue's link allocates
+/// only from its own, so the engines share no pool). Gone with the last
+/// queue's link; field order: the port closes first, so every mbuf its
+/// rings hold is back before the pools are freed.
+struct PortQueues {
+    port: PortGuard,
+    pools: Vec<MbufPool>,
+}
 
 impl Drop for PortGuard {
     fn drop(&mut self) {
@@ -180,6 +200,18 @@ impl DpdkLink {
     /// Sets up and starts DPDK port `cfg.port_id` with one queue pair and
     /// a pool of its own. The EAL must be started ([`eal::init`]).
     pub fn open(cfg: &DpdkPortConfig) -> io::Result<DpdkLink> {
+        let mut links = DpdkLink::open_queues(cfg, 1)?;
+        Ok(links.remove(0))
+    }
+
+    /// Sets up and starts DPDK port `cfg.port_id` with `queues` queue
+    /// pairs, one link each (one per engine: link q reads RX queue q and
+    /// writes TX queue q), each queue with a pool of `cfg.pool_size` mbufs
+    /// of its own. With several queues the port spreads received frames
+    /// over them by RSS where it has it (with the symmetric key when
+    /// `cfg.symmetric_rss`); a port without RSS delivers everything to
+    /// queue 0. Fails when the port has fewer queues than asked.
+    pub fn open_queues(cfg: &DpdkPortConfig, queues: u16) -> io::Result<Vec<DpdkLink>> {
         if !eal::is_started() {
             return Err(io::Error::other(
                 "the DPDK EAL is not started (link::dpdk::eal::init first)",
@@ -211,6 +243,18 @@ impl DpdkLink {
         }
         let dev = port_info(port_id)?;
         let driver = c_str(&dev.driver);
+        if queues == 0 || queues > dev.max_rx_queues || queues > dev.max_tx_queues {
+            let hint = if driver == "net_af_packet" {
+                format!(" (its vdev takes qpairs={queues})")
+            } else {
+                String::new()
+            };
+            return Err(invalid(format!(
+                "port {port_id} ({driver}) has at most {} RX and {} TX queues; {queues} queue \
+                 pairs asked, one per engine{hint}",
+                dev.max_rx_queues, dev.max_tx_queues
+            )));
+        }
         let buf_size = cfg
             .buf_size
             .max(device_frame_size(&driver, &c_str(&dev.devargs)));
@@ -255,8 +299,21 @@ impl DpdkLink {
         offloads.rss_hf = dev.flow_type_rss_offloads & rss_wanted;
 
         // One pool per port queue, named after both (DPDK names are global).
-        let pool_name = format!("ustack_p{port_id}_q0");
-        let pool = MbufPool::create(&pool_name, cfg.pool_size, data_room, dev.socket_id)?;
+        // With several queues the links run on threads that are not EAL
+        // lcores, which DPDK's per-lcore caches do not serve: a cache would
+        // only strand mbufs the opening thread (an lcore) left in it.
+        let pools = (0..queues)
+            .map(|q| {
+                MbufPool::create(
+                    &format!("ustack_p{port_id}_q{q}"),
+                    cfg.pool_size,
+                    data_room,
+                    dev.socket_id,
+                    queues == 1,
+                )
+            })
+            .collect::<io::Result<Vec<MbufPool>>>()?;
+        let pool_ptrs: Vec<*mut ffi::RteMempool> = pools.iter().map(MbufPool::as_ptr).collect();
 
         let mut conf = ffi::PortConf {
             rx_offloads,
@@ -267,7 +324,7 @@ impl DpdkLink {
             } else {
                 std::ptr::null()
             },
-            nb_queues: 1,
+            nb_queues: queues,
             nb_rxd: cfg.rx_desc,
             nb_txd: cfg.tx_desc,
             mtu: cfg.mtu.unwrap_or(0),
@@ -276,11 +333,16 @@ impl DpdkLink {
         };
         let mut step: *const libc::c_char = std::ptr::null();
         // SAFETY: `conf` and the key/MAC it points to live across the call;
-        // the pool is live and stays so while the port runs (the link owns
-        // both and closes the port first); `step` receives a static string.
-        let r =
-            unsafe { ffi::ustack_dpdk_port_start(port_id, &mut conf, pool.as_ptr(), &mut step) };
-        let port = PortGuard(port_id);
+        // `pool_ptrs` holds `queues` live pools, which stay so while the
+        // port runs (`PortQueues` owns them and closes the port first);
+        // `step` receives a static string.
+        let r = unsafe {
+            ffi::ustack_dpdk_port_start(port_id, &mut conf, pool_ptrs.as_ptr(), &mut step)
+        };
+        let shared = Arc::new(PortQueues {
+            port: PortGuard(port_id),
+            pools,
+        });
         if r != 0 {
             let call = if step.is_null() {
                 "rte_eth_dev_start".to_string()
@@ -295,13 +357,6 @@ impl DpdkLink {
         // The MAC and MTU after setup.
         let dev = port_info(port_id)?;
         let mtu = usize::from(dev.mtu).min(buf_size.saturating_sub(FRAME_OVERHEAD));
-        let mut reserve_bufs = Vec::with_capacity(reserve);
-        while reserve_bufs.len() < reserve {
-            match pool.alloc() {
-                Some(m) => reserve_bufs.push(m),
-                None => break,
-            }
-        }
         let empty_rx = ffi::Rx {
             mbuf: std::ptr::null_mut(),
             data: std::ptr::null_mut(),
@@ -318,23 +373,34 @@ impl DpdkLink {
             offload: 0,
             pad: 0,
         };
-        Ok(DpdkLink {
-            reserve: reserve_bufs,
-            port,
-            pool,
-            queue: 0,
-            reserve_target: reserve,
-            info: LinkInfo {
-                name: c_str(&dev.name),
-                mac: dev.mac,
-                mtu,
-            },
-            driver,
-            offloads,
-            counters: Counters::default(),
-            rx: Box::new([empty_rx; MAX_BURST]),
-            tx: Box::new([empty_tx; MAX_BURST]),
-        })
+        let links = (0..queues)
+            .map(|queue| {
+                let mut link = DpdkLink {
+                    reserve: Vec::with_capacity(reserve),
+                    shared: Arc::clone(&shared),
+                    queue,
+                    reserve_target: reserve,
+                    info: LinkInfo {
+                        name: c_str(&dev.name),
+                        mac: dev.mac,
+                        mtu,
+                    },
+                    driver: driver.clone(),
+                    offloads,
+                    counters: Counters::default(),
+                    rx: Box::new([empty_rx; MAX_BURST]),
+                    tx: Box::new([empty_tx; MAX_BURST]),
+                };
+                // With one queue the opening thread is the engine's; with
+                // several, each engine fills its reserve on its own thread
+                // (`service`), so no lcore cache is involved.
+                if queues == 1 {
+                    link.refill_reserve();
+                }
+                link
+            })
+            .collect();
+        Ok(links)
     }
 
     /// The port's driver (`net_af_packet`, `net_ixgbe`, ...).
@@ -344,7 +410,16 @@ impl DpdkLink {
 
     /// The ethdev port id.
     pub fn port_id(&self) -> u16 {
-        self.port.0
+        self.shared.port.0
+    }
+
+    /// The queue pair this link reads and writes.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    fn pool(&self) -> &MbufPool {
+        &self.shared.pools[usize::from(self.queue)]
     }
 
     /// The offloads in use.
@@ -355,18 +430,18 @@ impl DpdkLink {
     /// Whether the port is in promiscuous mode.
     pub fn promiscuous(&self) -> bool {
         // SAFETY: the port is started; the call reads its state.
-        unsafe { ffi::ustack_dpdk_promiscuous_get(self.port.0) == 1 }
+        unsafe { ffi::ustack_dpdk_promiscuous_get(self.shared.port.0) == 1 }
     }
 
     /// Mbufs in the pool now, and the pool's size.
     pub fn pool_levels(&self) -> (u32, u32) {
-        (self.pool.available(), self.pool.size())
+        (self.pool().available(), self.pool().size())
     }
 
     /// Whether `buf`'s bytes lie in this link's mbuf memory: the proof that
     /// a received frame was not copied out of its mbuf.
     pub fn owns_memory_of(&self, buf: &Mbuf) -> bool {
-        self.pool.contains(buf.data().as_ptr())
+        self.pool().contains(buf.data().as_ptr())
     }
 
     /// The size of the page holding `buf`'s bytes: 4 KiB without
@@ -392,7 +467,7 @@ impl DpdkLink {
 
     fn refill_reserve(&mut self) {
         while self.reserve.len() < self.reserve_target {
-            match self.pool.alloc() {
+            match self.pool().alloc() {
                 Some(m) => self.reserve.push(m),
                 None => break,
             }
@@ -517,7 +592,7 @@ impl Link for DpdkLink {
         // SAFETY: the port is started with queue `self.queue`, used by this
         // link only; `self.rx` has room for MAX_BURST entries.
         let n = unsafe {
-            ffi::ustack_dpdk_rx_burst(self.port.0, self.queue, self.rx.as_mut_ptr(), max)
+            ffi::ustack_dpdk_rx_burst(self.shared.port.0, self.queue, self.rx.as_mut_ptr(), max)
         };
         let mut taken = 0;
         for rx in &self.rx[..usize::from(n)] {
@@ -555,7 +630,7 @@ impl Link for DpdkLink {
     }
 
     fn alloc_tx(&mut self) -> Option<Mbuf> {
-        let m = self.pool.alloc();
+        let m = self.pool().alloc();
         if m.is_none() {
             self.counters.pool_exhausted += 1;
         }
@@ -563,7 +638,7 @@ impl Link for DpdkLink {
     }
 
     fn alloc_tx_reserved(&mut self) -> Option<Mbuf> {
-        if let Some(m) = self.pool.alloc() {
+        if let Some(m) = self.pool().alloc() {
             return Some(m);
         }
         let m = self.reserve.pop();
@@ -604,7 +679,7 @@ impl Link for DpdkLink {
         // the port and queue are this link's. The driver takes the first
         // `sent` of them, whose ownership passes to it below.
         let sent = usize::from(unsafe {
-            ffi::ustack_dpdk_tx_burst(self.port.0, self.queue, self.tx.as_ptr(), n as u16)
+            ffi::ustack_dpdk_tx_burst(self.shared.port.0, self.queue, self.tx.as_ptr(), n as u16)
         });
         let mut sent_bytes = 0;
         for b in bufs.drain(..sent) {
@@ -628,8 +703,10 @@ impl Link for DpdkLink {
     fn stats(&self) -> LinkStats {
         let mut port = [0u64; 8];
         // SAFETY: the port is started; `port` is a live out-parameter.
-        let r = unsafe { ffi::ustack_dpdk_port_stats(self.port.0, &mut port) };
-        let (imissed, ierrors, oerrors, rx_nombuf) = if r == 0 {
+        let r = unsafe { ffi::ustack_dpdk_port_stats(self.shared.port.0, &mut port) };
+        // The port's own counters are the whole port's: queue 0's link
+        // reports them, so the engines' sums count them once.
+        let (imissed, ierrors, oerrors, rx_nombuf) = if r == 0 && self.queue == 0 {
             (port[4], port[5], port[6], port[7])
         } else {
             (0, 0, 0, 0)

@@ -133,11 +133,12 @@ struct ustack_port_conf {
 };
 
 /*
- * Configures, sets up nb_queues RX/TX queue pairs (RX into `pool`) and
- * starts the port.  Returns 0 or a negative errno; `*step` names the call
- * that failed.  nb_rxd/nb_txd are in-out: the driver may adjust them.
+ * Configures, sets up nb_queues RX/TX queue pairs (queue q receives into
+ * pools[q]) and starts the port.  Returns 0 or a negative errno; `*step`
+ * names the call that failed.  nb_rxd/nb_txd are in-out: the driver may
+ * adjust them.
  */
-int ustack_dpdk_port_start(uint16_t port, struct ustack_port_conf *conf, void *pool,
+int ustack_dpdk_port_start(uint16_t port, struct ustack_port_conf *conf, void *const *pools,
                            const char **step) {
     struct rte_eth_conf ec;
     struct rte_eth_dev_info info;
@@ -186,7 +187,8 @@ int ustack_dpdk_port_start(uint16_t port, struct ustack_port_conf *conf, void *p
         rxc.offloads = conf->rx_offloads;
         txc.offloads = conf->tx_offloads;
         *step = "rte_eth_rx_queue_setup";
-        rc = rte_eth_rx_queue_setup(port, q, conf->nb_rxd, socket, &rxc, (struct rte_mempool *)pool);
+        rc = rte_eth_rx_queue_setup(port, q, conf->nb_rxd, socket, &rxc,
+                                    (struct rte_mempool *)pools[q]);
         if (rc != 0)
             return rc;
         *step = "rte_eth_tx_queue_setup";

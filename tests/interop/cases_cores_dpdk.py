@@ -1,0 +1,118 @@
+"""Interop tests of one engine per core over DPDK (`link=dpdk`,
+`lcore_mask=3`): port 0 is DPDK's af_packet driver on one end of a
+two-queue veth with two queue pairs (`qpairs=2`), engine i on queue pair
+i, each queue with an mbuf pool of its own; the EAL runs without hugepages.
+
+The af_packet driver spreads received frames over its queues by the
+kernel's fanout hash (keyed per boot, so not ustack's) and reports no RSS;
+a frame on the other engine's queue is handed to it over the dispatcher's
+SPSC ring (``steer_forwarded``).
+
+The driver's fanout also rolls a frame over to the other queue when its
+own queue's ring is three quarters full, so under a burst (400 SYNs at
+once) one flow's frames can arrive on both queues, and a handshake's ACK
+reach its engine directly before its SYN comes through the ring (the
+listener then answers the ACK with a reset).  The rings here are 4096
+frames (``framecnt``) so that a burst of the test's size fits."""
+
+import os
+import signal
+import subprocess
+import time
+
+import harness as h
+import tcp_tools as tt
+from cases import SUBNETS, test
+from cases_cores import TwoQueueVeth, engines_share
+from harness import check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUBNETS.update({"cores_tcp_echo_dpdk": 178, "cores_connect_dpdk": 179})
+
+
+class TwoQueueDpdkVeth(TwoQueueVeth):
+    """The two-queue veth of the AF_PACKET cases, ustack's end driven by
+    DPDK's af_packet driver with two queue pairs; the kernel's side sends
+    full checksums (the driver does not pass the kernel's partial-checksum
+    mark on)."""
+
+    def __init__(self, subnet):
+        super().__init__(subnet)
+        h.nsx(self.ns_k, "ethtool", "-K", self.if_k, "tx", "off")
+
+    def config(self, extra=""):
+        vdev = f"net_af_packet0,iface={self.if_u},qpairs=2,framecnt=4096"
+        return ("[dpdk]\nlcore_mask=3\nidle_sleep=100\npkt_tx_delay=0\nno_huge=1\n"
+                f"vdev={vdev}\nfile_prefix={self.ns_u}\n"
+                f"[port0]\nlink=dpdk\naddr={self.ustack_ip}/24\nmemory=1024\n{extra}")
+
+
+def both_queues(st, what):
+    """Each engine read frames from its own queue, none was lost between
+    engines."""
+    frames = engines_share(st, "port0_link_rx_frames")
+    check(all(n > 0 for n in frames), f"{what}: each engine must receive on its own queue: {frames}")
+    full = engines_share(st, "steer_drop_ring_full")
+    check(full == [0, 0], f"{what}: frames dropped for a full ring between engines: {full}")
+    return frames
+
+
+@test("cores_tcp_echo_dpdk", budget=120)
+def _(ctx):
+    v = TwoQueueDpdkVeth(SUBNETS["cores_tcp_echo_dpdk"])
+    u = h.Ustack(ctx.binary, ctx.workdir, v.config(), netns=v.ns_u).start()
+    u.wait_output(r"2 engine\(s\) on cores 0,1", timeout=20)
+    u.wait_output(r"dpdk port 0 \(net_af_packet\): 2 queue pair\(s\)")
+    v.wait_ping(u)
+    payloads = [os.urandom(1000 + 37 * i) for i in range(400)]
+    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=90)
+    bad = [i for i, (a, b) in enumerate(zip(got, payloads)) if a != b]
+    check(not bad, f"{len(bad)} of {len(payloads)} connections not echoed intact (first: {bad[:5]})")
+    st = u.settled_stats()
+    tcp = engines_share(st, "rx_accept_tcp")
+    frames = both_queues(st, "echo")
+    fwd = engines_share(st, "steer_forwarded")
+    print(f"    400 concurrent connections echoed; TCP segments per engine {tcp}; frames received per "
+          f"engine's queue {frames}; handed to the other engine {fwd}")
+    check(all(n > 0.25 * sum(tcp) for n in tcp), f"each engine must serve its share of the flows: {tcp}")
+    check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
+    u.stop()
+
+
+@test("cores_connect_dpdk", budget=120)
+def _(ctx):
+    """Outgoing connections from both engines over DPDK: each picks source
+    ports that hash back to it; replies the driver puts on the other
+    engine's queue are handed over."""
+    v = TwoQueueDpdkVeth(SUBNETS["cores_connect_dpdk"])
+    srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
+                            os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop():
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(5)
+
+    h.on_cleanup(f"echo server pid {srv.pid}", stop)
+    deadline = time.monotonic() + 10
+    while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
+        check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
+        time.sleep(0.05)
+    binary = os.path.join(os.path.dirname(ctx.binary), "ustack-connect")
+    cfg = os.path.join(ctx.workdir, "connect.ini")
+    stats = os.path.join(ctx.workdir, "connect.stats")
+    with open(cfg, "w") as f:
+        f.write(v.config())
+    p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
+              f"{v.kernel_ip}:7", check_rc=False, timeout=90)
+    lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
+    check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
+    check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
+          f"each engine must complete its 150 connections: {lines}")
+    st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
+    opens = engines_share(st, "tcp_active_opens")
+    frames = both_queues(st, "connect")
+    print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "
+          f"frames received per engine's queue {frames}; handed to the other engine "
+          f"{engines_share(st, 'steer_forwarded')}")
+    check(opens == [150, 150], f"active opens per engine: {opens}")
