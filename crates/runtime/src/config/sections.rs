@@ -68,7 +68,8 @@ pub struct KniConfig {
     /// `kni_action`: default, alltokni or alltoff.
     pub kni_action: KniAction,
     /// `ifname`: prefix of the kernel-side interfaces; port N's is
-    /// `{ifname}{N}` (default `veth`, F-Stack's `veth0`...).
+    /// `{ifname}{N}` (default `ustack-kni`: `ustack-kni0`...; F-Stack's was
+    /// `veth`, a name that reads like a veth pair's end).
     pub ifname: String,
     /// `console_packets_ratelimit`, `general_packets_ratelimit`,
     /// `kernel_packets_ratelimit`: packets per second to the kernel at most,
@@ -86,7 +87,7 @@ impl Default for KniConfig {
             tcp_ports: Vec::new(),
             udp_ports: Vec::new(),
             kni_action: KniAction::Default,
-            ifname: "veth".to_string(),
+            ifname: "ustack-kni".to_string(),
             console_packets_ratelimit: 0,
             general_packets_ratelimit: 0,
             kernel_packets_ratelimit: 0,

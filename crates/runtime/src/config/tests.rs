@@ -100,6 +100,7 @@ fn example_parses_without_warnings() {
     assert_eq!(c.kni.tcp_ports, [80, 443]);
     assert_eq!(c.kni.udp_ports, [53]);
     assert!(!c.kni.enable);
+    assert_eq!(c.kni.ifname, "ustack-kni");
     assert_eq!(c.fault, None);
 
     assert_eq!(c.boot.max_sockets, 262_144);
@@ -163,6 +164,9 @@ fn empty_and_minimal() {
     assert!(c.ports.is_empty());
     assert_eq!(c.dpdk, DpdkConfig::default());
     assert_eq!(c, Config::parse("", "config.ini").unwrap());
+    // The exception path's TAP of port N is ustack-kniN unless named.
+    assert_eq!(c.kni.ifname, "ustack-kni");
+    assert_eq!(parse("[kni]\nifname=kx\n").unwrap().kni.ifname, "kx");
     assert_eq!(Config::default().ports, []);
 
     // No port_list: the [portN] sections define it.
@@ -311,6 +315,10 @@ fn invalid_values_name_file_line_section_key() {
         (
             "[kni]\nudp_port=0,53\n",
             "config.ini:2: [kni] udp_port: \"0,53\" has 0 below the minimum 1",
+        ),
+        (
+            "[kni]\nifname=ustack-kni-x\n",
+            "config.ini:2: [kni] ifname: \"ustack-kni-x\" is longer than 10 bytes (the port number is appended)",
         ),
         (
             "[kni]\nenable=1\ntcp_port=80\n",
