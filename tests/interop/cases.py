@@ -37,6 +37,7 @@ class Ctx:
         self.binary = binaries["ustack-echo"]
         self.http = binaries["ustack-http"]
         self.get = binaries["ustack-get"]
+        self.connect = binaries["ustack-connect"]
         self.workdir = None
 
     def topo(self, kind, subnet, binary=None, **kw):

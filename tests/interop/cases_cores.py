@@ -156,7 +156,7 @@ def _(ctx):
     while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
         check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
         time.sleep(0.05)
-    binary = os.path.join(os.path.dirname(ctx.binary), "ustack-connect")
+    binary = ctx.connect
     cfg = os.path.join(ctx.workdir, "connect.ini")
     stats = os.path.join(ctx.workdir, "connect.stats")
     with open(cfg, "w") as f:

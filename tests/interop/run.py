@@ -4,11 +4,13 @@
     sudo /usr/bin/python3 tests/interop/run.py [--bin-dir DIR] [-k NAME]... [-v] [--list]
 
 Runs ustack's programs (ustack-echo: UDP and TCP echo on port 7, ping;
-ustack-http; ustack-get) on one end of a veth pair (AF_PACKET) or a TAP
-device, and the kernel's tools and sockets on the other, each test in
-network namespaces of its own (addresses in 10.99.0.0/16 only).  Needs
-root, /usr/bin/python3 with scapy (python3-scapy), ping (iputils-ping), ip
-(iproute2), ethtool, curl and wrk.
+ustack-http; ustack-get; ustack-connect) on one end of a veth pair
+(AF_PACKET, AF_XDP, DPDK) or a TAP device, and the kernel's tools and
+sockets on the other, each test in network namespaces of its own
+(addresses in 10.99.0.0/16 only).  Needs root, /usr/bin/python3 with scapy
+(python3-scapy), the tools of TOOLS (ip, ss, ping, ethtool, curl, wrk,
+sysctl) and the programs of PROGRAMS in --bin-dir; the preflight checks
+them all before any test runs.
 
 The last line is "N passed, N failed"; the exit status is non-zero when a
 test failed.  A test that cannot run (not root, a tool missing) fails.
@@ -30,7 +32,14 @@ sys.path.insert(0, HERE)
 import harness as h  # noqa: E402
 
 
-PROGRAMS = ("ustack-echo", "ustack-http", "ustack-get")
+# ustack's programs the cases run, all from --bin-dir.
+PROGRAMS = ("ustack-echo", "ustack-http", "ustack-get", "ustack-connect")
+
+# The kernel side's tools the cases run, and the Debian package of each.
+TOOLS = {
+    "ip": "iproute2", "ss": "iproute2", "ping": "iputils-ping", "ethtool": "ethtool", "curl": "curl",
+    "wrk": "wrk", "sysctl": "procps",
+}
 
 
 def preflight(binaries):
@@ -44,9 +53,9 @@ def preflight(binaries):
     except ImportError as e:
         problems.append(f"scapy is missing for {sys.executable} ({e}): apt-get install python3-scapy, "
                         "and run the suite with /usr/bin/python3")
-    for tool in ("ip", "ping", "ethtool", "curl", "wrk"):
+    for tool, package in TOOLS.items():
         if not shutil.which(tool):
-            problems.append(f"'{tool}' not found (apt-get install iproute2 iputils-ping ethtool curl wrk)")
+            problems.append(f"'{tool}' not found (apt-get install {package})")
     for name, binary in binaries.items():
         if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
             problems.append(f"no {name} binary at {binary} (cargo build --release -p apps, or --bin-dir DIR)")
@@ -62,7 +71,7 @@ class Interrupted(BaseException):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(REPO, "target", "release"),
-                    help="where ustack-echo, ustack-http and ustack-get are (default: target/release)")
+                    help="where ustack-echo, ustack-http, ustack-get and ustack-connect are (default: target/release)")
     ap.add_argument("--binary", default=None,
                     help="the ustack-echo to test (default: ustack-echo in --bin-dir)")
     ap.add_argument("-k", action="append", default=[], metavar="NAME",
