@@ -4,7 +4,7 @@
 set -euo pipefail
 
 apt_packages=(
-  build-essential pkg-config iproute2 iputils-ping ethtool socat netcat-openbsd
+  build-essential pkg-config iproute2 iputils-ping ethtool socat netcat-openbsd procps
   tcpdump python3 python3-scapy valgrind curl wrk
   # DPDK 22.11 for the dpdk feature (link=dpdk): libraries, PMDs, headers.
   dpdk dpdk-dev libdpdk-dev
