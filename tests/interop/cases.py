@@ -799,3 +799,4 @@ import cases_xdp  # noqa: E402,F401
 import cases_cores_xdp  # noqa: E402,F401
 import cases_capi  # noqa: E402,F401
 import cases_cores_dpdk  # noqa: E402,F401
+import cases_async  # noqa: E402,F401

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod async_run;
 pub mod connect_echo;
 pub mod echo;
 pub mod http;
@@ -65,7 +66,8 @@ pub fn load_config(program: &str, args: &CommonArgs) -> Result<Config, String> {
     Ok(cfg)
 }
 
-fn describe(engine: &Engine<PortLink>) -> Vec<String> {
+/// One line per interface: name, link, address, MAC, MTU.
+pub(crate) fn describe(engine: &Engine<PortLink>) -> Vec<String> {
     engine
         .stack
         .interfaces()
