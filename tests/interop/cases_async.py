@@ -11,10 +11,11 @@ import threading
 import time
 
 import harness as h
+import tcp_tools as tt
 from cases import SUBNETS, no_tcp_trouble, tcp_echo_test, test
 from harness import check
 
-SUBNETS.update({"async_echo_af_packet": 230, "async_client_af_packet": 231})
+SUBNETS.update({"async_echo_af_packet": 230, "async_client_af_packet": 231, "async_cores_echo_af_packet": 232})
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -65,8 +66,8 @@ def _(ctx):
           f"({udp_stats['resent']} sent again; AF_PACKET ring drops: {st.get('port0_link_rx_dropped', 0)})")
     check(udp_stats["echoed"] == 200, f"UDP: {udp_stats}")
     # Every connection closed by the server after its echo, without resets.
-    st = t.ustack.wait_stats(lambda s: s.get("tcp_connections", 0) == 0, timeout=5,
-                             what="every TCP connection closed")
+    st = t.ustack.wait_stats(lambda s: s.get("tcp_passive_opens", 0) >= 50 and s.get("tcp_connections", 0) == 0,
+                             timeout=5, what="every TCP connection accepted and closed")
     no_tcp_trouble(st, "async echo")
     check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
     check(st.get("tcp_passive_opens", 0) >= 50, f"passive opens: {h.nonzero(st)}")
@@ -116,3 +117,27 @@ def _(ctx):
           f"an address nobody has: rc={p.returncode}: {p.stderr.strip()[-2000:]}")
     check(1.0 <= dt < 10, f"the 1 s timeout took {dt:.1f} s")
     print(f"    nobody there, --timeout 1, in {dt:.1f} s: {p.stderr.strip().splitlines()[-1]}")
+
+
+@test("async_cores_echo_af_packet", budget=120)
+def _(ctx):
+    """One runtime per engine: with lcore_mask=3 each engine's thread runs
+    its own executor and listener, and serves the flows that hash to it."""
+    from cases_cores import TwoQueueVeth, engines_share
+
+    v = TwoQueueVeth(SUBNETS["async_cores_echo_af_packet"])
+    u = h.Ustack(program(ctx, "ustack-async-echo"), ctx.workdir, v.config(), netns=v.ns_u).start()
+    for e in (0, 1):
+        u.wait_output(rf"engine {e}: serving echo on UDP port 7 and TCP port 7")
+    v.wait_ping(u)
+    payloads = [os.urandom(1000 + 37 * i) for i in range(200)]
+    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=90)
+    bad = [i for i, (a, b) in enumerate(zip(got, payloads)) if a != b]
+    check(not bad, f"{len(bad)} of {len(payloads)} connections not echoed intact (first: {bad[:5]})")
+    st = u.wait_stats(lambda s: s.get("tcp_passive_opens", 0) == 200 and s.get("tcp_connections", 0) == 0,
+                      timeout=5, what="200 connections accepted and closed")
+    opens = engines_share(st, "tcp_passive_opens")
+    print(f"    200 concurrent connections echoed; passive opens per engine {opens}")
+    check(sum(opens) == 200 and all(n > 0.25 * 200 for n in opens), f"each engine serves its share: {opens}")
+    check(engines_share(st, "steer_forwarded") == [0, 0], "frames handed between engines")
+    u.stop()
