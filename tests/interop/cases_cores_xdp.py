@@ -15,6 +15,7 @@ copied on the way."""
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -149,3 +150,56 @@ def register(mode):
 
 for _mode in MODES:
     register(_mode)
+
+
+SUBNETS["cores_kni_af_xdp_native"] = 174
+
+
+@test("cores_kni_af_xdp_native", budget=120)
+def _(ctx):
+    """The exception path over AF_XDP, with its TAP (default name) in the
+    NIC's own namespace: the frames the XDP program hands to ustack never
+    reach the kernel there, so unlike AF_PACKET the kernel may hold
+    ustack's address on the TAP beside the NIC."""
+    v = TwoQueueXdpVeth(SUBNETS["cores_kni_af_xdp_native"], "native")
+    extra = "[kni]\nenable=1\nmethod=reject\ntcp_port=7\nudp_port=7\n"
+    u = h.Ustack(ctx.binary, ctx.workdir, v.config(extra), netns=v.ns_u).start()
+    u.wait_output(r"exception path on ustack-kniN")
+    tap = "ustack-kni0"
+    deadline = time.monotonic() + 5
+    while h.sh(["ip", "-n", v.ns_u, "link", "show", tap], check_rc=False).returncode != 0:
+        check(time.monotonic() < deadline, f"the exception path's TAP {tap} did not appear")
+        time.sleep(0.05)
+    h.sh(["ip", "-n", v.ns_u, "addr", "add", f"{v.ustack_ip}/24", "dev", tap])
+    h.sh(["ip", "-n", v.ns_u, "link", "set", tap, "up"])
+    srv = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv)
+    body = os.urandom(300_000)
+    with open(os.path.join(srv, "f.bin"), "wb") as f:
+        f.write(body)
+    tt.kernel_http_server(v.ns_u, v.ustack_ip, 8080, srv, ctx.workdir)
+    # Ping goes to the kernel under method=reject (ICMP is not a listed port).
+    v.wait_ping(u)
+    out = os.path.join(ctx.workdir, "got.bin")
+    p = h.nsx(v.ns_k, "curl", "-sS", "--max-time", "20", "-o", out, f"http://{v.ustack_ip}:8080/f.bin",
+              check_rc=False, timeout=30)
+    check(p.returncode == 0, f"curl to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
+    with open(out, "rb") as f:
+        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact")
+    payloads = [os.urandom(2000 + i) for i in range(100)]
+    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=60)
+    check(got == payloads, "TCP echo on ustack with the exception path on")
+    s = h.netns_socket(v.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((v.kernel_ip, 0))
+    reply, _ = h.udp_echo(s, (v.ustack_ip, 7), b"x" * 100)
+    s.close()
+    check(reply == b"x" * 100, "UDP echo on ustack with the exception path on")
+    st = u.settled_stats()
+    print(f"    HTTP from the kernel through {tap} beside the NIC: {len(body)} bytes intact; "
+          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
+          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
+    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
+          f"exception path counters: {h.nonzero({k: x for k, x in st.items() if k.startswith('kni')})}")
+    check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
+    u.stop()
