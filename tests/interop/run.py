@@ -33,7 +33,8 @@ import harness as h  # noqa: E402
 
 
 # ustack's programs the cases run, all from --bin-dir.
-PROGRAMS = ("ustack-echo", "ustack-http", "ustack-get", "ustack-connect")
+PROGRAMS = ("ustack-echo", "ustack-http", "ustack-get", "ustack-connect", "ustack-async-echo",
+            "ustack-async-client")
 
 # The kernel side's tools the cases run, and the Debian package of each.
 TOOLS = {
