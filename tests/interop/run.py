@@ -72,7 +72,7 @@ class Interrupted(BaseException):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(REPO, "target", "release"),
-                    help="where ustack-echo, ustack-http, ustack-get and ustack-connect are (default: target/release)")
+                    help="where ustack's programs (PROGRAMS) are (default: target/release)")
     ap.add_argument("--binary", default=None,
                     help="the ustack-echo to test (default: ustack-echo in --bin-dir)")
     ap.add_argument("-k", action="append", default=[], metavar="NAME",
