@@ -186,6 +186,8 @@ def main():
 if __name__ == "__main__":
     try:
         rc = main()
+    except SystemExit as e:  # argparse: --help, or bad arguments (no test ran)
+        rc = e.code
     except BaseException:  # noqa: BLE001 - the summary line must come last
         traceback.print_exc()
         print("0 passed, 1 failed", flush=True)
