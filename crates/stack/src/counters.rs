@@ -155,6 +155,16 @@ counters! {
         tcp_invalid_acks_rate_limited,
         tcp_rx_out_of_order,
         tcp_rx_trimmed_bytes,
+        /// In-order segments whose payload stayed in its received frame,
+        /// which the socket holds (zero copy, `lend.rs`).
+        tcp_rx_zero_copy_segments,
+        /// Segments whose payload was copied into the socket's ring.
+        tcp_rx_copied_segments,
+        /// Copies made because a frame could have been held but the
+        /// interface's or the connection's bound on held frames was reached.
+        tcp_rx_hold_limited,
+        /// Received frames the sockets hold now (a gauge).
+        tcp_rx_frames_held,
         tcp_dupacks_received,
         tcp_fast_retransmits,
         tcp_rto_timeouts,

@@ -92,7 +92,7 @@ impl Stack {
             .copied();
         if let Some(index) = found {
             if self.time_wait_yields(index, &seg, local) {
-                self.sockets.remove(index);
+                self.free_socket(index);
                 found = None;
             }
         }
@@ -109,6 +109,7 @@ impl Stack {
             }
             if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
                 self.ip.counters.rx_accept_tcp += 1;
+                self.tcp.lend.target(index);
                 let ev = conn.input(now, &seg, &mut self.ip, &mut self.tcp, sink);
                 conn.output(now, &mut self.ip, &mut self.tcp, sink);
                 self.tcp_after_event(now, index, ev);
@@ -300,6 +301,7 @@ impl Stack {
                 ..InputEvents::default()
             };
             if !seg.payload.is_empty() || seg.flags.fin() {
+                self.tcp.lend.target(h.index);
                 let more = conn.input(now, seg, &mut self.ip, &mut self.tcp, sink);
                 ev.closed = more.closed;
             }
@@ -347,7 +349,7 @@ impl Stack {
             }
             // Nobody will read this socket again: free it.
             if detached || parent.is_some() {
-                self.sockets.remove(index);
+                self.free_socket(index);
                 return;
             }
         }
@@ -562,7 +564,9 @@ impl Stack {
         if buf.is_empty() {
             return Ok(0);
         }
-        let n = conn.recv.read(buf, &mut self.tcp.buffers);
+        let n = conn
+            .recv
+            .read(buf, &mut self.tcp.buffers, &mut self.tcp.lend);
         if n == 0 {
             if let Some(e) = conn.error.take() {
                 return Err(e);
@@ -592,6 +596,33 @@ impl Stack {
             self.tcp_after_event(now, h.index, InputEvents::default());
         }
         Ok(n)
+    }
+
+    /// Reads received data in place: `f` sees the first contiguous run of
+    /// readable bytes (the payload where a held frame has it, else the
+    /// ring's) and returns how many it used; those are removed. Returns
+    /// that count; with nothing to read, what [`tcp_recv`](Self::tcp_recv)
+    /// would (`Ok(0)` at the end of the stream, or the error).
+    pub fn tcp_recv_zero_copy(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        f: impl FnOnce(&[u8]) -> usize,
+        sink: &mut dyn FrameSink,
+    ) -> Result<usize, SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        let Some(used) = conn
+            .recv
+            .read_in_place(f, &mut self.tcp.buffers, &mut self.tcp.lend)
+        else {
+            // Nothing readable: the end of the stream, an error, or wait.
+            return self.tcp_recv(now, h, &mut [0u8; 1], sink);
+        };
+        if conn.window_update_due() {
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            self.tcp_after_event(now, h.index, InputEvents::default());
+        }
+        Ok(used)
     }
 
     /// Closes one or both directions (RFC 9293 3.10.4 CLOSE for writing).

@@ -33,6 +33,7 @@ impl BufferCache {
 
     /// Storage of `size` bytes (a power of two, at least [`MIN_RING`]); its
     /// contents are whatever they were.
+    #[inline]
     pub fn take(&mut self, size: usize) -> Vec<u8> {
         if let Some(v) = Self::class(size).and_then(|k| self.classes[k].pop()) {
             self.held_bytes -= v.len();

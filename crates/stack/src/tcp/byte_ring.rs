@@ -108,6 +108,16 @@ impl ByteRing {
         n
     }
 
+    /// The held bytes from the head up to the end of the storage (or of
+    /// the held bytes): the first contiguous run.
+    pub fn first_run(&self) -> &[u8] {
+        let cap = self.storage.len();
+        if cap == 0 {
+            return &[];
+        }
+        &self.storage[self.head..self.head + self.len.min(cap - self.head)]
+    }
+
     /// Drops `n` bytes from the head.
     pub fn consume(&mut self, n: usize) {
         let n = n.min(self.len);

@@ -323,9 +323,14 @@ impl TcpConnection {
         if !seg.payload.is_empty() {
             if self.can_receive() {
                 let before = self.rcv_nxt;
-                let r = self
-                    .recv
-                    .insert(self.rcv_nxt, data_seq, seg.payload, &mut shared.buffers);
+                let r = self.recv.insert(
+                    self.rcv_nxt,
+                    data_seq,
+                    seg.payload,
+                    &mut shared.buffers,
+                    &mut shared.lend,
+                );
+                ip.counters.tcp_rx_copied_segments += u64::from(r.copied);
                 self.rcv_nxt += r.advanced;
                 self.stats.bytes_received += r.advanced as u64;
                 if r.trimmed > 0 {

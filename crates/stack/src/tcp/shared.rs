@@ -1,6 +1,7 @@
 //! What all TCP connections of a stack share: the tunables, the secret-keyed
 //! generators, the timer wheel.
 
+use crate::lend::FrameLending;
 use crate::rand::{KeyedState, Rng};
 use crate::ratelimit::TokenBucket;
 use crate::tcp::buffer_cache::BufferCache;
@@ -29,6 +30,8 @@ pub(crate) struct TcpShared {
     pub ts_secret: KeyedState,
     /// Connections whose timers fired, reused between polls.
     pub fired: Vec<u32>,
+    /// Received frames lent to the connections' receive buffers.
+    pub lend: FrameLending,
 }
 
 impl TcpShared {
@@ -44,6 +47,7 @@ impl TcpShared {
             ts_secret: KeyedState::from_rng(rng),
             buffers: BufferCache::new(BUFFER_CACHE_BYTES),
             fired: Vec::new(),
+            lend: FrameLending::default(),
             cfg,
         }
     }

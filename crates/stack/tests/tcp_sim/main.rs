@@ -38,6 +38,8 @@ struct Outcome {
     hash: u64,
     events: u64,
     end: Instant,
+    /// Segments whose payload a socket held in its frame (odd seeds).
+    zero_copy: u64,
     /// The failure report, if it failed.
     failure: Option<String>,
 }
@@ -155,6 +157,9 @@ fn run_seed_with(sc: &Scenario, seed: u64, verbose: bool, tweak: impl Fn(&mut Pa
         hash: net.hash(),
         events: net.events,
         end: net.now,
+        zero_copy: (0..2)
+            .map(|h| net.stack(h).counters().tcp_rx_zero_copy_segments)
+            .sum(),
         failure: error.map(|e| report(sc, seed, &params, &flows, &net, &e)),
     }
 }
@@ -200,9 +205,11 @@ fn run_scenario(name: &str) {
     let start = WallClock::now();
     let mut failures = Vec::new();
     let mut events = 0;
+    let mut zero_copy = 0;
     for seed in first..first + seeds {
         let o = run_seed(sc, seed, false);
         events += o.events;
+        zero_copy += o.zero_copy;
         if let Some(f) = o.failure {
             if failures.len() < 3 {
                 eprintln!("{f}");
@@ -211,7 +218,8 @@ fn run_scenario(name: &str) {
         }
     }
     eprintln!(
-        "tcp_sim {name}: {seeds} seeds from {first}, {} failed, {events} events, {:.1?}",
+        "tcp_sim {name}: {seeds} seeds from {first}, {} failed, {events} events, \
+         {zero_copy} segments held in their frames (odd seeds), {:.1?}",
         failures.len(),
         start.elapsed()
     );

@@ -6,13 +6,15 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt::{self, Write as _};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use stack::rand::Rng;
 
 use crate::monitor::Monitor;
 use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Shutdown, SocketError, SocketHandle,
-    Stack, StackConfig, TcpInfo, TcpState, VecSink,
+    Duration, IfaceId, Instant, InterfaceConfig, LendLimits, LentFrame, RxFrame, RxMeta, Shutdown,
+    SocketError, SocketHandle, Stack, StackConfig, TcpInfo, TcpState, VecSink,
 };
 
 pub const IF0: IfaceId = IfaceId(0);
@@ -23,6 +25,38 @@ const MAX_ROUNDS_PER_INSTANT: u32 = 100_000;
 /// Frames and timer runs in one run before it is called a storm (the
 /// largest transfers take about a hundred thousand).
 const MAX_EVENTS: u64 = 3_000_000;
+
+/// A delivered frame lent to the receiving stack (odd seeds): the sim
+/// checks that every one comes back through the released list, none
+/// dropped inside the stack.
+struct SimFrame {
+    bytes: Vec<u8>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Drop for SimFrame {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl RxFrame for SimFrame {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// Frames lent to the stacks, and their way back.
+struct Lending {
+    limits: LendLimits,
+    /// Frames given to `receive_lent`.
+    given: u64,
+    /// Frames that came back (not kept, or released).
+    back: u64,
+    /// Frames dropped (we drop each one that comes back).
+    dropped: Arc<AtomicU64>,
+    scratch: Vec<LentFrame>,
+}
 
 /// Parts per million.
 pub type Ppm = u32;
@@ -173,6 +207,8 @@ pub struct Net {
     monitor: Monitor,
     /// The first rule the monitor saw broken.
     violation: Option<String>,
+    /// Odd seeds deliver frames as lent frames (zero-copy receive).
+    lending: Option<Lending>,
 }
 
 fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
@@ -193,6 +229,20 @@ pub fn addr(i: usize, port: u16) -> SocketAddr {
 
 impl Net {
     pub fn new(seed: u64, cfgs: [StackConfig; 2], mtus: [usize; 2], imps: [Impair; 2]) -> Net {
+        // Bounds from the seed (not its generator, so that the draws of
+        // every seed stay as they were): tight ones make holding fall back
+        // to copying often.
+        let lending = (seed % 2 == 1).then(|| Lending {
+            limits: LendLimits {
+                frames: [3, 16, 1024][(seed / 2 % 3) as usize],
+                frames_per_conn: [1, 4, 64][(seed / 6 % 3) as usize],
+                min_payload: [0, 200][(seed / 18 % 2) as usize],
+            },
+            given: 0,
+            back: 0,
+            dropped: Arc::new(AtomicU64::new(0)),
+            scratch: Vec::new(),
+        });
         let hosts = cfgs
             .into_iter()
             .zip(mtus)
@@ -211,6 +261,9 @@ impl Net {
                         extra_addrs: vec![],
                     })
                     .expect("interface");
+                if let Some(l) = &lending {
+                    stack.set_rx_lending(IF0, l.limits);
+                }
                 Host {
                     stack,
                     sink: VecSink::default(),
@@ -238,6 +291,7 @@ impl Net {
             cut: None,
             monitor: Monitor::default(),
             violation: None,
+            lending,
         }
     }
 
@@ -428,8 +482,28 @@ impl Net {
             }
             let now = self.now;
             let host = &mut self.hosts[to];
-            host.stack
-                .receive(now, IF0, &f.frame, RxMeta::default(), &mut host.sink);
+            match &mut self.lending {
+                None => host
+                    .stack
+                    .receive(now, IF0, &f.frame, RxMeta::default(), &mut host.sink),
+                Some(l) => {
+                    l.given += 1;
+                    let frame = SimFrame {
+                        bytes: f.frame,
+                        dropped: l.dropped.clone(),
+                    };
+                    let back = host.stack.receive_lent(
+                        now,
+                        IF0,
+                        frame,
+                        RxMeta::default(),
+                        &mut host.sink,
+                        |f| &f.bytes,
+                        |f| Box::new(f),
+                    );
+                    l.back += u64::from(back.is_some());
+                }
+            }
             self.flush(to);
         }
         for h in 0..self.hosts.len() {
@@ -458,10 +532,42 @@ impl Net {
         if app.step(self)? {
             did = true;
         }
+        self.return_frames()?;
         if let Some(v) = self.violation.take() {
             return Err(v);
         }
         Ok(did)
+    }
+
+    /// Takes back the frames the stacks released, and checks that every
+    /// lent frame is held or back, none lost inside a stack, and the
+    /// bound kept.
+    fn return_frames(&mut self) -> Result<(), String> {
+        let Some(l) = &mut self.lending else {
+            return Ok(());
+        };
+        let mut held = 0;
+        for (h, host) in self.hosts.iter_mut().enumerate() {
+            host.stack.take_released_frames(&mut l.scratch);
+            let n = host.stack.rx_frames_held();
+            if n > l.limits.frames {
+                return Err(format!(
+                    "host {h} holds {n} frames, over its bound of {}",
+                    l.limits.frames
+                ));
+            }
+            held += n as u64;
+        }
+        l.back += l.scratch.len() as u64;
+        l.scratch.clear();
+        let dropped = l.dropped.load(Ordering::Relaxed);
+        if dropped != l.back || l.given - l.back != held {
+            return Err(format!(
+                "lent frames: {} given, {} back, {} dropped, {held} held: a frame was lost",
+                l.given, l.back, dropped
+            ));
+        }
+        Ok(())
     }
 
     /// Runs until the application is done, or fails at `limit`.

@@ -467,6 +467,7 @@ impl<'a> TcpRepr<'a> {
     /// buffer, set `payload: &[]` and pass a buffer of
     /// `header_len() + data_len` bytes; nothing is copied and the checksum
     /// still covers the data.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut TcpPacket<T>,
