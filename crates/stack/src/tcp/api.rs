@@ -18,6 +18,21 @@ use crate::tcp::output::send_reset_for;
 use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
 use crate::time::Instant;
 
+/// Whether the application may queue data (RFC 9293 3.10.2 SEND): the
+/// pending error first, then the state.
+fn check_send(conn: &mut TcpConnection) -> Result<(), SocketError> {
+    if let Some(e) = conn.error.take() {
+        return Err(e);
+    }
+    if !conn.can_send() {
+        return Err(match conn.state {
+            TcpState::Closed if !conn.fin_queued => SocketError::NotConnected,
+            _ => SocketError::BrokenPipe,
+        });
+    }
+    Ok(())
+}
+
 fn conn_mut(sockets: &mut SocketTable, h: SocketHandle) -> Result<&mut TcpConnection, SocketError> {
     match sockets.get_mut(h) {
         Some(Socket::Tcp(c)) if !c.detached => Ok(c),
@@ -532,20 +547,62 @@ impl Stack {
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
         let conn = conn_mut(&mut self.sockets, h)?;
-        if let Some(e) = conn.error.take() {
-            return Err(e);
-        }
-        if !conn.can_send() {
-            return Err(match conn.state {
-                TcpState::Closed if !conn.fin_queued => SocketError::NotConnected,
-                _ => SocketError::BrokenPipe,
-            });
-        }
+        check_send(conn)?;
         let n = conn
             .send
             .append(data, conn.send_limit, &mut self.tcp.buffers);
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
+        }
+        conn.output(now, &mut self.ip, &mut self.tcp, sink);
+        self.tcp_after_event(now, h.index, InputEvents::default());
+        Ok(n)
+    }
+
+    /// Zero-copy send, first half: lends a contiguous writable region of
+    /// the connection's send buffer, right after the data already queued,
+    /// of at most `want` bytes (within the send buffer limit; shorter than
+    /// asked when the free room wraps).  The caller writes its data there
+    /// and passes the count to [`Stack::tcp_send_commit`].  The state
+    /// checks and errors are `tcp_send`'s; WouldBlock when the buffer is
+    /// full.  The region stays in place until the commit, the next
+    /// reservation, a `tcp_send`, or the connection's end, even while
+    /// segments come and go.
+    pub fn tcp_send_reserve(
+        &mut self,
+        h: SocketHandle,
+        want: usize,
+    ) -> Result<&mut [u8], SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        check_send(conn)?;
+        let region = conn
+            .send
+            .reserve_tail(want, conn.send_limit, &mut self.tcp.buffers);
+        if region.is_empty() && want > 0 {
+            return Err(SocketError::WouldBlock);
+        }
+        Ok(region)
+    }
+
+    /// Zero-copy send, second half: the first `n` bytes of the region
+    /// [`Stack::tcp_send_reserve`] lent join the stream and are sent as
+    /// `tcp_send` would send them.  InvalidArgument when `n` is more than
+    /// was lent (nothing is sent, the region stays lent); the errors of
+    /// `tcp_send` otherwise (and then the region is given up).
+    pub fn tcp_send_commit(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        n: usize,
+        sink: &mut dyn FrameSink,
+    ) -> Result<usize, SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        if let Err(e) = check_send(conn) {
+            conn.send.cancel_reservation();
+            return Err(e);
+        }
+        if !conn.send.commit_reserved(n) {
+            return Err(SocketError::InvalidArgument);
         }
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
         self.tcp_after_event(now, h.index, InputEvents::default());

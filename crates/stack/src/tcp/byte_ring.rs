@@ -1,6 +1,13 @@
 //! A ring of bytes whose storage comes from the stack's [`BufferCache`] on
 //! first use, grows by doubling, and goes back when the ring empties: a
 //! connection that is not moving data holds no buffer memory.
+//!
+//! A send ring can also lend the free room after its held bytes to the
+//! application ([`ByteRing::reserve_tail`]), which writes there in place
+//! and then commits what it wrote ([`ByteRing::commit_reserved`]): the
+//! zero-copy send.  While such a reservation is out the storage stays put:
+//! it neither goes back to the cache nor moves (a copying append, which
+//! may move it, ends the reservation first).
 
 use crate::tcp::buffer_cache::{BufferCache, MIN_RING};
 
@@ -9,6 +16,8 @@ pub struct ByteRing {
     storage: Vec<u8>,
     head: usize,
     len: usize,
+    /// Bytes past the held ones lent out by [`ByteRing::reserve_tail`].
+    reserved: usize,
 }
 
 impl ByteRing {
@@ -58,7 +67,7 @@ impl ByteRing {
     /// Gives the storage back when nothing is held (the caller knows that
     /// nothing waits past the held bytes either).
     pub fn release(&mut self, cache: &mut BufferCache) {
-        if self.len == 0 && !self.storage.is_empty() {
+        if self.len == 0 && self.reserved == 0 && !self.storage.is_empty() {
             cache.give(core::mem::take(&mut self.storage));
             self.head = 0;
         }
@@ -83,7 +92,9 @@ impl ByteRing {
     }
 
     /// Appends as much of `data` as fits under `limit` held bytes.
+    /// Ends an outstanding reservation.
     pub fn append(&mut self, data: &[u8], limit: usize, cache: &mut BufferCache) -> usize {
+        self.reserved = 0;
         let n = data.len().min(limit.saturating_sub(self.len));
         if n == 0 {
             return 0;
@@ -92,6 +103,56 @@ impl ByteRing {
         self.write_at(self.len, &data[..n]);
         self.len += n;
         n
+    }
+
+    /// Lends the application a contiguous region right after the held
+    /// bytes, of at most `want` bytes and within `limit` held bytes, growing
+    /// the storage as [`ByteRing::append`] does.  Shorter than asked when
+    /// the free room wraps past the end of the storage; empty when there is
+    /// no room.  The region stays valid (in the same place) until
+    /// [`ByteRing::commit_reserved`], [`ByteRing::cancel_reservation`],
+    /// another reservation or an append.
+    pub fn reserve_tail(
+        &mut self,
+        want: usize,
+        limit: usize,
+        cache: &mut BufferCache,
+    ) -> &mut [u8] {
+        self.reserved = 0;
+        let n = want.min(limit.saturating_sub(self.len));
+        if n == 0 {
+            return &mut [];
+        }
+        if self.len == 0 {
+            // Nothing held: start at the front, where the room is whole.
+            self.head = 0;
+        }
+        self.reserve_total(self.len + n, cache);
+        let cap = self.storage.len();
+        let start = (self.head + self.len) % cap;
+        // Free room runs from `start` to the head, or to the end of the
+        // storage when the held bytes do not wrap.
+        let contiguous = (cap - self.len).min(cap - start);
+        let m = n.min(contiguous);
+        self.reserved = m;
+        &mut self.storage[start..start + m]
+    }
+
+    /// Counts the first `n` bytes of the lent region as held and ends the
+    /// reservation; false (and nothing changes) when `n` is more than was
+    /// lent.
+    pub fn commit_reserved(&mut self, n: usize) -> bool {
+        if n > self.reserved {
+            return false;
+        }
+        self.len += n;
+        self.reserved = 0;
+        true
+    }
+
+    /// Ends a reservation without taking any of its bytes.
+    pub fn cancel_reservation(&mut self) {
+        self.reserved = 0;
     }
 
     /// Copies held bytes starting `offset` past the head into `dst`.
@@ -164,6 +225,71 @@ mod tests {
             1024 + 4096,
             "the storage outgrown and the last went back to the cache"
         );
+    }
+
+    #[test]
+    fn reserve_in_place_then_commit() {
+        let mut r = ByteRing::new();
+        let mut c = BufferCache::new(1 << 20);
+        let first = r.reserve_tail(300, 4096, &mut c);
+        assert_eq!(first.len(), 300);
+        first.copy_from_slice(&[5; 300]);
+        let first_at = first.as_ptr() as usize;
+        assert!(r.commit_reserved(200), "less than lent");
+        assert_eq!(r.len(), 200);
+        assert_eq!(r.reserved, 0);
+        let second = r.reserve_tail(100, 4096, &mut c);
+        assert_eq!(
+            second.as_ptr() as usize,
+            first_at + 200,
+            "the next region starts where the committed bytes end"
+        );
+        second.copy_from_slice(&[6; 100]);
+        assert!(!r.commit_reserved(101), "more than lent");
+        assert!(r.commit_reserved(100));
+        let mut out = [0u8; 300];
+        assert_eq!(r.copy_out(0, &mut out), 300);
+        assert_eq!(&out[..200], &[5; 200][..]);
+        assert_eq!(&out[200..], &[6; 100][..]);
+    }
+
+    #[test]
+    fn reserve_stops_at_the_wrap_and_limit() {
+        let mut r = ByteRing::new();
+        let mut c = BufferCache::new(1 << 20);
+        assert_eq!(r.append(&[1; 1000], 1024, &mut c), 1000);
+        r.consume(900);
+        // Held: 100 bytes at 900..1000; free: 1000..1024 then 0..900.
+        let tail = r.reserve_tail(500, 1024, &mut c);
+        assert_eq!(tail.len(), 24, "up to the end of the storage");
+        tail.copy_from_slice(&[2; 24]);
+        assert!(r.commit_reserved(24));
+        let wrapped = r.reserve_tail(500, 1024, &mut c);
+        assert_eq!(wrapped.len(), 500, "then from the front");
+        wrapped.copy_from_slice(&[3; 500]);
+        assert!(r.commit_reserved(500));
+        let mut out = vec![0u8; 624];
+        assert_eq!(r.copy_out(0, &mut out), 624);
+        assert_eq!(&out[..100], &[1; 100][..]);
+        assert_eq!(&out[100..124], &[2; 24][..]);
+        assert_eq!(&out[124..], &[3; 500][..]);
+        assert_eq!(r.reserve_tail(1000, 1024, &mut c).len(), 400, "limit");
+        assert!(r.reserve_tail(1, 624, &mut c).is_empty(), "full");
+    }
+
+    #[test]
+    fn reservation_keeps_storage_and_append_ends_it() {
+        let mut r = ByteRing::new();
+        let mut c = BufferCache::new(1 << 20);
+        assert_eq!(r.reserve_tail(10, 4096, &mut c).len(), 10);
+        r.release(&mut c);
+        assert_eq!(r.allocated(), 1024, "lent storage is not given back");
+        assert_eq!(r.append(&[7; 4], 4096, &mut c), 4);
+        assert_eq!(r.reserved, 0, "a copying append ends the reservation");
+        assert!(!r.commit_reserved(1));
+        r.consume(4);
+        r.release(&mut c);
+        assert_eq!(r.allocated(), 0);
     }
 
     #[test]
