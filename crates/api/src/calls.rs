@@ -24,13 +24,13 @@ use crate::os;
 use crate::worker::{self, Worker, WorkerShared};
 
 /// Who runs a call: this thread's worker or another's.
-enum Owner {
+pub(crate) enum Owner {
     Local,
     Remote(Arc<WorkerShared>),
 }
 
 impl Owner {
-    fn of(fd: RawFd) -> Result<Owner> {
+    pub(crate) fn of(fd: RawFd) -> Result<Owner> {
         match fdtable::lookup(fd) {
             None if os::kernel_fd_open(fd) => Err(Errno::ENOTSOCK),
             None => Err(Errno::EBADF),
@@ -51,7 +51,7 @@ impl Owner {
             .ok_or(Errno::ENODEV)
     }
 
-    fn exec<R: Send>(&self, f: impl FnOnce(&mut Worker) -> R + Send) -> Result<R> {
+    pub(crate) fn exec<R: Send>(&self, f: impl FnOnce(&mut Worker) -> R + Send) -> Result<R> {
         match self {
             Owner::Local => worker::with_current(f),
             Owner::Remote(s) => worker::run_on(s, f),
@@ -82,7 +82,7 @@ impl Owner {
 
 /// Which timeout a blocked call honours, and what it returns when it passes.
 #[derive(Clone, Copy)]
-enum Dir {
+pub(crate) enum Dir {
     Read,
     Write,
     Connect,
@@ -105,7 +105,7 @@ impl Worker {
 
 /// Runs `op` until it does not say EAGAIN, or says it on a socket that
 /// must not block, or the socket's timeout passes.
-fn blocking<T: Send>(
+pub(crate) fn blocking<T: Send>(
     owner: &Owner,
     fd: RawFd,
     dir: Dir,

@@ -54,6 +54,12 @@
 //! new data, not after a partial read; EPOLLONESHOT disarms an item until
 //! EPOLL_CTL_MOD; EPOLLERR and EPOLLHUP are always reported.
 //!
+//! # Zero-copy send
+//!
+//! [`zc_send_reserve`] lends a region of a TCP connection's send buffer,
+//! the application writes its data there in place, and [`zc_send_commit`]
+//! sends it (run to completion only; see `zero_copy.rs`).
+//!
 //! # Not yet
 //!
 //! IPv6 (EAFNOSUPPORT); SO_LINGER with a timeout closes in the background (only a zero timeout
@@ -78,6 +84,7 @@ mod sock_ops;
 mod socket;
 mod sockopt;
 mod worker;
+mod zero_copy;
 
 pub use calls::*;
 pub use driver::Driver;
@@ -87,3 +94,4 @@ pub use io::{PktInfo, RecvMsg, SendMsg};
 pub use kqueue::KEvent;
 pub use sockopt::TCP_INFO_LEN;
 pub use std::net::SocketAddrV4;
+pub use zero_copy::{zc_send_commit, zc_send_reserve, ZcSendBuf};

@@ -1,0 +1,127 @@
+//! Zero-copy send (zc_send_reserve / zc_send_commit) over two engines on
+//! the test's thread: data written in place arrives intact, and the errno
+//! values of each refusal.
+
+mod common;
+
+use std::thread;
+
+use api::consts::*;
+use api::{Errno, ZcSendBuf};
+use common::*;
+
+/// The lent region as a slice.
+fn region(b: &ZcSendBuf) -> &'static mut [u8] {
+    // SAFETY: the socket layer lent `len` writable bytes at `ptr`, valid
+    // until the commit; each test writes them before its next call on the
+    // socket and never keeps the slice past that.
+    unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.len) }
+}
+
+/// A connected pair: (client, accepted server side).
+fn pair(port: u16) -> (i32, i32) {
+    let l = api::socket(AF_INET, SOCK_STREAM, 0).unwrap();
+    api::bind(l, &server(port)).unwrap();
+    api::listen(l, 4).unwrap();
+    let c = api::socket(AF_INET, SOCK_STREAM, 0).unwrap();
+    api::connect(c, &server(port)).unwrap();
+    let (s, _) = api::accept(l).unwrap();
+    api::close(l).unwrap();
+    (c, s)
+}
+
+#[test]
+fn data_written_in_place_arrives_intact() {
+    let _e = two_engines();
+    let (c, s) = pair(7100);
+    api::fcntl(s, F_SETFL, O_NONBLOCK).unwrap();
+
+    // In place: the next region starts where the committed bytes end.
+    let first = api::zc_send_reserve(s, 1000).unwrap();
+    assert_eq!(first.len, 1000);
+    region(&first)[..600].fill(b'a');
+    assert_eq!(api::zc_send_commit(s, 600), Ok(600));
+    let second = api::zc_send_reserve(s, 100).unwrap();
+    assert_eq!(
+        second.ptr.as_ptr() as usize,
+        first.ptr.as_ptr() as usize + 600
+    );
+    region(&second).fill(b'b');
+    assert_eq!(api::zc_send_commit(s, 100), Ok(100));
+    let mut got = vec![0u8; 700];
+    assert_eq!(api::recv(c, &mut got, MSG_WAITALL), Ok(700));
+    assert!(got[..600].iter().all(|&x| x == b'a') && got[600..].iter().all(|&x| x == b'b'));
+
+    // A big transfer through reserve/commit only.
+    let big: Vec<u8> = (0..500_000u32).map(|i| (i * 31 + i / 977) as u8).collect();
+    let (mut sent, mut got) = (0, Vec::new());
+    while got.len() < big.len() {
+        if sent < big.len() {
+            match api::zc_send_reserve(s, (big.len() - sent).min(40_000)) {
+                Ok(b) => {
+                    region(&b).copy_from_slice(&big[sent..sent + b.len]);
+                    assert_eq!(api::zc_send_commit(s, b.len), Ok(b.len));
+                    sent += b.len;
+                }
+                Err(e) => assert_eq!(e, Errno::EAGAIN),
+            }
+        }
+        let mut b = vec![0u8; 65536];
+        let n = api::read(c, &mut b).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&b[..n]);
+    }
+    assert!(got == big, "bytes intact");
+}
+
+#[test]
+fn refusals_have_linux_errno_values() {
+    let _e = two_engines();
+    let (c, s) = pair(7101);
+
+    let closed = api::socket(AF_INET, SOCK_STREAM, 0).unwrap();
+    api::close(closed).unwrap();
+    assert_eq!(api::zc_send_reserve(closed, 10), Err(Errno::EBADF));
+    assert_eq!(api::zc_send_commit(closed, 10), Err(Errno::EBADF));
+
+    let udp = api::socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+    assert_eq!(api::zc_send_reserve(udp, 10), Err(Errno::EOPNOTSUPP));
+    assert_eq!(api::zc_send_commit(udp, 10), Err(Errno::EOPNOTSUPP));
+
+    let fresh = api::socket(AF_INET, SOCK_STREAM, 0).unwrap();
+    assert_eq!(api::zc_send_reserve(fresh, 10), Err(Errno::ENOTCONN));
+
+    // More than lent, or nothing lent.
+    let b = api::zc_send_reserve(c, 10).unwrap();
+    region(&b).fill(b'x');
+    assert_eq!(api::zc_send_commit(c, 11), Err(Errno::EINVAL));
+    assert_eq!(api::zc_send_commit(c, 10), Ok(10));
+    assert_eq!(api::zc_send_commit(c, 1), Err(Errno::EINVAL));
+    // A write between reserve and commit ends the loan.
+    api::zc_send_reserve(c, 10).unwrap();
+    assert_eq!(api::write(c, b"yz"), Ok(2));
+    assert_eq!(api::zc_send_commit(c, 1), Err(Errno::EINVAL));
+    let mut got = [0u8; 12];
+    assert_eq!(api::recv(s, &mut got, MSG_WAITALL), Ok(12));
+    assert_eq!(&got, b"xxxxxxxxxxyz");
+
+    // Full send buffer on a non-blocking socket: EAGAIN.
+    api::fcntl(s, F_SETFL, O_NONBLOCK).unwrap();
+    let chunk = vec![7u8; 65536];
+    while api::write(s, &chunk).is_ok() {}
+    assert_eq!(api::zc_send_reserve(s, 1), Err(Errno::EAGAIN));
+
+    // Not on the engine's thread: EOPNOTSUPP.
+    let other = thread::spawn(move || (api::zc_send_reserve(c, 1), api::zc_send_commit(c, 0)));
+    assert_eq!(
+        other.join().unwrap(),
+        (Err(Errno::EOPNOTSUPP), Err(Errno::EOPNOTSUPP))
+    );
+
+    // After shutdown(SHUT_WR): EPIPE, before and after a loan.
+    let b = api::zc_send_reserve(c, 5).unwrap();
+    region(&b).fill(b'q');
+    api::shutdown(c, SHUT_WR).unwrap();
+    assert_eq!(api::zc_send_commit(c, 5), Err(Errno::EPIPE));
+    assert_eq!(api::zc_send_reserve(c, 5), Err(Errno::EPIPE));
+}
