@@ -28,7 +28,8 @@
  * meanwhile).  Inside the loop callback, use non-blocking sockets and
  * ustack_epoll_wait / ustack_kevent with a zero timeout.
  *
- * Not offered: zero-copy buffers (every call copies), select/poll, IPv6.
+ * Zero-copy send: ustack_zc_send_get / ustack_zc_send_commit (below).
+ * Not offered: zero-copy receive, select/poll, IPv6.
  */
 #ifndef USTACK_H
 #define USTACK_H
@@ -174,6 +175,44 @@ int ustack_fcntl(int fd, int cmd, int arg);
  * the program holds.
  */
 int ustack_is_fd(int fd);
+
+/* ---------------------------------------------------------------------
+ * Zero-copy send on a TCP socket: instead of handing ustack_write a buffer
+ * to copy, write the data straight into the connection's send buffer:
+ *
+ *     void *p;
+ *     ssize_t room = ustack_zc_send_get(fd, want, &p);  // p[0..room)
+ *     ... write n <= room bytes at p ...
+ *     ustack_zc_send_commit(fd, n);                     // sends them
+ *
+ * Engine thread only (from ustack_run's loop callback or main): from any
+ * other thread both calls fail with EOPNOTSUPP.
+ */
+
+/*
+ * Lends a writable region of fd's send buffer, right after the data
+ * already queued: *buf is its first byte, the result its length, at most
+ * want (shorter when the buffer's free room wraps around its end: commit,
+ * then ask again for the rest).  The region stays valid, in place, until
+ * ustack_zc_send_commit, the next ustack_zc_send_get, a write or send on
+ * fd, or its close; engine steps meanwhile do not move it.
+ * Returns the length, or -1 with errno: EBADF, ENOTSOCK (a kernel fd),
+ * EFAULT (buf NULL), EOPNOTSUPP (a UDP socket, or not the engine thread),
+ * ENOTCONN (not connected), EPIPE (after shutdown(SHUT_WR) or the
+ * connection's end; no SIGPIPE is raised), the pending error (ECONNRESET,
+ * ...), EAGAIN (the send buffer is full, or still connecting, on a
+ * non-blocking socket; a blocking one drives the engine until there is
+ * room, or SO_SNDTIMEO passes).
+ */
+ssize_t ustack_zc_send_get(int fd, size_t want, void **buf);
+
+/*
+ * Sends the first n bytes of the region ustack_zc_send_get lent: they
+ * join the stream as if written.  Returns n, or -1 with errno: EINVAL (n
+ * more than was lent, or nothing is lent: the loan ended), or the errors
+ * of ustack_zc_send_get (nothing is sent).
+ */
+ssize_t ustack_zc_send_commit(int fd, size_t n);
 
 /* ---------------------------------------------------------------------
  * epoll: Linux's semantics (level and edge triggered, EPOLLONESHOT,

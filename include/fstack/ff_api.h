@@ -17,7 +17,8 @@
  * EPOLLONESHOT, EPOLLRDHUP); message flags (MSG_DONTWAIT, ...) are Linux's;
  * sockets are IPv4 only; one process serves the configuration
  * (--proc-type secondary is refused); not offered: ff_sysctl, ff_select,
- * ff_poll, ff_dup, ff_route_ctl, ff_zc_* (zero copy), ff_dpdk_raw_packet_send.
+ * ff_poll, ff_dup, ff_route_ctl, ff_zc_mbuf_read (zero-copy receive),
+ * ff_dpdk_raw_packet_send.
  */
 #ifndef USTACK_FF_API_H
 #define USTACK_FF_API_H
@@ -89,6 +90,36 @@ ssize_t ff_recv(int s, void *buf, size_t len, int flags);
 ssize_t ff_recvfrom(int s, void *buf, size_t len, int flags,
                     struct linux_sockaddr *from, socklen_t *fromlen);
 ssize_t ff_recvmsg(int s, struct msghdr *msg, int flags);
+
+/* Zero-copy send, as F-Stack's:
+ *
+ *     struct ff_zc_mbuf m;
+ *     ff_zc_mbuf_get(&m, len);            // a buffer of len bytes
+ *     ff_zc_mbuf_write(&m, data, n1);     // copies data in, after what
+ *     ff_zc_mbuf_write(&m, more, n2);     //   was written before
+ *     ff_write(fd, m.bsd_mbuf, n1 + n2);  // sends it
+ *
+ * ff_write recognises the buffer by m.bsd_mbuf (its first byte here; a
+ * struct mbuf in F-Stack: do not look inside) and takes it: once all that
+ * was written into it is sent it is freed, so get a new one for the next
+ * message.  A partial ff_write (a non-blocking socket with a full send
+ * buffer) is finished by ff_write(fd, m.bsd_mbuf, rest), which goes on
+ * where the last one stopped.  A buffer never handed to ff_write is not
+ * freed (as an mbuf chain in F-Stack).  Its bytes are copied into the
+ * connection's send buffer by ff_write; ustack's own ustack_zc_send_get
+ * (ustack.h) lets the application write into that buffer in place.
+ * ff_zc_mbuf_get returns 0, or -1 (errno EFAULT: m NULL; EINVAL: len not
+ * positive); ff_zc_mbuf_write returns len, or -1 (errno EINVAL: not a
+ * buffer of ff_zc_mbuf_get, or more than its len in all). */
+struct ff_zc_mbuf {
+    void *bsd_mbuf;     /* the buffer: pass it to ff_write */
+    void *bsd_mbuf_off; /* where the next ff_zc_mbuf_write goes */
+    int off;            /* bytes written */
+    int len;            /* the buffer's size */
+};
+
+int ff_zc_mbuf_get(struct ff_zc_mbuf *m, int len);
+int ff_zc_mbuf_write(struct ff_zc_mbuf *m, const char *data, int len);
 
 int ff_kqueue(void);
 int ff_kevent(int kq, const struct kevent *changelist, int nchanges,

@@ -221,10 +221,16 @@ pub unsafe extern "C" fn ff_readv(fd: c_int, iov: *const iovec, count: c_int) ->
     unsafe { ustack_readv(fd, iov, count) }
 }
 
+/// write(2); a buffer of `ff_zc_mbuf_get` (`m->bsd_mbuf`) is recognised
+/// and its bytes sent, as F-Stack's `ff_write` takes its zero-copy mbufs.
+///
 /// # Safety
 /// As write(2).
 #[no_mangle]
 pub unsafe extern "C" fn ff_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    if let Some(r) = crate::zero_copy::ff_write_staged(fd, buf, n) {
+        return r;
+    }
     // SAFETY: passed on from the caller.
     unsafe { ustack_write(fd, buf, n) }
 }

@@ -17,10 +17,14 @@
 //! from other threads too (the socket layer posts their calls to the engine
 //! thread).
 //!
-//! Not offered: zero-copy buffers (the socket layer has none to hand out;
-//! the calls copy), IPv6, `select`/`poll`, F-Stack's `ff_sysctl`,
-//! `ff_route_ctl`, `ff_dup`, `ff_zc_*` and its multi-process model (one
-//! process serves a configuration; `--proc-id` picks its core).
+//! Zero-copy send: `ustack_zc_send_get` / `ustack_zc_send_commit` (the
+//! application writes into the send buffer in place), and F-Stack's
+//! `ff_zc_mbuf_get` / `ff_zc_mbuf_write` / `ff_write` (`zero_copy.rs`).
+//!
+//! Not offered: zero-copy receive (`ff_zc_mbuf_read`), IPv6,
+//! `select`/`poll`, F-Stack's `ff_sysctl`, `ff_route_ctl`, `ff_dup` and its
+//! multi-process model (one process serves a configuration; `--proc-id`
+//! picks its core).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -32,6 +36,7 @@ mod init;
 mod msg;
 mod sockets;
 mod stats;
+mod zero_copy;
 
 pub use events::*;
 pub use hook::*;
@@ -39,6 +44,7 @@ pub use init::*;
 pub use msg::*;
 pub use sockets::*;
 pub use stats::*;
+pub use zero_copy::*;
 
 use std::os::raw::c_int;
 
