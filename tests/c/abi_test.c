@@ -7,7 +7,8 @@
  * The peer (the kernel) runs a TCP echo server and a UDP echo on port 7.
  * Checks results and errno values of the calls before and after
  * ustack_init, a non-blocking connect through epoll, UDP with IP_PKTINFO
- * and IP_RECVDSTADDR cmsgs and kqueue, a call from another thread while
+ * and IP_RECVDSTADDR cmsgs and kqueue, zero-copy sends (ustack_zc_send_*
+ * written in place, F-Stack's ff_zc_mbuf_* through ff_write) echoed intact, a call from another thread while
  * ustack_run runs, the dispatcher's registration and the counters.
  * Prints "abi_test: N checks passed" and exits 0, or names the first
  * failed check and exits 1.
@@ -25,6 +26,7 @@
 #include <time.h>
 
 #include "ustack.h"
+#include "fstack/ff_api.h"
 
 static int checks;
 
@@ -200,8 +202,50 @@ int main(int argc, char *argv[])
             have += (size_t)n;
     }
     CHECK(have == 13 && memcmp(buf, "hello, kernel", 13) == 0);
+
+    /* Zero-copy sends, echoed back intact: 600 + 100 bytes written in the
+     * send buffer in place (the second region starts where the first
+     * commit ended), then 300 through F-Stack's ff_zc_mbuf and ff_write. */
+    char zc_want[1000];
+    for (int i = 0; i < 1000; i++)
+        zc_want[i] = (char)('a' + (i * 7) % 26);
+    void *zb1 = NULL, *zb2 = NULL;
+    FAILS(ustack_zc_send_get(t, 10, NULL), EFAULT);
+    CHECK(ustack_zc_send_get(t, 1000, &zb1) == 1000 && zb1 != NULL);
+    memcpy(zb1, zc_want, 600);
+    CHECK(ustack_zc_send_commit(t, 600) == 600);
+    CHECK(ustack_zc_send_get(t, 100, &zb2) == 100);
+    CHECK((char *)zb2 == (char *)zb1 + 600);
+    memcpy(zb2, zc_want + 600, 100);
+    FAILS(ustack_zc_send_commit(t, 101), EINVAL);
+    CHECK(ustack_zc_send_commit(t, 100) == 100);
+    FAILS(ustack_zc_send_commit(t, 1), EINVAL);
+    struct ff_zc_mbuf zm;
+    FAILS(ff_zc_mbuf_get(&zm, 0), EINVAL);
+    CHECK(ff_zc_mbuf_get(&zm, 300) == 0 && zm.bsd_mbuf != NULL && zm.off == 0 && zm.len == 300);
+    CHECK(ff_zc_mbuf_write(&zm, zc_want + 700, 200) == 200 && zm.off == 200);
+    CHECK(ff_zc_mbuf_write(&zm, zc_want + 900, 100) == 100 && zm.off == 300);
+    FAILS(ff_zc_mbuf_write(&zm, zc_want, 1), EINVAL);
+    CHECK(ff_write(t, zm.bsd_mbuf, 300) == 300);
+    char zc_got[1000];
+    have = 0;
+    while (have < 1000 && run_until(ep, EPOLLIN)) {
+        ssize_t n = ustack_recv(t, zc_got + have, sizeof(zc_got) - have, MSG_DONTWAIT);
+        if (n > 0)
+            have += (size_t)n;
+    }
+    CHECK(have == 1000 && memcmp(zc_got, zc_want, 1000) == 0);
+    int zu = ustack_socket(AF_INET, SOCK_DGRAM, 0);
+    FAILS(ustack_zc_send_get(zu, 10, &zb1), EOPNOTSUPP);
+    CHECK(ustack_close(zu) == 0);
+    int zt = ustack_socket(AF_INET, SOCK_STREAM, 0);
+    FAILS(ustack_zc_send_get(zt, 10, &zb1), ENOTCONN);
+    CHECK(ustack_close(zt) == 0);
+    FAILS(ustack_zc_send_get(zt, 10, &zb1), EBADF);
+
     CHECK(ustack_shutdown(t, SHUT_WR) == 0);
     FAILS(ustack_send(t, "x", 1, MSG_NOSIGNAL), EPIPE);
+    FAILS(ustack_zc_send_get(t, 1, &zb1), EPIPE);
     CHECK(run_until(ep, EPOLLIN) & EPOLLIN);
     CHECK(ustack_read(t, buf, sizeof(buf)) == 0); /* the peer's EOF */
     CHECK(ustack_close(t) == 0);
