@@ -399,6 +399,10 @@ impl<L: Link> FaultLink<L> {
 impl<L: Link> Link for FaultLink<L> {
     type Buf = L::Buf;
 
+    fn lend_budget(&self) -> usize {
+        self.inner().lend_budget()
+    }
+
     fn rx_burst(&mut self, out: &mut Vec<L::Buf>, max: usize) -> io::Result<usize> {
         let max = max.min(MAX_BURST);
         let now = self.now();

@@ -42,8 +42,10 @@ use std::os::fd::RawFd;
 /// The largest burst a link moves in one call.
 pub const MAX_BURST: usize = 32;
 
-/// A frame buffer of a link.
-pub trait PacketBuffer {
+/// A frame buffer of a link. Buffers move with their engine to its thread,
+/// and a received one may be lent to the stack, which keeps it in a socket
+/// until the application has read it (see [`Link::lend_budget`]).
+pub trait PacketBuffer: Send + 'static {
     /// The frame's bytes.
     fn data(&self) -> &[u8];
     /// The frame's bytes, writable.
@@ -152,6 +154,15 @@ pub trait Link {
     /// say no.
     fn tx_checksum_offload(&self) -> bool {
         false
+    }
+
+    /// How many received buffers the engine may leave with the stack at once
+    /// (held by sockets as their receive buffer, so the payload is not
+    /// copied) while the link still has buffers to receive and send into.
+    /// 0 (the default): give every buffer back at once; links that copy on
+    /// receive anyway gain nothing from lending.
+    fn lend_budget(&self) -> usize {
+        0
     }
 
     /// A descriptor that becomes readable when frames wait, for idle sleep;

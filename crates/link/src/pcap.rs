@@ -137,6 +137,10 @@ impl<L: Link, W: Write> Link for PcapLink<L, W> {
         self.inner.tx_checksum_offload()
     }
 
+    fn lend_budget(&self) -> usize {
+        self.inner().lend_budget()
+    }
+
     fn rx_burst(&mut self, out: &mut Vec<L::Buf>, max: usize) -> io::Result<usize> {
         let start = out.len();
         let n = self.inner.rx_burst(out, max)?;

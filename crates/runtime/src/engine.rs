@@ -11,6 +11,7 @@ use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack};
 use crate::clock::Clock;
 
 mod dispatch;
+mod lend;
 
 pub use dispatch::{
     mesh, open_kni, DispatchCounters, Dispatcher, FrameHook, HookVerdict, KniPort, MeshEnd,
@@ -145,6 +146,8 @@ pub struct Engine<L: Link> {
     next_timer: Instant,
     /// Steering between engines and the exception path, when set.
     dispatch: Option<Dispatcher<L::Buf>>,
+    /// Received buffers lent to the stack.
+    lent: lend::Lender<L::Buf>,
 }
 
 impl<L: Link> Engine<L> {
@@ -158,7 +161,7 @@ impl<L: Link> Engine<L> {
                 oldest_queued: None,
             })
             .collect();
-        Engine {
+        let mut engine = Engine {
             stack,
             ports,
             cfg,
@@ -167,7 +170,10 @@ impl<L: Link> Engine<L> {
             rx: Vec::with_capacity(MAX_BURST),
             next_timer: Instant::ZERO,
             dispatch: None,
-        }
+            lent: lend::Lender::default(),
+        };
+        engine.start_lending();
+        engine
     }
 
     /// Puts the dispatcher hook in front of the stack: every received frame
@@ -209,11 +215,15 @@ impl<L: Link> Engine<L> {
             now,
             counters: &mut self.counters,
         };
-        f(&mut AppContext {
+        let r = f(&mut AppContext {
             now,
             stack: &mut self.stack,
             sink: &mut sink,
-        })
+        });
+        if self.stack.has_released_frames() {
+            self.return_lent();
+        }
+        r
     }
 
     /// After a turn that found no work, waits as [`run`](Self::run) does
@@ -252,6 +262,9 @@ impl<L: Link> Engine<L> {
     /// timer many times more often per packet).  `now` must not go back.
     pub fn turn_at(&mut self, now: Instant, app: &mut dyn Application) -> bool {
         self.counters.loops += 1;
+        if self.stack.has_released_frames() {
+            self.return_lent();
+        }
         let mut work = false;
         for i in 0..self.ports.len() {
             if self.ports[i].link.service().is_err() {
@@ -278,8 +291,19 @@ impl<L: Link> Engine<L> {
                 let meta = RxMeta {
                     csum_partial: buf.csum_partial(),
                 };
-                self.stack
-                    .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
+                let buf = if self.lent.on(i) {
+                    match self
+                        .lent
+                        .receive(&mut self.stack, now, i, buf, meta, &mut sink)
+                    {
+                        Some(buf) => buf,
+                        None => continue,
+                    }
+                } else {
+                    self.stack
+                        .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
+                    buf
+                };
                 sink.ports[i].link.recycle(buf);
             }
         }

@@ -333,4 +333,8 @@ impl Link for PortLink {
     fn tx_checksum_offload(&self) -> bool {
         each!(self, l => l.tx_checksum_offload())
     }
+
+    fn lend_budget(&self) -> usize {
+        each!(self, l => l.lend_budget())
+    }
 }

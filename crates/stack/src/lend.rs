@@ -252,6 +252,15 @@ impl Stack {
         self.ip.counters.tcp_rx_frames_held = self.tcp.lend.total_held as u64;
     }
 
+    /// Calls `f` with each frame the sockets hold.
+    pub fn visit_held_frames(&self, mut f: impl FnMut(&dyn RxFrame)) {
+        for (_, s) in self.sockets.iter() {
+            if let Socket::Tcp(conn) = s {
+                conn.recv.visit_frames(&mut f);
+            }
+        }
+    }
+
     /// Frames the stack holds now, on every interface.
     pub fn rx_frames_held(&self) -> usize {
         self.tcp.lend.total_held

@@ -271,6 +271,8 @@ pub struct AfXdpLink {
     /// Chunks that are ours and idle.
     free: Vec<u32>,
     reserve: usize,
+    /// Entries of each ring.
+    ring_size: u32,
     /// Frames handed to the engine and not yet back.
     frames_out: u64,
     /// A TX wakeup that could not be made (busy) and must be retried.
@@ -392,6 +394,7 @@ impl AfXdpLink {
             zero_copy,
             need_wakeup: cfg.need_wakeup,
             reserve: cfg.reserve.min(cfg.frames / 2) as usize,
+            ring_size: cfg.ring_size,
             frames_out: 0,
             tx_kick_pending: false,
             rx_frames: 0,
@@ -434,6 +437,13 @@ impl AfXdpLink {
     /// Chunks on the free list now.
     pub fn free_frames(&self) -> usize {
         self.free.len()
+    }
+
+    /// UMEM frames the stack may hold: what is left after a full fill
+    /// ring, half a TX ring in flight and the reserve.
+    fn spare_frames(&self) -> usize {
+        let ring = self.ring_size as usize;
+        (self.umem.chunks() as usize).saturating_sub(ring + ring / 2 + self.reserve)
     }
 
     /// Wakeups made: (fill ring / RX, TX).
@@ -727,6 +737,12 @@ impl Link for AfXdpLink {
             self.kick_tx()?;
         }
         Ok(())
+    }
+
+    /// The received frames are UMEM chunks the kernel wrote: a socket may
+    /// keep them as its receive buffer while the fill ring stays full.
+    fn lend_budget(&self) -> usize {
+        self.spare_frames()
     }
 
     fn rx_fd(&self) -> Option<RawFd> {

@@ -130,6 +130,8 @@ pub struct DpdkLink {
     shared: Arc<PortQueues>,
     queue: u16,
     reserve_target: usize,
+    /// What [`Link::lend_budget`] says.
+    lend_budget: usize,
     info: LinkInfo,
     driver: String,
     offloads: DpdkOffloads,
@@ -380,6 +382,7 @@ impl DpdkLink {
                     shared: Arc::clone(&shared),
                     queue,
                     reserve_target: reserve,
+                    lend_budget: (cfg.pool_size as usize).saturating_sub(min_pool + reserve) / 2,
                     info: LinkInfo {
                         name: c_str(&dev.name),
                         mac: dev.mac,
@@ -736,6 +739,13 @@ impl Link for DpdkLink {
     /// The stack may leave TCP and UDP checksums partial when the NIC
     /// finishes them; otherwise it computes them itself (the link would
     /// only do the same work later).
+    /// Received mbufs a socket may keep as its receive buffer: half of what
+    /// the pool has beyond the descriptors, two bursts and the reserve
+    /// (the other half covers the per-lcore caches and TX bursts).
+    fn lend_budget(&self) -> usize {
+        self.lend_budget
+    }
+
     fn tx_checksum_offload(&self) -> bool {
         self.offloads.tx_tcp_csum && self.offloads.tx_udp_csum
     }

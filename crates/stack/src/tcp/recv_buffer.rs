@@ -449,6 +449,15 @@ impl RecvBuffer {
         n
     }
 
+    /// Calls `f` with each frame held.
+    pub fn visit_frames(&self, f: &mut impl FnMut(&dyn crate::lend::RxFrame)) {
+        for c in &self.chunks {
+            if let Chunk::Frame(h) = c {
+                f(h.frame.as_ref());
+            }
+        }
+    }
+
     /// Hands every held frame back through `lend`, dropping the unread
     /// bytes in them (the connection is going away).
     pub fn release_frames(&mut self, lend: &mut FrameLending) {
