@@ -99,14 +99,20 @@ impl Reactor {
         }
     }
 
-    /// Lets the socket layer run the engine (at least one turn) and
-    /// collects the events of our sockets; waits up to `timeout` when none
-    /// is ready.  The wakers of the tasks waiting on them go to `woken`.
+    /// Collects the events of our sockets and lets the socket layer run
+    /// the engine (at least one turn); waits up to `timeout`, turning the
+    /// engine, when none is ready.  The wakers of the tasks waiting on them go to `woken`.
     pub(crate) fn wait(&mut self, timeout: Duration, woken: &mut Vec<Waker>) -> io::Result<usize> {
         // Whole milliseconds, rounded up: never back before the deadline.
         let ms = timeout.as_nanos().div_ceil(1_000_000);
         let ms = i32::try_from(ms).unwrap_or(i32::MAX);
         let n = api::epoll_wait(self.epfd, &mut self.events, ms)?;
+        if n > 0 {
+            // epoll_wait turns the engine only while it finds nothing
+            // ready; events from the tasks' own calls (a new connection, a
+            // shutdown) must not cost the engine its turn.
+            api::step()?;
+        }
         for ev in &self.events[..n] {
             let Some(Some(w)) = usize::try_from(ev.u64)
                 .ok()
