@@ -220,7 +220,7 @@ impl<L: Link> Engine<L> {
             stack: &mut self.stack,
             sink: &mut sink,
         });
-        if self.stack.has_released_frames() {
+        if self.lent.any() && self.stack.has_released_frames() {
             self.return_lent();
         }
         r
@@ -262,7 +262,7 @@ impl<L: Link> Engine<L> {
     /// timer many times more often per packet).  `now` must not go back.
     pub fn turn_at(&mut self, now: Instant, app: &mut dyn Application) -> bool {
         self.counters.loops += 1;
-        if self.stack.has_released_frames() {
+        if self.lent.any() && self.stack.has_released_frames() {
             self.return_lent();
         }
         let mut work = false;

@@ -40,6 +40,9 @@ impl<B: PacketBuffer> RxFrame for Lent<B> {
 
 /// The engine's side of lending.
 pub(super) struct Lender<B> {
+    /// Some port lends its buffers (one test on the paths of engines
+    /// whose links do not).
+    any: bool,
     /// Ports whose link lends its buffers.
     on: Vec<bool>,
     /// Empty boxes for the next frames lent.
@@ -51,6 +54,7 @@ pub(super) struct Lender<B> {
 impl<B: PacketBuffer> Default for Lender<B> {
     fn default() -> Self {
         Lender {
+            any: false,
             on: Vec::new(),
             spare: Vec::new(),
             back: Vec::new(),
@@ -62,7 +66,13 @@ impl<B: PacketBuffer> Lender<B> {
     /// Whether port `i` lends its buffers.
     #[inline]
     pub(super) fn on(&self, i: usize) -> bool {
-        self.on.get(i).copied().unwrap_or(false)
+        self.any && self.on.get(i).copied().unwrap_or(false)
+    }
+
+    /// Whether any port lends its buffers.
+    #[inline]
+    pub(super) fn any(&self) -> bool {
+        self.any
     }
 
     /// Hands `buf`, received on port `i`, to the stack as a lent frame;
@@ -113,6 +123,7 @@ impl<L: Link> Engine<L> {
             };
             self.lent.on[i] = self.stack.set_rx_lending(IfaceId(i as u16), limits);
         }
+        self.lent.any = self.lent.on.iter().any(|&on| on);
     }
 
     /// Returns the frames the stack released to their links.
