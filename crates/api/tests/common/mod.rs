@@ -60,10 +60,17 @@ pub fn two_engines() -> Engines {
 }
 
 /// Runs the engines for `ms` milliseconds.
+///
+/// At least as many steps as an idle machine makes in that time: on a
+/// loaded one (CI's two cores running other tests) the sleeps stretch, and
+/// a settle counted in time alone left frames unprocessed.
 pub fn settle_ms(ms: u64) {
     let end = Instant::now() + Duration::from_millis(ms);
-    while Instant::now() < end {
+    let min_steps = ms * 20;
+    let mut steps = 0;
+    while Instant::now() < end || steps < min_steps {
         api::step().expect("step");
+        steps += 1;
         std::thread::sleep(Duration::from_micros(50));
     }
 }
