@@ -728,6 +728,17 @@ def _(ctx):
     # Every frame went through DPDK's port, none was lost for want of mbufs.
     check(st.get("port0_link_rx_frames", 0) > 2 * ECHO_CONNS and st.get("port0_link_pool_exhausted", 0) == 0,
           f"DPDK port counters: {h.nonzero(st)}")
+    zero_copy_receive(st, "echo")
+
+
+def zero_copy_receive(st, what):
+    """TCP payload stayed in the link's buffers (UMEM frames, mbufs) until
+    the echo server read it, and every buffer went back once read."""
+    held = st.get("tcp_rx_zero_copy_segments", 0)
+    check(held > 0, f"{what}: no segment held in its buffer: {h.nonzero(st)}")
+    check(st.get("tcp_rx_frames_held", -1) == 0, f"{what}: buffers still held: {h.nonzero(st)}")
+    print(f"    tcp_rx_zero_copy_segments {held}, tcp_rx_copied_segments "
+          f"{st.get('tcp_rx_copied_segments', 0)}, tcp_rx_hold_limited {st.get('tcp_rx_hold_limited', 0)}")
 
 
 @test("tcp_echo_faults_af_packet", budget=120)

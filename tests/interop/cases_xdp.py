@@ -17,7 +17,7 @@ import re
 import harness as h
 import tcp_tools as tt
 from cases import (ECHO_CONNS, ECHO_SIZE, SUBNETS, curl, no_tcp_trouble, ping_sizes, tcp_echo_test, test,
-                   udp_every_size)
+                   udp_every_size, zero_copy_receive)
 from harness import check
 
 MODES = ("native", "generic")
@@ -102,6 +102,7 @@ def register(mode):
         no_tcp_trouble(st, "echo")
         check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
         no_copy(st, "echo")
+        zero_copy_receive(st, "echo")
         print(f"    port0_link_rx_frames {st['port0_link_rx_frames']}, port0_link_rx_copied "
               f"{st['port0_link_rx_copied']}, port0_link_rx_dropped {st.get('port0_link_rx_dropped')}")
         t.ustack.stop()
