@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use link::{Link, LinkStats, PacketBuffer, MAX_BURST};
-use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack};
+use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta};
 
 use crate::clock::Clock;
 
@@ -113,6 +113,16 @@ fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
 
 impl<L: Link> FrameSink for TxQueues<'_, L> {
     fn transmit(&mut self, iface: IfaceId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        self.transmit_with(iface, len, TxMeta::default(), fill)
+    }
+
+    fn transmit_with(
+        &mut self,
+        iface: IfaceId,
+        len: usize,
+        meta: TxMeta,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> bool {
         let Some(port) = self.ports.get_mut(usize::from(iface.0)) else {
             return false;
         };
@@ -125,6 +135,8 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
             return false;
         }
         buf.set_len(len);
+        // Always set: a recycled buffer may carry the mark of its last frame.
+        buf.set_csum_partial(meta.csum_partial);
         fill(&mut buf.data_mut()[..len]);
         port.txq.push(buf);
         port.oldest_queued.get_or_insert(self.now);
@@ -152,7 +164,12 @@ pub struct Engine<L: Link> {
 
 impl<L: Link> Engine<L> {
     /// An engine over `links`; link `i` is the stack's interface `i`.
-    pub fn new(stack: Stack, links: Vec<L>, cfg: EngineConfig) -> Self {
+    pub fn new(mut stack: Stack, links: Vec<L>, cfg: EngineConfig) -> Self {
+        for (i, link) in links.iter().enumerate() {
+            if link.tx_checksum_offload() {
+                stack.set_tx_checksum_offload(IfaceId(i as u16), true);
+            }
+        }
         let ports = links
             .into_iter()
             .map(|link| Port {
