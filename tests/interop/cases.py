@@ -59,6 +59,7 @@ SUBNETS = {
     "tcp_echo_faults_af_packet": 117,
     "ping_af_packet_root": 118, "udp_sizes_af_packet_root": 119,
     "ping_dpdk": 140, "udp_sizes_dpdk": 141, "tcp_echo_dpdk": 142,
+    "http_curl_dpdk": 143, "http_wrk_dpdk": 144,
 }
 
 
@@ -729,6 +730,44 @@ def _(ctx):
     check(st.get("port0_link_rx_frames", 0) > 2 * ECHO_CONNS and st.get("port0_link_pool_exhausted", 0) == 0,
           f"DPDK port counters: {h.nonzero(st)}")
     zero_copy_receive(st, "echo")
+
+
+@test("http_curl_dpdk", budget=90)
+def _(ctx):
+    import tcp_tools as tt
+
+    t = ctx.topo("dpdk", SUBNETS["http_curl_dpdk"], binary=ctx.http).start()
+    out = os.path.join(ctx.workdir, "index.html")
+    code, size, _ = curl(t, f"http://{t.ustack_ip}/", out)
+    check(code == 200 and size == 600, f"GET /: {code}, {size} bytes (expected 200, 600)")
+    n = 50 * 1024 * 1024
+    out = os.path.join(ctx.workdir, "bytes.bin")
+    code, size, speed = curl(t, f"http://{t.ustack_ip}/bytes/{n}", out)
+    print(f"    curl /bytes/{n}: {code}, {size} bytes at {speed / 1e6:.1f} MB/s")
+    check(code == 200, f"/bytes/{n}: status {code}")
+    bad = tt.check_pattern_file(out, n)
+    check(bad is None, f"/bytes/{n}: {bad}")
+    os.unlink(out)
+    st = t.ustack.settled_stats()
+    no_tcp_trouble(st, "curl")
+    t.ustack.stop()
+
+
+@test("http_wrk_dpdk", budget=90)
+def _(ctx):
+    import tcp_tools as tt
+
+    t = ctx.topo("dpdk", SUBNETS["http_wrk_dpdk"], binary=ctx.http).start()
+    out, r = tt.run_wrk(t.ns_k, f"http://{t.ustack_ip}/", connections=200, seconds=5)
+    h.log(out)
+    print(f"    wrk -t2 -c200 -d5s: {r['rps']:.0f} requests/s, {r['requests']} requests, "
+          f"socket errors {r['socket_errors']}, non-2xx {r['non_2xx']}")
+    check(r["requests"] > 1000, f"only {r['requests']} requests:\n{out}")
+    check(r["socket_errors"] == 0, f"socket errors:\n{out}")
+    check(r["non_2xx"] == 0, f"non-2xx responses:\n{out}")
+    st = t.ustack.settled_stats(quiet=0.2)
+    no_tcp_trouble(st, "wrk")
+    t.ustack.stop()
 
 
 def zero_copy_receive(st, what):
