@@ -18,6 +18,13 @@ pub struct ByteRing {
     len: usize,
     /// Bytes past the held ones lent out by [`ByteRing::reserve_tail`].
     reserved: usize,
+    /// The most bytes held since the storage was taken.
+    peak: usize,
+    /// The storage to take when data comes to an empty ring: what the last
+    /// busy period needed. A stream empties its rings between bursts, and
+    /// growing again from the smallest class by doubling would copy the
+    /// held bytes at every step.
+    regrow_to: usize,
 }
 
 impl ByteRing {
@@ -49,8 +56,9 @@ impl ByteRing {
         if self.storage.is_empty() {
             // The common case: a ring that gave its storage back when it
             // emptied takes some again (every round trip of a ping-pong).
-            self.storage = cache.take(new_cap);
+            self.storage = cache.take(new_cap.max(self.regrow_to));
             self.head = 0;
+            self.peak = 0;
             return;
         }
         let mut storage = cache.take(new_cap);
@@ -68,6 +76,11 @@ impl ByteRing {
     /// nothing waits past the held bytes either).
     pub fn release(&mut self, cache: &mut BufferCache) {
         if self.len == 0 && self.reserved == 0 && !self.storage.is_empty() {
+            // Halve the next storage when this period used under half of
+            // it, so one bulk transfer does not pin large rings on what
+            // becomes a ping-pong.
+            let cap = self.storage.len();
+            self.regrow_to = if self.peak * 2 <= cap { cap / 2 } else { cap };
             cache.give(core::mem::take(&mut self.storage));
             self.head = 0;
         }
@@ -89,6 +102,7 @@ impl ByteRing {
     /// Counts `n` bytes written past the held ones as held.
     pub fn commit(&mut self, n: usize) {
         self.len = (self.len + n).min(self.storage.len());
+        self.peak = self.peak.max(self.len);
     }
 
     /// Appends as much of `data` as fits under `limit` held bytes.
@@ -102,6 +116,7 @@ impl ByteRing {
         self.reserve_total(self.len + n, cache);
         self.write_at(self.len, &data[..n]);
         self.len += n;
+        self.peak = self.peak.max(self.len);
         n
     }
 
@@ -146,6 +161,7 @@ impl ByteRing {
             return false;
         }
         self.len += n;
+        self.peak = self.peak.max(self.len);
         self.reserved = 0;
         true
     }
@@ -225,6 +241,33 @@ mod tests {
             1024 + 4096,
             "the storage outgrown and the last went back to the cache"
         );
+    }
+
+    #[test]
+    fn regrows_to_what_the_last_busy_period_needed() {
+        let mut r = ByteRing::new();
+        let mut c = BufferCache::new(1 << 22);
+        assert_eq!(r.append(&[7; 100_000], 1 << 20, &mut c), 100_000);
+        assert_eq!(r.allocated(), 128 * 1024);
+        r.consume(r.len());
+        r.release(&mut c);
+        assert_eq!(r.allocated(), 0, "an empty ring holds nothing");
+        assert_eq!(r.append(&[8; 10], 1 << 20, &mut c), 10);
+        assert_eq!(
+            r.allocated(),
+            128 * 1024,
+            "a stream's next burst starts at the size the last one reached, not by doubling from 1 KB"
+        );
+        let mut out = [0u8; 10];
+        assert_eq!(r.copy_out(0, &mut out), 10);
+        assert_eq!(out, [8; 10]);
+        // Periods that use little of the storage halve it each time.
+        for want in [64 * 1024, 32 * 1024, 16 * 1024] {
+            r.consume(r.len());
+            r.release(&mut c);
+            assert_eq!(r.append(&[9; 10], 1 << 20, &mut c), 10);
+            assert_eq!(r.allocated(), want);
+        }
     }
 
     #[test]
