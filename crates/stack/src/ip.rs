@@ -29,6 +29,8 @@ pub(crate) struct IpLayer {
     pub(crate) icmp_errors: TokenBucket,
     pub(crate) counters: Counters,
     pub(crate) next_ip_ident: u16,
+    /// Counts interface changes (see [`IpLayer::path_epoch`]).
+    pub(crate) iface_epoch: u64,
     /// When the neighbor and reassembly tables are next scanned.
     next_scan: Instant,
 }
@@ -62,6 +64,7 @@ impl IpLayer {
         IpLayer {
             icmp_errors: TokenBucket::new(cfg.icmp_rate_limit),
             next_ip_ident: rng.next_u32() as u16,
+            iface_epoch: 0,
             cfg,
             ifaces: Vec::new(),
             routes: RouteTable::new(4096),
@@ -70,6 +73,13 @@ impl IpLayer {
             counters: Counters::default(),
             next_scan: Instant::ZERO,
         }
+    }
+
+    /// Changes whenever the interfaces, the routes or a neighbor's link
+    /// address change: a path cached with another epoch must be looked up
+    /// again. (Each part only grows, so their sum changes with any.)
+    pub(crate) fn path_epoch(&self) -> u64 {
+        self.iface_epoch + self.routes.epoch() + self.neighbors.epoch()
     }
 
     pub(crate) fn interface(&self, id: IfaceId) -> Option<&Interface> {

@@ -83,6 +83,9 @@ pub enum NeighborEvent {
 pub struct NeighborCache {
     cfg: NeighborConfig,
     entries: KeyedMap<(IfaceId, IpAddr), State>,
+    /// Counts changes that can make a cached resolution wrong before it
+    /// expires (a new link address, a removal, an eviction).
+    epoch: u64,
 }
 
 impl NeighborCache {
@@ -90,6 +93,7 @@ impl NeighborCache {
         NeighborCache {
             cfg,
             entries: KeyedMap::with_hasher(hasher),
+            epoch: 0,
         }
     }
 
@@ -109,9 +113,25 @@ impl NeighborCache {
         }
     }
 
+    /// A reachable neighbor's link address and when that stops being
+    /// known, for a path cached until then (or the [`epoch`](Self::epoch)
+    /// changes).
+    pub fn resolved(&self, iface: IfaceId, ip: IpAddr, now: Instant) -> Option<([u8; 6], Instant)> {
+        match self.entries.get(&(iface, ip)) {
+            Some(State::Reachable { mac, expires }) if *expires > now => Some((*mac, *expires)),
+            _ => None,
+        }
+    }
+
+    /// Grows with every learned, removed or evicted entry.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// Holds `packet` until `ip` resolves, starting a resolution if none runs.
     pub fn hold(&mut self, iface: IfaceId, ip: IpAddr, now: Instant, packet: Vec<u8>) -> Held {
         let mut out = Held::default();
+        self.epoch += 1;
         let key = (iface, ip);
         if !self.entries.contains_key(&key) {
             out.evicted = self.make_room();
@@ -165,6 +185,7 @@ impl NeighborCache {
         create: bool,
     ) -> Learned {
         let mut out = Learned::default();
+        self.epoch += 1;
         let key = (iface, ip);
         let expires = now + self.cfg.max_age;
         match self.entries.get_mut(&key) {
@@ -186,6 +207,7 @@ impl NeighborCache {
 
     /// Forgets a neighbor (for `arp -d`).
     pub fn remove(&mut self, iface: IfaceId, ip: IpAddr) -> bool {
+        self.epoch += 1;
         self.entries.remove(&(iface, ip)).is_some()
     }
 

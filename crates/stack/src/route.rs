@@ -135,6 +135,8 @@ impl fmt::Display for RouteError {
 pub struct RouteTable {
     routes: Vec<Route>,
     limit: usize,
+    /// Counts changes, for paths cached from the table.
+    epoch: u64,
 }
 
 impl RouteTable {
@@ -142,6 +144,7 @@ impl RouteTable {
         RouteTable {
             routes: Vec::new(),
             limit,
+            epoch: 0,
         }
     }
 
@@ -161,6 +164,7 @@ impl RouteTable {
             .routes
             .partition_point(|r| r.dest.prefix_len() >= route.dest.prefix_len());
         self.routes.insert(at, route);
+        self.epoch += 1;
         Ok(())
     }
 
@@ -170,12 +174,19 @@ impl RouteTable {
             .iter()
             .position(|r| r.dest == dest)
             .ok_or(RouteError::NotFound)?;
+        self.epoch += 1;
         Ok(self.routes.remove(at))
     }
 
     /// Removes every route out of `iface`.
     pub fn remove_iface(&mut self, iface: IfaceId) {
         self.routes.retain(|r| r.iface != iface);
+        self.epoch += 1;
+    }
+
+    /// Grows with every change of the table.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The most specific route to `dst`.

@@ -116,6 +116,7 @@ impl Stack {
             }
         }
         self.ip.ifaces.push(iface);
+        self.ip.iface_epoch += 1;
         Ok(id)
     }
 
@@ -136,6 +137,7 @@ impl Stack {
         match self.ip.ifaces.get_mut(usize::from(id.0)) {
             Some(i) => {
                 i.tx_checksum_offload = on;
+                self.ip.iface_epoch += 1;
                 true
             }
             None => false,

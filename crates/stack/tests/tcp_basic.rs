@@ -178,3 +178,109 @@ fn connect_to_closed_port_is_refused() {
     assert_eq!(n.b.counters().rx_drop_tcp_no_socket, 1);
     assert_eq!(n.b.counters().tcp_resets_sent, 1);
 }
+
+/// An ARP reply from 10.99.1.`last` saying it is now at `mac`, to stack 1.
+fn arp_reply_moved(last: u8, mac: [u8; 6]) -> Vec<u8> {
+    use wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+    use wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN};
+    let arp = ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Reply,
+        source_hardware_addr: EthernetAddress(mac),
+        source_protocol_addr: Ipv4Addr::new(10, 99, 1, last),
+        target_hardware_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        target_protocol_addr: Ipv4Addr::new(10, 99, 1, 1),
+    };
+    let mut frame = vec![0u8; HEADER_LEN + arp.buffer_len()];
+    let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
+    EthernetRepr {
+        src_addr: EthernetAddress(mac),
+        dst_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        ethertype: EtherType::Arp,
+    }
+    .emit(&mut eth);
+    arp.emit(&mut ArpPacket::new_unchecked(eth.payload_mut()));
+    frame
+}
+
+/// A connection keeps where its segments go (route and neighbor) between
+/// segments; a neighbor that moves, a route that goes and an entry that
+/// expires must each be noticed at the next segment.
+#[test]
+fn cached_path_follows_neighbor_route_and_expiry_changes() {
+    let mut n = Net::new();
+    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
+    let c =
+        n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+            .unwrap();
+    n.run(5);
+    let (s, _) = n.b.tcp_accept(l).unwrap();
+    // Small segments leave at once, whatever is unacknowledged.
+    n.a.tcp_set_nodelay(n.now, c, true, &mut n.sa).unwrap();
+    let send_and_dst_mac = |n: &mut Net| -> [u8; 6] {
+        assert_eq!(n.a.tcp_send(n.now, c, b"ping", &mut n.sa), Ok(4));
+        let (_, f) = n.sa.frames.last().expect("a segment went out").clone();
+        f[..6].try_into().unwrap()
+    };
+    assert_eq!(send_and_dst_mac(&mut n), [2, 0, 0, 0, 0, 2]);
+    n.run(5);
+
+    // The neighbor moves: the next segment goes to its new address.
+    let moved = [2, 0, 0, 0, 0, 0x22];
+    n.a.receive(
+        n.now,
+        IF0,
+        &arp_reply_moved(2, moved),
+        RxMeta::default(),
+        &mut n.sa,
+    );
+    n.sa.frames.clear();
+    assert_eq!(send_and_dst_mac(&mut n), moved, "the moved neighbor");
+    n.sa.frames.clear();
+
+    // It moves back (so the wire works again), then the route goes: no
+    // segment can leave.
+    n.a.receive(
+        n.now,
+        IF0,
+        &arp_reply_moved(2, [2, 0, 0, 0, 0, 2]),
+        RxMeta::default(),
+        &mut n.sa,
+    );
+    assert_eq!(send_and_dst_mac(&mut n), [2, 0, 0, 0, 0, 2]);
+    n.run(5);
+    let subnet = n.a.routes().iter().next().unwrap().dest;
+    let route = n.a.routes_mut().remove(subnet).unwrap();
+    n.sa.frames.clear();
+    let before = n.a.counters().tx_drop_no_route;
+    assert_eq!(n.a.tcp_send(n.now, c, b"lost", &mut n.sa), Ok(4));
+    assert!(n.sa.frames.is_empty(), "no route, no frame");
+    assert_eq!(n.a.counters().tx_drop_no_route, before + 1);
+    n.a.routes_mut().add(route).unwrap();
+
+    // The neighbor entry expires (20 minutes by default): the next
+    // segment waits for ARP instead of going to the stale address.
+    n.now += Duration::from_secs(3600);
+    n.sa.frames.clear();
+    assert_eq!(n.a.tcp_send(n.now, c, b"late", &mut n.sa), Ok(4));
+    let arp_requests =
+        n.sa.frames
+            .iter()
+            .filter(|(_, f)| f[12..14] == [0x08, 0x06])
+            .count();
+    assert!(
+        arp_requests >= 1,
+        "an ARP request, not a segment to a stale address"
+    );
+    assert!(
+        n.sa.frames.iter().all(|(_, f)| f[12..14] != [0x08, 0x00]),
+        "no IPv4 frame before the neighbor answers"
+    );
+    // ARP resolves, everything queued arrives in order.
+    n.run(3000);
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    while let Ok(k) = n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb) {
+        got.extend_from_slice(&buf[..k]);
+    }
+    assert_eq!(&got[..], b"pingpingpinglostlate");
+}

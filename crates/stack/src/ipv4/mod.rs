@@ -5,4 +5,5 @@ mod input;
 mod output;
 
 pub(crate) use input::Ipv4Datagram;
+pub(crate) use output::Ipv4Path;
 pub use output::{Ipv4Send, SendError};

@@ -7,7 +7,7 @@
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr};
 
-use wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
+use wire::ethernet::{self, EtherType, EthernetAddress, EthernetRepr};
 use wire::ip::IpProtocol;
 use wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
 use wire::ChecksumMode;
@@ -53,6 +53,24 @@ impl Ipv4Send {
     }
 }
 
+/// Where a connection's packets go, looked up once and kept while the
+/// interfaces, routes and neighbors stay as they were (their
+/// [`IpLayer::path_epoch`]) and the neighbor's entry has not expired: a
+/// segment of an established connection then needs no route and no
+/// neighbor lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ipv4Path {
+    epoch: u64,
+    expires: Instant,
+    dst: Ipv4Addr,
+    iface: IfaceId,
+    /// Destination and source MAC, then the EtherType: the frame's first
+    /// 14 bytes.
+    eth: [u8; 14],
+    mtu: usize,
+    offload: bool,
+}
+
 /// Why a packet could not be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendError {
@@ -93,6 +111,89 @@ impl IpLayer {
             .interface(hop.iface)
             .is_some_and(|i| i.is_broadcast(dst));
         Some((hop.iface, neighbor, broadcast))
+    }
+
+    /// The path to `dst` if it can be cached: routed (not broadcast) and
+    /// its next hop resolved.
+    pub(crate) fn ipv4_path(&self, dst: Ipv4Addr, now: Instant) -> Option<Ipv4Path> {
+        let (iface, neighbor, broadcast) = self.ipv4_route(dst, None)?;
+        if broadcast {
+            return None;
+        }
+        let ifc = self.interface(iface)?;
+        let (mac, expires) = self.neighbors.resolved(iface, IpAddr::V4(neighbor), now)?;
+        let mut eth = [0u8; 14];
+        eth[..6].copy_from_slice(&mac);
+        eth[6..12].copy_from_slice(&ifc.mac);
+        eth[12..].copy_from_slice(&0x0800u16.to_be_bytes());
+        Some(Ipv4Path {
+            epoch: self.path_epoch(),
+            expires,
+            dst,
+            iface,
+            eth,
+            mtu: ifc.mtu,
+            offload: ifc.tx_checksum_offload,
+        })
+    }
+
+    /// Refreshes `slot` for a packet to `dst` at `now`: keeps a path that
+    /// is still right, looks it up again otherwise.
+    pub(crate) fn refresh_path(&self, slot: &mut Option<Ipv4Path>, dst: Ipv4Addr, now: Instant) {
+        let fresh = matches!(slot, Some(p) if p.epoch == self.path_epoch() && now < p.expires && p.dst == dst);
+        if !fresh {
+            *slot = self.ipv4_path(dst, now);
+        }
+    }
+
+    /// Sends an IPv4 packet along a cached path (see
+    /// [`IpLayer::send_ipv4`]; the caller refreshed the path). Packets
+    /// larger than the path's MTU take [`IpLayer::send_ipv4`].
+    pub(crate) fn send_ipv4_on(
+        &mut self,
+        now: Instant,
+        path: &Ipv4Path,
+        hdr: Ipv4Send,
+        payload_len: usize,
+        fill: &mut dyn FnMut(&mut [u8], Ipv4Addr, ChecksumMode),
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SendError> {
+        let total = ipv4::HEADER_LEN + payload_len;
+        let Some(src) = hdr.src.filter(|_| total <= path.mtu && hdr.iface.is_none()) else {
+            return self.send_ipv4(now, hdr, payload_len, fill, sink);
+        };
+        let repr = Ipv4Repr {
+            src_addr: src,
+            dst_addr: hdr.dst,
+            next_header: hdr.protocol,
+            payload_len,
+            hop_limit: hdr.ttl.unwrap_or(self.cfg.ip_ttl),
+            dscp_ecn: hdr.dscp_ecn,
+            ident: self.next_ident(),
+            dont_frag: hdr.dont_frag,
+        };
+        let (meta, mode) = if hdr.l4_checksum && path.offload {
+            (TxMeta { csum_partial: true }, ChecksumMode::Offload)
+        } else {
+            (TxMeta::default(), ChecksumMode::Full)
+        };
+        let len = ethernet::HEADER_LEN + total;
+        let eth = &path.eth;
+        let sent = sink.transmit_with(path.iface, len, meta, &mut |buf: &mut [u8]| {
+            let (head, rest) = buf[..len].split_at_mut(ethernet::HEADER_LEN);
+            head.copy_from_slice(eth);
+            let mut packet = Ipv4Packet::new_unchecked(rest);
+            repr.emit(&mut packet);
+            fill(packet.payload_mut(), src, mode);
+        });
+        if sent {
+            self.counters.tx_frames += 1;
+            self.counters.tx_bytes += len as u64;
+            Ok(())
+        } else {
+            self.counters.tx_drop_no_buffer += 1;
+            Err(SendError::NoBuffer)
+        }
     }
 
     /// The source address a packet to `dst` would leave with.

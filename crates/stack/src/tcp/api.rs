@@ -335,6 +335,13 @@ impl Stack {
         let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
             return;
         };
+        // Nearly every event: the handshake is not ending and the
+        // connection lives on; only readiness and the wheel need a look.
+        if !ev.established && conn.state != TcpState::Closed {
+            self.sockets.notify(index);
+            self.tcp_schedule(now, index);
+            return;
+        }
         let parent = conn.parent;
         let state = conn.state;
         let detached = conn.detached;

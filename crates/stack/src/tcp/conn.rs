@@ -6,6 +6,7 @@ use core::net::SocketAddr;
 
 use wire::tcp::{SeqNumber, TcpRepr};
 
+use crate::ipv4::Ipv4Path;
 use crate::socket::SocketError;
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::cc::{Cc, CongestionControl};
@@ -149,6 +150,8 @@ pub(crate) struct TcpConnection {
     pub recv_locked: bool,
     /// IP_TTL and IP_TOS of the socket's segments.
     pub ip_opts: IpOptions,
+    /// Where the segments go, cached (see [`Ipv4Path`]).
+    pub path: Option<Ipv4Path>,
     pub error: Option<SocketError>,
     /// The application closed its handle; the connection finishes alone.
     pub detached: bool,
@@ -245,6 +248,7 @@ impl TcpConnection {
             linger_zero: false,
             recv_locked: false,
             ip_opts: IpOptions::default(),
+            path: None,
             error: None,
             detached: false,
             parent: None,

@@ -514,7 +514,11 @@ impl TcpConnection {
         }
         self.rtt.reset_backoff();
         self.retries = 0;
-        if self.sack_ok {
+        // Without blocks and with nothing SACKed there is nothing to do
+        // (the common ACK of an in-order stream).
+        if self.sack_ok
+            && (seg.sack_ranges.iter().any(Option::is_some) || !self.scoreboard.is_empty())
+        {
             self.scoreboard
                 .update(self.snd_una, self.snd_max, &seg.sack_ranges);
         }

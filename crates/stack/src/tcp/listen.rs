@@ -91,6 +91,7 @@ pub(crate) fn send_cookie_syn_ack(
         &repr,
         0,
         &mut |_| {},
+        None,
         sink,
     );
     if sent.is_ok() {

@@ -5,9 +5,10 @@ use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use wire::ip::IpProtocol;
 use wire::tcp::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
+use wire::ChecksumMode;
 
 use crate::ip::IpLayer;
-use crate::ipv4::{Ipv4Send, SendError};
+use crate::ipv4::{Ipv4Path, Ipv4Send, SendError};
 use crate::sink::FrameSink;
 use crate::tcp::cc::CongestionControl;
 use crate::tcp::conn::TcpConnection;
@@ -30,7 +31,8 @@ pub struct IpOptions {
 }
 
 /// Sends one TCP segment whose payload (`payload_len` bytes) `fill` writes
-/// after the header.  Counted; returns what the IP layer said.
+/// after the header, along the connection's cached `path` if there is one
+/// (refreshed here).  Counted; returns what the IP layer said.
 // One call per segment on the fast path: plain arguments, no struct to build.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send_tcp(
@@ -41,6 +43,7 @@ pub(crate) fn send_tcp(
     repr: &TcpRepr<'_>,
     payload_len: usize,
     fill: &mut dyn FnMut(&mut [u8]),
+    path: Option<&mut Option<Ipv4Path>>,
     sink: &mut dyn FrameSink,
 ) -> Result<(), SendError> {
     let (src, dst) = (v4(local), v4(remote));
@@ -54,21 +57,23 @@ pub(crate) fn send_tcp(
         dscp_ecn: ip_opts.tos,
         ..Ipv4Send::new(dst, IpProtocol::Tcp)
     };
-    let result = ip.send_ipv4(
-        now,
-        hdr,
-        total,
-        &mut |buf, _, mode| {
-            fill(&mut buf[header_len..total]);
-            repr.emit(
-                &mut TcpPacket::new_unchecked(&mut buf[..total]),
-                &IpAddr::V4(src),
-                &IpAddr::V4(dst),
-                mode,
-            );
-        },
-        sink,
-    );
+    let mut write = |buf: &mut [u8], _: Ipv4Addr, mode: ChecksumMode| {
+        fill(&mut buf[header_len..total]);
+        repr.emit(
+            &mut TcpPacket::new_unchecked(&mut buf[..total]),
+            &IpAddr::V4(src),
+            &IpAddr::V4(dst),
+            mode,
+        );
+    };
+    let cached = path.and_then(|slot| {
+        ip.refresh_path(slot, dst, now);
+        *slot
+    });
+    let result = match cached {
+        Some(p) => ip.send_ipv4_on(now, &p, hdr, total, &mut write, sink),
+        None => ip.send_ipv4(now, hdr, total, &mut write, sink),
+    };
     if result.is_ok() {
         ip.counters.tcp_segments_sent += 1;
         if repr.flags.rst() {
@@ -104,6 +109,7 @@ pub(crate) fn send_reset_for(
         &rst,
         0,
         &mut |_| {},
+        None,
         sink,
     );
 }
@@ -217,6 +223,7 @@ impl TcpConnection {
             &repr,
             0,
             &mut |_| {},
+            Some(&mut self.path),
             sink,
         )
     }
@@ -262,6 +269,7 @@ impl TcpConnection {
             &mut |buf| {
                 send.copy_out(offset, buf);
             },
+            Some(&mut self.path),
             sink,
         );
         if seq < self.snd_max {
@@ -285,6 +293,7 @@ impl TcpConnection {
             &repr,
             0,
             &mut |_| {},
+            Some(&mut self.path),
             sink,
         );
         self.after_ack_sent(now);
@@ -302,6 +311,7 @@ impl TcpConnection {
             &repr,
             0,
             &mut |_| {},
+            Some(&mut self.path),
             sink,
         );
         self.last_send = now;
@@ -326,6 +336,7 @@ impl TcpConnection {
             &repr,
             0,
             &mut |_| {},
+            Some(&mut self.path),
             sink,
         );
     }
@@ -371,6 +382,17 @@ impl TcpConnection {
                 return;
             }
             _ => {}
+        }
+        // Nothing queued and no recovery: at most an ACK (every input to a
+        // connection whose application has not answered yet).
+        if self.recovery_point.is_none() && !self.fin_queued && self.data_end() == self.snd_nxt {
+            if self.flight() > 0 && self.timers.rtx.is_none() && self.timers.persist.is_none() {
+                self.arm_rtx(now);
+            }
+            if self.ack_now || self.window_update_due() {
+                self.send_ack(now, ip, sink);
+            }
+            return;
         }
         // RFC 5681 4.1: after an idle period longer than an RTO, restart
         // from the restart window.

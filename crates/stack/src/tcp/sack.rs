@@ -18,7 +18,6 @@ pub struct Scoreboard {
 }
 
 impl Scoreboard {
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
