@@ -180,10 +180,14 @@ impl Stack {
 
     /// The earliest time [`poll`](Self::poll) has work, if any.
     pub fn next_deadline(&self) -> Option<Instant> {
-        [self.ip.next_deadline(), self.tcp.wheel.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.ip.next_deadline(),
+            self.tcp.wheel.next_deadline(),
+            self.tcp_trim_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Open sockets of every kind.

@@ -284,3 +284,54 @@ fn cached_path_follows_neighbor_route_and_expiry_changes() {
     }
     assert_eq!(&got[..], b"pingpingpinglostlate");
 }
+
+/// Rings keep their storage between the round trips of a ping-pong (no
+/// give and take every time), and give it back once the connection has
+/// been idle for two trim intervals.
+#[test]
+fn ring_storage_stays_while_busy_and_goes_when_idle() {
+    let mut n = Net::new();
+    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
+    let c =
+        n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+            .unwrap();
+    n.run(5);
+    let (s, _) = n.b.tcp_accept(l).unwrap();
+    let idle = n.a.tcp_memory().0;
+    let mut buf = [0u8; 64];
+    let mut busy = None;
+    for round in 0..50 {
+        assert_eq!(
+            n.a.tcp_send(n.now, c, &[round as u8; 64], &mut n.sa),
+            Ok(64)
+        );
+        n.run(1);
+        assert_eq!(n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb), Ok(64));
+        assert_eq!(n.b.tcp_send(n.now, s, &buf, &mut n.sb), Ok(64));
+        n.run(1);
+        assert_eq!(n.a.tcp_recv(n.now, c, &mut buf, &mut n.sa), Ok(64));
+        assert_eq!(buf, [round as u8; 64]);
+        let held = n.a.tcp_memory().0;
+        assert!(held > idle, "round {round}: rings hold storage while busy");
+        // The same storage every round: none goes back to the cache.
+        assert_eq!(*busy.get_or_insert(held), held, "round {round}");
+        assert_eq!(n.a.tcp_buffer_cache_bytes(), 0, "round {round}");
+    }
+    // Idle: within two trim intervals (100 ms each) the storage is back in
+    // the cache, and the connection holds what it held before any data.
+    n.run(250);
+    assert_eq!(n.a.tcp_memory().0, idle);
+    assert_eq!(n.b.tcp_memory().0, idle, "the same on the other side");
+    assert!(
+        n.a.tcp_buffer_cache_bytes() > 0,
+        "the storage went to the cache"
+    );
+    // Nothing is parked any more: no trim scan wakes the stack.
+    assert!(
+        n.a.next_deadline()
+            .is_none_or(|d| d > n.now + Duration::from_millis(100)),
+        "{:?} at {:?}",
+        n.a.next_deadline(),
+        n.now
+    );
+}

@@ -312,6 +312,11 @@ impl SocketTable {
         }
     }
 
+    /// Every open socket, writable.
+    pub(crate) fn sockets_mut(&mut self) -> impl Iterator<Item = &mut Socket> {
+        self.slots.iter_mut().filter_map(|s| s.socket.as_mut())
+    }
+
     /// Every open socket (for netstat and tests).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (SocketHandle, &Socket)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {

@@ -15,6 +15,7 @@ use crate::tcp::conn::TcpConnection;
 use crate::tcp::input::InputEvents;
 use crate::tcp::listen::{connection_from_cookie, mss_for_mtu, send_cookie_syn_ack, TcpListener};
 use crate::tcp::output::send_reset_for;
+use crate::tcp::shared::TRIM_INTERVAL;
 use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
 use crate::time::Instant;
 
@@ -394,8 +395,32 @@ impl Stack {
         }
     }
 
+    /// Gives back the storage of rings that stayed empty for a
+    /// [`TRIM_INTERVAL`] (see `ByteRing::trim`).
+    fn tcp_trim(&mut self, now: Instant) {
+        if !self.tcp.buffers.parked() || now < self.tcp.next_trim {
+            return;
+        }
+        self.tcp.next_trim = now + TRIM_INTERVAL;
+        let cache = &mut self.tcp.buffers;
+        let mut again = false;
+        for socket in self.sockets.sockets_mut() {
+            if let Socket::Tcp(conn) = socket {
+                again |= conn.send.trim(cache);
+                again |= conn.recv.trim(cache);
+            }
+        }
+        cache.set_parked(again);
+    }
+
+    /// When the trim scan is due, if a ring waits for one.
+    pub(crate) fn tcp_trim_deadline(&self) -> Option<Instant> {
+        self.tcp.buffers.parked().then_some(self.tcp.next_trim)
+    }
+
     /// Runs the TCP timers that are due.
     pub(crate) fn tcp_poll(&mut self, now: Instant, sink: &mut dyn FrameSink) {
+        self.tcp_trim(now);
         let mut fired = core::mem::take(&mut self.tcp.fired);
         self.tcp.wheel.advance(now, |index, _| fired.push(index));
         for &index in &fired {

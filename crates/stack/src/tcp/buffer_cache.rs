@@ -14,6 +14,8 @@ pub struct BufferCache {
     classes: Vec<Vec<Vec<u8>>>,
     held_bytes: usize,
     max_bytes: usize,
+    /// Some ring emptied and kept its storage: a trim scan is due.
+    parked: bool,
 }
 
 impl BufferCache {
@@ -23,6 +25,7 @@ impl BufferCache {
             classes: (0..CLASSES).map(|_| Vec::new()).collect(),
             held_bytes: 0,
             max_bytes,
+            parked: false,
         }
     }
 
@@ -51,6 +54,21 @@ impl BufferCache {
             self.held_bytes += storage.len();
             self.classes[k].push(storage);
         }
+    }
+
+    /// Notes that a ring emptied and kept its storage.
+    pub fn note_parked(&mut self) {
+        self.parked = true;
+    }
+
+    /// Whether a ring may hold storage while empty.
+    pub fn parked(&self) -> bool {
+        self.parked
+    }
+
+    /// After a trim scan: whether some ring still waits for the next.
+    pub fn set_parked(&mut self, parked: bool) {
+        self.parked = parked;
     }
 
     /// Bytes of idle storage held.

@@ -1,6 +1,9 @@
 //! A ring of bytes whose storage comes from the stack's [`BufferCache`] on
-//! first use, grows by doubling, and goes back when the ring empties: a
-//! connection that is not moving data holds no buffer memory.
+//! first use, grows by doubling, and goes back once the ring has stayed
+//! empty for a while ([`ByteRing::park`] then [`ByteRing::trim`]): a
+//! connection that is not moving data holds no buffer memory, and one in a
+//! ping-pong does not give its storage back and take it again every round
+//! trip.
 //!
 //! A send ring can also lend the free room after its held bytes to the
 //! application ([`ByteRing::reserve_tail`]), which writes there in place
@@ -25,6 +28,8 @@ pub struct ByteRing {
     /// growing again from the smallest class by doubling would copy the
     /// held bytes at every step.
     regrow_to: usize,
+    /// Written to since the last [`ByteRing::trim`].
+    touched: bool,
 }
 
 impl ByteRing {
@@ -49,6 +54,7 @@ impl ByteRing {
     /// Makes room for `total` bytes from the head (held bytes plus bytes
     /// to be written past them), growing the storage by doubling.
     pub fn reserve_total(&mut self, total: usize, cache: &mut BufferCache) {
+        self.touched = true;
         if total <= self.storage.len() {
             return;
         }
@@ -84,6 +90,28 @@ impl ByteRing {
             cache.give(core::mem::take(&mut self.storage));
             self.head = 0;
         }
+    }
+
+    /// The ring emptied: it keeps its storage for now (data may come again
+    /// at once) and the cache learns that a trim is due.
+    pub fn park(&mut self, cache: &mut BufferCache) {
+        if self.len == 0 && !self.storage.is_empty() {
+            cache.note_parked();
+        }
+    }
+
+    /// A trim scan: gives the storage back if the ring is empty and was
+    /// not written to since the previous scan. Returns whether it keeps
+    /// storage while empty (to be looked at again by the next scan).
+    pub fn trim(&mut self, cache: &mut BufferCache) -> bool {
+        if self.len != 0 || self.reserved != 0 || self.storage.is_empty() {
+            return false;
+        }
+        if core::mem::take(&mut self.touched) {
+            return true;
+        }
+        self.release(cache);
+        false
     }
 
     /// Writes `data` at `offset` bytes past the head (at or beyond the held

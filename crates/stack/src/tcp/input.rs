@@ -485,7 +485,7 @@ impl TcpConnection {
         };
         self.send.consume(data_acked);
         if self.send.is_empty() {
-            self.send.release(&mut shared.buffers);
+            self.send.park(&mut shared.buffers);
         }
         self.send_base += data_acked;
         self.snd_una = ack;

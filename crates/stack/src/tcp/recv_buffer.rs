@@ -293,7 +293,7 @@ impl RecvBuffer {
             let n = self.ring.copy_out(0, dst);
             self.ring.consume(n);
             if self.ring.is_empty() && self.ooo.is_empty() {
-                self.ring.release(cache);
+                self.ring.park(cache);
             }
             return n;
         }
@@ -411,14 +411,20 @@ impl RecvBuffer {
     }
 
     /// After a read: back to the ring alone when no frame is held, and the
-    /// ring's storage back to the cache when nothing is left.
+    /// ring's storage parked for a trim when nothing is left.
     fn after_read(&mut self, cache: &mut BufferCache) {
         if self.held_frames == 0 && self.pending.is_none() {
             self.chunks.clear();
         }
         if self.ring.is_empty() && self.ooo.is_empty() {
-            self.ring.release(cache);
+            self.ring.park(cache);
         }
+    }
+
+    /// A trim scan (see [`ByteRing::trim`]); the ring only counts as empty
+    /// when no out-of-order data waits past it.
+    pub fn trim(&mut self, cache: &mut BufferCache) -> bool {
+        self.ooo.is_empty() && self.ring.trim(cache)
     }
 
     /// Copies readable bytes without removing them (MSG_PEEK).

@@ -13,6 +13,10 @@ use crate::time::{Duration, Instant};
 /// Idle ring storage a stack keeps for reuse at most.
 pub const BUFFER_CACHE_BYTES: usize = 64 << 20;
 
+/// How often rings that emptied are looked at: one empty and unused for
+/// a whole interval gives its storage back (so within two intervals).
+pub const TRIM_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Challenge ACKs per second at most (RFC 5961 section 7).
 pub const CHALLENGE_ACK_LIMIT: u32 = 1000;
 
@@ -32,6 +36,8 @@ pub(crate) struct TcpShared {
     pub fired: Vec<u32>,
     /// Received frames lent to the connections' receive buffers.
     pub lend: FrameLending,
+    /// When the next trim scan may run.
+    pub next_trim: Instant,
 }
 
 impl TcpShared {
@@ -48,6 +54,7 @@ impl TcpShared {
             buffers: BufferCache::new(BUFFER_CACHE_BYTES),
             fired: Vec::new(),
             lend: FrameLending::default(),
+            next_trim: Instant::ZERO,
             cfg,
         }
     }
