@@ -192,7 +192,7 @@ pub fn client_engine(path: &Path, seed: u64, tick: Duration) -> io::Result<Engin
 }
 
 /// What a stack holds for its connections: the TCP connections' own memory
-/// (`Stack::tcp_memory`) and the link's pool buffers out of the pool.
+/// (`Stack::tcp_memory`) and the link's frame slots the engine holds.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UsMemory {
     pub tcp_bytes: usize,
@@ -205,9 +205,9 @@ pub fn memory(engine: &Engine<ShmLink>) -> UsMemory {
     let pool_bytes_held = engine
         .ports()
         .map(|l| {
-            let p = l.pool_stats();
-            // Buffers hold a whole frame each.
-            (p.capacity - p.available) * (l.info().mtu + link::shm::FRAME_OVERHEAD)
+            let (tx, rx) = l.frames_held();
+            // Slots hold a whole frame each.
+            (tx + rx) * (l.info().mtu + link::shm::FRAME_OVERHEAD)
         })
         .sum();
     UsMemory {

@@ -2,9 +2,10 @@
 //!
 //! A [`Link`] moves frames in bursts between a device and the engine.  Every
 //! frame lives in a buffer of the link's own kind ([`Link::Buf`]): a pool
-//! buffer for the memory pair, TAP and AF_PACKET; later an mbuf for DPDK and
-//! a UMEM frame for AF_XDP.  The engine never copies a frame between the link
-//! and the stack; it borrows the bytes of the link's buffer.
+//! buffer for the memory pair, TAP and AF_PACKET; an mbuf for DPDK, a UMEM
+//! frame for AF_XDP, a slot of the shared mapping for the shm link.  The
+//! engine never copies a frame between the link and the stack; it borrows
+//! the bytes of the link's buffer.
 //!
 //! Buffers are recycled explicitly with [`Link::recycle`] on the fast path.
 //! Dropping a buffer instead is always safe: it only loses the buffer to the
@@ -33,7 +34,7 @@ pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
 pub use memory::{MemoryConfig, MemoryLink};
 pub use pcap::{PcapLink, PcapWriter};
 pub use pool::{PacketPool, PoolBuf, PoolStats};
-pub use shm::{ShmConfig, ShmLink, ShmSide, ShmStats};
+pub use shm::{ShmConfig, ShmFrame, ShmLink, ShmSide, ShmStats};
 pub use tap::{TapLink, TapOptions};
 
 use std::io;
@@ -93,9 +94,9 @@ pub struct LinkStats {
     /// Frames too large for a buffer, dropped on receive.
     pub rx_oversize: u64,
     /// Frames user space copied from the device's ring into another buffer
-    /// on receive (AF_PACKET, shm: every frame; AF_XDP: none, the engine
-    /// reads the ring's own memory; TAP: none, the kernel writes into the
-    /// buffer).
+    /// on receive (AF_PACKET: every frame; AF_XDP and shm: none, the engine
+    /// reads the ring's own memory, the UMEM or the peer's slot; TAP: none,
+    /// the kernel writes into the buffer).
     pub rx_copied: u64,
     /// Descriptors or ring indexes from the device that could not be true,
     /// and buffers handed back that were not the link's: counted, skipped.

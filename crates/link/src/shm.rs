@@ -8,11 +8,37 @@
 //! of `mtu + 18` bytes (rounded up to a cache line). The layout is in
 //! `shm/layout.rs`.
 //!
-//! Frames are copied: `tx_burst` copies each frame from the engine's pool
-//! buffer into a free slot, and `rx_burst` copies each received frame into
-//! a pool buffer of its own side. So both ends keep [`PoolBuf`] as their
-//! buffer type, like every other link, and a buffer in the engine's hands is
-//! never memory the other process can see.
+//! No frame is copied. The link's buffer is a [`ShmFrame`], a handle on one
+//! slot of the mapping (`shm/frame.rs`):
+//! - `alloc_tx` hands out a free slot of this side's direction, the engine
+//!   builds the frame in it, and `tx_burst` only writes each frame's
+//!   descriptor (slot, length, the checksum mark) and publishes them;
+//! - `rx_burst` hands out frames on the peer's slots, where the peer wrote
+//!   them ([`LinkStats::rx_copied`] stays 0). Our consumer index moves past
+//!   a descriptor only once its frame is back (recycled, or dropped and
+//!   noticed): frames may come back in any order, and the index moves over
+//!   the prefix of positions whose frames are all back, so the peer never
+//!   reuses a slot we still read.
+//!
+//! A frame that is not this link's (another link's, an RX frame handed to
+//! `tx_burst`) is counted in [`ShmStats::foreign_frames`] and
+//! [`LinkStats::ring_errors`] and not used; a frame dropped without being
+//! recycled is not lost: its link notices and takes the slot back (counted
+//! in [`ShmStats::dropped_frames`]). The mapping outlives every frame: a
+//! link dropped while frames are out leaves it mapped (said on stderr).
+//!
+//! Transmit back-pressure is in `alloc_tx`: every slot the engine holds has
+//! a ring entry waiting for it (the ring has as many entries as slots), so
+//! `tx_burst` takes every frame it is given, and when the peer is slow to
+//! give slots back `alloc_tx` returns `None` (counted in
+//! [`LinkStats::pool_exhausted`]). The last quarter of the free slots (at
+//! most `2 × MAX_BURST`) is kept for `alloc_tx_reserved` (ARP, ICMP).
+//!
+//! [`Link::lend_budget`] is 0: a received frame kept in a socket would stop
+//! our consumer index at its position, and `slots` frames later the peer
+//! would have no slot left to send in: one socket the application does not
+//! read would stall every connection on the link. So every frame comes back
+//! within the engine's turn, and the stack copies payload out of it.
 //!
 //! The producer picks slots from a stack of free ones, and gets a slot back
 //! once the consumer's index has passed the descriptor that carried it (it
@@ -23,39 +49,55 @@
 //! memory for every frame.
 //!
 //! The fast path makes no system calls and takes no locks:
-//! - the producer writes slots and descriptors, then publishes its index
-//!   once per burst with a Release store; the consumer reads that index with
-//!   an Acquire load, copies the frames out, and publishes its own index once
-//!   per burst with a Release store, which the producer's Acquire load pairs
-//!   with before it reuses those slots;
+//! - the producer writes descriptors (its frames are already in their
+//!   slots), then publishes its index once per burst with a Release store;
+//!   the consumer reads that index with an Acquire load, and publishes its
+//!   own index with a Release store when the frame at its position comes
+//!   back, which the producer's Acquire load pairs with before it reuses
+//!   those slots;
 //! - each side reads the other side's index at most once per burst: the
 //!   consumer only when its cached copy shows fewer frames than asked for,
 //!   the producer once per `tx_burst` (to take back the slots consumed since,
-//!   while they are still warm);
+//!   while they are still warm) and in `alloc_tx` when free slots run low;
 //! - the producer index, the consumer index and the descriptors live on
 //!   separate cache lines (and pages), each written by one side only.
 //!
-//! When the ring is full, `tx_burst` leaves the frames it could not queue in
-//! `bufs` (the [`Link::tx_burst`] contract), counted in
-//! [`ShmStats::tx_ring_full`]; the engine retries them and drops past its own
-//! queue limit. When this side's pool is empty, `rx_burst` leaves frames in
-//! the ring: nothing is lost, the peer sees the ring full.
+//! The peer is not trusted with our memory: the header of a file we open is
+//! validated (magic, version, every size against the one layout they imply,
+//! and the file's length), indexes read from shared memory are checked
+//! against what they can possibly be, positions are masked, and a
+//! descriptor's length and slot number are checked against the slot size
+//! and count, and its slot against the slots we already hold (two frames
+//! never share a slot), before a frame is made of it. An impossible index
+//! is an [`io::ErrorKind::InvalidData`] error (counted in
+//! [`ShmStats::peer_errors`]); an impossible descriptor drops that frame
+//! (counted in `rx_dropped`, and a bad length in `rx_oversize`).
 //!
-//! The peer is not trusted: the header of a file we open is validated
-//! (magic, version, every size against the one layout they imply, and the
-//! file's length), indexes read from shared memory are checked against what
-//! they can possibly be, positions are masked, and a descriptor's length and
-//! slot number are checked against the slot size and count before anything
-//! is copied. An impossible index is an [`io::ErrorKind::InvalidData`] error
-//! (counted in [`ShmStats::peer_errors`]); an impossible length or slot
-//! number drops that frame (counted in `rx_dropped`, and a length in
-//! `rx_oversize`). Each side maps the parts only its peer writes read-only. What the peer could still do is garble
-//! frame bytes while we copy them (a race we cannot prevent, harmless to
-//! us: frame contents are untrusted input anyway), or truncate the file,
+//! What each side maps read-only: the parts only its peer writes that decide
+//! where anyone reads or writes, i.e. the peer's producer index and
+//! descriptors and the consumer index the peer keeps for our direction. The
+//! peer's slab is mapped read-write, because the engine writes into the
+//! frames it receives (it completes partial checksums in place, and a
+//! dispatcher hook gets `data_mut`), and with zero copy those frames are
+//! the peer's slots. That is acceptable: we write only slots the peer has
+//! handed over with a descriptor and does not touch again until our
+//! consumer index has passed them (after which we no longer can, the frame
+//! being gone), and the peer never reads back a slot it has published. A
+//! bug of ours that wrote elsewhere in that slab could only garble frame
+//! bytes the peer is building, which decide nothing about the peer's
+//! memory: its indexes and descriptors stay out of our reach.
+//!
+//! What the peer could still do: rewrite a slot it has published while our
+//! engine parses it in place. Frame contents are untrusted input anyway, but
+//! a rewrite in the middle of parsing can make two reads of one field
+//! disagree; the link does not defend against that (only a copy would), so
+//! both ends must be cooperating processes, as the file's mode (0600, its
+//! creator's user only) makes them. The peer could also truncate the file,
 //! which would make our next access fault (SIGBUS).
 //!
 //! No descriptor to sleep on: [`Link::rx_fd`] is `None`, the engine polls.
 
+mod frame;
 mod layout;
 mod map;
 #[cfg(test)]
@@ -64,24 +106,32 @@ mod tests;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
+use std::mem::ManuallyDrop;
+use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::ptr;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::pool::{PacketPool, PoolBuf, PoolStats};
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
+use frame::{Dir, Tracker, DONE, DROPPED, HELD, IDLE};
 use layout::{Desc, Geometry, Header, Layout, DESC_CSUM_PARTIAL, MAGIC, READY, VERSION};
 use map::Mapping;
 
+pub use frame::ShmFrame;
 pub use layout::{FRAME_OVERHEAD, MAX_MTU, MAX_SLOTS, MIN_MTU, MIN_SLOTS};
 
-/// Buffers in each side's local pool (frames being built for transmit, and
-/// frames just received).
-const POOL_BUFS: usize = 512;
-/// Of those, kept for receive and for ARP and ICMP replies.
-const POOL_RESERVE: usize = 2 * MAX_BURST;
+/// The most TX slots kept back from [`Link::alloc_tx`] for
+/// [`Link::alloc_tx_reserved`] (ARP and ICMP replies); rings of fewer than
+/// `4 × TX_RESERVE_MAX` slots keep a quarter of them.
+const TX_RESERVE_MAX: usize = 2 * MAX_BURST;
+
+/// `rx_slot_of` for a position whose descriptor was dropped: no slot held.
+const NO_SLOT: u32 = u32::MAX;
+
+/// Link ids, never reused: a frame names the link that made it.
+static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
 
 /// How a shared-memory link is laid out. Side A gives it; side B reads it
 /// from the file.
@@ -123,15 +173,23 @@ pub enum ShmSide {
 /// Counters beyond [`LinkStats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShmStats {
-    /// `tx_burst` calls that left frames in `bufs` because the ring was full.
-    pub tx_ring_full: u64,
-    /// Received descriptors with a length larger than a slot or a slot
-    /// number past the last, dropped (also in `rx_dropped`; those with a bad
-    /// length also in `rx_oversize`).
+    /// Received descriptors with a length larger than a slot, a slot
+    /// number past the last, or a slot we hold a frame on already, dropped
+    /// (also in `rx_dropped`; those with a bad length also in
+    /// `rx_oversize`).
     pub rx_bad_desc: u64,
     /// Impossible ring indexes read from the peer (each an
-    /// `InvalidData` error of the call that saw it).
+    /// `InvalidData` error of the call that saw it, or, in `alloc_tx`,
+    /// only counted).
     pub peer_errors: u64,
+    /// Frames handed to `recycle` or `tx_burst` that were not this link's
+    /// to take there (another link's, an RX frame to send, one already
+    /// back): counted and not used (also in `ring_errors`).
+    pub foreign_frames: u64,
+    /// Frames dropped without coming back, whose slots the link took back.
+    pub dropped_frames: u64,
+    /// Times `alloc_tx_reserved` gave a slot from the reserve.
+    pub reserve_taken: u64,
 }
 
 /// One direction as this side sees it: where its parts are in the mapping.
@@ -145,7 +203,7 @@ struct Ring {
     prod: *const AtomicU32,
     cons: *const AtomicU32,
     desc: *const AtomicU64,
-    slab: *mut u8,
+    slab: NonNull<u8>,
     mask: u32,
     slots: u32,
     stride: usize,
@@ -159,13 +217,14 @@ impl Ring {
         let base = map.base();
         // SAFETY: each offset is inside the mapping (`l.total == map.len()`
         // and every part ends at or before `l.total`), so `add` stays in
-        // bounds of one allocated object.
+        // bounds of one allocated object, and the mapping's base is not
+        // null, so neither is the slab's.
         unsafe {
             Ring {
                 prod: base.add(l.region[d]).cast(),
                 cons: base.add(l.cons[d]).cast(),
                 desc: base.add(l.desc[d]).cast(),
-                slab: base.add(l.slab[d]),
+                slab: NonNull::new_unchecked(base.add(l.slab[d])),
                 mask: (g.slots - 1) as u32,
                 slots: g.slots as u32,
                 stride: g.stride,
@@ -200,7 +259,7 @@ impl Ring {
 
     /// The first byte of slot `i`, which has `frame_cap` bytes. Panics if
     /// there is no such slot (callers check numbers from the peer first).
-    fn slot(&self, i: u16) -> *mut u8 {
+    fn slot(&self, i: u16) -> NonNull<u8> {
         assert!(u32::from(i) < self.slots, "slot {i} out of range");
         // SAFETY: `i < slots` (checked above), and the layout gives the ring
         // `slots` slots of `stride >= frame_cap` bytes inside the mapping.
@@ -219,38 +278,61 @@ pub struct ShmLink {
     file_id: (u64, u64),
     /// Side A removes the file on drop, unless [`ShmLink::unlink`] did.
     remove_on_drop: bool,
+    /// This link's id, which its frames carry.
+    id: u64,
+    /// Which frames are out; shared with them, freed on drop (or leaked
+    /// with the mapping while frames are out).
+    tracker: NonNull<Tracker>,
     tx: Ring,
     /// Our producer index: the next position to fill.
     tx_head: u32,
     /// The consumer's index as last read.
     tx_tail_cache: u32,
-    /// Slots not in the ring, most recently freed last.
+    /// Slots neither in the ring nor held by the engine, most recently
+    /// freed last.
     tx_free: Vec<u16>,
+    /// Of those, kept for `alloc_tx_reserved`.
+    tx_reserve: usize,
     /// The slot each ring position (masked) was given, for taking it back.
     tx_slot_of: Box<[u16]>,
+    /// TX frames out (held by the engine).
+    tx_held: usize,
+    /// Dropped TX frames taken back so far (against `Tracker::tx_dropped`).
+    tx_dropped_seen: u32,
     rx: Ring,
-    /// Our consumer index: the next position to read.
+    /// Our consumer index as published: every position before it is done.
     rx_tail: u32,
+    /// The next position to read; frames between `rx_tail` and here are
+    /// out or done.
+    rx_next: u32,
     /// The producer's index as last read.
     rx_head_cache: u32,
-    pool: PacketPool,
+    /// The peer's slot each position between `rx_tail` and `rx_next`
+    /// (masked) named, or [`NO_SLOT`] for a dropped descriptor.
+    rx_slot_of: Box<[u32]>,
+    /// The peer's slots we hold a frame on (or whose frame is back but not
+    /// yet passed by our index): a second descriptor naming one is bad.
+    rx_slot_busy: Box<[bool]>,
+    /// RX frames out (held by the engine).
+    rx_held: usize,
     rx_frames: u64,
     rx_bytes: u64,
     tx_frames: u64,
     tx_bytes: u64,
     tx_dropped: u64,
+    pool_exhausted: u64,
     /// Descriptors dropped for their length (in `rx_oversize`).
     rx_bad_len: u64,
     shm: ShmStats,
-    /// Last, so it is unmapped after everything else is gone (nothing else
-    /// has a destructor that touches it, but this keeps it obvious).
-    map: Mapping,
+    /// Unmapped on drop, unless frames are still out (then left mapped).
+    map: ManuallyDrop<Mapping>,
 }
 
-// SAFETY: the raw pointers point into `map`, which this link owns and which
-// is process-wide memory without thread affinity. Moving the link to another
-// thread moves its exclusive ownership of its end of the rings; nothing is
-// shared with other threads of this process.
+// SAFETY: the raw pointers point into `map` and the tracker, which this
+// link owns and which are process-wide memory without thread affinity.
+// Moving the link to another thread moves its exclusive ownership of its
+// end of the rings; what it shares with its frames (the tracker) is only
+// accessed through atomics.
 unsafe impl Send for ShmLink {}
 
 impl fmt::Debug for ShmLink {
@@ -261,6 +343,7 @@ impl fmt::Debug for ShmLink {
             .field("config", &self.config)
             .field("tx_head", &self.tx_head)
             .field("rx_tail", &self.rx_tail)
+            .field("rx_next", &self.rx_next)
             .finish_non_exhaustive()
     }
 }
@@ -348,10 +431,12 @@ impl ShmLink {
         h.attached.store(0, rl);
         // The rings' indexes are zero: the file is new. Publish.
         h.ready.store(READY, Ordering::Release);
-        // A only reads what B writes: B's consumer index of direction 0 and
-        // B's region (direction 1).
+        // A only reads these parts B writes: B's consumer index of
+        // direction 0, and B's producer index and descriptors (direction 1).
+        // B's slots stay writable: A's received frames are in them (see the
+        // module doc).
         map.protect_read_only(l.cons[0], l.cons[0] + g.page)?;
-        map.protect_read_only(l.region[1], l.region_end[1])?;
+        map.protect_read_only(l.region[1], l.slab[1])?;
         Ok(map)
     }
 
@@ -375,10 +460,11 @@ impl ShmLink {
         let (cfg, g, l) = read_header(path, header(&head), page, len)?;
         drop(head);
         let map = Mapping::new(&file, l.total, true)?;
-        // B only reads what A writes: A's consumer index of direction 1 and
-        // A's region (direction 0).
+        // B only reads these parts A writes: A's consumer index of
+        // direction 1, and A's producer index and descriptors (direction 0).
+        // A's slots stay writable, as B's do for A.
         map.protect_read_only(l.cons[1], l.cons[1] + g.page)?;
-        map.protect_read_only(l.region[0], l.region_end[0])?;
+        map.protect_read_only(l.region[0], l.slab[0])?;
         let h = header(&map);
         if h.attached
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
@@ -432,6 +518,7 @@ impl ShmLink {
             ShmSide::A => (0, 1, 0, config.mac_a),
             ShmSide::B => (1, 0, 1, config.mac_b),
         };
+        let tracker = NonNull::from(Box::leak(Box::new(Tracker::new(g.slots))));
         ShmLink {
             side,
             info: LinkInfo {
@@ -443,24 +530,33 @@ impl ShmLink {
             path: path.to_path_buf(),
             file_id,
             remove_on_drop: false,
+            id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
+            tracker,
             tx: Ring::new(&map, g, l, tx_dir),
             tx_head: 0,
             tx_tail_cache: 0,
             // Popped from the end: slot 0 goes first.
             tx_free: (0..g.slots).rev().map(|i| i as u16).collect(),
+            tx_reserve: (g.slots / 4).min(TX_RESERVE_MAX),
             tx_slot_of: vec![0; g.slots].into_boxed_slice(),
+            tx_held: 0,
+            tx_dropped_seen: 0,
             rx: Ring::new(&map, g, l, rx_dir),
             rx_tail: 0,
+            rx_next: 0,
             rx_head_cache: 0,
-            pool: PacketPool::with_reserve(g.frame_cap, POOL_BUFS, POOL_RESERVE),
+            rx_slot_of: vec![NO_SLOT; g.slots].into_boxed_slice(),
+            rx_slot_busy: vec![false; g.slots].into_boxed_slice(),
+            rx_held: 0,
             rx_frames: 0,
             rx_bytes: 0,
             tx_frames: 0,
             tx_bytes: 0,
             tx_dropped: 0,
+            pool_exhausted: 0,
             rx_bad_len: 0,
             shm: ShmStats::default(),
-            map,
+            map: ManuallyDrop::new(map),
         }
     }
 
@@ -487,15 +583,13 @@ impl ShmLink {
     /// Frames waiting to be received on this side (0 if the peer's index
     /// makes no sense). Reads the peer's index: not for the fast path.
     pub fn rx_pending(&self) -> usize {
-        let n = self
-            .rx
-            .prod()
-            .load(Ordering::Acquire)
-            .wrapping_sub(self.rx_tail);
-        if n > self.rx.slots {
+        let head = self.rx.prod().load(Ordering::Acquire);
+        let n = head.wrapping_sub(self.rx_tail);
+        let read = self.rx_next.wrapping_sub(self.rx_tail);
+        if n > self.rx.slots || n < read {
             0
         } else {
-            n as usize
+            (n - read) as usize
         }
     }
 
@@ -510,14 +604,26 @@ impl ShmLink {
         self.info.mac = mac;
     }
 
-    /// This side's pool levels and counters.
-    pub fn pool_stats(&self) -> PoolStats {
-        self.pool.stats()
-    }
-
     /// Counters beyond [`LinkStats`].
     pub fn shm_stats(&self) -> ShmStats {
         self.shm
+    }
+
+    /// Frames the engine holds now: (being built for transmit, received).
+    pub fn frames_held(&self) -> (usize, usize) {
+        (self.tx_held, self.rx_held)
+    }
+
+    /// Slots of this side's direction free for `alloc_tx` and
+    /// `alloc_tx_reserved` (as of the last look at the consumer's index).
+    pub fn tx_slots_free(&self) -> usize {
+        self.tx_free.len()
+    }
+
+    /// The mapping's address range: every frame's bytes lie inside it.
+    pub fn mapping_range(&self) -> Range<usize> {
+        let base = self.map.base() as usize;
+        base..base + self.map.len()
     }
 
     /// Removes the file now (if the path still names it), so no other
@@ -533,6 +639,13 @@ impl ShmLink {
             ));
         }
         fs::remove_file(&self.path)
+    }
+
+    fn tracker(&self) -> &Tracker {
+        // SAFETY: the tracker is this link's, freed only when the link is
+        // dropped (and then only with no frame out); frames share it, but
+        // only through atomics and shared references.
+        unsafe { self.tracker.as_ref() }
     }
 
     /// Reads the consumer's index and takes back the slots of the frames it
@@ -557,12 +670,166 @@ impl ShmLink {
         self.tx_tail_cache = tail;
         Ok(())
     }
+
+    /// Takes back the slots of TX frames dropped without coming back, if
+    /// any were (one load when none were).
+    fn take_back_dropped_tx(&mut self) {
+        let dropped = self.tracker().tx_dropped.load(Ordering::Acquire);
+        if dropped == self.tx_dropped_seen {
+            return;
+        }
+        // SAFETY: as in `tracker()`; a local reference so the loop can
+        // update the other fields.
+        let t = unsafe { self.tracker.as_ref() };
+        for (slot, e) in t.tx.iter().enumerate() {
+            if e.load(Ordering::Acquire) == DROPPED {
+                e.store(IDLE, Ordering::Relaxed);
+                self.tx_free.push(slot as u16);
+                self.tx_held -= 1;
+                self.shm.dropped_frames += 1;
+                // Counted as found: a frame counts itself before it marks
+                // its entry, so one not marked yet is looked for again.
+                self.tx_dropped_seen = self.tx_dropped_seen.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Takes back free slots when few are left: those the consumer is done
+    /// with, and those of dropped frames. An impossible consumer index is
+    /// counted (in `peer_errors`) and leaves the slots as they were.
+    fn refill_tx_free(&mut self) {
+        let _ = self.reclaim_tx_slots();
+        self.take_back_dropped_tx();
+    }
+
+    /// Moves our consumer index over the positions whose frames are back
+    /// (recycled, dropped, or never handed out: bad descriptors), up to the
+    /// first one still held, and publishes it if it moved.
+    fn advance_rx(&mut self) {
+        let start = self.rx_tail;
+        // SAFETY: as in `tracker()`; a local reference so the loop can
+        // update the other fields.
+        let t = unsafe { self.tracker.as_ref() };
+        while self.rx_tail != self.rx_next {
+            let i = (self.rx_tail & self.rx.mask) as usize;
+            // Acquire: a frame dropped on another thread did its accesses
+            // to the slot before its Release store of DROPPED.
+            match t.rx[i].load(Ordering::Acquire) {
+                DONE => {}
+                DROPPED => {
+                    self.rx_held -= 1;
+                    self.shm.dropped_frames += 1;
+                }
+                _ => break, // held (IDLE cannot be inside the window)
+            }
+            t.rx[i].store(IDLE, Ordering::Relaxed);
+            let slot = std::mem::replace(&mut self.rx_slot_of[i], NO_SLOT);
+            if slot != NO_SLOT {
+                self.rx_slot_busy[slot as usize] = false;
+            }
+            self.rx_tail = self.rx_tail.wrapping_add(1);
+        }
+        if self.rx_tail != start {
+            // Release: every access to those slots (ours, and those of
+            // frames dropped elsewhere, through the Acquire above) comes
+            // before the producer's reuse of them.
+            self.rx.cons().store(self.rx_tail, Ordering::Release);
+        }
+    }
+
+    /// Whether `f` is a frame this link handed out and has not got back,
+    /// with an entry in the tracker that says so.
+    fn is_held(&self, f: &ShmFrame) -> bool {
+        if f.link() != self.id {
+            return false;
+        }
+        let in_range = match f.dir() {
+            Dir::Tx => f.index() < self.tx.slots,
+            Dir::Rx => {
+                f.index().wrapping_sub(self.rx_tail) < self.rx_next.wrapping_sub(self.rx_tail)
+            }
+        };
+        in_range
+            && self
+                .tracker()
+                .entry(f.dir(), f.index())
+                .is_some_and(|e| e.load(Ordering::Relaxed) == HELD)
+    }
+
+    /// Takes back a frame of ours that is held (checked by the caller):
+    /// a TX slot goes back on the free stack, an RX position is done.
+    fn take_back(&mut self, f: ManuallyDrop<ShmFrame>) {
+        let i = f.index();
+        match f.dir() {
+            Dir::Tx => {
+                self.tracker().tx[i as usize].store(IDLE, Ordering::Relaxed);
+                self.tx_free.push(i as u16);
+                self.tx_held -= 1;
+            }
+            Dir::Rx => {
+                let e = (i & self.rx.mask) as usize;
+                self.tracker().rx[e].store(DONE, Ordering::Relaxed);
+                self.rx_held -= 1;
+                if i == self.rx_tail {
+                    self.advance_rx();
+                }
+            }
+        }
+    }
+
+    /// Deals with a frame that is not ours to take (see
+    /// [`ShmStats::foreign_frames`]): another link's goes to its own drop,
+    /// which tells that link; one of ours that is not held (impossible
+    /// through this API) is forgotten, as its drop would mark an entry that
+    /// is no longer its own.
+    fn refuse(&mut self, f: ManuallyDrop<ShmFrame>) {
+        self.shm.foreign_frames += 1;
+        if f.link() != self.id {
+            drop(ManuallyDrop::into_inner(f));
+        }
+    }
+
+    fn make_frame(&self, start: NonNull<u8>, len: usize, dir: Dir, index: u32) -> ShmFrame {
+        ShmFrame::new(
+            start,
+            len,
+            self.rx.frame_cap,
+            self.id,
+            dir,
+            index,
+            self.tracker,
+        )
+    }
+
+    fn alloc_slot(&mut self) -> Option<ShmFrame> {
+        let slot = self.tx_free.pop()?;
+        self.tracker().tx[usize::from(slot)].store(HELD, Ordering::Relaxed);
+        self.tx_held += 1;
+        Some(self.make_frame(self.tx.slot(slot), 0, Dir::Tx, u32::from(slot)))
+    }
 }
 
 impl Drop for ShmLink {
     fn drop(&mut self) {
         if self.remove_on_drop {
             let _ = self.unlink();
+        }
+        if self.tracker().any_held() {
+            // Frames point into the mapping and the tracker: leave both.
+            eprintln!(
+                "ustack: shm link {}: {} frames still out when the link closed; its mapping is left in place",
+                self.info.name,
+                self.tx_held + self.rx_held
+            );
+            return;
+        }
+        // SAFETY: no frame is out (just checked; frames are only made by
+        // this link, which is going away, so none can appear), so nothing
+        // refers to the mapping or the tracker any more; each is released
+        // once, here. The tracker came from `Box::leak` in `build`.
+        unsafe {
+            ManuallyDrop::drop(&mut self.map);
+            drop(Box::from_raw(self.tracker.as_ptr()));
         }
     }
 }
@@ -694,103 +961,134 @@ impl Link for ShmLink {
         true
     }
 
-    type Buf = PoolBuf;
+    type Buf = ShmFrame;
 
-    fn rx_burst(&mut self, out: &mut Vec<PoolBuf>, max: usize) -> io::Result<usize> {
+    fn rx_burst(&mut self, out: &mut Vec<ShmFrame>, max: usize) -> io::Result<usize> {
+        // Positions of frames dropped since the last call may hold our
+        // index back (one comparison when all frames are back).
+        self.advance_rx();
         let max = max.min(MAX_BURST) as u32;
-        let mut avail = self.rx_head_cache.wrapping_sub(self.rx_tail);
+        let mut avail = self.rx_head_cache.wrapping_sub(self.rx_next);
         if avail < max {
             let head = self.rx.prod().load(Ordering::Acquire);
+            // The producer can be at most a ring ahead of our published
+            // index, and not behind what it published before.
             let n = head.wrapping_sub(self.rx_tail);
-            if n > self.rx.slots {
+            let read = self.rx_next.wrapping_sub(self.rx_tail);
+            if n > self.rx.slots || n < read {
                 self.shm.peer_errors += 1;
                 return Err(peer_error(format!(
                     "producer index {head} outside {}..={}",
-                    self.rx_tail,
+                    self.rx_next,
                     self.rx_tail.wrapping_add(self.rx.slots)
                 )));
             }
             self.rx_head_cache = head;
-            avail = n;
+            avail = n - read;
         }
+        let n = avail.min(max);
         let mut got = 0;
-        let mut used = 0;
-        while used < avail && got < max {
-            let pos = self.rx_tail.wrapping_add(used);
+        let mut bad = false;
+        for k in 0..n {
+            let pos = self.rx_next.wrapping_add(k);
+            let i = (pos & self.rx.mask) as usize;
             let d = Desc::unpack(self.rx.desc(pos).load(Ordering::Relaxed));
             let len = d.len as usize;
-            if len > self.rx.frame_cap || u32::from(d.slot) >= self.rx.slots {
+            if len > self.rx.frame_cap
+                || u32::from(d.slot) >= self.rx.slots
+                || self.rx_slot_busy[usize::from(d.slot)]
+            {
                 self.shm.rx_bad_desc += 1;
                 self.rx_bad_len += u64::from(len > self.rx.frame_cap);
-                used += 1;
+                // Nothing handed out: done at once.
+                self.tracker().rx[i].store(DONE, Ordering::Relaxed);
+                bad = true;
                 continue;
             }
-            let Some(mut buf) = self.pool.alloc_reserved() else {
-                break; // leave the rest in the ring
-            };
-            // Pool buffers hold `frame_cap` bytes: this slicing is in bounds.
-            let dst = &mut buf.storage_mut()[..len];
-            // SAFETY: the source is the first `len <= frame_cap` bytes of a
-            // slot (number checked above) that the producer published with
-            // this descriptor (Acquire above) and will not reuse before our
-            // Release store below; the destination is a distinct heap buffer
-            // of `len` bytes.
-            unsafe { ptr::copy_nonoverlapping(self.rx.slot(d.slot), dst.as_mut_ptr(), len) };
-            buf.set_len(len);
-            buf.set_csum_partial(d.flags & DESC_CSUM_PARTIAL != 0);
+            self.rx_slot_busy[usize::from(d.slot)] = true;
+            self.rx_slot_of[i] = u32::from(d.slot);
+            self.tracker().rx[i].store(HELD, Ordering::Relaxed);
+            // The slot (number checked above) holds `frame_cap >= len`
+            // bytes the producer published with this descriptor (Acquire
+            // above) and will not reuse before our index passes `pos`,
+            // which waits for this frame to come back.
+            let mut frame = self.make_frame(self.rx.slot(d.slot), len, Dir::Rx, pos);
+            frame.set_csum_partial(d.flags & DESC_CSUM_PARTIAL != 0);
             self.rx_frames += 1;
             self.rx_bytes += len as u64;
-            out.push(buf);
+            out.push(frame);
             got += 1;
-            used += 1;
         }
-        if used > 0 {
-            self.rx_tail = self.rx_tail.wrapping_add(used);
-            self.rx.cons().store(self.rx_tail, Ordering::Release);
+        self.rx_next = self.rx_next.wrapping_add(n);
+        self.rx_held += got;
+        if bad {
+            self.advance_rx();
         }
-        Ok(got as usize)
+        Ok(got)
     }
 
-    fn alloc_tx(&mut self) -> Option<PoolBuf> {
-        self.pool.alloc()
+    fn alloc_tx(&mut self) -> Option<ShmFrame> {
+        if self.tx_free.len() <= self.tx_reserve {
+            self.refill_tx_free();
+            if self.tx_free.len() <= self.tx_reserve {
+                self.pool_exhausted += 1;
+                return None;
+            }
+        }
+        self.alloc_slot()
     }
 
-    fn alloc_tx_reserved(&mut self) -> Option<PoolBuf> {
-        self.pool.alloc_reserved()
+    fn alloc_tx_reserved(&mut self) -> Option<ShmFrame> {
+        if self.tx_free.len() <= self.tx_reserve {
+            self.refill_tx_free();
+        }
+        if self.tx_free.is_empty() {
+            self.pool_exhausted += 1;
+            return None;
+        }
+        if self.tx_free.len() <= self.tx_reserve {
+            self.shm.reserve_taken += 1;
+        }
+        self.alloc_slot()
     }
 
-    fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
+    /// Takes every frame: each held TX slot has its ring entry (the ring
+    /// has as many entries as there are slots), so none is ever left in
+    /// `bufs`. Frames that are not this link's TX frames are counted (in
+    /// `tx_dropped` and `ring_errors`) and not sent.
+    fn tx_burst(&mut self, bufs: &mut Vec<ShmFrame>) -> io::Result<usize> {
         if bufs.is_empty() {
             return Ok(0);
         }
         // On error, keep going with the slots the last good index gave.
         let result = self.reclaim_tx_slots();
         let start = self.tx_head;
-        let mut taken = 0;
-        for buf in bufs.iter() {
-            let frame = buf.data();
-            if frame.len() > self.tx.frame_cap {
+        let taken = bufs.len();
+        for buf in bufs.drain(..) {
+            // Taken over here: only a refused frame of another link runs
+            // its drop (see `refuse`).
+            let f = ManuallyDrop::new(buf);
+            if f.dir() != Dir::Tx || !self.is_held(&f) {
                 self.tx_dropped += 1;
-                taken += 1;
+                if f.dir() == Dir::Rx && self.is_held(&f) {
+                    // A received frame to send: not sent, but its position
+                    // is done with.
+                    self.shm.foreign_frames += 1;
+                    self.take_back(f);
+                } else {
+                    self.refuse(f);
+                }
                 continue;
             }
-            // A free slot means a free ring entry too: the ring holds
-            // `slots` entries, each with its own slot.
-            let Some(slot) = self.tx_free.pop() else {
-                self.shm.tx_ring_full += 1;
-                break;
-            };
-            // SAFETY: the slot holds `frame_cap >= frame.len()` bytes and is
-            // ours: it was free, i.e. never published or taken back after the
-            // consumer's index (read with Acquire) passed its descriptor, so
-            // the consumer is done with it and will not look at it before
-            // our Release store below. The source is a distinct heap buffer.
-            unsafe { ptr::copy_nonoverlapping(frame.as_ptr(), self.tx.slot(slot), frame.len()) };
+            let slot = f.index() as u16;
+            let len = f.data().len();
+            debug_assert!(len <= self.tx.frame_cap, "set_len checks the capacity");
             let pos = self.tx_head;
+            debug_assert!(pos.wrapping_sub(self.tx_tail_cache) < self.tx.slots);
             let desc = Desc {
-                len: frame.len() as u32,
+                len: len as u32,
                 slot,
-                flags: if buf.csum_partial() {
+                flags: if f.csum_partial() {
                     DESC_CSUM_PARTIAL
                 } else {
                     0
@@ -798,22 +1096,32 @@ impl Link for ShmLink {
             };
             self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
             self.tx_slot_of[(pos & self.tx.mask) as usize] = slot;
+            // In the ring now: neither held nor free.
+            self.tracker().tx[usize::from(slot)].store(IDLE, Ordering::Relaxed);
+            self.tx_held -= 1;
             self.tx_head = pos.wrapping_add(1);
-            taken += 1;
             self.tx_frames += 1;
-            self.tx_bytes += frame.len() as u64;
+            self.tx_bytes += len as u64;
         }
         if self.tx_head != start {
+            // Release: the frames' bytes, written in place, and their
+            // descriptors come before the consumer's Acquire of the index.
             self.tx.prod().store(self.tx_head, Ordering::Release);
-        }
-        for buf in bufs.drain(..taken) {
-            self.pool.free(buf);
         }
         result.map(|()| taken)
     }
 
-    fn recycle(&mut self, buf: PoolBuf) {
-        self.pool.free(buf);
+    /// Takes back a frame: an unsent TX frame's slot goes back on the free
+    /// stack; a received frame's position is done, and our consumer index
+    /// moves past it once every earlier position is done too. Another
+    /// link's frame is counted (in `ring_errors`) and left to its own link.
+    fn recycle(&mut self, buf: ShmFrame) {
+        let f = ManuallyDrop::new(buf);
+        if self.is_held(&f) {
+            self.take_back(f);
+        } else {
+            self.refuse(f);
+        }
     }
 
     fn info(&self) -> &LinkInfo {
@@ -828,10 +1136,17 @@ impl Link for ShmLink {
             tx_bytes: self.tx_bytes,
             rx_dropped: self.shm.rx_bad_desc,
             tx_dropped: self.tx_dropped,
-            pool_exhausted: self.pool.stats().exhausted,
+            pool_exhausted: self.pool_exhausted,
             rx_oversize: self.rx_bad_len,
-            rx_copied: self.rx_frames,
-            ring_errors: 0,
+            rx_copied: 0,
+            ring_errors: self.shm.rx_bad_desc + self.shm.peer_errors + self.shm.foreign_frames,
         }
+    }
+
+    /// Notices frames dropped without coming back and takes their slots.
+    fn service(&mut self) -> io::Result<()> {
+        self.advance_rx();
+        self.take_back_dropped_tx();
+        Ok(())
     }
 }

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Every part another process writes starts on its own page, so each side
-//! maps the parts its peer writes read-only. The producer index line and the
+//! maps the indexes and descriptors its peer writes read-only (the peer's
+//! slots stay writable: received frames are used, and written, in place). The producer index line and the
 //! consumer index line are 64-byte lines on different pages, so the two
 //! sides never write the same cache line. A region is the producer index
 //! line, a gap line, the descriptor ring (`slots` × 8 bytes) from offset

@@ -1,0 +1,223 @@
+//! The shared-memory link's packet buffer, [`ShmFrame`]: a handle on one
+//! frame slot inside the mapping, and the [`Tracker`] that says which slots
+//! the engine holds.
+//!
+//! A frame is the engine's exclusive handle on its slot:
+//! - a TX frame is a slot of this side's direction taken from the free
+//!   stack: the peer does not read it before `tx_burst` publishes it, and
+//!   we do not hand it out again before the peer's consumer index has passed
+//!   the descriptor that carried it;
+//! - an RX frame is a slot of the peer's direction that a published
+//!   descriptor named: the peer does not reuse it before our consumer index
+//!   passes that descriptor, which happens only once the frame is back (the
+//!   link never hands out two frames on one slot, see `ShmLink::rx_burst`).
+//!
+//! The frame cannot borrow the link (the engine keeps frames in its own
+//! queues), so the mapping and the tracker must outlive every frame: the
+//! link leaks both when it is dropped with frames still out (said on
+//! stderr), as the AF_XDP link does with its UMEM.
+//!
+//! A frame dropped without going back to its link marks its tracker entry
+//! [`DROPPED`]; the link then takes the slot back (RX: the consumer index
+//! moves past it; TX: the slot goes back on the free stack), so a lost frame
+//! costs nothing lasting. Entries are atomics because a frame may be dropped
+//! on another thread than the one driving its link.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+use crate::PacketBuffer;
+
+/// A tracker entry with no frame out: a TX slot on the free stack or in the
+/// ring, an RX position not read yet or passed already.
+pub(super) const IDLE: u8 = 0;
+/// A frame handle on this entry is in the engine's hands.
+pub(super) const HELD: u8 = 1;
+/// RX only: the frame came back, but an earlier position's has not, so the
+/// consumer index has not passed this one yet.
+pub(super) const DONE: u8 = 2;
+/// The frame was dropped without coming back: the link takes its slot back
+/// when it next looks.
+pub(super) const DROPPED: u8 = 3;
+
+/// Which direction's slab a frame lies in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dir {
+    /// A slot of this side's transmit direction, being built.
+    Tx,
+    /// A slot of the peer's direction, received.
+    Rx,
+}
+
+/// Which frames of a link are out: one entry per TX slot and one per RX
+/// ring position (masked).
+pub(super) struct Tracker {
+    pub tx: Box<[AtomicU8]>,
+    pub rx: Box<[AtomicU8]>,
+    /// TX frames dropped without coming back, ever: the link compares it
+    /// with the count it has handled to know when to look for them.
+    pub tx_dropped: AtomicU32,
+}
+
+impl Tracker {
+    /// A tracker for rings of `slots` entries (a power of two), all idle.
+    pub fn new(slots: usize) -> Tracker {
+        debug_assert!(slots.is_power_of_two());
+        let idle = || (0..slots).map(|_| AtomicU8::new(IDLE)).collect();
+        Tracker {
+            tx: idle(),
+            rx: idle(),
+            tx_dropped: AtomicU32::new(0),
+        }
+    }
+
+    /// The entry of a TX slot or an RX ring position, if there is one.
+    pub fn entry(&self, dir: Dir, index: u32) -> Option<&AtomicU8> {
+        match dir {
+            Dir::Tx => self.tx.get(index as usize),
+            Dir::Rx => self.rx.get((index as usize) & (self.rx.len() - 1)),
+        }
+    }
+
+    /// Whether any frame is out.
+    pub fn any_held(&self) -> bool {
+        self.tx
+            .iter()
+            .chain(self.rx.iter())
+            .any(|e| e.load(Ordering::Acquire) == HELD)
+    }
+}
+
+/// A frame in a slot of a shared-memory link's mapping: the link's packet
+/// buffer ([`crate::ShmLink`]'s `Link::Buf`).
+///
+/// Frames to send are built in place in a free slot of this side's
+/// direction and published as they are; received frames are the peer's
+/// slots, read (and written: the engine completes partial checksums in
+/// place) where they lie. Neither direction copies a frame.
+#[derive(Debug)]
+pub struct ShmFrame {
+    /// The slot's first byte.
+    start: NonNull<u8>,
+    len: u32,
+    cap: u32,
+    /// The link that made it (ids are never reused).
+    link: u64,
+    /// TX: the slot number; RX: the ring position (free-running).
+    index: u32,
+    dir: Dir,
+    csum_partial: bool,
+    /// The link's tracker, which outlives the frame.
+    tracker: NonNull<Tracker>,
+}
+
+// SAFETY: a frame is the only handle on its slot (module doc), the mapping
+// and the tracker stay valid as long as any frame exists (the link leaks
+// them otherwise), and the frame touches the tracker only through atomics;
+// so it may move to another thread (with its engine, or to be dropped).
+unsafe impl Send for ShmFrame {}
+
+impl ShmFrame {
+    /// A frame on the slot at `start` of `cap` bytes. The link gives each
+    /// slot to one handle at a time and marks `tracker`'s entry held.
+    pub(super) fn new(
+        start: NonNull<u8>,
+        len: usize,
+        cap: usize,
+        link: u64,
+        dir: Dir,
+        index: u32,
+        tracker: NonNull<Tracker>,
+    ) -> ShmFrame {
+        debug_assert!(len <= cap && cap <= u32::MAX as usize);
+        ShmFrame {
+            start,
+            len: len as u32,
+            cap: cap as u32,
+            link,
+            index,
+            dir,
+            csum_partial: false,
+            tracker,
+        }
+    }
+
+    /// The id of the link that made it.
+    pub(super) fn link(&self) -> u64 {
+        self.link
+    }
+
+    pub(super) fn dir(&self) -> Dir {
+        self.dir
+    }
+
+    /// TX: the slot number; RX: the ring position.
+    pub(super) fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Where the frame's bytes start.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.start.as_ptr()
+    }
+}
+
+impl Drop for ShmFrame {
+    /// Only frames that never went back to their link get here (the link
+    /// forgets those it takes): mark the entry so the link takes the slot
+    /// back.
+    fn drop(&mut self) {
+        // SAFETY: the tracker outlives every frame (the link leaks it while
+        // frames are out); it is only accessed through atomics and shared
+        // references.
+        let t = unsafe { self.tracker.as_ref() };
+        if let Some(e) = t.entry(self.dir, self.index) {
+            if self.dir == Dir::Tx {
+                t.tx_dropped.fetch_add(1, Ordering::Release);
+            }
+            // Last, as the link may free the tracker once it sees it (when
+            // it is being dropped itself). Release: our accesses to the
+            // slot come before the link's reuse of it (it loads the entry
+            // with Acquire).
+            e.store(DROPPED, Ordering::Release);
+        }
+    }
+}
+
+impl PacketBuffer for ShmFrame {
+    fn data(&self) -> &[u8] {
+        // SAFETY: `len <= cap` (set_len checks) and the slot has `cap`
+        // bytes inside the mapping, which outlives the frame; the slot is
+        // this frame's alone in this process (module doc), and the peer
+        // does not write it while the frame exists (see the link's doc for
+        // a peer that breaks the protocol).
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len as usize) }
+    }
+
+    fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `data`; `&mut self` makes the slice unique, and the
+        // mapping is writable over both slabs.
+        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len as usize) }
+    }
+
+    fn set_len(&mut self, len: usize) {
+        assert!(
+            len <= self.cap as usize,
+            "ShmFrame::set_len({len}) past capacity {}",
+            self.cap
+        );
+        self.len = len as u32;
+    }
+
+    fn capacity(&self) -> usize {
+        self.cap as usize
+    }
+
+    fn csum_partial(&self) -> bool {
+        self.csum_partial
+    }
+
+    fn set_csum_partial(&mut self, partial: bool) {
+        self.csum_partial = partial;
+    }
+}
