@@ -197,8 +197,10 @@ pub struct ShmStats {
 /// The pointers are computed once, from a validated [`Layout`] whose total
 /// equals the mapping's length, so every one of them, and every position
 /// reached through [`Ring::desc`] (which masks) and [`Ring::slot`] (which
-/// checks), lies in the mapping. The mapping is owned by the same [`ShmLink`] and outlives
-/// every use (rings are only used through `&ShmLink`/`&mut ShmLink`).
+/// checks), lies in the mapping. The mapping is owned by the same
+/// [`ShmLink`] and outlives every use (rings are only used through
+/// `&ShmLink`/`&mut ShmLink`, and the link leaves the mapping in place if
+/// frames made from its slots are still out when it goes).
 struct Ring {
     prod: *const AtomicU32,
     cons: *const AtomicU32,
