@@ -18,7 +18,9 @@
 //!   a descriptor only once its frame is back (recycled, or dropped and
 //!   noticed): frames may come back in any order, and the index moves over
 //!   the prefix of positions whose frames are all back, so the peer never
-//!   reuses a slot we still read.
+//!   reuses a slot we still read. It is published at the start of
+//!   `rx_burst`, at the end of `tx_burst` and in `service` (every engine
+//!   turn), not by `recycle` itself (see `ShmLink::publish_rx`).
 //!
 //! A frame that is not this link's (another link's, an RX frame handed to
 //! `tx_burst`) is counted in [`ShmStats::foreign_frames`] and
@@ -52,9 +54,12 @@
 //! - the producer writes descriptors (its frames are already in their
 //!   slots), then publishes its index once per burst with a Release store;
 //!   the consumer reads that index with an Acquire load, and publishes its
-//!   own index with a Release store when the frame at its position comes
-//!   back, which the producer's Acquire load pairs with before it reuses
-//!   those slots;
+//!   own index with a Release store at most once per burst, which the
+//!   producer's Acquire load pairs with before it reuses those slots;
+//! - the cache lines the engine is about to touch in shared slots are
+//!   asked for ahead: the first lines of each received frame as `rx_burst`
+//!   hands it out, and the first lines of the next free TX slot, for
+//!   writing, once `tx_burst` has published (the peer read them last);
 //! - each side reads the other side's index at most once per burst: the
 //!   consumer only when its cached copy shows fewer frames than asked for,
 //!   the producer once per `tx_burst` (to take back the slots consumed since,
@@ -110,7 +115,7 @@ use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -302,8 +307,10 @@ pub struct ShmLink {
     /// Dropped TX frames taken back so far (against `Tracker::tx_dropped`).
     tx_dropped_seen: u32,
     rx: Ring,
-    /// Our consumer index as published: every position before it is done.
+    /// Our consumer index: every position before it is done.
     rx_tail: u32,
+    /// Our consumer index as last published (stored for the producer).
+    rx_published: u32,
     /// The next position to read; frames between `rx_tail` and here are
     /// out or done.
     rx_next: u32,
@@ -545,6 +552,7 @@ impl ShmLink {
             tx_dropped_seen: 0,
             rx: Ring::new(&map, g, l, rx_dir),
             rx_tail: 0,
+            rx_published: 0,
             rx_next: 0,
             rx_head_cache: 0,
             rx_slot_of: vec![NO_SLOT; g.slots].into_boxed_slice(),
@@ -586,8 +594,8 @@ impl ShmLink {
     /// makes no sense). Reads the peer's index: not for the fast path.
     pub fn rx_pending(&self) -> usize {
         let head = self.rx.prod().load(Ordering::Acquire);
-        let n = head.wrapping_sub(self.rx_tail);
-        let read = self.rx_next.wrapping_sub(self.rx_tail);
+        let n = head.wrapping_sub(self.rx_published);
+        let read = self.rx_next.wrapping_sub(self.rx_published);
         if n > self.rx.slots || n < read {
             0
         } else {
@@ -706,9 +714,8 @@ impl ShmLink {
 
     /// Moves our consumer index over the positions whose frames are back
     /// (recycled, dropped, or never handed out: bad descriptors), up to the
-    /// first one still held, and publishes it if it moved.
+    /// first one still held. [`ShmLink::publish_rx`] tells the producer.
     fn advance_rx(&mut self) {
-        let start = self.rx_tail;
         // SAFETY: as in `tracker()`; a local reference so the loop can
         // update the other fields.
         let t = unsafe { self.tracker.as_ref() };
@@ -731,11 +738,20 @@ impl ShmLink {
             }
             self.rx_tail = self.rx_tail.wrapping_add(1);
         }
-        if self.rx_tail != start {
+    }
+
+    /// Stores our consumer index for the producer, if it moved since: at
+    /// the start of `rx_burst`, at the end of `tx_burst` and in `service`,
+    /// so a few times per engine turn rather than at every recycle (the
+    /// producer reads the line, so each store of it must take the line
+    /// back from the peer's core).
+    fn publish_rx(&mut self) {
+        if self.rx_tail != self.rx_published {
             // Release: every access to those slots (ours, and those of
-            // frames dropped elsewhere, through the Acquire above) comes
-            // before the producer's reuse of them.
+            // frames dropped elsewhere, through the Acquire in
+            // `advance_rx`) comes before the producer's reuse of them.
             self.rx.cons().store(self.rx_tail, Ordering::Release);
+            self.rx_published = self.rx_tail;
         }
     }
 
@@ -833,6 +849,49 @@ impl Drop for ShmLink {
             ManuallyDrop::drop(&mut self.map);
             drop(Box::from_raw(self.tracker.as_ptr()));
         }
+    }
+}
+
+/// Bytes of a received frame fetched ahead: the headers of any frame and
+/// the whole of a small one.
+const PREFETCH_BYTES: usize = 256;
+
+/// Asks for the cache lines of the first `len` bytes at `start` (at most
+/// [`PREFETCH_BYTES`]). They were written by the peer's core, so each is a
+/// transfer between cores; fetched together they overlap, where the
+/// engine's parsing would wait for one after the other.
+#[inline]
+fn prefetch_head(start: NonNull<u8>, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let mut off = 0;
+        while off < len.min(PREFETCH_BYTES) {
+            // SAFETY: a prefetch is a hint: it reads no memory the program
+            // sees and never faults; the address is inside the slot (`off <
+            // len <= frame_cap`) anyway. SSE is part of x86_64.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.as_ptr().add(off).cast()) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, len);
+}
+
+/// Takes the first [`PREFETCH_BYTES`] of a free TX slot (the next one
+/// `alloc_tx` hands out) into this core's cache for writing, now that the
+/// burst is published: the peer read those lines last, and the engine's
+/// writes into them, and its reads of what it wrote (the IP checksum),
+/// would otherwise wait for each to come back while it builds the frame.
+#[inline]
+fn claim_head(slot: NonNull<u8>, cap: usize) {
+    let mut off = 0;
+    while off < cap.min(PREFETCH_BYTES) {
+        // SAFETY: the slot is free, so ours alone (the consumer's index has
+        // passed its last descriptor, and no frame points at it), and it
+        // holds `cap > off` bytes inside the mapping.
+        unsafe { ptr::write_volatile(slot.as_ptr().add(off), 0) };
+        off += 64;
     }
 }
 
@@ -969,20 +1028,23 @@ impl Link for ShmLink {
         // Positions of frames dropped since the last call may hold our
         // index back (one comparison when all frames are back).
         self.advance_rx();
+        self.publish_rx();
         let max = max.min(MAX_BURST) as u32;
         let mut avail = self.rx_head_cache.wrapping_sub(self.rx_next);
         if avail < max {
             let head = self.rx.prod().load(Ordering::Acquire);
             // The producer can be at most a ring ahead of our published
-            // index, and not behind what it published before.
-            let n = head.wrapping_sub(self.rx_tail);
-            let read = self.rx_next.wrapping_sub(self.rx_tail);
+            // index (so every position from there to its index has its own
+            // entry in our masked tables), and not behind what it published
+            // before.
+            let n = head.wrapping_sub(self.rx_published);
+            let read = self.rx_next.wrapping_sub(self.rx_published);
             if n > self.rx.slots || n < read {
                 self.shm.peer_errors += 1;
                 return Err(peer_error(format!(
                     "producer index {head} outside {}..={}",
                     self.rx_next,
-                    self.rx_tail.wrapping_add(self.rx.slots)
+                    self.rx_published.wrapping_add(self.rx.slots)
                 )));
             }
             self.rx_head_cache = head;
@@ -1014,7 +1076,9 @@ impl Link for ShmLink {
             // bytes the producer published with this descriptor (Acquire
             // above) and will not reuse before our index passes `pos`,
             // which waits for this frame to come back.
-            let mut frame = self.make_frame(self.rx.slot(d.slot), len, Dir::Rx, pos);
+            let start = self.rx.slot(d.slot);
+            prefetch_head(start, len);
+            let mut frame = self.make_frame(start, len, Dir::Rx, pos);
             frame.set_csum_partial(d.flags & DESC_CSUM_PARTIAL != 0);
             self.rx_frames += 1;
             self.rx_bytes += len as u64;
@@ -1110,6 +1174,10 @@ impl Link for ShmLink {
             // descriptors come before the consumer's Acquire of the index.
             self.tx.prod().store(self.tx_head, Ordering::Release);
         }
+        if let Some(&next) = self.tx_free.last() {
+            claim_head(self.tx.slot(next), self.tx.frame_cap);
+        }
+        self.publish_rx();
         result.map(|()| taken)
     }
 
@@ -1148,6 +1216,7 @@ impl Link for ShmLink {
     /// Notices frames dropped without coming back and takes their slots.
     fn service(&mut self) -> io::Result<()> {
         self.advance_rx();
+        self.publish_rx();
         self.take_back_dropped_tx();
         Ok(())
     }

@@ -165,6 +165,7 @@ fn start_indexes_at(a: &mut ShmLink, b: &mut ShmLink, start: u32) {
         l.tx_tail_cache = start;
         l.tx.prod().store(start, Ordering::Release);
         l.rx_tail = start;
+        l.rx_published = start;
         l.rx_next = start;
         l.rx_head_cache = start;
         l.rx.cons().store(start, Ordering::Release);
@@ -244,6 +245,13 @@ fn cons_index(a: &ShmLink) -> u32 {
     a.tx.cons().load(Ordering::Acquire)
 }
 
+/// The same once B has had its `service` call (once per engine turn),
+/// which publishes the index as B's recycling left it.
+fn cons_index_after_turn(a: &ShmLink, b: &mut ShmLink) -> u32 {
+    b.service().unwrap();
+    cons_index(a)
+}
+
 #[test]
 fn consumer_index_waits_for_a_frame_still_held() {
     let path = TmpPath::new("hold");
@@ -258,7 +266,7 @@ fn consumer_index_waits_for_a_frame_still_held() {
         b.recycle(x);
     }
     // Positions 1..4 are done, position 0 is not: the index stays at 0.
-    assert_eq!(cons_index(&a), 0);
+    assert_eq!(cons_index_after_turn(&a, &mut b), 0);
     assert_eq!(b.frames_held(), (0, 1));
     // So A takes none of the four slots back, and no frame it builds can
     // be in the held one, however many it sends.
@@ -275,11 +283,14 @@ fn consumer_index_waits_for_a_frame_still_held() {
         assert_ne!(offset_in_mapping(&b, &x), held_at);
         b.recycle(x);
     }
-    assert_eq!(cons_index(&a), 0);
+    assert_eq!(cons_index_after_turn(&a, &mut b), 0);
     // The held frame still has its bytes.
     assert_eq!(held.data(), &f[0][..]);
     b.recycle(held);
-    assert_eq!(cons_index(&a), 6);
+    // Published at B's next turn, not by the recycle itself (see
+    // `publish_rx`).
+    assert_eq!(cons_index(&a), 0);
+    assert_eq!(cons_index_after_turn(&a, &mut b), 6);
     a.refill_tx_free();
     assert_eq!(a.tx_slots_free(), 8);
 }
@@ -299,7 +310,11 @@ fn frames_recycled_out_of_order_move_the_index_over_the_done_prefix() {
         let x = frames[i].take().unwrap();
         assert_eq!(x.data(), &f[i][..]);
         b.recycle(x);
-        assert_eq!(cons_index(&a), want, "after recycling {i}");
+        assert_eq!(
+            cons_index_after_turn(&a, &mut b),
+            want,
+            "after recycling {i}"
+        );
     }
     assert_eq!(b.frames_held(), (0, 0));
     assert_eq!(b.stats().ring_errors, 0);
@@ -339,7 +354,10 @@ fn alloc_tx_runs_out_of_slots_and_recovers() {
     for x in out.drain(..) {
         b.recycle(x);
     }
-    // Recovered: three for alloc_tx, the fourth for alloc_tx_reserved.
+    // Recovered once B has published its index (its next turn): three for
+    // alloc_tx, the fourth for alloc_tx_reserved.
+    assert!(a.alloc_tx().is_none());
+    b.service().unwrap();
     assert_eq!(send(&mut a, &f[..3]), 3);
     assert!(a.alloc_tx().is_none());
     assert_eq!(recv_all(&mut b), f[..3].to_vec());
@@ -439,7 +457,7 @@ fn frames_dropped_without_recycling_give_their_slots_back() {
     let third = out.pop().unwrap();
     let second = out.pop().unwrap();
     b.recycle(out.pop().unwrap());
-    assert_eq!(cons_index(&a), 1);
+    assert_eq!(cons_index_after_turn(&a, &mut b), 1);
     drop(second);
     std::thread::spawn(move || drop(third)).join().unwrap();
     assert_eq!(cons_index(&a), 1);
@@ -455,7 +473,7 @@ fn frames_dropped_without_recycling_give_their_slots_back() {
     out.clear();
     assert_eq!(cons_index(&a), 3);
     b.recycle(first);
-    assert_eq!(cons_index(&a), 6);
+    assert_eq!(cons_index_after_turn(&a, &mut b), 6);
     assert_eq!(b.shm_stats().dropped_frames, 4);
     assert_eq!(send(&mut a, &f), 3);
     assert_eq!(recv_all(&mut b), f);
@@ -702,7 +720,7 @@ fn bogus_descriptors_are_counted_not_followed() {
     assert_eq!(b.stats().rx_oversize, 2);
     assert_eq!(out[0].data(), &f[0][..]);
     b.recycle(out.pop().unwrap());
-    assert_eq!(cons_index(&a), 10);
+    assert_eq!(cons_index_after_turn(&a, &mut b), 10);
     assert_eq!(send(&mut a, &f), 4);
     assert_eq!(recv_all(&mut b), f);
 }
