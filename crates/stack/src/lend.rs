@@ -288,6 +288,8 @@ impl Stack {
     pub(crate) fn free_socket(&mut self, index: u32) {
         if let Some(Socket::Tcp(mut conn)) = self.sockets.remove(index) {
             conn.recv.release_frames(&mut self.tcp.lend);
+            conn.send.discard(&mut self.tcp.buffers);
+            conn.recv.discard_storage(&mut self.tcp.buffers);
         }
     }
 }

@@ -335,3 +335,34 @@ fn ring_storage_stays_while_busy_and_goes_when_idle() {
         n.now
     );
 }
+
+/// A connection freed while its rings still keep their storage gives it
+/// to the cache (the next connection takes it instead of allocating).
+#[test]
+fn freed_connection_gives_parked_storage_to_the_cache() {
+    let mut n = Net::new();
+    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
+    let c =
+        n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+            .unwrap();
+    n.run(5);
+    let (s, _) = n.b.tcp_accept(l).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(n.a.tcp_send(n.now, c, &[7; 64], &mut n.sa), Ok(64));
+    n.run(1);
+    assert_eq!(n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb), Ok(64));
+    assert_eq!(
+        n.b.tcp_buffer_cache_bytes(),
+        0,
+        "the receive ring is parked"
+    );
+    // b resets at once (SO_LINGER 0): the socket is freed right away.
+    n.b.tcp_set_linger_zero(s, true).unwrap();
+    n.b.tcp_close(n.now, s, &mut n.sb).unwrap();
+    assert_eq!(n.b.socket_count(), 1, "only the listener");
+    assert!(
+        n.b.tcp_buffer_cache_bytes() >= 1024,
+        "the parked ring's storage is in the cache: {}",
+        n.b.tcp_buffer_cache_bytes()
+    );
+}

@@ -100,6 +100,18 @@ impl ByteRing {
         }
     }
 
+    /// The ring's owner is gone: its storage goes back to the cache
+    /// whatever it held (a closed connection's parked ring would
+    /// otherwise be freed, and the next connection's allocated anew).
+    pub fn discard(&mut self, cache: &mut BufferCache) {
+        if !self.storage.is_empty() {
+            cache.give(core::mem::take(&mut self.storage));
+        }
+        self.head = 0;
+        self.len = 0;
+        self.reserved = 0;
+    }
+
     /// A trim scan: gives the storage back if the ring is empty and was
     /// not written to since the previous scan. Returns whether it keeps
     /// storage while empty (to be looked at again by the next scan).

@@ -421,6 +421,11 @@ impl RecvBuffer {
         }
     }
 
+    /// The connection is gone: the ring's storage back to the cache.
+    pub fn discard_storage(&mut self, cache: &mut BufferCache) {
+        self.ring.discard(cache);
+    }
+
     /// A trim scan (see [`ByteRing::trim`]); the ring only counts as empty
     /// when no out-of-order data waits past it.
     pub fn trim(&mut self, cache: &mut BufferCache) -> bool {
