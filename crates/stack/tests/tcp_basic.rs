@@ -47,6 +47,19 @@ impl Net {
         }
     }
 
+    /// A connection from a to b's listener on port 80, established and
+    /// accepted: (a's socket, b's socket).
+    fn established(&mut self) -> (stack::SocketHandle, stack::SocketHandle) {
+        let l = self.b.tcp_listen(addr(2, 80), 16).unwrap();
+        let c = self
+            .a
+            .tcp_connect(self.now, addr(2, 80), None, &mut self.sa)
+            .unwrap();
+        self.run(5);
+        let (s, _) = self.b.tcp_accept(l).unwrap();
+        (c, s)
+    }
+
     /// Delivers frames both ways and runs timers, `steps` times 1 ms.
     fn run(&mut self, steps: usize) {
         for _ in 0..steps {
@@ -208,12 +221,7 @@ fn arp_reply_moved(last: u8, mac: [u8; 6]) -> Vec<u8> {
 #[test]
 fn cached_path_follows_neighbor_route_and_expiry_changes() {
     let mut n = Net::new();
-    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
-    let c =
-        n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
-            .unwrap();
-    n.run(5);
-    let (s, _) = n.b.tcp_accept(l).unwrap();
+    let (c, s) = n.established();
     // Small segments leave at once, whatever is unacknowledged.
     n.a.tcp_set_nodelay(n.now, c, true, &mut n.sa).unwrap();
     let send_and_dst_mac = |n: &mut Net| -> [u8; 6] {
@@ -291,12 +299,7 @@ fn cached_path_follows_neighbor_route_and_expiry_changes() {
 #[test]
 fn ring_storage_stays_while_busy_and_goes_when_idle() {
     let mut n = Net::new();
-    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
-    let c =
-        n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
-            .unwrap();
-    n.run(5);
-    let (s, _) = n.b.tcp_accept(l).unwrap();
+    let (c, s) = n.established();
     let idle = n.a.tcp_memory().0;
     let mut buf = [0u8; 64];
     let mut busy = None;
@@ -341,12 +344,7 @@ fn ring_storage_stays_while_busy_and_goes_when_idle() {
 #[test]
 fn freed_connection_gives_parked_storage_to_the_cache() {
     let mut n = Net::new();
-    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
-    let c =
-        n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
-            .unwrap();
-    n.run(5);
-    let (s, _) = n.b.tcp_accept(l).unwrap();
+    let (c, s) = n.established();
     let mut buf = [0u8; 64];
     assert_eq!(n.a.tcp_send(n.now, c, &[7; 64], &mut n.sa), Ok(64));
     n.run(1);

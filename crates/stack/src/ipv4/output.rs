@@ -91,7 +91,31 @@ impl fmt::Display for SendError {
     }
 }
 
+/// How the L4 checksum is written, and the mark the frame then carries.
+fn checksum_mode(offload: bool) -> (TxMeta, ChecksumMode) {
+    if offload {
+        (TxMeta { csum_partial: true }, ChecksumMode::Offload)
+    } else {
+        (TxMeta::default(), ChecksumMode::Full)
+    }
+}
+
 impl IpLayer {
+    /// The header of a packet from `src` as `hdr` asks, with the next
+    /// identification.
+    fn ipv4_repr(&mut self, src: Ipv4Addr, hdr: &Ipv4Send, payload_len: usize) -> Ipv4Repr {
+        Ipv4Repr {
+            src_addr: src,
+            dst_addr: hdr.dst,
+            next_header: hdr.protocol,
+            payload_len,
+            hop_limit: hdr.ttl.unwrap_or(self.cfg.ip_ttl),
+            dscp_ecn: hdr.dscp_ecn,
+            ident: self.next_ident(),
+            dont_frag: hdr.dont_frag,
+        }
+    }
+
     /// Where a packet to `dst` leaves: interface, the neighbor to send to,
     /// and whether it is a link broadcast.
     pub(crate) fn ipv4_route(
@@ -162,21 +186,8 @@ impl IpLayer {
         let Some(src) = hdr.src.filter(|_| total <= path.mtu && hdr.iface.is_none()) else {
             return self.send_ipv4(now, hdr, payload_len, fill, sink);
         };
-        let repr = Ipv4Repr {
-            src_addr: src,
-            dst_addr: hdr.dst,
-            next_header: hdr.protocol,
-            payload_len,
-            hop_limit: hdr.ttl.unwrap_or(self.cfg.ip_ttl),
-            dscp_ecn: hdr.dscp_ecn,
-            ident: self.next_ident(),
-            dont_frag: hdr.dont_frag,
-        };
-        let (meta, mode) = if hdr.l4_checksum && path.offload {
-            (TxMeta { csum_partial: true }, ChecksumMode::Offload)
-        } else {
-            (TxMeta::default(), ChecksumMode::Full)
-        };
+        let repr = self.ipv4_repr(src, &hdr, payload_len);
+        let (meta, mode) = checksum_mode(hdr.l4_checksum && path.offload);
         let len = ethernet::HEADER_LEN + total;
         let eth = &path.eth;
         let sent = sink.transmit_with(path.iface, len, meta, &mut |buf: &mut [u8]| {
@@ -228,16 +239,7 @@ impl IpLayer {
             self.counters.tx_drop_too_big += 1;
             return Err(SendError::TooBig);
         }
-        let repr = Ipv4Repr {
-            src_addr: src,
-            dst_addr: hdr.dst,
-            next_header: hdr.protocol,
-            payload_len,
-            hop_limit: hdr.ttl.unwrap_or(self.cfg.ip_ttl),
-            dscp_ecn: hdr.dscp_ecn,
-            ident: self.next_ident(),
-            dont_frag: hdr.dont_frag,
-        };
+        let repr = self.ipv4_repr(src, &hdr, payload_len);
         let dst_mac = if broadcast {
             Some(EthernetAddress::BROADCAST)
         } else {
@@ -252,11 +254,7 @@ impl IpLayer {
                 dst_addr: mac,
                 ethertype: EtherType::Ipv4,
             };
-            let (meta, mode) = if offload {
-                (TxMeta { csum_partial: true }, ChecksumMode::Offload)
-            } else {
-                (TxMeta::default(), ChecksumMode::Full)
-            };
+            let (meta, mode) = checksum_mode(offload);
             let sent = send_frame(
                 &mut self.counters,
                 sink,
