@@ -108,6 +108,7 @@ pub fn tcp_config(s: &Sysctls) -> TcpConfig {
     TcpConfig {
         msl: s.tcp_msl,
         delayed_ack: s.tcp_delayed_ack,
+        fast_path: s.tcp_fast_path,
         send_space: s.tcp_send_space as usize,
         recv_space: s.tcp_recv_space as usize,
         sendbuf_max: s.tcp_sendbuf_max as usize,

@@ -141,6 +141,10 @@ counters! {
         udp_datagrams_received,
         tcp_segments_received,
         tcp_segments_sent,
+        /// Segments taken by header prediction (`tcp/fast_input.rs`).
+        tcp_predicted_segments,
+        /// Segments written straight into their frame (`tcp/fast_output.rs`).
+        tcp_direct_segments,
         tcp_retransmitted_segments,
         tcp_resets_sent,
         tcp_resets_received,

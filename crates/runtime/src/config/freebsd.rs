@@ -187,6 +187,10 @@ sysctls! {
         default Duration::from_millis(30_000);
     /// `net.inet.tcp.delayed_ack` (default 1).
     tcp_delayed_ack: bool = "net.inet.tcp.delayed_ack", flag(), default true;
+    /// `net.inet.tcp.fast_path`: header prediction and direct segment
+    /// writing for established connections (default 1; 0 sends every
+    /// segment through the general path, for comparison).
+    tcp_fast_path: bool = "net.inet.tcp.fast_path", flag(), default true;
     /// `net.inet.tcp.sendspace`: initial send buffer bytes (1024..=1G, 32K).
     tcp_send_space: u32 = "net.inet.tcp.sendspace", int(KIB, GIB), default 32 << 10;
     /// `net.inet.tcp.recvspace`: initial receive buffer bytes (1024..=1G, 64K).

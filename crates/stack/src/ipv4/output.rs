@@ -170,40 +170,58 @@ impl IpLayer {
         }
     }
 
-    /// Sends an IPv4 packet along a cached path (see
-    /// [`IpLayer::send_ipv4`]; the caller refreshed the path). Packets
-    /// larger than the path's MTU take [`IpLayer::send_ipv4`].
+    /// Sends a TCP or UDP packet from `src` along a fresh cached path
+    /// (the caller refreshed it), with DF set: the Ethernet and IPv4
+    /// headers are written in place and `fill` writes the `payload_len`
+    /// bytes after them, told how to write the L4 checksum. `None`
+    /// (nothing sent or counted) when the packet is larger than the path's
+    /// MTU: the caller takes [`IpLayer::send_ipv4`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn send_ipv4_on(
         &mut self,
-        now: Instant,
         path: &Ipv4Path,
-        hdr: Ipv4Send,
+        src: Ipv4Addr,
+        protocol: IpProtocol,
+        ttl: Option<u8>,
+        dscp_ecn: u8,
         payload_len: usize,
-        fill: &mut dyn FnMut(&mut [u8], Ipv4Addr, ChecksumMode),
+        mut fill: impl FnMut(&mut [u8], ChecksumMode),
         sink: &mut dyn FrameSink,
-    ) -> Result<(), SendError> {
+    ) -> Option<Result<(), SendError>> {
         let total = ipv4::HEADER_LEN + payload_len;
-        let Some(src) = hdr.src.filter(|_| total <= path.mtu && hdr.iface.is_none()) else {
-            return self.send_ipv4(now, hdr, payload_len, fill, sink);
-        };
-        let repr = self.ipv4_repr(src, &hdr, payload_len);
-        let (meta, mode) = checksum_mode(hdr.l4_checksum && path.offload);
+        if total > path.mtu {
+            return None;
+        }
+        let mut h = [0u8; ipv4::HEADER_LEN];
+        h[0] = 0x45;
+        h[1] = dscp_ecn;
+        h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        h[4..6].copy_from_slice(&self.next_ident().to_be_bytes());
+        h[6] = 0x40; // DF, offset 0
+        h[8] = ttl.unwrap_or(self.cfg.ip_ttl);
+        h[9] = protocol.into();
+        h[12..16].copy_from_slice(&src.octets());
+        h[16..20].copy_from_slice(&path.dst.octets());
+        let c = !wire::checksum::data(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        let (meta, mode) = checksum_mode(path.offload);
         let len = ethernet::HEADER_LEN + total;
         let eth = &path.eth;
         let sent = sink.transmit_with(path.iface, len, meta, &mut |buf: &mut [u8]| {
             let (head, rest) = buf[..len].split_at_mut(ethernet::HEADER_LEN);
             head.copy_from_slice(eth);
-            let mut packet = Ipv4Packet::new_unchecked(rest);
-            repr.emit(&mut packet);
-            fill(packet.payload_mut(), src, mode);
+            let (ip, payload) = rest.split_at_mut(ipv4::HEADER_LEN);
+            ip.copy_from_slice(&h);
+            fill(payload, mode);
         });
         if sent {
             self.counters.tx_frames += 1;
             self.counters.tx_bytes += len as u64;
-            Ok(())
+            Some(Ok(()))
         } else {
             self.counters.tx_drop_no_buffer += 1;
-            Err(SendError::NoBuffer)
+            Some(Err(SendError::NoBuffer))
         }
     }
 

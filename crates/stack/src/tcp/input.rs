@@ -244,7 +244,7 @@ impl TcpConnection {
         let window_changed = window != self.snd_wnd;
         let acks_new = ack > self.snd_una;
         if acks_new {
-            self.new_ack(now, ack, seg, ip, shared, sink);
+            self.new_ack(now, ack, seg.timestamp, &seg.sack_ranges, ip, shared, sink);
         } else if ack == self.snd_una
             && seg.payload.is_empty()
             && !flags.fin()
@@ -321,46 +321,7 @@ impl TcpConnection {
             return ev;
         }
         if !seg.payload.is_empty() {
-            if self.can_receive() {
-                let before = self.rcv_nxt;
-                let r = self.recv.insert(
-                    self.rcv_nxt,
-                    data_seq,
-                    seg.payload,
-                    &mut shared.buffers,
-                    &mut shared.lend,
-                );
-                ip.counters.tcp_rx_copied_segments += u64::from(r.copied);
-                self.rcv_nxt += r.advanced;
-                self.stats.bytes_received += r.advanced as u64;
-                if r.trimmed > 0 {
-                    ip.counters.tcp_rx_trimmed_bytes += r.trimmed as u64;
-                }
-                if r.out_of_order {
-                    ip.counters.tcp_rx_out_of_order += 1;
-                }
-                // RFC 5681 4.2: ACK out-of-order data and hole fills at once,
-                // otherwise at least every second full segment.  A segment
-                // that moved RCV.NXT past its own end filled a gap; one that
-                // moved it less was partly old.
-                if r.out_of_order
-                    || self.recv.has_out_of_order()
-                    || r.advanced == 0
-                    || self.rcv_nxt - before != seg.payload.len()
-                {
-                    self.ack_now = true;
-                } else {
-                    self.unacked_segments += 1;
-                    if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
-                        self.ack_now = true;
-                    } else if self.timers.delack.is_none() {
-                        self.timers.delack = Some(now + shared.cfg.delayed_ack_timeout);
-                    }
-                }
-            } else {
-                // Data after the peer's FIN, or to a closed read side.
-                self.ack_now = true;
-            }
+            self.take_text(now, data_seq, seg.payload, ip, shared);
         }
         // Eighth: FIN, in order only (one ahead of data waits).
         if flags.fin() {
@@ -394,6 +355,58 @@ impl TcpConnection {
             }
         }
         ev
+    }
+
+    /// The seventh step for a segment's non-empty `payload`, whose first
+    /// byte is `data_seq`: into the receive buffer, and when to ACK.
+    pub(crate) fn take_text(
+        &mut self,
+        now: Instant,
+        data_seq: SeqNumber,
+        payload: &[u8],
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+    ) {
+        if self.can_receive() {
+            let before = self.rcv_nxt;
+            let r = self.recv.insert(
+                self.rcv_nxt,
+                data_seq,
+                payload,
+                &mut shared.buffers,
+                &mut shared.lend,
+            );
+            ip.counters.tcp_rx_copied_segments += u64::from(r.copied);
+            self.rcv_nxt += r.advanced;
+            self.stats.bytes_received += r.advanced as u64;
+            if r.trimmed > 0 {
+                ip.counters.tcp_rx_trimmed_bytes += r.trimmed as u64;
+            }
+            if r.out_of_order {
+                ip.counters.tcp_rx_out_of_order += 1;
+            }
+            // RFC 5681 4.2: ACK out-of-order data and hole fills at once,
+            // otherwise at least every second full segment.  A segment
+            // that moved RCV.NXT past its own end filled a gap; one that
+            // moved it less was partly old.
+            if r.out_of_order
+                || self.recv.has_out_of_order()
+                || r.advanced == 0
+                || self.rcv_nxt - before != payload.len()
+            {
+                self.ack_now = true;
+            } else {
+                self.unacked_segments += 1;
+                if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
+                    self.ack_now = true;
+                } else if self.timers.delack.is_none() {
+                    self.timers.delack = Some(now + shared.cfg.delayed_ack_timeout);
+                }
+            }
+        } else {
+            // Data after the peer's FIN, or to a closed read side.
+            self.ack_now = true;
+        }
     }
 
     /// RFC 9293 3.10.7.3.
@@ -465,12 +478,15 @@ impl TcpConnection {
         ev
     }
 
-    /// New data acknowledged (SND.UNA < SEG.ACK <= SND.MAX).
-    fn new_ack(
+    /// New data acknowledged (SND.UNA < SEG.ACK <= SND.MAX), by a segment
+    /// with these timestamps and SACK blocks.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_ack(
         &mut self,
         now: Instant,
         ack: SeqNumber,
-        seg: &TcpRepr<'_>,
+        timestamp: Option<(u32, u32)>,
+        sack_ranges: &[Option<(u32, u32)>; 3],
         ip: &mut IpLayer,
         shared: &mut TcpShared,
         sink: &mut dyn FrameSink,
@@ -497,7 +513,7 @@ impl TcpConnection {
         // Karn's rule (the probe is cleared on retransmission).
         let mut sample = None;
         if self.ts_ok {
-            if let Some((_, tsecr)) = seg.timestamp {
+            if let Some((_, tsecr)) = timestamp {
                 let rtt = self.ts_now(now).wrapping_sub(tsecr);
                 if tsecr != 0 && rtt < 60_000 {
                     sample = Some(Duration::from_millis(u64::from(rtt)));
@@ -516,11 +532,10 @@ impl TcpConnection {
         self.retries = 0;
         // Without blocks and with nothing SACKed there is nothing to do
         // (the common ACK of an in-order stream).
-        if self.sack_ok
-            && (seg.sack_ranges.iter().any(Option::is_some) || !self.scoreboard.is_empty())
+        if self.sack_ok && (sack_ranges.iter().any(Option::is_some) || !self.scoreboard.is_empty())
         {
             self.scoreboard
-                .update(self.snd_una, self.snd_max, &seg.sack_ranges);
+                .update(self.snd_una, self.snd_max, sack_ranges);
         }
         match self.recovery_point {
             Some(point) if ack >= point => {

@@ -8,6 +8,8 @@ mod buffer_cache;
 mod byte_ring;
 pub mod cc;
 pub(crate) mod conn;
+mod fast_input;
+mod fast_output;
 mod input;
 pub mod isn;
 pub(crate) mod listen;

@@ -49,15 +49,7 @@ pub(crate) fn send_tcp(
     let (src, dst) = (v4(local), v4(remote));
     let header_len = repr.header_len();
     let total = header_len + payload_len;
-    let hdr = Ipv4Send {
-        src: Some(src),
-        dont_frag: true,
-        l4_checksum: true,
-        ttl: ip_opts.ttl,
-        dscp_ecn: ip_opts.tos,
-        ..Ipv4Send::new(dst, IpProtocol::Tcp)
-    };
-    let mut write = |buf: &mut [u8], _: Ipv4Addr, mode: ChecksumMode| {
+    let mut write = |buf: &mut [u8], mode: ChecksumMode| {
         fill(&mut buf[header_len..total]);
         repr.emit(
             &mut TcpPacket::new_unchecked(&mut buf[..total]),
@@ -70,9 +62,31 @@ pub(crate) fn send_tcp(
         ip.refresh_path(slot, dst, now);
         *slot
     });
-    let result = match cached {
-        Some(p) => ip.send_ipv4_on(now, &p, hdr, total, &mut write, sink),
-        None => ip.send_ipv4(now, hdr, total, &mut write, sink),
+    let on_path = cached.and_then(|p| {
+        ip.send_ipv4_on(
+            &p,
+            src,
+            IpProtocol::Tcp,
+            ip_opts.ttl,
+            ip_opts.tos,
+            total,
+            &mut write,
+            sink,
+        )
+    });
+    let result = match on_path {
+        Some(r) => r,
+        None => {
+            let hdr = Ipv4Send {
+                src: Some(src),
+                dont_frag: true,
+                l4_checksum: true,
+                ttl: ip_opts.ttl,
+                dscp_ecn: ip_opts.tos,
+                ..Ipv4Send::new(dst, IpProtocol::Tcp)
+            };
+            ip.send_ipv4(now, hdr, total, &mut |buf, _, mode| write(buf, mode), sink)
+        }
     };
     if result.is_ok() {
         ip.counters.tcp_segments_sent += 1;
@@ -246,32 +260,34 @@ impl TcpConnection {
         if len > 0 && seq + len == data_end {
             flags |= TcpFlags::PSH;
         }
-        let mut repr = self.base_repr(now, flags, seq);
-        // Options and data share the peer's MSS (RFC 6691): SACK blocks
-        // that would push a full segment past it are left out (the next
-        // pure ACK carries them).
-        let limit = 20 + self.snd_mss + if self.ts_ok { 12 } else { 0 };
-        while repr.header_len() + len > limit {
-            match repr.sack_ranges.iter().rposition(Option::is_some) {
-                Some(i) => repr.sack_ranges[i] = None,
-                None => break,
+        if !self.send_direct(now, flags, seq, len, ip, sink) {
+            let mut repr = self.base_repr(now, flags, seq);
+            // Options and data share the peer's MSS (RFC 6691): SACK blocks
+            // that would push a full segment past it are left out (the next
+            // pure ACK carries them).
+            let limit = 20 + self.snd_mss + if self.ts_ok { 12 } else { 0 };
+            while repr.header_len() + len > limit {
+                match repr.sack_ranges.iter().rposition(Option::is_some) {
+                    Some(i) => repr.sack_ranges[i] = None,
+                    None => break,
+                }
             }
+            let offset = seq - self.data_start();
+            let send = &self.send;
+            let _ = send_tcp(
+                ip,
+                now,
+                (self.local, self.remote),
+                self.ip_opts,
+                &repr,
+                len,
+                &mut |buf| {
+                    send.copy_out(offset, buf);
+                },
+                Some(&mut self.path),
+                sink,
+            );
         }
-        let offset = seq - self.data_start();
-        let send = &self.send;
-        let _ = send_tcp(
-            ip,
-            now,
-            (self.local, self.remote),
-            self.ip_opts,
-            &repr,
-            len,
-            &mut |buf| {
-                send.copy_out(offset, buf);
-            },
-            Some(&mut self.path),
-            sink,
-        );
         if seq < self.snd_max {
             self.stats.retransmits += 1;
             ip.counters.tcp_retransmitted_segments += 1;
@@ -284,18 +300,20 @@ impl TcpConnection {
         // SND.MAX, not SND.NXT (as the BSDs): after a timeout SND.NXT goes
         // back, and an ACK left of the peer's window would be dropped
         // unread; two ends doing so never hear each other's ACKs again.
-        let repr = self.base_repr(now, TcpFlags::ACK, self.snd_max);
-        let _ = send_tcp(
-            ip,
-            now,
-            (self.local, self.remote),
-            self.ip_opts,
-            &repr,
-            0,
-            &mut |_| {},
-            Some(&mut self.path),
-            sink,
-        );
+        if !self.send_direct(now, TcpFlags::ACK, self.snd_max, 0, ip, sink) {
+            let repr = self.base_repr(now, TcpFlags::ACK, self.snd_max);
+            let _ = send_tcp(
+                ip,
+                now,
+                (self.local, self.remote),
+                self.ip_opts,
+                &repr,
+                0,
+                &mut |_| {},
+                Some(&mut self.path),
+                sink,
+            );
+        }
         self.after_ack_sent(now);
     }
 

@@ -111,6 +111,12 @@ pub struct TcpConfig {
     /// With one engine per core: which engine this stack is, so that
     /// ephemeral ports are chosen for replies to hash back to it.
     pub steering: Option<FlowSteering>,
+    /// `net.inet.tcp.fast_path`: header prediction on input and segments
+    /// written straight into the frame on output, for the established
+    /// connection's ordinary segments.  What goes on the wire is the same
+    /// either way (the simulation checks it bit for bit); off, every
+    /// segment takes the general path.
+    pub fast_path: bool,
 }
 
 impl Default for TcpConfig {
@@ -141,6 +147,7 @@ impl Default for TcpConfig {
             port_last: 65_535,
             max_connections: 1 << 20,
             steering: None,
+            fast_path: true,
         }
     }
 }

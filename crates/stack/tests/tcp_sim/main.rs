@@ -40,6 +40,9 @@ struct Outcome {
     end: Instant,
     /// Segments whose payload a socket held in its frame (odd seeds).
     zero_copy: u64,
+    /// Segments both stacks took by header prediction, and wrote straight
+    /// into their frames.
+    fast_path: (u64, u64),
     /// The failure report, if it failed.
     failure: Option<String>,
 }
@@ -160,6 +163,10 @@ fn run_seed_with(sc: &Scenario, seed: u64, verbose: bool, tweak: impl Fn(&mut Pa
         zero_copy: (0..2)
             .map(|h| net.stack(h).counters().tcp_rx_zero_copy_segments)
             .sum(),
+        fast_path: (0..2).fold((0, 0), |(p, d), h| {
+            let c = net.stack(h).counters();
+            (p + c.tcp_predicted_segments, d + c.tcp_direct_segments)
+        }),
         failure: error.map(|e| report(sc, seed, &params, &flows, &net, &e)),
     }
 }
@@ -312,6 +319,43 @@ fn replay_is_bit_for_bit() {
             sc.name
         );
     }
+}
+
+/// The fast path (`net.inet.tcp.fast_path`: header prediction and
+/// segments written straight into their frames) changes nothing on the
+/// wire: with it off, every scenario's seeds give the same frames at the
+/// same times; with it on, it took part.
+#[test]
+fn fast_path_is_the_general_path_bit_for_bit() {
+    if env_u64("USTACK_SIM_SEED").is_some() {
+        return;
+    }
+    let seeds = if cfg!(debug_assertions) { 3 } else { 12 };
+    let (mut predicted, mut direct) = (0, 0);
+    for sc in SCENARIOS {
+        for seed in 0..seeds {
+            let fast = run_seed(sc, seed, false);
+            let general = run_seed_with(sc, seed, false, |p| {
+                for cfg in &mut p.cfgs {
+                    cfg.tcp.fast_path = false;
+                }
+            });
+            assert_eq!(
+                (fast.hash, fast.events, fast.end),
+                (general.hash, general.events, general.end),
+                "{} seed {seed}: the fast path changed the run ({})",
+                sc.name,
+                replay_command(sc.name, seed)
+            );
+            assert_eq!(general.fast_path, (0, 0), "{} seed {seed}", sc.name);
+            predicted += fast.fast_path.0;
+            direct += fast.fast_path.1;
+        }
+    }
+    assert!(
+        predicted > 0 && direct > 0,
+        "predicted {predicted}, direct {direct}"
+    );
 }
 
 /// A link that loses everything one way is a failure, reported with the

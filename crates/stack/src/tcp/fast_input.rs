@@ -1,0 +1,145 @@
+//! Header prediction (Van Jacobson's, as in FreeBSD's `tcp_input`): the
+//! segment an established connection expects next (ACK or ACK+PSH, the
+//! next sequence number, timestamps as agreed, acknowledging nothing or
+//! new data, no loss recovery under way) is read straight from its bytes
+//! and taken in with the general path's own steps, skipping the checks
+//! that cannot apply to it.  Anything else takes the general path
+//! (`input.rs`); the simulation checks that both make the same run bit
+//! for bit (`net.inet.tcp.fast_path`).
+
+use wire::tcp::SeqNumber;
+
+use crate::ip::IpLayer;
+use crate::sink::FrameSink;
+use crate::tcp::conn::TcpConnection;
+use crate::tcp::shared::TcpShared;
+use crate::tcp::types::TcpState;
+use crate::time::Instant;
+
+/// The header of a segment header prediction may take: no options, or
+/// exactly NOP, NOP, timestamps (RFC 7323 appendix A).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PredictedSegment<'a> {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: SeqNumber,
+    pub ack: SeqNumber,
+    pub window: u16,
+    pub timestamp: Option<(u32, u32)>,
+    pub payload: &'a [u8],
+}
+
+const NO_SACK: [Option<(u32, u32)>; 3] = [None, None, None];
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+impl<'a> PredictedSegment<'a> {
+    /// Reads `bytes` if they are such a segment with ACK and at most PSH
+    /// besides (no SYN, FIN, RST, URG, ECE, CWR or NS); `None` otherwise,
+    /// malformed ones included (the general path counts those).
+    pub(crate) fn parse(bytes: &'a [u8]) -> Option<Self> {
+        let fixed: &[u8; 20] = bytes.first_chunk()?;
+        // Flags: ACK, maybe PSH; the reserved bits are ignored as `TcpRepr::parse` ignores them.
+        if fixed[12] & 0x01 != 0 || fixed[13] & !0x08 != 0x10 {
+            return None;
+        }
+        let header_len = usize::from(fixed[12] >> 4) * 4;
+        let timestamp = match header_len {
+            20 => None,
+            32 => match bytes.get(20..32)? {
+                [1, 1, 8, 10, ..] => Some((be32(bytes, 24), be32(bytes, 28))),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let (src_port, dst_port) = (be16(fixed, 0), be16(fixed, 2));
+        if src_port == 0 || dst_port == 0 {
+            return None;
+        }
+        Some(PredictedSegment {
+            src_port,
+            dst_port,
+            seq: SeqNumber(be32(fixed, 4) as i32),
+            ack: SeqNumber(be32(fixed, 8) as i32),
+            window: be16(fixed, 14),
+            timestamp,
+            payload: bytes.get(header_len..)?,
+        })
+    }
+}
+
+impl TcpConnection {
+    /// Takes `seg` in as `input` would, if it is the segment predicted;
+    /// `false`, with nothing changed, if the general path must take it.
+    pub(crate) fn input_predicted(
+        &mut self,
+        now: Instant,
+        seg: &PredictedSegment<'_>,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        let (seq, ack) = (seg.seq, seg.ack);
+        let window = usize::from(seg.window) << self.snd_wscale;
+        let acks_new = ack > self.snd_una;
+        // What the general path would find: PAWS passes, the segment is
+        // the next in the window, its ACK is neither old, new beyond
+        // SND.MAX, nor a duplicate, no FIN waits for this data, and no
+        // loss recovery or SACK scoreboard is under way.
+        let predicted = self.state == TcpState::Established
+            && seq == self.rcv_nxt
+            && self.ts_ok == seg.timestamp.is_some()
+            && seg
+                .timestamp
+                .is_none_or(|(tsval, _)| (tsval.wrapping_sub(self.ts_recent) as i32) >= 0)
+            && (seg.payload.is_empty() || self.rcv_adv > self.rcv_nxt || self.recv.window() > 0)
+            && ack >= self.snd_una
+            && ack <= self.snd_max
+            && (acks_new
+                || !seg.payload.is_empty()
+                || window != self.snd_wnd
+                || self.flight() == 0)
+            && self.peer_fin.is_none()
+            && self.recovery_point.is_none()
+            && (!self.sack_ok || self.scoreboard.is_empty());
+        if !predicted {
+            return false;
+        }
+        ip.counters.tcp_predicted_segments += 1;
+        self.last_recv = now;
+        self.keep_probes = 0;
+        if self.keepalive {
+            self.timers.keepalive = Some(now + self.keep_idle(shared));
+        }
+        if let Some((tsval, _)) = seg.timestamp {
+            self.ts_recent = tsval;
+        }
+        if acks_new {
+            self.new_ack(now, ack, seg.timestamp, &NO_SACK, ip, shared, sink);
+        }
+        // The window: SND.WL1 <= SEQ always holds for the next segment
+        // (SND.WL1 only takes sequence numbers already received).
+        let window_news =
+            acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack);
+        if window_news {
+            if self.snd_wnd == 0 && window > 0 {
+                self.timers.persist = None;
+                self.persist_backoff = 0;
+            }
+            self.snd_wnd = window;
+            self.max_snd_wnd = self.max_snd_wnd.max(window);
+            self.snd_wl1 = self.snd_wl1.max(seq);
+            self.snd_wl2 = ack;
+        }
+        if !seg.payload.is_empty() {
+            self.take_text(now, seq, seg.payload, ip, shared);
+        }
+        true
+    }
+}
