@@ -379,6 +379,71 @@ impl TcpConnection {
         shared: &mut TcpShared,
         sink: &mut dyn FrameSink,
     ) {
+        if ip.cfg.tcp.fast_path && self.output_predicted(now, ip, sink) {
+            return;
+        }
+        self.output_general(now, ip, shared, sink);
+    }
+
+    /// The output of an established connection with nothing to send but
+    /// perhaps an ACK, or with one segment's worth of new data that both
+    /// windows and Nagle let go at once: what `output_general` would do,
+    /// without its loops.  `false`, with nothing done, for anything else.
+    fn output_predicted(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        if self.state != TcpState::Established || self.recovery_point.is_some() || self.fin_queued {
+            return false;
+        }
+        let seq = self.snd_nxt;
+        let avail = self.data_end() - seq;
+        if avail == 0 {
+            if self.flight() > 0 && self.timers.rtx.is_none() && self.timers.persist.is_none() {
+                self.arm_rtx(now);
+            }
+            if self.ack_now || self.window_update_due() {
+                self.send_ack(now, ip, sink);
+            }
+            return true;
+        }
+        let in_flight = seq - self.snd_una;
+        let fits = avail <= self.snd_mss
+            && self.dupacks == 0
+            && avail <= (self.snd_una + self.snd_wnd) - seq
+            && avail <= self.cc.cwnd().saturating_sub(in_flight)
+            // Nagle (RFC 9293 3.7.4) would hold a small segment back.
+            && (avail == self.snd_mss || self.nodelay || in_flight == 0)
+            // After an idle period the general path restarts the window.
+            && (self.flight() > 0 || now.saturating_since(self.last_send) <= self.rtt.rto());
+        if !fits {
+            return false;
+        }
+        let fresh = seq >= self.snd_max;
+        self.send_data_at(now, seq, avail, false, ip, sink);
+        self.snd_nxt = seq + avail;
+        if self.snd_nxt > self.snd_max {
+            self.snd_max = self.snd_nxt;
+        }
+        if fresh && !self.ts_ok && self.rtt_probe.is_none() {
+            self.rtt_probe = Some((self.snd_nxt, now));
+        }
+        if self.timers.rtx.is_none() {
+            self.arm_rtx(now);
+        }
+        true
+    }
+
+    /// [`output`](Self::output) in every state and case.
+    fn output_general(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) {
         match self.state {
             TcpState::Closed | TcpState::Listen => return,
             TcpState::SynSent | TcpState::SynReceived => {
