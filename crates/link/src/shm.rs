@@ -660,15 +660,12 @@ impl ShmLink {
 
     /// Reads the consumer's index and takes back the slots of the frames it
     /// has consumed since the last look.
+    #[inline]
     fn reclaim_tx_slots(&mut self) -> io::Result<()> {
         let tail = self.tx.cons().load(Ordering::Acquire);
         let done = tail.wrapping_sub(self.tx_tail_cache);
         if done > self.tx_head.wrapping_sub(self.tx_tail_cache) {
-            self.shm.peer_errors += 1;
-            return Err(peer_error(format!(
-                "consumer index {tail} outside {}..={}",
-                self.tx_tail_cache, self.tx_head
-            )));
+            return Err(self.bad_consumer_index(tail));
         }
         let mut pos = self.tx_tail_cache;
         while pos != tail {
@@ -679,6 +676,17 @@ impl ShmLink {
         }
         self.tx_tail_cache = tail;
         Ok(())
+    }
+
+    /// Counts and describes a consumer index outside what it can be.
+    #[cold]
+    #[inline(never)]
+    fn bad_consumer_index(&mut self, tail: u32) -> io::Error {
+        self.shm.peer_errors += 1;
+        peer_error(format!(
+            "consumer index {tail} outside {}..={}",
+            self.tx_tail_cache, self.tx_head
+        ))
     }
 
     /// Takes back the slots of TX frames dropped without coming back, if
@@ -715,7 +723,17 @@ impl ShmLink {
     /// Moves our consumer index over the positions whose frames are back
     /// (recycled, dropped, or never handed out: bad descriptors), up to the
     /// first one still held. [`ShmLink::publish_rx`] tells the producer.
+    /// One comparison when every frame handed out has been passed.
+    #[inline]
     fn advance_rx(&mut self) {
+        if self.rx_tail != self.rx_next {
+            self.advance_rx_over_back();
+        }
+    }
+
+    /// [`ShmLink::advance_rx`] when some position is not passed yet.
+    #[inline(never)]
+    fn advance_rx_over_back(&mut self) {
         // SAFETY: as in `tracker()`; a local reference so the loop can
         // update the other fields.
         let t = unsafe { self.tracker.as_ref() };
@@ -731,13 +749,21 @@ impl ShmLink {
                 }
                 _ => break, // held (IDLE cannot be inside the window)
             }
-            t.rx[i].store(IDLE, Ordering::Relaxed);
-            let slot = std::mem::replace(&mut self.rx_slot_of[i], NO_SLOT);
-            if slot != NO_SLOT {
-                self.rx_slot_busy[slot as usize] = false;
-            }
-            self.rx_tail = self.rx_tail.wrapping_add(1);
+            self.pass_rx_tail(i);
         }
+    }
+
+    /// Moves our consumer index past its position (masked: `i`), whose
+    /// frame is back: the entry is idle again and the slot it named free
+    /// for a later descriptor.
+    #[inline]
+    fn pass_rx_tail(&mut self, i: usize) {
+        self.tracker().rx[i].store(IDLE, Ordering::Relaxed);
+        let slot = std::mem::replace(&mut self.rx_slot_of[i], NO_SLOT);
+        if slot != NO_SLOT {
+            self.rx_slot_busy[slot as usize] = false;
+        }
+        self.rx_tail = self.rx_tail.wrapping_add(1);
     }
 
     /// Stores our consumer index for the producer, if it moved since: at
@@ -786,10 +812,14 @@ impl ShmLink {
             }
             Dir::Rx => {
                 let e = (i & self.rx.mask) as usize;
-                self.tracker().rx[e].store(DONE, Ordering::Relaxed);
                 self.rx_held -= 1;
                 if i == self.rx_tail {
+                    // The oldest position: passed now, with those after it
+                    // whose frames are back already.
+                    self.pass_rx_tail(e);
                     self.advance_rx();
+                } else {
+                    self.tracker().rx[e].store(DONE, Ordering::Relaxed);
                 }
             }
         }
@@ -885,13 +915,23 @@ fn prefetch_head(start: NonNull<u8>, len: usize) {
 /// would otherwise wait for each to come back while it builds the frame.
 #[inline]
 fn claim_head(slot: NonNull<u8>, cap: usize) {
-    let mut off = 0;
-    while off < cap.min(PREFETCH_BYTES) {
+    let write_line = |off: usize| {
         // SAFETY: the slot is free, so ours alone (the consumer's index has
         // passed its last descriptor, and no frame points at it), and it
-        // holds `cap > off` bytes inside the mapping.
+        // holds `cap > off` bytes inside the mapping (callers pass offsets
+        // below `cap`).
         unsafe { ptr::write_volatile(slot.as_ptr().add(off), 0) };
-        off += 64;
+    };
+    if cap >= PREFETCH_BYTES {
+        // Slots of every MTU but the smallest: a fixed number of lines,
+        // written without a comparison each.
+        for off in (0..PREFETCH_BYTES).step_by(64) {
+            write_line(off);
+        }
+    } else {
+        for off in (0..cap).step_by(64) {
+            write_line(off);
+        }
     }
 }
 
