@@ -71,6 +71,34 @@ pub(crate) struct Ipv4Path {
     offload: bool,
 }
 
+impl Ipv4Path {
+    /// What tells one lookup's result from another's: the epoch it was
+    /// looked up in and the neighbor entry's expiry (within one epoch, the
+    /// same pair means the same path).
+    pub(crate) fn stamp(&self) -> (u64, Instant) {
+        (self.epoch, self.expires)
+    }
+
+    /// The interface the packets leave by.
+    pub(crate) fn iface(&self) -> IfaceId {
+        self.iface
+    }
+
+    /// The frame's first 14 bytes: destination and source MAC, EtherType.
+    pub(crate) fn eth(&self) -> &[u8; 14] {
+        &self.eth
+    }
+
+    pub(crate) fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// The interface finishes TCP and UDP checksums.
+    pub(crate) fn offload(&self) -> bool {
+        self.offload
+    }
+}
+
 /// Why a packet could not be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendError {

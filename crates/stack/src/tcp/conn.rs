@@ -10,6 +10,7 @@ use crate::ipv4::Ipv4Path;
 use crate::socket::SocketError;
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::cc::{Cc, CongestionControl};
+use crate::tcp::fast_output::SegmentTemplate;
 use crate::tcp::output::IpOptions;
 use crate::tcp::recv_buffer::RecvBuffer;
 use crate::tcp::rtt::RttEstimator;
@@ -152,6 +153,8 @@ pub(crate) struct TcpConnection {
     pub ip_opts: IpOptions,
     /// Where the segments go, cached (see [`Ipv4Path`]).
     pub path: Option<Ipv4Path>,
+    /// The headers the fast path writes its segments from.
+    pub template: Option<SegmentTemplate>,
     pub error: Option<SocketError>,
     /// The application closed its handle; the connection finishes alone.
     pub detached: bool,
@@ -249,6 +252,7 @@ impl TcpConnection {
             recv_locked: false,
             ip_opts: IpOptions::default(),
             path: None,
+            template: None,
             error: None,
             detached: false,
             parent: None,

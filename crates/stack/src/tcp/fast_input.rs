@@ -31,11 +31,11 @@ pub(crate) struct PredictedSegment<'a> {
 
 const NO_SACK: [Option<(u32, u32)>; 3] = [None, None, None];
 
-fn be16(b: &[u8], at: usize) -> u16 {
+fn be16<const N: usize>(b: &[u8; N], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
-fn be32(b: &[u8], at: usize) -> u32 {
+fn be32<const N: usize>(b: &[u8; N], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
@@ -45,17 +45,17 @@ impl<'a> PredictedSegment<'a> {
     /// malformed ones included (the general path counts those).
     pub(crate) fn parse(bytes: &'a [u8]) -> Option<Self> {
         let fixed: &[u8; 20] = bytes.first_chunk()?;
-        // Flags: ACK, maybe PSH; the reserved bits are ignored as `TcpRepr::parse` ignores them.
-        if fixed[12] & 0x01 != 0 || fixed[13] & !0x08 != 0x10 {
-            return None;
-        }
-        let header_len = usize::from(fixed[12] >> 4) * 4;
-        let timestamp = match header_len {
-            20 => None,
-            32 => match bytes.get(20..32)? {
-                [1, 1, 8, 10, ..] => Some((be32(bytes, 24), be32(bytes, 28))),
-                _ => return None,
-            },
+        // Flags: ACK, maybe PSH; the reserved bits are ignored as
+        // `TcpRepr::parse` ignores them.  The data offset: 5 or 8 words.
+        let (header_len, timestamp) = match (fixed[12] & 0xf1, fixed[13] & !0x08) {
+            (0x50, 0x10) => (20, None),
+            (0x80, 0x10) => {
+                let options: &[u8; 12] = bytes.get(20..32)?.first_chunk()?;
+                if options[..4] != [1, 1, 8, 10] {
+                    return None;
+                }
+                (32, Some((be32(options, 4), be32(options, 8))))
+            }
             _ => return None,
         };
         let (src_port, dst_port) = (be16(fixed, 0), be16(fixed, 2));

@@ -1,26 +1,103 @@
 //! The output half of the fast path: an established connection's ordinary
 //! segment (ACK, PSH or FIN, timestamps or no options, no SACK blocks),
 //! written straight into the link's frame along the connection's cached
-//! path, with no `TcpRepr`, no route and no neighbor lookup.  The bytes
-//! are the ones the general path (`send_tcp`) writes; the simulation
-//! compares the two bit for bit (`net.inet.tcp.fast_path`).
+//! path from a template of its headers, with no `TcpRepr`, no route and no
+//! neighbor lookup.  The bytes are the ones the general path (`send_tcp`)
+//! writes; the simulation compares the two bit for bit
+//! (`net.inet.tcp.fast_path`).
 
-use core::net::IpAddr;
+use core::net::{IpAddr, Ipv4Addr};
 
 use wire::checksum;
 use wire::ip::IpProtocol;
 use wire::tcp::{SeqNumber, TcpFlags};
-use wire::ChecksumMode;
 
 use crate::ip::IpLayer;
-use crate::sink::FrameSink;
+use crate::ipv4::Ipv4Path;
+use crate::sink::{FrameSink, TxMeta};
 use crate::tcp::conn::TcpConnection;
 use crate::time::Instant;
 
+const ETH_LEN: usize = 14;
+const IP_LEN: usize = 20;
+/// Where the TCP header starts in the frame.
+const TCP_AT: usize = ETH_LEN + IP_LEN;
 /// A TCP header without options, and with the NOP, NOP, timestamps
 /// layout every segment of a connection with timestamps carries.
 const PLAIN_HEADER_LEN: usize = 20;
 const TIMESTAMP_HEADER_LEN: usize = 32;
+const MAX_HEADERS: usize = TCP_AT + TIMESTAMP_HEADER_LEN;
+
+/// The headers every segment of a connection along one path shares:
+/// the Ethernet header, the IPv4 header but for its length, identification
+/// and checksum, and the TCP header but for its numbers, flags, window,
+/// timestamps and checksum; with the sums of the fixed IPv4 words and of
+/// the pseudo header's addresses and protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SegmentTemplate {
+    /// What it was built from (the addresses and ports of a connection do
+    /// not change): a change in any makes a new one.
+    key: TemplateKey,
+    bytes: [u8; MAX_HEADERS],
+    ip_sum: u16,
+    pseudo_sum: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TemplateKey {
+    path: (u64, Instant),
+    ttl: u8,
+    tos: u8,
+    ts_ok: bool,
+}
+
+impl SegmentTemplate {
+    fn new(
+        key: TemplateKey,
+        path: &Ipv4Path,
+        (src, dst): (Ipv4Addr, Ipv4Addr),
+        ports: (u16, u16),
+    ) -> SegmentTemplate {
+        let tcp_len = if key.ts_ok {
+            TIMESTAMP_HEADER_LEN
+        } else {
+            PLAIN_HEADER_LEN
+        };
+        let mut b = [0u8; MAX_HEADERS];
+        b[..ETH_LEN].copy_from_slice(path.eth());
+        let ip = &mut b[ETH_LEN..TCP_AT];
+        ip[0] = 0x45;
+        ip[1] = key.tos;
+        ip[6] = 0x40; // DF, offset 0
+        ip[8] = key.ttl;
+        ip[9] = IpProtocol::Tcp.into();
+        ip[12..16].copy_from_slice(&src.octets());
+        ip[16..20].copy_from_slice(&dst.octets());
+        // The length, identification and checksum are still zero.
+        let ip_sum = checksum::data(ip);
+        let tcp = &mut b[TCP_AT..];
+        tcp[0..2].copy_from_slice(&ports.0.to_be_bytes());
+        tcp[2..4].copy_from_slice(&ports.1.to_be_bytes());
+        tcp[12] = ((tcp_len / 4) as u8) << 4;
+        if key.ts_ok {
+            tcp[20..24].copy_from_slice(&[1, 1, 8, 10]);
+        }
+        SegmentTemplate {
+            key,
+            bytes: b,
+            ip_sum,
+            pseudo_sum: checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 0),
+        }
+    }
+}
+
+fn put16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+fn put32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
 
 impl TcpConnection {
     /// Sends `len` bytes of the send buffer from `seq` with `flags` (ACK
@@ -53,56 +130,78 @@ impl TcpConnection {
         } else {
             PLAIN_HEADER_LEN
         };
-        let total = header_len + len;
-        let mut h = [0u8; TIMESTAMP_HEADER_LEN];
-        h[0..2].copy_from_slice(&self.local.port().to_be_bytes());
-        h[2..4].copy_from_slice(&self.remote.port().to_be_bytes());
-        h[4..8].copy_from_slice(&seq.0.to_be_bytes());
-        h[8..12].copy_from_slice(&self.rcv_nxt.0.to_be_bytes());
-        let offset_flags = ((header_len as u16 / 4) << 12) | (flags | TcpFlags::ACK).bits();
-        h[12..14].copy_from_slice(&offset_flags.to_be_bytes());
-        h[14..16].copy_from_slice(&self.advertise_window().to_be_bytes());
-        if self.ts_ok {
-            h[20..24].copy_from_slice(&[1, 1, 8, 10]);
-            h[24..28].copy_from_slice(&self.ts_now(now).to_be_bytes());
-            h[28..32].copy_from_slice(&self.ts_recent.to_be_bytes());
+        let tcp_len = header_len + len;
+        let ip_len = IP_LEN + tcp_len;
+        if ip_len > path.mtu() {
+            return false;
+        }
+        let key = TemplateKey {
+            path: path.stamp(),
+            ttl: self.ip_opts.ttl.unwrap_or(ip.cfg.ip_ttl),
+            tos: self.ip_opts.tos,
+            ts_ok: self.ts_ok,
+        };
+        if !self.template.as_ref().is_some_and(|t| t.key == key) {
+            let ports = (self.local.port(), self.remote.port());
+            self.template = Some(SegmentTemplate::new(key, &path, (src, dst), ports));
+        }
+        let window = self.advertise_window();
+        let (tsval, tsecr) = (self.ts_now(now), self.ts_recent);
+        let ident = ip.next_ident();
+        let Some(t) = &self.template else {
+            return false;
+        };
+        // The headers, patched in place, then written with one fixed-size
+        // copy.
+        let mut h = t.bytes;
+        put16(&mut h, ETH_LEN + 2, ip_len as u16);
+        put16(&mut h, ETH_LEN + 4, ident);
+        let ip_sum = !checksum::combine(&[t.ip_sum, ip_len as u16, ident]);
+        put16(&mut h, ETH_LEN + 10, ip_sum);
+        put32(&mut h, TCP_AT + 4, seq.0 as u32);
+        put32(&mut h, TCP_AT + 8, self.rcv_nxt.0 as u32);
+        h[TCP_AT + 13] = (flags | TcpFlags::ACK).bits() as u8;
+        put16(&mut h, TCP_AT + 14, window);
+        put32(&mut h, TCP_AT + 24, tsval);
+        put32(&mut h, TCP_AT + 28, tsecr);
+        let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
+        let offload = path.offload();
+        if offload {
+            put16(&mut h, TCP_AT + 16, pseudo);
         }
         let offset = seq - self.data_start();
         let send = &self.send;
-        let sent = ip.send_ipv4_on(
-            &path,
-            src,
-            IpProtocol::Tcp,
-            self.ip_opts.ttl,
-            self.ip_opts.tos,
-            total,
-            |buf: &mut [u8], mode: ChecksumMode| {
-                let (head, payload) = buf.split_at_mut(header_len);
-                send.copy_out(offset, payload);
-                let pseudo = checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, total as u32);
-                let field = match mode {
-                    ChecksumMode::Offload => pseudo,
-                    // Both parts start at an even offset: their sums add.
-                    ChecksumMode::Full => !checksum::combine(&[
-                        pseudo,
-                        checksum::data(&h[..header_len]),
-                        checksum::data(payload),
-                    ]),
-                };
-                head.copy_from_slice(&h[..header_len]);
-                head[16..18].copy_from_slice(&field.to_be_bytes());
-            },
-            sink,
-        );
-        match sent {
-            Some(result) => {
-                if result.is_ok() {
-                    ip.counters.tcp_segments_sent += 1;
-                    ip.counters.tcp_direct_segments += 1;
-                }
-                true
+        let frame_len = ETH_LEN + ip_len;
+        let meta = TxMeta {
+            csum_partial: offload,
+        };
+        let ts_ok = self.ts_ok;
+        let sent = sink.transmit_with(path.iface(), frame_len, meta, &mut |buf: &mut [u8]| {
+            let frame = &mut buf[..frame_len];
+            let payload = if ts_ok {
+                let (head, payload) = frame.split_at_mut(MAX_HEADERS);
+                head.copy_from_slice(&h);
+                payload
+            } else {
+                let (head, payload) = frame.split_at_mut(TCP_AT + PLAIN_HEADER_LEN);
+                head.copy_from_slice(&h[..TCP_AT + PLAIN_HEADER_LEN]);
+                payload
+            };
+            send.copy_out(offset, payload);
+            if !offload {
+                // The checksum field is zero in the template.
+                let sum = !checksum::combine(&[pseudo, checksum::data(&frame[TCP_AT..])]);
+                put16(frame, TCP_AT + 16, sum);
             }
-            None => false,
+        });
+        if sent {
+            ip.counters.tx_frames += 1;
+            ip.counters.tx_bytes += frame_len as u64;
+            ip.counters.tcp_segments_sent += 1;
+            ip.counters.tcp_direct_segments += 1;
+        } else {
+            ip.counters.tx_drop_no_buffer += 1;
         }
+        true
     }
 }
