@@ -691,11 +691,19 @@ impl ShmLink {
 
     /// Takes back the slots of TX frames dropped without coming back, if
     /// any were (one load when none were).
+    #[inline]
     fn take_back_dropped_tx(&mut self) {
         let dropped = self.tracker().tx_dropped.load(Ordering::Acquire);
-        if dropped == self.tx_dropped_seen {
-            return;
+        if dropped != self.tx_dropped_seen {
+            self.find_dropped_tx();
         }
+    }
+
+    /// [`ShmLink::take_back_dropped_tx`] when some were dropped: looks at
+    /// every TX slot's entry.
+    #[cold]
+    #[inline(never)]
+    fn find_dropped_tx(&mut self) {
         // SAFETY: as in `tracker()`; a local reference so the loop can
         // update the other fields.
         let t = unsafe { self.tracker.as_ref() };
@@ -803,25 +811,34 @@ impl ShmLink {
     /// Takes back a frame of ours that is held (checked by the caller):
     /// a TX slot goes back on the free stack, an RX position is done.
     fn take_back(&mut self, f: ManuallyDrop<ShmFrame>) {
-        let i = f.index();
         match f.dir() {
-            Dir::Tx => {
-                self.tracker().tx[i as usize].store(IDLE, Ordering::Relaxed);
-                self.tx_free.push(i as u16);
-                self.tx_held -= 1;
-            }
-            Dir::Rx => {
-                let e = (i & self.rx.mask) as usize;
-                self.rx_held -= 1;
-                if i == self.rx_tail {
-                    // The oldest position: passed now, with those after it
-                    // whose frames are back already.
-                    self.pass_rx_tail(e);
-                    self.advance_rx();
-                } else {
-                    self.tracker().rx[e].store(DONE, Ordering::Relaxed);
-                }
-            }
+            Dir::Tx => self.take_back_tx(f.index()),
+            Dir::Rx => self.take_back_rx(f.index()),
+        }
+    }
+
+    /// [`ShmLink::take_back`] of an unsent TX frame on `slot`: rare (the
+    /// engine sends what it allocates), so out of line.
+    #[inline(never)]
+    fn take_back_tx(&mut self, slot: u32) {
+        self.tracker().tx[slot as usize].store(IDLE, Ordering::Relaxed);
+        self.tx_free.push(slot as u16);
+        self.tx_held -= 1;
+    }
+
+    /// [`ShmLink::take_back`] of a received frame at ring position `pos`:
+    /// every one comes this way, mostly the oldest out.
+    #[inline(always)]
+    fn take_back_rx(&mut self, pos: u32) {
+        let e = (pos & self.rx.mask) as usize;
+        self.rx_held -= 1;
+        if pos == self.rx_tail {
+            // The oldest position: passed now, with those after it whose
+            // frames are back already.
+            self.pass_rx_tail(e);
+            self.advance_rx();
+        } else {
+            self.tracker().rx[e].store(DONE, Ordering::Relaxed);
         }
     }
 
@@ -1225,12 +1242,15 @@ impl Link for ShmLink {
     /// stack; a received frame's position is done, and our consumer index
     /// moves past it once every earlier position is done too. Another
     /// link's frame is counted (in `ring_errors`) and left to its own link.
+    #[inline]
     fn recycle(&mut self, buf: ShmFrame) {
         let f = ManuallyDrop::new(buf);
-        if self.is_held(&f) {
-            self.take_back(f);
-        } else {
+        if !self.is_held(&f) {
             self.refuse(f);
+        } else if f.dir() == Dir::Rx {
+            self.take_back_rx(f.index());
+        } else {
+            self.take_back_tx(f.index());
         }
     }
 
@@ -1254,6 +1274,7 @@ impl Link for ShmLink {
     }
 
     /// Notices frames dropped without coming back and takes their slots.
+    #[inline]
     fn service(&mut self) -> io::Result<()> {
         self.advance_rx();
         self.publish_rx();

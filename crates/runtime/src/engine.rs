@@ -91,6 +91,7 @@ struct TxQueues<'a, L: Link> {
 /// (a link whose ring stays full must not grow the queue without bound).
 const MAX_TXQ: usize = 8 * MAX_BURST;
 
+#[inline(always)]
 fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
     if port.txq.is_empty() {
         return;
@@ -343,11 +344,13 @@ impl<L: Link> Engine<L> {
                 self.next_timer = now + self.cfg.timer_tick;
             }
         }
+        let send_now = work && self.cfg.pkt_tx_delay.is_zero();
         for port in &mut self.ports {
-            let due = port
-                .oldest_queued
-                .is_some_and(|t| now.saturating_since(t) >= self.cfg.pkt_tx_delay);
-            if due || (work && self.cfg.pkt_tx_delay.is_zero()) {
+            let due = || {
+                port.oldest_queued
+                    .is_some_and(|t| now.saturating_since(t) >= self.cfg.pkt_tx_delay)
+            };
+            if send_now || due() {
                 flush(port, &mut self.counters);
             }
         }
