@@ -135,9 +135,6 @@ const TX_RESERVE_MAX: usize = 2 * MAX_BURST;
 /// `rx_slot_of` for a position whose descriptor was dropped: no slot held.
 const NO_SLOT: u32 = u32::MAX;
 
-/// Link ids, never reused: a frame names the link that made it.
-static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
-
 /// How a shared-memory link is laid out. Side A gives it; side B reads it
 /// from the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,10 +282,9 @@ pub struct ShmLink {
     file_id: (u64, u64),
     /// Side A removes the file on drop, unless [`ShmLink::unlink`] did.
     remove_on_drop: bool,
-    /// This link's id, which its frames carry.
-    id: u64,
     /// Which frames are out; shared with them, freed on drop (or leaked
-    /// with the mapping while frames are out).
+    /// with the mapping while frames are out). Its address names this
+    /// link in its frames (see `ShmFrame::is_of`).
     tracker: NonNull<Tracker>,
     tx: Ring,
     /// Our producer index: the next position to fill.
@@ -539,7 +535,6 @@ impl ShmLink {
             path: path.to_path_buf(),
             file_id,
             remove_on_drop: false,
-            id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
             tracker,
             tx: Ring::new(&map, g, l, tx_dir),
             tx_head: 0,
@@ -689,6 +684,18 @@ impl ShmLink {
         ))
     }
 
+    /// Counts and describes a producer index outside what it can be.
+    #[cold]
+    #[inline(never)]
+    fn bad_producer_index(&mut self, head: u32) -> io::Error {
+        self.shm.peer_errors += 1;
+        peer_error(format!(
+            "producer index {head} outside {}..={}",
+            self.rx_next,
+            self.rx_published.wrapping_add(self.rx.slots)
+        ))
+    }
+
     /// Takes back the slots of TX frames dropped without coming back, if
     /// any were (one load when none were).
     #[inline]
@@ -792,7 +799,7 @@ impl ShmLink {
     /// Whether `f` is a frame this link handed out and has not got back,
     /// with an entry in the tracker that says so.
     fn is_held(&self, f: &ShmFrame) -> bool {
-        if f.link() != self.id {
+        if !f.is_of(self.tracker) {
             return false;
         }
         let in_range = match f.dir() {
@@ -849,23 +856,17 @@ impl ShmLink {
     /// is no longer its own.
     fn refuse(&mut self, f: ManuallyDrop<ShmFrame>) {
         self.shm.foreign_frames += 1;
-        if f.link() != self.id {
+        if !f.is_of(self.tracker) {
             drop(ManuallyDrop::into_inner(f));
         }
     }
 
+    #[inline]
     fn make_frame(&self, start: NonNull<u8>, len: usize, dir: Dir, index: u32) -> ShmFrame {
-        ShmFrame::new(
-            start,
-            len,
-            self.rx.frame_cap,
-            self.id,
-            dir,
-            index,
-            self.tracker,
-        )
+        ShmFrame::new(start, len, self.rx.frame_cap, dir, index, self.tracker)
     }
 
+    #[inline]
     fn alloc_slot(&mut self) -> Option<ShmFrame> {
         let slot = self.tx_free.pop()?;
         self.tracker().tx[usize::from(slot)].store(HELD, Ordering::Relaxed);
@@ -1097,12 +1098,7 @@ impl Link for ShmLink {
             let n = head.wrapping_sub(self.rx_published);
             let read = self.rx_next.wrapping_sub(self.rx_published);
             if n > self.rx.slots || n < read {
-                self.shm.peer_errors += 1;
-                return Err(peer_error(format!(
-                    "producer index {head} outside {}..={}",
-                    self.rx_next,
-                    self.rx_published.wrapping_add(self.rx.slots)
-                )));
+                return Err(self.bad_producer_index(head));
             }
             self.rx_head_cache = head;
             avail = n - read;
@@ -1150,6 +1146,7 @@ impl Link for ShmLink {
         Ok(got)
     }
 
+    #[inline]
     fn alloc_tx(&mut self) -> Option<ShmFrame> {
         if self.tx_free.len() <= self.tx_reserve {
             self.refill_tx_free();

@@ -101,13 +101,14 @@ pub struct ShmFrame {
     start: NonNull<u8>,
     len: u32,
     cap: u32,
-    /// The link that made it (ids are never reused).
-    link: u64,
     /// TX: the slot number; RX: the ring position (free-running).
     index: u32,
     dir: Dir,
     csum_partial: bool,
-    /// The link's tracker, which outlives the frame.
+    /// The link's tracker, which outlives the frame. It also names the
+    /// link: a tracker is freed only with its link, and only when no frame
+    /// is out (otherwise it is leaked), so no two links with frames out
+    /// ever have trackers at one address.
     tracker: NonNull<Tracker>,
 }
 
@@ -124,7 +125,6 @@ impl ShmFrame {
         start: NonNull<u8>,
         len: usize,
         cap: usize,
-        link: u64,
         dir: Dir,
         index: u32,
         tracker: NonNull<Tracker>,
@@ -134,7 +134,6 @@ impl ShmFrame {
             start,
             len: len as u32,
             cap: cap as u32,
-            link,
             index,
             dir,
             csum_partial: false,
@@ -142,9 +141,9 @@ impl ShmFrame {
         }
     }
 
-    /// The id of the link that made it.
-    pub(super) fn link(&self) -> u64 {
-        self.link
+    /// Whether the link whose tracker is `tracker` made it.
+    pub(super) fn is_of(&self, tracker: NonNull<Tracker>) -> bool {
+        self.tracker == tracker
     }
 
     pub(super) fn dir(&self) -> Dir {
