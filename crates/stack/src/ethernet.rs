@@ -23,6 +23,9 @@ impl Stack {
     ) {
         self.ip.counters.rx_frames += 1;
         self.ip.counters.rx_bytes += frame.len() as u64;
+        if self.ip.cfg.tcp.fast_path && self.tcp_receive_early(now, iface, frame, meta, sink) {
+            return;
+        }
         let Some(our_mac) = self.ip.interface(iface).map(|i| EthernetAddress(i.mac)) else {
             self.ip.counters.rx_drop_eth_not_for_us += 1;
             return;

@@ -146,7 +146,7 @@ impl Stack {
 
     /// Header prediction (`fast_input.rs`): takes the segment if it is
     /// the one its connection expects, as the rest of `tcp_input` would.
-    fn tcp_input_predicted(
+    pub(crate) fn tcp_input_predicted(
         &mut self,
         now: Instant,
         d: &Ipv4Datagram<'_>,
@@ -378,10 +378,15 @@ impl Stack {
             return;
         };
         // Nearly every event: the handshake is not ending and the
-        // connection lives on; only readiness and the wheel need a look.
+        // connection lives on; only the wheel and readiness need a look.
         if !ev.established && conn.state != TcpState::Closed {
+            if let Some(deadline) = conn.next_deadline() {
+                if conn.wheel_at.is_none_or(|at| deadline < at || at < now) {
+                    conn.wheel_at = Some(deadline);
+                    self.tcp.wheel.schedule(index, deadline);
+                }
+            }
             self.sockets.notify(index);
-            self.tcp_schedule(now, index);
             return;
         }
         let parent = conn.parent;

@@ -36,22 +36,16 @@ pub(crate) struct Timers {
 
 impl Timers {
     pub fn earliest(&self) -> Option<Instant> {
-        // Called on every event of every connection: plain comparisons
-        // rather than an iterator chain.
-        fn min(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-            match (a, b) {
-                (Some(x), Some(y)) => Some(if y < x { y } else { x }),
-                (x, None) => x,
-                (None, y) => y,
-            }
-        }
-        min(
-            min(
-                min(self.rtx, self.delack),
-                min(self.persist, self.keepalive),
-            ),
-            self.close,
-        )
+        // Called on every event of every connection: an absent deadline
+        // counts as the end of time, and five plain minimums.  (A deadline
+        // at the end of time itself would never fire either.)
+        let at = |t: Option<Instant>| t.map_or(u64::MAX, Instant::total_micros);
+        let first = at(self.rtx)
+            .min(at(self.delack))
+            .min(at(self.persist))
+            .min(at(self.keepalive))
+            .min(at(self.close));
+        (first != u64::MAX).then_some(Instant::from_micros(first))
     }
 }
 

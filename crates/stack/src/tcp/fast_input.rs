@@ -7,10 +7,17 @@
 //! (`input.rs`); the simulation checks that both make the same run bit
 //! for bit (`net.inet.tcp.fast_path`).
 
+use core::net::Ipv4Addr;
+
+use wire::checksum;
+use wire::ip::IpProtocol;
 use wire::tcp::SeqNumber;
 
+use crate::iface::IfaceId;
 use crate::ip::IpLayer;
-use crate::sink::FrameSink;
+use crate::ipv4::Ipv4Datagram;
+use crate::sink::{FrameSink, RxMeta};
+use crate::stack::Stack;
 use crate::tcp::conn::TcpConnection;
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
@@ -43,6 +50,7 @@ impl<'a> PredictedSegment<'a> {
     /// Reads `bytes` if they are such a segment with ACK and at most PSH
     /// besides (no SYN, FIN, RST, URG, ECE, CWR or NS); `None` otherwise,
     /// malformed ones included (the general path counts those).
+    #[inline]
     pub(crate) fn parse(bytes: &'a [u8]) -> Option<Self> {
         let fixed: &[u8; 20] = bytes.first_chunk()?;
         // Flags: ACK, maybe PSH; the reserved bits are ignored as
@@ -74,9 +82,71 @@ impl<'a> PredictedSegment<'a> {
     }
 }
 
+impl Stack {
+    /// The frame of an IPv4 TCP segment to this interface's address (to
+    /// our MAC, no IP options, not a fragment), checked in one pass with
+    /// the general path's checks (`ethernet.rs`, `ipv4/input.rs`) and given
+    /// to header prediction.  `false`, with nothing done but what the
+    /// general path does too, for any other frame, or a segment prediction
+    /// does not take.
+    pub(crate) fn tcp_receive_early(
+        &mut self,
+        now: Instant,
+        iface: IfaceId,
+        frame: &[u8],
+        meta: RxMeta,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        let Some(f) = frame.first_chunk::<34>() else {
+            return false;
+        };
+        let (Some(ifc), Some(ip)) = (self.ip.interface(iface), f[14..].first_chunk::<20>()) else {
+            return false;
+        };
+        let total = usize::from(be16(ip, 2));
+        if f[..6] != ifc.mac
+            || f[6] & 1 != 0
+            || f[12..14] != [0x08, 0x00]
+            || ip[0] != 0x45
+            || ip[9] != u8::from(IpProtocol::Tcp)
+            || (ip[6] & 0x3f) | ip[7] != 0
+            || total < 20
+            || total > frame.len() - 14
+        {
+            return false;
+        }
+        let src = Ipv4Addr::from(be32(ip, 12));
+        let dst = Ipv4Addr::from(be32(ip, 16));
+        // RFC 1122 3.2.1.3: a unicast source; our unicast address.
+        if dst != ifc.addr()
+            || ifc.is_broadcast(dst)
+            || src.is_broadcast()
+            || src.is_multicast()
+            || src.is_unspecified()
+            || ifc.is_broadcast(src)
+            || src.is_loopback()
+            || checksum::data(ip) != 0xffff
+        {
+            return false;
+        }
+        let d = Ipv4Datagram {
+            iface,
+            src,
+            dst,
+            protocol: IpProtocol::Tcp,
+            broadcast: false,
+            header: ip,
+            payload: &frame[34..14 + total],
+            meta,
+        };
+        self.tcp_input_predicted(now, &d, sink)
+    }
+}
+
 impl TcpConnection {
     /// Takes `seg` in as `input` would, if it is the segment predicted;
     /// `false`, with nothing changed, if the general path must take it.
+    #[inline]
     pub(crate) fn input_predicted(
         &mut self,
         now: Instant,

@@ -359,6 +359,7 @@ impl TcpConnection {
 
     /// The seventh step for a segment's non-empty `payload`, whose first
     /// byte is `data_seq`: into the receive buffer, and when to ACK.
+    #[inline]
     pub(crate) fn take_text(
         &mut self,
         now: Instant,
@@ -481,6 +482,7 @@ impl TcpConnection {
     /// New data acknowledged (SND.UNA < SEG.ACK <= SND.MAX), by a segment
     /// with these timestamps and SACK blocks.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn new_ack(
         &mut self,
         now: Instant,

@@ -243,6 +243,7 @@ impl TcpConnection {
     }
 
     /// Sends `len` bytes of the send buffer from `seq`, with FIN if asked.
+    #[inline]
     pub(crate) fn send_data_at(
         &mut self,
         now: Instant,
@@ -296,6 +297,7 @@ impl TcpConnection {
     }
 
     /// Sends an ACK with no data.
+    #[inline]
     pub(crate) fn send_ack(&mut self, now: Instant, ip: &mut IpLayer, sink: &mut dyn FrameSink) {
         // SND.MAX, not SND.NXT (as the BSDs): after a timeout SND.NXT goes
         // back, and an ACK left of the peer's window would be dropped
@@ -389,6 +391,7 @@ impl TcpConnection {
     /// perhaps an ACK, or with one segment's worth of new data that both
     /// windows and Nagle let go at once: what `output_general` would do,
     /// without its loops.  `false`, with nothing done, for anything else.
+    #[inline]
     fn output_predicted(
         &mut self,
         now: Instant,

@@ -78,45 +78,44 @@ impl Cc {
             Cc::Cubic(_) => CcAlgorithm::Cubic,
         }
     }
+}
 
-    fn inner(&self) -> &dyn CongestionControl {
-        match self {
-            Cc::NewReno(c) => c,
-            Cc::Cubic(c) => c,
+/// Calls `$call` on the algorithm: a `match`, so that each call is direct
+/// (and may be inlined) rather than through a vtable.
+macro_rules! each {
+    ($self:expr, $c:ident => $call:expr) => {
+        match $self {
+            Cc::NewReno($c) => $call,
+            Cc::Cubic($c) => $call,
         }
-    }
-
-    fn inner_mut(&mut self) -> &mut dyn CongestionControl {
-        match self {
-            Cc::NewReno(c) => c,
-            Cc::Cubic(c) => c,
-        }
-    }
+    };
 }
 
 impl CongestionControl for Cc {
+    #[inline]
     fn cwnd(&self) -> usize {
-        self.inner().cwnd()
+        each!(self, c => c.cwnd())
     }
     fn ssthresh(&self) -> usize {
-        self.inner().ssthresh()
+        each!(self, c => c.ssthresh())
     }
+    #[inline]
     fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>, in_flight: usize) {
-        self.inner_mut().on_ack(now, acked, rtt, in_flight)
+        each!(self, c => c.on_ack(now, acked, rtt, in_flight))
     }
     fn on_congestion_event(&mut self, now: Instant, in_flight: usize) {
-        self.inner_mut().on_congestion_event(now, in_flight)
+        each!(self, c => c.on_congestion_event(now, in_flight))
     }
     fn on_recovery_exit(&mut self, now: Instant) {
-        self.inner_mut().on_recovery_exit(now)
+        each!(self, c => c.on_recovery_exit(now))
     }
     fn on_rto(&mut self, now: Instant, in_flight: usize) {
-        self.inner_mut().on_rto(now, in_flight)
+        each!(self, c => c.on_rto(now, in_flight))
     }
     fn on_idle_restart(&mut self, now: Instant) {
-        self.inner_mut().on_idle_restart(now)
+        each!(self, c => c.on_idle_restart(now))
     }
     fn set_mss(&mut self, mss: usize) {
-        self.inner_mut().set_mss(mss)
+        each!(self, c => c.set_mss(mss))
     }
 }
