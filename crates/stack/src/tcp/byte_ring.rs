@@ -14,6 +14,16 @@
 
 use crate::tcp::buffer_cache::{BufferCache, MIN_RING};
 
+/// `at` (less than two laps) as a position in storage of `cap` bytes.
+#[inline]
+fn wrap(at: usize, cap: usize) -> usize {
+    if at >= cap {
+        at - cap
+    } else {
+        at
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct ByteRing {
     storage: Vec<u8>,
@@ -133,10 +143,12 @@ impl ByteRing {
         if cap == 0 || offset + data.len() > cap {
             return;
         }
-        let start = (self.head + offset) % cap;
+        let start = wrap(self.head + offset, cap);
         let first = data.len().min(cap - start);
         self.storage[start..start + first].copy_from_slice(&data[..first]);
-        self.storage[..data.len() - first].copy_from_slice(&data[first..]);
+        if first < data.len() {
+            self.storage[..data.len() - first].copy_from_slice(&data[first..]);
+        }
     }
 
     /// Counts `n` bytes written past the held ones as held.
@@ -218,10 +230,12 @@ impl ByteRing {
         if n == 0 {
             return 0;
         }
-        let start = (self.head + offset) % cap;
+        let start = wrap(self.head + offset, cap);
         let first = n.min(cap - start);
         dst[..first].copy_from_slice(&self.storage[start..start + first]);
-        dst[first..n].copy_from_slice(&self.storage[..n - first]);
+        if first < n {
+            dst[first..n].copy_from_slice(&self.storage[..n - first]);
+        }
         n
     }
 
@@ -241,7 +255,7 @@ impl ByteRing {
         if self.storage.is_empty() {
             return;
         }
-        self.head = (self.head + n) % self.storage.len();
+        self.head = wrap(self.head + n, self.storage.len());
         self.len -= n;
     }
 }

@@ -151,6 +151,28 @@ impl RecvBuffer {
         cache: &mut BufferCache,
         lend: &mut FrameLending,
     ) -> Inserted {
+        // The common case: the next bytes, in the window, nothing out of
+        // order, no frames held, none to hold: onto the end of the ring.
+        if seq == rcv_nxt
+            && !data.is_empty()
+            && data.len() <= self.window()
+            && self.ooo.is_empty()
+            && self.chunks.is_empty()
+            && !lend.lending()
+        {
+            let held = self.ring.len();
+            self.ring.reserve_total(held + data.len(), cache);
+            self.ring.write_at(held, data);
+            self.ring.commit(data.len());
+            if self.last_ooo.is_some_and(|(_, e)| e <= seq + data.len()) {
+                self.last_ooo = None;
+            }
+            return Inserted {
+                advanced: data.len(),
+                copied: true,
+                ..Inserted::default()
+            };
+        }
         let mut out = Inserted::default();
         let window_end = rcv_nxt + self.window();
         // Trim what is before RCV.NXT (already received) and past the window.
