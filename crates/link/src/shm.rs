@@ -849,6 +849,23 @@ impl ShmLink {
         }
     }
 
+    /// A frame handed to `tx_burst` that is not a held TX frame of ours:
+    /// not sent (counted in `tx_dropped`); a received frame of ours is done
+    /// with, any other is refused.
+    #[cold]
+    #[inline(never)]
+    fn refuse_to_send(&mut self, f: ManuallyDrop<ShmFrame>) {
+        self.tx_dropped += 1;
+        if f.dir() == Dir::Rx && self.is_held(&f) {
+            // A received frame to send: not sent, but its position is done
+            // with.
+            self.shm.foreign_frames += 1;
+            self.take_back(f);
+        } else {
+            self.refuse(f);
+        }
+    }
+
     /// Deals with a frame that is not ours to take (see
     /// [`ShmStats::foreign_frames`]): another link's goes to its own drop,
     /// which tells that link; one of ours that is not held (impossible
@@ -1182,28 +1199,32 @@ impl Link for ShmLink {
         }
         // On error, keep going with the slots the last good index gave.
         let result = self.reclaim_tx_slots();
-        let start = self.tx_head;
         let taken = bufs.len();
+        // SAFETY: as in `tracker()`; a local reference so the loop can
+        // update the other fields.
+        let t = unsafe { self.tracker.as_ref() };
+        let mut pos = self.tx_head;
+        let mut bytes = 0;
         for buf in bufs.drain(..) {
             // Taken over here: only a refused frame of another link runs
             // its drop (see `refuse`).
             let f = ManuallyDrop::new(buf);
-            if f.dir() != Dir::Tx || !self.is_held(&f) {
-                self.tx_dropped += 1;
-                if f.dir() == Dir::Rx && self.is_held(&f) {
-                    // A received frame to send: not sent, but its position
-                    // is done with.
-                    self.shm.foreign_frames += 1;
-                    self.take_back(f);
-                } else {
-                    self.refuse(f);
+            // Ours and held: a TX frame of this link whose slot's entry
+            // says so (the slot number checked by the lookup).
+            let entry = match f.dir() {
+                Dir::Tx if f.is_of(self.tracker) => {
+                    t.tx.get(f.index() as usize)
+                        .filter(|e| e.load(Ordering::Relaxed) == HELD)
                 }
+                _ => None,
+            };
+            let Some(entry) = entry else {
+                self.refuse_to_send(f);
                 continue;
-            }
+            };
             let slot = f.index() as u16;
             let len = f.data().len();
             debug_assert!(len <= self.tx.frame_cap, "set_len checks the capacity");
-            let pos = self.tx_head;
             debug_assert!(pos.wrapping_sub(self.tx_tail_cache) < self.tx.slots);
             let desc = Desc {
                 len: len as u32,
@@ -1217,16 +1238,19 @@ impl Link for ShmLink {
             self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
             self.tx_slot_of[(pos & self.tx.mask) as usize] = slot;
             // In the ring now: neither held nor free.
-            self.tracker().tx[usize::from(slot)].store(IDLE, Ordering::Relaxed);
-            self.tx_held -= 1;
-            self.tx_head = pos.wrapping_add(1);
-            self.tx_frames += 1;
-            self.tx_bytes += len as u64;
+            entry.store(IDLE, Ordering::Relaxed);
+            pos = pos.wrapping_add(1);
+            bytes += len as u64;
         }
-        if self.tx_head != start {
+        let sent = pos.wrapping_sub(self.tx_head);
+        if sent != 0 {
+            self.tx_head = pos;
+            self.tx_held -= sent as usize;
+            self.tx_frames += u64::from(sent);
+            self.tx_bytes += bytes;
             // Release: the frames' bytes, written in place, and their
             // descriptors come before the consumer's Acquire of the index.
-            self.tx.prod().store(self.tx_head, Ordering::Release);
+            self.tx.prod().store(pos, Ordering::Release);
         }
         if let Some(&next) = self.tx_free.last() {
             claim_head(self.tx.slot(next), self.tx.frame_cap);
