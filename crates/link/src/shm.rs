@@ -1205,10 +1205,7 @@ impl Link for ShmLink {
         let t = unsafe { self.tracker.as_ref() };
         let mut pos = self.tx_head;
         let mut bytes = 0;
-        for buf in bufs.drain(..) {
-            // Taken over here: only a refused frame of another link runs
-            // its drop (see `refuse`).
-            let f = ManuallyDrop::new(buf);
+        for f in bufs.drain(..) {
             // Ours and held: a TX frame of this link whose slot's entry
             // says so (the slot number checked by the lookup).
             let entry = match f.dir() {
@@ -1219,7 +1216,9 @@ impl Link for ShmLink {
                 _ => None,
             };
             let Some(entry) = entry else {
-                self.refuse_to_send(f);
+                // Only a refused frame of another link runs its drop (see
+                // `refuse`).
+                self.refuse_to_send(ManuallyDrop::new(f));
                 continue;
             };
             let slot = f.index() as u16;
@@ -1237,8 +1236,10 @@ impl Link for ShmLink {
             };
             self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
             self.tx_slot_of[(pos & self.tx.mask) as usize] = slot;
-            // In the ring now: neither held nor free.
+            // In the ring now: neither held nor free; the frame is gone
+            // (its drop would mark the slot dropped).
             entry.store(IDLE, Ordering::Relaxed);
+            std::mem::forget(f);
             pos = pos.wrapping_add(1);
             bytes += len as u64;
         }
@@ -1263,15 +1264,18 @@ impl Link for ShmLink {
     /// stack; a received frame's position is done, and our consumer index
     /// moves past it once every earlier position is done too. Another
     /// link's frame is counted (in `ring_errors`) and left to its own link.
-    #[inline]
+    #[inline(always)]
     fn recycle(&mut self, buf: ShmFrame) {
-        let f = ManuallyDrop::new(buf);
-        if !self.is_held(&f) {
-            self.refuse(f);
-        } else if f.dir() == Dir::Rx {
-            self.take_back_rx(f.index());
-        } else {
-            self.take_back_tx(f.index());
+        if !self.is_held(&buf) {
+            self.refuse(ManuallyDrop::new(buf));
+            return;
+        }
+        let (dir, index) = (buf.dir(), buf.index());
+        // Back: forgotten (its drop would mark the slot dropped).
+        std::mem::forget(buf);
+        match dir {
+            Dir::Rx => self.take_back_rx(index),
+            Dir::Tx => self.take_back_tx(index),
         }
     }
 
