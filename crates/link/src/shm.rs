@@ -1099,6 +1099,7 @@ impl Link for ShmLink {
 
     type Buf = ShmFrame;
 
+    #[inline]
     fn rx_burst(&mut self, out: &mut Vec<ShmFrame>, max: usize) -> io::Result<usize> {
         // Positions of frames dropped since the last call may hold our
         // index back (one comparison when all frames are back).
