@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use stack::{
     FrameSink, IfaceId, Instant, InterfaceConfig, RxMeta, Stack, StackConfig, TcpState, TxMeta,
 };
+use wire::checksum;
 use wire::ethernet::{EtherType, EthernetFrame};
 use wire::ip::IpProtocol;
 use wire::ipv4::Ipv4Packet;
@@ -67,12 +68,14 @@ impl FrameSink for MetaSink {
     }
 }
 
-/// What a frame is, and whether its L4 (or ICMP) checksum is whole.
+/// What a frame is, whether its L4 (or ICMP) checksum is whole, and
+/// whether its L4 checksum field holds exactly the pseudo-header sum the
+/// link finishes from (what a partial one must hold).
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 enum Kind {
     Arp,
-    Tcp { whole: bool },
-    Udp { whole: bool },
+    Tcp { whole: bool, pseudo: bool },
+    Udp { whole: bool, pseudo: bool },
     Icmp,
     Fragment,
 }
@@ -91,17 +94,24 @@ fn classify(frame: &[u8]) -> Kind {
         return Kind::Fragment;
     }
     let (src, dst) = (IpAddr::V4(ipv4.src_addr()), IpAddr::V4(ipv4.dst_addr()));
+    let l4 = ipv4.payload();
+    let pseudo = |proto, at: usize| {
+        let sum = checksum::pseudo_header(&src, &dst, proto, l4.len() as u32);
+        u16::from_be_bytes([l4[at], l4[at + 1]]) == sum
+    };
     match ipv4.next_header() {
         IpProtocol::Tcp => {
-            let tcp = TcpPacket::new_checked(ipv4.payload()).unwrap();
+            let tcp = TcpPacket::new_checked(l4).unwrap();
             Kind::Tcp {
                 whole: tcp.verify_checksum(&src, &dst),
+                pseudo: pseudo(IpProtocol::Tcp, 16),
             }
         }
         IpProtocol::Udp => {
-            let udp = UdpPacket::new_checked(ipv4.payload()).unwrap();
+            let udp = UdpPacket::new_checked(l4).unwrap();
             Kind::Udp {
                 whole: udp.verify_checksum(&src, &dst),
+                pseudo: pseudo(IpProtocol::Udp, 6),
             }
         }
         IpProtocol::Icmp => Kind::Icmp,
@@ -124,8 +134,12 @@ fn deliver(
     let n = frames.len();
     for (f, meta) in frames {
         match classify(&f) {
-            Kind::Tcp { whole } | Kind::Udp { whole } => {
+            Kind::Tcp { whole, pseudo } | Kind::Udp { whole, pseudo } => {
                 assert_eq!(whole, !meta.csum_partial, "partial exactly when marked");
+                assert!(
+                    whole || pseudo,
+                    "a partial checksum is the pseudo-header sum: {f:02x?}"
+                );
                 assert!(offload || whole, "only an offloading interface leaves it");
                 from.partial_sent += usize::from(meta.csum_partial);
             }
