@@ -110,11 +110,14 @@ impl Stack {
             || ip[0] != 0x45
             || ip[9] != u8::from(IpProtocol::Tcp)
             || (ip[6] & 0x3f) | ip[7] != 0
-            || total < 20
-            || total > frame.len() - 14
         {
             return false;
         }
+        // Whole (the IP length past the header, within the frame; what
+        // follows is link padding).
+        let Some(payload) = frame.get(34..14 + total) else {
+            return false;
+        };
         let src = Ipv4Addr::from(be32(ip, 12));
         let dst = Ipv4Addr::from(be32(ip, 16));
         // RFC 1122 3.2.1.3: a unicast source; our unicast address.
@@ -136,7 +139,7 @@ impl Stack {
             protocol: IpProtocol::Tcp,
             broadcast: false,
             header: ip,
-            payload: &frame[34..14 + total],
+            payload,
             meta,
         };
         self.tcp_input_predicted(now, &d, sink)
@@ -193,20 +196,7 @@ impl TcpConnection {
         if acks_new {
             self.new_ack(now, ack, seg.timestamp, &NO_SACK, ip, shared, sink);
         }
-        // The window: SND.WL1 <= SEQ always holds for the next segment
-        // (SND.WL1 only takes sequence numbers already received).
-        let window_news =
-            acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack);
-        if window_news {
-            if self.snd_wnd == 0 && window > 0 {
-                self.timers.persist = None;
-                self.persist_backoff = 0;
-            }
-            self.snd_wnd = window;
-            self.max_snd_wnd = self.max_snd_wnd.max(window);
-            self.snd_wl1 = self.snd_wl1.max(seq);
-            self.snd_wl2 = ack;
-        }
+        self.update_send_window(seq, ack, window, acks_new);
         if !seg.payload.is_empty() {
             self.take_text(now, seq, seg.payload, ip, shared);
         }

@@ -253,23 +253,7 @@ impl TcpConnection {
         {
             self.duplicate_ack(now, seg, ip, sink);
         }
-        // The window (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule), and from
-        // every ACK of new data, whatever its sequence number, but never
-        // from an ACK older than SND.UNA (as Linux's `tcp_ack`): SND.WND
-        // counts from SND.UNA, so a window counted from another ACK would
-        // reach past the edge the peer gave.
-        let window_news =
-            acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack);
-        if ack >= self.snd_una && window_news {
-            if self.snd_wnd == 0 && window > 0 {
-                self.timers.persist = None;
-                self.persist_backoff = 0;
-            }
-            self.snd_wnd = window;
-            self.max_snd_wnd = self.max_snd_wnd.max(window);
-            self.snd_wl1 = self.snd_wl1.max(seq);
-            self.snd_wl2 = ack;
-        }
+        self.update_send_window(seq, ack, window, acks_new);
         match self.state {
             TcpState::FinWait1 if self.fin_acked() => {
                 self.state = TcpState::FinWait2;
@@ -287,6 +271,33 @@ impl TcpConnection {
             _ => {}
         }
         self.input_text(now, seg, seq, ev, ip, shared, sink)
+    }
+
+    /// The send window from a segment's `window` (scaled) with `seq` and
+    /// `ack` (RFC 9293 3.10.7.4, the SND.WL1/SND.WL2 rule), and from every
+    /// ACK of new data (`acks_new`), whatever its sequence number, but
+    /// never from an ACK older than SND.UNA (as Linux's `tcp_ack`): SND.WND
+    /// counts from SND.UNA, so a window counted from another ACK would
+    /// reach past the edge the peer gave.
+    pub(crate) fn update_send_window(
+        &mut self,
+        seq: SeqNumber,
+        ack: SeqNumber,
+        window: usize,
+        acks_new: bool,
+    ) {
+        let window_news =
+            acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack);
+        if ack >= self.snd_una && window_news {
+            if self.snd_wnd == 0 && window > 0 {
+                self.timers.persist = None;
+                self.persist_backoff = 0;
+            }
+            self.snd_wnd = window;
+            self.max_snd_wnd = self.max_snd_wnd.max(window);
+            self.snd_wl1 = self.snd_wl1.max(seq);
+            self.snd_wl2 = ack;
+        }
     }
 
     /// The sixth step on (RFC 9293 3.10.7.4): the text and the FIN of a
