@@ -182,6 +182,34 @@ impl TcpConnection {
         self.last_send = now;
     }
 
+    /// Sends `repr` through the general path (`send_tcp`) along the
+    /// connection's cached path, with the `len` bytes of the send buffer
+    /// from its sequence number as payload.
+    fn send_general(
+        &mut self,
+        now: Instant,
+        repr: &TcpRepr<'_>,
+        len: usize,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SendError> {
+        let offset = repr.seq_number - self.data_start();
+        let send = &self.send;
+        send_tcp(
+            ip,
+            now,
+            (self.local, self.remote),
+            self.ip_opts,
+            repr,
+            len,
+            &mut |buf| {
+                send.copy_out(offset, buf);
+            },
+            Some(&mut self.path),
+            sink,
+        )
+    }
+
     /// Sends our SYN, or SYN-ACK in SYN-RECEIVED (RFC 9293 3.5).
     pub(crate) fn send_syn(
         &mut self,
@@ -229,17 +257,7 @@ impl TcpConnection {
             self.arm_rtx(now);
         }
         self.after_ack_sent(now);
-        send_tcp(
-            ip,
-            now,
-            (self.local, self.remote),
-            self.ip_opts,
-            &repr,
-            0,
-            &mut |_| {},
-            Some(&mut self.path),
-            sink,
-        )
+        self.send_general(now, &repr, 0, ip, sink)
     }
 
     /// Sends `len` bytes of the send buffer from `seq`, with FIN if asked.
@@ -273,21 +291,7 @@ impl TcpConnection {
                     None => break,
                 }
             }
-            let offset = seq - self.data_start();
-            let send = &self.send;
-            let _ = send_tcp(
-                ip,
-                now,
-                (self.local, self.remote),
-                self.ip_opts,
-                &repr,
-                len,
-                &mut |buf| {
-                    send.copy_out(offset, buf);
-                },
-                Some(&mut self.path),
-                sink,
-            );
+            let _ = self.send_general(now, &repr, len, ip, sink);
         }
         if seq < self.snd_max {
             self.stats.retransmits += 1;
@@ -304,17 +308,7 @@ impl TcpConnection {
         // unread; two ends doing so never hear each other's ACKs again.
         if !self.send_direct(now, TcpFlags::ACK, self.snd_max, 0, ip, sink) {
             let repr = self.base_repr(now, TcpFlags::ACK, self.snd_max);
-            let _ = send_tcp(
-                ip,
-                now,
-                (self.local, self.remote),
-                self.ip_opts,
-                &repr,
-                0,
-                &mut |_| {},
-                Some(&mut self.path),
-                sink,
-            );
+            let _ = self.send_general(now, &repr, 0, ip, sink);
         }
         self.after_ack_sent(now);
     }
@@ -323,17 +317,7 @@ impl TcpConnection {
     /// SND.UNA, for zero-window and keep-alive probes (RFC 9293 3.8.4).
     pub(crate) fn send_probe(&mut self, now: Instant, ip: &mut IpLayer, sink: &mut dyn FrameSink) {
         let repr = self.base_repr(now, TcpFlags::ACK, self.snd_una - 1);
-        let _ = send_tcp(
-            ip,
-            now,
-            (self.local, self.remote),
-            self.ip_opts,
-            &repr,
-            0,
-            &mut |_| {},
-            Some(&mut self.path),
-            sink,
-        );
+        let _ = self.send_general(now, &repr, 0, ip, sink);
         self.last_send = now;
     }
 
@@ -348,17 +332,7 @@ impl TcpConnection {
         if self.state == TcpState::SynReceived || self.synchronized() {
             repr.ack_number = Some(self.rcv_nxt);
         }
-        let _ = send_tcp(
-            ip,
-            now,
-            (self.local, self.remote),
-            self.ip_opts,
-            &repr,
-            0,
-            &mut |_| {},
-            Some(&mut self.path),
-            sink,
-        );
+        let _ = self.send_general(now, &repr, 0, ip, sink);
     }
 
     /// Bytes believed in the network (RFC 6675 pipe with SACK; without it,
