@@ -76,10 +76,21 @@ impl Stack {
         d: &Ipv4Datagram<'_>,
         sink: &mut dyn FrameSink,
     ) {
-        let (src, dst) = (IpAddr::V4(d.src), IpAddr::V4(d.dst));
         if self.ip.cfg.tcp.fast_path && !d.broadcast && self.tcp_input_predicted(now, d, sink) {
             return;
         }
+        self.tcp_input_general(now, d, sink);
+    }
+
+    /// [`tcp_input`](Self::tcp_input) without header prediction: every
+    /// segment, RFC 9293's steps in full.
+    pub(crate) fn tcp_input_general(
+        &mut self,
+        now: Instant,
+        d: &Ipv4Datagram<'_>,
+        sink: &mut dyn FrameSink,
+    ) {
+        let (src, dst) = (IpAddr::V4(d.src), IpAddr::V4(d.dst));
         let mode = if d.meta.csum_partial {
             ChecksumMode::Offload
         } else {

@@ -86,9 +86,9 @@ impl Stack {
     /// The frame of an IPv4 TCP segment to this interface's address (to
     /// our MAC, no IP options, not a fragment), checked in one pass with
     /// the general path's checks (`ethernet.rs`, `ipv4/input.rs`) and given
-    /// to header prediction.  `false`, with nothing done but what the
-    /// general path does too, for any other frame, or a segment prediction
-    /// does not take.
+    /// to header prediction; a segment prediction does not take goes to
+    /// the general TCP input, its frame's checks done.  `false`, with
+    /// nothing done, for any other frame.
     pub(crate) fn tcp_receive_early(
         &mut self,
         now: Instant,
@@ -142,7 +142,10 @@ impl Stack {
             payload,
             meta,
         };
-        self.tcp_input_predicted(now, &d, sink)
+        if !self.tcp_input_predicted(now, &d, sink) {
+            self.tcp_input_general(now, &d, sink);
+        }
+        true
     }
 }
 
