@@ -323,6 +323,13 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
                     if !self.on_data(net, s, n) {
                         return;
                     }
+                    if n < self.buf.len() && !matches!(self.workload, Workload::ShortConn { .. }) {
+                        // A short read drained the socket (epoll(7)); the
+                        // next bytes bring a new event.  Short connections
+                        // read on: the server's FIN may have come with the
+                        // reply, in the same event.
+                        break;
+                    }
                 }
                 Err(e) if would_block(&e) => break,
                 Err(_) => return self.fail(net, s),
@@ -627,6 +634,13 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Server<S> {
                 if let Some(Role::Echo(pending)) = self.roles.get_mut(&s) {
                     pending.extend_from_slice(&self.buf[sent..n]);
                 }
+            }
+            if n < self.buf.len() {
+                // A short read drained the socket (epoll(7)); the next bytes
+                // bring a new event.  (A client's FIN that came with its
+                // last request is then seen only when the server stops:
+                // clients close between runs, not in them.)
+                return;
             }
         }
     }
