@@ -32,6 +32,7 @@ const fn add64(a: u64, b: u64) -> u64 {
 
 /// One's-complement sum of `bytes` taken as big-endian 16-bit words, folded
 /// to 16 bits and not inverted. An odd trailing byte is padded with zero.
+#[inline]
 pub fn data(bytes: &[u8]) -> u16 {
     // An IPv4 header without options, summed on every packet both ways:
     // two words and a half, no loop.
@@ -40,6 +41,10 @@ pub fn data(bytes: &[u8]) -> u16 {
             return header20(h);
         }
     }
+    data_any(bytes)
+}
+
+fn data_any(bytes: &[u8]) -> u16 {
     let mut acc: u64 = 0;
     // 32 bytes per step in four independent 64-bit lanes. Since
     // 2^64 ≡ 1 (mod 2^16 - 1), summing big-endian u64 words with end-around
@@ -94,6 +99,7 @@ fn header20(h: &[u8; 20]) -> u16 {
 }
 
 /// One's-complement sum of several partial sums (not inverted).
+#[inline(always)]
 pub fn combine(sums: &[u16]) -> u16 {
     let mut acc: u64 = 0;
     for &s in sums {

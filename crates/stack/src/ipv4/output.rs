@@ -191,11 +191,17 @@ impl IpLayer {
 
     /// Refreshes `slot` for a packet to `dst` at `now`: keeps a path that
     /// is still right, looks it up again otherwise.
+    #[inline]
     pub(crate) fn refresh_path(&self, slot: &mut Option<Ipv4Path>, dst: Ipv4Addr, now: Instant) {
         let fresh = matches!(slot, Some(p) if p.epoch == self.path_epoch() && now < p.expires && p.dst == dst);
         if !fresh {
-            *slot = self.ipv4_path(dst, now);
+            self.lookup_path(slot, dst, now);
         }
+    }
+
+    #[inline(never)]
+    fn lookup_path(&self, slot: &mut Option<Ipv4Path>, dst: Ipv4Addr, now: Instant) {
+        *slot = self.ipv4_path(dst, now);
     }
 
     /// Sends a TCP or UDP packet from `src` along a fresh cached path

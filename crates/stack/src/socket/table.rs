@@ -190,6 +190,7 @@ impl SocketTable {
     }
 
     /// Puts a socket on the ready list.
+    #[inline(always)]
     pub(crate) fn notify(&mut self, index: u32) {
         if let Some(slot) = self.slots.get_mut(index as usize) {
             if !slot.queued && slot.socket.is_some() {

@@ -384,6 +384,7 @@ impl Stack {
 
     /// What follows an input, a call or a timer on connection `index`:
     /// the listener's queues, freeing, readiness, the timer wheel.
+    #[inline]
     pub(crate) fn tcp_after_event(&mut self, now: Instant, index: u32, ev: InputEvents) {
         let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
             return;
@@ -400,6 +401,16 @@ impl Stack {
             self.sockets.notify(index);
             return;
         }
+        self.tcp_after_state_event(now, index, ev);
+    }
+
+    /// [`tcp_after_event`](Self::tcp_after_event) when the handshake ends
+    /// or the connection is closed.
+    #[inline(never)]
+    fn tcp_after_state_event(&mut self, now: Instant, index: u32, ev: InputEvents) {
+        let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+            return;
+        };
         let parent = conn.parent;
         let state = conn.state;
         let detached = conn.detached;

@@ -35,6 +35,7 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
+    #[inline(always)]
     pub fn earliest(&self) -> Option<Instant> {
         // Called on every event of every connection: an absent deadline
         // counts as the end of time, and five plain minimums.  (A deadline
@@ -419,6 +420,7 @@ impl TcpConnection {
     }
 
     /// The earliest deadline of the connection.
+    #[inline(always)]
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.timers.earliest()
     }

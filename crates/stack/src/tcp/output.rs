@@ -348,7 +348,39 @@ impl TcpConnection {
     }
 
     /// Sends what the state, the windows and the queues allow.
+    #[inline]
     pub(crate) fn output(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) {
+        // Most calls after a segment came in find nothing to do (the ACK
+        // is delayed, the reply not written yet): told without a call.
+        if ip.cfg.tcp.fast_path && self.nothing_to_output() {
+            return;
+        }
+        self.output_any(now, ip, shared, sink);
+    }
+
+    /// What `output_predicted` finds when it does nothing: an established
+    /// connection, not in recovery, with no FIN and no data to send, its
+    /// retransmission timer armed if data is in flight, and no ACK or
+    /// window update due.
+    #[inline(always)]
+    fn nothing_to_output(&self) -> bool {
+        self.state == TcpState::Established
+            && self.recovery_point.is_none()
+            && !self.fin_queued
+            && self.snd_nxt == self.data_end()
+            && !self.ack_now
+            && (self.flight() == 0 || self.timers.rtx.is_some() || self.timers.persist.is_some())
+            && !self.window_update_due()
+    }
+
+    #[inline(never)]
+    fn output_any(
         &mut self,
         now: Instant,
         ip: &mut IpLayer,

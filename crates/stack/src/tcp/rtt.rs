@@ -28,6 +28,9 @@ pub struct RttEstimator {
     min_us: u64,
     max_us: u64,
     min_rtt_us: Option<u64>,
+    /// `rto()`, worked out whenever what it depends on changes: every
+    /// segment sent and every ACK asks for it.
+    rto: Duration,
 }
 
 impl RttEstimator {
@@ -38,7 +41,7 @@ impl RttEstimator {
     /// to it).
     pub fn new(initial_rto: Duration, min_rto: Duration, max_rto: Duration) -> Self {
         let min_us = micros(min_rto);
-        RttEstimator {
+        let mut e = RttEstimator {
             srtt_us: None,
             rttvar_us: 0,
             base_us: micros(initial_rto),
@@ -46,7 +49,10 @@ impl RttEstimator {
             min_us,
             max_us: micros(max_rto).max(min_us),
             min_rtt_us: None,
-        }
+            rto: Duration::ZERO,
+        };
+        e.update_rto();
+        e
     }
 
     /// A new RTT measurement.  It also ends any backoff: a measurement is
@@ -74,6 +80,7 @@ impl RttEstimator {
         self.base_us = srtt.saturating_add(G_US.max(self.rttvar_us.saturating_mul(K)));
         self.min_rtt_us = Some(self.min_rtt_us.map_or(r, |m| m.min(r)));
         self.backoff = 0;
+        self.update_rto();
     }
 
     /// The current RTO: the computed value doubled once per backoff (5.5),
@@ -86,10 +93,15 @@ impl RttEstimator {
     /// value below the minimum backs off from the minimum (200, 400, 800
     /// ms), not from itself (which would stay under the floor for several
     /// expiries and retransmit every 200 ms).
+    #[inline]
     pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    fn update_rto(&mut self) {
         let factor = 1u64.checked_shl(self.backoff).unwrap_or(u64::MAX);
         let rto = self.base_us.max(self.min_us).saturating_mul(factor);
-        Duration::from_micros(rto.min(self.max_us))
+        self.rto = Duration::from_micros(rto.min(self.max_us));
     }
 
     /// 5.5: "The host MUST set RTO <- RTO * 2 ("back off the timer")".
@@ -97,6 +109,7 @@ impl RttEstimator {
     /// `rto()` stays at most `max_rto` however large it gets.
     pub fn backoff(&mut self) {
         self.backoff = self.backoff.saturating_add(1);
+        self.update_rto();
     }
 
     /// Clears the backoff.  RFC 6298 5.7 keeps the backed-off RTO until an
@@ -104,8 +117,12 @@ impl RttEstimator {
     /// measurement); a connection that acknowledges new data without a
     /// measurement (no timestamps, only retransmitted data acknowledged)
     /// may call this when it restarts the timer.
+    #[inline]
     pub fn reset_backoff(&mut self) {
-        self.backoff = 0;
+        if self.backoff != 0 {
+            self.backoff = 0;
+            self.update_rto();
+        }
     }
 
     /// How many times the timer was backed off since the last measurement
@@ -138,6 +155,7 @@ impl RttEstimator {
     pub fn set_initial(&mut self, rto: Duration) {
         self.base_us = micros(rto);
         self.backoff = 0;
+        self.update_rto();
     }
 }
 
