@@ -32,6 +32,18 @@ impl Instant {
         self.0 / 1000
     }
 
+    /// `us` microseconds later (the end of time at most).
+    #[inline]
+    pub const fn add_micros(self, us: u64) -> Instant {
+        Instant(self.0.saturating_add(us))
+    }
+
+    /// Microseconds since `earlier`, or zero if `earlier` is later.
+    #[inline]
+    pub const fn micros_since(self, earlier: Instant) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
     /// The time since `earlier`, or zero if `earlier` is later.
     pub fn saturating_since(self, earlier: Instant) -> Duration {
         Duration::from_micros(self.0.saturating_sub(earlier.0))

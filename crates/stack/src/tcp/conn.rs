@@ -427,7 +427,7 @@ impl TcpConnection {
 
     /// Restarts the retransmission timer (RFC 6298 5.1 and 5.3).
     pub(crate) fn arm_rtx(&mut self, now: Instant) {
-        self.timers.rtx = Some(now + self.rtt.rto());
+        self.timers.rtx = Some(now.add_micros(self.rtt.rto_us()));
         self.timers.persist = None;
     }
 

@@ -106,7 +106,7 @@ impl TcpConnection {
     /// segment: the fast path is off, SACK blocks are due, the connection
     /// is not IPv4 or has no cached path, or the packet is larger than the
     /// path's MTU.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn send_direct(
         &mut self,
         now: Instant,

@@ -279,6 +279,7 @@ impl TcpConnection {
     /// never from an ACK older than SND.UNA (as Linux's `tcp_ack`): SND.WND
     /// counts from SND.UNA, so a window counted from another ACK would
     /// reach past the edge the peer gave.
+    #[inline(always)]
     pub(crate) fn update_send_window(
         &mut self,
         seq: SeqNumber,
@@ -370,7 +371,7 @@ impl TcpConnection {
 
     /// The seventh step for a segment's non-empty `payload`, whose first
     /// byte is `data_seq`: into the receive buffer, and when to ACK.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_text(
         &mut self,
         now: Instant,
@@ -493,7 +494,7 @@ impl TcpConnection {
     /// New data acknowledged (SND.UNA < SEG.ACK <= SND.MAX), by a segment
     /// with these timestamps and SACK blocks.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new_ack(
         &mut self,
         now: Instant,
@@ -524,23 +525,24 @@ impl TcpConnection {
         self.stats.bytes_acked += data_acked as u64;
         // RTT: RFC 7323 4.1 (RTTM) with timestamps, else RFC 6298 with
         // Karn's rule (the probe is cleared on retransmission).
-        let mut sample = None;
+        let mut sample_us = None;
         if self.ts_ok {
             if let Some((_, tsecr)) = timestamp {
                 let rtt = self.ts_now(now).wrapping_sub(tsecr);
                 if tsecr != 0 && rtt < 60_000 {
-                    sample = Some(Duration::from_millis(u64::from(rtt)));
+                    sample_us = Some(u64::from(rtt) * 1000);
                 }
             }
         } else if let Some((end, sent)) = self.rtt_probe {
             if ack >= end {
-                sample = Some(now.saturating_since(sent));
+                sample_us = Some(now.micros_since(sent));
                 self.rtt_probe = None;
             }
         }
-        if let Some(s) = sample {
-            self.rtt.sample(s);
+        if let Some(us) = sample_us {
+            self.rtt.sample_us(us);
         }
+        let sample = sample_us.map(Duration::from_micros);
         self.rtt.reset_backoff();
         self.retries = 0;
         // Without blocks and with nothing SACKed there is nothing to do

@@ -261,7 +261,7 @@ impl TcpConnection {
     }
 
     /// Sends `len` bytes of the send buffer from `seq`, with FIN if asked.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn send_data_at(
         &mut self,
         now: Instant,
@@ -426,7 +426,7 @@ impl TcpConnection {
             // Nagle (RFC 9293 3.7.4) would hold a small segment back.
             && (avail == self.snd_mss || self.nodelay || in_flight == 0)
             // After an idle period the general path restarts the window.
-            && (self.flight() > 0 || now.saturating_since(self.last_send) <= self.rtt.rto());
+            && (self.flight() > 0 || now.micros_since(self.last_send) <= self.rtt.rto_us());
         if !fits {
             return false;
         }

@@ -28,9 +28,9 @@ pub struct RttEstimator {
     min_us: u64,
     max_us: u64,
     min_rtt_us: Option<u64>,
-    /// `rto()`, worked out whenever what it depends on changes: every
-    /// segment sent and every ACK asks for it.
-    rto: Duration,
+    /// `rto()` in microseconds, worked out whenever what it depends on
+    /// changes: every segment sent and every ACK asks for it.
+    rto_us: u64,
 }
 
 impl RttEstimator {
@@ -49,7 +49,7 @@ impl RttEstimator {
             min_us,
             max_us: micros(max_rto).max(min_us),
             min_rtt_us: None,
-            rto: Duration::ZERO,
+            rto_us: 0,
         };
         e.update_rto();
         e
@@ -64,7 +64,12 @@ impl RttEstimator {
     /// |SRTT - R'|" then "SRTT <- (1 - alpha) * SRTT + alpha * R'" (the
     /// RTTVAR update uses the old SRTT), alpha = 1/8, beta = 1/4.
     pub fn sample(&mut self, rtt: Duration) {
-        let r = micros(rtt);
+        self.sample_us(micros(rtt));
+    }
+
+    /// [`sample`](Self::sample) of `r` microseconds.
+    #[inline(always)]
+    pub fn sample_us(&mut self, r: u64) {
         let srtt = match self.srtt_us {
             None => {
                 self.rttvar_us = r / 2;
@@ -80,7 +85,8 @@ impl RttEstimator {
         self.base_us = srtt.saturating_add(G_US.max(self.rttvar_us.saturating_mul(K)));
         self.min_rtt_us = Some(self.min_rtt_us.map_or(r, |m| m.min(r)));
         self.backoff = 0;
-        self.update_rto();
+        // `update_rto` with no backoff.
+        self.rto_us = self.base_us.max(self.min_us).min(self.max_us);
     }
 
     /// The current RTO: the computed value doubled once per backoff (5.5),
@@ -95,13 +101,19 @@ impl RttEstimator {
     /// expiries and retransmit every 200 ms).
     #[inline]
     pub fn rto(&self) -> Duration {
-        self.rto
+        Duration::from_micros(self.rto_us)
+    }
+
+    /// [`rto`](Self::rto) in microseconds.
+    #[inline]
+    pub fn rto_us(&self) -> u64 {
+        self.rto_us
     }
 
     fn update_rto(&mut self) {
         let factor = 1u64.checked_shl(self.backoff).unwrap_or(u64::MAX);
         let rto = self.base_us.max(self.min_us).saturating_mul(factor);
-        self.rto = Duration::from_micros(rto.min(self.max_us));
+        self.rto_us = rto.min(self.max_us);
     }
 
     /// 5.5: "The host MUST set RTO <- RTO * 2 ("back off the timer")".
