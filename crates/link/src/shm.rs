@@ -105,6 +105,7 @@
 mod frame;
 mod layout;
 mod map;
+mod table;
 #[cfg(test)]
 mod tests;
 
@@ -123,6 +124,7 @@ use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
 use frame::{Dir, Tracker, DONE, DROPPED, HELD, IDLE};
 use layout::{Desc, Geometry, Header, Layout, DESC_CSUM_PARTIAL, MAGIC, READY, VERSION};
 use map::Mapping;
+use table::RingTable;
 
 pub use frame::ShmFrame;
 pub use layout::{FRAME_OVERHEAD, MAX_MTU, MAX_SLOTS, MIN_MTU, MIN_SLOTS};
@@ -297,7 +299,7 @@ pub struct ShmLink {
     /// Of those, kept for `alloc_tx_reserved`.
     tx_reserve: usize,
     /// The slot each ring position (masked) was given, for taking it back.
-    tx_slot_of: Box<[u16]>,
+    tx_slot_of: RingTable<u16>,
     /// TX frames out (held by the engine).
     tx_held: usize,
     /// Dropped TX frames taken back so far (against `Tracker::tx_dropped`).
@@ -314,10 +316,10 @@ pub struct ShmLink {
     rx_head_cache: u32,
     /// The peer's slot each position between `rx_tail` and `rx_next`
     /// (masked) named, or [`NO_SLOT`] for a dropped descriptor.
-    rx_slot_of: Box<[u32]>,
+    rx_slot_of: RingTable<u32>,
     /// The peer's slots we hold a frame on (or whose frame is back but not
     /// yet passed by our index): a second descriptor naming one is bad.
-    rx_slot_busy: Box<[bool]>,
+    rx_slot_busy: RingTable<bool>,
     /// RX frames out (held by the engine).
     rx_held: usize,
     rx_frames: u64,
@@ -542,7 +544,7 @@ impl ShmLink {
             // Popped from the end: slot 0 goes first.
             tx_free: (0..g.slots).rev().map(|i| i as u16).collect(),
             tx_reserve: (g.slots / 4).min(TX_RESERVE_MAX),
-            tx_slot_of: vec![0; g.slots].into_boxed_slice(),
+            tx_slot_of: RingTable::new(g.slots, |_| 0),
             tx_held: 0,
             tx_dropped_seen: 0,
             rx: Ring::new(&map, g, l, rx_dir),
@@ -550,8 +552,8 @@ impl ShmLink {
             rx_published: 0,
             rx_next: 0,
             rx_head_cache: 0,
-            rx_slot_of: vec![NO_SLOT; g.slots].into_boxed_slice(),
-            rx_slot_busy: vec![false; g.slots].into_boxed_slice(),
+            rx_slot_of: RingTable::new(g.slots, |_| NO_SLOT),
+            rx_slot_busy: RingTable::new(g.slots, |_| false),
             rx_held: 0,
             rx_frames: 0,
             rx_bytes: 0,
@@ -665,8 +667,7 @@ impl ShmLink {
         let mut pos = self.tx_tail_cache;
         while pos != tail {
             // Never grows the stack: each slot is in the ring once.
-            self.tx_free
-                .push(self.tx_slot_of[(pos & self.tx.mask) as usize]);
+            self.tx_free.push(*self.tx_slot_of.at(pos));
             pos = pos.wrapping_add(1);
         }
         self.tx_tail_cache = tail;
@@ -753,10 +754,9 @@ impl ShmLink {
         // update the other fields.
         let t = unsafe { self.tracker.as_ref() };
         while self.rx_tail != self.rx_next {
-            let i = (self.rx_tail & self.rx.mask) as usize;
             // Acquire: a frame dropped on another thread did its accesses
             // to the slot before its Release store of DROPPED.
-            match t.rx[i].load(Ordering::Acquire) {
+            match t.rx.at(self.rx_tail).load(Ordering::Acquire) {
                 DONE => {}
                 DROPPED => {
                     self.rx_held -= 1;
@@ -764,21 +764,23 @@ impl ShmLink {
                 }
                 _ => break, // held (IDLE cannot be inside the window)
             }
-            self.pass_rx_tail(i);
+            self.pass_rx_tail();
         }
     }
 
-    /// Moves our consumer index past its position (masked: `i`), whose
-    /// frame is back: the entry is idle again and the slot it named free
-    /// for a later descriptor.
+    /// Moves our consumer index past its position, whose frame is back:
+    /// the entry is idle again and the slot it named free for a later
+    /// descriptor.
     #[inline]
-    fn pass_rx_tail(&mut self, i: usize) {
-        self.tracker().rx[i].store(IDLE, Ordering::Relaxed);
-        let slot = std::mem::replace(&mut self.rx_slot_of[i], NO_SLOT);
-        if slot != NO_SLOT {
-            self.rx_slot_busy[slot as usize] = false;
+    fn pass_rx_tail(&mut self) {
+        let pos = self.rx_tail;
+        self.tracker().rx.at(pos).store(IDLE, Ordering::Relaxed);
+        let slot = std::mem::replace(self.rx_slot_of.at_mut(pos), NO_SLOT);
+        // None for NO_SLOT.
+        if let Some(busy) = self.rx_slot_busy.get_mut(slot as usize) {
+            *busy = false;
         }
-        self.rx_tail = self.rx_tail.wrapping_add(1);
+        self.rx_tail = pos.wrapping_add(1);
     }
 
     /// Stores our consumer index for the producer, if it moved since: at
@@ -828,7 +830,9 @@ impl ShmLink {
     /// engine sends what it allocates), so out of line.
     #[inline(never)]
     fn take_back_tx(&mut self, slot: u32) {
-        self.tracker().tx[slot as usize].store(IDLE, Ordering::Relaxed);
+        if let Some(e) = self.tracker().tx.get(slot as usize) {
+            e.store(IDLE, Ordering::Relaxed);
+        }
         self.tx_free.push(slot as u16);
         self.tx_held -= 1;
     }
@@ -837,15 +841,14 @@ impl ShmLink {
     /// every one comes this way, mostly the oldest out.
     #[inline(always)]
     fn take_back_rx(&mut self, pos: u32) {
-        let e = (pos & self.rx.mask) as usize;
         self.rx_held -= 1;
         if pos == self.rx_tail {
             // The oldest position: passed now, with those after it whose
             // frames are back already.
-            self.pass_rx_tail(e);
+            self.pass_rx_tail();
             self.advance_rx();
         } else {
-            self.tracker().rx[e].store(DONE, Ordering::Relaxed);
+            self.tracker().rx.at(pos).store(DONE, Ordering::Relaxed);
         }
     }
 
@@ -886,7 +889,9 @@ impl ShmLink {
     #[inline]
     fn alloc_slot(&mut self) -> Option<ShmFrame> {
         let slot = self.tx_free.pop()?;
-        self.tracker().tx[usize::from(slot)].store(HELD, Ordering::Relaxed);
+        if let Some(e) = self.tracker().tx.get(usize::from(slot)) {
+            e.store(HELD, Ordering::Relaxed);
+        }
         self.tx_held += 1;
         Some(self.make_frame(self.tx.slot(slot), 0, Dir::Tx, u32::from(slot)))
     }
@@ -1126,28 +1131,29 @@ impl Link for ShmLink {
         let mut bad = false;
         for k in 0..n {
             let pos = self.rx_next.wrapping_add(k);
-            let i = (pos & self.rx.mask) as usize;
             let d = Desc::unpack(self.rx.desc(pos).load(Ordering::Relaxed));
             let len = d.len as usize;
-            if len > self.rx.frame_cap
-                || u32::from(d.slot) >= self.rx.slots
-                || self.rx_slot_busy[usize::from(d.slot)]
-            {
+            let slot = usize::from(d.slot);
+            // A slot past the last has no busy flag.
+            if len > self.rx.frame_cap || self.rx_slot_busy.get(slot) != Some(&false) {
                 self.shm.rx_bad_desc += 1;
                 self.rx_bad_len += u64::from(len > self.rx.frame_cap);
                 // Nothing handed out: done at once.
-                self.tracker().rx[i].store(DONE, Ordering::Relaxed);
+                self.tracker().rx.at(pos).store(DONE, Ordering::Relaxed);
                 bad = true;
                 continue;
             }
-            self.rx_slot_busy[usize::from(d.slot)] = true;
-            self.rx_slot_of[i] = u32::from(d.slot);
-            self.tracker().rx[i].store(HELD, Ordering::Relaxed);
-            // The slot (number checked above) holds `frame_cap >= len`
-            // bytes the producer published with this descriptor (Acquire
-            // above) and will not reuse before our index passes `pos`,
-            // which waits for this frame to come back.
+            // The slot (number checked above: the busy flags are one per
+            // slot) holds `frame_cap >= len` bytes the producer published
+            // with this descriptor (Acquire above) and will not reuse
+            // before our index passes `pos`, which waits for this frame to
+            // come back.
             let start = self.rx.slot(d.slot);
+            if let Some(busy) = self.rx_slot_busy.get_mut(slot) {
+                *busy = true;
+            }
+            *self.rx_slot_of.at_mut(pos) = u32::from(d.slot);
+            self.tracker().rx.at(pos).store(HELD, Ordering::Relaxed);
             prefetch_head(start, len);
             let mut frame = self.make_frame(start, len, Dir::Rx, pos);
             frame.set_csum_partial(d.flags & DESC_CSUM_PARTIAL != 0);
@@ -1236,7 +1242,7 @@ impl Link for ShmLink {
                 },
             };
             self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
-            self.tx_slot_of[(pos & self.tx.mask) as usize] = slot;
+            *self.tx_slot_of.at_mut(pos) = slot;
             // In the ring now: neither held nor free; the frame is gone
             // (its drop would mark the slot dropped).
             entry.store(IDLE, Ordering::Relaxed);

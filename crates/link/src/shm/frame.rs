@@ -26,6 +26,7 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
+use super::table::RingTable;
 use crate::PacketBuffer;
 
 /// A tracker entry with no frame out: a TX slot on the free stack or in the
@@ -52,8 +53,8 @@ pub(super) enum Dir {
 /// Which frames of a link are out: one entry per TX slot and one per RX
 /// ring position (masked).
 pub(super) struct Tracker {
-    pub tx: Box<[AtomicU8]>,
-    pub rx: Box<[AtomicU8]>,
+    pub tx: RingTable<AtomicU8>,
+    pub rx: RingTable<AtomicU8>,
     /// TX frames dropped without coming back, ever: the link compares it
     /// with the count it has handled to know when to look for them.
     pub tx_dropped: AtomicU32,
@@ -62,8 +63,7 @@ pub(super) struct Tracker {
 impl Tracker {
     /// A tracker for rings of `slots` entries (a power of two), all idle.
     pub fn new(slots: usize) -> Tracker {
-        debug_assert!(slots.is_power_of_two());
-        let idle = || (0..slots).map(|_| AtomicU8::new(IDLE)).collect();
+        let idle = || RingTable::new(slots, |_| AtomicU8::new(IDLE));
         Tracker {
             tx: idle(),
             rx: idle(),
@@ -75,7 +75,7 @@ impl Tracker {
     pub fn entry(&self, dir: Dir, index: u32) -> Option<&AtomicU8> {
         match dir {
             Dir::Tx => self.tx.get(index as usize),
-            Dir::Rx => self.rx.get((index as usize) & (self.rx.len() - 1)),
+            Dir::Rx => Some(self.rx.at(index)),
         }
     }
 

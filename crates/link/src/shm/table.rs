@@ -1,0 +1,76 @@
+//! [`RingTable`]: the link's own bookkeeping per ring position or per slot,
+//! looked up on every frame without a bounds check.
+
+/// A table of a power-of-two number of entries, one per ring position
+/// (reached by a free-running position, masked with the table's own length)
+/// or one per slot (reached by a slot number, checked).
+pub(super) struct RingTable<T>(Box<[T]>);
+
+impl<T> RingTable<T> {
+    /// `len` entries made by `f`. Panics unless `len` is a power of two.
+    pub fn new(len: usize, f: impl FnMut(usize) -> T) -> RingTable<T> {
+        assert!(len.is_power_of_two(), "ring tables have 2^n entries");
+        RingTable((0..len).map(f).collect())
+    }
+
+    /// The index of free-running position `pos`.
+    #[inline(always)]
+    fn index(&self, pos: u32) -> usize {
+        // `len` is a nonzero power of two (checked in `new`; a boxed slice
+        // never changes length), so the result is below it.
+        pos as usize & (self.0.len() - 1)
+    }
+
+    /// The entry of position `pos` (masked).
+    #[inline(always)]
+    pub fn at(&self, pos: u32) -> &T {
+        let i = self.index(pos);
+        // SAFETY: `i < len` (see `index`).
+        unsafe { self.0.get_unchecked(i) }
+    }
+
+    /// The entry of position `pos` (masked), writable.
+    #[inline(always)]
+    pub fn at_mut(&mut self, pos: u32) -> &mut T {
+        let i = self.index(pos);
+        // SAFETY: `i < len` (see `index`).
+        unsafe { self.0.get_unchecked_mut(i) }
+    }
+
+    /// Entry `i`, if there is one (a slot number from elsewhere).
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.0.get(i)
+    }
+
+    /// Entry `i`, writable, if there is one.
+    #[inline(always)]
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.0.get_mut(i)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.0.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RingTable;
+
+    #[test]
+    fn positions_wrap_onto_the_entries() {
+        let t = RingTable::new(8, |i| i);
+        assert_eq!(*t.at(3), 3);
+        assert_eq!(*t.at(8 + 5), 5);
+        assert_eq!(*t.at(u32::MAX), 7);
+        assert_eq!(t.get(7), Some(&7));
+        assert_eq!(t.get(8), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "2^n")]
+    fn a_length_not_a_power_of_two_is_refused() {
+        let _ = RingTable::new(6, |i| i);
+    }
+}
