@@ -63,11 +63,16 @@ impl ByteRing {
 
     /// Makes room for `total` bytes from the head (held bytes plus bytes
     /// to be written past them), growing the storage by doubling.
+    #[inline(always)]
     pub fn reserve_total(&mut self, total: usize, cache: &mut BufferCache) {
         self.touched = true;
-        if total <= self.storage.len() {
-            return;
+        if total > self.storage.len() {
+            self.grow_to(total, cache);
         }
+    }
+
+    #[inline(never)]
+    fn grow_to(&mut self, total: usize, cache: &mut BufferCache) {
         let new_cap = total.next_power_of_two().max(MIN_RING);
         if self.storage.is_empty() {
             // The common case: a ring that gave its storage back when it

@@ -153,6 +153,7 @@ impl TcpConnection {
 
     /// The application read enough that the peer should hear of the room
     /// (RFC 9293 3.8.6.2.2: by two segments or half the buffer).
+    #[inline]
     pub(crate) fn window_update_due(&self) -> bool {
         if !self.can_receive() {
             return false;

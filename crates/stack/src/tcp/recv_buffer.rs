@@ -142,7 +142,7 @@ impl RecvBuffer {
     /// Places `data` that starts at `seq`, with `rcv_nxt` the next byte
     /// expected. Data outside `[rcv_nxt, rcv_nxt + window)` is trimmed.
     /// In-order data may stay in the frame being received, as `lend` says.
-    #[inline]
+    #[inline(always)]
     pub fn insert(
         &mut self,
         rcv_nxt: SeqNumber,
@@ -173,6 +173,19 @@ impl RecvBuffer {
                 ..Inserted::default()
             };
         }
+        self.insert_any(rcv_nxt, seq, data, cache, lend)
+    }
+
+    /// [`insert`](Self::insert) in every case.
+    #[inline(never)]
+    fn insert_any(
+        &mut self,
+        rcv_nxt: SeqNumber,
+        seq: SeqNumber,
+        data: &[u8],
+        cache: &mut BufferCache,
+        lend: &mut FrameLending,
+    ) -> Inserted {
         let mut out = Inserted::default();
         let window_end = rcv_nxt + self.window();
         // Trim what is before RCV.NXT (already received) and past the window.

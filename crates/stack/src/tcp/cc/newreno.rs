@@ -95,6 +95,7 @@ impl CongestionControl for NewReno {
         self.ssthresh
     }
 
+    #[inline]
     fn on_ack(&mut self, _now: Instant, acked: usize, _rtt: Option<Duration>, in_flight: usize) {
         if acked == 0 {
             return;
