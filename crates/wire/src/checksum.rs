@@ -83,7 +83,7 @@ fn data_any(bytes: &[u8]) -> u16 {
 }
 
 /// [`data`] of exactly 20 bytes.
-#[inline]
+#[inline(always)]
 fn header20(h: &[u8; 20]) -> u16 {
     let (a, rest) = h.split_at(8);
     let (b, c) = rest.split_at(8);

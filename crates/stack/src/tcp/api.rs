@@ -384,7 +384,7 @@ impl Stack {
 
     /// What follows an input, a call or a timer on connection `index`:
     /// the listener's queues, freeing, readiness, the timer wheel.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn tcp_after_event(&mut self, now: Instant, index: u32, ev: InputEvents) {
         let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
             return;

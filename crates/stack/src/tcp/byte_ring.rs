@@ -143,6 +143,7 @@ impl ByteRing {
 
     /// Writes `data` at `offset` bytes past the head (at or beyond the held
     /// bytes), without making it held. The caller reserved the room.
+    #[inline(always)]
     pub fn write_at(&mut self, offset: usize, data: &[u8]) {
         let cap = self.storage.len();
         if cap == 0 || offset + data.len() > cap {
@@ -164,6 +165,7 @@ impl ByteRing {
 
     /// Appends as much of `data` as fits under `limit` held bytes.
     /// Ends an outstanding reservation.
+    #[inline(always)]
     pub fn append(&mut self, data: &[u8], limit: usize, cache: &mut BufferCache) -> usize {
         self.reserved = 0;
         let n = data.len().min(limit.saturating_sub(self.len));
@@ -229,6 +231,7 @@ impl ByteRing {
     }
 
     /// Copies held bytes starting `offset` past the head into `dst`.
+    #[inline(always)]
     pub fn copy_out(&self, offset: usize, dst: &mut [u8]) -> usize {
         let cap = self.storage.len();
         let n = dst.len().min(self.len.saturating_sub(offset));

@@ -132,6 +132,7 @@ impl TcpConnection {
     /// The window to put in a segment, scaled; moves the advertised edge
     /// right when the buffer has room (never left, RFC 9293 3.8.6.2.2), and
     /// only by worthwhile amounts (receiver SWS avoidance, 3.8.6.2.2).
+    #[inline(always)]
     pub(crate) fn advertise_window(&mut self) -> u16 {
         let window = self.recv.window();
         let edge = self.rcv_nxt + window;
@@ -153,7 +154,7 @@ impl TcpConnection {
 
     /// The application read enough that the peer should hear of the room
     /// (RFC 9293 3.8.6.2.2: by two segments or half the buffer).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn window_update_due(&self) -> bool {
         if !self.can_receive() {
             return false;

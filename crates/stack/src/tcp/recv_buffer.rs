@@ -317,6 +317,7 @@ impl RecvBuffer {
 
     /// Copies readable bytes into `dst` and removes them; frames whose
     /// payload is all read go back through `lend`.
+    #[inline(always)]
     pub fn read(
         &mut self,
         dst: &mut [u8],

@@ -207,7 +207,7 @@ impl CongestionControl for Cubic {
         self.ssthresh
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>, in_flight: usize) {
         if let Some(r) = rtt {
             self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
