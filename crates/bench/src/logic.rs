@@ -281,33 +281,51 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
     }
 
     fn send_request<N: Net<Sock = S>>(&mut self, net: &mut N, s: S) {
-        let now = net.now();
-        let r = match self.workload {
-            Workload::UdpReqResp { .. } => {
-                let to = self.addr(ECHO);
-                net.udp_send_to(s, &self.req, to)
-            }
-            _ => net.tcp_send(s, &self.req),
-        };
+        let to = self.addr(ECHO);
         let Some(slot) = self.slots.get_mut(&s) else {
             return;
+        };
+        if !Self::send_into(net, s, &self.req, self.workload, to, slot) {
+            self.fail(net, s);
+        }
+    }
+
+    /// Sends the request on `s`, whose slot is `slot`; false if the
+    /// connection failed.  (A function of the fields it needs, so that the
+    /// caller's slot stays borrowed: one map lookup per reply.)
+    fn send_into<N: Net<Sock = S>>(
+        net: &mut N,
+        s: S,
+        req: &[u8; MSG],
+        workload: Workload,
+        to: SocketAddr,
+        slot: &mut Slot,
+    ) -> bool {
+        let now = net.now();
+        let r = match workload {
+            Workload::UdpReqResp { .. } => net.udp_send_to(s, req, to),
+            _ => net.tcp_send(s, req),
         };
         match r {
             Ok(n) if n == MSG => {
                 slot.unsent = false;
                 slot.sent_at = now;
+                true
             }
             // 64 bytes into an empty send buffer go whole or not at all.
-            Ok(_) => self.fail(net, s),
-            Err(e) if would_block(&e) => slot.unsent = true,
-            Err(_) => self.fail(net, s),
+            Ok(_) => false,
+            Err(e) if would_block(&e) => {
+                slot.unsent = true;
+                true
+            }
+            Err(_) => false,
         }
     }
 
     fn serve<N: Net<Sock = S>>(&mut self, net: &mut N, s: S) {
-        if !self.slots.contains_key(&s) {
+        let Some(&Slot { mut unsent, .. }) = self.slots.get(&s) else {
             return;
-        }
+        };
         if let Workload::UdpReqResp { .. } = self.workload {
             return self.serve_udp(net, s);
         }
@@ -320,8 +338,9 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
                         self.count += n as u64;
                         continue;
                     }
-                    if !self.on_data(net, s, n) {
-                        return;
+                    match self.on_data(net, s, n) {
+                        Some(still_unsent) => unsent = still_unsent,
+                        None => return,
                     }
                     if n < self.buf.len() && !matches!(self.workload, Workload::ShortConn { .. }) {
                         // A short read drained the socket (epoll(7)); the
@@ -335,35 +354,37 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
                 Err(_) => return self.fail(net, s),
             }
         }
-        if self.slots.get(&s).is_some_and(|sl| sl.unsent) {
+        if unsent {
             self.send_request(net, s);
         }
     }
 
-    /// `n` reply bytes on a request/reply connection; false if the
-    /// connection is gone.
-    fn on_data<N: Net<Sock = S>>(&mut self, net: &mut N, s: S, n: usize) -> bool {
-        let Some(slot) = self.slots.get_mut(&s) else {
-            return false;
-        };
+    /// `n` reply bytes on a request/reply connection: whether its request
+    /// is still unsent, or `None` if the connection is gone.
+    fn on_data<N: Net<Sock = S>>(&mut self, net: &mut N, s: S, n: usize) -> Option<bool> {
+        let slot = self.slots.get_mut(&s)?;
         if slot.connecting {
             slot.connecting = false;
             self.connecting -= 1;
         }
         slot.got += n;
         if slot.got < MSG {
-            return true;
+            return Some(slot.unsent);
         }
         if slot.got > MSG || slot.awaiting_eof || slot.idle {
             // More than we asked for.
             self.fail(net, s);
-            return false;
+            return None;
         }
         slot.got = 0;
         match self.workload {
             Workload::PingPong { .. } => {
                 self.count += 1;
-                self.send_request(net, s);
+                let to = SocketAddr::new(self.server, self.base_port + ECHO);
+                if !Self::send_into(net, s, &self.req, self.workload, to, slot) {
+                    self.fail(net, s);
+                    return None;
+                }
             }
             Workload::ShortConn { .. } => slot.awaiting_eof = true,
             Workload::IdleConns { .. } => {
@@ -372,7 +393,7 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
             }
             Workload::Stream | Workload::UdpReqResp { .. } => {}
         }
-        true
+        Some(slot.unsent)
     }
 
     fn on_eof<N: Net<Sock = S>>(&mut self, net: &mut N, s: S) {
@@ -563,7 +584,10 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Server<S> {
             None => {}
             Some(&Role::Listener(off)) => self.accept(net, s, off),
             Some(Role::Udp) => self.udp_echo(net, s),
-            Some(Role::Echo(_)) => self.echo(net, s),
+            Some(Role::Echo(pending)) => {
+                let pending = !pending.is_empty();
+                self.echo(net, s, pending)
+            }
             Some(Role::Source) => self.source(net, s),
             Some(Role::OneShot(_)) => self.oneshot(net, s),
         }
@@ -602,22 +626,26 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Server<S> {
         }
     }
 
-    fn echo<N: Net<Sock = S>>(&mut self, net: &mut N, s: S) {
+    /// Echoes what `s` has; `pending`: bytes wait from before.
+    fn echo<N: Net<Sock = S>>(&mut self, net: &mut N, s: S, mut pending: bool) {
         loop {
             // What could not be written before goes first.
-            if let Some(Role::Echo(pending)) = self.roles.get_mut(&s) {
-                if !pending.is_empty() {
-                    match net.tcp_send(s, pending) {
-                        Ok(n) => {
-                            pending.drain(..n);
-                            if !pending.is_empty() {
-                                return;
+            if pending {
+                if let Some(Role::Echo(queued)) = self.roles.get_mut(&s) {
+                    if !queued.is_empty() {
+                        match net.tcp_send(s, queued) {
+                            Ok(n) => {
+                                queued.drain(..n);
+                                if !queued.is_empty() {
+                                    return;
+                                }
                             }
+                            Err(e) if would_block(&e) => return,
+                            Err(_) => return self.close(net, s, true),
                         }
-                        Err(e) if would_block(&e) => return,
-                        Err(_) => return self.close(net, s, true),
                     }
                 }
+                pending = false;
             }
             let n = match net.tcp_recv(s, &mut self.buf) {
                 Ok(0) => return self.close(net, s, false),
@@ -634,6 +662,7 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Server<S> {
                 if let Some(Role::Echo(pending)) = self.roles.get_mut(&s) {
                     pending.extend_from_slice(&self.buf[sent..n]);
                 }
+                pending = true;
             }
             if n < self.buf.len() {
                 // A short read drained the socket (epoll(7)); the next bytes
