@@ -127,6 +127,26 @@ pub trait Link {
     /// queued now (ring full) and may be retried. Never blocks.
     fn tx_burst(&mut self, bufs: &mut Vec<Self::Buf>) -> io::Result<usize>;
 
+    /// Queues one filled frame on the link's own transmit queue, to leave
+    /// with the next [`Link::tx_flush`] (or [`Link::tx_burst`], which sends
+    /// after it), and returns `None`; or, on a link that keeps no queue of
+    /// its own (the default), gives the frame back for the caller to pass
+    /// to `tx_burst`. A link that queues takes every frame (sent, or
+    /// dropped and counted), so frames never wait in two queues.
+    fn tx_push(&mut self, buf: Self::Buf) -> Option<Self::Buf> {
+        Some(buf)
+    }
+
+    /// Frames [`Link::tx_push`] queued that no flush has sent yet.
+    fn tx_pending(&self) -> usize {
+        0
+    }
+
+    /// Sends the frames [`Link::tx_push`] queued. Never blocks.
+    fn tx_flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Returns a buffer to the link's pool.
     fn recycle(&mut self, buf: Self::Buf);
 

@@ -11,19 +11,22 @@
 //! No frame is copied. The link's buffer is a [`ShmFrame`], a handle on one
 //! slot of the mapping (`shm/frame.rs`):
 //! - `alloc_tx` hands out a free slot of this side's direction, the engine
-//!   builds the frame in it, and `tx_burst` only writes each frame's
-//!   descriptor (slot, length, the checksum mark) and publishes them;
+//!   builds the frame in it, and `tx_push` (the engine's way: frame by
+//!   frame as they are built, with no queue of its own) or `tx_burst` only
+//!   writes each frame's descriptor (slot, length, the checksum mark);
+//!   `tx_flush` (or the end of `tx_burst`) publishes them;
 //! - `rx_burst` hands out frames on the peer's slots, where the peer wrote
 //!   them ([`LinkStats::rx_copied`] stays 0). Our consumer index moves past
 //!   a descriptor only once its frame is back (recycled, or dropped and
 //!   noticed): frames may come back in any order, and the index moves over
 //!   the prefix of positions whose frames are all back, so the peer never
 //!   reuses a slot we still read. It is published at the start of
-//!   `rx_burst`, at the end of `tx_burst` and in `service` (every engine
-//!   turn), not by `recycle` itself (see `ShmLink::publish_rx`).
+//!   `rx_burst`, when `tx_burst` or `tx_flush` publishes, and in `service`
+//!   (every engine turn), not by `recycle` itself (see
+//!   `ShmLink::publish_rx`).
 //!
 //! A frame that is not this link's (another link's, an RX frame handed to
-//! `tx_burst`) is counted in [`ShmStats::foreign_frames`] and
+//! `tx_push` or `tx_burst`) is counted in [`ShmStats::foreign_frames`] and
 //! [`LinkStats::ring_errors`] and not used; a frame dropped without being
 //! recycled is not lost: its link notices and takes the slot back (counted
 //! in [`ShmStats::dropped_frames`]). The mapping outlives every frame: a
@@ -59,10 +62,10 @@
 //! - the cache lines the engine is about to touch in shared slots are
 //!   asked for ahead: the first lines of each received frame as `rx_burst`
 //!   hands it out, and the first lines of the next free TX slot, for
-//!   writing, once `tx_burst` has published (the peer read them last);
+//!   writing, once a burst is published (the peer read them last);
 //! - each side reads the other side's index at most once per burst: the
 //!   consumer only when its cached copy shows fewer frames than asked for,
-//!   the producer once per `tx_burst` (to take back the slots consumed since,
+//!   the producer once per publication (to take back the slots consumed since,
 //!   while they are still warm) and in `alloc_tx` when free slots run low;
 //! - the producer index, the consumer index and the descriptors live on
 //!   separate cache lines (and pages), each written by one side only.
@@ -186,9 +189,9 @@ pub struct ShmStats {
     /// `InvalidData` error of the call that saw it, or, in `alloc_tx`,
     /// only counted).
     pub peer_errors: u64,
-    /// Frames handed to `recycle` or `tx_burst` that were not this link's
-    /// to take there (another link's, an RX frame to send, one already
-    /// back): counted and not used (also in `ring_errors`).
+    /// Frames handed to `recycle`, `tx_push` or `tx_burst` that were not
+    /// this link's to take there (another link's, an RX frame to send, one
+    /// already back): counted and not used (also in `ring_errors`).
     pub foreign_frames: u64,
     /// Frames dropped without coming back, whose slots the link took back.
     pub dropped_frames: u64,
@@ -289,8 +292,13 @@ pub struct ShmLink {
     /// link in its frames (see `ShmFrame::is_of`).
     tracker: NonNull<Tracker>,
     tx: Ring,
-    /// Our producer index: the next position to fill.
+    /// Our producer index as published: positions from here on are free,
+    /// but for the first `tx_queued`, whose descriptors are written.
     tx_head: u32,
+    /// Frames in the ring behind `tx_head`, not published yet.
+    tx_queued: u32,
+    /// Their bytes.
+    tx_queued_bytes: u64,
     /// The consumer's index as last read.
     tx_tail_cache: u32,
     /// Slots neither in the ring nor held by the engine, most recently
@@ -540,6 +548,8 @@ impl ShmLink {
             tracker,
             tx: Ring::new(&map, g, l, tx_dir),
             tx_head: 0,
+            tx_queued: 0,
+            tx_queued_bytes: 0,
             tx_tail_cache: 0,
             // Popped from the end: slot 0 goes first.
             tx_free: (0..g.slots).rev().map(|i| i as u16).collect(),
@@ -784,10 +794,10 @@ impl ShmLink {
     }
 
     /// Stores our consumer index for the producer, if it moved since: at
-    /// the start of `rx_burst`, at the end of `tx_burst` and in `service`,
-    /// so a few times per engine turn rather than at every recycle (the
-    /// producer reads the line, so each store of it must take the line
-    /// back from the peer's core).
+    /// the start of `rx_burst`, when TX frames are published and in
+    /// `service`, so a few times per engine turn rather than at every
+    /// recycle (the producer reads the line, so each store of it must take
+    /// the line back from the peer's core).
     fn publish_rx(&mut self) {
         if self.rx_tail != self.rx_published {
             // Release: every access to those slots (ours, and those of
@@ -852,7 +862,7 @@ impl ShmLink {
         }
     }
 
-    /// A frame handed to `tx_burst` that is not a held TX frame of ours:
+    /// A frame to send that is not a held TX frame of ours:
     /// not sent (counted in `tx_dropped`); a received frame of ours is done
     /// with, any other is refused.
     #[cold]
@@ -879,6 +889,85 @@ impl ShmLink {
         if !f.is_of(self.tracker) {
             drop(ManuallyDrop::into_inner(f));
         }
+    }
+
+    /// Puts a TX frame of ours in the ring behind those queued, unpublished:
+    /// its descriptor at the next free position, the slot remembered for
+    /// taking back. Any other frame is counted and not sent (see
+    /// `refuse_to_send`).
+    ///
+    /// The position is free: every slot that is neither free nor held by
+    /// the engine has its own position between the consumer's index and
+    /// ours plus those queued, and this frame's slot was held, so with it
+    /// those positions are still at most `slots`.
+    #[inline(always)]
+    fn queue_tx(&mut self, f: ShmFrame) {
+        // Ours and held: a TX frame of this link whose slot's entry says so
+        // (the slot number checked by the lookup).
+        let entry = match f.dir() {
+            Dir::Tx if f.is_of(self.tracker) => {
+                // SAFETY: as in `tracker()`; a local reference so the
+                // other fields can change below.
+                let t = unsafe { self.tracker.as_ref() };
+                t.tx.get(f.index() as usize)
+                    .filter(|e| e.load(Ordering::Relaxed) == HELD)
+            }
+            _ => None,
+        };
+        let Some(entry) = entry else {
+            // Only a refused frame of another link runs its drop (see
+            // `refuse`).
+            self.refuse_to_send(ManuallyDrop::new(f));
+            return;
+        };
+        let pos = self.tx_head.wrapping_add(self.tx_queued);
+        let slot = f.index() as u16;
+        let len = f.data().len();
+        debug_assert!(len <= self.tx.frame_cap, "set_len checks the capacity");
+        debug_assert!(pos.wrapping_sub(self.tx_tail_cache) < self.tx.slots);
+        let desc = Desc {
+            len: len as u32,
+            slot,
+            flags: if f.csum_partial() {
+                DESC_CSUM_PARTIAL
+            } else {
+                0
+            },
+        };
+        self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
+        *self.tx_slot_of.at_mut(pos) = slot;
+        // In the ring now: neither held nor free; the frame is gone (its
+        // drop would mark the slot dropped).
+        entry.store(IDLE, Ordering::Relaxed);
+        std::mem::forget(f);
+        self.tx_queued += 1;
+        self.tx_held -= 1;
+        self.tx_queued_bytes += len as u64;
+    }
+
+    /// Publishes the queued frames (one Release store of our producer
+    /// index), takes back the slots the consumer is done with, claims the
+    /// next free slot's first lines and publishes our consumer index.
+    #[inline(always)]
+    fn publish_tx(&mut self) -> io::Result<()> {
+        // On error, keep going with the slots the last good index gave.
+        let result = self.reclaim_tx_slots();
+        let sent = self.tx_queued;
+        if sent != 0 {
+            let head = self.tx_head.wrapping_add(sent);
+            self.tx_head = head;
+            self.tx_queued = 0;
+            self.tx_frames += u64::from(sent);
+            self.tx_bytes += std::mem::take(&mut self.tx_queued_bytes);
+            // Release: the frames' bytes, written in place, and their
+            // descriptors come before the consumer's Acquire of the index.
+            self.tx.prod().store(head, Ordering::Release);
+        }
+        if let Some(&next) = self.tx_free.last() {
+            claim_head(self.tx.slot(next), self.tx.frame_cap);
+        }
+        self.publish_rx();
+        result
     }
 
     #[inline]
@@ -1199,72 +1288,39 @@ impl Link for ShmLink {
     /// Takes every frame: each held TX slot has its ring entry (the ring
     /// has as many entries as there are slots), so none is ever left in
     /// `bufs`. Frames that are not this link's TX frames are counted (in
-    /// `tx_dropped` and `ring_errors`) and not sent.
+    /// `tx_dropped` and `ring_errors`) and not sent. Frames queued by
+    /// `tx_push` go first.
     fn tx_burst(&mut self, bufs: &mut Vec<ShmFrame>) -> io::Result<usize> {
         if bufs.is_empty() {
             return Ok(0);
         }
-        // On error, keep going with the slots the last good index gave.
-        let result = self.reclaim_tx_slots();
         let taken = bufs.len();
-        // SAFETY: as in `tracker()`; a local reference so the loop can
-        // update the other fields.
-        let t = unsafe { self.tracker.as_ref() };
-        let mut pos = self.tx_head;
-        let mut bytes = 0;
         for f in bufs.drain(..) {
-            // Ours and held: a TX frame of this link whose slot's entry
-            // says so (the slot number checked by the lookup).
-            let entry = match f.dir() {
-                Dir::Tx if f.is_of(self.tracker) => {
-                    t.tx.get(f.index() as usize)
-                        .filter(|e| e.load(Ordering::Relaxed) == HELD)
-                }
-                _ => None,
-            };
-            let Some(entry) = entry else {
-                // Only a refused frame of another link runs its drop (see
-                // `refuse`).
-                self.refuse_to_send(ManuallyDrop::new(f));
-                continue;
-            };
-            let slot = f.index() as u16;
-            let len = f.data().len();
-            debug_assert!(len <= self.tx.frame_cap, "set_len checks the capacity");
-            debug_assert!(pos.wrapping_sub(self.tx_tail_cache) < self.tx.slots);
-            let desc = Desc {
-                len: len as u32,
-                slot,
-                flags: if f.csum_partial() {
-                    DESC_CSUM_PARTIAL
-                } else {
-                    0
-                },
-            };
-            self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
-            *self.tx_slot_of.at_mut(pos) = slot;
-            // In the ring now: neither held nor free; the frame is gone
-            // (its drop would mark the slot dropped).
-            entry.store(IDLE, Ordering::Relaxed);
-            std::mem::forget(f);
-            pos = pos.wrapping_add(1);
-            bytes += len as u64;
+            self.queue_tx(f);
         }
-        let sent = pos.wrapping_sub(self.tx_head);
-        if sent != 0 {
-            self.tx_head = pos;
-            self.tx_held -= sent as usize;
-            self.tx_frames += u64::from(sent);
-            self.tx_bytes += bytes;
-            // Release: the frames' bytes, written in place, and their
-            // descriptors come before the consumer's Acquire of the index.
-            self.tx.prod().store(pos, Ordering::Release);
+        self.publish_tx().map(|()| taken)
+    }
+
+    /// Writes the frame's descriptor behind those already queued (see
+    /// `queue_tx`); the next `tx_flush` or `tx_burst` publishes it. Takes
+    /// every frame.
+    #[inline(always)]
+    fn tx_push(&mut self, buf: ShmFrame) -> Option<ShmFrame> {
+        self.queue_tx(buf);
+        None
+    }
+
+    #[inline(always)]
+    fn tx_pending(&self) -> usize {
+        self.tx_queued as usize
+    }
+
+    #[inline(always)]
+    fn tx_flush(&mut self) -> io::Result<()> {
+        if self.tx_queued == 0 {
+            return Ok(());
         }
-        if let Some(&next) = self.tx_free.last() {
-            claim_head(self.tx.slot(next), self.tx.frame_cap);
-        }
-        self.publish_rx();
-        result.map(|()| taken)
+        self.publish_tx()
     }
 
     /// Takes back a frame: an unsent TX frame's slot goes back on the free

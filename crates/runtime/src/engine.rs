@@ -91,12 +91,35 @@ struct TxQueues<'a, L: Link> {
 /// (a link whose ring stays full must not grow the queue without bound).
 const MAX_TXQ: usize = 8 * MAX_BURST;
 
+impl<L: Link> Port<L> {
+    /// Whether frames wait to be sent: in our queue, or in the link's own.
+    fn has_queued(&self) -> bool {
+        !self.txq.is_empty() || self.link.tx_pending() != 0
+    }
+}
+
 #[inline(always)]
 fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
-    if port.txq.is_empty() {
+    let pending = port.link.tx_pending() != 0;
+    if !pending && port.txq.is_empty() {
         return;
     }
     counters.tx_bursts += 1;
+    if pending && port.link.tx_flush().is_err() {
+        counters.link_errors += 1;
+    }
+    if !port.txq.is_empty() {
+        flush_txq(port, counters);
+    }
+    if !port.has_queued() {
+        port.oldest_queued = None;
+    }
+}
+
+/// [`flush`] of the frames in the port's own queue (a link that keeps no
+/// queue, or answers of the frame hook).
+#[inline(never)]
+fn flush_txq<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
     if port.link.tx_burst(&mut port.txq).is_err() {
         counters.link_errors += 1;
     }
@@ -106,9 +129,6 @@ fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
             port.link.recycle(buf);
         }
         counters.tx_drop_ring_full += excess as u64;
-    }
-    if port.txq.is_empty() {
-        port.oldest_queued = None;
     }
 }
 
@@ -139,9 +159,11 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         // Always set: a recycled buffer may carry the mark of its last frame.
         buf.set_csum_partial(meta.csum_partial);
         fill(&mut buf.data_mut()[..len]);
-        port.txq.push(buf);
+        if let Some(buf) = port.link.tx_push(buf) {
+            port.txq.push(buf);
+        }
         port.oldest_queued.get_or_insert(self.now);
-        if port.txq.len() >= MAX_BURST {
+        if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
             flush(port, self.counters);
         }
         true
@@ -248,7 +270,7 @@ impl<L: Link> Engine<L> {
     /// (for a frame, a timer or `idle_sleep`); returns at once when
     /// `idle_sleep` is zero or frames wait to be sent.
     pub fn idle_wait(&mut self) -> io::Result<()> {
-        if self.cfg.idle_sleep.is_zero() || self.ports.iter().any(|p| !p.txq.is_empty()) {
+        if self.cfg.idle_sleep.is_zero() || self.ports.iter().any(Port::has_queued) {
             return Ok(());
         }
         self.idle(std::time::Instant::now())
@@ -382,10 +404,7 @@ impl<L: Link> Engine<L> {
                 on_tick(self);
                 next_report = wall + tick;
             }
-            if !work
-                && !self.cfg.idle_sleep.is_zero()
-                && self.ports.iter().all(|p| p.txq.is_empty())
-            {
+            if !work && !self.cfg.idle_sleep.is_zero() && !self.ports.iter().any(Port::has_queued) {
                 self.idle(wall)?;
             }
         }

@@ -198,3 +198,71 @@ fn udp_echo_over_a_lossy_link_loses_about_what_the_link_drops() {
         "corrupted frames are caught by checksums and counted"
     );
 }
+
+/// A shm link pair (a link that queues frames itself, see
+/// `Link::tx_push`), with the engines' MACs.
+fn shm_pair(tag: &str) -> (link::ShmLink, link::ShmLink) {
+    let path = std::path::PathBuf::from(format!(
+        "/dev/shm/ustack-runtime-test-{}-{tag}",
+        std::process::id()
+    ));
+    let mut a = link::ShmLink::create(&path, &link::ShmConfig::new(1500, 256)).unwrap();
+    let mut b = link::ShmLink::open(&path).unwrap();
+    a.unlink().unwrap();
+    a.set_mac([2, 0, 0, 0, 2, 1]);
+    b.set_mac([2, 0, 0, 0, 2, 2]);
+    (a, b)
+}
+
+/// [`Client`]'s datagrams echoed between two engines on a virtual clock
+/// (1 µs a turn, so a run does not depend on the machine's speed); returns
+/// what came back and the client link's counters.
+fn echo_on_virtual_clock<L: Link>(la: L, lb: L, delay_us: u64) -> (Vec<u32>, link::LinkStats) {
+    let cfg = EngineConfig {
+        pkt_tx_delay: std::time::Duration::from_micros(delay_us),
+        ..EngineConfig::default()
+    };
+    let mut client = Engine::new(stack(1, [2, 0, 0, 0, 2, 1]), vec![la], cfg);
+    let mut server = Engine::new(stack(2, [2, 0, 0, 0, 2, 2]), vec![lb], cfg);
+    let sock = client.stack.udp_bind("0.0.0.0:0".parse().unwrap()).unwrap();
+    let mut app = Client {
+        sock,
+        sent: 0,
+        count: 100,
+        size: 3000,
+        received: Vec::new(),
+    };
+    let mut echo = Echo(server.stack.udp_bind("0.0.0.0:7".parse().unwrap()).unwrap());
+    client.announce();
+    server.announce();
+    for t in 0..20_000u64 {
+        client.turn_at(stack::Instant::from_micros(1_000_000 + 2 * t), &mut app);
+        server.turn_at(stack::Instant::from_micros(1_000_001 + 2 * t), &mut echo);
+    }
+    assert_eq!(client.counters().tx_drop_ring_full, 0);
+    let stats = client.link_stats().remove(0);
+    assert_eq!(stats.ring_errors, 0);
+    (app.received, stats)
+}
+
+#[test]
+fn a_link_that_queues_frames_itself_is_driven_like_one_that_does_not() {
+    for (tag, delay) in [("now", 0), ("delayed", 200)] {
+        let (la, lb) = shm_pair(tag);
+        let (got, shm) = echo_on_virtual_clock(la, lb, delay);
+        let (ma, mb) = pair();
+        let (want, mem) = echo_on_virtual_clock(ma, mb, delay);
+        assert_eq!(got, want, "the same datagrams echoed ({tag})");
+        assert_eq!(
+            (shm.tx_frames, shm.tx_bytes, shm.rx_frames),
+            (mem.tx_frames, mem.tx_bytes, mem.rx_frames),
+            "the same frames ({tag})"
+        );
+        if delay == 0 {
+            assert_eq!(got, (0..100).collect::<Vec<_>>(), "all, in order");
+        } else {
+            // Those sent while ARP waits for the delayed flush are lost.
+            assert!(got.len() >= 10 && got.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}

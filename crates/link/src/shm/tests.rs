@@ -499,6 +499,47 @@ fn frames_outliving_their_link_stay_readable() {
 }
 
 #[test]
+fn pushed_frames_wait_for_a_flush_and_go_before_a_burst() {
+    let path = TmpPath::new("push");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 8));
+    let f: Vec<Vec<u8>> = (0..4).map(|i| test_frame(i, 64 + i as usize)).collect();
+    assert_eq!(a.tx_pending(), 0);
+    for x in &f[..2] {
+        let x = frame(&mut a, x);
+        assert!(a.tx_push(x).is_none(), "the link keeps every frame");
+    }
+    assert_eq!(a.tx_pending(), 2);
+    assert_eq!(a.frames_held(), (0, 0), "queued frames are the link's");
+    assert_eq!(b.rx_pending(), 0, "nothing is published before the flush");
+    assert_eq!(a.stats().tx_frames, 0);
+    a.tx_flush().unwrap();
+    assert_eq!(a.tx_pending(), 0);
+    let s = a.stats();
+    assert_eq!((s.tx_frames, s.tx_bytes), (2, 64 + 65));
+    assert_eq!(recv_all(&mut b), f[..2]);
+
+    // A burst after a push: the pushed frame goes first.
+    let x = frame(&mut a, &f[2]);
+    assert!(a.tx_push(x).is_none());
+    assert_eq!(send(&mut a, &f[3..]), 1);
+    assert_eq!(a.tx_pending(), 0);
+    assert_eq!(recv_all(&mut b), f[2..]);
+
+    // Another link's frame pushed: counted and not sent; its own link
+    // gets the slot back.
+    let theirs = frame(&mut b, &f[0]);
+    assert!(a.tx_push(theirs).is_none());
+    assert_eq!(a.tx_pending(), 0);
+    a.tx_flush().unwrap();
+    assert_eq!(a.shm_stats().foreign_frames, 1);
+    assert_eq!(a.stats().tx_dropped, 1);
+    assert_eq!(b.rx_pending(), 0);
+    b.service().unwrap();
+    assert_eq!(b.frames_held(), (0, 0));
+    assert_eq!(b.shm_stats().dropped_frames, 1);
+}
+
+#[test]
 fn rx_burst_respects_max() {
     let path = TmpPath::new("max");
     let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 64));

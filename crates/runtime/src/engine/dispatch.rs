@@ -462,7 +462,9 @@ fn run_hook<L: Link>(
             // frame must not make a NIC rewrite them.
             buf.set_csum_partial(false);
             let port = &mut ports[i];
-            port.txq.push(buf);
+            if let Some(buf) = port.link.tx_push(buf) {
+                port.txq.push(buf);
+            }
             // Queued "long ago": due at the end of this turn whatever
             // `pkt_tx_delay` says, as an answer should be.
             port.oldest_queued.get_or_insert(Instant::ZERO);
