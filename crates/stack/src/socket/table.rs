@@ -28,24 +28,36 @@ struct Slot {
     socket: Option<Socket>,
 }
 
-/// A TCP connection's key in the table: its local and remote ends.
+/// A TCP connection's key in the table: its local and remote ends, as
+/// plain words (the addresses' bits, both ports in one, the family).
 ///
-/// Hashed as a few whole words (two for IPv4) rather than through
-/// `SocketAddr`'s derived `Hash`, which feeds the hasher an enum tag, the
-/// address and the port of each end separately: this lookup runs once per
-/// received segment.
+/// Compared and hashed as those few words (two for IPv4) rather than
+/// through `SocketAddr`'s derived `Eq` and `Hash`, which go through an enum
+/// tag, the address and the port of each end separately: this lookup runs
+/// once per received segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConnKey {
-    pub(crate) local: SocketAddr,
-    pub(crate) remote: SocketAddr,
+    local: u128,
+    remote: u128,
+    /// Local port in the high half, remote in the low.
+    ports: u32,
+    v6: bool,
 }
 
 impl ConnKey {
+    #[inline]
     pub(crate) fn new(local: SocketAddr, remote: SocketAddr) -> Self {
-        ConnKey { local, remote }
+        let v6 = local.is_ipv6() || remote.is_ipv6();
+        ConnKey {
+            local: ip_bits(local.ip()),
+            remote: ip_bits(remote.ip()),
+            ports: u32::from(local.port()) << 16 | u32::from(remote.port()),
+            v6,
+        }
     }
 }
 
+#[inline]
 fn ip_bits(ip: IpAddr) -> u128 {
     match ip {
         IpAddr::V4(a) => u128::from(a.to_bits()),
@@ -54,20 +66,17 @@ fn ip_bits(ip: IpAddr) -> u128 {
 }
 
 impl Hash for ConnKey {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let ports = u32::from(self.local.port()) << 16 | u32::from(self.remote.port());
-        match (self.local.ip(), self.remote.ip()) {
-            (IpAddr::V4(l), IpAddr::V4(r)) => {
-                state.write_u64(u64::from(l.to_bits()) << 32 | u64::from(r.to_bits()));
-                state.write_u32(ports);
-            }
-            (l, r) => {
-                state.write_u128(ip_bits(l));
-                state.write_u128(ip_bits(r));
-                // The family is part of the key: a v4 pair and a v6 pair
-                // with the same bits are different connections.
-                state.write_u64(u64::from(ports) | 1 << 32);
-            }
+        if self.v6 {
+            state.write_u128(self.local);
+            state.write_u128(self.remote);
+            // The family is part of the key: a v4 pair and a v6 pair
+            // with the same bits are different connections.
+            state.write_u64(u64::from(self.ports) | 1 << 32);
+        } else {
+            state.write_u64((self.local as u64) << 32 | self.remote as u64);
+            state.write_u32(self.ports);
         }
     }
 }
