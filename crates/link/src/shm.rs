@@ -124,7 +124,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
-use frame::{Dir, Tracker, DONE, DROPPED, HELD, IDLE};
+use frame::{Dir, Tracker, DONE, DROPPED, IDLE};
 use layout::{Desc, Geometry, Header, Layout, DESC_CSUM_PARTIAL, MAGIC, READY, VERSION};
 use map::Mapping;
 use table::RingTable;
@@ -766,26 +766,29 @@ impl ShmLink {
         while self.rx_tail != self.rx_next {
             // Acquire: a frame dropped on another thread did its accesses
             // to the slot before its Release store of DROPPED.
-            match t.rx.at(self.rx_tail).load(Ordering::Acquire) {
+            let e = t.rx.at(self.rx_tail);
+            match e.load(Ordering::Acquire) {
                 DONE => {}
                 DROPPED => {
                     self.rx_held -= 1;
                     self.shm.dropped_frames += 1;
                 }
-                _ => break, // held (IDLE cannot be inside the window)
+                _ => break, // IDLE: its frame is out
             }
+            e.store(IDLE, Ordering::Relaxed);
             self.pass_rx_tail();
         }
     }
 
-    /// Moves our consumer index past its position, whose frame is back:
-    /// the entry is idle again and the slot it named free for a later
+    /// Moves our consumer index past its position, whose frame is back and
+    /// whose entry is idle (again): the slot it named is free for a later
     /// descriptor.
     #[inline]
     fn pass_rx_tail(&mut self) {
         let pos = self.rx_tail;
-        self.tracker().rx.at(pos).store(IDLE, Ordering::Relaxed);
-        let slot = std::mem::replace(self.rx_slot_of.at_mut(pos), NO_SLOT);
+        debug_assert_eq!(self.tracker().rx.at(pos).load(Ordering::Relaxed), IDLE);
+        // Every position read sets its entry (NO_SLOT for a bad one).
+        let slot = *self.rx_slot_of.at(pos);
         // None for NO_SLOT.
         if let Some(busy) = self.rx_slot_busy.get_mut(slot as usize) {
             *busy = false;
@@ -814,17 +817,19 @@ impl ShmLink {
         if !f.is_of(self.tracker) {
             return false;
         }
-        let in_range = match f.dir() {
-            Dir::Tx => f.index() < self.tx.slots,
+        match f.dir() {
+            // A slot of ours whose frame was not dropped.
+            Dir::Tx => self
+                .tracker()
+                .tx
+                .get(f.index() as usize)
+                .is_some_and(|e| e.load(Ordering::Relaxed) != DROPPED),
+            // A position read and not passed, whose frame is out.
             Dir::Rx => {
                 f.index().wrapping_sub(self.rx_tail) < self.rx_next.wrapping_sub(self.rx_tail)
+                    && self.tracker().rx.at(f.index()).load(Ordering::Relaxed) == IDLE
             }
-        };
-        in_range
-            && self
-                .tracker()
-                .entry(f.dir(), f.index())
-                .is_some_and(|e| e.load(Ordering::Relaxed) == HELD)
+        }
     }
 
     /// Takes back a frame of ours that is held (checked by the caller):
@@ -840,9 +845,6 @@ impl ShmLink {
     /// engine sends what it allocates), so out of line.
     #[inline(never)]
     fn take_back_tx(&mut self, slot: u32) {
-        if let Some(e) = self.tracker().tx.get(slot as usize) {
-            e.store(IDLE, Ordering::Relaxed);
-        }
         self.tx_free.push(slot as u16);
         self.tx_held -= 1;
     }
@@ -891,6 +893,20 @@ impl ShmLink {
         }
     }
 
+    /// Whether any frame made by this link may still exist: a TX frame not
+    /// taken back whose slot is not marked dropped, or an RX position read
+    /// and not passed whose entry is idle. A frame marks its entry as the
+    /// last thing its drop does (with Release, loaded here with Acquire), so
+    /// one not marked yet counts as out.
+    fn frames_out(&self) -> bool {
+        let t = self.tracker();
+        let rx_out = (0..self.rx_next.wrapping_sub(self.rx_tail)).any(|k| {
+            let pos = self.rx_tail.wrapping_add(k);
+            t.rx.at(pos).load(Ordering::Acquire) == IDLE
+        });
+        rx_out || self.tx_held > t.tx_dropped_now()
+    }
+
     /// Puts a TX frame of ours in the ring behind those queued, unpublished:
     /// its descriptor at the next free position, the slot remembered for
     /// taking back. Any other frame is counted and not sent (see
@@ -902,19 +918,16 @@ impl ShmLink {
     /// those positions are still at most `slots`.
     #[inline(always)]
     fn queue_tx(&mut self, f: ShmFrame) {
-        // Ours and held: a TX frame of this link whose slot's entry says so
-        // (the slot number checked by the lookup).
-        let entry = match f.dir() {
-            Dir::Tx if f.is_of(self.tracker) => {
-                // SAFETY: as in `tracker()`; a local reference so the
-                // other fields can change below.
-                let t = unsafe { self.tracker.as_ref() };
-                t.tx.get(f.index() as usize)
-                    .filter(|e| e.load(Ordering::Relaxed) == HELD)
-            }
-            _ => None,
-        };
-        let Some(entry) = entry else {
+        // Ours and held: a TX frame of this link whose slot's entry does
+        // not say it was dropped (the slot number checked by the lookup).
+        let held = f.dir() == Dir::Tx
+            && f.is_of(self.tracker)
+            && self
+                .tracker()
+                .tx
+                .get(f.index() as usize)
+                .is_some_and(|e| e.load(Ordering::Relaxed) != DROPPED);
+        if !held {
             // Only a refused frame of another link runs its drop (see
             // `refuse`).
             self.refuse_to_send(ManuallyDrop::new(f));
@@ -938,7 +951,6 @@ impl ShmLink {
         *self.tx_slot_of.at_mut(pos) = slot;
         // In the ring now: neither held nor free; the frame is gone (its
         // drop would mark the slot dropped).
-        entry.store(IDLE, Ordering::Relaxed);
         std::mem::forget(f);
         self.tx_queued += 1;
         self.tx_held -= 1;
@@ -977,10 +989,8 @@ impl ShmLink {
 
     #[inline]
     fn alloc_slot(&mut self) -> Option<ShmFrame> {
+        // Its entry is idle: free slots' entries are.
         let slot = self.tx_free.pop()?;
-        if let Some(e) = self.tracker().tx.get(usize::from(slot)) {
-            e.store(HELD, Ordering::Relaxed);
-        }
         self.tx_held += 1;
         Some(self.make_frame(self.tx.slot(slot), 0, Dir::Tx, u32::from(slot)))
     }
@@ -991,7 +1001,7 @@ impl Drop for ShmLink {
         if self.remove_on_drop {
             let _ = self.unlink();
         }
-        if self.tracker().any_held() {
+        if self.frames_out() {
             // Frames point into the mapping and the tracker: leave both.
             eprintln!(
                 "ustack: shm link {}: {} frames still out when the link closed; its mapping is left in place",
@@ -1227,8 +1237,9 @@ impl Link for ShmLink {
             if len > self.rx.frame_cap || self.rx_slot_busy.get(slot) != Some(&false) {
                 self.shm.rx_bad_desc += 1;
                 self.rx_bad_len += u64::from(len > self.rx.frame_cap);
-                // Nothing handed out: done at once.
+                // Nothing handed out: done at once, no slot to free.
                 self.tracker().rx.at(pos).store(DONE, Ordering::Relaxed);
+                *self.rx_slot_of.at_mut(pos) = NO_SLOT;
                 bad = true;
                 continue;
             }
@@ -1241,8 +1252,8 @@ impl Link for ShmLink {
             if let Some(busy) = self.rx_slot_busy.get_mut(slot) {
                 *busy = true;
             }
+            // Its entry is idle (passed positions' entries are): out.
             *self.rx_slot_of.at_mut(pos) = u32::from(d.slot);
-            self.tracker().rx.at(pos).store(HELD, Ordering::Relaxed);
             prefetch_head(start, len);
             let mut frame = self.make_frame(start, len, Dir::Rx, pos);
             frame.set_csum_partial(d.flags & DESC_CSUM_PARTIAL != 0);

@@ -1,10 +1,12 @@
 //! The shared-memory link's packet buffer, [`ShmFrame`]: a handle on one
-//! frame slot inside the mapping, and the [`Tracker`] that says which slots
-//! the engine holds.
+//! frame slot inside the mapping, and the [`Tracker`] that says which frames
+//! came back out of order or were dropped (the link knows which it handed
+//! out: the frames are made, and taken back, only by its own calls, so
+//! handing a frame out stores nothing).
 //!
 //! A frame is the engine's exclusive handle on its slot:
 //! - a TX frame is a slot of this side's direction taken from the free
-//!   stack: the peer does not read it before `tx_burst` publishes it, and
+//!   stack: the peer does not read it before the link publishes it, and
 //!   we do not hand it out again before the peer's consumer index has passed
 //!   the descriptor that carried it;
 //! - an RX frame is a slot of the peer's direction that a published
@@ -29,11 +31,11 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use super::table::RingTable;
 use crate::PacketBuffer;
 
-/// A tracker entry with no frame out: a TX slot on the free stack or in the
-/// ring, an RX position not read yet or passed already.
+/// A tracker entry with nothing to tell: a TX slot whose frame (if one is
+/// out) is alive, free or in the ring; an RX position between the consumer
+/// index and the next to read whose frame is out, or any other position.
+/// A frame being handed out needs no store: its entry is idle already.
 pub(super) const IDLE: u8 = 0;
-/// A frame handle on this entry is in the engine's hands.
-pub(super) const HELD: u8 = 1;
 /// RX only: the frame came back, but an earlier position's has not, so the
 /// consumer index has not passed this one yet.
 pub(super) const DONE: u8 = 2;
@@ -50,8 +52,8 @@ pub(super) enum Dir {
     Rx,
 }
 
-/// Which frames of a link are out: one entry per TX slot and one per RX
-/// ring position (masked).
+/// What the link cannot see of its frames: one entry per TX slot and one
+/// per RX ring position (masked).
 pub(super) struct Tracker {
     pub tx: RingTable<AtomicU8>,
     pub rx: RingTable<AtomicU8>,
@@ -79,12 +81,12 @@ impl Tracker {
         }
     }
 
-    /// Whether any frame is out.
-    pub fn any_held(&self) -> bool {
+    /// TX slots whose frame was dropped and not taken back yet.
+    pub fn tx_dropped_now(&self) -> usize {
         self.tx
             .iter()
-            .chain(self.rx.iter())
-            .any(|e| e.load(Ordering::Acquire) == HELD)
+            .filter(|e| e.load(Ordering::Acquire) == DROPPED)
+            .count()
     }
 }
 

@@ -480,6 +480,40 @@ fn frames_dropped_without_recycling_give_their_slots_back() {
 }
 
 #[test]
+fn a_link_knows_whether_frames_it_made_are_out() {
+    let path = TmpPath::new("out");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 8));
+    assert!(!a.frames_out() && !b.frames_out());
+    // TX: out while alive, whether sent, recycled or dropped after.
+    let x = a.alloc_tx().unwrap();
+    assert!(a.frames_out());
+    drop(x);
+    assert!(
+        !a.frames_out(),
+        "a dropped frame is not out, noticed or not"
+    );
+    let y = a.alloc_tx().unwrap();
+    assert!(a.frames_out());
+    a.recycle(y);
+    assert!(!a.frames_out());
+    assert_eq!(send(&mut a, &[test_frame(1, 64), test_frame(2, 64)]), 2);
+    assert!(!a.frames_out(), "sent frames are the ring's");
+    // RX: out until back, whatever order they come back in.
+    let mut out = Vec::new();
+    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 2);
+    let second = out.pop().unwrap();
+    let first = out.pop().unwrap();
+    assert!(b.frames_out());
+    b.recycle(second);
+    assert!(b.frames_out(), "the first is still out");
+    std::thread::spawn(move || drop(first)).join().unwrap();
+    assert!(!b.frames_out());
+    b.service().unwrap();
+    assert!(!b.frames_out());
+    assert_eq!(b.frames_held(), (0, 0));
+}
+
+#[test]
 fn frames_outliving_their_link_stay_readable() {
     let path = TmpPath::new("outlive");
     let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 8));
