@@ -533,7 +533,7 @@ impl ShmLink {
             ShmSide::A => (0, 1, 0, config.mac_a),
             ShmSide::B => (1, 0, 1, config.mac_b),
         };
-        let tracker = NonNull::from(Box::leak(Box::new(Tracker::new(g.slots))));
+        let tracker = NonNull::from(Box::leak(Box::new(Tracker::new(g.slots, g.frame_cap))));
         ShmLink {
             side,
             info: LinkInfo {
@@ -984,7 +984,7 @@ impl ShmLink {
 
     #[inline]
     fn make_frame(&self, start: NonNull<u8>, len: usize, dir: Dir, index: u32) -> ShmFrame {
-        ShmFrame::new(start, len, self.rx.frame_cap, dir, index, self.tracker)
+        ShmFrame::new(start, len, dir, index, self.tracker)
     }
 
     #[inline]

@@ -60,16 +60,24 @@ pub(super) struct Tracker {
     /// TX frames dropped without coming back, ever: the link compares it
     /// with the count it has handled to know when to look for them.
     pub tx_dropped: AtomicU32,
+    /// Bytes in each slot: every frame's capacity.
+    pub frame_cap: u32,
 }
 
 impl Tracker {
-    /// A tracker for rings of `slots` entries (a power of two), all idle.
-    pub fn new(slots: usize) -> Tracker {
+    /// A tracker for rings of `slots` entries (a power of two), all idle,
+    /// and slots of `frame_cap` bytes.
+    pub fn new(slots: usize, frame_cap: usize) -> Tracker {
+        assert!(
+            frame_cap <= LEN_BITS as usize,
+            "a frame's length fits its bits"
+        );
         let idle = || RingTable::new(slots, |_| AtomicU8::new(IDLE));
         Tracker {
             tx: idle(),
             rx: idle(),
             tx_dropped: AtomicU32::new(0),
+            frame_cap: frame_cap as u32,
         }
     }
 
@@ -101,46 +109,64 @@ impl Tracker {
 pub struct ShmFrame {
     /// The slot's first byte.
     start: NonNull<u8>,
-    len: u32,
-    cap: u32,
+    /// The link's tracker, which outlives the frame. It also names the
+    /// link (a tracker is freed only with its link, and only when no frame
+    /// is out, otherwise it is leaked, so no two links with frames out ever
+    /// have trackers at one address), and holds the slots' capacity.
+    tracker: NonNull<Tracker>,
+    /// The length (the bits of [`LEN_BITS`]), and the [`RX_BIT`] and
+    /// [`CSUM_PARTIAL_BIT`] marks: a frame is three words, cheap to move
+    /// through the engine's queues.
+    len_flags: u32,
     /// TX: the slot number; RX: the ring position (free-running).
     index: u32,
-    dir: Dir,
-    csum_partial: bool,
-    /// The link's tracker, which outlives the frame. It also names the
-    /// link: a tracker is freed only with its link, and only when no frame
-    /// is out (otherwise it is leaked), so no two links with frames out
-    /// ever have trackers at one address.
-    tracker: NonNull<Tracker>,
 }
+
+/// The bits of `ShmFrame::len_flags` that hold the length (slots hold at
+/// most `MAX_MTU + FRAME_OVERHEAD` bytes, well below 2^24).
+const LEN_BITS: u32 = (1 << 24) - 1;
+/// Set in `ShmFrame::len_flags` for a received frame.
+const RX_BIT: u32 = 1 << 30;
+/// Set in `ShmFrame::len_flags` when the frame's checksum is partial.
+const CSUM_PARTIAL_BIT: u32 = 1 << 31;
 
 // SAFETY: a frame is the only handle on its slot (module doc), the mapping
 // and the tracker stay valid as long as any frame exists (the link leaks
-// them otherwise), and the frame touches the tracker only through atomics;
-// so it may move to another thread (with its engine, or to be dropped).
+// them otherwise), and the frame touches the tracker only through atomics
+// and its never-changing capacity; so it may move to another thread (with
+// its engine, or to be dropped).
 unsafe impl Send for ShmFrame {}
 
 impl ShmFrame {
-    /// A frame on the slot at `start` of `cap` bytes. The link gives each
-    /// slot to one handle at a time and marks `tracker`'s entry held.
+    /// A frame on the slot at `start`, of `tracker.frame_cap` bytes. The
+    /// link gives each slot to one handle at a time.
+    #[inline(always)]
     pub(super) fn new(
         start: NonNull<u8>,
         len: usize,
-        cap: usize,
         dir: Dir,
         index: u32,
         tracker: NonNull<Tracker>,
     ) -> ShmFrame {
-        debug_assert!(len <= cap && cap <= u32::MAX as usize);
+        debug_assert!(len <= LEN_BITS as usize);
+        let rx = match dir {
+            Dir::Tx => 0,
+            Dir::Rx => RX_BIT,
+        };
         ShmFrame {
             start,
-            len: len as u32,
-            cap: cap as u32,
-            index,
-            dir,
-            csum_partial: false,
             tracker,
+            len_flags: len as u32 | rx,
+            index,
         }
+    }
+
+    /// The tracker.
+    fn tracker(&self) -> &Tracker {
+        // SAFETY: the tracker outlives every frame (the link leaks it while
+        // frames are out); it is only accessed through atomics and shared
+        // references.
+        unsafe { self.tracker.as_ref() }
     }
 
     /// Whether the link whose tracker is `tracker` made it.
@@ -149,7 +175,11 @@ impl ShmFrame {
     }
 
     pub(super) fn dir(&self) -> Dir {
-        self.dir
+        if self.len_flags & RX_BIT != 0 {
+            Dir::Rx
+        } else {
+            Dir::Tx
+        }
     }
 
     /// TX: the slot number; RX: the ring position.
@@ -161,6 +191,11 @@ impl ShmFrame {
     pub fn as_ptr(&self) -> *const u8 {
         self.start.as_ptr()
     }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        (self.len_flags & LEN_BITS) as usize
+    }
 }
 
 impl Drop for ShmFrame {
@@ -168,12 +203,10 @@ impl Drop for ShmFrame {
     /// forgets those it takes): mark the entry so the link takes the slot
     /// back.
     fn drop(&mut self) {
-        // SAFETY: the tracker outlives every frame (the link leaks it while
-        // frames are out); it is only accessed through atomics and shared
-        // references.
-        let t = unsafe { self.tracker.as_ref() };
-        if let Some(e) = t.entry(self.dir, self.index) {
-            if self.dir == Dir::Tx {
+        let t = self.tracker();
+        let dir = self.dir();
+        if let Some(e) = t.entry(dir, self.index) {
+            if dir == Dir::Tx {
                 t.tx_dropped.fetch_add(1, Ordering::Release);
             }
             // Last, as the link may free the tracker once it sees it (when
@@ -187,38 +220,37 @@ impl Drop for ShmFrame {
 
 impl PacketBuffer for ShmFrame {
     fn data(&self) -> &[u8] {
-        // SAFETY: `len <= cap` (set_len checks) and the slot has `cap`
-        // bytes inside the mapping, which outlives the frame; the slot is
+        // SAFETY: the length is at most the capacity (set_len checks) and
+        // the slot has that many bytes inside the mapping, which outlives
+        // the frame; the slot is
         // this frame's alone in this process (module doc), and the peer
         // does not write it while the frame exists (see the link's doc for
         // a peer that breaks the protocol).
-        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len as usize) }
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len()) }
     }
 
     fn data_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `data`; `&mut self` makes the slice unique, and the
         // mapping is writable over both slabs.
-        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len as usize) }
+        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len()) }
     }
 
     fn set_len(&mut self, len: usize) {
-        assert!(
-            len <= self.cap as usize,
-            "ShmFrame::set_len({len}) past capacity {}",
-            self.cap
-        );
-        self.len = len as u32;
+        let cap = self.capacity();
+        assert!(len <= cap, "ShmFrame::set_len({len}) past capacity {cap}");
+        self.len_flags = (self.len_flags & !LEN_BITS) | len as u32;
     }
 
     fn capacity(&self) -> usize {
-        self.cap as usize
+        self.tracker().frame_cap as usize
     }
 
     fn csum_partial(&self) -> bool {
-        self.csum_partial
+        self.len_flags & CSUM_PARTIAL_BIT != 0
     }
 
     fn set_csum_partial(&mut self, partial: bool) {
-        self.csum_partial = partial;
+        self.len_flags =
+            (self.len_flags & !CSUM_PARTIAL_BIT) | (CSUM_PARTIAL_BIT * u32::from(partial));
     }
 }

@@ -604,6 +604,41 @@ fn jumbo_frames_of_65536_mtu_cross_intact() {
 }
 
 #[test]
+fn a_frames_length_and_marks_are_kept_apart() {
+    assert_eq!(std::mem::size_of::<ShmFrame>(), 24, "three words");
+    let path = TmpPath::new("marks");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(MAX_MTU, 4));
+    let mut f = a.alloc_tx().unwrap();
+    assert_eq!(f.capacity(), MAX_MTU + FRAME_OVERHEAD);
+    assert_eq!(
+        (f.dir(), f.data().len(), f.csum_partial()),
+        (Dir::Tx, 0, false)
+    );
+    f.set_csum_partial(true);
+    f.set_len(f.capacity());
+    assert_eq!(f.data().len(), MAX_MTU + FRAME_OVERHEAD);
+    assert!(f.csum_partial());
+    f.set_len(60);
+    f.set_csum_partial(false);
+    assert_eq!(
+        (f.dir(), f.data().len(), f.csum_partial()),
+        (Dir::Tx, 60, false)
+    );
+    f.set_csum_partial(true);
+    let mut v = vec![f];
+    assert_eq!(a.tx_burst(&mut v).unwrap(), 1);
+    let mut out = Vec::new();
+    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 1);
+    let g = out.pop().unwrap();
+    assert_eq!(
+        (g.dir(), g.data().len(), g.csum_partial()),
+        (Dir::Rx, 60, true)
+    );
+    assert_eq!(g.capacity(), MAX_MTU + FRAME_OVERHEAD);
+    b.recycle(g);
+}
+
+#[test]
 fn csum_partial_mark_crosses() {
     let path = TmpPath::new("csum");
     let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 8));
