@@ -103,6 +103,21 @@ pub struct LinkStats {
     pub ring_errors: u64,
 }
 
+/// What [`Link::tx_build`] did with a frame.
+#[derive(Debug)]
+pub enum TxBuilt<B> {
+    /// Built and queued on the link's own queue: it leaves with the next
+    /// [`Link::tx_flush`].
+    Queued,
+    /// Built, on a link that keeps no queue: for the caller to pass to
+    /// [`Link::tx_burst`].
+    Frame(B),
+    /// Not built: no buffer free (counted in `pool_exhausted`).
+    NoBuffer,
+    /// Not built: longer than a buffer holds.
+    Oversize,
+}
+
 /// A packet I/O device: burst receive and burst transmit over its own buffers.
 pub trait Link {
     type Buf: PacketBuffer;
@@ -135,6 +150,35 @@ pub trait Link {
     /// dropped and counted), so frames never wait in two queues.
     fn tx_push(&mut self, buf: Self::Buf) -> Option<Self::Buf> {
         Some(buf)
+    }
+
+    /// Builds a frame of `len` bytes with `fill` (given exactly those
+    /// bytes) and queues it as [`Link::tx_push`] does, with its checksum
+    /// marked partial (see [`PacketBuffer::set_csum_partial`]) or not.
+    /// The default takes a buffer with [`Link::alloc_tx`] and fills it; a
+    /// link that queues frames itself may build them in place, with no
+    /// buffer handed out and taken back.
+    fn tx_build(
+        &mut self,
+        len: usize,
+        csum_partial: bool,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> TxBuilt<Self::Buf> {
+        let Some(mut buf) = self.alloc_tx() else {
+            return TxBuilt::NoBuffer;
+        };
+        if len > buf.capacity() {
+            self.recycle(buf);
+            return TxBuilt::Oversize;
+        }
+        buf.set_len(len);
+        // Always set: a recycled buffer may carry the mark of its last frame.
+        buf.set_csum_partial(csum_partial);
+        fill(&mut buf.data_mut()[..len]);
+        match self.tx_push(buf) {
+            Some(buf) => TxBuilt::Frame(buf),
+            None => TxBuilt::Queued,
+        }
     }
 
     /// Frames [`Link::tx_push`] queued that no flush has sent yet.

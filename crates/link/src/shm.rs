@@ -123,7 +123,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
+use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxBuilt, MAX_BURST};
 use frame::{Dir, Tracker, DONE, DROPPED, IDLE};
 use layout::{Desc, Geometry, Header, Layout, DESC_CSUM_PARTIAL, MAGIC, READY, VERSION};
 use map::Mapping;
@@ -933,27 +933,31 @@ impl ShmLink {
             self.refuse_to_send(ManuallyDrop::new(f));
             return;
         };
-        let pos = self.tx_head.wrapping_add(self.tx_queued);
-        let slot = f.index() as u16;
-        let len = f.data().len();
+        let (slot, len, partial) = (f.index() as u16, f.data().len(), f.csum_partial());
         debug_assert!(len <= self.tx.frame_cap, "set_len checks the capacity");
+        // In the ring now: neither held nor free; the frame is gone (its
+        // drop would mark the slot dropped).
+        std::mem::forget(f);
+        self.tx_held -= 1;
+        self.queue_tx_slot(slot, len, partial);
+    }
+
+    /// Writes the descriptor of a frame of `len <= frame_cap` bytes on
+    /// `slot` (neither free nor in the ring: ours alone) at the next free
+    /// position, behind those queued, and remembers the slot for taking it
+    /// back (see `queue_tx` for why the position is free).
+    #[inline(always)]
+    fn queue_tx_slot(&mut self, slot: u16, len: usize, csum_partial: bool) {
+        let pos = self.tx_head.wrapping_add(self.tx_queued);
         debug_assert!(pos.wrapping_sub(self.tx_tail_cache) < self.tx.slots);
         let desc = Desc {
             len: len as u32,
             slot,
-            flags: if f.csum_partial() {
-                DESC_CSUM_PARTIAL
-            } else {
-                0
-            },
+            flags: if csum_partial { DESC_CSUM_PARTIAL } else { 0 },
         };
         self.tx.desc(pos).store(desc.pack(), Ordering::Relaxed);
         *self.tx_slot_of.at_mut(pos) = slot;
-        // In the ring now: neither held nor free; the frame is gone (its
-        // drop would mark the slot dropped).
-        std::mem::forget(f);
         self.tx_queued += 1;
-        self.tx_held -= 1;
         self.tx_queued_bytes += len as u64;
     }
 
@@ -1319,6 +1323,41 @@ impl Link for ShmLink {
     fn tx_push(&mut self, buf: ShmFrame) -> Option<ShmFrame> {
         self.queue_tx(buf);
         None
+    }
+
+    /// Builds the frame in place in the next free slot, and writes its
+    /// descriptor behind those queued: no frame is handed out, so there is
+    /// none to check when it comes back. The slot leaves the free stack only
+    /// once `fill` has returned (were it to panic, the slot stays free).
+    #[inline(always)]
+    fn tx_build(
+        &mut self,
+        len: usize,
+        csum_partial: bool,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> TxBuilt<ShmFrame> {
+        if self.tx_free.len() <= self.tx_reserve {
+            self.refill_tx_free();
+            if self.tx_free.len() <= self.tx_reserve {
+                self.pool_exhausted += 1;
+                return TxBuilt::NoBuffer;
+            }
+        }
+        let Some(&slot) = self.tx_free.last() else {
+            unreachable!("more free slots than the reserve");
+        };
+        if len > self.tx.frame_cap {
+            return TxBuilt::Oversize;
+        }
+        let start = self.tx.slot(slot);
+        // SAFETY: a free slot is ours alone (the consumer's index has passed
+        // its last descriptor and no frame points at it), and it holds
+        // `frame_cap >= len` bytes inside the mapping; the slice is gone
+        // when `fill` returns, before the slot is queued.
+        fill(unsafe { std::slice::from_raw_parts_mut(start.as_ptr(), len) });
+        self.tx_free.pop();
+        self.queue_tx_slot(slot, len, csum_partial);
+        TxBuilt::Queued
     }
 
     #[inline(always)]

@@ -5,7 +5,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use link::{Link, LinkStats, PacketBuffer, MAX_BURST};
+use link::{Link, LinkStats, PacketBuffer, TxBuilt, MAX_BURST};
 use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta};
 
 use crate::clock::Clock;
@@ -147,20 +147,14 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         let Some(port) = self.ports.get_mut(usize::from(iface.0)) else {
             return false;
         };
-        let Some(mut buf) = port.link.alloc_tx() else {
-            return false;
-        };
-        if len > buf.capacity() {
-            port.link.recycle(buf);
-            self.counters.tx_drop_oversize += 1;
-            return false;
-        }
-        buf.set_len(len);
-        // Always set: a recycled buffer may carry the mark of its last frame.
-        buf.set_csum_partial(meta.csum_partial);
-        fill(&mut buf.data_mut()[..len]);
-        if let Some(buf) = port.link.tx_push(buf) {
-            port.txq.push(buf);
+        match port.link.tx_build(len, meta.csum_partial, fill) {
+            TxBuilt::Queued => {}
+            TxBuilt::Frame(buf) => port.txq.push(buf),
+            TxBuilt::NoBuffer => return false,
+            TxBuilt::Oversize => {
+                self.counters.tx_drop_oversize += 1;
+                return false;
+            }
         }
         port.oldest_queued.get_or_insert(self.now);
         if port.txq.len() + port.link.tx_pending() >= MAX_BURST {

@@ -574,6 +574,62 @@ fn pushed_frames_wait_for_a_flush_and_go_before_a_burst() {
 }
 
 #[test]
+fn frames_built_in_place_queue_like_pushed_ones() {
+    let path = TmpPath::new("build");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 4));
+    let cap = a.tx.frame_cap;
+    let f: Vec<Vec<u8>> = (0..4).map(|i| test_frame(i, 70 + i as usize)).collect();
+    let build = |a: &mut ShmLink, x: &[u8], partial: bool| {
+        a.tx_build(x.len(), partial, &mut |buf: &mut [u8]| {
+            assert_eq!(buf.len(), x.len(), "fill gets exactly the frame's bytes");
+            buf.copy_from_slice(x);
+        })
+    };
+    assert!(matches!(build(&mut a, &f[0], true), TxBuilt::Queued));
+    assert!(matches!(build(&mut a, &f[1], false), TxBuilt::Queued));
+    assert_eq!(a.tx_pending(), 2);
+    assert_eq!(a.frames_held(), (0, 0), "no frame was handed out");
+    assert_eq!(b.rx_pending(), 0, "nothing is published before the flush");
+    // Too long: not built, no slot taken.
+    let free = a.tx_slots_free();
+    let long = a.tx_build(cap + 1, false, &mut |_: &mut [u8]| panic!("not filled"));
+    assert!(matches!(long, TxBuilt::Oversize));
+    assert_eq!(a.tx_slots_free(), free);
+    // A fill that panics leaves its slot free.
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        a.tx_build(60, false, &mut |_: &mut [u8]| panic!("fill fails"))
+    }));
+    assert!(unwound.is_err());
+    assert_eq!((a.tx_slots_free(), a.tx_pending()), (free, 2));
+    // One slot left beyond the reserve, then none.
+    assert!(matches!(build(&mut a, &f[2], false), TxBuilt::Queued));
+    assert!(matches!(build(&mut a, &f[3], false), TxBuilt::NoBuffer));
+    assert_eq!(a.stats().pool_exhausted, 1);
+    a.tx_flush().unwrap();
+    let s = a.stats();
+    assert_eq!((s.tx_frames, s.tx_bytes), (3, 70 + 71 + 72));
+    let mut out = Vec::new();
+    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 3);
+    let got: Vec<(Vec<u8>, bool)> = out
+        .iter()
+        .map(|x| (x.data().to_vec(), x.csum_partial()))
+        .collect();
+    let want = vec![
+        (f[0].clone(), true),
+        (f[1].clone(), false),
+        (f[2].clone(), false),
+    ];
+    assert_eq!(got, want);
+    for x in out.drain(..) {
+        b.recycle(x);
+    }
+    b.service().unwrap();
+    assert!(matches!(build(&mut a, &f[3], false), TxBuilt::Queued));
+    a.tx_flush().unwrap();
+    assert_eq!(recv_all(&mut b), f[3..]);
+}
+
+#[test]
 fn rx_burst_respects_max() {
     let path = TmpPath::new("max");
     let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 64));
