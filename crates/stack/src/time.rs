@@ -45,17 +45,24 @@ impl Instant {
     }
 
     /// The time since `earlier`, or zero if `earlier` is later.
+    #[inline]
     pub fn saturating_since(self, earlier: Instant) -> Duration {
         Duration::from_micros(self.0.saturating_sub(earlier.0))
     }
 }
 
-fn duration_micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+/// `d` in whole microseconds, `u64::MAX` at most (in 64-bit arithmetic:
+/// `Duration::as_micros` works in 128 bits, on every timer armed).
+#[inline]
+pub(crate) fn duration_micros(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(d.subsec_micros()))
 }
 
 impl Add<Duration> for Instant {
     type Output = Instant;
+    #[inline]
     fn add(self, d: Duration) -> Instant {
         Instant(self.0.saturating_add(duration_micros(d)))
     }

@@ -12,7 +12,7 @@ const G_US: u64 = 1_000;
 const K: u64 = 4;
 
 fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+    crate::time::duration_micros(d)
 }
 
 /// The RTO estimator of one connection.
