@@ -126,6 +126,30 @@ pub trait Link {
     /// `out`. Never blocks. Returns how many were appended.
     fn rx_burst(&mut self, out: &mut Vec<Self::Buf>, max: usize) -> io::Result<usize>;
 
+    /// Whether the link hands received frames out one at a time
+    /// ([`Link::rx_ready`], then [`Link::rx_next`]), so the caller can deal
+    /// with each as it comes, with no queue between.  Links that receive
+    /// in bursts only say no (the default) and the caller uses
+    /// [`Link::rx_burst`].
+    const RX_ONE_AT_A_TIME: bool = false;
+
+    /// Readies up to `max` received frames (at most [`MAX_BURST`]) for
+    /// [`Link::rx_next`], which hands them out; returns how many it
+    /// readied, an upper bound on what `rx_next` gives (a frame found bad
+    /// on the way is counted and skipped).  Never blocks.  Only for links
+    /// with [`Link::RX_ONE_AT_A_TIME`]; the default readies none.
+    fn rx_ready(&mut self, max: usize) -> io::Result<usize> {
+        let _ = max;
+        Ok(0)
+    }
+
+    /// The next frame [`Link::rx_ready`] readied, or `None` when none is
+    /// left.  Frames readied and not taken wait for the next `rx_ready` or
+    /// `rx_burst`.
+    fn rx_next(&mut self) -> Option<Self::Buf> {
+        None
+    }
+
     /// Takes an empty buffer to fill with a frame to send, or `None` when the
     /// pool is exhausted (counted in `pool_exhausted`).
     fn alloc_tx(&mut self) -> Option<Self::Buf>;

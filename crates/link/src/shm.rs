@@ -15,8 +15,9 @@
 //!   frame as they are built, with no queue of its own) or `tx_burst` only
 //!   writes each frame's descriptor (slot, length, the checksum mark);
 //!   `tx_flush` (or the end of `tx_burst`) publishes them;
-//! - `rx_burst` hands out frames on the peer's slots, where the peer wrote
-//!   them ([`LinkStats::rx_copied`] stays 0). Our consumer index moves past
+//! - `rx_next` (the engine's way: one at a time, after `rx_ready` has read
+//!   the producer's index) or `rx_burst` hands out frames on the peer's
+//!   slots, where the peer wrote them ([`LinkStats::rx_copied`] stays 0). Our consumer index moves past
 //!   a descriptor only once its frame is back (recycled, or dropped and
 //!   noticed): frames may come back in any order, and the index moves over
 //!   the prefix of positions whose frames are all back, so the peer never
@@ -322,6 +323,9 @@ pub struct ShmLink {
     rx_next: u32,
     /// The producer's index as last read.
     rx_head_cache: u32,
+    /// The end of the positions `rx_ready` readied for `rx_next` (at most
+    /// `rx_head_cache`; `rx_next` when none are left).
+    rx_ready_end: u32,
     /// The peer's slot each position between `rx_tail` and `rx_next`
     /// (masked) named, or [`NO_SLOT`] for a dropped descriptor.
     rx_slot_of: RingTable<u32>,
@@ -562,6 +566,7 @@ impl ShmLink {
             rx_published: 0,
             rx_next: 0,
             rx_head_cache: 0,
+            rx_ready_end: 0,
             rx_slot_of: RingTable::new(g.slots, |_| NO_SLOT),
             rx_slot_busy: RingTable::new(g.slots, |_| false),
             rx_held: 0,
@@ -705,6 +710,19 @@ impl ShmLink {
             self.rx_next,
             self.rx_published.wrapping_add(self.rx.slots)
         ))
+    }
+
+    /// A descriptor at `pos` (read, so behind `rx_next`) with a length past
+    /// the slots' or a slot we cannot take: counted, nothing handed out, the
+    /// position done at once with no slot to free.
+    #[cold]
+    #[inline(never)]
+    fn drop_bad_desc(&mut self, pos: u32, len: usize) {
+        self.shm.rx_bad_desc += 1;
+        self.rx_bad_len += u64::from(len > self.rx.frame_cap);
+        self.tracker().rx.at(pos).store(DONE, Ordering::Relaxed);
+        *self.rx_slot_of.at_mut(pos) = NO_SLOT;
+        self.advance_rx();
     }
 
     /// Takes back the slots of TX frames dropped without coming back, if
@@ -1209,6 +1227,19 @@ impl Link for ShmLink {
 
     #[inline]
     fn rx_burst(&mut self, out: &mut Vec<ShmFrame>, max: usize) -> io::Result<usize> {
+        self.rx_ready(max)?;
+        let mut got = 0;
+        while let Some(frame) = self.rx_next() {
+            out.push(frame);
+            got += 1;
+        }
+        Ok(got)
+    }
+
+    const RX_ONE_AT_A_TIME: bool = true;
+
+    #[inline(always)]
+    fn rx_ready(&mut self, max: usize) -> io::Result<usize> {
         // Positions of frames dropped since the last call may hold our
         // index back (one comparison when all frames are back).
         self.advance_rx();
@@ -1224,34 +1255,39 @@ impl Link for ShmLink {
             let n = head.wrapping_sub(self.rx_published);
             let read = self.rx_next.wrapping_sub(self.rx_published);
             if n > self.rx.slots || n < read {
+                self.rx_ready_end = self.rx_next;
                 return Err(self.bad_producer_index(head));
             }
             self.rx_head_cache = head;
             avail = n - read;
         }
         let n = avail.min(max);
-        let mut got = 0;
-        let mut bad = false;
-        for k in 0..n {
-            let pos = self.rx_next.wrapping_add(k);
+        self.rx_ready_end = self.rx_next.wrapping_add(n);
+        Ok(n as usize)
+    }
+
+    /// Checks the next readied descriptor (its length, and its slot: a
+    /// number we have, not held already) and makes a frame of it; a bad one
+    /// is counted and skipped.
+    #[inline(always)]
+    fn rx_next(&mut self) -> Option<ShmFrame> {
+        while self.rx_next != self.rx_ready_end {
+            let pos = self.rx_next;
+            // Read now: its frame is out, or it is done (a bad one).
+            self.rx_next = pos.wrapping_add(1);
             let d = Desc::unpack(self.rx.desc(pos).load(Ordering::Relaxed));
             let len = d.len as usize;
             let slot = usize::from(d.slot);
             // A slot past the last has no busy flag.
             if len > self.rx.frame_cap || self.rx_slot_busy.get(slot) != Some(&false) {
-                self.shm.rx_bad_desc += 1;
-                self.rx_bad_len += u64::from(len > self.rx.frame_cap);
-                // Nothing handed out: done at once, no slot to free.
-                self.tracker().rx.at(pos).store(DONE, Ordering::Relaxed);
-                *self.rx_slot_of.at_mut(pos) = NO_SLOT;
-                bad = true;
+                self.drop_bad_desc(pos, len);
                 continue;
             }
             // The slot (number checked above: the busy flags are one per
             // slot) holds `frame_cap >= len` bytes the producer published
-            // with this descriptor (Acquire above) and will not reuse
-            // before our index passes `pos`, which waits for this frame to
-            // come back.
+            // with this descriptor (Acquire in `rx_ready`) and will not
+            // reuse before our index passes `pos`, which waits for this
+            // frame to come back.
             let start = self.rx.slot(d.slot);
             if let Some(busy) = self.rx_slot_busy.get_mut(slot) {
                 *busy = true;
@@ -1263,15 +1299,10 @@ impl Link for ShmLink {
             frame.set_csum_partial(d.flags & DESC_CSUM_PARTIAL != 0);
             self.rx_frames += 1;
             self.rx_bytes += len as u64;
-            out.push(frame);
-            got += 1;
+            self.rx_held += 1;
+            return Some(frame);
         }
-        self.rx_next = self.rx_next.wrapping_add(n);
-        self.rx_held += got;
-        if bad {
-            self.advance_rx();
-        }
-        Ok(got)
+        None
     }
 
     #[inline]

@@ -301,52 +301,14 @@ impl<L: Link> Engine<L> {
         }
         let mut work = false;
         for i in 0..self.ports.len() {
-            let link = &mut self.ports[i].link;
-            if link.service().is_err() {
+            if self.ports[i].link.service().is_err() {
                 self.counters.link_errors += 1;
             }
-            match link.rx_burst(&mut self.rx, MAX_BURST) {
-                Ok(0) => {}
-                Ok(_) => work = true,
-                Err(_) => self.counters.link_errors += 1,
-            }
-            if self.rx.is_empty() {
-                continue;
-            }
-            let mut sink = TxQueues {
-                ports: &mut self.ports,
-                now,
-                counters: &mut self.counters,
+            work |= if L::RX_ONE_AT_A_TIME {
+                self.receive_one_at_a_time(i, now)
+            } else {
+                self.receive_burst(i, now)
             };
-            // Taken from the back in the order received: cheaper than a
-            // drain for the usual burst of one or a few.
-            self.rx.reverse();
-            while let Some(buf) = self.rx.pop() {
-                let buf = match self.dispatch.as_mut() {
-                    Some(d) => match dispatch::route(d, sink.ports, i, buf) {
-                        Some(buf) => buf,
-                        None => continue,
-                    },
-                    None => buf,
-                };
-                let meta = RxMeta {
-                    csum_partial: buf.csum_partial(),
-                };
-                let buf = if self.lent.on(i) {
-                    match self
-                        .lent
-                        .receive(&mut self.stack, now, i, buf, meta, &mut sink)
-                    {
-                        Some(buf) => buf,
-                        None => continue,
-                    }
-                } else {
-                    self.stack
-                        .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
-                    buf
-                };
-                sink.ports[i].link.recycle(buf);
-            }
         }
         if let Some(d) = self.dispatch.as_mut() {
             work |= dispatch::serve(d, &mut self.stack, &mut self.ports, &mut self.counters, now);
@@ -378,6 +340,98 @@ impl<L: Link> Engine<L> {
             }
         }
         work
+    }
+
+    /// Receives what waits on port `i` from a link that hands frames out one
+    /// at a time: each goes to the stack as it comes.  Returns whether any
+    /// came.
+    #[inline(always)]
+    fn receive_one_at_a_time(&mut self, i: usize, now: Instant) -> bool {
+        match self.ports[i].link.rx_ready(MAX_BURST) {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(_) => {
+                self.counters.link_errors += 1;
+                return false;
+            }
+        }
+        let plain = self.dispatch.is_none() && !self.lent.on(i);
+        let mut work = false;
+        while let Some(buf) = self.ports[i].link.rx_next() {
+            work = true;
+            if plain {
+                let meta = RxMeta {
+                    csum_partial: buf.csum_partial(),
+                };
+                let mut sink = TxQueues {
+                    ports: &mut self.ports,
+                    now,
+                    counters: &mut self.counters,
+                };
+                self.stack
+                    .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
+                self.ports[i].link.recycle(buf);
+            } else {
+                self.receive_frame(i, buf, now);
+            }
+        }
+        work
+    }
+
+    /// Receives a burst on port `i` from a link that receives in bursts,
+    /// through the engine's queue.  Returns whether any frame came.
+    #[inline(never)]
+    fn receive_burst(&mut self, i: usize, now: Instant) -> bool {
+        let work = match self.ports[i].link.rx_burst(&mut self.rx, MAX_BURST) {
+            Ok(n) => n != 0,
+            Err(_) => {
+                self.counters.link_errors += 1;
+                false
+            }
+        };
+        // Taken from the back in the order received: cheaper than a drain
+        // for the usual burst of one or a few.
+        self.rx.reverse();
+        while let Some(buf) = self.rx.pop() {
+            self.receive_frame(i, buf, now);
+        }
+        work
+    }
+
+    /// One frame received on port `i` through the dispatcher (when there is
+    /// one) to the stack, lent to it when the port lends, and back to its
+    /// link unless kept.
+    #[inline(never)]
+    fn receive_frame(&mut self, i: usize, buf: L::Buf, now: Instant) {
+        let mut sink = TxQueues {
+            ports: &mut self.ports,
+            now,
+            counters: &mut self.counters,
+        };
+        let buf = match self.dispatch.as_mut() {
+            Some(d) => match dispatch::route(d, sink.ports, i, buf) {
+                Some(buf) => buf,
+                None => return,
+            },
+            None => buf,
+        };
+        let meta = RxMeta {
+            csum_partial: buf.csum_partial(),
+        };
+        let buf = if self.lent.on(i) {
+            match self
+                .lent
+                .receive(&mut self.stack, now, i, buf, meta, &mut sink)
+            {
+                Some(buf) => buf,
+                None => return,
+            }
+        } else {
+            self.stack
+                .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
+            buf
+        };
+        sink.ports[i].link.recycle(buf);
     }
 
     /// Runs until `stop` is set or the application has finished, calling

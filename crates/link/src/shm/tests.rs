@@ -645,6 +645,46 @@ fn rx_burst_respects_max() {
 }
 
 #[test]
+fn frames_come_one_at_a_time_as_readied() {
+    let path = TmpPath::new("one");
+    let cfg = ShmConfig::new(1500, 8);
+    let (g, l) = layout_of(&cfg);
+    let (mut a, mut b) = pair(&path.0, &cfg);
+    let f: Vec<Vec<u8>> = (0..5).map(|i| test_frame(i, 80)).collect();
+    assert!(b.rx_next().is_none(), "nothing readied yet");
+    assert_eq!(send(&mut a, &f), 5);
+    // Position 1: one byte past the slot.
+    poke(
+        &path.0,
+        l.desc[0] + DESC_SIZE,
+        &(g.frame_cap as u64 + 1).to_ne_bytes(),
+    );
+    assert_eq!(b.rx_ready(3).unwrap(), 3, "at most max, bad ones included");
+    let x = b.rx_next().expect("position 0");
+    assert_eq!(x.data(), &f[0][..]);
+    b.recycle(x);
+    let y = b.rx_next().expect("position 2, past the bad one");
+    assert_eq!(y.data(), &f[2][..]);
+    assert!(b.rx_next().is_none(), "only 3 readied");
+    assert_eq!(b.shm_stats().rx_bad_desc, 1);
+    assert_eq!(b.frames_held(), (0, 1));
+    // Those not readied wait for the next call; the held frame holds the
+    // consumer index at its position.
+    assert_eq!(b.rx_ready(MAX_BURST).unwrap(), 2);
+    assert_eq!(cons_index(&a), 2);
+    let rest: Vec<ShmFrame> = std::iter::from_fn(|| b.rx_next()).collect();
+    let got: Vec<&[u8]> = rest.iter().map(|x| x.data()).collect();
+    assert_eq!(got, vec![&f[3][..], &f[4][..]]);
+    b.recycle(y);
+    for x in rest {
+        b.recycle(x);
+    }
+    assert_eq!(cons_index_after_turn(&a, &mut b), 5);
+    assert_eq!(b.rx_ready(MAX_BURST).unwrap(), 0);
+    assert_eq!(b.stats().rx_frames, 4);
+}
+
+#[test]
 fn jumbo_frames_of_65536_mtu_cross_intact() {
     let path = TmpPath::new("jumbo");
     let cfg = ShmConfig::new(MAX_MTU, 4);
