@@ -214,7 +214,7 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
             self.ready = ready;
             return false;
         }
-        let mut work = self.open_more(net);
+        let mut work = self.to_open > 0 && self.open_more(net);
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
         net.ready(&mut ready);
@@ -225,6 +225,12 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
         self.ready = ready;
         if let Workload::UdpReqResp { .. } = self.workload {
             self.resend_lost(net);
+        }
+        if let Budget::Count(n) = self.budget {
+            // Counted runs need no clock until the count is reached.
+            if self.count < n {
+                return work;
+            }
         }
         self.check_budget(net.now());
         work
@@ -301,7 +307,6 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
         to: SocketAddr,
         slot: &mut Slot,
     ) -> bool {
-        let now = net.now();
         let r = match workload {
             Workload::UdpReqResp { .. } => net.udp_send_to(s, req, to),
             _ => net.tcp_send(s, req),
@@ -309,7 +314,10 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
         match r {
             Ok(n) if n == MSG => {
                 slot.unsent = false;
-                slot.sent_at = now;
+                if let Workload::UdpReqResp { .. } = workload {
+                    // Only datagrams are sent again when no reply comes.
+                    slot.sent_at = net.now();
+                }
                 true
             }
             // 64 bytes into an empty send buffer go whole or not at all.
