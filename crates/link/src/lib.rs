@@ -137,7 +137,9 @@ pub trait Link {
     /// [`Link::rx_next`], which hands them out; returns how many it
     /// readied, an upper bound on what `rx_next` gives (a frame found bad
     /// on the way is counted and skipped).  Never blocks.  Only for links
-    /// with [`Link::RX_ONE_AT_A_TIME`]; the default readies none.
+    /// with [`Link::RX_ONE_AT_A_TIME`]; the default readies none.  Callers
+    /// call [`Link::service`] first (the engine does, each turn): a link may
+    /// leave to it housekeeping that [`Link::rx_burst`] does itself.
     fn rx_ready(&mut self, max: usize) -> io::Result<usize> {
         let _ = max;
         Ok(0)

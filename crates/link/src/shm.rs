@@ -679,12 +679,10 @@ impl ShmLink {
         if done > self.tx_head.wrapping_sub(self.tx_tail_cache) {
             return Err(self.bad_consumer_index(tail));
         }
-        let mut pos = self.tx_tail_cache;
-        while pos != tail {
-            // Never grows the stack: each slot is in the ring once.
-            self.tx_free.push(*self.tx_slot_of.at(pos));
-            pos = pos.wrapping_add(1);
-        }
+        let (start, slot_of) = (self.tx_tail_cache, &self.tx_slot_of);
+        // Never grows the stack: each slot is in the ring once.
+        self.tx_free
+            .extend((0..done).map(|k| *slot_of.at(start.wrapping_add(k))));
         self.tx_tail_cache = tail;
         Ok(())
     }
@@ -1227,6 +1225,10 @@ impl Link for ShmLink {
 
     #[inline]
     fn rx_burst(&mut self, out: &mut Vec<ShmFrame>, max: usize) -> io::Result<usize> {
+        // Positions of frames dropped since the last call may hold our
+        // index back (one comparison when all frames are back).
+        self.advance_rx();
+        self.publish_rx();
         self.rx_ready(max)?;
         let mut got = 0;
         while let Some(frame) = self.rx_next() {
@@ -1238,12 +1240,11 @@ impl Link for ShmLink {
 
     const RX_ONE_AT_A_TIME: bool = true;
 
+    /// Reads the producer's index when the frames known to wait are fewer
+    /// than `max`. Our own index was moved and published by `service`,
+    /// which the engine calls just before (`rx_burst` does both itself).
     #[inline(always)]
     fn rx_ready(&mut self, max: usize) -> io::Result<usize> {
-        // Positions of frames dropped since the last call may hold our
-        // index back (one comparison when all frames are back).
-        self.advance_rx();
-        self.publish_rx();
         let max = max.min(MAX_BURST) as u32;
         let mut avail = self.rx_head_cache.wrapping_sub(self.rx_next);
         if avail < max {
@@ -1410,10 +1411,17 @@ impl Link for ShmLink {
     /// link's frame is counted (in `ring_errors`) and left to its own link.
     #[inline(always)]
     fn recycle(&mut self, buf: ShmFrame) {
-        if !self.is_held(&buf) {
+        // A frame that exists and names our tracker is held: the link made
+        // it, and takes back (and forgets) each frame only once, so its
+        // entry cannot say it is back (only its own drop would say
+        // dropped), and an RX frame's position cannot have been passed. A
+        // tracker is freed only with no frame out, so no other link's can
+        // be at this address.
+        if !buf.is_of(self.tracker) {
             self.refuse(ManuallyDrop::new(buf));
             return;
         }
+        debug_assert!(self.is_held(&buf), "a frame of ours is held");
         let (dir, index) = (buf.dir(), buf.index());
         // Back: forgotten (its drop would mark the slot dropped).
         std::mem::forget(buf);

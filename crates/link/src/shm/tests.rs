@@ -670,6 +670,7 @@ fn frames_come_one_at_a_time_as_readied() {
     assert_eq!(b.frames_held(), (0, 1));
     // Those not readied wait for the next call; the held frame holds the
     // consumer index at its position.
+    b.service().unwrap();
     assert_eq!(b.rx_ready(MAX_BURST).unwrap(), 2);
     assert_eq!(cons_index(&a), 2);
     let rest: Vec<ShmFrame> = std::iter::from_fn(|| b.rx_next()).collect();
