@@ -28,6 +28,25 @@ struct Slot {
     socket: Option<Socket>,
 }
 
+/// A live socket's place on the ready list, borrowed beside the socket
+/// itself.
+pub(crate) struct ReadyMark<'a> {
+    queued: &'a mut bool,
+    ready: &'a mut Vec<u32>,
+    index: u32,
+}
+
+impl ReadyMark<'_> {
+    /// [`SocketTable::notify`] of this socket.
+    #[inline(always)]
+    pub(crate) fn notify(self) {
+        if !*self.queued {
+            *self.queued = true;
+            self.ready.push(self.index);
+        }
+    }
+}
+
 /// A TCP connection's key in the table: its local and remote ends, as
 /// plain words (the addresses' bits, both ports in one, the family).
 ///
@@ -196,6 +215,39 @@ impl SocketTable {
             }
         }
         Some(socket)
+    }
+
+    /// The socket at `index` with its place on the ready list, so that
+    /// an event can be handled and told with one lookup.
+    #[inline(always)]
+    pub(crate) fn at_mut_with_ready(&mut self, index: u32) -> Option<(&mut Socket, ReadyMark<'_>)> {
+        let slot = self.slots.get_mut(index as usize)?;
+        let socket = slot.socket.as_mut()?;
+        let mark = ReadyMark {
+            queued: &mut slot.queued,
+            ready: &mut self.ready,
+            index,
+        };
+        Some((socket, mark))
+    }
+
+    /// [`at_mut_with_ready`](Self::at_mut_with_ready) by handle.
+    #[inline(always)]
+    pub(crate) fn get_mut_with_ready(
+        &mut self,
+        h: SocketHandle,
+    ) -> Option<(&mut Socket, ReadyMark<'_>)> {
+        let slot = self
+            .slots
+            .get_mut(h.index as usize)
+            .filter(|s| s.generation == h.generation)?;
+        let socket = slot.socket.as_mut()?;
+        let mark = ReadyMark {
+            queued: &mut slot.queued,
+            ready: &mut self.ready,
+            index: h.index,
+        };
+        Some((socket, mark))
     }
 
     /// Puts a socket on the ready list.

@@ -8,7 +8,7 @@ use wire::{ChecksumMode, Error as WireError};
 
 use crate::ipv4::Ipv4Datagram;
 use crate::sink::FrameSink;
-use crate::socket::table::{ConnKey, LocalKey, Socket, SocketTable};
+use crate::socket::table::{ConnKey, LocalKey, ReadyMark, Socket, SocketTable};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
 use crate::tcp::conn::TcpConnection;
@@ -17,6 +17,7 @@ use crate::tcp::input::InputEvents;
 use crate::tcp::listen::{connection_from_cookie, mss_for_mtu, send_cookie_syn_ack, TcpListener};
 use crate::tcp::output::send_reset_for;
 use crate::tcp::shared::TRIM_INTERVAL;
+use crate::tcp::timer_wheel::TimerWheel;
 use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
 use crate::time::Instant;
 
@@ -33,6 +34,31 @@ fn check_send(conn: &mut TcpConnection) -> Result<(), SocketError> {
         });
     }
     Ok(())
+}
+
+/// What [`Stack::tcp_after_event`] does for an ordinary event (not the end
+/// of a handshake) of a connection that lives on: tells the wheel of an
+/// earlier deadline, and readiness.  `false`, with nothing done, for a
+/// closed connection.
+#[inline(always)]
+fn tcp_event_settled(
+    now: Instant,
+    index: u32,
+    conn: &mut TcpConnection,
+    mark: ReadyMark<'_>,
+    wheel: &mut TimerWheel,
+) -> bool {
+    if conn.state == TcpState::Closed {
+        return false;
+    }
+    if let Some(deadline) = conn.next_deadline() {
+        if conn.wheel_at.is_none_or(|at| deadline < at || at < now) {
+            conn.wheel_at = Some(deadline);
+            wheel.schedule(index, deadline);
+        }
+    }
+    mark.notify();
+    true
 }
 
 fn conn_mut(sockets: &mut SocketTable, h: SocketHandle) -> Result<&mut TcpConnection, SocketError> {
@@ -176,7 +202,7 @@ impl Stack {
         let Some(&index) = self.sockets.tcp_conns.get(&ConnKey::new(local, remote)) else {
             return false;
         };
-        let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+        let Some((Socket::Tcp(conn), mark)) = self.sockets.at_mut_with_ready(index) else {
             return false;
         };
         // The lender's target is only read when a payload is placed, which
@@ -188,7 +214,9 @@ impl Stack {
         self.ip.counters.tcp_segments_received += 1;
         self.ip.counters.rx_accept_tcp += 1;
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
-        self.tcp_after_event(now, index, InputEvents::default());
+        if !tcp_event_settled(now, index, conn, mark, &mut self.tcp.wheel) {
+            self.tcp_after_event(now, index, InputEvents::default());
+        }
         true
     }
 
@@ -386,19 +414,12 @@ impl Stack {
     /// the listener's queues, freeing, readiness, the timer wheel.
     #[inline(always)]
     pub(crate) fn tcp_after_event(&mut self, now: Instant, index: u32, ev: InputEvents) {
-        let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+        let Some((Socket::Tcp(conn), mark)) = self.sockets.at_mut_with_ready(index) else {
             return;
         };
         // Nearly every event: the handshake is not ending and the
         // connection lives on; only the wheel and readiness need a look.
-        if !ev.established && conn.state != TcpState::Closed {
-            if let Some(deadline) = conn.next_deadline() {
-                if conn.wheel_at.is_none_or(|at| deadline < at || at < now) {
-                    conn.wheel_at = Some(deadline);
-                    self.tcp.wheel.schedule(index, deadline);
-                }
-            }
-            self.sockets.notify(index);
+        if !ev.established && tcp_event_settled(now, index, conn, mark, &mut self.tcp.wheel) {
             return;
         }
         self.tcp_after_state_event(now, index, ev);
@@ -646,7 +667,11 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
-        let conn = conn_mut(&mut self.sockets, h)?;
+        let (conn, mark) = match self.sockets.get_mut_with_ready(h) {
+            Some((Socket::Tcp(c), mark)) if !c.detached => (c, mark),
+            Some(_) => return Err(SocketError::NotSupported),
+            None => return Err(SocketError::BadHandle),
+        };
         check_send(conn)?;
         let n = conn
             .send
@@ -655,7 +680,9 @@ impl Stack {
             return Err(SocketError::WouldBlock);
         }
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
-        self.tcp_after_event(now, h.index, InputEvents::default());
+        if !tcp_event_settled(now, h.index, conn, mark, &mut self.tcp.wheel) {
+            self.tcp_after_event(now, h.index, InputEvents::default());
+        }
         Ok(n)
     }
 
