@@ -164,6 +164,47 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
     }
 }
 
+/// Services port `i`, whose link hands received frames out one at a time,
+/// and gives each frame that waits straight to the stack and back to the
+/// link: the usual port, with no dispatcher and no lending.  Returns
+/// whether any frame came.
+#[inline(always)]
+fn receive_plain<L: Link>(
+    ports: &mut [Port<L>],
+    stack: &mut Stack,
+    counters: &mut EngineCounters,
+    i: usize,
+    now: Instant,
+) -> bool {
+    let link = &mut ports[i].link;
+    if link.service().is_err() {
+        counters.link_errors += 1;
+    }
+    match link.rx_ready(MAX_BURST) {
+        Ok(0) => return false,
+        Ok(_) => {}
+        Err(_) => {
+            counters.link_errors += 1;
+            return false;
+        }
+    }
+    let mut work = false;
+    while let Some(buf) = ports[i].link.rx_next() {
+        work = true;
+        let meta = RxMeta {
+            csum_partial: buf.csum_partial(),
+        };
+        let mut sink = TxQueues {
+            ports,
+            now,
+            counters,
+        };
+        stack.receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
+        ports[i].link.recycle(buf);
+    }
+    work
+}
+
 /// One engine: a stack, its ports, and the loop that drives them.
 pub struct Engine<L: Link> {
     pub stack: Stack,
@@ -301,13 +342,10 @@ impl<L: Link> Engine<L> {
         }
         let mut work = false;
         for i in 0..self.ports.len() {
-            if self.ports[i].link.service().is_err() {
-                self.counters.link_errors += 1;
-            }
-            work |= if L::RX_ONE_AT_A_TIME {
-                self.receive_one_at_a_time(i, now)
+            work |= if L::RX_ONE_AT_A_TIME && self.dispatch.is_none() && !self.lent.on(i) {
+                receive_plain(&mut self.ports, &mut self.stack, &mut self.counters, i, now)
             } else {
-                self.receive_burst(i, now)
+                self.receive_port(i, now)
             };
         }
         if let Some(d) = self.dispatch.as_mut() {
@@ -342,36 +380,28 @@ impl<L: Link> Engine<L> {
         work
     }
 
-    /// Receives what waits on port `i` from a link that hands frames out one
-    /// at a time: each goes to the stack as it comes.  Returns whether any
-    /// came.
-    #[inline(always)]
-    fn receive_one_at_a_time(&mut self, i: usize, now: Instant) -> bool {
-        match self.ports[i].link.rx_ready(MAX_BURST) {
-            Ok(0) => return false,
-            Ok(_) => {}
+    /// Services port `i` and receives what waits on it, through the
+    /// dispatcher and lending: every port but that of [`receive_plain`].
+    /// Returns whether any frame came.
+    #[inline(never)]
+    fn receive_port(&mut self, i: usize, now: Instant) -> bool {
+        if self.ports[i].link.service().is_err() {
+            self.counters.link_errors += 1;
+        }
+        if !L::RX_ONE_AT_A_TIME {
+            return self.receive_burst(i, now);
+        }
+        let n = match self.ports[i].link.rx_ready(MAX_BURST) {
+            Ok(n) => n,
             Err(_) => {
                 self.counters.link_errors += 1;
-                return false;
+                0
             }
-        }
-        let plain = self.dispatch.is_none() && !self.lent.on(i);
+        };
         let mut work = false;
-        while let Some(buf) = self.ports[i].link.rx_next() {
-            work = true;
-            if plain {
-                let meta = RxMeta {
-                    csum_partial: buf.csum_partial(),
-                };
-                let mut sink = TxQueues {
-                    ports: &mut self.ports,
-                    now,
-                    counters: &mut self.counters,
-                };
-                self.stack
-                    .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
-                self.ports[i].link.recycle(buf);
-            } else {
+        if n != 0 {
+            while let Some(buf) = self.ports[i].link.rx_next() {
+                work = true;
                 self.receive_frame(i, buf, now);
             }
         }

@@ -218,12 +218,24 @@ fn shm_pair(tag: &str) -> (link::ShmLink, link::ShmLink) {
 /// (1 µs a turn, so a run does not depend on the machine's speed); returns
 /// what came back and the client link's counters.
 fn echo_on_virtual_clock<L: Link>(la: L, lb: L, delay_us: u64) -> (Vec<u32>, link::LinkStats) {
+    echo_with_hook(la, lb, delay_us, None)
+}
+
+/// [`echo_on_virtual_clock`] with `hook` (when given) in front of the
+/// server engine's stack.
+fn echo_with_hook<L: Link>(
+    la: L,
+    lb: L,
+    delay_us: u64,
+    hook: Option<Box<dyn runtime::engine::FrameHook>>,
+) -> (Vec<u32>, link::LinkStats) {
     let cfg = EngineConfig {
         pkt_tx_delay: std::time::Duration::from_micros(delay_us),
         ..EngineConfig::default()
     };
     let mut client = Engine::new(stack(1, [2, 0, 0, 0, 2, 1]), vec![la], cfg);
     let mut server = Engine::new(stack(2, [2, 0, 0, 0, 2, 2]), vec![lb], cfg);
+    server.set_frame_hook(hook);
     let sock = client.stack.udp_bind("0.0.0.0:0".parse().unwrap()).unwrap();
     let mut app = Client {
         sock,
@@ -265,4 +277,28 @@ fn a_link_that_queues_frames_itself_is_driven_like_one_that_does_not() {
             assert!(got.len() >= 10 && got.windows(2).all(|w| w[0] < w[1]));
         }
     }
+}
+
+#[test]
+fn frames_one_at_a_time_pass_the_frame_hook_like_a_burst() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let seen = Arc::new(AtomicU64::new(0));
+    let hook = |seen: &Arc<AtomicU64>| -> Box<dyn runtime::engine::FrameHook> {
+        let seen = seen.clone();
+        Box::new(move |_port: u16, _buf: &mut [u8], _len: usize| {
+            seen.fetch_add(1, Ordering::Relaxed);
+            runtime::engine::HookVerdict::Pass
+        })
+    };
+    let (la, lb) = shm_pair("hook");
+    let (got, _) = echo_with_hook(la, lb, 0, Some(hook(&seen)));
+    let shm_seen = seen.swap(0, Ordering::Relaxed);
+    let (ma, mb) = pair();
+    let (want, mem) = echo_with_hook(ma, mb, 0, Some(hook(&seen)));
+    assert_eq!(got, want, "the same datagrams echoed through the hook");
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
+    assert_eq!(shm_seen, seen.load(Ordering::Relaxed));
+    // Every frame the server received (the client's sent) passed the hook.
+    assert_eq!(shm_seen, mem.tx_frames);
 }
