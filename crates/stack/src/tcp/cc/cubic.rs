@@ -212,8 +212,8 @@ impl CongestionControl for Cubic {
         if let Some(r) = rtt {
             self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         }
-        let since_last = now.saturating_since(self.last_ack);
-        self.last_ack = self.last_ack.max(now);
+        let last_ack = self.last_ack;
+        self.last_ack = last_ack.max(now);
         if acked == 0 {
             return;
         }
@@ -223,7 +223,7 @@ impl CongestionControl for Cubic {
             // application limited", and t "does not include periods during
             // which cwnd has not been updated due to application limiting".
             if let Some(e) = &mut self.epoch {
-                e.start = (e.start + since_last).min(now);
+                e.start = (e.start + now.saturating_since(last_ack)).min(now);
             }
             return;
         }
