@@ -302,6 +302,34 @@ impl TcpConnection {
         self.after_ack_sent(now);
     }
 
+    /// Sends `len` bytes from SND.NXT, with FIN if asked, and moves SND.NXT
+    /// and SND.MAX past them; starts an RTT measurement on new data
+    /// (without timestamps) and the retransmission timer if it is not
+    /// running.
+    #[inline(always)]
+    fn send_next(
+        &mut self,
+        now: Instant,
+        len: usize,
+        fin: bool,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) {
+        let seq = self.snd_nxt;
+        let fresh = seq >= self.snd_max;
+        self.send_data_at(now, seq, len, fin, ip, sink);
+        self.snd_nxt = seq + len + usize::from(fin);
+        if self.snd_nxt > self.snd_max {
+            self.snd_max = self.snd_nxt;
+        }
+        if fresh && !self.ts_ok && self.rtt_probe.is_none() {
+            self.rtt_probe = Some((self.snd_nxt, now));
+        }
+        if self.timers.rtx.is_none() {
+            self.arm_rtx(now);
+        }
+    }
+
     /// Sends an ACK with no data.
     #[inline]
     pub(crate) fn send_ack(&mut self, now: Instant, ip: &mut IpLayer, sink: &mut dyn FrameSink) {
@@ -432,18 +460,7 @@ impl TcpConnection {
         if !fits {
             return false;
         }
-        let fresh = seq >= self.snd_max;
-        self.send_data_at(now, seq, avail, false, ip, sink);
-        self.snd_nxt = seq + avail;
-        if self.snd_nxt > self.snd_max {
-            self.snd_max = self.snd_nxt;
-        }
-        if fresh && !self.ts_ok && self.rtt_probe.is_none() {
-            self.rtt_probe = Some((self.snd_nxt, now));
-        }
-        if self.timers.rtx.is_none() {
-            self.arm_rtx(now);
-        }
+        self.send_next(now, avail, false, ip, sink);
         true
     }
 
@@ -547,19 +564,7 @@ impl TcpConnection {
                     break;
                 }
             }
-            let seq = self.snd_nxt;
-            let fresh = seq >= self.snd_max;
-            self.send_data_at(now, seq, len, fin, ip, sink);
-            self.snd_nxt = seq + len + usize::from(fin);
-            if self.snd_nxt > self.snd_max {
-                self.snd_max = self.snd_nxt;
-            }
-            if fresh && !self.ts_ok && self.rtt_probe.is_none() {
-                self.rtt_probe = Some((self.snd_nxt, now));
-            }
-            if self.timers.rtx.is_none() {
-                self.arm_rtx(now);
-            }
+            self.send_next(now, len, fin, ip, sink);
             sent_any = true;
             if fin {
                 break;
