@@ -237,17 +237,10 @@ impl SocketTable {
         &mut self,
         h: SocketHandle,
     ) -> Option<(&mut Socket, ReadyMark<'_>)> {
-        let slot = self
-            .slots
-            .get_mut(h.index as usize)
-            .filter(|s| s.generation == h.generation)?;
-        let socket = slot.socket.as_mut()?;
-        let mark = ReadyMark {
-            queued: &mut slot.queued,
-            ready: &mut self.ready,
-            index: h.index,
-        };
-        Some((socket, mark))
+        if self.slots.get(h.index as usize)?.generation != h.generation {
+            return None;
+        }
+        self.at_mut_with_ready(h.index)
     }
 
     /// Puts a socket on the ready list.
