@@ -215,7 +215,7 @@ impl Stack {
         self.ip.counters.rx_accept_tcp += 1;
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
         if !tcp_event_settled(now, index, conn, mark, &mut self.tcp.wheel) {
-            self.tcp_after_event(now, index, InputEvents::default());
+            self.tcp_after_state_event(now, index, InputEvents::default());
         }
         true
     }
@@ -681,7 +681,7 @@ impl Stack {
         }
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
         if !tcp_event_settled(now, h.index, conn, mark, &mut self.tcp.wheel) {
-            self.tcp_after_event(now, h.index, InputEvents::default());
+            self.tcp_after_state_event(now, h.index, InputEvents::default());
         }
         Ok(n)
     }
