@@ -370,6 +370,7 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
     /// `n` reply bytes on a request/reply connection: whether its request
     /// is still unsent, or `None` if the connection is gone.
     fn on_data<N: Net<Sock = S>>(&mut self, net: &mut N, s: S, n: usize) -> Option<bool> {
+        let to = self.addr(ECHO);
         let slot = self.slots.get_mut(&s)?;
         if slot.connecting {
             slot.connecting = false;
@@ -388,7 +389,6 @@ impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
         match self.workload {
             Workload::PingPong { .. } => {
                 self.count += 1;
-                let to = SocketAddr::new(self.server, self.base_port + ECHO);
                 if !Self::send_into(net, s, &self.req, self.workload, to, slot) {
                     self.fail(net, s);
                     return None;
