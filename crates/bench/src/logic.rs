@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::net::{would_block, Net, SockMap};
+use crate::net::{would_block, Net, SockKey, SockMap};
 
 /// The size of a ping-pong request and reply.
 pub const MSG: usize = 64;
@@ -154,7 +154,7 @@ pub struct Client<S> {
     all_up_at: Option<Duration>,
 }
 
-impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Client<S> {
+impl<S: SockKey> Client<S> {
     pub fn new(workload: Workload, server: IpAddr, base_port: u16, budget: Budget) -> Self {
         let to_open = match workload {
             Workload::PingPong { conns } => conns,
@@ -548,7 +548,7 @@ pub struct Server<S> {
     pub stats: ServerStats,
 }
 
-impl<S: Copy + Eq + std::hash::Hash + std::fmt::Debug> Server<S> {
+impl<S: SockKey> Server<S> {
     /// Opens the listeners and the UDP socket from `base_port`.
     pub fn new<N: Net<Sock = S>>(net: &mut N, base_port: u16) -> io::Result<Server<S>> {
         let mut roles = SockMap::default();

@@ -6,8 +6,6 @@
 //! program reads (or writes) until the call would block before it waits for
 //! the socket to be named again.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -15,7 +13,7 @@ use std::time::Duration;
 /// A network to run a benchmark program on.
 pub trait Net {
     /// A socket: a ustack handle, or a token of a kernel socket.
-    type Sock: Copy + Eq + Hash + std::fmt::Debug;
+    type Sock: SockKey;
 
     /// Time since the program started.
     fn now(&self) -> Duration;
@@ -51,30 +49,100 @@ pub fn would_block(e: &io::Error) -> bool {
     )
 }
 
-/// A small, fast, non-keyed hasher for maps keyed by our own handles
-/// (FxHash's multiply-rotate): the benchmark's maps see no hostile keys.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
+/// A socket's small-integer place (a file descriptor's way): unique among
+/// open sockets, reused after a close.
+pub trait SockKey: Copy + Eq + std::fmt::Debug {
+    fn slot(self) -> usize;
+}
 
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn finish(&self) -> u64 {
-        self.0
+impl SockKey for usize {
+    fn slot(self) -> usize {
+        self
     }
 }
 
-/// A map keyed by sockets.
-pub type SockMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+impl SockKey for stack::SocketHandle {
+    fn slot(self) -> usize {
+        stack::SocketHandle::slot(self)
+    }
+}
+
+/// Per-socket state in an array indexed by the socket's slot, as a program
+/// on file descriptors keeps it: one index and one compare per lookup (a
+/// stale handle whose slot was reused finds nothing).
+#[derive(Debug)]
+pub struct SockMap<S, V> {
+    entries: Vec<Option<(S, V)>>,
+    len: usize,
+}
+
+impl<S, V> Default for SockMap<S, V> {
+    fn default() -> Self {
+        SockMap {
+            entries: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<S: SockKey, V> SockMap<S, V> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub fn get(&self, s: &S) -> Option<&V> {
+        match self.entries.get(s.slot()) {
+            Some(Some((k, v))) if k == s => Some(v),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, s: &S) -> Option<&mut V> {
+        match self.entries.get_mut(s.slot()) {
+            Some(Some((k, v))) if k == s => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Keeps `v` for `s`, replacing what a closed socket of the same slot
+    /// left; returns the value `s` itself had.
+    pub fn insert(&mut self, s: S, v: V) -> Option<V> {
+        let i = s.slot();
+        if i >= self.entries.len() {
+            self.entries.resize_with(i + 1, || None);
+        }
+        match self.entries[i].replace((s, v)) {
+            Some((k, old)) if k == s => Some(old),
+            Some(_) => None,
+            None => {
+                self.len += 1;
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, s: &S) -> Option<V> {
+        let e = self.entries.get_mut(s.slot())?;
+        match e {
+            Some((k, _)) if k == s => {
+                self.len -= 1;
+                e.take().map(|(_, v)| v)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&S, &V)> {
+        self.entries.iter().flatten().map(|(k, v)| (k, v))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.iter().map(|(_, v)| v)
+    }
+}

@@ -15,6 +15,15 @@ pub struct SocketHandle {
     pub(crate) generation: u32,
 }
 
+impl SocketHandle {
+    /// The socket's place in the table: unique among open sockets and
+    /// reused after a close (as a file descriptor is), so that a program
+    /// can keep its per-socket state in an array indexed by it.
+    pub fn slot(self) -> usize {
+        self.index as usize
+    }
+}
+
 impl fmt::Display for SocketHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "sock{}.{}", self.index, self.generation)
