@@ -51,14 +51,29 @@ fn tcp_event_settled(
     if conn.state == TcpState::Closed {
         return false;
     }
+    settle_wheel(now, index, conn, wheel);
+    mark.notify();
+    true
+}
+
+/// Tells the wheel of the connection's earliest deadline when its entry is
+/// missing, later than a deadline set since, or past (see `deadlines.rs`).
+#[inline(always)]
+fn settle_wheel(now: Instant, index: u32, conn: &mut TcpConnection, wheel: &mut TimerWheel) {
+    let armed = conn.timers.take_armed();
+    let at = conn.wheel_at.map_or(u64::MAX, Instant::total_micros);
+    if conn.wheel_at.is_some() && armed >= at && at >= now.total_micros() {
+        // Nothing set since is earlier than the entry, which is still to
+        // come: every deadline is at or after it.
+        debug_assert!(conn.next_deadline().is_none_or(|d| d.total_micros() >= at));
+        return;
+    }
     if let Some(deadline) = conn.next_deadline() {
         if conn.wheel_at.is_none_or(|at| deadline < at || at < now) {
             conn.wheel_at = Some(deadline);
             wheel.schedule(index, deadline);
         }
     }
-    mark.notify();
-    true
 }
 
 fn conn_mut(sockets: &mut SocketTable, h: SocketHandle) -> Result<&mut TcpConnection, SocketError> {
@@ -474,14 +489,7 @@ impl Stack {
         let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
             return;
         };
-        let Some(deadline) = conn.next_deadline() else {
-            return;
-        };
-        let stale = conn.wheel_at.is_none_or(|at| deadline < at || at < now);
-        if stale {
-            conn.wheel_at = Some(deadline);
-            self.tcp.wheel.schedule(index, deadline);
-        }
+        settle_wheel(now, index, conn, &mut self.tcp.wheel);
     }
 
     /// Gives back the storage of rings that stayed empty for a
@@ -892,7 +900,8 @@ impl Stack {
                         conn.state = TcpState::LastAck;
                     }
                     TcpState::FinWait2 => {
-                        conn.timers.close = Some(now + crate::tcp::input::FIN_WAIT_2_TIMEOUT)
+                        conn.timers
+                            .set_close(Some(now + crate::tcp::input::FIN_WAIT_2_TIMEOUT));
                     }
                     _ => {}
                 }
@@ -997,7 +1006,8 @@ impl Stack {
         let conn = conn_mut(&mut self.sockets, h)?;
         let idle = conn.keep_idle(&self.tcp);
         conn.keepalive = on;
-        conn.timers.keepalive = (on && conn.synchronized()).then_some(now + idle);
+        conn.timers
+            .set_keepalive((on && conn.synchronized()).then_some(now + idle));
         self.tcp_schedule(now, h.index);
         Ok(())
     }

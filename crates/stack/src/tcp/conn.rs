@@ -10,6 +10,7 @@ use crate::ipv4::Ipv4Path;
 use crate::socket::SocketError;
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::cc::{Cc, CongestionControl};
+pub(crate) use crate::tcp::deadlines::Timers;
 use crate::tcp::fast_output::SegmentTemplate;
 use crate::tcp::output::IpOptions;
 use crate::tcp::recv_buffer::RecvBuffer;
@@ -18,37 +19,6 @@ use crate::tcp::sack::Scoreboard;
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::{Readiness, TcpInfo, TcpState};
 use crate::time::{Duration, Instant};
-
-/// The deadlines a connection may have.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Timers {
-    /// Retransmission (RFC 6298), also for SYN and SYN-ACK.
-    pub rtx: Option<Instant>,
-    /// A delayed ACK is due (RFC 9293 3.8.6.3).
-    pub delack: Option<Instant>,
-    /// Zero-window probe (RFC 9293 3.8.6.1).
-    pub persist: Option<Instant>,
-    /// Keep-alive probe (RFC 9293 3.8.4).
-    pub keepalive: Option<Instant>,
-    /// TIME_WAIT's 2*MSL, or the FIN_WAIT_2 limit of a closed socket.
-    pub close: Option<Instant>,
-}
-
-impl Timers {
-    #[inline(always)]
-    pub fn earliest(&self) -> Option<Instant> {
-        // Called on every event of every connection: an absent deadline
-        // counts as the end of time, and five plain minimums.  (A deadline
-        // at the end of time itself would never fire either.)
-        let at = |t: Option<Instant>| t.map_or(u64::MAX, Instant::total_micros);
-        let first = at(self.rtx)
-            .min(at(self.delack))
-            .min(at(self.persist))
-            .min(at(self.keepalive))
-            .min(at(self.close));
-        (first != u64::MAX).then_some(Instant::from_micros(first))
-    }
-}
 
 /// Counters of one connection (TCP_INFO).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -427,8 +397,8 @@ impl TcpConnection {
 
     /// Restarts the retransmission timer (RFC 6298 5.1 and 5.3).
     pub(crate) fn arm_rtx(&mut self, now: Instant) {
-        self.timers.rtx = Some(now.add_micros(self.rtt.rto_us()));
-        self.timers.persist = None;
+        self.timers.set_rtx(Some(now.add_micros(self.rtt.rto_us())));
+        self.timers.set_persist(None);
     }
 
     /// Memory the connection holds (for the idle-connection figure).

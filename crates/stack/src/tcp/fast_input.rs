@@ -191,7 +191,8 @@ impl TcpConnection {
         self.last_recv = now;
         self.keep_probes = 0;
         if self.keepalive {
-            self.timers.keepalive = Some(now + self.keep_idle(shared));
+            self.timers
+                .set_keepalive(Some(now + self.keep_idle(shared)));
         }
         if let Some((tsval, _)) = seg.timestamp {
             self.ts_recent = tsval;

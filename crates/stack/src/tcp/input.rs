@@ -44,10 +44,7 @@ impl TcpConnection {
     /// Enters TIME-WAIT: only the 2*MSL timer runs (RFC 9293 3.10.7.4).
     fn enter_time_wait(&mut self, now: Instant, shared: &TcpShared) {
         self.state = TcpState::TimeWait;
-        self.timers = Timers {
-            close: Some(now + shared.cfg.msl * 2),
-            ..Timers::default()
-        };
+        self.timers = Timers::closing_at(now + shared.cfg.msl * 2);
     }
 
     /// ACKs a segment we cannot use: at once if it has data, a SYN or a
@@ -108,7 +105,8 @@ impl TcpConnection {
         self.last_recv = now;
         self.keep_probes = 0;
         if self.keepalive && self.synchronized() {
-            self.timers.keepalive = Some(now + self.keep_idle(shared));
+            self.timers
+                .set_keepalive(Some(now + self.keep_idle(shared)));
         }
         match self.state {
             TcpState::SynSent => return self.input_syn_sent(now, seg, ip, shared, sink),
@@ -175,7 +173,7 @@ impl TcpConnection {
             // Acknowledge it, and restart the 2 MSL timeout."  (It lies
             // left of the window, so it ends here.)
             if self.state == TcpState::TimeWait && flags.fin() && !flags.rst() {
-                self.timers.close = Some(now + shared.cfg.msl * 2);
+                self.timers.set_close(Some(now + shared.cfg.msl * 2));
             }
             return ev;
         }
@@ -258,7 +256,7 @@ impl TcpConnection {
             TcpState::FinWait1 if self.fin_acked() => {
                 self.state = TcpState::FinWait2;
                 if self.detached {
-                    self.timers.close = Some(now + FIN_WAIT_2_TIMEOUT);
+                    self.timers.set_close(Some(now + FIN_WAIT_2_TIMEOUT));
                 }
             }
             TcpState::Closing if self.fin_acked() => self.enter_time_wait(now, shared),
@@ -291,7 +289,7 @@ impl TcpConnection {
             acks_new || self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack);
         if ack >= self.snd_una && window_news {
             if self.snd_wnd == 0 && window > 0 {
-                self.timers.persist = None;
+                self.timers.set_persist(None);
                 self.persist_backoff = 0;
             }
             self.snd_wnd = window;
@@ -363,7 +361,7 @@ impl TcpConnection {
                 // A retransmitted FIN: ACK it and restart the 2*MSL wait.
                 self.peer_fin = None;
                 self.ack_now = true;
-                self.timers.close = Some(now + shared.cfg.msl * 2);
+                self.timers.set_close(Some(now + shared.cfg.msl * 2));
             }
         }
         ev
@@ -412,8 +410,9 @@ impl TcpConnection {
                 self.unacked_segments += 1;
                 if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
                     self.ack_now = true;
-                } else if self.timers.delack.is_none() {
-                    self.timers.delack = Some(now + shared.cfg.delayed_ack_timeout);
+                } else if self.timers.delack().is_none() {
+                    self.timers
+                        .set_delack(Some(now + shared.cfg.delayed_ack_timeout));
                 }
             }
         } else {
@@ -471,12 +470,13 @@ impl TcpConnection {
             }
             self.rto_after_syn_timeout(shared);
             self.retries = 0;
-            self.timers.rtx = None;
+            self.timers.set_rtx(None);
             self.state = TcpState::Established;
             self.ack_now = true;
             ev.established = true;
             if self.keepalive {
-                self.timers.keepalive = Some(now + self.keep_idle(shared));
+                self.timers
+                    .set_keepalive(Some(now + self.keep_idle(shared)));
             }
             // RFC 9293 3.10.7.3: "If there are other controls or text in the
             // segment, then continue processing at the sixth step".
@@ -573,7 +573,7 @@ impl TcpConnection {
             }
         }
         if self.snd_una == self.snd_max {
-            self.timers.rtx = None;
+            self.timers.set_rtx(None);
         } else {
             self.arm_rtx(now);
         }

@@ -8,6 +8,7 @@ mod buffer_cache;
 mod byte_ring;
 pub mod cc;
 pub(crate) mod conn;
+mod deadlines;
 mod fast_input;
 mod fast_output;
 mod input;

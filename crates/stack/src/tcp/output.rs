@@ -180,7 +180,7 @@ impl TcpConnection {
     fn after_ack_sent(&mut self, now: Instant) {
         self.ack_now = false;
         self.unacked_segments = 0;
-        self.timers.delack = None;
+        self.timers.set_delack(None);
         self.last_send = now;
     }
 
@@ -255,7 +255,7 @@ impl TcpConnection {
             self.stats.retransmits += 1;
             ip.counters.tcp_retransmitted_segments += 1;
         }
-        if self.timers.rtx.is_none() {
+        if self.timers.rtx().is_none() {
             self.arm_rtx(now);
         }
         self.after_ack_sent(now);
@@ -325,7 +325,7 @@ impl TcpConnection {
         if fresh && !self.ts_ok && self.rtt_probe.is_none() {
             self.rtt_probe = Some((self.snd_nxt, now));
         }
-        if self.timers.rtx.is_none() {
+        if self.timers.rtx().is_none() {
             self.arm_rtx(now);
         }
     }
@@ -405,7 +405,9 @@ impl TcpConnection {
             && !self.fin_queued
             && self.snd_nxt == self.data_end()
             && !self.ack_now
-            && (self.flight() == 0 || self.timers.rtx.is_some() || self.timers.persist.is_some())
+            && (self.flight() == 0
+                || self.timers.rtx().is_some()
+                || self.timers.persist().is_some())
             && !self.window_update_due()
     }
 
@@ -440,7 +442,7 @@ impl TcpConnection {
         let seq = self.snd_nxt;
         let avail = self.data_end() - seq;
         if avail == 0 {
-            if self.flight() > 0 && self.timers.rtx.is_none() && self.timers.persist.is_none() {
+            if self.flight() > 0 && self.timers.rtx().is_none() && self.timers.persist().is_none() {
                 self.arm_rtx(now);
             }
             if self.ack_now || self.window_update_due() {
@@ -497,7 +499,7 @@ impl TcpConnection {
         // Nothing queued and no recovery: at most an ACK (every input to a
         // connection whose application has not answered yet).
         if self.recovery_point.is_none() && !self.fin_queued && self.data_end() == self.snd_nxt {
-            if self.flight() > 0 && self.timers.rtx.is_none() && self.timers.persist.is_none() {
+            if self.flight() > 0 && self.timers.rtx().is_none() && self.timers.persist().is_none() {
                 self.arm_rtx(now);
             }
             if self.ack_now || self.window_update_due() {
@@ -576,17 +578,18 @@ impl TcpConnection {
         let waiting = self.data_end() > self.snd_nxt || (self.fin_queued && !self.fin_sent());
         if waiting
             && self.snd_wnd == 0
-            && self.timers.rtx.is_none()
-            && self.timers.persist.is_none()
+            && self.timers.rtx().is_none()
+            && self.timers.persist().is_none()
         {
             let base = self.rtt.rto().max(Duration::from_millis(200));
             let backoff = base.saturating_mul(1u32 << self.persist_backoff.min(6));
-            self.timers.persist = Some(now + backoff.min(shared.cfg.rto_max));
+            self.timers
+                .set_persist(Some(now + backoff.min(shared.cfg.rto_max)));
         }
         // Whatever is outstanding, a timer watches (the persist timer stops
         // when the window opens, and loss recovery may have no room in the
         // congestion window to send).
-        if self.flight() > 0 && self.timers.rtx.is_none() && self.timers.persist.is_none() {
+        if self.flight() > 0 && self.timers.rtx().is_none() && self.timers.persist().is_none() {
             self.arm_rtx(now);
         }
         if !sent_any && (self.ack_now || self.window_update_due()) {

@@ -24,7 +24,7 @@ impl TcpConnection {
         shared: &mut TcpShared,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        if due(self.timers.close, now) {
+        if due(self.timers.close(), now) {
             self.timers = Timers::default();
             if self.state == TcpState::FinWait2 {
                 ip.counters.tcp_fin_wait_2_timeouts += 1;
@@ -32,18 +32,18 @@ impl TcpConnection {
             self.state = TcpState::Closed;
             return true;
         }
-        if due(self.timers.rtx, now) {
-            self.timers.rtx = None;
+        if due(self.timers.rtx(), now) {
+            self.timers.set_rtx(None);
             if self.retransmission_timeout(now, ip, shared, sink) {
                 return true;
             }
         }
-        if due(self.timers.delack, now) {
-            self.timers.delack = None;
+        if due(self.timers.delack(), now) {
+            self.timers.set_delack(None);
             self.ack_now = true;
         }
-        if due(self.timers.persist, now) {
-            self.timers.persist = None;
+        if due(self.timers.persist(), now) {
+            self.timers.set_persist(None);
             if self.peer_silent(now, shared) {
                 // No probe answered: the peer is gone (as Linux's
                 // `tcp_probe_timer`, which counts the probes instead).
@@ -56,17 +56,19 @@ impl TcpConnection {
             self.persist_backoff = self.persist_backoff.saturating_add(1);
             let base = self.rtt.rto().max(Duration::from_millis(200));
             let backoff = base.saturating_mul(1u32 << self.persist_backoff.min(6));
-            self.timers.persist = Some(now + backoff.min(shared.cfg.rto_max));
+            self.timers
+                .set_persist(Some(now + backoff.min(shared.cfg.rto_max)));
         }
-        if due(self.timers.keepalive, now) {
-            self.timers.keepalive = None;
+        if due(self.timers.keepalive(), now) {
+            self.timers.set_keepalive(None);
             if self.keepalive && (self.flight() > 0 || !self.send.is_empty()) {
                 // Data is on its way: the retransmission or persist timer
                 // watches the peer, keep-alive waits for an idle connection
                 // (as Linux); its probes would not be answered in time
                 // under loss, and the reset would end a transfer.
                 self.keep_probes = 0;
-                self.timers.keepalive = Some(now + self.keep_idle(shared));
+                self.timers
+                    .set_keepalive(Some(now + self.keep_idle(shared)));
             } else if self.keep_probes >= self.keep_cnt(shared) {
                 ip.counters.tcp_keepalive_timeouts += 1;
                 self.send_rst(now, ip, sink);
@@ -75,7 +77,8 @@ impl TcpConnection {
             } else if self.keepalive && self.synchronized() {
                 self.keep_probes += 1;
                 self.send_probe(now, ip, sink);
-                self.timers.keepalive = Some(now + self.keep_intvl(shared));
+                self.timers
+                    .set_keepalive(Some(now + self.keep_intvl(shared)));
             }
         }
         self.output(now, ip, shared, sink);

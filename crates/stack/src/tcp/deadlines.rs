@@ -1,0 +1,123 @@
+//! A connection's deadlines, and what the timer wheel must hear of them.
+//!
+//! The wheel holds one entry per connection, at or before the connection's
+//! earliest deadline (`TcpConnection::wheel_at`).  A deadline that is
+//! cleared or moved later leaves that entry early, which is harmless: the
+//! wheel fires, finds nothing due, and the entry moves on.  Only a deadline
+//! set earlier than the entry needs the wheel told, so each setter keeps
+//! the earliest deadline set since the wheel last heard
+//! ([`Timers::take_armed`]): after an ordinary event, one compare of it
+//! with the entry says whether anything needs doing, instead of finding
+//! the minimum of every deadline.
+
+use crate::time::Instant;
+
+/// The deadlines a connection may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timers {
+    /// Retransmission (RFC 6298), also for SYN and SYN-ACK.
+    rtx: Option<Instant>,
+    /// A delayed ACK is due (RFC 9293 3.8.6.3).
+    delack: Option<Instant>,
+    /// Zero-window probe (RFC 9293 3.8.6.1).
+    persist: Option<Instant>,
+    /// Keep-alive probe (RFC 9293 3.8.4).
+    keepalive: Option<Instant>,
+    /// TIME_WAIT's 2*MSL, or the FIN_WAIT_2 limit of a closed socket.
+    close: Option<Instant>,
+    /// The earliest deadline set since [`Timers::take_armed`], in
+    /// microseconds; `u64::MAX` for none.
+    armed: u64,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            rtx: None,
+            delack: None,
+            persist: None,
+            keepalive: None,
+            close: None,
+            armed: u64::MAX,
+        }
+    }
+}
+
+macro_rules! deadline {
+    ($get:ident, $set:ident) => {
+        #[inline(always)]
+        pub fn $get(&self) -> Option<Instant> {
+            self.$get
+        }
+
+        /// Sets (or with `None` clears) this deadline.
+        #[inline(always)]
+        pub fn $set(&mut self, at: Option<Instant>) {
+            self.$get = at;
+            if let Some(at) = at {
+                self.armed = self.armed.min(at.total_micros());
+            }
+        }
+    };
+}
+
+impl Timers {
+    deadline!(rtx, set_rtx);
+    deadline!(delack, set_delack);
+    deadline!(persist, set_persist);
+    deadline!(keepalive, set_keepalive);
+    deadline!(close, set_close);
+
+    /// Only the 2*MSL (or FIN-WAIT-2) deadline, at `at`.
+    pub fn closing_at(at: Instant) -> Timers {
+        let mut t = Timers::default();
+        t.set_close(Some(at));
+        t
+    }
+
+    #[inline(always)]
+    pub fn earliest(&self) -> Option<Instant> {
+        // Called on every event of every connection that set a deadline:
+        // an absent deadline counts as the end of time, and five plain
+        // minimums.  (A deadline at the end of time itself would never
+        // fire either.)
+        let at = |t: Option<Instant>| t.map_or(u64::MAX, Instant::total_micros);
+        let first = at(self.rtx)
+            .min(at(self.delack))
+            .min(at(self.persist))
+            .min(at(self.keepalive))
+            .min(at(self.close));
+        (first != u64::MAX).then_some(Instant::from_micros(first))
+    }
+
+    /// The earliest deadline set since the last call (`u64::MAX`, in
+    /// microseconds, for none), forgotten.
+    #[inline(always)]
+    pub fn take_armed(&mut self) -> u64 {
+        core::mem::replace(&mut self.armed, u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn armed_is_the_earliest_set_since_taken() {
+        let mut t = Timers::default();
+        assert_eq!(t.take_armed(), u64::MAX);
+        t.set_rtx(Some(Instant::from_micros(500)));
+        t.set_delack(Some(Instant::from_micros(300)));
+        t.set_persist(None);
+        assert_eq!(t.take_armed(), 300);
+        assert_eq!(t.take_armed(), u64::MAX);
+        // Clearing arms nothing; the earliest is what is left.
+        t.set_delack(None);
+        assert_eq!(t.take_armed(), u64::MAX);
+        assert_eq!(t.earliest(), Some(Instant::from_micros(500)));
+        let c = Timers::closing_at(Instant::from_micros(9));
+        assert_eq!(c.earliest(), Some(Instant::from_micros(9)));
+        assert_eq!(c.close(), Some(Instant::from_micros(9)));
+        assert_eq!(c.rtx(), None);
+    }
+}
