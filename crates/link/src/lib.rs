@@ -103,18 +103,20 @@ pub struct LinkStats {
     pub ring_errors: u64,
 }
 
-/// What [`Link::tx_build`] did with a frame.
+/// A frame [`Link::tx_place`] queued or handed out, for the caller to
+/// write.
 #[derive(Debug)]
-pub enum TxBuilt<B> {
-    /// Built and queued on the link's own queue: it leaves with the next
-    /// [`Link::tx_flush`].
-    Queued,
-    /// Built, on a link that keeps no queue: for the caller to pass to
-    /// [`Link::tx_burst`].
+pub enum TxPlaced<'a, B> {
+    /// Queued on the link's own queue, its bytes lent: the caller writes
+    /// them all before its next call on the link (the borrow sees to it),
+    /// and they leave with the next [`Link::tx_flush`].
+    InPlace(&'a mut [u8]),
+    /// A buffer of the frame's length, on a link that keeps no queue: for
+    /// the caller to write and pass to [`Link::tx_burst`].
     Frame(B),
-    /// Not built: no buffer free (counted in `pool_exhausted`).
+    /// None: no buffer free (counted in `pool_exhausted`).
     NoBuffer,
-    /// Not built: longer than a buffer holds.
+    /// None: longer than a buffer holds.
     Oversize,
 }
 
@@ -178,33 +180,23 @@ pub trait Link {
         Some(buf)
     }
 
-    /// Builds a frame of `len` bytes with `fill` (given exactly those
-    /// bytes) and queues it as [`Link::tx_push`] does, with its checksum
-    /// marked partial (see [`PacketBuffer::set_csum_partial`]) or not.
-    /// The default takes a buffer with [`Link::alloc_tx`] and fills it; a
-    /// link that queues frames itself may build them in place, with no
-    /// buffer handed out and taken back.
-    fn tx_build(
-        &mut self,
-        len: usize,
-        csum_partial: bool,
-        fill: &mut dyn FnMut(&mut [u8]),
-    ) -> TxBuilt<Self::Buf> {
+    /// A frame of `len` bytes, its checksum marked partial (see
+    /// [`PacketBuffer::set_csum_partial`]) or not, for the caller to write.
+    /// The default takes a buffer with [`Link::alloc_tx`]; a link that
+    /// queues frames itself may queue it in place, with no buffer handed
+    /// out and taken back.
+    fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, Self::Buf> {
         let Some(mut buf) = self.alloc_tx() else {
-            return TxBuilt::NoBuffer;
+            return TxPlaced::NoBuffer;
         };
         if len > buf.capacity() {
             self.recycle(buf);
-            return TxBuilt::Oversize;
+            return TxPlaced::Oversize;
         }
         buf.set_len(len);
         // Always set: a recycled buffer may carry the mark of its last frame.
         buf.set_csum_partial(csum_partial);
-        fill(&mut buf.data_mut()[..len]);
-        match self.tx_push(buf) {
-            Some(buf) => TxBuilt::Frame(buf),
-            None => TxBuilt::Queued,
-        }
+        TxPlaced::Frame(buf)
     }
 
     /// Frames [`Link::tx_push`] queued that no flush has sent yet.

@@ -124,7 +124,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxBuilt, MAX_BURST};
+use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 use frame::{Dir, Tracker, DONE, DROPPED, IDLE};
 use layout::{Desc, Geometry, Header, Layout, DESC_CSUM_PARTIAL, MAGIC, READY, VERSION};
 use map::Mapping;
@@ -1357,39 +1357,32 @@ impl Link for ShmLink {
         None
     }
 
-    /// Builds the frame in place in the next free slot, and writes its
-    /// descriptor behind those queued: no frame is handed out, so there is
-    /// none to check when it comes back. The slot leaves the free stack only
-    /// once `fill` has returned (were it to panic, the slot stays free).
+    /// Queues the frame in place in the next free slot, its descriptor
+    /// behind those queued: no frame is handed out, so there is none to
+    /// check when it comes back.
     #[inline(always)]
-    fn tx_build(
-        &mut self,
-        len: usize,
-        csum_partial: bool,
-        fill: &mut dyn FnMut(&mut [u8]),
-    ) -> TxBuilt<ShmFrame> {
+    fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, ShmFrame> {
         if self.tx_free.len() <= self.tx_reserve {
             self.refill_tx_free();
             if self.tx_free.len() <= self.tx_reserve {
                 self.pool_exhausted += 1;
-                return TxBuilt::NoBuffer;
+                return TxPlaced::NoBuffer;
             }
         }
-        let Some(&slot) = self.tx_free.last() else {
+        if len > self.tx.frame_cap {
+            return TxPlaced::Oversize;
+        }
+        let Some(slot) = self.tx_free.pop() else {
             unreachable!("more free slots than the reserve");
         };
-        if len > self.tx.frame_cap {
-            return TxBuilt::Oversize;
-        }
-        let start = self.tx.slot(slot);
-        // SAFETY: a free slot is ours alone (the consumer's index has passed
-        // its last descriptor and no frame points at it), and it holds
-        // `frame_cap >= len` bytes inside the mapping; the slice is gone
-        // when `fill` returns, before the slot is queued.
-        fill(unsafe { std::slice::from_raw_parts_mut(start.as_ptr(), len) });
-        self.tx_free.pop();
         self.queue_tx_slot(slot, len, csum_partial);
-        TxBuilt::Queued
+        let start = self.tx.slot(slot);
+        // SAFETY: the slot was free, so ours alone (the consumer's index
+        // has passed its last descriptor and no frame points at it), and it
+        // holds `frame_cap >= len` bytes inside the mapping.  Queued, it is
+        // published only by a flush, which needs `&mut self`: the slice,
+        // which borrows `self`, is gone by then.
+        TxPlaced::InPlace(unsafe { std::slice::from_raw_parts_mut(start.as_ptr(), len) })
     }
 
     #[inline(always)]

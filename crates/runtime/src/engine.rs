@@ -5,8 +5,8 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use link::{Link, LinkStats, PacketBuffer, TxBuilt, MAX_BURST};
-use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta};
+use link::{Link, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
+use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxFrame, TxMeta};
 
 use crate::clock::Clock;
 
@@ -144,23 +144,46 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         meta: TxMeta,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> bool {
-        let Some(port) = self.ports.get_mut(usize::from(iface.0)) else {
-            return false;
-        };
-        match port.link.tx_build(len, meta.csum_partial, fill) {
-            TxBuilt::Queued => {}
-            TxBuilt::Frame(buf) => port.txq.push(buf),
-            TxBuilt::NoBuffer => return false,
-            TxBuilt::Oversize => {
-                self.counters.tx_drop_oversize += 1;
-                return false;
+        match self.frame(iface, len, meta) {
+            TxFrame::Lent(buf) => {
+                fill(buf);
+                true
             }
+            TxFrame::NoBuffer | TxFrame::Unsupported => false,
         }
-        port.oldest_queued.get_or_insert(self.now);
+    }
+
+    fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> TxFrame<'_> {
+        let Some(port) = self.ports.get_mut(usize::from(iface.0)) else {
+            return TxFrame::NoBuffer;
+        };
+        // A full burst leaves before the next frame is queued, not after:
+        // the lent frame must stay unsent until it is written.
         if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
             flush(port, self.counters);
         }
-        true
+        let Port {
+            link,
+            txq,
+            oldest_queued,
+        } = port;
+        let buf = match link.tx_place(len, meta.csum_partial) {
+            TxPlaced::InPlace(buf) => buf,
+            TxPlaced::Frame(buf) => {
+                txq.push(buf);
+                match txq.last_mut() {
+                    Some(buf) => &mut buf.data_mut()[..len],
+                    None => return TxFrame::NoBuffer,
+                }
+            }
+            TxPlaced::NoBuffer => return TxFrame::NoBuffer,
+            TxPlaced::Oversize => {
+                self.counters.tx_drop_oversize += 1;
+                return TxFrame::NoBuffer;
+            }
+        };
+        oldest_queued.get_or_insert(self.now);
+        TxFrame::Lent(buf)
     }
 }
 

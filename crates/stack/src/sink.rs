@@ -25,6 +25,27 @@ pub trait FrameSink {
         let _ = meta;
         self.transmit(iface, len, fill)
     }
+
+    /// Queues a frame of `len` bytes out of `iface` and lends its bytes,
+    /// for the caller to write whole before its next call on the sink: the
+    /// frame leaves as written.  Sinks that only build frames through
+    /// [`transmit_with`](Self::transmit_with) keep this default, and the
+    /// caller uses that.
+    fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> TxFrame<'_> {
+        let _ = (iface, len, meta);
+        TxFrame::Unsupported
+    }
+}
+
+/// What [`FrameSink::frame`] gave.
+#[derive(Debug)]
+pub enum TxFrame<'a> {
+    /// The frame's bytes, to write.
+    Lent(&'a mut [u8]),
+    /// No frame: no buffer free (or no such interface).
+    NoBuffer,
+    /// This sink builds frames only through `transmit_with`.
+    Unsupported,
 }
 
 /// What the stack tells the link about a frame it sends.
@@ -61,5 +82,16 @@ impl FrameSink for VecSink {
         fill(&mut buf);
         self.frames.push((iface, buf));
         true
+    }
+
+    fn frame(&mut self, iface: IfaceId, len: usize, _meta: TxMeta) -> TxFrame<'_> {
+        if self.limit.is_some_and(|l| self.frames.len() >= l) {
+            return TxFrame::NoBuffer;
+        }
+        self.frames.push((iface, vec![0u8; len]));
+        match self.frames.last_mut() {
+            Some((_, buf)) => TxFrame::Lent(buf),
+            None => TxFrame::NoBuffer,
+        }
     }
 }

@@ -579,31 +579,28 @@ fn frames_built_in_place_queue_like_pushed_ones() {
     let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 4));
     let cap = a.tx.frame_cap;
     let f: Vec<Vec<u8>> = (0..4).map(|i| test_frame(i, 70 + i as usize)).collect();
-    let build = |a: &mut ShmLink, x: &[u8], partial: bool| {
-        a.tx_build(x.len(), partial, &mut |buf: &mut [u8]| {
-            assert_eq!(buf.len(), x.len(), "fill gets exactly the frame's bytes");
+    let build = |a: &mut ShmLink, x: &[u8], partial: bool| match a.tx_place(x.len(), partial) {
+        TxPlaced::InPlace(buf) => {
+            assert_eq!(buf.len(), x.len(), "the frame's bytes exactly");
             buf.copy_from_slice(x);
-        })
+            "queued"
+        }
+        TxPlaced::Frame(_) => "handed out",
+        TxPlaced::NoBuffer => "no buffer",
+        TxPlaced::Oversize => "oversize",
     };
-    assert!(matches!(build(&mut a, &f[0], true), TxBuilt::Queued));
-    assert!(matches!(build(&mut a, &f[1], false), TxBuilt::Queued));
+    assert_eq!(build(&mut a, &f[0], true), "queued");
+    assert_eq!(build(&mut a, &f[1], false), "queued");
     assert_eq!(a.tx_pending(), 2);
     assert_eq!(a.frames_held(), (0, 0), "no frame was handed out");
     assert_eq!(b.rx_pending(), 0, "nothing is published before the flush");
-    // Too long: not built, no slot taken.
+    // Too long: not queued, no slot taken.
     let free = a.tx_slots_free();
-    let long = a.tx_build(cap + 1, false, &mut |_: &mut [u8]| panic!("not filled"));
-    assert!(matches!(long, TxBuilt::Oversize));
-    assert_eq!(a.tx_slots_free(), free);
-    // A fill that panics leaves its slot free.
-    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        a.tx_build(60, false, &mut |_: &mut [u8]| panic!("fill fails"))
-    }));
-    assert!(unwound.is_err());
+    assert!(matches!(a.tx_place(cap + 1, false), TxPlaced::Oversize));
     assert_eq!((a.tx_slots_free(), a.tx_pending()), (free, 2));
     // One slot left beyond the reserve, then none.
-    assert!(matches!(build(&mut a, &f[2], false), TxBuilt::Queued));
-    assert!(matches!(build(&mut a, &f[3], false), TxBuilt::NoBuffer));
+    assert_eq!(build(&mut a, &f[2], false), "queued");
+    assert_eq!(build(&mut a, &f[3], false), "no buffer");
     assert_eq!(a.stats().pool_exhausted, 1);
     a.tx_flush().unwrap();
     let s = a.stats();
@@ -624,7 +621,7 @@ fn frames_built_in_place_queue_like_pushed_ones() {
         b.recycle(x);
     }
     b.service().unwrap();
-    assert!(matches!(build(&mut a, &f[3], false), TxBuilt::Queued));
+    assert_eq!(build(&mut a, &f[3], false), "queued");
     a.tx_flush().unwrap();
     assert_eq!(recv_all(&mut b), f[3..]);
 }

@@ -191,7 +191,7 @@ impl IpLayer {
 
     /// Refreshes `slot` for a packet to `dst` at `now`: keeps a path that
     /// is still right, looks it up again otherwise.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn refresh_path(&self, slot: &mut Option<Ipv4Path>, dst: Ipv4Addr, now: Instant) {
         let fresh = matches!(slot, Some(p) if p.epoch == self.path_epoch() && now < p.expires && p.dst == dst);
         if !fresh {

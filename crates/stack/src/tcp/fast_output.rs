@@ -14,7 +14,8 @@ use wire::tcp::{SeqNumber, TcpFlags};
 
 use crate::ip::IpLayer;
 use crate::ipv4::Ipv4Path;
-use crate::sink::{FrameSink, TxMeta};
+use crate::sink::{FrameSink, TxFrame, TxMeta};
+use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::conn::TcpConnection;
 use crate::time::Instant;
 
@@ -99,6 +100,42 @@ fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
+/// What goes into a segment's frame: the patched headers, and the payload
+/// from the send buffer.
+struct Segment<'a> {
+    headers: &'a [u8; MAX_HEADERS],
+    ts_ok: bool,
+    send: &'a ByteRing,
+    /// Where the payload starts in the send buffer.
+    offset: usize,
+    /// The link finishes the TCP checksum.
+    offload: bool,
+    /// The pseudo header's sum with the TCP length.
+    pseudo: u16,
+}
+
+impl Segment<'_> {
+    /// Writes the whole frame (`frame` is exactly its length).
+    #[inline(always)]
+    fn write(&self, frame: &mut [u8]) {
+        let payload = if self.ts_ok {
+            let (head, payload) = frame.split_at_mut(MAX_HEADERS);
+            head.copy_from_slice(self.headers);
+            payload
+        } else {
+            let (head, payload) = frame.split_at_mut(TCP_AT + PLAIN_HEADER_LEN);
+            head.copy_from_slice(&self.headers[..TCP_AT + PLAIN_HEADER_LEN]);
+            payload
+        };
+        self.send.copy_out(self.offset, payload);
+        if !self.offload {
+            // The checksum field is zero in the template.
+            let sum = !checksum::combine(&[self.pseudo, checksum::data(&frame[TCP_AT..])]);
+            put16(frame, TCP_AT + 16, sum);
+        }
+    }
+}
+
 impl TcpConnection {
     /// Sends `len` bytes of the send buffer from `seq` with `flags` (ACK
     /// is always set), our ACK, window and timestamps, written in place.
@@ -171,30 +208,30 @@ impl TcpConnection {
             put16(&mut h, TCP_AT + 16, pseudo);
         }
         let offset = seq - self.data_start();
-        let send = &self.send;
         let frame_len = ETH_LEN + ip_len;
         let meta = TxMeta {
             csum_partial: offload,
         };
-        let ts_ok = self.ts_ok;
-        let sent = sink.transmit_with(path.iface(), frame_len, meta, &mut |buf: &mut [u8]| {
-            let frame = &mut buf[..frame_len];
-            let payload = if ts_ok {
-                let (head, payload) = frame.split_at_mut(MAX_HEADERS);
-                head.copy_from_slice(&h);
-                payload
-            } else {
-                let (head, payload) = frame.split_at_mut(TCP_AT + PLAIN_HEADER_LEN);
-                head.copy_from_slice(&h[..TCP_AT + PLAIN_HEADER_LEN]);
-                payload
-            };
-            send.copy_out(offset, payload);
-            if !offload {
-                // The checksum field is zero in the template.
-                let sum = !checksum::combine(&[pseudo, checksum::data(&frame[TCP_AT..])]);
-                put16(frame, TCP_AT + 16, sum);
+        let segment = Segment {
+            headers: &h,
+            ts_ok: self.ts_ok,
+            send: &self.send,
+            offset,
+            offload,
+            pseudo,
+        };
+        let sent = match sink.frame(path.iface(), frame_len, meta) {
+            TxFrame::Lent(buf) => {
+                segment.write(buf);
+                true
             }
-        });
+            TxFrame::NoBuffer => false,
+            TxFrame::Unsupported => {
+                sink.transmit_with(path.iface(), frame_len, meta, &mut |buf: &mut [u8]| {
+                    segment.write(&mut buf[..frame_len])
+                })
+            }
+        };
         if sent {
             ip.counters.tx_frames += 1;
             ip.counters.tx_bytes += frame_len as u64;
