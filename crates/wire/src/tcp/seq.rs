@@ -113,8 +113,31 @@ impl ops::Sub<SeqNumber> for SeqNumber {
 }
 
 impl PartialOrd for SeqNumber {
+    #[inline]
     fn partial_cmp(&self, other: &SeqNumber) -> Option<cmp::Ordering> {
         Some(self.diff(*other).cmp(&0))
+    }
+
+    // Each comparison is one subtraction and a sign test; spelled out so
+    // that none goes through an `Ordering`.
+    #[inline]
+    fn lt(&self, other: &SeqNumber) -> bool {
+        self.diff(*other) < 0
+    }
+
+    #[inline]
+    fn le(&self, other: &SeqNumber) -> bool {
+        self.diff(*other) <= 0
+    }
+
+    #[inline]
+    fn gt(&self, other: &SeqNumber) -> bool {
+        self.diff(*other) > 0
+    }
+
+    #[inline]
+    fn ge(&self, other: &SeqNumber) -> bool {
+        self.diff(*other) >= 0
     }
 }
 
