@@ -542,7 +542,6 @@ impl TcpConnection {
         if let Some(us) = sample_us {
             self.rtt.sample_us(us);
         }
-        let sample = sample_us.map(Duration::from_micros);
         self.rtt.reset_backoff();
         self.retries = 0;
         // Without blocks and with nothing SACKed there is nothing to do
@@ -569,7 +568,7 @@ impl TcpConnection {
             }
             None => {
                 self.dupacks = 0;
-                self.cc.on_ack(now, data_acked, sample, flight_before);
+                self.cc.on_ack(now, data_acked, sample_us, flight_before);
             }
         }
         if self.snd_una == self.snd_max {

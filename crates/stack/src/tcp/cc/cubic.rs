@@ -52,8 +52,9 @@ pub struct Cubic {
     cwnd_prior: f64,
     /// The current congestion avoidance stage, once it has begun.
     epoch: Option<Epoch>,
-    /// The smallest RTT sample seen.
-    min_rtt: Option<Duration>,
+    /// The smallest RTT sample seen, in microseconds; `u64::MAX` before
+    /// the first.
+    min_rtt_us: u64,
     /// When the last ACK was processed (for 5.8's application-limited time).
     last_ack: Instant,
     /// As in NewReno: a reduction was made and no new data has been
@@ -83,7 +84,7 @@ impl Cubic {
             w_max: None,
             cwnd_prior: 0.0,
             epoch: None,
-            min_rtt: None,
+            min_rtt_us: u64::MAX,
             last_ack: now,
             in_loss: false,
         }
@@ -96,7 +97,7 @@ impl Cubic {
 
     /// The smallest RTT sample seen, if any.
     pub fn min_rtt(&self) -> Option<Duration> {
-        self.min_rtt
+        (self.min_rtt_us != u64::MAX).then(|| Duration::from_micros(self.min_rtt_us))
     }
 
     /// RFC 9438 eq. 1, in segments: `W_cubic(t) = C*(t-K)^3 + W_max`.
@@ -141,7 +142,7 @@ impl Cubic {
         let cwnd = segs(self.cwnd, self.mss);
         let acked_segs = segs(acked, self.mss);
         let t = secs(now.saturating_since(epoch.start));
-        let rtt = secs(self.min_rtt.unwrap_or(DEFAULT_RTT));
+        let rtt = secs(self.min_rtt().unwrap_or(DEFAULT_RTT));
 
         // RFC 9438 4.3: "W_est = W_est + alpha_cubic * segments_acked /
         // cwnd"; "Once W_est has grown to reach the cwnd at the time of most
@@ -208,9 +209,9 @@ impl CongestionControl for Cubic {
     }
 
     #[inline(always)]
-    fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>, in_flight: usize) {
-        if let Some(r) = rtt {
-            self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+    fn on_ack(&mut self, now: Instant, acked: usize, rtt_us: Option<u64>, in_flight: usize) {
+        if let Some(r) = rtt_us {
+            self.min_rtt_us = self.min_rtt_us.min(r);
         }
         let last_ack = self.last_ack;
         self.last_ack = last_ack.max(now);
@@ -331,6 +332,10 @@ mod tests {
 
     const MSS: usize = 1000;
 
+    fn micros(d: Duration) -> u64 {
+        d.as_micros() as u64
+    }
+
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
@@ -348,7 +353,7 @@ mod tests {
         while acked < window {
             t += step;
             let n = per_ack.min(window - acked);
-            cc.on_ack(t, n, Some(rtt), cc.cwnd());
+            cc.on_ack(t, n, Some(micros(rtt)), cc.cwnd());
             acked += n;
         }
         now + rtt
@@ -500,7 +505,7 @@ mod tests {
         // epoch start moves with them.
         for _ in 0..1000 {
             now += ms(10);
-            cc.on_ack(now, MSS, Some(ms(10)), MSS);
+            cc.on_ack(now, MSS, Some(micros(ms(10))), MSS);
         }
         assert_eq!(cc.cwnd(), w);
         let moved = cc.epoch.unwrap().start.saturating_since(start);
@@ -526,9 +531,9 @@ mod tests {
     fn min_rtt_is_tracked() {
         let mut cc = Cubic::new(MSS, Instant::ZERO);
         assert_eq!(cc.min_rtt(), None);
-        cc.on_ack(Instant::ZERO, 0, Some(ms(30)), 0);
-        cc.on_ack(Instant::ZERO, 0, Some(ms(10)), 0);
-        cc.on_ack(Instant::ZERO, 0, Some(ms(20)), 0);
+        cc.on_ack(Instant::ZERO, 0, Some(micros(ms(30))), 0);
+        cc.on_ack(Instant::ZERO, 0, Some(micros(ms(10))), 0);
+        cc.on_ack(Instant::ZERO, 0, Some(micros(ms(20))), 0);
         assert_eq!(cc.min_rtt(), Some(ms(10)));
     }
 
@@ -555,7 +560,7 @@ mod tests {
             for &now in &times {
                 for acked in [0, 1, usize::MAX] {
                     for fl in [0, 1, usize::MAX] {
-                        for rtt in [None, Some(Duration::ZERO), Some(Duration::MAX)] {
+                        for rtt in [None, Some(0), Some(u64::MAX)] {
                             cc.on_ack(now, acked, rtt, fl);
                             cc.on_congestion_event(now, fl);
                             cc.on_ack(now, acked, rtt, fl);
@@ -577,7 +582,7 @@ mod tests {
         let mut cc = Cubic::new(1, Instant::ZERO);
         cc.on_congestion_event(Instant::ZERO, 0);
         for i in 0..10_000u64 {
-            cc.on_ack(Instant::from_micros(i), 1, Some(Duration::ZERO), usize::MAX);
+            cc.on_ack(Instant::from_micros(i), 1, Some(0), usize::MAX);
         }
         assert!(cc.cwnd() >= 2);
     }

@@ -9,7 +9,7 @@ mod newreno;
 pub use cubic::Cubic;
 pub use newreno::NewReno;
 
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 /// The algorithms, as `net.inet.tcp.cc.algorithm` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +35,10 @@ pub trait CongestionControl {
     fn ssthresh(&self) -> usize;
     /// New data was acknowledged outside loss recovery: grow the window
     /// (slow start, or the algorithm's congestion avoidance).  `acked` is
-    /// the bytes newly acknowledged, `rtt` a sample if the ACK gave one,
-    /// `in_flight` the bytes outstanding before this ACK.
-    fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>, in_flight: usize);
+    /// the bytes newly acknowledged, `rtt_us` a sample in microseconds if
+    /// the ACK gave one (as the RTT estimator keeps them), `in_flight` the
+    /// bytes outstanding before this ACK.
+    fn on_ack(&mut self, now: Instant, acked: usize, rtt_us: Option<u64>, in_flight: usize);
     /// Loss was detected by duplicate ACKs or SACK (a congestion event):
     /// set `ssthresh` (and for CUBIC, remember `W_max`) and the window to
     /// use during recovery.  `in_flight` is FlightSize (RFC 5681 eq. 4).
@@ -100,8 +101,8 @@ impl CongestionControl for Cc {
         each!(self, c => c.ssthresh())
     }
     #[inline]
-    fn on_ack(&mut self, now: Instant, acked: usize, rtt: Option<Duration>, in_flight: usize) {
-        each!(self, c => c.on_ack(now, acked, rtt, in_flight))
+    fn on_ack(&mut self, now: Instant, acked: usize, rtt_us: Option<u64>, in_flight: usize) {
+        each!(self, c => c.on_ack(now, acked, rtt_us, in_flight))
     }
     fn on_congestion_event(&mut self, now: Instant, in_flight: usize) {
         each!(self, c => c.on_congestion_event(now, in_flight))

@@ -6,7 +6,7 @@
 //! All sizes are bytes.  Every operation saturates: no input panics.
 
 use super::CongestionControl;
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 /// `ssthresh` before the first congestion event.  RFC 5681 3.1: "The
 /// initial value of ssthresh SHOULD be set arbitrarily high (e.g., to the
@@ -96,7 +96,7 @@ impl CongestionControl for NewReno {
     }
 
     #[inline]
-    fn on_ack(&mut self, _now: Instant, acked: usize, _rtt: Option<Duration>, in_flight: usize) {
+    fn on_ack(&mut self, _now: Instant, acked: usize, _rtt_us: Option<u64>, in_flight: usize) {
         if acked == 0 {
             return;
         }
@@ -354,7 +354,7 @@ mod tests {
             let mut cc = NewReno::new(mss);
             for acked in [0, 1, usize::MAX] {
                 for fl in [0, 1, usize::MAX] {
-                    cc.on_ack(t0(), acked, Some(Duration::ZERO), fl);
+                    cc.on_ack(t0(), acked, Some(0), fl);
                     cc.on_congestion_event(t0(), fl);
                     cc.on_ack(t0(), acked, None, fl);
                     cc.on_recovery_exit(t0());
