@@ -412,7 +412,7 @@ impl TcpConnection {
                     self.ack_now = true;
                 } else if self.timers.delack().is_none() {
                     self.timers
-                        .set_delack(Some(now + shared.cfg.delayed_ack_timeout));
+                        .set_delack(Some(now.add_micros(shared.delack_us)));
                 }
             }
         } else {

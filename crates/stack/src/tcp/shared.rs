@@ -8,7 +8,7 @@ use crate::tcp::buffer_cache::BufferCache;
 use crate::tcp::isn::{IsnGenerator, PortAllocator, SynCookies};
 use crate::tcp::timer_wheel::TimerWheel;
 use crate::tcp::types::TcpConfig;
-use crate::time::{Duration, Instant};
+use crate::time::{duration_micros, Duration, Instant};
 
 /// Idle ring storage a stack keeps for reuse at most.
 pub const BUFFER_CACHE_BYTES: usize = 64 << 20;
@@ -38,6 +38,9 @@ pub(crate) struct TcpShared {
     pub lend: FrameLending,
     /// When the next trim scan may run.
     pub next_trim: Instant,
+    /// `cfg.delayed_ack_timeout` in microseconds: armed on most segments
+    /// with data.
+    pub delack_us: u64,
 }
 
 impl TcpShared {
@@ -55,6 +58,7 @@ impl TcpShared {
             fired: Vec::new(),
             lend: FrameLending::default(),
             next_trim: Instant::ZERO,
+            delack_us: duration_micros(cfg.delayed_ack_timeout),
             cfg,
         }
     }
