@@ -76,6 +76,19 @@ impl ConnKey {
     }
 }
 
+impl ConnKey {
+    /// [`ConnKey::new`] of IPv4 ends, from their parts.
+    #[inline]
+    pub(crate) fn v4(local: (Ipv4Addr, u16), remote: (Ipv4Addr, u16)) -> Self {
+        ConnKey {
+            local: u128::from(local.0.to_bits()),
+            remote: u128::from(remote.0.to_bits()),
+            ports: u32::from(local.1) << 16 | u32::from(remote.1),
+            v6: false,
+        }
+    }
+}
+
 #[inline]
 fn ip_bits(ip: IpAddr) -> u128 {
     match ip {
@@ -385,5 +398,25 @@ impl SocketTable {
                 )
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conn_key_of_ipv4_parts_is_the_key_of_the_addresses() {
+        let (a, b) = (Ipv4Addr::new(10, 99, 0, 1), Ipv4Addr::new(10, 99, 0, 2));
+        let local = SocketAddr::new(IpAddr::V4(a), 7);
+        let remote = SocketAddr::new(IpAddr::V4(b), 40000);
+        assert_eq!(ConnKey::v4((a, 7), (b, 40000)), ConnKey::new(local, remote));
+        assert_ne!(ConnKey::v4((b, 40000), (a, 7)), ConnKey::new(local, remote));
+        // The same bits as IPv6 are another connection.
+        let mapped = SocketAddr::new(IpAddr::V6(a.to_ipv6_mapped()), 7);
+        assert_ne!(
+            ConnKey::v4((a, 7), (b, 40000)),
+            ConnKey::new(mapped, remote)
+        );
     }
 }

@@ -207,14 +207,14 @@ impl Stack {
         let Some(seg) = PredictedSegment::parse(d.payload) else {
             return false;
         };
-        let (src, dst) = (IpAddr::V4(d.src), IpAddr::V4(d.dst));
-        if !d.meta.csum_partial && !TcpPacket::new_unchecked(d.payload).verify_checksum(&src, &dst)
+        if !d.meta.csum_partial
+            && !TcpPacket::new_unchecked(d.payload)
+                .verify_checksum(&IpAddr::V4(d.src), &IpAddr::V4(d.dst))
         {
             return false;
         }
-        let local = SocketAddr::new(dst, seg.dst_port);
-        let remote = SocketAddr::new(src, seg.src_port);
-        let Some(&index) = self.sockets.tcp_conns.get(&ConnKey::new(local, remote)) else {
+        let key = ConnKey::v4((d.dst, seg.dst_port), (d.src, seg.src_port));
+        let Some(&index) = self.sockets.tcp_conns.get(&key) else {
             return false;
         };
         let Some((Socket::Tcp(conn), mark)) = self.sockets.at_mut_with_ready(index) else {
