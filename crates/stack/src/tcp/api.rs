@@ -24,7 +24,10 @@ use crate::time::Instant;
 /// Whether the application may queue data (RFC 9293 3.10.2 SEND): the
 /// pending error first, then the state.
 fn check_send(conn: &mut TcpConnection) -> Result<(), SocketError> {
-    if let Some(e) = conn.error.take() {
+    // Read, and cleared only when there is one: a send without an error
+    // stores nothing.
+    if let Some(e) = conn.error {
+        conn.error = None;
         return Err(e);
     }
     if !conn.can_send() {
@@ -61,16 +64,18 @@ fn tcp_event_settled(
 #[inline(always)]
 fn settle_wheel(now: Instant, index: u32, conn: &mut TcpConnection, wheel: &mut TimerWheel) {
     let armed = conn.timers.take_armed();
-    let at = conn.wheel_at.map_or(u64::MAX, Instant::total_micros);
-    if conn.wheel_at.is_some() && armed >= at && at >= now.total_micros() {
+    let (at, now_us) = (conn.wheel_at, now.total_micros());
+    if armed >= at && at >= now_us {
         // Nothing set since is earlier than the entry, which is still to
-        // come: every deadline is at or after it.
+        // come (or, with no entry, nothing was set and no deadline is
+        // left): every deadline is at or after it.
         debug_assert!(conn.next_deadline().is_none_or(|d| d.total_micros() >= at));
         return;
     }
     if let Some(deadline) = conn.next_deadline() {
-        if conn.wheel_at.is_none_or(|at| deadline < at || at < now) {
-            conn.wheel_at = Some(deadline);
+        let d = deadline.total_micros();
+        if d < at || at < now_us {
+            conn.wheel_at = d;
             wheel.schedule(index, deadline);
         }
     }
@@ -524,7 +529,10 @@ impl Stack {
             let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
                 continue;
             };
-            conn.wheel_at = None;
+            // The entry is gone: the next settling must find the earliest
+            // deadline afresh, set since or not.
+            conn.wheel_at = u64::MAX;
+            conn.timers.rearm();
             let mut ev = InputEvents::default();
             if conn.next_deadline().is_some_and(|d| d <= now) {
                 ev.closed = conn.on_timers(now, &mut self.ip, &mut self.tcp, sink);

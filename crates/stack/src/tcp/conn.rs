@@ -91,8 +91,9 @@ pub(crate) struct TcpConnection {
     pub scoreboard: Scoreboard,
 
     pub timers: Timers,
-    /// The time the wheel will next look at this connection.
-    pub wheel_at: Option<Instant>,
+    /// When the wheel will next look at this connection, in microseconds;
+    /// `u64::MAX` when it holds no entry for it.
+    pub wheel_at: u64,
     /// Consecutive retransmission timeouts.
     pub retries: u32,
     pub persist_backoff: u32,
@@ -202,7 +203,7 @@ impl TcpConnection {
             high_rxt: iss,
             scoreboard: Scoreboard::default(),
             timers: Timers::default(),
-            wheel_at: None,
+            wheel_at: u64::MAX,
             retries: 0,
             persist_backoff: 0,
             keep_probes: 0,

@@ -90,6 +90,12 @@ impl Timers {
         (first != u64::MAX).then_some(Instant::from_micros(first))
     }
 
+    /// Counts every deadline as newly set, for a connection the wheel no
+    /// longer holds an entry for.
+    pub fn rearm(&mut self) {
+        self.armed = 0;
+    }
+
     /// The earliest deadline set since the last call (`u64::MAX`, in
     /// microseconds, for none), forgotten.
     #[inline(always)]
@@ -115,6 +121,9 @@ mod tests {
         t.set_delack(None);
         assert_eq!(t.take_armed(), u64::MAX);
         assert_eq!(t.earliest(), Some(Instant::from_micros(500)));
+        // A connection the wheel dropped counts everything as new.
+        t.rearm();
+        assert_eq!(t.take_armed(), 0);
         let c = Timers::closing_at(Instant::from_micros(9));
         assert_eq!(c.earliest(), Some(Instant::from_micros(9)));
         assert_eq!(c.close(), Some(Instant::from_micros(9)));
