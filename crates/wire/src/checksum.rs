@@ -15,9 +15,11 @@ use crate::ip::IpProtocol;
 #[inline]
 const fn fold(mut acc: u64) -> u16 {
     // 2^16 ≡ 1 (mod 2^16 - 1), so adding the halves preserves the sum.
+    // Two 32-bit folds leave at most 0xffff_ffff (the first at most
+    // 0x1_ffff_fffe); two 16-bit folds then leave at most 0xffff (the first
+    // at most 0x1_fffe).
     acc = (acc & 0xffff_ffff) + (acc >> 32);
     acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff) + (acc >> 16);
     acc = (acc & 0xffff) + (acc >> 16);
     acc = (acc & 0xffff) + (acc >> 16);
     acc as u16
@@ -203,6 +205,37 @@ mod tests {
             acc = (acc & 0xffff) + (acc >> 16);
         }
         acc as u16
+    }
+
+    #[test]
+    fn fold_reaches_16_bits_from_any_sum() {
+        let reference = |mut acc: u64| {
+            while acc > 0xffff {
+                acc = (acc & 0xffff) + (acc >> 16);
+            }
+            acc as u16
+        };
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let edges = [
+            0,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0x1_ffff_fffe,
+            0xffff_ffff_0000_ffff,
+            0xffff_fffe_ffff_ffff,
+            u64::MAX,
+        ];
+        for acc in edges.into_iter().chain((0..10_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })) {
+            assert_eq!(fold(acc), reference(acc), "{acc:#x}");
+        }
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! The TCP socket calls of a stack, and the dispatch of received segments
 //! to connections and listeners.
 
-use core::net::{IpAddr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
 use wire::{ChecksumMode, Error as WireError};
 
 use crate::ipv4::Ipv4Datagram;
-use crate::sink::FrameSink;
+use crate::sink::{FrameSink, RxMeta};
 use crate::socket::table::{ConnKey, LocalKey, ReadyMark, Socket, SocketTable};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
@@ -122,7 +122,10 @@ impl Stack {
         d: &Ipv4Datagram<'_>,
         sink: &mut dyn FrameSink,
     ) {
-        if self.ip.cfg.tcp.fast_path && !d.broadcast && self.tcp_input_predicted(now, d, sink) {
+        if self.ip.cfg.tcp.fast_path
+            && !d.broadcast
+            && self.tcp_input_predicted(now, (d.src, d.dst), d.payload, d.meta, sink)
+        {
             return;
         }
         self.tcp_input_general(now, d, sink);
@@ -206,19 +209,21 @@ impl Stack {
     pub(crate) fn tcp_input_predicted(
         &mut self,
         now: Instant,
-        d: &Ipv4Datagram<'_>,
+        (src, dst): (Ipv4Addr, Ipv4Addr),
+        payload: &[u8],
+        meta: RxMeta,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        let Some(seg) = PredictedSegment::parse(d.payload) else {
+        let Some(seg) = PredictedSegment::parse(payload) else {
             return false;
         };
-        if !d.meta.csum_partial
-            && !TcpPacket::new_unchecked(d.payload)
-                .verify_checksum(&IpAddr::V4(d.src), &IpAddr::V4(d.dst))
+        if !meta.csum_partial
+            && !TcpPacket::new_unchecked(payload)
+                .verify_checksum(&IpAddr::V4(src), &IpAddr::V4(dst))
         {
             return false;
         }
-        let key = ConnKey::v4((d.dst, seg.dst_port), (d.src, seg.src_port));
+        let key = ConnKey::v4((dst, seg.dst_port), (src, seg.src_port));
         let Some(&index) = self.sockets.tcp_conns.get(&key) else {
             return false;
         };

@@ -132,17 +132,17 @@ impl Stack {
         {
             return false;
         }
-        let d = Ipv4Datagram {
-            iface,
-            src,
-            dst,
-            protocol: IpProtocol::Tcp,
-            broadcast: false,
-            header: ip,
-            payload,
-            meta,
-        };
-        if !self.tcp_input_predicted(now, &d, sink) {
+        if !self.tcp_input_predicted(now, (src, dst), payload, meta, sink) {
+            let d = Ipv4Datagram {
+                iface,
+                src,
+                dst,
+                protocol: IpProtocol::Tcp,
+                broadcast: false,
+                header: ip,
+                payload,
+                meta,
+            };
             self.tcp_input_general(now, &d, sink);
         }
         true
