@@ -700,7 +700,7 @@ impl Stack {
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
         }
-        conn.output(now, &mut self.ip, &mut self.tcp, sink);
+        conn.output_queued(now, &mut self.ip, &mut self.tcp, sink);
         if !tcp_event_settled(now, h.index, conn, mark, &mut self.tcp.wheel) {
             self.tcp_after_state_event(now, h.index, InputEvents::default());
         }
