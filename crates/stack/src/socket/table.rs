@@ -268,9 +268,12 @@ impl SocketTable {
     }
 
     /// Moves the ready list into `out` (handles of sockets still open).
+    #[inline]
     pub(crate) fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
-        for index in self.ready.drain(..) {
-            let slot = &mut self.slots[index as usize];
+        for &index in &self.ready {
+            let Some(slot) = self.slots.get_mut(index as usize) else {
+                continue;
+            };
             slot.queued = false;
             if slot.socket.is_some() {
                 out.push(SocketHandle {
@@ -279,6 +282,7 @@ impl SocketTable {
                 });
             }
         }
+        self.ready.clear();
     }
 
     pub(crate) fn handle(&self, index: u32) -> SocketHandle {

@@ -1062,6 +1062,7 @@ impl Stack {
     }
 
     /// Hands the sockets whose readiness may have changed to the caller.
+    #[inline]
     pub fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
         self.sockets.drain_ready(out)
     }
