@@ -681,6 +681,7 @@ impl Stack {
     }
 
     /// Queues data to send; returns how much fit (RFC 9293 3.10.2 SEND).
+    #[inline]
     pub fn tcp_send(
         &mut self,
         now: Instant,
@@ -758,6 +759,7 @@ impl Stack {
     }
 
     /// Reads received data; `Ok(0)` is the end of the stream.
+    #[inline]
     pub fn tcp_recv(
         &mut self,
         now: Instant,
