@@ -66,13 +66,13 @@ impl<'a> PredictedSegment<'a> {
             }
             _ => return None,
         };
-        let (src_port, dst_port) = (be16(fixed, 0), be16(fixed, 2));
-        if src_port == 0 || dst_port == 0 {
-            return None;
-        }
+        // A zero port is not tested for: no connection has one at either
+        // end (a listener's port 0 is an ephemeral one, a connect to port
+        // 0 is refused, the general path drops a SYN from port 0), so the
+        // lookup misses and the general path counts the segment.
         Some(PredictedSegment {
-            src_port,
-            dst_port,
+            src_port: be16(fixed, 0),
+            dst_port: be16(fixed, 2),
             seq: SeqNumber(be32(fixed, 4) as i32),
             ack: SeqNumber(be32(fixed, 8) as i32),
             window: be16(fixed, 14),
