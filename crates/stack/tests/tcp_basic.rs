@@ -364,3 +364,33 @@ fn freed_connection_gives_parked_storage_to_the_cache() {
         n.b.tcp_buffer_cache_bytes()
     );
 }
+
+/// A segment whose port is zero matches no connection: header prediction
+/// lets it by, and the general path drops it as malformed and counts it.
+/// The connection is untouched: the same segment with its port takes.
+#[test]
+fn segment_with_a_zero_port_is_dropped_and_counted() {
+    let mut n = Net::new();
+    let (c, s) = n.established();
+    n.a.tcp_send(n.now, c, b"0123456789", &mut n.sa).unwrap();
+    let (_, frame) = n.sa.frames.pop().expect("a data segment");
+    assert!(n.sa.frames.is_empty());
+    let malformed = n.b.counters().rx_drop_tcp_malformed;
+    let predicted = n.b.counters().tcp_predicted_segments;
+    let meta = RxMeta { csum_partial: true };
+    for at in [34, 36] {
+        let mut zero = frame.clone();
+        zero[at..at + 2].copy_from_slice(&[0, 0]);
+        n.b.receive(n.now, IF0, &zero, meta, &mut n.sb);
+    }
+    assert_eq!(n.b.counters().rx_drop_tcp_malformed, malformed + 2);
+    assert_eq!(n.b.counters().tcp_predicted_segments, predicted);
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb),
+        Err(SocketError::WouldBlock)
+    );
+    n.b.receive(n.now, IF0, &frame, meta, &mut n.sb);
+    assert_eq!(n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb), Ok(10));
+    assert_eq!(&buf[..10], b"0123456789");
+}
