@@ -701,7 +701,7 @@ impl Stack {
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
         }
-        conn.output_queued(now, &mut self.ip, &mut self.tcp, sink);
+        conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
         if !tcp_event_settled(now, h.index, conn, mark, &mut self.tcp.wheel) {
             self.tcp_after_state_event(now, h.index, InputEvents::default());
         }

@@ -394,19 +394,6 @@ impl TcpConnection {
         self.output_any(now, ip, shared, sink);
     }
 
-    /// [`output`](Self::output) after the application queued data: there
-    /// is something to decide, so no test for nothing first.
-    #[inline(always)]
-    pub(crate) fn output_queued(
-        &mut self,
-        now: Instant,
-        ip: &mut IpLayer,
-        shared: &mut TcpShared,
-        sink: &mut dyn FrameSink,
-    ) {
-        self.output_any(now, ip, shared, sink);
-    }
-
     /// What `output_predicted` finds when it does nothing: an established
     /// connection, not in recovery, with no FIN and no data to send, its
     /// retransmission timer armed if data is in flight, and no ACK or
@@ -424,8 +411,11 @@ impl TcpConnection {
             && !self.window_update_due()
     }
 
+    /// [`output`](Self::output) without its first test: for a caller
+    /// that knows there is something to decide (the application just
+    /// queued data).
     #[inline(never)]
-    fn output_any(
+    pub(crate) fn output_any(
         &mut self,
         now: Instant,
         ip: &mut IpLayer,
