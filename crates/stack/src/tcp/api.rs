@@ -799,10 +799,21 @@ impl Stack {
             conn.recv.set_capacity(grown);
         }
         if conn.window_update_due() {
-            conn.output(now, &mut self.ip, &mut self.tcp, sink);
-            self.tcp_after_event(now, h.index, InputEvents::default());
+            self.tcp_send_window_update(now, h.index, sink);
         }
         Ok(n)
+    }
+
+    /// The application read enough to open the window by a worthwhile
+    /// amount: the peer hears of it now. Out of line: most reads leave
+    /// the window as the peer knows it.
+    #[cold]
+    #[inline(never)]
+    fn tcp_send_window_update(&mut self, now: Instant, index: u32, sink: &mut dyn FrameSink) {
+        if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            self.tcp_after_event(now, index, InputEvents::default());
+        }
     }
 
     /// Reads received data in place: `f` sees the first contiguous run of

@@ -282,24 +282,41 @@ impl TcpConnection {
             flags |= TcpFlags::PSH;
         }
         if !self.send_direct(now, flags, seq, len, ip, sink) {
-            let mut repr = self.base_repr(now, flags, seq);
-            // Options and data share the peer's MSS (RFC 6691): SACK blocks
-            // that would push a full segment past it are left out (the next
-            // pure ACK carries them).
-            let limit = 20 + self.snd_mss + if self.ts_ok { 12 } else { 0 };
-            while repr.header_len() + len > limit {
-                match repr.sack_ranges.iter().rposition(Option::is_some) {
-                    Some(i) => repr.sack_ranges[i] = None,
-                    None => break,
-                }
-            }
-            let _ = self.send_general(now, &repr, len, ip, sink);
+            self.send_data_general(now, flags, seq, len, ip, sink);
         }
         if seq < self.snd_max {
             self.stats.retransmits += 1;
             ip.counters.tcp_retransmitted_segments += 1;
         }
         self.after_ack_sent(now);
+    }
+
+    /// [`send_data_at`](Self::send_data_at) through the general path (SACK
+    /// blocks, IPv6, no cached path): out of line, so that the direct
+    /// path's callers keep their registers.
+    #[cold]
+    #[inline(never)]
+    fn send_data_general(
+        &mut self,
+        now: Instant,
+        flags: TcpFlags,
+        seq: SeqNumber,
+        len: usize,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) {
+        let mut repr = self.base_repr(now, flags, seq);
+        // Options and data share the peer's MSS (RFC 6691): SACK blocks
+        // that would push a full segment past it are left out (the next
+        // pure ACK carries them).
+        let limit = 20 + self.snd_mss + if self.ts_ok { 12 } else { 0 };
+        while repr.header_len() + len > limit {
+            match repr.sack_ranges.iter().rposition(Option::is_some) {
+                Some(i) => repr.sack_ranges[i] = None,
+                None => break,
+            }
+        }
+        let _ = self.send_general(now, &repr, len, ip, sink);
     }
 
     /// Sends `len` bytes from SND.NXT, with FIN if asked, and moves SND.NXT
@@ -470,6 +487,7 @@ impl TcpConnection {
     }
 
     /// [`output`](Self::output) in every state and case.
+    #[inline(never)]
     fn output_general(
         &mut self,
         now: Instant,
