@@ -679,10 +679,13 @@ impl ShmLink {
         if done > self.tx_head.wrapping_sub(self.tx_tail_cache) {
             return Err(self.bad_consumer_index(tail));
         }
-        let (start, slot_of) = (self.tx_tail_cache, &self.tx_slot_of);
-        // Never grows the stack: each slot is in the ring once.
-        self.tx_free
-            .extend((0..done).map(|k| *slot_of.at(start.wrapping_add(k))));
+        // Never grows the stack beyond its capacity (each slot is in the
+        // ring once), so the pushes do not allocate.
+        let mut pos = self.tx_tail_cache;
+        while pos != tail {
+            self.tx_free.push(*self.tx_slot_of.at(pos));
+            pos = pos.wrapping_add(1);
+        }
         self.tx_tail_cache = tail;
         Ok(())
     }
@@ -1054,13 +1057,25 @@ fn prefetch_head(start: NonNull<u8>, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut off = 0;
-        while off < len.min(PREFETCH_BYTES) {
+        let line = |off: usize| {
             // SAFETY: a prefetch is a hint: it reads no memory the program
-            // sees and never faults; the address is inside the slot (`off <
-            // len <= frame_cap`) anyway. SSE is part of x86_64.
+            // sees and never faults; the address is inside the slot (`off`
+            // is 0 or below `len <= frame_cap`) anyway. SSE is part of
+            // x86_64.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(start.as_ptr().add(off).cast()) };
-            off += 64;
+        };
+        // Unrolled over the PREFETCH_BYTES (four lines): one test per line
+        // after the first.
+        const _: () = assert!(PREFETCH_BYTES == 4 * 64);
+        line(0);
+        if len > 64 {
+            line(64);
+        }
+        if len > 128 {
+            line(128);
+        }
+        if len > 192 {
+            line(192);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
