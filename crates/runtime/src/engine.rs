@@ -116,6 +116,14 @@ fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
     }
 }
 
+/// [`flush`] of a port whose burst is full, before another frame is
+/// queued: out of line, as most frames join a burst with room.
+#[cold]
+#[inline(never)]
+fn flush_full_burst<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
+    flush(port, counters);
+}
+
 /// [`flush`] of the frames in the port's own queue (a link that keeps no
 /// queue, or answers of the frame hook).
 #[inline(never)]
@@ -160,7 +168,7 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         // A full burst leaves before the next frame is queued, not after:
         // the lent frame must stay unsent until it is written.
         if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
-            flush(port, self.counters);
+            flush_full_burst(port, self.counters);
         }
         let Port {
             link,
