@@ -31,17 +31,18 @@ fn wrap(at: usize, cap: usize) -> usize {
 fn copy_bytes(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     if n == dst.len() && (16..=64).contains(&n) {
+        // Straight from the source's chunks: `dst` and `src` cannot
+        // overlap, and no copy through a local keeps the moves in
+        // registers.
         if n >= 32 {
             if let (Some(a), Some(b)) = (src.first_chunk::<32>(), src.last_chunk::<32>()) {
-                let (a, b) = (*a, *b);
-                dst[..32].copy_from_slice(&a);
-                dst[n - 32..].copy_from_slice(&b);
+                dst[..32].copy_from_slice(a);
+                dst[n - 32..].copy_from_slice(b);
                 return;
             }
         } else if let (Some(a), Some(b)) = (src.first_chunk::<16>(), src.last_chunk::<16>()) {
-            let (a, b) = (*a, *b);
-            dst[..16].copy_from_slice(&a);
-            dst[n - 16..].copy_from_slice(&b);
+            dst[..16].copy_from_slice(a);
+            dst[n - 16..].copy_from_slice(b);
             return;
         }
     }

@@ -212,7 +212,9 @@ impl TcpConnection {
         let meta = TxMeta {
             csum_partial: offload,
         };
-        let segment = Segment {
+        // Made in each branch: the closure's borrow would keep the lent
+        // branch's copy in memory too.
+        let segment = || Segment {
             headers: &h,
             ts_ok: self.ts_ok,
             send: &self.send,
@@ -222,11 +224,12 @@ impl TcpConnection {
         };
         let sent = match sink.frame(path.iface(), frame_len, meta) {
             TxFrame::Lent(buf) => {
-                segment.write(buf);
+                segment().write(buf);
                 true
             }
             TxFrame::NoBuffer => false,
             TxFrame::Unsupported => {
+                let segment = segment();
                 sink.transmit_with(path.iface(), frame_len, meta, &mut |buf: &mut [u8]| {
                     segment.write(&mut buf[..frame_len])
                 })
