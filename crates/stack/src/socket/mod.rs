@@ -1,5 +1,6 @@
 //! Sockets: the state the application reads and writes through.
 
+mod conn_table;
 pub mod datagram_ring;
 mod posix;
 pub(crate) mod table;

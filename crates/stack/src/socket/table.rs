@@ -7,6 +7,7 @@ use core::hash::{Hash, Hasher};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::rand::{KeyedMap, KeyedState};
+use crate::socket::conn_table::ConnTable;
 use crate::socket::udp::UdpSocket;
 use crate::socket::{SocketError, SocketHandle};
 use crate::tcp::conn::TcpConnection;
@@ -77,6 +78,16 @@ impl ConnKey {
 }
 
 impl ConnKey {
+    /// An IPv4 key as two words: both addresses (local in the high half),
+    /// and both ports; `None` for IPv6.
+    #[inline(always)]
+    pub(crate) fn v4_words(&self) -> Option<(u64, u32)> {
+        if self.v6 {
+            return None;
+        }
+        Some(((self.local as u64) << 32 | self.remote as u64, self.ports))
+    }
+
     /// [`ConnKey::new`] of IPv4 ends, from their parts.
     #[inline]
     pub(crate) fn v4(local: (Ipv4Addr, u16), remote: (Ipv4Addr, u16)) -> Self {
@@ -157,7 +168,7 @@ pub(crate) struct SocketTable {
     ready: Vec<u32>,
     pub(crate) udp_by_local: KeyedMap<LocalKey, u32>,
     pub(crate) tcp_listeners: KeyedMap<LocalKey, u32>,
-    pub(crate) tcp_conns: KeyedMap<ConnKey, u32>,
+    pub(crate) tcp_conns: ConnTable,
 }
 
 impl SocketTable {
@@ -170,7 +181,7 @@ impl SocketTable {
             ready: Vec::new(),
             udp_by_local: KeyedMap::with_hasher(hasher()),
             tcp_listeners: KeyedMap::with_hasher(hasher()),
-            tcp_conns: KeyedMap::with_hasher(hasher()),
+            tcp_conns: ConnTable::new(hasher(), hasher()),
         }
     }
 
@@ -222,7 +233,7 @@ impl SocketTable {
             }
             Socket::Tcp(c) => {
                 let key = ConnKey::new(c.local, c.remote);
-                if self.tcp_conns.get(&key) == Some(&index) {
+                if self.tcp_conns.get(&key) == Some(index) {
                     self.tcp_conns.remove(&key);
                 }
             }

@@ -165,11 +165,7 @@ impl Stack {
         self.ip.counters.tcp_segments_received += 1;
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
-        let mut found = self
-            .sockets
-            .tcp_conns
-            .get(&ConnKey::new(local, remote))
-            .copied();
+        let mut found = self.sockets.tcp_conns.get(&ConnKey::new(local, remote));
         if let Some(index) = found {
             if self.time_wait_yields(index, &seg, local) {
                 self.free_socket(index);
@@ -224,7 +220,7 @@ impl Stack {
             return false;
         }
         let key = ConnKey::v4((dst, seg.dst_port), (src, seg.src_port));
-        let Some(&index) = self.sockets.tcp_conns.get(&key) else {
+        let Some(index) = self.sockets.tcp_conns.get(&key) else {
             return false;
         };
         let Some((Socket::Tcp(conn), mark)) = self.sockets.at_mut_with_ready(index) else {
@@ -481,7 +477,7 @@ impl Stack {
             self.ip.counters.tcp_active_opens += 1;
         }
         if state == TcpState::Closed {
-            if self.sockets.tcp_conns.get(&key) == Some(&index) {
+            if self.sockets.tcp_conns.get(&key) == Some(index) {
                 self.sockets.tcp_conns.remove(&key);
             }
             // Nobody will read this socket again: free it.
