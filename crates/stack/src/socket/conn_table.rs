@@ -258,7 +258,7 @@ mod tests {
                 0x0a63_0100 | (rng.next_u32() % 4),
                 (rng.next_u32() % 64) as u16,
             );
-            if rng.next_u32() % 3 == 0 {
+            if rng.next_u32().is_multiple_of(3) {
                 assert_eq!(t.remove(&key), model.remove(&key), "step {step}");
             } else {
                 assert_eq!(t.insert(key, step), model.insert(key, step), "step {step}");
