@@ -4,21 +4,31 @@
 /// A table of a power-of-two number of entries, one per ring position
 /// (reached by a free-running position, masked with the table's own length)
 /// or one per slot (reached by a slot number, checked).
-pub(super) struct RingTable<T>(Box<[T]>);
+pub(super) struct RingTable<T> {
+    entries: Box<[T]>,
+    /// `entries.len() - 1`, kept so that masking a position is one
+    /// instruction.
+    mask: u32,
+}
 
 impl<T> RingTable<T> {
     /// `len` entries made by `f`. Panics unless `len` is a power of two.
     pub fn new(len: usize, f: impl FnMut(usize) -> T) -> RingTable<T> {
         assert!(len.is_power_of_two(), "ring tables have 2^n entries");
-        RingTable((0..len).map(f).collect())
+        let mask = u32::try_from(len - 1).expect("ring tables have at most 2^32 entries");
+        RingTable {
+            entries: (0..len).map(f).collect(),
+            mask,
+        }
     }
 
     /// The index of free-running position `pos`.
     #[inline(always)]
     fn index(&self, pos: u32) -> usize {
-        // `len` is a nonzero power of two (checked in `new`; a boxed slice
-        // never changes length), so the result is below it.
-        pos as usize & (self.0.len() - 1)
+        // `mask` is `len - 1` for a nonzero power of two `len` (checked in
+        // `new`; a boxed slice never changes length), so the result is
+        // below `len`.
+        (pos & self.mask) as usize
     }
 
     /// The entry of position `pos` (masked).
@@ -26,7 +36,7 @@ impl<T> RingTable<T> {
     pub fn at(&self, pos: u32) -> &T {
         let i = self.index(pos);
         // SAFETY: `i < len` (see `index`).
-        unsafe { self.0.get_unchecked(i) }
+        unsafe { self.entries.get_unchecked(i) }
     }
 
     /// The entry of position `pos` (masked), writable.
@@ -34,23 +44,23 @@ impl<T> RingTable<T> {
     pub fn at_mut(&mut self, pos: u32) -> &mut T {
         let i = self.index(pos);
         // SAFETY: `i < len` (see `index`).
-        unsafe { self.0.get_unchecked_mut(i) }
+        unsafe { self.entries.get_unchecked_mut(i) }
     }
 
     /// Entry `i`, if there is one (a slot number from elsewhere).
     #[inline(always)]
     pub fn get(&self, i: usize) -> Option<&T> {
-        self.0.get(i)
+        self.entries.get(i)
     }
 
     /// Entry `i`, writable, if there is one.
     #[inline(always)]
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        self.0.get_mut(i)
+        self.entries.get_mut(i)
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, T> {
-        self.0.iter()
+        self.entries.iter()
     }
 }
 
