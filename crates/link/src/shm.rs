@@ -1294,10 +1294,14 @@ impl Link for ShmLink {
             let d = Desc::unpack(self.rx.desc(pos).load(Ordering::Relaxed));
             let len = d.len as usize;
             let slot = usize::from(d.slot);
-            // A slot past the last has no busy flag.
-            if len > self.rx.frame_cap || self.rx_slot_busy.get(slot) != Some(&false) {
-                self.drop_bad_desc(pos, len);
-                continue;
+            // A slot past the last has no busy flag. One lookup checks the
+            // slot (in range, not held) and marks it held.
+            match self.rx_slot_busy.get_mut(slot) {
+                Some(busy) if !*busy && len <= self.rx.frame_cap => *busy = true,
+                _ => {
+                    self.drop_bad_desc(pos, len);
+                    continue;
+                }
             }
             // The slot (number checked above: the busy flags are one per
             // slot) holds `frame_cap >= len` bytes the producer published
@@ -1305,9 +1309,6 @@ impl Link for ShmLink {
             // reuse before our index passes `pos`, which waits for this
             // frame to come back.
             let start = self.rx.slot(d.slot);
-            if let Some(busy) = self.rx_slot_busy.get_mut(slot) {
-                *busy = true;
-            }
             // Its entry is idle (passed positions' entries are): out.
             *self.rx_slot_of.at_mut(pos) = u32::from(d.slot);
             prefetch_head(start, len);
