@@ -12,6 +12,7 @@ use wire::checksum;
 use wire::ip::IpProtocol;
 use wire::tcp::{SeqNumber, TcpFlags};
 
+use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::ipv4::Ipv4Path;
 use crate::sink::{FrameSink, TxFrame, TxMeta};
@@ -42,6 +43,11 @@ pub(crate) struct SegmentTemplate {
     bytes: [u8; MAX_HEADERS],
     ip_sum: u16,
     pseudo_sum: u16,
+    /// The path's interface, MTU and checksum offload: while the key's
+    /// stamp is current, the path is the one the template was built from.
+    iface: IfaceId,
+    mtu: usize,
+    offload: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +94,9 @@ impl SegmentTemplate {
             bytes: b,
             ip_sum,
             pseudo_sum: checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 0),
+            iface: path.iface(),
+            mtu: path.mtu(),
+            offload: path.offload(),
         }
     }
 }
@@ -156,33 +165,42 @@ impl TcpConnection {
         if !ip.cfg.tcp.fast_path || (self.sack_ok && self.recv.has_out_of_order()) {
             return false;
         }
-        let (IpAddr::V4(src), IpAddr::V4(dst)) = (self.local.ip(), self.remote.ip()) else {
+        // A template whose path stamp is current stands for the path: the
+        // epoch covers interfaces, routes and neighbors, and the remote
+        // address never changes. Only a stale or missing one looks the
+        // path up.
+        let (ttl, tos, ts_ok) = (
+            self.ip_opts.ttl.unwrap_or(ip.cfg.ip_ttl),
+            self.ip_opts.tos,
+            self.ts_ok,
+        );
+        let fresh = match &self.template {
+            Some(t) => {
+                t.key.path.0 == ip.path_epoch()
+                    && now < t.key.path.1
+                    && t.key.ttl == ttl
+                    && t.key.tos == tos
+                    && t.key.ts_ok == ts_ok
+            }
+            None => false,
+        };
+        if !fresh && !self.rebuild_template(now, ip, (ttl, tos, ts_ok)) {
+            return false;
+        }
+        let Some(t) = &self.template else {
             return false;
         };
-        ip.refresh_path(&mut self.path, dst, now);
-        let Some(path) = self.path else {
-            return false;
-        };
-        let header_len = if self.ts_ok {
+        let header_len = if ts_ok {
             TIMESTAMP_HEADER_LEN
         } else {
             PLAIN_HEADER_LEN
         };
         let tcp_len = header_len + len;
         let ip_len = IP_LEN + tcp_len;
-        if ip_len > path.mtu() {
+        if ip_len > t.mtu {
             return false;
         }
-        let key = TemplateKey {
-            path: path.stamp(),
-            ttl: self.ip_opts.ttl.unwrap_or(ip.cfg.ip_ttl),
-            tos: self.ip_opts.tos,
-            ts_ok: self.ts_ok,
-        };
-        if !self.template.as_ref().is_some_and(|t| t.key == key) {
-            let ports = (self.local.port(), self.remote.port());
-            self.template = Some(SegmentTemplate::new(key, &path, (src, dst), ports));
-        }
+        let (iface, offload) = (t.iface, t.offload);
         let window = self.advertise_window();
         let (tsval, tsecr) = (self.ts_now(now), self.ts_recent);
         let ident = ip.next_ident();
@@ -203,7 +221,6 @@ impl TcpConnection {
         put32(&mut h, TCP_AT + 24, tsval);
         put32(&mut h, TCP_AT + 28, tsecr);
         let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
-        let offload = path.offload();
         if offload {
             put16(&mut h, TCP_AT + 16, pseudo);
         }
@@ -222,7 +239,7 @@ impl TcpConnection {
             offload,
             pseudo,
         };
-        let sent = match sink.frame(path.iface(), frame_len, meta) {
+        let sent = match sink.frame(iface, frame_len, meta) {
             TxFrame::Lent(buf) => {
                 segment().write(buf);
                 true
@@ -230,7 +247,7 @@ impl TcpConnection {
             TxFrame::NoBuffer => false,
             TxFrame::Unsupported => {
                 let segment = segment();
-                sink.transmit_with(path.iface(), frame_len, meta, &mut |buf: &mut [u8]| {
+                sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
                     segment.write(&mut buf[..frame_len])
                 })
             }
@@ -243,6 +260,36 @@ impl TcpConnection {
         } else {
             ip.counters.tx_drop_no_buffer += 1;
         }
+        true
+    }
+
+    /// Looks the path up again and builds the connection's template on
+    /// it; `false` when there is none (not IPv4, or no path yet): the
+    /// general path sends, and resolves the neighbor.
+    #[cold]
+    #[inline(never)]
+    fn rebuild_template(
+        &mut self,
+        now: Instant,
+        ip: &IpLayer,
+        (ttl, tos, ts_ok): (u8, u8, bool),
+    ) -> bool {
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (self.local.ip(), self.remote.ip()) else {
+            return false;
+        };
+        ip.refresh_path(&mut self.path, dst, now);
+        let Some(path) = self.path else {
+            self.template = None;
+            return false;
+        };
+        let key = TemplateKey {
+            path: path.stamp(),
+            ttl,
+            tos,
+            ts_ok,
+        };
+        let ports = (self.local.port(), self.remote.port());
+        self.template = Some(SegmentTemplate::new(key, &path, (src, dst), ports));
         true
     }
 }
