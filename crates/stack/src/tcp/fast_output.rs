@@ -33,7 +33,8 @@ const MAX_HEADERS: usize = TCP_AT + TIMESTAMP_HEADER_LEN;
 /// The headers every segment of a connection along one path shares:
 /// the Ethernet header, the IPv4 header but for its length, identification
 /// and checksum, and the TCP header but for its numbers, flags, window,
-/// timestamps and checksum; with the sums of the fixed IPv4 words and of
+/// timestamps and checksum (which hold the last segment's values: each
+/// segment writes them all); with the sums of the fixed IPv4 words and of
 /// the pseudo header's addresses and protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SegmentTemplate {
@@ -204,27 +205,30 @@ impl TcpConnection {
         let window = self.advertise_window();
         let (tsval, tsecr) = (self.ts_now(now), self.ts_recent);
         let ident = ip.next_ident();
-        let Some(t) = &self.template else {
+        let ack = self.rcv_nxt.0 as u32;
+        let offset = seq - self.data_start();
+        let Some(t) = &mut self.template else {
             return false;
         };
-        // The headers, patched in place, then written with one fixed-size
-        // copy.
-        let mut h = t.bytes;
-        put16(&mut h, ETH_LEN + 2, ip_len as u16);
-        put16(&mut h, ETH_LEN + 4, ident);
+        // The segment's fields are patched into the template itself (each
+        // is written for every segment, and the fixed sums are kept apart),
+        // which is then written with one fixed-size copy.
+        let h = &mut t.bytes;
+        put16(h, ETH_LEN + 2, ip_len as u16);
+        put16(h, ETH_LEN + 4, ident);
         let ip_sum = !checksum::combine(&[t.ip_sum, ip_len as u16, ident]);
-        put16(&mut h, ETH_LEN + 10, ip_sum);
-        put32(&mut h, TCP_AT + 4, seq.0 as u32);
-        put32(&mut h, TCP_AT + 8, self.rcv_nxt.0 as u32);
+        put16(h, ETH_LEN + 10, ip_sum);
+        put32(h, TCP_AT + 4, seq.0 as u32);
+        put32(h, TCP_AT + 8, ack);
         h[TCP_AT + 13] = (flags | TcpFlags::ACK).bits() as u8;
-        put16(&mut h, TCP_AT + 14, window);
-        put32(&mut h, TCP_AT + 24, tsval);
-        put32(&mut h, TCP_AT + 28, tsecr);
+        put16(h, TCP_AT + 14, window);
+        put32(h, TCP_AT + 24, tsval);
+        put32(h, TCP_AT + 28, tsecr);
         let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
         if offload {
-            put16(&mut h, TCP_AT + 16, pseudo);
+            // Without offload the field stays zero, as the sum needs.
+            put16(h, TCP_AT + 16, pseudo);
         }
-        let offset = seq - self.data_start();
         let frame_len = ETH_LEN + ip_len;
         let meta = TxMeta {
             csum_partial: offload,
@@ -232,7 +236,7 @@ impl TcpConnection {
         // Made in each branch: the closure's borrow would keep the lent
         // branch's copy in memory too.
         let segment = || Segment {
-            headers: &h,
+            headers: &t.bytes,
             ts_ok: self.ts_ok,
             send: &self.send,
             offset,
