@@ -208,21 +208,19 @@ impl<S: SockKey> Client<S> {
     pub fn step<N: Net<Sock = S>>(&mut self, net: &mut N) -> bool {
         if self.result.is_some() {
             // Done: keep the connections open and quiet.
-            let mut ready = std::mem::take(&mut self.ready);
-            ready.clear();
-            net.ready(&mut ready);
-            self.ready = ready;
+            self.ready.clear();
+            net.ready(&mut self.ready);
             return false;
         }
         let mut work = self.to_open > 0 && self.open_more(net);
-        let mut ready = std::mem::take(&mut self.ready);
-        ready.clear();
-        net.ready(&mut ready);
-        work |= !ready.is_empty();
-        for &s in &ready {
-            self.serve(net, s);
+        self.ready.clear();
+        net.ready(&mut self.ready);
+        work |= !self.ready.is_empty();
+        // By index: serving needs `self` whole, and the list stays put
+        // (serving never touches it).
+        for i in 0..self.ready.len() {
+            self.serve(net, self.ready[i]);
         }
-        self.ready = ready;
         if let Workload::UdpReqResp { .. } = self.workload {
             self.resend_lost(net);
         }
@@ -576,15 +574,14 @@ impl<S: SockKey> Server<S> {
 
     /// Serves the ready sockets; returns whether there were any.
     pub fn step<N: Net<Sock = S>>(&mut self, net: &mut N) -> bool {
-        let mut ready = std::mem::take(&mut self.ready);
-        ready.clear();
-        net.ready(&mut ready);
-        for &s in &ready {
-            self.serve(net, s);
+        self.ready.clear();
+        net.ready(&mut self.ready);
+        // By index: serving needs `self` whole, and the list stays put
+        // (serving never touches it).
+        for i in 0..self.ready.len() {
+            self.serve(net, self.ready[i]);
         }
-        let work = !ready.is_empty();
-        self.ready = ready;
-        work
+        !self.ready.is_empty()
     }
 
     fn serve<N: Net<Sock = S>>(&mut self, net: &mut N, s: S) {
