@@ -197,11 +197,32 @@ impl ByteRing {
         if n == 0 {
             return 0;
         }
-        self.reserve_total(self.len + n, cache);
-        self.write_at(self.len, &data[..n]);
-        self.len += n;
-        self.peak = self.peak.max(self.len);
+        self.push(&data[..n], cache);
         n
+    }
+
+    /// Appends all of `data` as held bytes, growing the storage as needed:
+    /// [`append`](Self::append)'s and the in-order receive's common step,
+    /// which after the growth needs none of `write_at`'s checks.
+    #[inline(always)]
+    pub fn push(&mut self, data: &[u8], cache: &mut BufferCache) {
+        self.reserve_total(self.len + data.len(), cache);
+        let cap = self.storage.len();
+        let start = wrap(self.head + self.len, cap);
+        // The room after `start` first, then from the front: both in
+        // bounds, as the storage now holds `len + data.len()` bytes.
+        debug_assert!(self.len + data.len() <= cap && start < cap.max(1));
+        let (first, rest) = data.split_at(data.len().min(cap - start));
+        if let Some(dst) = self.storage.get_mut(start..start + first.len()) {
+            copy_bytes(dst, first);
+        }
+        if !rest.is_empty() {
+            if let Some(dst) = self.storage.get_mut(..rest.len()) {
+                dst.copy_from_slice(rest);
+            }
+        }
+        self.len += data.len();
+        self.peak = self.peak.max(self.len);
     }
 
     /// Lends the application a contiguous region right after the held

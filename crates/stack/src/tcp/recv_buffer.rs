@@ -160,10 +160,7 @@ impl RecvBuffer {
             && self.chunks.is_empty()
             && !lend.lending()
         {
-            let held = self.ring.len();
-            self.ring.reserve_total(held + data.len(), cache);
-            self.ring.write_at(held, data);
-            self.ring.commit(data.len());
+            self.ring.push(data, cache);
             if self.last_ooo.is_some_and(|(_, e)| e <= seq + data.len()) {
                 self.last_ooo = None;
             }
