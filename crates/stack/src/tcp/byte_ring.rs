@@ -303,6 +303,32 @@ impl ByteRing {
         &self.storage[self.head..self.head + self.len.min(cap - self.head)]
     }
 
+    /// Moves held bytes from the head into `dst`: [`copy_out`](Self::copy_out)
+    /// from the head then [`consume`](Self::consume), in one pass.
+    #[inline(always)]
+    pub fn pop_into(&mut self, dst: &mut [u8]) -> usize {
+        let n = dst.len().min(self.len);
+        if n == 0 {
+            return 0;
+        }
+        // Held bytes imply storage, and the head is within it.
+        let cap = self.storage.len();
+        let start = self.head;
+        debug_assert!(start < cap);
+        let first = n.min(cap - start);
+        if let (Some(d), Some(s)) = (dst.get_mut(..first), self.storage.get(start..start + first)) {
+            copy_bytes(d, s);
+        }
+        if first < n {
+            if let (Some(d), Some(s)) = (dst.get_mut(first..n), self.storage.get(..n - first)) {
+                d.copy_from_slice(s);
+            }
+        }
+        self.head = wrap(start + n, cap);
+        self.len -= n;
+        n
+    }
+
     /// Drops `n` bytes from the head.
     pub fn consume(&mut self, n: usize) {
         let n = n.min(self.len);
@@ -317,6 +343,30 @@ impl ByteRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pop_into_takes_bytes_across_the_wrap() {
+        let mut c = BufferCache::new(1 << 20);
+        let mut r = ByteRing::new();
+        assert_eq!(r.pop_into(&mut [0; 8]), 0, "empty");
+        let cap = {
+            r.append(&[1; 10], 1 << 20, &mut c);
+            r.allocated()
+        };
+        // Move the head near the end, then wrap the held bytes.
+        let mut sink = vec![0; cap];
+        assert_eq!(r.pop_into(&mut sink[..10]), 10);
+        r.append(&vec![2; cap - 20], 1 << 20, &mut c);
+        assert_eq!(r.pop_into(&mut sink[..cap - 20]), cap - 20);
+        let data: Vec<u8> = (0..40).collect();
+        assert_eq!(r.append(&data, 1 << 20, &mut c), 40);
+        let mut out = [0u8; 64];
+        assert_eq!(r.pop_into(&mut out[..25]), 25);
+        assert_eq!(&out[..25], &data[..25]);
+        assert_eq!(r.pop_into(&mut out), 15);
+        assert_eq!(&out[..15], &data[25..]);
+        assert!(r.is_empty());
+    }
 
     #[test]
     fn append_consume_wrap_and_grow() {

@@ -323,8 +323,7 @@ impl RecvBuffer {
     ) -> usize {
         if self.chunks.is_empty() {
             // Every readable byte is in the ring.
-            let n = self.ring.copy_out(0, dst);
-            self.ring.consume(n);
+            let n = self.ring.pop_into(dst);
             if self.ring.is_empty() && self.ooo.is_empty() {
                 self.ring.park(cache);
             }
