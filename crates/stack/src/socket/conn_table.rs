@@ -38,8 +38,6 @@ const EMPTY_BUCKET: Bucket = Bucket {
 #[derive(Debug)]
 struct V4Table {
     buckets: Vec<Bucket>,
-    /// `buckets.len() - 1`.
-    mask: usize,
     len: usize,
     hasher: KeyedState,
 }
@@ -48,16 +46,23 @@ impl V4Table {
     fn new(hasher: KeyedState) -> Self {
         V4Table {
             buckets: vec![EMPTY_BUCKET; MIN_BUCKETS],
-            mask: MIN_BUCKETS - 1,
             len: 0,
             hasher,
         }
     }
 
+    /// The bucket count less one: the table always has a power of two
+    /// of at least [`MIN_BUCKETS`], so every index masked with it is in
+    /// bounds.
+    #[inline(always)]
+    fn mask(&self) -> usize {
+        self.buckets.len().saturating_sub(1)
+    }
+
     /// Where the probe for a key starts.
     #[inline(always)]
     fn home(&self, addrs: u64, ports: u32) -> usize {
-        self.hasher.hash_pair(addrs, u64::from(ports)) as usize & self.mask
+        self.hasher.hash_pair(addrs, u64::from(ports)) as usize & self.mask()
     }
 
     /// The bucket holding the key, if any, and its slot.
@@ -103,7 +108,7 @@ impl V4Table {
     fn place(&mut self, b: Bucket) {
         let mut i = self.home(b.addrs, b.ports);
         while self.buckets[i].slot != EMPTY {
-            i = (i + 1) & self.mask;
+            i = (i + 1) & self.mask();
         }
         self.buckets[i] = b;
     }
@@ -111,7 +116,6 @@ impl V4Table {
     fn grow(&mut self) {
         let n = self.buckets.len() * 2;
         let old = core::mem::replace(&mut self.buckets, vec![EMPTY_BUCKET; n]);
-        self.mask = n - 1;
         for b in old.into_iter().filter(|b| b.slot != EMPTY) {
             self.place(b);
         }
@@ -123,18 +127,19 @@ impl V4Table {
         // Backward shift: each later entry of the run whose probe passes
         // the hole moves into it, so no probe meets an empty bucket before
         // its key.
-        let mut j = (hole + 1) & self.mask;
+        let mask = self.mask();
+        let mut j = (hole + 1) & mask;
         loop {
             let b = self.buckets[j];
             if b.slot == EMPTY {
                 break;
             }
             let home = self.home(b.addrs, b.ports);
-            if j.wrapping_sub(home) & self.mask >= j.wrapping_sub(hole) & self.mask {
+            if j.wrapping_sub(home) & mask >= j.wrapping_sub(hole) & mask {
                 self.buckets[hole] = b;
                 hole = j;
             }
-            j = (j + 1) & self.mask;
+            j = (j + 1) & mask;
         }
         self.buckets[hole] = EMPTY_BUCKET;
         self.len -= 1;
