@@ -94,8 +94,10 @@ impl Stack {
         ttl: Option<u8>,
         tos: u8,
     ) -> Result<(), SocketError> {
-        self.posix_tcp_mut(h)
-            .map(|c| c.ip_opts = crate::tcp::output::IpOptions { ttl, tos })
+        self.posix_tcp_mut(h).map(|c| {
+            c.ip_opts = crate::tcp::output::IpOptions { ttl, tos };
+            c.drop_template();
+        })
     }
 
     /// IP_TTL and IP_TOS of a UDP socket's datagrams.

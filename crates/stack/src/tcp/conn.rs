@@ -270,6 +270,7 @@ impl TcpConnection {
         self.sack_ok = syn.sack_permitted && cfg.sack;
         if let (Some((tsval, _)), true) = (syn.timestamp, cfg.rfc1323) {
             self.ts_ok = true;
+            self.drop_template();
             self.ts_recent = tsval;
             // The timestamp option takes 12 bytes of every segment.
             self.snd_mss = self.snd_mss.saturating_sub(12).max(64);

@@ -51,6 +51,10 @@ pub(crate) struct SegmentTemplate {
     offload: bool,
 }
 
+/// What a template was built from besides the path: the connection's
+/// IP options and whether it uses timestamps.  They are not compared on
+/// each segment: whatever changes them drops the template
+/// ([`TcpConnection::drop_template`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct TemplateKey {
     path: (u64, Instant),
@@ -170,24 +174,14 @@ impl TcpConnection {
         // epoch covers interfaces, routes and neighbors, and the remote
         // address never changes. Only a stale or missing one looks the
         // path up.
-        let (ttl, tos, ts_ok) = (
-            self.ip_opts.ttl.unwrap_or(ip.cfg.ip_ttl),
-            self.ip_opts.tos,
-            self.ts_ok,
-        );
         let fresh = match &self.template {
-            Some(t) => {
-                t.key.path.0 == ip.path_epoch()
-                    && now < t.key.path.1
-                    && t.key.ttl == ttl
-                    && t.key.tos == tos
-                    && t.key.ts_ok == ts_ok
-            }
+            Some(t) => t.key.path.0 == ip.path_epoch() && now < t.key.path.1,
             None => false,
         };
-        if !fresh && !self.rebuild_template(now, ip, (ttl, tos, ts_ok)) {
+        if !fresh && !self.rebuild_template(now, ip) {
             return false;
         }
+        let ts_ok = self.ts_ok;
         let Some(t) = &self.template else {
             return false;
         };
@@ -272,12 +266,12 @@ impl TcpConnection {
     /// general path sends, and resolves the neighbor.
     #[cold]
     #[inline(never)]
-    fn rebuild_template(
-        &mut self,
-        now: Instant,
-        ip: &IpLayer,
-        (ttl, tos, ts_ok): (u8, u8, bool),
-    ) -> bool {
+    fn rebuild_template(&mut self, now: Instant, ip: &IpLayer) -> bool {
+        let (ttl, tos, ts_ok) = (
+            self.ip_opts.ttl.unwrap_or(ip.cfg.ip_ttl),
+            self.ip_opts.tos,
+            self.ts_ok,
+        );
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (self.local.ip(), self.remote.ip()) else {
             return false;
         };
@@ -295,5 +289,13 @@ impl TcpConnection {
         let ports = (self.local.port(), self.remote.port());
         self.template = Some(SegmentTemplate::new(key, &path, (src, dst), ports));
         true
+    }
+}
+
+impl TcpConnection {
+    /// Forgets the template: its IP options or its timestamp layout are
+    /// no longer the connection's (the next segment builds a new one).
+    pub(crate) fn drop_template(&mut self) {
+        self.template = None;
     }
 }

@@ -138,6 +138,7 @@ pub(crate) fn connection_from_cookie(
     if let (Some((tsval, tsecr)), true) = (ack.timestamp, shared.cfg.rfc1323) {
         let (wscale, sack) = crate::tcp::isn::SynCookies::decode_ts(tsecr);
         conn.ts_ok = true;
+        conn.drop_template();
         conn.ts_recent = tsval;
         // Our cookie TSval came from the plain clock; later ones must not
         // go backwards (the peer's PAWS would drop them).
