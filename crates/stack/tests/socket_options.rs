@@ -120,7 +120,7 @@ fn ttl_and_tos_reach_the_headers() {
     // whose headers are cached (the fast path's template).  Each send
     // runs until the peer's delayed ACK has come, so that Nagle holds
     // none of the next one back.
-    let mut sent_with = |n: &mut Net| {
+    let sent_with = |n: &mut Net| {
         n.a_sent.clear();
         n.a.tcp_send(n.now, c, &[1; 100], &mut n.sa).unwrap();
         n.run(300);
