@@ -5,5 +5,5 @@ mod input;
 mod output;
 
 pub(crate) use input::Ipv4Datagram;
-pub(crate) use output::Ipv4Path;
+pub(crate) use output::{Ipv4Path, ATOMIC_IDENT};
 pub use output::{Ipv4Send, SendError};

@@ -128,9 +128,16 @@ fn checksum_mode(offload: bool) -> (TxMeta, ChecksumMode) {
     }
 }
 
+/// The identification of an atomic datagram (DF set, not a fragment):
+/// RFC 6864 4.1 gives the field no use but reassembly, and lets a source
+/// set it to any value for such datagrams; zero, as FreeBSD does
+/// (`net.inet.ip.rfc6864`), which saves a counter per packet.  Receivers'
+/// segment coalescing (Linux GRO) takes a fixed identification with DF.
+pub(crate) const ATOMIC_IDENT: u16 = 0;
+
 impl IpLayer {
     /// The header of a packet from `src` as `hdr` asks, with the next
-    /// identification.
+    /// identification when it may be fragmented.
     fn ipv4_repr(&mut self, src: Ipv4Addr, hdr: &Ipv4Send, payload_len: usize) -> Ipv4Repr {
         Ipv4Repr {
             src_addr: src,
@@ -139,7 +146,11 @@ impl IpLayer {
             payload_len,
             hop_limit: hdr.ttl.unwrap_or(self.cfg.ip_ttl),
             dscp_ecn: hdr.dscp_ecn,
-            ident: self.next_ident(),
+            ident: if hdr.dont_frag {
+                ATOMIC_IDENT
+            } else {
+                self.next_ident()
+            },
             dont_frag: hdr.dont_frag,
         }
     }
@@ -231,7 +242,8 @@ impl IpLayer {
         h[0] = 0x45;
         h[1] = dscp_ecn;
         h[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        h[4..6].copy_from_slice(&self.next_ident().to_be_bytes());
+        // An atomic datagram.
+        h[4..6].copy_from_slice(&ATOMIC_IDENT.to_be_bytes());
         h[6] = 0x40; // DF, offset 0
         h[8] = ttl.unwrap_or(self.cfg.ip_ttl);
         h[9] = protocol.into();

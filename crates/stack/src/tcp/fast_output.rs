@@ -14,7 +14,7 @@ use wire::tcp::{SeqNumber, TcpFlags};
 
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
-use crate::ipv4::Ipv4Path;
+use crate::ipv4::{Ipv4Path, ATOMIC_IDENT};
 use crate::sink::{FrameSink, TxFrame, TxMeta};
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::conn::TcpConnection;
@@ -85,7 +85,9 @@ impl SegmentTemplate {
         ip[9] = IpProtocol::Tcp.into();
         ip[12..16].copy_from_slice(&src.octets());
         ip[16..20].copy_from_slice(&dst.octets());
-        // The length, identification and checksum are still zero.
+        // Every segment is an atomic datagram: its identification is
+        // fixed.  The length and checksum are still zero.
+        ip[4..6].copy_from_slice(&ATOMIC_IDENT.to_be_bytes());
         let ip_sum = checksum::data(ip);
         let tcp = &mut b[TCP_AT..];
         tcp[0..2].copy_from_slice(&ports.0.to_be_bytes());
@@ -198,7 +200,6 @@ impl TcpConnection {
         let (iface, offload) = (t.iface, t.offload);
         let window = self.advertise_window();
         let (tsval, tsecr) = (self.ts_now(now), self.ts_recent);
-        let ident = ip.next_ident();
         let ack = self.rcv_nxt.0 as u32;
         let offset = seq - self.data_start();
         let Some(t) = &mut self.template else {
@@ -209,8 +210,7 @@ impl TcpConnection {
         // which is then written with one fixed-size copy.
         let h = &mut t.bytes;
         put16(h, ETH_LEN + 2, ip_len as u16);
-        put16(h, ETH_LEN + 4, ident);
-        let ip_sum = !checksum::combine(&[t.ip_sum, ip_len as u16, ident]);
+        let ip_sum = !checksum::combine(&[t.ip_sum, ip_len as u16]);
         put16(h, ETH_LEN + 10, ip_sum);
         put32(h, TCP_AT + 4, seq.0 as u32);
         put32(h, TCP_AT + 8, ack);
