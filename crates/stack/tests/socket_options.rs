@@ -44,7 +44,8 @@ struct Net {
     sb: VecSink,
     now: Instant,
     /// Every IPv4 packet `a` sent: (protocol, TTL, DSCP/ECN, payload length).
-    a_sent: Vec<(IpProtocol, u8, u8, usize)>,
+    /// Protocol, TTL, TOS, payload length, (DF, identification).
+    a_sent: Vec<(IpProtocol, u8, u8, usize, (bool, u16))>,
     /// Frames from `b` are lost (the peer vanished).
     b_mute: bool,
 }
@@ -77,6 +78,7 @@ impl Net {
                             ip.ttl(),
                             ip.dscp_ecn(),
                             ip.payload().len(),
+                            (ip.dont_frag(), ip.ident()),
                         ));
                     }
                     self.b
@@ -131,6 +133,8 @@ fn ttl_and_tos_reach_the_headers() {
             .map(|p| (p.1, p.2))
             .collect();
         assert!(!data.is_empty(), "the data left");
+        // RFC 6864: atomic datagrams, with a fixed identification.
+        assert!(n.a_sent.iter().all(|p| p.4 == (true, 0)), "{:?}", n.a_sent);
         data
     };
     assert!(sent_with(&mut n).iter().all(|&p| p == (64, 0)));
