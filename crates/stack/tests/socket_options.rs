@@ -37,15 +37,18 @@ fn stack(last: u8) -> Stack {
     s
 }
 
+/// A sent IPv4 packet: protocol, TTL, TOS, payload length, and (DF,
+/// identification).
+type SentPacket = (IpProtocol, u8, u8, usize, (bool, u16));
+
 struct Net {
     a: Stack,
     b: Stack,
     sa: VecSink,
     sb: VecSink,
     now: Instant,
-    /// Every IPv4 packet `a` sent: (protocol, TTL, DSCP/ECN, payload length).
-    /// Protocol, TTL, TOS, payload length, (DF, identification).
-    a_sent: Vec<(IpProtocol, u8, u8, usize, (bool, u16))>,
+    /// Every IPv4 packet `a` sent.
+    a_sent: Vec<SentPacket>,
     /// Frames from `b` are lost (the peer vanished).
     b_mute: bool,
 }
