@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use link::{Link, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
-use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxFrame, TxMeta};
+use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxFrame, TxMeta, TxRefusal};
 
 use crate::clock::Clock;
 
@@ -157,13 +157,13 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
                 fill(buf);
                 true
             }
-            TxFrame::NoBuffer | TxFrame::Unsupported => false,
+            TxFrame::Refused(_) => false,
         }
     }
 
     fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> TxFrame<'_> {
         let Some(port) = self.ports.get_mut(usize::from(iface.0)) else {
-            return TxFrame::NoBuffer;
+            return TxFrame::Refused(TxRefusal::NoBuffer);
         };
         // A full burst leaves before the next frame is queued, not after:
         // the lent frame must stay unsent until it is written.
@@ -181,13 +181,13 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
                 txq.push(buf);
                 match txq.last_mut() {
                     Some(buf) => &mut buf.data_mut()[..len],
-                    None => return TxFrame::NoBuffer,
+                    None => return TxFrame::Refused(TxRefusal::NoBuffer),
                 }
             }
-            TxPlaced::NoBuffer => return TxFrame::NoBuffer,
+            TxPlaced::NoBuffer => return TxFrame::Refused(TxRefusal::NoBuffer),
             TxPlaced::Oversize => {
                 self.counters.tx_drop_oversize += 1;
-                return TxFrame::NoBuffer;
+                return TxFrame::Refused(TxRefusal::NoBuffer);
             }
         };
         oldest_queued.get_or_insert(self.now);

@@ -33,20 +33,31 @@ pub trait FrameSink {
     /// caller uses that.
     fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> TxFrame<'_> {
         let _ = (iface, len, meta);
-        TxFrame::Unsupported
+        TxFrame::Refused(TxRefusal::Unsupported)
     }
 }
 
-/// What [`FrameSink::frame`] gave.
+/// What [`FrameSink::frame`] gave.  Two words (the refusal sits in the
+/// slice's null niche), so that it comes back in registers: every sent
+/// segment asks for one.
 #[derive(Debug)]
 pub enum TxFrame<'a> {
     /// The frame's bytes, to write.
     Lent(&'a mut [u8]),
-    /// No frame: no buffer free (or no such interface).
+    /// No frame, and why.
+    Refused(TxRefusal),
+}
+
+/// Why [`FrameSink::frame`] gave no frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxRefusal {
+    /// No buffer free (or no such interface).
     NoBuffer,
     /// This sink builds frames only through `transmit_with`.
     Unsupported,
 }
+
+const _: () = assert!(core::mem::size_of::<TxFrame<'static>>() == 16);
 
 /// What the stack tells the link about a frame it sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,12 +97,12 @@ impl FrameSink for VecSink {
 
     fn frame(&mut self, iface: IfaceId, len: usize, _meta: TxMeta) -> TxFrame<'_> {
         if self.limit.is_some_and(|l| self.frames.len() >= l) {
-            return TxFrame::NoBuffer;
+            return TxFrame::Refused(TxRefusal::NoBuffer);
         }
         self.frames.push((iface, vec![0u8; len]));
         match self.frames.last_mut() {
             Some((_, buf)) => TxFrame::Lent(buf),
-            None => TxFrame::NoBuffer,
+            None => TxFrame::Refused(TxRefusal::NoBuffer),
         }
     }
 }

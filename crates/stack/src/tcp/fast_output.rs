@@ -15,7 +15,7 @@ use wire::tcp::{SeqNumber, TcpFlags};
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::ipv4::{Ipv4Path, ATOMIC_IDENT};
-use crate::sink::{FrameSink, TxFrame, TxMeta};
+use crate::sink::{FrameSink, TxFrame, TxMeta, TxRefusal};
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::conn::TcpConnection;
 use crate::time::Instant;
@@ -242,8 +242,8 @@ impl TcpConnection {
                 segment().write(buf);
                 true
             }
-            TxFrame::NoBuffer => false,
-            TxFrame::Unsupported => {
+            TxFrame::Refused(TxRefusal::NoBuffer) => false,
+            TxFrame::Refused(TxRefusal::Unsupported) => {
                 let segment = segment();
                 sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
                     segment.write(&mut buf[..frame_len])
