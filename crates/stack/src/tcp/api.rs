@@ -7,12 +7,12 @@ use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
 use wire::{ChecksumMode, Error as WireError};
 
 use crate::ipv4::Ipv4Datagram;
-use crate::sink::{FrameSink, RxMeta};
+use crate::sink::FrameSink;
 use crate::socket::table::{ConnKey, LocalKey, ReadyMark, Socket, SocketTable};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
 use crate::tcp::conn::TcpConnection;
-use crate::tcp::fast_input::PredictedSegment;
+use crate::tcp::fast_input::{checksum_ok, PredictedSegment};
 use crate::tcp::input::InputEvents;
 use crate::tcp::listen::{connection_from_cookie, mss_for_mtu, send_cookie_syn_ack, TcpListener};
 use crate::tcp::output::send_reset_for;
@@ -124,7 +124,8 @@ impl Stack {
     ) {
         if self.ip.cfg.tcp.fast_path
             && !d.broadcast
-            && self.tcp_input_predicted(now, (d.src, d.dst), d.payload, d.meta, sink)
+            && checksum_ok((d.src, d.dst), d.payload, d.meta)
+            && self.tcp_input_predicted(now, (d.src, d.dst), d.payload, sink)
         {
             return;
         }
@@ -207,18 +208,11 @@ impl Stack {
         now: Instant,
         (src, dst): (Ipv4Addr, Ipv4Addr),
         payload: &[u8],
-        meta: RxMeta,
         sink: &mut dyn FrameSink,
     ) -> bool {
         let Some(seg) = PredictedSegment::parse(payload) else {
             return false;
         };
-        if !meta.csum_partial
-            && !TcpPacket::new_unchecked(payload)
-                .verify_checksum(&IpAddr::V4(src), &IpAddr::V4(dst))
-        {
-            return false;
-        }
         let key = ConnKey::v4((dst, seg.dst_port), (src, seg.src_port));
         let Some(index) = self.sockets.tcp_conns.get(&key) else {
             return false;
