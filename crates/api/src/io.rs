@@ -290,6 +290,11 @@ impl Worker {
             }
         }
         sock.totals.written += total as u64;
+        // The stack's ready list does not name a socket for the
+        // application's own send: its readiness (EPOLLOUT gone with a
+        // full buffer, for an edge to come when space frees) is looked at
+        // here.
+        self.touch(fd);
         match result {
             Err(e) if total == 0 => Err(e),
             _ => Ok(total),

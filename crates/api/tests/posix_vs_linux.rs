@@ -650,3 +650,71 @@ fn epoll_matches_linux() {
         let _ = n.close(ep);
     });
 }
+
+/// An edge-triggered writer fills its socket, hears nothing while the
+/// peer does not read, and hears EPOLLOUT once the peer has read all:
+/// the edge needs the readiness seen after the filling send, which the
+/// socket layer takes itself (the stack's ready list does not name a
+/// socket for its own application's send).
+#[test]
+fn epoll_edge_triggered_writer_matches_linux() {
+    both(|n, t| {
+        let l = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        n.bind(l, &at(n, 7521)).unwrap();
+        n.listen(l, 8).unwrap();
+        let c = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("connect", &n.connect(c, &at(n, 7521)));
+        n.settle();
+        let (a, _) = n.accept4(l, SOCK_NONBLOCK).unwrap();
+        let ep = n.epoll_create1(0).unwrap();
+        t.val(
+            "ctl ADD client OUT|ET",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, c, Some(&ev(EPOLLOUT | EPOLLET, 3))),
+        );
+        wait(n, t, "writable", ep);
+        wait(n, t, "writable, edge reported", ep);
+        // Fill the client's socket (and the peer's window): the amounts
+        // differ between the stacks, so only the end is recorded.
+        let chunk = vec![5u8; 16 * 1024];
+        let mut written = 0usize;
+        let mut last = Ok(0);
+        for _ in 0..10_000 {
+            last = n.send(c, &chunk, 0);
+            match last {
+                Ok(k) => written += k,
+                Err(_) => {
+                    n.settle();
+                    last = n.send(c, &chunk, 0);
+                    match last {
+                        Ok(k) => written += k,
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        t.val("full", &last.map(|_| ()));
+        assert!(written > 0);
+        n.settle();
+        wait(n, t, "full: no edge", ep);
+        // The peer reads everything: the space comes back.
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut read = 0usize;
+        for _ in 0..100_000 {
+            if read == written {
+                break;
+            }
+            match n.recv(a, &mut buf, 0) {
+                Ok(k) => read += k,
+                Err(_) => n.settle(),
+            }
+        }
+        assert_eq!(read, written, "the peer read every byte");
+        n.settle();
+        wait(n, t, "drained: OUT edge", ep);
+        wait(n, t, "drained, edge reported", ep);
+        let _ = n.close(a);
+        let _ = n.close(c);
+        let _ = n.close(l);
+        let _ = n.close(ep);
+    });
+}

@@ -255,18 +255,6 @@ impl SocketTable {
         Some((socket, mark))
     }
 
-    /// [`at_mut_with_ready`](Self::at_mut_with_ready) by handle.
-    #[inline(always)]
-    pub(crate) fn get_mut_with_ready(
-        &mut self,
-        h: SocketHandle,
-    ) -> Option<(&mut Socket, ReadyMark<'_>)> {
-        if self.slots.get(h.index as usize)?.generation != h.generation {
-            return None;
-        }
-        self.at_mut_with_ready(h.index)
-    }
-
     /// Puts a socket on the ready list.
     #[inline(always)]
     pub(crate) fn notify(&mut self, index: u32) {

@@ -679,11 +679,7 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
-        let (conn, mark) = match self.sockets.get_mut_with_ready(h) {
-            Some((Socket::Tcp(c), mark)) if !c.detached => (c, mark),
-            Some(_) => return Err(SocketError::NotSupported),
-            None => return Err(SocketError::BadHandle),
-        };
+        let conn = conn_mut(&mut self.sockets, h)?;
         check_send(conn)?;
         let n = conn
             .send
@@ -692,8 +688,14 @@ impl Stack {
             return Err(SocketError::WouldBlock);
         }
         conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
-        if !tcp_event_settled(now, h.index, conn, mark, &mut self.tcp.wheel) {
+        // The ready list is not told: the caller knows what it did, and a
+        // send makes nothing readable or writable that was not.  (It
+        // would bring the socket back on the next turn for a read that
+        // finds nothing.)  A connection the output closed is told.
+        if conn.state == TcpState::Closed {
             self.tcp_after_state_event(now, h.index, InputEvents::default());
+        } else {
+            settle_wheel(now, h.index, conn, &mut self.tcp.wheel);
         }
         Ok(n)
     }
