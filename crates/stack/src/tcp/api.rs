@@ -1066,7 +1066,10 @@ impl Stack {
         self.tcp.buffers.held_bytes()
     }
 
-    /// Hands the sockets whose readiness may have changed to the caller.
+    /// Hands the sockets whose readiness may have changed to the caller:
+    /// by what came from the network or the timers, not by the caller's
+    /// own calls (a send, which only uses up room, does not list its
+    /// socket; a caller that tracks readiness looks after its own calls).
     #[inline]
     pub fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
         self.sockets.drain_ready(out)
