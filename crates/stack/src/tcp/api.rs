@@ -1066,10 +1066,10 @@ impl Stack {
         self.tcp.buffers.held_bytes()
     }
 
-    /// Hands the sockets whose readiness may have changed to the caller:
-    /// by what came from the network or the timers, not by the caller's
-    /// own calls (a send, which only uses up room, does not list its
-    /// socket; a caller that tracks readiness looks after its own calls).
+    /// Hands the sockets whose readiness may have changed to the caller.
+    /// A send does not list its socket (it only uses up room, and the
+    /// caller knows it sent): a caller that tracks readiness looks again
+    /// after its own sends.
     #[inline]
     pub fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
         self.sockets.drain_ready(out)
