@@ -12,7 +12,7 @@ use crate::socket::table::{ConnKey, LocalKey, ReadyMark, Socket, SocketTable};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
 use crate::tcp::conn::TcpConnection;
-use crate::tcp::fast_input::{checksum_ok, PredictedSegment};
+use crate::tcp::fast_input::{checksum_ok, verified_meta, PredictedSegment};
 use crate::tcp::input::InputEvents;
 use crate::tcp::listen::{connection_from_cookie, mss_for_mtu, send_cookie_syn_ack, TcpListener};
 use crate::tcp::output::send_reset_for;
@@ -122,12 +122,16 @@ impl Stack {
         d: &Ipv4Datagram<'_>,
         sink: &mut dyn FrameSink,
     ) {
-        if self.ip.cfg.tcp.fast_path
-            && !d.broadcast
-            && checksum_ok((d.src, d.dst), d.payload, d.meta)
-            && self.tcp_input_predicted(now, (d.src, d.dst), d.payload, sink)
-        {
-            return;
+        if self.ip.cfg.tcp.fast_path && !d.broadcast {
+            let verified = checksum_ok((d.src, d.dst), d.payload, d.meta);
+            if verified && self.tcp_input_predicted(now, (d.src, d.dst), d.payload, sink) {
+                return;
+            }
+            let d = Ipv4Datagram {
+                meta: verified_meta(d.meta, verified),
+                ..*d
+            };
+            return self.tcp_input_general(now, &d, sink);
         }
         self.tcp_input_general(now, d, sink);
     }

@@ -92,6 +92,16 @@ pub(crate) fn checksum_ok((src, dst): (Ipv4Addr, Ipv4Addr), segment: &[u8], meta
         || TcpPacket::new_unchecked(segment).verify_checksum(&IpAddr::V4(src), &IpAddr::V4(dst))
 }
 
+/// What the general path is told of a segment header prediction declined:
+/// a checksum found good is not summed again (the mark is the link's for
+/// a sum it vouches for); a bad one is, and counted there.
+#[inline(always)]
+pub(crate) fn verified_meta(meta: RxMeta, verified: bool) -> RxMeta {
+    RxMeta {
+        csum_partial: meta.csum_partial || verified,
+    }
+}
+
 impl Stack {
     /// The frame of an IPv4 TCP segment to this interface's address (to
     /// our MAC, no IP options, not a fragment), checked in one pass with
@@ -142,9 +152,8 @@ impl Stack {
         {
             return false;
         }
-        if !checksum_ok((src, dst), payload, meta)
-            || !self.tcp_input_predicted(now, (src, dst), payload, sink)
-        {
+        let verified = checksum_ok((src, dst), payload, meta);
+        if !verified || !self.tcp_input_predicted(now, (src, dst), payload, sink) {
             let d = Ipv4Datagram {
                 iface,
                 src,
@@ -153,7 +162,7 @@ impl Stack {
                 broadcast: false,
                 header: ip,
                 payload,
-                meta,
+                meta: verified_meta(meta, verified),
             };
             self.tcp_input_general(now, &d, sink);
         }
