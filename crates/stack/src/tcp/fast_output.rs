@@ -38,26 +38,26 @@ const MAX_HEADERS: usize = TCP_AT + TIMESTAMP_HEADER_LEN;
 /// the pseudo header's addresses and protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SegmentTemplate {
-    /// What it was built from (the addresses and ports of a connection do
-    /// not change): a change in any makes a new one.
-    key: TemplateKey,
+    /// The stamp of the path it was built on: while current, the path is
+    /// the one below.  (The addresses and ports of a connection do not
+    /// change; what else it was built from, [`TemplateOptions`], drops
+    /// it when it changes.)
+    stamp: (u64, Instant),
     bytes: [u8; MAX_HEADERS],
     ip_sum: u16,
     pseudo_sum: u16,
-    /// The path's interface, MTU and checksum offload: while the key's
-    /// stamp is current, the path is the one the template was built from.
+    /// The path's interface, MTU and checksum offload.
     iface: IfaceId,
     mtu: usize,
     offload: bool,
 }
 
-/// What a template was built from besides the path: the connection's
-/// IP options and whether it uses timestamps.  They are not compared on
-/// each segment: whatever changes them drops the template
+/// What a template is built from besides the path: the connection's IP
+/// options and whether it uses timestamps.  Not kept nor compared on each
+/// segment: whatever changes them drops the template
 /// ([`TcpConnection::drop_template`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct TemplateKey {
-    path: (u64, Instant),
+#[derive(Debug, Clone, Copy)]
+struct TemplateOptions {
     ttl: u8,
     tos: u8,
     ts_ok: bool,
@@ -65,12 +65,12 @@ struct TemplateKey {
 
 impl SegmentTemplate {
     fn new(
-        key: TemplateKey,
+        options: TemplateOptions,
         path: &Ipv4Path,
         (src, dst): (Ipv4Addr, Ipv4Addr),
         ports: (u16, u16),
     ) -> SegmentTemplate {
-        let tcp_len = if key.ts_ok {
+        let tcp_len = if options.ts_ok {
             TIMESTAMP_HEADER_LEN
         } else {
             PLAIN_HEADER_LEN
@@ -79,9 +79,9 @@ impl SegmentTemplate {
         b[..ETH_LEN].copy_from_slice(path.eth());
         let ip = &mut b[ETH_LEN..TCP_AT];
         ip[0] = 0x45;
-        ip[1] = key.tos;
+        ip[1] = options.tos;
         ip[6] = 0x40; // DF, offset 0
-        ip[8] = key.ttl;
+        ip[8] = options.ttl;
         ip[9] = IpProtocol::Tcp.into();
         ip[12..16].copy_from_slice(&src.octets());
         ip[16..20].copy_from_slice(&dst.octets());
@@ -93,11 +93,11 @@ impl SegmentTemplate {
         tcp[0..2].copy_from_slice(&ports.0.to_be_bytes());
         tcp[2..4].copy_from_slice(&ports.1.to_be_bytes());
         tcp[12] = ((tcp_len / 4) as u8) << 4;
-        if key.ts_ok {
+        if options.ts_ok {
             tcp[20..24].copy_from_slice(&[1, 1, 8, 10]);
         }
         SegmentTemplate {
-            key,
+            stamp: path.stamp(),
             bytes: b,
             ip_sum,
             pseudo_sum: checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 0),
@@ -177,7 +177,7 @@ impl TcpConnection {
         // address never changes. Only a stale or missing one looks the
         // path up.
         let fresh = match &self.template {
-            Some(t) => t.key.path.0 == ip.path_epoch() && now < t.key.path.1,
+            Some(t) => t.stamp.0 == ip.path_epoch() && now < t.stamp.1,
             None => false,
         };
         if !fresh && !self.rebuild_template(now, ip) {
@@ -280,14 +280,9 @@ impl TcpConnection {
             self.template = None;
             return false;
         };
-        let key = TemplateKey {
-            path: path.stamp(),
-            ttl,
-            tos,
-            ts_ok,
-        };
+        let options = TemplateOptions { ttl, tos, ts_ok };
         let ports = (self.local.port(), self.remote.port());
-        self.template = Some(SegmentTemplate::new(key, &path, (src, dst), ports));
+        self.template = Some(SegmentTemplate::new(options, &path, (src, dst), ports));
         true
     }
 }
