@@ -7,7 +7,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use stack::{
-    FrameSink, IfaceId, Instant, InterfaceConfig, RxMeta, Stack, StackConfig, TcpState, TxMeta,
+    FrameSink, IfaceId, Instant, InterfaceConfig, RxMeta, SocketHandle, Stack, StackConfig,
+    TcpState, TxMeta,
 };
 use wire::checksum;
 use wire::ethernet::{EtherType, EthernetFrame};
@@ -169,6 +170,26 @@ fn pump(now: Instant, a: &mut Stack, sa: &mut MetaSink, b: &mut Stack, sb: &mut 
     panic!("the stacks never went quiet");
 }
 
+/// A connection from `a` to `b` port 80, established: (a's end, b's end).
+fn connect(
+    now: Instant,
+    a: &mut Stack,
+    sa: &mut MetaSink,
+    b: &mut Stack,
+    sb: &mut MetaSink,
+) -> (SocketHandle, SocketHandle) {
+    let lb = b
+        .tcp_listen(SocketAddr::new(IpAddr::V4(ip(2)), 80), 8)
+        .unwrap();
+    let ca = a
+        .tcp_connect(now, SocketAddr::new(IpAddr::V4(ip(2)), 80), None, sa)
+        .unwrap();
+    pump(now, a, sa, b, sb);
+    assert_eq!(a.tcp_state(ca).unwrap(), TcpState::Established);
+    let (cb, _) = b.tcp_accept(lb).unwrap();
+    (ca, cb)
+}
+
 #[test]
 fn tcp_and_udp_leave_checksums_to_an_offloading_link() {
     let now = Instant::ZERO;
@@ -202,15 +223,7 @@ fn tcp_and_udp_leave_checksums_to_an_offloading_link() {
     }
 
     // TCP both ways: b's segments are whole, a's partial; both accepted.
-    let lb = b
-        .tcp_listen(SocketAddr::new(IpAddr::V4(ip(2)), 80), 8)
-        .unwrap();
-    let ca = a
-        .tcp_connect(now, SocketAddr::new(IpAddr::V4(ip(2)), 80), None, &mut sa)
-        .unwrap();
-    pump(now, &mut a, &mut sa, &mut b, &mut sb);
-    assert_eq!(a.tcp_state(ca).unwrap(), TcpState::Established);
-    let (cb, _) = b.tcp_accept(lb).unwrap();
+    let (ca, cb) = connect(now, &mut a, &mut sa, &mut b, &mut sb);
     let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
     let mut sent = 0;
     let mut got = Vec::new();
@@ -295,14 +308,7 @@ fn established_segments_corrupt_ones_dropped_good_ones_kept() {
     let now = Instant::ZERO;
     let (mut a, mut b) = (stack(1, 31), stack(2, 32));
     let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
-    let lb = b
-        .tcp_listen(SocketAddr::new(IpAddr::V4(ip(2)), 80), 8)
-        .unwrap();
-    let ca = a
-        .tcp_connect(now, SocketAddr::new(IpAddr::V4(ip(2)), 80), None, &mut sa)
-        .unwrap();
-    pump(now, &mut a, &mut sa, &mut b, &mut sb);
-    let (cb, _) = b.tcp_accept(lb).unwrap();
+    let (ca, cb) = connect(now, &mut a, &mut sa, &mut b, &mut sb);
     a.tcp_set_nodelay(now, ca, true, &mut sa).unwrap();
     let first_data = |s: &mut MetaSink| {
         let frames = std::mem::take(&mut s.frames);
