@@ -239,6 +239,16 @@ pub trait Link {
         false
     }
 
+    /// Whether every frame the link hands out has an IPv4 header checksum
+    /// that needs no verifying: a NIC that verified it (and drops or marks
+    /// the bad), or a link between memories that no wire touches, such as
+    /// the shared-memory pair.  The stack then skips that sum on receive.
+    /// Links that take frames off a wire unchecked, or that can alter them
+    /// (the fault injector), say no.
+    fn rx_ip_checksum_offload(&self) -> bool {
+        false
+    }
+
     /// How many received buffers the engine may leave with the stack at once
     /// (held by sockets as their receive buffer, so the payload is not
     /// copied) while the link still has buffers to receive and send into.

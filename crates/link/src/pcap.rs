@@ -137,6 +137,10 @@ impl<L: Link, W: Write> Link for PcapLink<L, W> {
         self.inner.tx_checksum_offload()
     }
 
+    fn rx_ip_checksum_offload(&self) -> bool {
+        self.inner.rx_ip_checksum_offload()
+    }
+
     fn lend_budget(&self) -> usize {
         self.inner().lend_budget()
     }

@@ -258,6 +258,9 @@ impl<L: Link> Engine<L> {
             if link.tx_checksum_offload() {
                 stack.set_tx_checksum_offload(IfaceId(i as u16), true);
             }
+            if link.rx_ip_checksum_offload() {
+                stack.set_rx_ip_checksum_offload(IfaceId(i as u16), true);
+            }
         }
         let ports = links
             .into_iter()

@@ -334,6 +334,10 @@ impl Link for PortLink {
         each!(self, l => l.tx_checksum_offload())
     }
 
+    fn rx_ip_checksum_offload(&self) -> bool {
+        each!(self, l => l.rx_ip_checksum_offload())
+    }
+
     fn lend_budget(&self) -> usize {
         each!(self, l => l.lend_budget())
     }

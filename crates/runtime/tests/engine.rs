@@ -302,3 +302,35 @@ fn frames_one_at_a_time_pass_the_frame_hook_like_a_burst() {
     // Every frame the server received (the client's sent) passed the hook.
     assert_eq!(shm_seen, mem.tx_frames);
 }
+
+/// An engine tells its stack which checksums each link takes care of: the
+/// shm pair (frames cross only memory) finishes L4 sums and vouches for
+/// IPv4 header sums; the same link under the fault injector, which flips
+/// bits, vouches for nothing; an in-memory pair does neither.
+#[test]
+fn an_engine_tells_its_stack_which_checksums_a_link_takes_care_of() {
+    let (sa, sb) = shm_pair("vouch");
+    let shm = Engine::new(
+        stack(1, [2, 0, 0, 0, 2, 1]),
+        vec![sa],
+        EngineConfig::default(),
+    );
+    let faulty = Engine::new(
+        stack(2, [2, 0, 0, 0, 2, 2]),
+        vec![FaultLink::new(sb, FaultConfig::default())],
+        EngineConfig::default(),
+    );
+    let (ma, _mb) = pair();
+    let mem = Engine::new(
+        stack(3, [2, 0, 0, 0, 2, 3]),
+        vec![ma],
+        EngineConfig::default(),
+    );
+    let flags = |s: &Stack| {
+        let i = s.interface(stack::IfaceId(0)).unwrap();
+        (i.tx_checksum_offload, i.rx_ip_checksum_offload)
+    };
+    assert_eq!(flags(&shm.stack), (true, true));
+    assert_eq!(flags(&faulty.stack), (false, false));
+    assert_eq!(flags(&mem.stack), (false, false));
+}

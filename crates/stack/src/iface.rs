@@ -45,6 +45,9 @@ pub struct Interface {
     /// The link finishes TCP and UDP checksums of frames sent whole (not
     /// fragmented): the stack writes only the pseudo-header sum.
     pub tx_checksum_offload: bool,
+    /// The link vouches for the IPv4 header checksum of every frame it
+    /// hands out: the stack does not verify it.
+    pub rx_ip_checksum_offload: bool,
 }
 
 impl Interface {
@@ -69,6 +72,7 @@ impl Interface {
             broadcast,
             gateway: cfg.gateway,
             tx_checksum_offload: false,
+            rx_ip_checksum_offload: false,
         }
     }
 

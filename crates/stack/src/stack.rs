@@ -144,6 +144,20 @@ impl Stack {
         }
     }
 
+    /// Tells the stack that the link under `id` vouches for the IPv4
+    /// header checksum of every frame it hands out (a NIC that verified
+    /// it; the shared-memory pair, whose frames no wire touches): the stack
+    /// then does not verify it again.  Returns whether `id` exists.
+    pub fn set_rx_ip_checksum_offload(&mut self, id: IfaceId, on: bool) -> bool {
+        match self.ip.ifaces.get_mut(usize::from(id.0)) {
+            Some(i) => {
+                i.rx_ip_checksum_offload = on;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn routes(&self) -> &RouteTable {
         &self.ip.routes
     }

@@ -344,3 +344,64 @@ fn established_segments_corrupt_ones_dropped_good_ones_kept() {
     assert_eq!(&buf[..n], b"firstsecond");
     assert_eq!(b.counters().rx_drop_tcp_bad_checksum, 1);
 }
+
+/// The IPv4 header sum is verified on receive unless the interface's link
+/// vouches for it (`set_rx_ip_checksum_offload`): a frame whose header sum
+/// is wrong is dropped and counted on a plain interface, on the predicted
+/// TCP path and the general (UDP) path alike, and taken on a vouched one.
+#[test]
+fn an_ip_header_sum_is_verified_unless_the_link_vouches_for_it() {
+    let now = Instant::ZERO;
+    let (mut a, mut b) = (stack(1, 41), stack(2, 42));
+    let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
+    let (ca, cb) = connect(now, &mut a, &mut sa, &mut b, &mut sb);
+    a.tcp_set_nodelay(now, ca, true, &mut sa).unwrap();
+    let ua = a
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
+        .unwrap();
+    let ub = b
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(2)), 5001))
+        .unwrap();
+    let to_b = SocketAddr::new(IpAddr::V4(ip(2)), 5001);
+    // A frame of `a` with its IPv4 header sum off by one bit.
+    let damaged = |s: &mut MetaSink| {
+        let frames = std::mem::take(&mut s.frames);
+        assert_eq!(frames.len(), 1, "one frame");
+        let mut f = frames.into_iter().next().unwrap().0;
+        f[14 + 10] ^= 0x01;
+        assert!(!Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum());
+        f
+    };
+    let mut buf = [0u8; 64];
+    let rounds: [(bool, &[u8]); 3] = [(false, b"one"), (true, b"two"), (false, b"six")];
+    for (round, (vouched, text)) in rounds.into_iter().enumerate() {
+        assert!(b.set_rx_ip_checksum_offload(IF0, vouched));
+        let dropped_before = b.counters().rx_drop_ipv4_bad_checksum;
+        a.tcp_send(now, ca, text, &mut sa).unwrap();
+        let segment = damaged(&mut sa);
+        a.udp_send_to(now, ua, to_b, None, text, &mut sa).unwrap();
+        let datagram = damaged(&mut sa);
+        b.receive(now, IF0, &segment, RxMeta::default(), &mut sb);
+        b.receive(now, IF0, &datagram, RxMeta::default(), &mut sb);
+        let dropped = b.counters().rx_drop_ipv4_bad_checksum - dropped_before;
+        if vouched {
+            assert_eq!(dropped, 0, "round {round}: taken");
+            let n = b.tcp_recv(now, cb, &mut buf, &mut sb).unwrap();
+            assert_eq!(&buf[..n], text);
+            assert_eq!(b.udp_recv_from(ub, &mut buf).unwrap().len, text.len());
+        } else {
+            assert_eq!(dropped, 2, "round {round}: both dropped and counted");
+            assert!(b.tcp_recv(now, cb, &mut buf, &mut sb).is_err());
+            assert!(b.udp_recv_from(ub, &mut buf).is_err());
+            // The lost segment comes again intact, as a retransmission
+            // would bring it, so the next round starts in order.
+            let mut intact = segment.clone();
+            intact[14 + 10] ^= 0x01;
+            b.receive(now, IF0, &intact, RxMeta::default(), &mut sb);
+            let n = b.tcp_recv(now, cb, &mut buf, &mut sb).unwrap();
+            assert_eq!(&buf[..n], text);
+        }
+        // b's ACKs go back; a's send buffer empties.
+        pump(now, &mut a, &mut sa, &mut b, &mut sb);
+    }
+}

@@ -49,14 +49,14 @@ impl Stack {
                 return;
             }
         };
-        if !packet.verify_checksum() {
+        let Some(ifc) = self.ip.interface(iface) else {
+            return;
+        };
+        if !ifc.rx_ip_checksum_offload && !packet.verify_checksum() {
             self.ip.counters.rx_drop_ipv4_bad_checksum += 1;
             return;
         }
         let (src, dst) = (packet.src_addr(), packet.dst_addr());
-        let Some(ifc) = self.ip.interface(iface) else {
-            return;
-        };
         // RFC 1122 3.2.1.3: a source must be a unicast host address.
         if src.is_broadcast()
             || src.is_multicast()

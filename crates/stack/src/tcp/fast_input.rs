@@ -148,7 +148,7 @@ impl Stack {
             || src.is_unspecified()
             || ifc.is_broadcast(src)
             || src.is_loopback()
-            || checksum::data(ip) != 0xffff
+            || (!ifc.rx_ip_checksum_offload && checksum::data(ip) != 0xffff)
         {
             return false;
         }
