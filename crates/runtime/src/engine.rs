@@ -249,6 +249,9 @@ pub struct Engine<L: Link> {
     dispatch: Option<Dispatcher<L::Buf>>,
     /// Received buffers lent to the stack.
     lent: lend::Lender<L::Buf>,
+    /// Turns take [`Engine::turn_one_port`] (see
+    /// [`Engine::refresh_turn_kind`]).
+    one_port: bool,
 }
 
 impl<L: Link> Engine<L> {
@@ -280,8 +283,10 @@ impl<L: Link> Engine<L> {
             next_timer: Instant::ZERO,
             dispatch: None,
             lent: lend::Lender::default(),
+            one_port: false,
         };
         engine.start_lending();
+        engine.refresh_turn_kind();
         engine
     }
 
@@ -290,6 +295,17 @@ impl<L: Link> Engine<L> {
     /// engine, the exception path).
     pub fn set_dispatcher(&mut self, d: Dispatcher<L::Buf>) {
         self.dispatch = Some(d);
+        self.refresh_turn_kind();
+    }
+
+    /// Decides, after a change to what the engine has (a dispatcher,
+    /// lending), whether its turns can be [`Engine::turn_one_port`]'s.
+    fn refresh_turn_kind(&mut self) {
+        self.one_port = L::RX_ONE_AT_A_TIME
+            && self.ports.len() == 1
+            && self.dispatch.is_none()
+            && !self.lent.any()
+            && self.cfg.pkt_tx_delay.is_zero();
     }
 
     /// The dispatcher's counters, when there is one.
@@ -370,6 +386,9 @@ impl<L: Link> Engine<L> {
     /// a tool that slows the program down and would otherwise fire every
     /// timer many times more often per packet).  `now` must not go back.
     pub fn turn_at(&mut self, now: Instant, app: &mut dyn Application) -> bool {
+        if self.one_port {
+            return self.turn_one_port(now, app);
+        }
         self.counters.loops += 1;
         if self.lent.any() && self.stack.has_released_frames() {
             self.return_lent();
@@ -408,6 +427,38 @@ impl<L: Link> Engine<L> {
                     .is_some_and(|t| now.saturating_since(t) >= self.cfg.pkt_tx_delay)
             };
             if send_now || due() {
+                flush(port, &mut self.counters);
+            }
+        }
+        work
+    }
+
+    /// [`turn_at`](Self::turn_at) of the usual engine: one port, whose
+    /// link hands frames out one at a time, no dispatcher, no lending, and
+    /// every turn's frames sent at its end.  The general turn does the same
+    /// with loops and tests over what this one knows.
+    #[inline(always)]
+    fn turn_one_port(&mut self, now: Instant, app: &mut dyn Application) -> bool {
+        self.counters.loops += 1;
+        let mut work = receive_plain(&mut self.ports, &mut self.stack, &mut self.counters, 0, now);
+        let mut sink = TxQueues {
+            ports: &mut self.ports,
+            now,
+            counters: &mut self.counters,
+        };
+        work |= app.poll(&mut AppContext {
+            now,
+            stack: &mut self.stack,
+            sink: &mut sink,
+        });
+        if now >= self.next_timer {
+            self.stack.poll(now, &mut sink);
+            self.next_timer = now + self.cfg.timer_tick;
+        }
+        // With no transmit delay, frames queued outside a turn's work (by
+        // `with_context`) go now too.
+        if let [port] = &mut self.ports[..] {
+            if work || port.oldest_queued.is_some() {
                 flush(port, &mut self.counters);
             }
         }

@@ -301,6 +301,15 @@ fn frames_one_at_a_time_pass_the_frame_hook_like_a_burst() {
     assert_eq!(shm_seen, seen.load(Ordering::Relaxed));
     // Every frame the server received (the client's sent) passed the hook.
     assert_eq!(shm_seen, mem.tx_frames);
+    // Without the hook the shm engines take the one-port turn, which skips
+    // the general turn's loops and tests: the same run, frame for frame.
+    let (la, lb) = shm_pair("nohook");
+    let (plain, plain_shm) = echo_with_hook(la, lb, 0, None);
+    assert_eq!(plain, got);
+    assert_eq!(
+        (plain_shm.tx_frames, plain_shm.tx_bytes, plain_shm.rx_frames),
+        (mem.tx_frames, mem.tx_bytes, mem.rx_frames)
+    );
 }
 
 /// An engine tells its stack which checksums each link takes care of: the

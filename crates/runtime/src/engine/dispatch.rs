@@ -171,6 +171,7 @@ impl<L: Link> Engine<L> {
                 let mut d = Dispatcher::new(0, 1, None, None, Vec::new());
                 d.hook = Some(hook);
                 self.dispatch = Some(d);
+                self.refresh_turn_kind();
             }
         }
     }
