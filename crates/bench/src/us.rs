@@ -34,7 +34,7 @@ pub const MTU: usize = 65535;
 pub const RECV_SPACE: usize = 1 << 20;
 /// Frames per direction of the link: room for one request of each of
 /// 1000 connections in flight at once (a slot holds a whole 64 KB frame,
-/// so the link file is 2 × 1024 × 64 KB).
+/// so the link file is 2 × (1024 + 64 spares) × 64 KB).
 pub const SLOTS: usize = 1024;
 
 fn sock_err(e: SocketError) -> io::Error {

@@ -5,14 +5,15 @@
 //! handing a frame out stores nothing).
 //!
 //! A frame is the engine's exclusive handle on its slot:
-//! - a TX frame is a slot of this side's direction taken from the free
-//!   stack: the peer does not read it before the link publishes it, and
-//!   we do not hand it out again before the peer's consumer index has passed
-//!   the descriptor that carried it;
-//! - an RX frame is a slot of the peer's direction that a published
-//!   descriptor named: the peer does not reuse it before our consumer index
-//!   passes that descriptor, which happens only once the frame is back (the
-//!   link never hands out two frames on one slot, see `ShmLink::rx_burst`).
+//! - a TX frame is one of this side's spare slots, taken from the free
+//!   stack: the peer never reads spares (the link copies the frame into
+//!   its ring position's slot when it is sent), and the link does not hand
+//!   the spare out again before the frame is back or dropped;
+//! - an RX frame is the slot of a ring position of the peer's direction
+//!   that a published descriptor filled: the peer does not reuse it before
+//!   our consumer index passes that position, which happens only once the
+//!   frame is back (positions read are distinct and less than a ring
+//!   apart, so no two frames out share a slot).
 //!
 //! The frame cannot borrow the link (the engine keeps frames in its own
 //! queues), so the mapping and the tracker must outlive every frame: the
@@ -21,7 +22,7 @@
 //!
 //! A frame dropped without going back to its link marks its tracker entry
 //! [`DROPPED`]; the link then takes the slot back (RX: the consumer index
-//! moves past it; TX: the slot goes back on the free stack), so a lost frame
+//! moves past it; TX: the spare goes back on the free stack), so a lost frame
 //! costs nothing lasting. Entries are atomics because a frame may be dropped
 //! on another thread than the one driving its link.
 
@@ -31,8 +32,8 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use super::table::RingTable;
 use crate::PacketBuffer;
 
-/// A tracker entry with nothing to tell: a TX slot whose frame (if one is
-/// out) is alive, free or in the ring; an RX position between the consumer
+/// A tracker entry with nothing to tell: a spare whose frame (if one is
+/// out) is alive, or that is free; an RX position between the consumer
 /// index and the next to read whose frame is out, or any other position.
 /// A frame being handed out needs no store: its entry is idle already.
 pub(super) const IDLE: u8 = 0;
@@ -46,14 +47,14 @@ pub(super) const DROPPED: u8 = 3;
 /// Which direction's slab a frame lies in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Dir {
-    /// A slot of this side's transmit direction, being built.
+    /// A spare slot of this side's transmit direction, being built.
     Tx,
     /// A slot of the peer's direction, received.
     Rx,
 }
 
-/// What the link cannot see of its frames: one entry per TX slot and one
-/// per RX ring position (masked).
+/// What the link cannot see of its frames: one entry per spare slot and
+/// one per RX ring position (masked).
 pub(super) struct Tracker {
     pub tx: RingTable<AtomicU8>,
     pub rx: RingTable<AtomicU8>,
@@ -65,23 +66,23 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
-    /// A tracker for rings of `slots` entries (a power of two), all idle,
-    /// and slots of `frame_cap` bytes.
-    pub fn new(slots: usize, frame_cap: usize) -> Tracker {
+    /// A tracker for `spares` spare slots and rings of `slots` entries
+    /// (both powers of two), all idle, and slots of `frame_cap` bytes.
+    pub fn new(slots: usize, spares: usize, frame_cap: usize) -> Tracker {
         assert!(
             frame_cap <= LEN_BITS as usize,
             "a frame's length fits its bits"
         );
-        let idle = || RingTable::new(slots, |_| AtomicU8::new(IDLE));
+        let idle = |n| RingTable::new(n, |_| AtomicU8::new(IDLE));
         Tracker {
-            tx: idle(),
-            rx: idle(),
+            tx: idle(spares),
+            rx: idle(slots),
             tx_dropped: AtomicU32::new(0),
             frame_cap: frame_cap as u32,
         }
     }
 
-    /// The entry of a TX slot or an RX ring position, if there is one.
+    /// The entry of a spare or an RX ring position, if there is one.
     pub fn entry(&self, dir: Dir, index: u32) -> Option<&AtomicU8> {
         match dir {
             Dir::Tx => self.tx.get(index as usize),
@@ -89,7 +90,7 @@ impl Tracker {
         }
     }
 
-    /// TX slots whose frame was dropped and not taken back yet.
+    /// Spares whose frame was dropped and not taken back yet.
     pub fn tx_dropped_now(&self) -> usize {
         self.tx
             .iter()
@@ -101,10 +102,12 @@ impl Tracker {
 /// A frame in a slot of a shared-memory link's mapping: the link's packet
 /// buffer ([`crate::ShmLink`]'s `Link::Buf`).
 ///
-/// Frames to send are built in place in a free slot of this side's
-/// direction and published as they are; received frames are the peer's
-/// slots, read (and written: the engine completes partial checksums in
-/// place) where they lie. Neither direction copies a frame.
+/// Frames the engine builds through `Link::tx_place` are written in place in
+/// their ring position's slot and need no handle; a frame handed out by
+/// `alloc_tx` is a spare slot of this side's direction, copied into its
+/// position's slot when sent. Received frames are the peer's slots, read
+/// (and written: the engine completes partial checksums in place) where
+/// they lie.
 #[derive(Debug)]
 pub struct ShmFrame {
     /// The slot's first byte.
@@ -118,7 +121,7 @@ pub struct ShmFrame {
     /// [`CSUM_PARTIAL_BIT`] marks: a frame is three words, cheap to move
     /// through the engine's queues.
     len_flags: u32,
-    /// TX: the slot number; RX: the ring position (free-running).
+    /// TX: the spare's number; RX: the ring position (free-running).
     index: u32,
 }
 
@@ -182,7 +185,7 @@ impl ShmFrame {
         }
     }
 
-    /// TX: the slot number; RX: the ring position.
+    /// TX: the spare's number; RX: the ring position.
     pub(super) fn index(&self) -> u32 {
         self.index
     }

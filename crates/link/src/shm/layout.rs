@@ -15,9 +15,11 @@
 //! consumer index line are 64-byte lines on different pages, so the two
 //! sides never write the same cache line. A region is the producer index
 //! line, a gap line, the descriptor ring (`slots` × 8 bytes) from offset
-//! 128, then the slots from the next page boundary, `stride` bytes apart
-//! (a descriptor names its slot, numbered from 0; slot numbers fit 16 bits,
-//! as there are at most [`MAX_SLOTS`] = 2^16).
+//! 128, then the slots from the next page boundary, `stride` bytes apart:
+//! first one per ring position (position `p` carries its frame in slot
+//! `p mod slots`, so a descriptor holds only a length and flags), then the
+//! producer's spare slots, where frames handed out before their position is
+//! known are built (see `ShmLink::alloc_tx`); the peer never reads those.
 //!
 //! The layout is a pure function of (page size, MTU, slots): the opener
 //! recomputes it from the header and checks that every stored number and the
@@ -28,7 +30,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 /// "USTKSHM" and a format byte, little-endian.
 pub(super) const MAGIC: u64 = u64::from_le_bytes(*b"USTKSHM\x01");
 /// Bumped whenever the layout or the header changes.
-pub(super) const VERSION: u32 = 1;
+pub(super) const VERSION: u32 = 2;
 /// The value of `Header::ready` once side A has written everything.
 pub(super) const READY: u32 = 0x5244_5921;
 
@@ -38,6 +40,8 @@ pub const FRAME_OVERHEAD: usize = 18;
 pub const MIN_MTU: usize = 68;
 /// The largest MTU a link may have: Linux loopback's.
 pub const MAX_MTU: usize = 65536;
+/// The most spare slots a direction has.
+pub(super) const MAX_SPARES: usize = 2 * crate::MAX_BURST;
 /// The fewest frames a direction's ring may hold.
 pub const MIN_SLOTS: usize = 2;
 /// The most frames a direction's ring may hold.
@@ -55,25 +59,23 @@ pub(super) const DESC_SIZE: usize = 8;
 /// [`crate::PacketBuffer::csum_partial`]).
 pub(super) const DESC_CSUM_PARTIAL: u16 = 1;
 
-/// A ring entry: which slot holds the frame, how long it is, and flags.
-/// Shared as one `u64` (length in bits 0..32, slot in 32..48, flags in
-/// 48..64), written and read whole and atomically.
+/// A ring entry: how long the frame in its position's slot is, and flags.
+/// Shared as one `u64` (length in bits 0..32, flags in 48..64; bits 32..48
+/// are written zero and ignored), written and read whole and atomically.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Desc {
     pub len: u32,
-    pub slot: u16,
     pub flags: u16,
 }
 
 impl Desc {
     pub fn pack(self) -> u64 {
-        u64::from(self.len) | u64::from(self.slot) << 32 | u64::from(self.flags) << 48
+        u64::from(self.len) | u64::from(self.flags) << 48
     }
 
     pub fn unpack(v: u64) -> Desc {
         Desc {
             len: v as u32,
-            slot: (v >> 32) as u16,
             flags: (v >> 48) as u16,
         }
     }
@@ -118,8 +120,11 @@ pub(super) struct Geometry {
     pub frame_cap: usize,
     /// Bytes from one slot to the next: `frame_cap` rounded up to a line.
     pub stride: usize,
-    /// Ring entries (and slots) per direction, a power of two.
+    /// Ring entries (and their slots) per direction, a power of two.
     pub slots: usize,
+    /// Spare slots per direction after the ring's: a quarter of `slots`,
+    /// at least 1 and at most [`MAX_SPARES`] (a power of two).
+    pub spares: usize,
 }
 
 impl Geometry {
@@ -143,6 +148,7 @@ impl Geometry {
             frame_cap,
             stride: align_up(frame_cap, LINE),
             slots,
+            spares: (slots / 4).clamp(1, MAX_SPARES),
         })
     }
 }
@@ -182,7 +188,8 @@ impl Layout {
             desc[d] = off.checked_add(DESC_OFFSET)?;
             let desc_end = desc[d].checked_add(g.slots.checked_mul(DESC_SIZE)?)?;
             slab[d] = align_up(desc_end, page);
-            let slab_end = slab[d].checked_add(g.slots.checked_mul(g.stride)?)?;
+            let slab_end =
+                slab[d].checked_add(g.slots.checked_add(g.spares)?.checked_mul(g.stride)?)?;
             region_end[d] = align_up(slab_end, page);
             off = region_end[d];
         }
@@ -231,7 +238,8 @@ mod tests {
                 assert_eq!(l.slab[d] % 4096, 0);
                 assert_eq!(l.region_end[d] % 4096, 0);
                 assert!(l.desc[d] + slots * DESC_SIZE <= l.slab[d]);
-                assert!(l.slab[d] + slots * g.stride <= l.region_end[d]);
+                assert!(g.spares.is_power_of_two() && g.spares <= MAX_SPARES);
+                assert!(l.slab[d] + (slots + g.spares) * g.stride <= l.region_end[d]);
             }
             assert_eq!(l.region[1], l.region_end[0]);
             assert_eq!(l.total, l.region_end[1]);
@@ -255,11 +263,17 @@ mod tests {
     fn desc_round_trips() {
         let d = Desc {
             len: 65554,
-            slot: 65535,
             flags: DESC_CSUM_PARTIAL,
         };
         assert_eq!(Desc::unpack(d.pack()), d);
-        assert_eq!(Desc::unpack(u64::MAX).len, u32::MAX);
+        assert_eq!(d.pack() >> 32 & 0xffff, 0, "the reserved bits are zero");
+        assert_eq!(
+            Desc::unpack(u64::MAX),
+            Desc {
+                len: u32::MAX,
+                flags: u16::MAX
+            }
+        );
     }
 
     #[test]

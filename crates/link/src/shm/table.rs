@@ -1,9 +1,9 @@
-//! [`RingTable`]: the link's own bookkeeping per ring position or per slot,
+//! [`RingTable`]: the link's own bookkeeping per ring position or per spare slot,
 //! looked up on every frame without a bounds check.
 
 /// A table of a power-of-two number of entries, one per ring position
 /// (reached by a free-running position, masked with the table's own length)
-/// or one per slot (reached by a slot number, checked).
+/// or one per spare slot (reached by its number, checked).
 pub(super) struct RingTable<T> {
     entries: Box<[T]>,
     /// `entries.len() - 1`, kept so that masking a position is one
@@ -39,24 +39,10 @@ impl<T> RingTable<T> {
         unsafe { self.entries.get_unchecked(i) }
     }
 
-    /// The entry of position `pos` (masked), writable.
-    #[inline(always)]
-    pub fn at_mut(&mut self, pos: u32) -> &mut T {
-        let i = self.index(pos);
-        // SAFETY: `i < len` (see `index`).
-        unsafe { self.entries.get_unchecked_mut(i) }
-    }
-
-    /// Entry `i`, if there is one (a slot number from elsewhere).
+    /// Entry `i`, if there is one (a spare's number, from a frame).
     #[inline(always)]
     pub fn get(&self, i: usize) -> Option<&T> {
         self.entries.get(i)
-    }
-
-    /// Entry `i`, writable, if there is one.
-    #[inline(always)]
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        self.entries.get_mut(i)
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, T> {

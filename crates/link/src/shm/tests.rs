@@ -51,19 +51,37 @@ fn layout_of(cfg: &ShmConfig) -> (Geometry, Layout) {
     (g, l)
 }
 
-/// A frame to send holding `bytes`, built in place in a free slot.
+/// A frame to send holding `bytes`, built in a spare slot (`alloc_tx`).
 fn frame(link: &mut ShmLink, bytes: &[u8]) -> ShmFrame {
-    let mut b = link.alloc_tx().expect("a free slot");
+    let mut b = link.alloc_tx().expect("a free spare");
     b.set_len(bytes.len());
     b.data_mut().copy_from_slice(bytes);
     b
 }
 
+/// Sends `frames` as the engine does: each built in place in its ring
+/// position's slot (`tx_place`), then one flush.
 fn send(link: &mut ShmLink, frames: &[Vec<u8>]) -> usize {
-    let mut v: Vec<ShmFrame> = frames.iter().map(|f| frame(link, f)).collect();
-    let n = link.tx_burst(&mut v).unwrap();
-    assert!(v.is_empty(), "tx_burst takes every frame");
-    n
+    for f in frames {
+        match link.tx_place(f.len(), false) {
+            TxPlaced::InPlace(buf) => buf.copy_from_slice(f),
+            _ => panic!("a free position for a {}-byte frame", f.len()),
+        }
+    }
+    link.tx_flush().unwrap();
+    frames.len()
+}
+
+/// Sends `frames` the other way: each built in a spare (`alloc_tx`), all
+/// given to `tx_burst`, which copies them into the ring.
+fn send_copied(link: &mut ShmLink, frames: &[Vec<u8>]) -> usize {
+    let mut sent = 0;
+    for f in frames {
+        let mut v = vec![frame(link, f)];
+        sent += link.tx_burst(&mut v).unwrap();
+        assert!(v.is_empty(), "tx_burst takes every frame");
+    }
+    sent
 }
 
 fn recv_all(link: &mut ShmLink) -> Vec<Vec<u8>> {
@@ -123,7 +141,12 @@ fn pair_passes_frames_both_ways_in_order() {
         let fb: Vec<Vec<u8>> = (0..kb)
             .map(|i| test_frame(next_ba + i as u64, 60 + i))
             .collect();
-        assert_eq!(send(&mut b, &fb), kb);
+        // B sends in place and through spares, by turns.
+        if round % 2 == 0 {
+            assert_eq!(send(&mut b, &fb), kb);
+        } else {
+            assert_eq!(send_copied(&mut b, &fb), kb);
+        }
         next_ba += kb as u64;
         let got = recv_all(&mut b);
         assert_eq!(got, fa);
@@ -146,12 +169,20 @@ fn pair_passes_frames_both_ways_in_order() {
         0
     );
     assert_eq!(a.shm_stats(), ShmStats::default());
+    let copied: usize = (0..2000).filter(|r| r % 2 == 1).map(|r| 6 - r % 6).sum();
+    assert_eq!(
+        b.shm_stats(),
+        ShmStats {
+            tx_copied: copied as u64,
+            ..ShmStats::default()
+        }
+    );
     assert_eq!(sa.rx_copied + sb.rx_copied, 0);
     assert_eq!(sa.ring_errors + sb.ring_errors, 0);
     // Every slot is home again, once the producers look.
     for l in [&mut a, &mut b] {
         assert_eq!(l.frames_held(), (0, 0));
-        l.refill_tx_free();
+        l.refresh_tx_room();
         assert_eq!(l.tx_slots_free(), 8);
         assert_eq!(l.rx_tail, l.rx_next);
     }
@@ -207,14 +238,21 @@ fn received_frames_are_the_senders_slots_not_copies() {
     let (g, l) = layout_of(&cfg);
     let (mut a, mut b) = pair(&path.0, &cfg);
     let f: Vec<Vec<u8>> = (0..3).map(|i| test_frame(i, 100 + i as usize)).collect();
-    let mut v: Vec<ShmFrame> = f.iter().map(|x| frame(&mut a, x)).collect();
-    // Built in place: each TX frame is a slot of direction 0 in A's mapping.
-    let sent_at: Vec<usize> = v.iter().map(|x| offset_in_mapping(&a, x)).collect();
-    for &off in &sent_at {
-        assert!(off >= l.slab[0] && off < l.slab[0] + cfg.slots * g.stride);
-        assert_eq!((off - l.slab[0]) % g.stride, 0);
+    // Built in place: each frame in the slot of its ring position (0, 1,
+    // 2) of direction 0 in A's mapping.
+    let base = a.mapping_range().start;
+    let mut sent_at = Vec::new();
+    for x in &f {
+        let TxPlaced::InPlace(buf) = a.tx_place(x.len(), false) else {
+            panic!("a free position");
+        };
+        buf.copy_from_slice(x);
+        sent_at.push(buf.as_ptr() as usize - base);
     }
-    assert_eq!(a.tx_burst(&mut v).unwrap(), 3);
+    for (pos, &off) in sent_at.iter().enumerate() {
+        assert_eq!(off, l.slab[0] + pos * g.stride);
+    }
+    a.tx_flush().unwrap();
     let mut out = Vec::new();
     assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 3);
     for (i, x) in out.iter_mut().enumerate() {
@@ -232,12 +270,26 @@ fn received_frames_are_the_senders_slots_not_copies() {
             .unwrap();
         assert_eq!(byte[0], 0xa5);
     }
-    for x in out {
+    for x in out.drain(..) {
         b.recycle(x);
     }
     let s = b.stats();
     assert_eq!((s.rx_frames, s.rx_copied), (3, 0));
     assert_eq!(b.frames_held(), (0, 0));
+
+    // A frame from alloc_tx is built in a spare, past the ring's slots,
+    // and copied into its position's slot (3) when sent.
+    let spare = frame(&mut a, &f[0]);
+    let spare_at = offset_in_mapping(&a, &spare);
+    assert!(spare_at >= l.slab[0] + cfg.slots * g.stride && spare_at < l.region_end[0]);
+    assert!(a.tx_push(spare).is_none());
+    a.tx_flush().unwrap();
+    assert_eq!(a.shm_stats().tx_copied, 1);
+    assert_eq!(a.frames_held(), (0, 0));
+    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 1);
+    assert_eq!(offset_in_mapping(&b, &out[0]), l.slab[0] + 3 * g.stride);
+    assert_eq!(out[0].data(), &f[0][..]);
+    b.recycle(out.pop().unwrap());
 }
 
 /// Side B's published consumer index of direction 0, as side A reads it.
@@ -270,7 +322,7 @@ fn consumer_index_waits_for_a_frame_still_held() {
     assert_eq!(b.frames_held(), (0, 1));
     // So A takes none of the four slots back, and no frame it builds can
     // be in the held one, however many it sends.
-    a.refill_tx_free();
+    a.refresh_tx_room();
     assert_eq!(a.tx_slots_free(), 4);
     for round in 0..3 {
         let x = frame(&mut a, &f[4]);
@@ -291,7 +343,7 @@ fn consumer_index_waits_for_a_frame_still_held() {
     // `publish_rx`).
     assert_eq!(cons_index(&a), 0);
     assert_eq!(cons_index_after_turn(&a, &mut b), 6);
-    a.refill_tx_free();
+    a.refresh_tx_room();
     assert_eq!(a.tx_slots_free(), 8);
 }
 
@@ -324,38 +376,40 @@ fn frames_recycled_out_of_order_move_the_index_over_the_done_prefix() {
 }
 
 #[test]
-fn alloc_tx_runs_out_of_slots_and_recovers() {
+fn the_ring_runs_out_of_positions_and_recovers() {
     let path = TmpPath::new("slots");
     let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 4));
-    // 4 slots, 1 of them in reserve.
+    // 4 positions, 1 of them in reserve; 1 spare.
     let f: Vec<Vec<u8>> = (0..4).map(|i| test_frame(i, 100)).collect();
-    let mut v: Vec<ShmFrame> = f[..3].iter().map(|x| frame(&mut a, x)).collect();
-    assert!(a.alloc_tx().is_none(), "the last slot is the reserve's");
-    assert_eq!(a.stats().pool_exhausted, 1);
+    assert_eq!(send(&mut a, &f[..3]), 3);
+    assert!(matches!(a.tx_place(100, false), TxPlaced::NoBuffer));
+    assert!(a.alloc_tx().is_none(), "the last position is the reserve's");
+    assert_eq!(a.stats().pool_exhausted, 2);
     let mut last = a.alloc_tx_reserved().expect("the reserve");
     assert_eq!(a.shm_stats().reserve_taken, 1);
-    assert!(a.alloc_tx_reserved().is_none());
-    assert_eq!(a.stats().pool_exhausted, 2);
+    assert!(a.alloc_tx_reserved().is_none(), "the only spare is out");
+    assert_eq!(a.stats().pool_exhausted, 3);
     last.set_len(100);
     last.data_mut().copy_from_slice(&f[3]);
-    v.push(last);
-    assert_eq!(a.frames_held(), (4, 0));
-    assert_eq!(a.tx_burst(&mut v).unwrap(), 4);
+    assert_eq!(a.frames_held(), (1, 0));
+    assert!(a.tx_push(last).is_none());
+    a.tx_flush().unwrap();
     assert_eq!(a.frames_held(), (0, 0));
-    // All four in the ring: still no slot until B is done with them.
+    assert_eq!(a.tx_slots_free(), 0);
+    // All four in the ring: no position until B is done with them.
     assert!(a.alloc_tx().is_none());
     assert!(a.alloc_tx_reserved().is_none());
     let mut out = Vec::new();
     assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 4);
     assert!(a.alloc_tx_reserved().is_none(), "B still reads them");
-    assert_eq!(a.stats().pool_exhausted, 5);
+    assert_eq!(a.stats().pool_exhausted, 6);
     let got: Vec<Vec<u8>> = out.iter().map(|x| x.data().to_vec()).collect();
     assert_eq!(got, f);
     for x in out.drain(..) {
         b.recycle(x);
     }
-    // Recovered once B has published its index (its next turn): three for
-    // alloc_tx, the fourth for alloc_tx_reserved.
+    // Recovered once B has published its index (its next turn): three in
+    // place, the fourth is the reserve's.
     assert!(a.alloc_tx().is_none());
     b.service().unwrap();
     assert_eq!(send(&mut a, &f[..3]), 3);
@@ -365,6 +419,31 @@ fn alloc_tx_runs_out_of_slots_and_recovers() {
     assert_eq!(recv_all(&mut b), f[1..4].to_vec());
     let s = a.stats();
     assert_eq!((s.tx_frames, s.tx_dropped, s.ring_errors), (10, 0, 0));
+    assert_eq!(a.shm_stats().tx_copied, 1);
+}
+
+/// A frame from `alloc_tx` finds the ring full when it is pushed (the
+/// reserve of a 2-slot ring is empty): taken, dropped and counted, its
+/// spare free again.
+#[test]
+fn a_copied_frame_pushed_into_a_full_ring_is_dropped_and_counted() {
+    let path = TmpPath::new("full");
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 2));
+    let f: Vec<Vec<u8>> = (0..3).map(|i| test_frame(i, 80)).collect();
+    let x = frame(&mut a, &f[2]);
+    assert_eq!(send(&mut a, &f[..2]), 2);
+    assert!(a.tx_push(x).is_none(), "taken");
+    a.tx_flush().unwrap();
+    assert_eq!(a.stats().tx_dropped, 1);
+    assert_eq!(a.frames_held(), (0, 0));
+    assert_eq!(recv_all(&mut b), f[..2].to_vec());
+    b.service().unwrap();
+    // The spare is back, and sends once there is room.
+    let x = frame(&mut a, &f[2]);
+    assert!(a.tx_push(x).is_none());
+    a.tx_flush().unwrap();
+    assert_eq!(recv_all(&mut b), f[2..].to_vec());
+    assert_eq!((a.stats().tx_frames, a.shm_stats().tx_copied), (3, 1));
 }
 
 #[test]
@@ -437,14 +516,14 @@ fn frames_not_this_links_are_counted_and_not_used() {
 #[test]
 fn frames_dropped_without_recycling_give_their_slots_back() {
     let path = TmpPath::new("drop");
-    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 4));
-    // TX: all three alloc_tx slots dropped; alloc_tx finds them again.
-    for _ in 0..3 {
+    let (mut a, mut b) = pair(&path.0, &ShmConfig::new(1500, 8));
+    // TX: both spares' frames dropped; alloc_tx finds them again.
+    for _ in 0..2 {
         drop(a.alloc_tx().unwrap());
     }
-    assert_eq!(a.frames_held(), (3, 0));
-    let x = a.alloc_tx().expect("the dropped frames' slots");
-    assert_eq!(a.shm_stats().dropped_frames, 3);
+    assert_eq!(a.frames_held(), (2, 0));
+    let x = a.alloc_tx().expect("the dropped frames' spares");
+    assert_eq!(a.shm_stats().dropped_frames, 2);
     assert_eq!(a.frames_held(), (1, 0));
     a.recycle(x);
     // RX: frames dropped after the first was recycled, one of them on
@@ -775,7 +854,8 @@ fn corrupt_headers_are_rejected() {
     };
     use io::ErrorKind::{InvalidData, WouldBlock};
     bad_u32(offset_of!(Header, magic), 0x1234_5678, InvalidData);
-    bad_u32(offset_of!(Header, version), 2, InvalidData);
+    // Version 1 named a slot in each descriptor: its files are refused.
+    bad_u32(offset_of!(Header, version), 1, InvalidData);
     bad_u32(offset_of!(Header, page_size), 8192, InvalidData);
     bad_u32(offset_of!(Header, mtu), 9000, InvalidData);
     bad_u32(offset_of!(Header, mtu), 10, InvalidData);
@@ -877,28 +957,26 @@ fn bogus_descriptors_are_counted_not_followed() {
     let f: Vec<Vec<u8>> = (0..4).map(|i| test_frame(i, 200)).collect();
     assert_eq!(send(&mut a, &f), 4);
     // Position 1: one byte past the slot; position 2: a huge length (and
-    // slot).
+    // every other bit set).
     let bad1 = (g.frame_cap as u64 + 1).to_ne_bytes();
     poke(&path.0, l.desc[0] + DESC_SIZE, &bad1);
     poke(&path.0, l.desc[0] + 2 * DESC_SIZE, &u64::MAX.to_ne_bytes());
-    // Position 3: a good length in slot 8 of 8 (numbered from 0).
-    let bad3 = super::layout::Desc {
-        len: 200,
-        slot: 8,
-        flags: 0,
-    };
-    poke(
-        &path.0,
-        l.desc[0] + 3 * DESC_SIZE,
-        &bad3.pack().to_ne_bytes(),
-    );
-    assert_eq!(recv_all(&mut b), vec![f[0].clone()]);
+    // Position 3: its good length with the reserved bits (once a slot
+    // number) set: ignored, the frame is its position's slot all the same.
+    let mut third = [0u8; DESC_SIZE];
+    File::open(&path.0)
+        .unwrap()
+        .read_exact_at(&mut third, (l.desc[0] + 3 * DESC_SIZE) as u64)
+        .unwrap();
+    let third = u64::from_ne_bytes(third) | 0xffff << 32;
+    poke(&path.0, l.desc[0] + 3 * DESC_SIZE, &third.to_ne_bytes());
+    assert_eq!(recv_all(&mut b), vec![f[0].clone(), f[3].clone()]);
     let s = b.stats();
-    assert_eq!(s.rx_frames, 1);
-    assert_eq!(s.rx_dropped, 3);
+    assert_eq!(s.rx_frames, 2);
+    assert_eq!(s.rx_dropped, 2);
     assert_eq!(s.rx_oversize, 2);
-    assert_eq!(b.shm_stats().rx_bad_desc, 3);
-    assert_eq!(s.ring_errors, 3);
+    assert_eq!(b.shm_stats().rx_bad_desc, 2);
+    assert_eq!(s.ring_errors, 2);
     assert_eq!(b.frames_held(), (0, 0));
     assert_eq!(
         cons_index(&a),
@@ -906,25 +984,6 @@ fn bogus_descriptors_are_counted_not_followed() {
         "the dropped descriptors' positions are done"
     );
     // The ring goes on.
-    assert_eq!(send(&mut a, &f), 4);
-    assert_eq!(recv_all(&mut b), f);
-
-    // Positions 8 and 9 (descriptors 0 and 1): the second names the slot
-    // of the first, whose frame B holds; never two frames on one slot.
-    assert_eq!(send(&mut a, &f[..2]), 2);
-    let mut first = [0u8; DESC_SIZE];
-    File::open(&path.0)
-        .unwrap()
-        .read_exact_at(&mut first, l.desc[0] as u64)
-        .unwrap();
-    poke(&path.0, l.desc[0] + DESC_SIZE, &first);
-    let mut out = Vec::new();
-    assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 1);
-    assert_eq!(b.shm_stats().rx_bad_desc, 4);
-    assert_eq!(b.stats().rx_oversize, 2);
-    assert_eq!(out[0].data(), &f[0][..]);
-    b.recycle(out.pop().unwrap());
-    assert_eq!(cons_index_after_turn(&a, &mut b), 10);
     assert_eq!(send(&mut a, &f), 4);
     assert_eq!(recv_all(&mut b), f);
 }
@@ -965,33 +1024,37 @@ fn impossible_indexes_are_errors() {
     assert_eq!(b.rx_burst(&mut out, MAX_BURST).unwrap(), 0);
 
     // B's consumer index of direction 0 claims frames A never sent: the
-    // frames already built go out all the same (each slot held has its
-    // ring entry), and no slot is taken back on the strength of it.
-    let g: Vec<Vec<u8>> = (0..3).map(|i| test_frame(10 + i, 100)).collect();
-    let mut v: Vec<ShmFrame> = g.iter().map(|x| frame(&mut a, x)).collect();
+    // frames already built go out all the same, and no position is taken
+    // back on the strength of it.
+    assert_eq!(a.refresh_tx_room(), 8, "B has read all five");
+    let g: Vec<Vec<u8>> = (0..6).map(|i| test_frame(10 + i, 100)).collect();
     let old = poke(&path.0, l.cons[0], &100u32.to_ne_bytes());
-    let e = a.tx_burst(&mut v).unwrap_err();
+    for x in &g[..3] {
+        let TxPlaced::InPlace(buf) = a.tx_place(x.len(), false) else {
+            panic!("room");
+        };
+        buf.copy_from_slice(x);
+    }
+    let e = a.tx_flush().unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidData);
     assert_eq!(a.shm_stats().peer_errors, 1);
-    assert!(v.is_empty());
     assert_eq!(a.stats().tx_frames, 8);
-    // alloc_tx, short of slots, finds it impossible too: counted, None
-    // with the reserve's two slots left.
-    let mut held = Vec::new();
-    while let Some(x) = a.alloc_tx() {
-        held.push(x);
+    // tx_place, short of positions, finds it impossible too: counted, no
+    // room with the reserve's two positions left.
+    let mut placed = 0;
+    while let TxPlaced::InPlace(buf) = a.tx_place(100, false) {
+        buf.copy_from_slice(&g[3 + placed]);
+        placed += 1;
     }
-    assert_eq!(held.len(), 1);
+    assert_eq!(placed, 3);
     assert_eq!(a.shm_stats().peer_errors, 2);
     assert_eq!(a.tx_slots_free(), 2);
-    for x in held {
-        a.recycle(x);
-    }
     poke(&path.0, l.cons[0], &old);
+    a.tx_flush().unwrap();
     assert_eq!(recv_all(&mut b), g);
     assert_eq!(send(&mut a, &f), 3);
     assert_eq!(recv_all(&mut b), f);
-    a.refill_tx_free();
+    a.refresh_tx_room();
     assert_eq!(a.tx_slots_free(), 8);
 }
 
