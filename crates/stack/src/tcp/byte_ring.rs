@@ -207,6 +207,18 @@ impl ByteRing {
     #[inline(always)]
     pub fn push(&mut self, data: &[u8], cache: &mut BufferCache) {
         self.reserve_total(self.len + data.len(), cache);
+        if self.len == 0 {
+            // Nothing held (and, as both callers ensure, nothing written
+            // past it): from the front, where the room is whole and no
+            // wrap is to be reckoned with (a request/reply's every push).
+            self.head = 0;
+            if let Some(dst) = self.storage.get_mut(..data.len()) {
+                copy_bytes(dst, data);
+            }
+            self.len = data.len();
+            self.peak = self.peak.max(self.len);
+            return;
+        }
         let cap = self.storage.len();
         let start = wrap(self.head + self.len, cap);
         // The room after `start` first, then from the front: both in
@@ -343,6 +355,35 @@ impl ByteRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An append to an empty ring starts at the front, wherever the head
+    /// was; later appends that wrap still come out in order.
+    #[test]
+    fn an_append_to_an_empty_ring_starts_at_the_front() {
+        let mut c = BufferCache::new(1 << 20);
+        let mut r = ByteRing::new();
+        assert_eq!(r.append(&[1; 10], 1 << 20, &mut c), 10);
+        let cap = r.allocated();
+        let mut out = vec![0u8; cap];
+        assert_eq!(r.pop_into(&mut out[..10]), 10);
+        assert_eq!((r.head, r.len), (10, 0));
+        assert_eq!(r.append(&[2; 20], 1 << 20, &mut c), 20);
+        assert_eq!((r.head, r.len), (0, 20));
+        assert_eq!(r.first_run(), &[2; 20][..]);
+        assert_eq!(r.pop_into(&mut out[..20]), 20);
+        assert_eq!(&out[..20], &[2; 20][..]);
+        // Held bytes from the front to near the end, three taken, then an
+        // append that runs past the end and on from the front.
+        assert_eq!(r.append(&vec![3; cap - 5], 1 << 20, &mut c), cap - 5);
+        assert_eq!(r.pop_into(&mut out[..3]), 3);
+        assert_eq!(r.append(&[4; 8], 1 << 20, &mut c), 8);
+        assert_eq!(r.allocated(), cap, "no growth: it fit");
+        let n = r.len();
+        assert_eq!(r.pop_into(&mut out[..n]), cap);
+        assert!(out[..cap - 8].iter().all(|&b| b == 3));
+        assert_eq!(&out[cap - 8..cap], &[4; 8][..]);
+        assert!(r.is_empty());
+    }
 
     #[test]
     fn pop_into_takes_bytes_across_the_wrap() {
