@@ -327,6 +327,17 @@ impl ByteRing {
         let cap = self.storage.len();
         let start = self.head;
         debug_assert!(start < cap);
+        if n == self.len && start + n <= cap {
+            // All of it, in one run (a request/reply's every read). The
+            // head moves past it all the same: bytes written beyond the
+            // held ones (out-of-order data) stay where they are.
+            if let (Some(d), Some(s)) = (dst.get_mut(..n), self.storage.get(start..start + n)) {
+                copy_bytes(d, s);
+            }
+            self.head = wrap(start + n, cap);
+            self.len = 0;
+            return n;
+        }
         let first = n.min(cap - start);
         if let (Some(d), Some(s)) = (dst.get_mut(..first), self.storage.get(start..start + first)) {
             copy_bytes(d, s);
@@ -355,6 +366,26 @@ impl ByteRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reading every held byte keeps what was written beyond them (the
+    /// receive ring's out-of-order data) where it was, relative to the
+    /// head.
+    #[test]
+    fn a_read_of_everything_held_keeps_the_bytes_beyond() {
+        let mut c = BufferCache::new(1 << 20);
+        let mut r = ByteRing::new();
+        assert_eq!(r.append(&[1; 10], 1 << 20, &mut c), 10);
+        r.write_at(10 + 5, &[9; 4]);
+        let mut out = [0u8; 16];
+        assert_eq!(r.pop_into(&mut out), 10);
+        assert_eq!(&out[..10], &[1; 10][..]);
+        // The hole before the out-of-order bytes is filled; all of it is
+        // held now.
+        r.write_at(0, &[8; 5]);
+        r.commit(9);
+        assert_eq!(r.pop_into(&mut out), 9);
+        assert_eq!(&out[..9], &[8, 8, 8, 8, 8, 9, 9, 9, 9][..]);
+    }
 
     /// An append to an empty ring starts at the front, wherever the head
     /// was; later appends that wrap still come out in order.
