@@ -297,11 +297,16 @@ impl ByteRing {
             return 0;
         }
         let start = wrap(self.head + offset, cap);
-        let first = n.min(cap - start);
-        copy_bytes(&mut dst[..first], &self.storage[start..start + first]);
-        if first < n {
-            dst[first..n].copy_from_slice(&self.storage[..n - first]);
+        if start + n <= cap {
+            // One run (always, for a ring that starts from the front).
+            if let (Some(d), Some(s)) = (dst.get_mut(..n), self.storage.get(start..start + n)) {
+                copy_bytes(d, s);
+            }
+            return n;
         }
+        let first = cap - start;
+        copy_bytes(&mut dst[..first], &self.storage[start..]);
+        dst[first..n].copy_from_slice(&self.storage[..n - first]);
         n
     }
 
@@ -409,6 +414,13 @@ mod tests {
         assert_eq!(r.pop_into(&mut out[..3]), 3);
         assert_eq!(r.append(&[4; 8], 1 << 20, &mut c), 8);
         assert_eq!(r.allocated(), cap, "no growth: it fit");
+        // A copy from the last held bytes runs past the end and on from
+        // the front; one from before the end does not.
+        let mut tail = [0u8; 6];
+        assert_eq!(r.copy_out(cap - 5, &mut tail), 5);
+        assert_eq!(&tail[..5], &[4; 5][..]);
+        assert_eq!(r.copy_out(cap - 10, &mut tail), 6);
+        assert_eq!(tail, [3, 3, 4, 4, 4, 4]);
         let n = r.len();
         assert_eq!(r.pop_into(&mut out[..n]), cap);
         assert!(out[..cap - 8].iter().all(|&b| b == 3));
