@@ -136,12 +136,14 @@ impl TcpConnection {
     pub(crate) fn advertise_window(&mut self) -> u16 {
         let window = self.recv.window();
         let edge = self.rcv_nxt + window;
-        let current = self.rcv_adv - self.rcv_nxt;
-        let step = (self.recv.capacity() / 2).min(self.rcv_mss).max(1);
+        // An empty buffer (the usual case between requests) moves the edge
+        // as far as it goes, with no step to work out.
         if edge > self.rcv_adv
-            && (window - current >= step
-                || current == 0 && window >= step
-                || window == self.recv.capacity())
+            && (window == self.recv.capacity() || {
+                let current = self.rcv_adv - self.rcv_nxt;
+                let step = (self.recv.capacity() / 2).min(self.rcv_mss).max(1);
+                window - current >= step || current == 0 && window >= step
+            })
         {
             self.rcv_adv = edge;
         }
