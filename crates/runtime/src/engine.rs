@@ -404,22 +404,7 @@ impl<L: Link> Engine<L> {
         if let Some(d) = self.dispatch.as_mut() {
             work |= dispatch::serve(d, &mut self.stack, &mut self.ports, &mut self.counters, now);
         }
-        {
-            let mut sink = TxQueues {
-                ports: &mut self.ports,
-                now,
-                counters: &mut self.counters,
-            };
-            work |= app.poll(&mut AppContext {
-                now,
-                stack: &mut self.stack,
-                sink: &mut sink,
-            });
-            if now >= self.next_timer {
-                self.stack.poll(now, &mut sink);
-                self.next_timer = now + self.cfg.timer_tick;
-            }
-        }
+        work |= self.poll_app_and_timers(now, app);
         let send_now = work && self.cfg.pkt_tx_delay.is_zero();
         for port in &mut self.ports {
             let due = || {
@@ -441,12 +426,28 @@ impl<L: Link> Engine<L> {
     fn turn_one_port(&mut self, now: Instant, app: &mut dyn Application) -> bool {
         self.counters.loops += 1;
         let mut work = receive_plain(&mut self.ports, &mut self.stack, &mut self.counters, 0, now);
+        work |= self.poll_app_and_timers(now, app);
+        // With no transmit delay, frames queued outside a turn's work (by
+        // `with_context`) go now too.
+        if let [port] = &mut self.ports[..] {
+            if work || port.oldest_queued.is_some() {
+                flush(port, &mut self.counters);
+            }
+        }
+        work
+    }
+
+    /// The middle of a turn: the application's poll, then the stack's
+    /// timers when their tick is due, both sending into the transmit
+    /// queues.  Returns whether the application did anything.
+    #[inline(always)]
+    fn poll_app_and_timers(&mut self, now: Instant, app: &mut dyn Application) -> bool {
         let mut sink = TxQueues {
             ports: &mut self.ports,
             now,
             counters: &mut self.counters,
         };
-        work |= app.poll(&mut AppContext {
+        let work = app.poll(&mut AppContext {
             now,
             stack: &mut self.stack,
             sink: &mut sink,
@@ -454,13 +455,6 @@ impl<L: Link> Engine<L> {
         if now >= self.next_timer {
             self.stack.poll(now, &mut sink);
             self.next_timer = now + self.cfg.timer_tick;
-        }
-        // With no transmit delay, frames queued outside a turn's work (by
-        // `with_context`) go now too.
-        if let [port] = &mut self.ports[..] {
-            if work || port.oldest_queued.is_some() {
-                flush(port, &mut self.counters);
-            }
         }
         work
     }
