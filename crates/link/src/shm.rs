@@ -691,6 +691,20 @@ impl ShmLink {
             .wrapping_sub(written)
     }
 
+    /// Whether more positions than the reserve are free, looking at the
+    /// consumer's index again when they seem not to be; a refusal is
+    /// counted (`pool_exhausted`).
+    #[inline(always)]
+    fn room_past_reserve(&mut self) -> bool {
+        if self.tx_room() as usize > self.tx_reserve
+            || self.refresh_tx_room() as usize > self.tx_reserve
+        {
+            return true;
+        }
+        self.pool_exhausted += 1;
+        false
+    }
+
     /// Reads the consumer's index: the positions it has passed since the
     /// last look, and their slots, are free again.
     #[inline]
@@ -1342,9 +1356,7 @@ impl Link for ShmLink {
     /// the reserve and a spare is free.
     #[inline]
     fn alloc_tx(&mut self) -> Option<ShmFrame> {
-        let room = self.tx_room() as usize;
-        if room <= self.tx_reserve && self.refresh_tx_room() as usize <= self.tx_reserve {
-            self.pool_exhausted += 1;
+        if !self.room_past_reserve() {
             return None;
         }
         let f = self.alloc_spare();
@@ -1397,9 +1409,7 @@ impl Link for ShmLink {
     /// none to check when it comes back.
     #[inline(always)]
     fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, ShmFrame> {
-        let room = self.tx_room() as usize;
-        if room <= self.tx_reserve && self.refresh_tx_room() as usize <= self.tx_reserve {
-            self.pool_exhausted += 1;
+        if !self.room_past_reserve() {
             return TxPlaced::NoBuffer;
         }
         if len > self.tx.frame_cap {
