@@ -170,6 +170,24 @@ fn pump(now: Instant, a: &mut Stack, sa: &mut MetaSink, b: &mut Stack, sb: &mut 
     panic!("the stacks never went quiet");
 }
 
+/// A UDP socket on `a` port 5000 and one on `b` port 5001, and the
+/// address of `b`'s.
+fn udp_pair(a: &mut Stack, b: &mut Stack) -> (SocketHandle, SocketHandle, SocketAddr) {
+    let to_b = SocketAddr::new(IpAddr::V4(ip(2)), 5001);
+    let ua = a
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
+        .unwrap();
+    let ub = b.udp_bind(to_b).unwrap();
+    (ua, ub, to_b)
+}
+
+/// The one frame `s` holds, taken from it.
+fn only_frame(s: &mut MetaSink) -> Vec<u8> {
+    let frames = std::mem::take(&mut s.frames);
+    assert_eq!(frames.len(), 1, "one frame");
+    frames.into_iter().next().unwrap().0
+}
+
 /// A connection from `a` to `b` port 80, established: (a's end, b's end).
 fn connect(
     now: Instant,
@@ -202,13 +220,7 @@ fn tcp_and_udp_leave_checksums_to_an_offloading_link() {
     let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
 
     // UDP, small (partial) and larger than the MTU (fragments: whole).
-    let ua = a
-        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
-        .unwrap();
-    let ub = b
-        .udp_bind(SocketAddr::new(IpAddr::V4(ip(2)), 5001))
-        .unwrap();
-    let to_b = SocketAddr::new(IpAddr::V4(ip(2)), 5001);
+    let (ua, ub, to_b) = udp_pair(&mut a, &mut b);
     a.udp_send_to(now, ua, to_b, None, b"first", &mut sa)
         .unwrap();
     pump(now, &mut a, &mut sa, &mut b, &mut sb);
@@ -279,13 +291,7 @@ fn a_partial_checksum_without_the_mark_is_dropped_as_corrupt() {
     let (mut a, mut b) = (stack(1, 21), stack(2, 22));
     a.set_tx_checksum_offload(IF0, true);
     let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
-    let ua = a
-        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
-        .unwrap();
-    let ub = b
-        .udp_bind(SocketAddr::new(IpAddr::V4(ip(2)), 5001))
-        .unwrap();
-    let to_b = SocketAddr::new(IpAddr::V4(ip(2)), 5001);
+    let (ua, ub, to_b) = udp_pair(&mut a, &mut b);
     // Resolve first (ARP is never partial), then lose the mark on the way.
     a.udp_send_to(now, ua, to_b, None, b"x", &mut sa).unwrap();
     pump(now, &mut a, &mut sa, &mut b, &mut sb);
@@ -310,15 +316,10 @@ fn established_segments_corrupt_ones_dropped_good_ones_kept() {
     let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
     let (ca, cb) = connect(now, &mut a, &mut sa, &mut b, &mut sb);
     a.tcp_set_nodelay(now, ca, true, &mut sa).unwrap();
-    let first_data = |s: &mut MetaSink| {
-        let frames = std::mem::take(&mut s.frames);
-        assert_eq!(frames.len(), 1, "one segment");
-        frames.into_iter().next().unwrap().0
-    };
     a.tcp_send(now, ca, b"first", &mut sa).unwrap();
-    let first = first_data(&mut sa);
+    let first = only_frame(&mut sa);
     a.tcp_send(now, ca, b"second", &mut sa).unwrap();
-    let second = first_data(&mut sa);
+    let second = only_frame(&mut sa);
 
     // The first with a byte of its payload flipped: dropped, counted.
     let mut corrupt = first.clone();
@@ -356,18 +357,10 @@ fn an_ip_header_sum_is_verified_unless_the_link_vouches_for_it() {
     let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
     let (ca, cb) = connect(now, &mut a, &mut sa, &mut b, &mut sb);
     a.tcp_set_nodelay(now, ca, true, &mut sa).unwrap();
-    let ua = a
-        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
-        .unwrap();
-    let ub = b
-        .udp_bind(SocketAddr::new(IpAddr::V4(ip(2)), 5001))
-        .unwrap();
-    let to_b = SocketAddr::new(IpAddr::V4(ip(2)), 5001);
+    let (ua, ub, to_b) = udp_pair(&mut a, &mut b);
     // A frame of `a` with its IPv4 header sum off by one bit.
     let damaged = |s: &mut MetaSink| {
-        let frames = std::mem::take(&mut s.frames);
-        assert_eq!(frames.len(), 1, "one frame");
-        let mut f = frames.into_iter().next().unwrap().0;
+        let mut f = only_frame(s);
         f[14 + 10] ^= 0x01;
         assert!(!Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum());
         f
