@@ -199,6 +199,15 @@ pub trait Link {
         TxPlaced::Frame(buf)
     }
 
+    /// Whether [`Link::tx_place`] of `len` bytes would lend them in place
+    /// on what the link already knows, with no step out of line (a look
+    /// at the peer's index, a buffer taken): a caller that asks first may
+    /// keep that step, and the registers it needs, off its usual path.
+    /// `false` promises nothing: `tx_place` is still the one to ask.
+    fn tx_fits_in_place(&self, _len: usize) -> bool {
+        false
+    }
+
     /// Frames [`Link::tx_push`] queued that no flush has sent yet.
     fn tx_pending(&self) -> usize {
         0

@@ -1427,6 +1427,11 @@ impl Link for ShmLink {
     }
 
     #[inline(always)]
+    fn tx_fits_in_place(&self, len: usize) -> bool {
+        self.tx_room() as usize > self.tx_reserve && len <= self.tx.frame_cap
+    }
+
+    #[inline(always)]
     fn tx_pending(&self) -> usize {
         self.tx_queued as usize
     }

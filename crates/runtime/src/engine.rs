@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use link::{Link, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
-use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxFrame, TxMeta, TxRefusal};
+use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta};
 
 use crate::clock::Clock;
 
@@ -116,14 +116,6 @@ fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
     }
 }
 
-/// [`flush`] of a port whose burst is full, before another frame is
-/// queued: out of line, as most frames join a burst with room.
-#[cold]
-#[inline(never)]
-fn flush_full_burst<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
-    flush(port, counters);
-}
-
 /// [`flush`] of the frames in the port's own queue (a link that keeps no
 /// queue, or answers of the frame hook).
 #[inline(never)]
@@ -153,46 +145,99 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> bool {
         match self.frame(iface, len, meta) {
-            TxFrame::Lent(buf) => {
+            Some(buf) => {
                 fill(buf);
                 true
             }
-            TxFrame::Refused(_) => false,
+            None => false,
         }
     }
 
-    fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> TxFrame<'_> {
-        let Some(port) = self.ports.get_mut(usize::from(iface.0)) else {
-            return TxFrame::Refused(TxRefusal::NoBuffer);
-        };
-        // A full burst leaves before the next frame is queued, not after:
-        // the lent frame must stay unsent until it is written.
-        if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
-            flush_full_burst(port, self.counters);
+    fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> Option<&mut [u8]> {
+        let port = self.ports.get_mut(usize::from(iface.0))?;
+        // The usual frame joins a burst with room, in place: asked about
+        // first, it takes no step out of line.
+        if port.txq.len() + port.link.tx_pending() < MAX_BURST && port.link.tx_fits_in_place(len) {
+            return place_frame(port, len, meta, self.now, self.counters);
         }
-        let Port {
-            link,
-            txq,
-            oldest_queued,
-        } = port;
-        let buf = match link.tx_place(len, meta.csum_partial) {
-            TxPlaced::InPlace(buf) => buf,
-            TxPlaced::Frame(buf) => {
-                txq.push(buf);
-                match txq.last_mut() {
-                    Some(buf) => &mut buf.data_mut()[..len],
-                    None => return TxFrame::Refused(TxRefusal::NoBuffer),
-                }
-            }
-            TxPlaced::NoBuffer => return TxFrame::Refused(TxRefusal::NoBuffer),
-            TxPlaced::Oversize => {
-                self.counters.tx_drop_oversize += 1;
-                return TxFrame::Refused(TxRefusal::NoBuffer);
-            }
-        };
-        oldest_queued.get_or_insert(self.now);
-        TxFrame::Lent(buf)
+        place_frame_slow(port, len, meta, self.now, self.counters)
     }
+
+    fn lends_frames(&self) -> bool {
+        true
+    }
+}
+
+/// Lends `len` bytes for a frame on `port`, whose burst has room.
+#[inline(always)]
+fn place_frame<'a, L: Link>(
+    port: &'a mut Port<L>,
+    len: usize,
+    meta: TxMeta,
+    now: Instant,
+    counters: &mut EngineCounters,
+) -> Option<&'a mut [u8]> {
+    let Port {
+        link,
+        txq,
+        oldest_queued,
+    } = port;
+    match link.tx_place(len, meta.csum_partial) {
+        TxPlaced::InPlace(buf) => {
+            oldest_queued.get_or_insert(now);
+            Some(buf)
+        }
+        placed => queue_placed(placed, txq, oldest_queued, len, now, counters),
+    }
+}
+
+/// [`place_frame`] of any other frame: a full burst leaves before it is
+/// queued, not after (the lent frame must stay unsent until it is
+/// written).
+#[cold]
+#[inline(never)]
+fn place_frame_slow<'a, L: Link>(
+    port: &'a mut Port<L>,
+    len: usize,
+    meta: TxMeta,
+    now: Instant,
+    counters: &mut EngineCounters,
+) -> Option<&'a mut [u8]> {
+    if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
+        flush(port, counters);
+    }
+    place_frame(port, len, meta, now, counters)
+}
+
+/// The frames `frame` lends other than one written in the link's ring:
+/// out of line, so that the usual one needs no registers saved.
+#[cold]
+#[inline(never)]
+fn queue_placed<'a, B: PacketBuffer>(
+    placed: TxPlaced<'a, B>,
+    txq: &'a mut Vec<B>,
+    oldest_queued: &mut Option<Instant>,
+    len: usize,
+    now: Instant,
+    counters: &mut EngineCounters,
+) -> Option<&'a mut [u8]> {
+    let buf = match placed {
+        TxPlaced::InPlace(buf) => buf,
+        TxPlaced::Frame(buf) => {
+            txq.push(buf);
+            match txq.last_mut() {
+                Some(buf) => &mut buf.data_mut()[..len],
+                None => return None,
+            }
+        }
+        TxPlaced::NoBuffer => return None,
+        TxPlaced::Oversize => {
+            counters.tx_drop_oversize += 1;
+            return None;
+        }
+    };
+    oldest_queued.get_or_insert(now);
+    Some(buf)
 }
 
 /// Services port `i`, whose link hands received frames out one at a time,

@@ -29,7 +29,7 @@ pub use config::StackConfig;
 pub use counters::Counters;
 pub use iface::{IfaceId, Interface, InterfaceConfig};
 pub use lend::{LendLimits, LentFrame, RxFrame};
-pub use sink::{FrameSink, RxMeta, TxFrame, TxMeta, TxRefusal, VecSink};
+pub use sink::{FrameSink, RxMeta, TxMeta, VecSink};
 pub use socket::udp::{UdpMeta, UdpRecv};
 pub use socket::{SocketError, SocketHandle};
 pub use stack::{Stack, StackError, MAX_INTERFACES};

@@ -28,36 +28,24 @@ pub trait FrameSink {
 
     /// Queues a frame of `len` bytes out of `iface` and lends its bytes,
     /// for the caller to write whole before its next call on the sink: the
-    /// frame leaves as written.  Sinks that only build frames through
-    /// [`transmit_with`](Self::transmit_with) keep this default, and the
-    /// caller uses that.
-    fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> TxFrame<'_> {
+    /// frame leaves as written.  `None` when it lends none: no buffer is
+    /// free, or this sink builds frames only through
+    /// [`transmit_with`](Self::transmit_with) (it keeps this default, and
+    /// [`lends_frames`](Self::lends_frames) says so), which the caller then
+    /// uses.  (An option of a slice comes back in two registers, where an
+    /// enum saying why would come back through memory: every sent segment
+    /// asks for one.)
+    fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> Option<&mut [u8]> {
         let _ = (iface, len, meta);
-        TxFrame::Refused(TxRefusal::Unsupported)
+        None
+    }
+
+    /// Whether [`frame`](Self::frame) lends frames: when it does, its
+    /// `None` means no buffer is free.
+    fn lends_frames(&self) -> bool {
+        false
     }
 }
-
-/// What [`FrameSink::frame`] gave.  Two words (the refusal sits in the
-/// slice's null niche), so that it comes back in registers: every sent
-/// segment asks for one.
-#[derive(Debug)]
-pub enum TxFrame<'a> {
-    /// The frame's bytes, to write.
-    Lent(&'a mut [u8]),
-    /// No frame, and why.
-    Refused(TxRefusal),
-}
-
-/// Why [`FrameSink::frame`] gave no frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxRefusal {
-    /// No buffer free (or no such interface).
-    NoBuffer,
-    /// This sink builds frames only through `transmit_with`.
-    Unsupported,
-}
-
-const _: () = assert!(core::mem::size_of::<TxFrame<'static>>() == 16);
 
 /// What the stack tells the link about a frame it sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,14 +83,15 @@ impl FrameSink for VecSink {
         true
     }
 
-    fn frame(&mut self, iface: IfaceId, len: usize, _meta: TxMeta) -> TxFrame<'_> {
+    fn frame(&mut self, iface: IfaceId, len: usize, _meta: TxMeta) -> Option<&mut [u8]> {
         if self.limit.is_some_and(|l| self.frames.len() >= l) {
-            return TxFrame::Refused(TxRefusal::NoBuffer);
+            return None;
         }
         self.frames.push((iface, vec![0u8; len]));
-        match self.frames.last_mut() {
-            Some((_, buf)) => TxFrame::Lent(buf),
-            None => TxFrame::Refused(TxRefusal::NoBuffer),
-        }
+        self.frames.last_mut().map(|(_, buf)| &mut buf[..])
+    }
+
+    fn lends_frames(&self) -> bool {
+        true
     }
 }

@@ -668,6 +668,8 @@ fn frames_built_in_place_queue_like_pushed_ones() {
         TxPlaced::NoBuffer => "no buffer",
         TxPlaced::Oversize => "oversize",
     };
+    assert!(a.tx_fits_in_place(70) && a.tx_fits_in_place(cap));
+    assert!(!a.tx_fits_in_place(cap + 1), "longer than a slot");
     assert_eq!(build(&mut a, &f[0], true), "queued");
     assert_eq!(build(&mut a, &f[1], false), "queued");
     assert_eq!(a.tx_pending(), 2);
@@ -678,7 +680,10 @@ fn frames_built_in_place_queue_like_pushed_ones() {
     assert!(matches!(a.tx_place(cap + 1, false), TxPlaced::Oversize));
     assert_eq!((a.tx_slots_free(), a.tx_pending()), (free, 2));
     // One slot left beyond the reserve, then none.
+    assert!(a.tx_fits_in_place(72));
     assert_eq!(build(&mut a, &f[2], false), "queued");
+    assert!(!a.tx_fits_in_place(73), "only the reserve is left");
+    assert_eq!(a.stats().pool_exhausted, 0, "asking counts nothing");
     assert_eq!(build(&mut a, &f[3], false), "no buffer");
     assert_eq!(a.stats().pool_exhausted, 1);
     a.tx_flush().unwrap();

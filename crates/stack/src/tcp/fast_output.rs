@@ -15,7 +15,7 @@ use wire::tcp::{SeqNumber, TcpFlags};
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::ipv4::{Ipv4Path, ATOMIC_IDENT};
-use crate::sink::{FrameSink, TxFrame, TxMeta, TxRefusal};
+use crate::sink::{FrameSink, TxMeta};
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::conn::TcpConnection;
 use crate::time::Instant;
@@ -237,18 +237,16 @@ impl TcpConnection {
             offload,
             pseudo,
         };
-        let sent = match sink.frame(iface, frame_len, meta) {
-            TxFrame::Lent(buf) => {
-                segment().write(buf);
-                true
-            }
-            TxFrame::Refused(TxRefusal::NoBuffer) => false,
-            TxFrame::Refused(TxRefusal::Unsupported) => {
-                let segment = segment();
-                sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
-                    segment.write(&mut buf[..frame_len])
-                })
-            }
+        let sent = if let Some(buf) = sink.frame(iface, frame_len, meta) {
+            segment().write(buf);
+            true
+        } else if sink.lends_frames() {
+            false
+        } else {
+            let segment = segment();
+            sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
+                segment.write(&mut buf[..frame_len])
+            })
         };
         if sent {
             ip.counters.tx_frames += 1;
