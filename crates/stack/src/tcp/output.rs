@@ -409,6 +409,20 @@ impl TcpConnection {
         if ip.cfg.tcp.fast_path && self.nothing_to_output() {
             return;
         }
+        self.output_any_outlined(now, ip, shared, sink);
+    }
+
+    /// [`output_any`](Self::output_any) out of line, for the calls of
+    /// `output` that find something to do: `output` is inlined in many
+    /// places, `output_any` only where the application sends.
+    #[inline(never)]
+    fn output_any_outlined(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &mut TcpShared,
+        sink: &mut dyn FrameSink,
+    ) {
         self.output_any(now, ip, shared, sink);
     }
 
@@ -432,7 +446,7 @@ impl TcpConnection {
     /// [`output`](Self::output) without its first test: for a caller
     /// that knows there is something to decide (the application just
     /// queued data).
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn output_any(
         &mut self,
         now: Instant,
