@@ -55,9 +55,10 @@ impl<'a> PredictedSegment<'a> {
         let fixed: &[u8; 20] = bytes.first_chunk()?;
         // Flags: ACK, maybe PSH; the reserved bits are ignored as
         // `TcpRepr::parse` ignores them.  The data offset: 5 or 8 words.
-        let (header_len, timestamp) = match (fixed[12] & 0xf1, fixed[13] & !0x08) {
-            (0x50, 0x10) => (20, None),
-            (0x80, 0x10) => {
+        // Both bytes in one compare.
+        let (header_len, timestamp) = match be16(fixed, 12) & 0xf1f7 {
+            0x5010 => (20, None),
+            0x8010 => {
                 let options: &[u8; 12] = bytes.get(20..32)?.first_chunk()?;
                 if options[..4] != [1, 1, 8, 10] {
                     return None;
