@@ -421,7 +421,7 @@ impl<L: Link> Engine<L> {
     }
 
     /// One turn of the loop.  Returns whether anything happened.
-    pub fn turn(&mut self, app: &mut dyn Application) -> bool {
+    pub fn turn<A: Application + ?Sized>(&mut self, app: &mut A) -> bool {
         let now = self.clock.now();
         self.turn_at(now, app)
     }
@@ -430,7 +430,7 @@ impl<L: Link> Engine<L> {
     /// caller that keeps its own time (a simulation, or a profile run under
     /// a tool that slows the program down and would otherwise fire every
     /// timer many times more often per packet).  `now` must not go back.
-    pub fn turn_at(&mut self, now: Instant, app: &mut dyn Application) -> bool {
+    pub fn turn_at<A: Application + ?Sized>(&mut self, now: Instant, app: &mut A) -> bool {
         if self.one_port {
             return self.turn_one_port(now, app);
         }
@@ -468,7 +468,7 @@ impl<L: Link> Engine<L> {
     /// every turn's frames sent at its end.  The general turn does the same
     /// with loops and tests over what this one knows.
     #[inline(always)]
-    fn turn_one_port(&mut self, now: Instant, app: &mut dyn Application) -> bool {
+    fn turn_one_port<A: Application + ?Sized>(&mut self, now: Instant, app: &mut A) -> bool {
         self.counters.loops += 1;
         let mut work = receive_plain(&mut self.ports, &mut self.stack, &mut self.counters, 0, now);
         work |= self.poll_app_and_timers(now, app);
@@ -486,7 +486,7 @@ impl<L: Link> Engine<L> {
     /// timers when their tick is due, both sending into the transmit
     /// queues.  Returns whether the application did anything.
     #[inline(always)]
-    fn poll_app_and_timers(&mut self, now: Instant, app: &mut dyn Application) -> bool {
+    fn poll_app_and_timers<A: Application + ?Sized>(&mut self, now: Instant, app: &mut A) -> bool {
         let mut sink = TxQueues {
             ports: &mut self.ports,
             now,
@@ -590,9 +590,9 @@ impl<L: Link> Engine<L> {
 
     /// Runs until `stop` is set or the application has finished, calling
     /// `on_tick` about every `tick`.
-    pub fn run(
+    pub fn run<A: Application + ?Sized>(
         &mut self,
-        app: &mut dyn Application,
+        app: &mut A,
         stop: &AtomicBool,
         tick: Duration,
         on_tick: &mut dyn FnMut(&Engine<L>),
