@@ -398,3 +398,53 @@ fn an_ip_header_sum_is_verified_unless_the_link_vouches_for_it() {
         pump(now, &mut a, &mut sa, &mut b, &mut sb);
     }
 }
+
+/// Segments written from a connection's header template keep its length
+/// fields while the length repeats and rewrite them when it changes: each
+/// frame's IP length, IP sum and TCP sum (whole, or the pseudo-header sum
+/// for an offloading link) are its own, through runs of equal lengths and
+/// changes both ways.
+#[test]
+fn template_segments_of_repeated_and_changed_lengths_carry_their_own_sums() {
+    for offload in [false, true] {
+        let now = Instant::ZERO;
+        let (mut a, mut b) = (stack(1, 51), stack(2, 52));
+        a.set_tx_checksum_offload(IF0, offload);
+        let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
+        let (ca, cb) = connect(now, &mut a, &mut sa, &mut b, &mut sb);
+        a.tcp_set_nodelay(now, ca, true, &mut sa).unwrap();
+        let mut buf = [0u8; 256];
+        for len in [5usize, 6, 6, 6, 5, 5, 200, 6] {
+            let msg: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+            a.tcp_send(now, ca, &msg, &mut sa).unwrap();
+            let frame = only_frame(&mut sa);
+            let ipv4 = Ipv4Packet::new_checked(&frame[14..]).unwrap();
+            assert_eq!(usize::from(ipv4.total_len()), frame.len() - 14, "{len}");
+            assert_eq!(
+                classify(&frame),
+                Kind::Tcp {
+                    whole: !offload,
+                    pseudo: offload
+                },
+                "a {len}-byte segment, offload {offload}"
+            );
+            b.receive(
+                now,
+                IF0,
+                &frame,
+                RxMeta {
+                    csum_partial: offload,
+                },
+                &mut sb,
+            );
+            assert_eq!(b.tcp_recv(now, cb, &mut buf, &mut sb).unwrap(), len);
+            assert_eq!(&buf[..len], &msg[..]);
+            // b's ACK, so that the next segment leaves at once.
+            b.tcp_send(now, cb, b"k", &mut sb).unwrap();
+            pump(now, &mut a, &mut sa, &mut b, &mut sb);
+            assert_eq!(a.tcp_recv(now, ca, &mut buf, &mut sa).unwrap(), 1);
+        }
+        assert!(a.counters().tcp_direct_segments >= 8, "offload {offload}");
+        assert_eq!(b.counters().rx_drop_tcp_bad_checksum, 0);
+    }
+}

@@ -46,6 +46,11 @@ pub(crate) struct SegmentTemplate {
     bytes: [u8; MAX_HEADERS],
     ip_sum: u16,
     pseudo_sum: u16,
+    /// The IP length the length and sum fields hold now, with the pseudo
+    /// header's sum for it (0 before the first segment): the next segment
+    /// of the same length, the usual case in a request/reply exchange or
+    /// a stream of full segments, leaves them as they are.
+    patched: (u16, u16),
     /// The path's interface, MTU and checksum offload.
     iface: IfaceId,
     mtu: usize,
@@ -101,6 +106,7 @@ impl SegmentTemplate {
             bytes: b,
             ip_sum,
             pseudo_sum: checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 0),
+            patched: (0, 0),
             iface: path.iface(),
             mtu: path.mtu(),
             offload: path.offload(),
@@ -206,23 +212,30 @@ impl TcpConnection {
             return false;
         };
         // The segment's fields are patched into the template itself (each
-        // is written for every segment, and the fixed sums are kept apart),
-        // which is then written with one fixed-size copy.
+        // is written for every segment, but the length's fields only when
+        // it changes; the fixed sums are kept apart), which is then
+        // written with one fixed-size copy.
         let h = &mut t.bytes;
-        put16(h, ETH_LEN + 2, ip_len as u16);
-        let ip_sum = !checksum::combine(&[t.ip_sum, ip_len as u16]);
-        put16(h, ETH_LEN + 10, ip_sum);
+        let pseudo = if t.patched.0 == ip_len as u16 {
+            t.patched.1
+        } else {
+            put16(h, ETH_LEN + 2, ip_len as u16);
+            let ip_sum = !checksum::combine(&[t.ip_sum, ip_len as u16]);
+            put16(h, ETH_LEN + 10, ip_sum);
+            let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
+            if offload {
+                // Without offload the field stays zero, as the sum needs.
+                put16(h, TCP_AT + 16, pseudo);
+            }
+            t.patched = (ip_len as u16, pseudo);
+            pseudo
+        };
         put32(h, TCP_AT + 4, seq.0 as u32);
         put32(h, TCP_AT + 8, ack);
         h[TCP_AT + 13] = (flags | TcpFlags::ACK).bits() as u8;
         put16(h, TCP_AT + 14, window);
         put32(h, TCP_AT + 24, tsval);
         put32(h, TCP_AT + 28, tsecr);
-        let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
-        if offload {
-            // Without offload the field stays zero, as the sum needs.
-            put16(h, TCP_AT + 16, pseudo);
-        }
         let frame_len = ETH_LEN + ip_len;
         let meta = TxMeta {
             csum_partial: offload,
