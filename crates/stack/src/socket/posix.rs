@@ -68,6 +68,12 @@ impl Stack {
         self.posix_tcp_mut(h).map(|c| {
             c.recv.set_capacity(bytes.max(1));
             c.recv_locked = true;
+            // A larger buffer may open the window by enough that the peer
+            // should hear of it: the next output sends the ACK, as after a
+            // read that opened it (`nothing_to_output` relies on this).
+            if c.window_update_due() {
+                c.ack_now = true;
+            }
         })
     }
 

@@ -807,7 +807,9 @@ impl Stack {
     #[inline(never)]
     fn tcp_send_window_update(&mut self, now: Instant, index: u32, sink: &mut dyn FrameSink) {
         if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
-            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            // Past `output`'s first test, which does not look for a window
+            // update (see `nothing_to_output`).
+            conn.output_any_outlined(now, &mut self.ip, &mut self.tcp, sink);
             self.tcp_after_event(now, index, InputEvents::default());
         }
     }
@@ -833,7 +835,7 @@ impl Stack {
             return self.tcp_recv(now, h, &mut [0u8; 1], sink);
         };
         if conn.window_update_due() {
-            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            conn.output_any_outlined(now, &mut self.ip, &mut self.tcp, sink);
             self.tcp_after_event(now, h.index, InputEvents::default());
         }
         Ok(used)

@@ -413,10 +413,11 @@ impl TcpConnection {
     }
 
     /// [`output_any`](Self::output_any) out of line, for the calls of
-    /// `output` that find something to do: `output` is inlined in many
-    /// places, `output_any` only where the application sends.
+    /// `output` that find something to do (and a read's window update):
+    /// `output` is inlined in many places, `output_any` only where the
+    /// application sends.
     #[inline(never)]
-    fn output_any_outlined(
+    pub(crate) fn output_any_outlined(
         &mut self,
         now: Instant,
         ip: &mut IpLayer,
@@ -429,7 +430,10 @@ impl TcpConnection {
     /// What `output_predicted` finds when it does nothing: an established
     /// connection, not in recovery, with no FIN and no data to send, its
     /// retransmission timer armed if data is in flight, and no ACK or
-    /// window update due.
+    /// window update due.  A window update is not looked for: only what
+    /// opens the window makes one due (a segment taken in moves both the
+    /// window's edge and RCV.NXT), and each of those sends it at once (a
+    /// read) or marks an ACK due (a larger receive buffer).
     #[inline(always)]
     fn nothing_to_output(&self) -> bool {
         self.state == TcpState::Established
@@ -440,7 +444,6 @@ impl TcpConnection {
             && (self.flight() == 0
                 || self.timers.rtx().is_some()
                 || self.timers.persist().is_some())
-            && !self.window_update_due()
     }
 
     /// [`output`](Self::output) without its first test: for a caller

@@ -50,6 +50,8 @@ coverage! {
     "RFC 9293" "3.10.7.4" rfc9293::syn_received_bad_ack_gets_reset;
     "RFC 9293" "3.10.7.4" rfc9293::duplicate_syn_resends_syn_ack;
     "RFC 9293" "3.8.6.2.2" window::receive_window_and_update;
+    "RFC 9293" "3.8.6.2.2" window::larger_receive_buffer_opens_the_window_with_the_next_ack;
+    "RFC 9293" "3.8.6.2.2" window::read_in_place_sends_the_window_update;
     "RFC 9293" "3.8.6.2.1" window::sender_sws_avoidance;
     "RFC 9293" "3.10.7.4" window::zero_window_accepts_acks_only;
     "RFC 9293" "3.10.7.4" window::data_beyond_window_trimmed;

@@ -1111,6 +1111,25 @@ impl Script {
         })
     }
 
+    /// [`recv`](Self::recv) in place (`tcp_recv_zero_copy`): takes at most
+    /// `max` of the bytes the first run holds; returns them.
+    pub fn recv_in_place(&mut self, h: SocketHandle, max: usize) -> Result<Vec<u8>, SocketError> {
+        let mut got = Vec::new();
+        let r = self.stack.tcp_recv_zero_copy(
+            self.now,
+            h,
+            |run| {
+                let n = run.len().min(max);
+                got.extend_from_slice(&run[..n]);
+                n
+            },
+            &mut self.sink,
+        );
+        self.note(format!("recv_in_place({max}) = {:?}", r));
+        self.collect();
+        r.map(|_| got)
+    }
+
     #[track_caller]
     pub fn close(&mut self, h: SocketHandle) {
         let r = self.stack.tcp_close(self.now, h, &mut self.sink);

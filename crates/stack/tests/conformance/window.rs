@@ -43,6 +43,38 @@ pub fn receive_window_and_update() {
     s.expect(seg().ack(4001).seq(1).win(2000));
 }
 
+/// RFC 9293 3.8.6.2.2: a read in place that opens a zero window by
+/// enough sends the window update at once, as a copying read does.
+#[test]
+pub fn read_in_place_sends_the_window_update() {
+    let (mut s, c) = open_small(2000);
+    s.inject(seg().ack(1).seq(1).len(1000));
+    s.inject(seg().ack(1).seq(1001).len(1000));
+    s.expect(seg().ack(2001).seq(1).win(0));
+    check!(
+        s,
+        s.recv_in_place(c, 1500) == Ok(pattern(1, 1500)),
+        "1500 bytes in place"
+    );
+    s.expect(seg().ack(2001).seq(1).win(1500));
+}
+
+/// RFC 9293 3.8.6.2.2: a receive buffer made larger (SO_RCVBUF) opens the
+/// window by more than an MSS, so the next segment is answered at once
+/// with the wider window (as after a read that opened it), not with a
+/// delayed ACK; the option itself sends nothing.
+#[test]
+pub fn larger_receive_buffer_opens_the_window_with_the_next_ack() {
+    let (mut s, c) = open_small(2000);
+    s.inject(seg().ack(1).seq(1).len(1000));
+    s.expect_after(40, seg().ack(1001).seq(1).win(1000));
+    s.stack.tcp_set_recv_buffer(c, 8000).unwrap();
+    s.expect_none();
+    s.inject(seg().ack(1).seq(1001).len(100));
+    s.expect(seg().ack(1101).seq(1).win(6900));
+    check!(s, s.recv(c, 2000) == Ok(pattern(1, 1100)), "all the data");
+}
+
 /// RFC 9293 3.10.7.4: with the window at zero, data is not acceptable
 /// (it is dropped and ACKed), but ACKs still are.
 #[test]
