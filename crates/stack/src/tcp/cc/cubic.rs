@@ -35,8 +35,11 @@ struct Epoch {
     w_est: f64,
 }
 
-/// RFC 9438 CUBIC congestion window.
+/// RFC 9438 CUBIC congestion window.  Laid out in declaration order, so
+/// that `mss`, `cwnd` and `ssthresh` sit where NewReno has them (see
+/// [`Cc`](super::Cc)).
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct Cubic {
     mss: usize,
     cwnd: usize,

@@ -57,7 +57,14 @@ pub trait CongestionControl {
 
 /// One connection's congestion control: an enum, not a box, so a
 /// connection allocates nothing for it and calls dispatch statically.
+/// The algorithms' states start alike (`mss`, `cwnd`, `ssthresh`, each
+/// `#[repr(C)]`) behind a tag of their own (`#[repr(u8)]`: each variant
+/// is laid out as the tag then its state), so that reading the window,
+/// which every segment sent and ACK taken does, is one load whichever the
+/// algorithm.  (The tag costs a word: a niche for it would let the two
+/// states start at different places.)
 #[derive(Debug, Clone)]
+#[repr(u8)]
 pub enum Cc {
     NewReno(NewReno),
     Cubic(Cubic),

@@ -31,8 +31,11 @@ pub(super) fn cwnd_limited(in_flight: usize, cwnd: usize) -> bool {
     in_flight.saturating_mul(2) >= cwnd
 }
 
-/// RFC 5681 / RFC 6582 NewReno congestion window.
+/// RFC 5681 / RFC 6582 NewReno congestion window.  Laid out in
+/// declaration order, so that `mss`, `cwnd` and `ssthresh` sit where CUBIC
+/// has them (see [`Cc`](super::Cc)).
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct NewReno {
     mss: usize,
     cwnd: usize,
