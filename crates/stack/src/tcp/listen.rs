@@ -131,9 +131,6 @@ pub(crate) fn connection_from_cookie(
     conn.snd_max = ack_number;
     conn.irs = ack.seq_number - 1;
     conn.rcv_nxt = ack.seq_number;
-    // The cookie SYN-ACK advertised this (unscaled) window: the right edge
-    // the peer knows, which must not look newly opened (an ACK for the ACK).
-    conn.rcv_adv = conn.rcv_nxt + shared.cfg.recv_space.min(65535);
     conn.snd_mss = usize::from(mss);
     if let (Some((tsval, tsecr)), true) = (ack.timestamp, shared.cfg.rfc1323) {
         let (wscale, sack) = crate::tcp::isn::SynCookies::decode_ts(tsecr);
@@ -155,6 +152,10 @@ pub(crate) fn connection_from_cookie(
     } else {
         conn.recv.set_capacity(conn.recv.capacity().min(65535));
     }
+    // The cookie SYN-ACK advertised the window unscaled (at most 65535):
+    // the edge kept is the whole window's, as for any SYN-ACK (see
+    // `output.rs`), which must not look newly opened (an ACK for the ACK).
+    conn.rcv_adv = conn.rcv_nxt + conn.recv.window();
     conn.snd_wnd = usize::from(ack.window_len) << conn.snd_wscale;
     conn.max_snd_wnd = conn.snd_wnd;
     conn.snd_wl1 = ack.seq_number;

@@ -233,10 +233,12 @@ impl TcpConnection {
         repr.max_seg_size = Some(self.rcv_mss.min(65535) as u16);
         if passive {
             repr.ack_number = Some(self.rcv_nxt);
-            // The window of a SYN is never scaled (RFC 7323 2.2); it is the
-            // right edge we advertised, which the handshake's last ACK must
-            // not find "opened" (an ACK for an ACK).
-            let edge = self.rcv_nxt + usize::from(repr.window_len);
+            // The window of a SYN is never scaled (RFC 7323 2.2), so it
+            // tells at most 65535 bytes; the right edge kept is the whole
+            // window's, which the next segment advertises, so that the
+            // handshake's last ACK does not find it "opened" (an ACK for an
+            // ACK, which Linux does not send either).
+            let edge = self.rcv_nxt + self.recv.window();
             if edge > self.rcv_adv {
                 self.rcv_adv = edge;
             }

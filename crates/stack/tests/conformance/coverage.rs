@@ -75,6 +75,7 @@ coverage! {
     "RFC 2018" "2" options::syn_ack_answers_offered_options;
     "RFC 7323" "2.2" options::no_window_scale_unless_offered;
     "RFC 7323" "2.3" options::windows_scaled_after_handshake;
+    "RFC 7323" "2.2" options::large_buffer_offered_unscaled_then_whole_without_an_ack_for_the_ack;
     "RFC 7323" "2.2" options::syn_ack_window_not_scaled;
     "RFC 7323" "2.3" options::window_scale_above_14_is_14;
     "RFC 7323" "4.3" options::timestamp_echo_rules;

@@ -142,6 +142,38 @@ pub fn windows_scaled_after_handshake() {
     s.expect(seg().ack(1).seq(401).len(600).win(1024));
 }
 
+/// RFC 7323 2.2: a SYN-ACK's window is never scaled, so a 256 KiB buffer
+/// is offered as 65535; the handshake's last ACK gets no ACK of its own
+/// (no window update for what the SYN could not say), and the next
+/// segment advertises the whole buffer, scaled by our shift (6).
+#[test]
+pub fn large_buffer_offered_unscaled_then_whole_without_an_ack_for_the_ack() {
+    let mut s = Script::with_config(|c| c.tcp.recv_space = 256 << 10);
+    let l = s.listen(STACK_PORT, 8);
+    s.inject(
+        seg()
+            .syn()
+            .seq(0)
+            .win(65535)
+            .mss(1460)
+            .sack_perm()
+            .ts(100, 0)
+            .wscale(2),
+    );
+    s.expect(seg().syn().ack(1).seq(0).win(65535).ts_ecr(100));
+    s.inject(seg().ack(1).seq(1).win(65535).ts_echo(101));
+    s.expect_none();
+    s.accept(l);
+    s.inject(seg().ack(1).seq(1).len(1000).ts_echo(102));
+    s.expect_after(
+        40,
+        seg()
+            .ack(1001)
+            .seq(1)
+            .win((((256 << 10) - 1000) >> 6) as u16),
+    );
+}
+
 /// RFC 7323 4.3: TSecr echoes TS.Recent, which only an in-order segment
 /// (SEG.SEQ <= Last.ACK.sent) updates: out-of-order data keeps the old
 /// value, the segment that fills the hole sets it.
