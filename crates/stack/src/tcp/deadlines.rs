@@ -12,19 +12,24 @@
 
 use crate::time::Instant;
 
-/// The deadlines a connection may have.
+/// Microseconds of a deadline that is not set: the end of time, when no
+/// deadline fires anyway.  (A word each, where an `Option<Instant>` takes
+/// two and a test of its tag.)
+const UNSET: u64 = u64::MAX;
+
+/// The deadlines a connection may have, each in microseconds or [`UNSET`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timers {
     /// Retransmission (RFC 6298), also for SYN and SYN-ACK.
-    rtx: Option<Instant>,
+    rtx: u64,
     /// A delayed ACK is due (RFC 9293 3.8.6.3).
-    delack: Option<Instant>,
+    delack: u64,
     /// Zero-window probe (RFC 9293 3.8.6.1).
-    persist: Option<Instant>,
+    persist: u64,
     /// Keep-alive probe (RFC 9293 3.8.4).
-    keepalive: Option<Instant>,
+    keepalive: u64,
     /// TIME_WAIT's 2*MSL, or the FIN_WAIT_2 limit of a closed socket.
-    close: Option<Instant>,
+    close: u64,
     /// The earliest deadline set since [`Timers::take_armed`], in
     /// microseconds; `u64::MAX` for none.
     armed: u64,
@@ -33,11 +38,11 @@ pub(crate) struct Timers {
 impl Default for Timers {
     fn default() -> Self {
         Timers {
-            rtx: None,
-            delack: None,
-            persist: None,
-            keepalive: None,
-            close: None,
+            rtx: UNSET,
+            delack: UNSET,
+            persist: UNSET,
+            keepalive: UNSET,
+            close: UNSET,
             armed: u64::MAX,
         }
     }
@@ -47,16 +52,15 @@ macro_rules! deadline {
     ($get:ident, $set:ident) => {
         #[inline(always)]
         pub fn $get(&self) -> Option<Instant> {
-            self.$get
+            (self.$get != UNSET).then_some(Instant::from_micros(self.$get))
         }
 
         /// Sets (or with `None` clears) this deadline.
         #[inline(always)]
         pub fn $set(&mut self, at: Option<Instant>) {
+            let at = at.map_or(UNSET, Instant::total_micros);
             self.$get = at;
-            if let Some(at) = at {
-                self.armed = self.armed.min(at.total_micros());
-            }
+            self.armed = self.armed.min(at);
         }
     };
 }
@@ -78,16 +82,14 @@ impl Timers {
     #[inline(always)]
     pub fn earliest(&self) -> Option<Instant> {
         // Called on every event of every connection that set a deadline:
-        // an absent deadline counts as the end of time, and five plain
-        // minimums.  (A deadline at the end of time itself would never
-        // fire either.)
-        let at = |t: Option<Instant>| t.map_or(u64::MAX, Instant::total_micros);
-        let first = at(self.rtx)
-            .min(at(self.delack))
-            .min(at(self.persist))
-            .min(at(self.keepalive))
-            .min(at(self.close));
-        (first != u64::MAX).then_some(Instant::from_micros(first))
+        // five plain minimums, an unset deadline being the end of time.
+        let first = self
+            .rtx
+            .min(self.delack)
+            .min(self.persist)
+            .min(self.keepalive)
+            .min(self.close);
+        (first != UNSET).then_some(Instant::from_micros(first))
     }
 
     /// Counts every deadline as newly set, for a connection the wheel no
