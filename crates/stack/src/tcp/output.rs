@@ -438,14 +438,19 @@ impl TcpConnection {
     /// read) or marks an ACK due (a larger receive buffer).
     #[inline(always)]
     fn nothing_to_output(&self) -> bool {
-        self.state == TcpState::Established
+        let nothing = self.state == TcpState::Established
             && self.recovery_point.is_none()
             && !self.fin_queued
             && self.snd_nxt == self.data_end()
             && !self.ack_now
             && (self.flight() == 0
                 || self.timers.rtx().is_some()
-                || self.timers.persist().is_some())
+                || self.timers.persist().is_some());
+        debug_assert!(
+            !nothing || !self.window_update_due(),
+            "a window update left due"
+        );
+        nothing
     }
 
     /// [`output`](Self::output) without its first test: for a caller
