@@ -27,7 +27,9 @@ pub struct RttEstimator {
     backoff: u32,
     min_us: u64,
     max_us: u64,
-    min_rtt_us: Option<u64>,
+    /// The smallest measurement, `u64::MAX` before the first (a plain
+    /// minimum per measurement).
+    min_rtt_us: u64,
     /// `rto()` in microseconds, worked out whenever what it depends on
     /// changes: every segment sent and every ACK asks for it.
     rto_us: u64,
@@ -48,7 +50,7 @@ impl RttEstimator {
             backoff: 0,
             min_us,
             max_us: micros(max_rto).max(min_us),
-            min_rtt_us: None,
+            min_rtt_us: u64::MAX,
             rto_us: 0,
         };
         e.update_rto();
@@ -83,7 +85,7 @@ impl RttEstimator {
         };
         self.srtt_us = Some(srtt);
         self.base_us = srtt.saturating_add(G_US.max(self.rttvar_us.saturating_mul(K)));
-        self.min_rtt_us = Some(self.min_rtt_us.map_or(r, |m| m.min(r)));
+        self.min_rtt_us = self.min_rtt_us.min(r);
         self.backoff = 0;
         // `update_rto` with no backoff.
         self.rto_us = self.base_us.max(self.min_us).min(self.max_us);
@@ -155,7 +157,7 @@ impl RttEstimator {
 
     /// The smallest measurement seen.
     pub fn min_rtt(&self) -> Option<Duration> {
-        self.min_rtt_us.map(Duration::from_micros)
+        (self.min_rtt_us != u64::MAX).then(|| Duration::from_micros(self.min_rtt_us))
     }
 
     /// Re-initializes the RTO to `rto` (and clears the backoff) until the
