@@ -15,11 +15,15 @@ fn micros(d: Duration) -> u64 {
     crate::time::duration_micros(d)
 }
 
+/// `srtt_us` before the first measurement (a word, no `Option` tag to
+/// store on every sample; no measurement comes near it).
+const NO_SRTT: u64 = u64::MAX;
+
 /// The RTO estimator of one connection.
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
-    /// SRTT, once a measurement was made.
-    srtt_us: Option<u64>,
+    /// SRTT, once a measurement was made; [`NO_SRTT`] before.
+    srtt_us: u64,
     rttvar_us: u64,
     /// RFC 6298's "RTO" before backoff: computed from each measurement,
     /// or the initial value (2.1, or 5.7's 3 s).
@@ -44,7 +48,7 @@ impl RttEstimator {
     pub fn new(initial_rto: Duration, min_rto: Duration, max_rto: Duration) -> Self {
         let min_us = micros(min_rto);
         let mut e = RttEstimator {
-            srtt_us: None,
+            srtt_us: NO_SRTT,
             rttvar_us: 0,
             base_us: micros(initial_rto),
             backoff: 0,
@@ -72,18 +76,16 @@ impl RttEstimator {
     /// [`sample`](Self::sample) of `r` microseconds.
     #[inline(always)]
     pub fn sample_us(&mut self, r: u64) {
-        let srtt = match self.srtt_us {
-            None => {
-                self.rttvar_us = r / 2;
-                r
-            }
-            Some(srtt) => {
-                let delta = srtt.abs_diff(r);
-                self.rttvar_us = self.rttvar_us - self.rttvar_us / 4 + delta / 4;
-                srtt - srtt / 8 + r / 8
-            }
+        let srtt = if self.srtt_us == NO_SRTT {
+            self.rttvar_us = r / 2;
+            r
+        } else {
+            let srtt = self.srtt_us;
+            let delta = srtt.abs_diff(r);
+            self.rttvar_us = self.rttvar_us - self.rttvar_us / 4 + delta / 4;
+            srtt - srtt / 8 + r / 8
         };
-        self.srtt_us = Some(srtt);
+        self.srtt_us = srtt;
         self.base_us = srtt.saturating_add(G_US.max(self.rttvar_us.saturating_mul(K)));
         self.min_rtt_us = self.min_rtt_us.min(r);
         self.backoff = 0;
@@ -147,7 +149,7 @@ impl RttEstimator {
 
     /// The smoothed RTT, once a measurement was made.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt_us.map(Duration::from_micros)
+        (self.srtt_us != NO_SRTT).then(|| Duration::from_micros(self.srtt_us))
     }
 
     /// The RTT variation (zero before the first measurement).
