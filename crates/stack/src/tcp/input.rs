@@ -379,6 +379,21 @@ impl TcpConnection {
         shared: &mut TcpShared,
     ) {
         if self.can_receive() {
+            // The next bytes, taken whole: ACKed with the next segment or
+            // every second one (RFC 5681 4.2, below), and no other test.
+            if let Some(n) = self.recv.insert_next(
+                self.rcv_nxt,
+                data_seq,
+                payload,
+                &mut shared.buffers,
+                &shared.lend,
+            ) {
+                ip.counters.tcp_rx_copied_segments += 1;
+                self.rcv_nxt += n;
+                self.stats.bytes_received += n as u64;
+                self.ack_in_order_segment(now, shared);
+                return;
+            }
             let before = self.rcv_nxt;
             let r = self.recv.insert(
                 self.rcv_nxt,
@@ -407,17 +422,25 @@ impl TcpConnection {
             {
                 self.ack_now = true;
             } else {
-                self.unacked_segments += 1;
-                if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
-                    self.ack_now = true;
-                } else if self.timers.delack().is_none() {
-                    self.timers
-                        .set_delack(Some(now.add_micros(shared.delack_us)));
-                }
+                self.ack_in_order_segment(now, shared);
             }
         } else {
             // Data after the peer's FIN, or to a closed read side.
             self.ack_now = true;
+        }
+    }
+
+    /// RFC 5681 4.2 for a segment of in-order data that moved RCV.NXT by
+    /// its whole length: an ACK at least every second segment, else within
+    /// the delayed-ACK time.
+    #[inline(always)]
+    fn ack_in_order_segment(&mut self, now: Instant, shared: &TcpShared) {
+        self.unacked_segments += 1;
+        if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
+            self.ack_now = true;
+        } else if self.timers.delack().is_none() {
+            self.timers
+                .set_delack(Some(now.add_micros(shared.delack_us)));
         }
     }
 

@@ -151,26 +151,43 @@ impl RecvBuffer {
         cache: &mut BufferCache,
         lend: &mut FrameLending,
     ) -> Inserted {
-        // The common case: the next bytes, in the window, nothing out of
-        // order, no frames held, none to hold: onto the end of the ring.
-        if seq == rcv_nxt
-            && !data.is_empty()
-            && data.len() <= self.window()
-            && self.ooo.is_empty()
-            && self.chunks.is_empty()
-            && !lend.lending()
-        {
-            self.ring.push(data, cache);
-            if self.last_ooo.is_some_and(|(_, e)| e <= seq + data.len()) {
-                self.last_ooo = None;
-            }
+        if let Some(n) = self.insert_next(rcv_nxt, seq, data, cache, lend) {
             return Inserted {
-                advanced: data.len(),
+                advanced: n,
                 copied: true,
                 ..Inserted::default()
             };
         }
         self.insert_any(rcv_nxt, seq, data, cache, lend)
+    }
+
+    /// [`insert`](Self::insert) of the common case: the next bytes, in
+    /// the window, nothing out of order, no frames held, none to hold:
+    /// onto the end of the ring, all of them (their count returned).
+    /// `None`, with nothing done, otherwise.
+    #[inline(always)]
+    pub fn insert_next(
+        &mut self,
+        rcv_nxt: SeqNumber,
+        seq: SeqNumber,
+        data: &[u8],
+        cache: &mut BufferCache,
+        lend: &FrameLending,
+    ) -> Option<usize> {
+        if seq != rcv_nxt
+            || data.is_empty()
+            || data.len() > self.window()
+            || !self.ooo.is_empty()
+            || !self.chunks.is_empty()
+            || lend.lending()
+        {
+            return None;
+        }
+        self.ring.push(data, cache);
+        if self.last_ooo.is_some_and(|(_, e)| e <= seq + data.len()) {
+            self.last_ooo = None;
+        }
+        Some(data.len())
     }
 
     /// [`insert`](Self::insert) in every case.
