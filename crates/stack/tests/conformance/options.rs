@@ -149,21 +149,8 @@ pub fn windows_scaled_after_handshake() {
 #[test]
 pub fn large_buffer_offered_unscaled_then_whole_without_an_ack_for_the_ack() {
     let mut s = Script::with_config(|c| c.tcp.recv_space = 256 << 10);
-    let l = s.listen(STACK_PORT, 8);
-    s.inject(
-        seg()
-            .syn()
-            .seq(0)
-            .win(65535)
-            .mss(1460)
-            .sack_perm()
-            .ts(100, 0)
-            .wscale(2),
-    );
-    s.expect(seg().syn().ack(1).seq(0).win(65535).ts_ecr(100));
-    s.inject(seg().ack(1).seq(1).win(65535).ts_echo(101));
-    s.expect_none();
-    s.accept(l);
+    // The handshake expects nothing after its last ACK.
+    open_with_options(&mut s, 2);
     s.inject(seg().ack(1).seq(1).len(1000).ts_echo(102));
     s.expect_after(
         40,
