@@ -304,9 +304,16 @@ impl ByteRing {
             }
             return n;
         }
+        // Wrapped: `start < cap < start + n`, so both runs are non-empty
+        // and in bounds; taken with `get` all the same.
         let first = cap - start;
-        copy_bytes(&mut dst[..first], &self.storage[start..]);
-        dst[first..n].copy_from_slice(&self.storage[..n - first]);
+        let runs = (self.storage.get(start..), self.storage.get(..n - first));
+        if let (Some(d), (Some(s1), Some(s2))) = (dst.get_mut(..n), runs) {
+            if let Some((d1, d2)) = d.split_at_mut_checked(first) {
+                copy_bytes(d1, s1);
+                d2.copy_from_slice(s2);
+            }
+        }
         n
     }
 
