@@ -191,10 +191,10 @@ fn place_frame<'a, L: Link>(
     }
 }
 
-/// [`place_frame`] of any other frame: a full burst leaves before it is
-/// queued, not after (the lent frame must stay unsent until it is
-/// written).
-#[cold]
+/// [`place_frame`] of any other frame (a full burst, or a link that does
+/// not lend in place: not cold, as that is every frame of such a link): a
+/// full burst leaves before it is queued, not after (the lent frame must
+/// stay unsent until it is written).
 #[inline(never)]
 fn place_frame_slow<'a, L: Link>(
     port: &'a mut Port<L>,
@@ -209,9 +209,9 @@ fn place_frame_slow<'a, L: Link>(
     place_frame(port, len, meta, now, counters)
 }
 
-/// The frames `frame` lends other than one written in the link's ring:
-/// out of line, so that the usual one needs no registers saved.
-#[cold]
+/// The frames `frame` lends other than one written in the link's ring
+/// (a link that hands buffers out, or none free): out of line, so that
+/// one written in place needs no registers saved.
 #[inline(never)]
 fn queue_placed<'a, B: PacketBuffer>(
     placed: TxPlaced<'a, B>,
