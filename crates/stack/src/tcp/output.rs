@@ -434,8 +434,9 @@ impl TcpConnection {
     /// retransmission timer armed if data is in flight, and no ACK or
     /// window update due.  A window update is not looked for: only what
     /// opens the window makes one due (a segment taken in moves both the
-    /// window's edge and RCV.NXT), and each of those sends it at once (a
-    /// read) or marks an ACK due (a larger receive buffer).
+    /// window's edge and RCV.NXT, and a SYN-ACK keeps the whole window's
+    /// edge), and each of those sends it at once (a read) or marks an ACK
+    /// due (a larger receive buffer).
     #[inline(always)]
     fn nothing_to_output(&self) -> bool {
         let nothing = self.state == TcpState::Established
