@@ -257,8 +257,12 @@ impl TcpConnection {
             false
         } else {
             let segment = segment();
+            // A sink hands `fill` at least `frame_len` bytes; a shorter
+            // buffer is left unwritten rather than indexed past.
             sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
-                segment.write(&mut buf[..frame_len])
+                if let Some(frame) = buf.get_mut(..frame_len) {
+                    segment.write(frame);
+                }
             })
         };
         if sent {
