@@ -8,7 +8,24 @@ apt_packages=(
   tcpdump python3 python3-scapy valgrind curl wrk
   # DPDK 22.11 for the dpdk feature (link=dpdk): libraries, PMDs, headers.
   dpdk dpdk-dev libdpdk-dev
+  # Unmodified programs under `ustack run` (tests/interop/cases_preload.py):
+  # servers, their load generators and clients, and strace for looking at
+  # which calls they make.
+  nginx redis-server redis-tools knot bind9-dnsutils dnsperf iperf3 strace
 )
+# The services these packages install (nginx, redis-server, knot) and iperf3's
+# optional one must not run: the tests start their own copies in network
+# namespaces with configs of their own, and a system copy would hold port 80,
+# 6379 and 53 on the host, spend CPU during benchmarks and keep files the
+# tests' copies open (redis' dump, knot's database).  So the install runs with
+# a policy-rc.d that forbids starting services (exit 101, the convention
+# invoke-rc.d and deb-systemd-invoke honour; one that is there already, such
+# as Docker's, is left alone), and afterwards each service is stopped and
+# disabled, in case a policy that was already there let it start, and so that
+# a reboot does not start it either.
+services=(nginx redis-server knot iperf3)
+# iperf3 asks with debconf whether to start its daemon: no.
+debconf_preseed="iperf3 iperf3/start_daemon boolean false"
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -21,7 +38,22 @@ if ((${#missing[@]})); then
     exit 1
   fi
   apt-get update -qq
+  echo "$debconf_preseed" | debconf-set-selections
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# install-deps.sh: no service starts while it installs\nexit 101\n' >"$policy"
+    chmod 0755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  for svc in "${services[@]}"; do
+    if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+      systemctl disable --now "$svc" >/dev/null 2>&1 || true
+    else
+      [ -x "/etc/init.d/$svc" ] && "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+      update-rc.d "$svc" disable >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
 if ! command -v cargo >/dev/null; then
