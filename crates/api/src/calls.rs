@@ -196,6 +196,30 @@ pub fn socket(domain: i32, ty: i32, protocol: i32) -> Result<RawFd> {
     Owner::for_new()?.exec(|w| w.new_socket(domain, ty, protocol))?
 }
 
+/// A number from the kernel for a ustack object to come (see
+/// [`socket_at`]): a duplicate of the placeholder socket, close-on-exec
+/// if asked.  Give it back with [`release_fd`] if it is never used.
+pub fn reserve_fd(cloexec: bool) -> Result<RawFd> {
+    worker::reserve(cloexec)
+}
+
+/// Gives back a number from [`reserve_fd`] that holds no ustack object.
+pub fn release_fd(fd: RawFd) -> Result<()> {
+    if fdtable::lookup(fd).is_some() {
+        return Err(Errno(libc::EBUSY));
+    }
+    os::release_fd(fd);
+    Ok(())
+}
+
+/// socket() behind `fd`, a number from [`reserve_fd`] (whose close-on-exec
+/// flag stands; SOCK_CLOEXEC in `ty` is ignored): the socket takes the
+/// number, which its close gives back.  On an error the number stays the
+/// caller's.
+pub fn socket_at(fd: RawFd, domain: i32, ty: i32, protocol: i32) -> Result<()> {
+    Owner::for_new()?.exec(|w| w.new_socket_at(fd, domain, ty, protocol))?
+}
+
 pub fn bind(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
     let addr = *addr;
     Owner::of(fd)?.exec(|w| w.bind(fd, addr))?

@@ -4,7 +4,7 @@
 use std::any::Any;
 
 use link::Link;
-use runtime::{AppContext, Application, Engine};
+use runtime::{AppContext, Application, Engine, IdlePlan};
 use stack::{FrameSink, Instant, Stack};
 
 /// An engine the socket layer drives.
@@ -17,6 +17,11 @@ pub trait Driver {
     fn turn(&mut self) -> bool;
     /// Waits as the engine's own loop does after a turn without work.
     fn idle(&mut self);
+    /// What the engine would wait for if idle now (see
+    /// [`runtime::IdlePlan`]), for a wait on other fds beside it.
+    fn idle_plan(&self) -> IdlePlan;
+    /// Counts a sleep taken by [`Driver::idle_plan`].
+    fn note_idle_sleep(&mut self);
     /// Sends the gratuitous ARPs of the engine's addresses.
     fn announce(&mut self);
     /// The engine itself, for a caller that knows its link type (its
@@ -51,6 +56,14 @@ impl<L: Link + 'static> Driver for Engine<L> {
         // A failed wait (a link error) only shortens the sleep; the next
         // turn counts the link's error.
         let _ = self.idle_wait();
+    }
+
+    fn idle_plan(&self) -> IdlePlan {
+        Engine::idle_plan(self)
+    }
+
+    fn note_idle_sleep(&mut self) {
+        Engine::note_idle_sleep(self)
     }
 
     fn announce(&mut self) {

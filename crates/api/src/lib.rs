@@ -15,9 +15,10 @@
 //! cmsgs (`IP_PKTINFO` for Linux programs, `IP_RECVDSTADDR` /
 //! `IP_SENDSRCADDR` for F-Stack ones).
 //!
-//! Every ustack fd is a number reserved from the kernel (an eventfd held
-//! open), so it never collides with a kernel fd: a program can hold both,
-//! and [`is_ustack_fd`] tells them apart.
+//! Every ustack fd is a number reserved from the kernel (a duplicate of
+//! one placeholder socket: an fd-table slot, not a kernel object per
+//! socket), so it never collides with a kernel fd: a program can hold
+//! both, and [`is_ustack_fd`] tells them apart.
 //!
 //! # Engines, workers and threads
 //!
@@ -80,6 +81,7 @@ mod fdtable;
 mod io;
 mod kqueue;
 mod os;
+mod poll;
 mod sock_ops;
 mod socket;
 mod sockopt;
@@ -92,6 +94,8 @@ pub use epoll::epoll_event;
 pub use errno::{Errno, Result};
 pub use io::{PktInfo, RecvMsg, SendMsg};
 pub use kqueue::KEvent;
+pub use os::{move_placeholder, placeholder_fd};
+pub use poll::{idle_wait, readiness};
 pub use sockopt::TCP_INFO_LEN;
 pub use std::net::SocketAddrV4;
 pub use zero_copy::{zc_send_commit, zc_send_reserve, ZcSendBuf};

@@ -12,6 +12,7 @@ use stack::{Duration, FrameSink, Instant, Shutdown, SocketError, SocketHandle, S
 use crate::consts::*;
 use crate::driver::{self, Driver};
 use crate::errno::{Errno, Result};
+use crate::fdtable;
 use crate::os;
 use crate::socket::{Options, Phase, Socket, State};
 use crate::worker::{self, Object, Worker};
@@ -64,6 +65,31 @@ pub(crate) fn apply_tcp_options(
 
 impl Worker {
     pub(crate) fn new_socket(&mut self, domain: i32, ty: i32, protocol: i32) -> Result<RawFd> {
+        let (sock, cloexec) = self.socket_object(domain, ty, protocol)?;
+        self.add_object(Object::Socket(Box::new(sock)), cloexec)
+    }
+
+    /// A new socket behind `fd`, a number the caller reserved with
+    /// [`worker::reserve`]; on success the number is the socket's (its
+    /// close gives it back), on failure it stays the caller's.
+    pub(crate) fn new_socket_at(
+        &mut self,
+        fd: RawFd,
+        domain: i32,
+        ty: i32,
+        protocol: i32,
+    ) -> Result<()> {
+        let (sock, _) = self.socket_object(domain, ty, protocol)?;
+        if fdtable::lookup(fd).is_some() {
+            return Err(Errno::EBADF);
+        }
+        self.install(fd, Object::Socket(Box::new(sock)));
+        Ok(())
+    }
+
+    /// The socket `socket(domain, ty, protocol)` makes, and whether it
+    /// asked for close-on-exec.
+    fn socket_object(&mut self, domain: i32, ty: i32, protocol: i32) -> Result<(Socket, bool)> {
         if domain != AF_INET {
             return Err(Errno::EAFNOSUPPORT);
         }
@@ -87,7 +113,7 @@ impl Worker {
             return Err(Errno::ENODEV);
         }
         let sock = Socket::new(stream, flags & SOCK_NONBLOCK != 0);
-        self.add_object(Object::Socket(Box::new(sock)), flags & SOCK_CLOEXEC != 0)
+        Ok((sock, flags & SOCK_CLOEXEC != 0))
     }
 
     /// Whether binding `fd` to `addr` would collide with another TCP

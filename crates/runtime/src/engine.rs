@@ -620,6 +620,36 @@ impl<L: Link> Engine<L> {
     /// Sleeps until a frame arrives, a timer or a held frame is due, or
     /// `idle_sleep` passes, whichever comes first.
     fn idle(&mut self, wall: std::time::Instant) -> io::Result<()> {
+        let plan = self.idle_plan_at(wall);
+        if plan.timeout.is_zero() {
+            return Ok(());
+        }
+        if !plan.pollable {
+            // A link that can only be polled: a short nap instead of a wait.
+            std::thread::sleep(plan.timeout.min(IdlePlan::NAP));
+        } else {
+            link::os::wait_readable(&plan.fds, plan.timeout)?;
+        }
+        self.counters.idle_sleeps += 1;
+        Ok(())
+    }
+
+    /// How long an idle engine may sleep from now and which fds end the
+    /// sleep (readable), for a caller that waits on its own fds too (the
+    /// LD_PRELOAD library's epoll_wait, poll and select).  A zero timeout:
+    /// do not sleep (`idle_sleep` is zero, or frames wait to be sent).
+    pub fn idle_plan(&self) -> IdlePlan {
+        if self.cfg.idle_sleep.is_zero() || self.ports.iter().any(Port::has_queued) {
+            return IdlePlan {
+                timeout: Duration::ZERO,
+                fds: Vec::new(),
+                pollable: true,
+            };
+        }
+        self.idle_plan_at(std::time::Instant::now())
+    }
+
+    fn idle_plan_at(&self, wall: std::time::Instant) -> IdlePlan {
         let mut timeout = self.cfg.idle_sleep;
         let timer = self.clock.to_std(self.next_timer);
         timeout = timeout.min(timer.saturating_duration_since(wall));
@@ -628,21 +658,35 @@ impl<L: Link> Engine<L> {
                 timeout = timeout.min(t.saturating_duration_since(wall));
             }
         }
-        if timeout.is_zero() {
-            return Ok(());
-        }
         let mut fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
         let pollable = fds.len() == self.ports.len();
         if let Some(d) = &self.dispatch {
             fds.extend(d.wait_fds());
         }
-        if !pollable {
-            // A link that can only be polled: a short nap instead of a wait.
-            std::thread::sleep(timeout.min(Duration::from_micros(50)));
-        } else {
-            link::os::wait_readable(&fds, timeout)?;
+        IdlePlan {
+            timeout,
+            fds,
+            pollable,
         }
-        self.counters.idle_sleeps += 1;
-        Ok(())
     }
+
+    /// Counts a sleep a caller took by an [`IdlePlan`].
+    pub fn note_idle_sleep(&mut self) {
+        self.counters.idle_sleeps += 1;
+    }
+}
+
+/// What an idle engine waits for: readable `fds` (its links, its rings
+/// from other engines) or `timeout`.  Not `pollable`: a link has no fd,
+/// so a sleep must be a nap of at most [`IdlePlan::NAP`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdlePlan {
+    pub timeout: Duration,
+    pub fds: Vec<std::os::fd::RawFd>,
+    pub pollable: bool,
+}
+
+impl IdlePlan {
+    /// The longest nap when a link cannot be waited on.
+    pub const NAP: Duration = Duration::from_micros(50);
 }

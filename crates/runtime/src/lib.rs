@@ -13,5 +13,5 @@ pub mod stats;
 pub mod steer;
 pub mod xdp;
 
-pub use engine::{AppContext, Application, Engine, EngineConfig, EngineCounters};
+pub use engine::{AppContext, Application, Engine, EngineConfig, EngineCounters, IdlePlan};
 pub use ports::{PortBuf, PortLink};
