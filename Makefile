@@ -78,6 +78,8 @@ c-examples: build
 	  cc $(C_FLAGS) -o $(C_EXAMPLES)/$$ex examples/c/$$ex.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath; \
 	done; \
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/abi_test tests/c/abi_test.c $$(pkg-config --cflags --libs ustack) -lpthread $$rpath
+	@# A plain Linux program (no ustack header) that cases_preload.py runs under `ustack run`.
+	cc $(C_FLAGS) -o $(C_EXAMPLES)/mixed_wait tests/c/mixed_wait.c -lpthread
 
 # Fuzzing (cargo fuzz, nightly). `make fuzz` runs until stopped.
 fuzz: deps
