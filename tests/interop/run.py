@@ -40,6 +40,9 @@ PROGRAMS = ("ustack-echo", "ustack-http", "ustack-get", "ustack-connect", "ustac
 TOOLS = {
     "ip": "iproute2", "ss": "iproute2", "ping": "iputils-ping", "ethtool": "ethtool", "curl": "curl",
     "wrk": "wrk", "sysctl": "procps",
+    # The unmodified programs of cases_preload.py and their clients.
+    "nginx": "nginx", "redis-server": "redis-server", "redis-benchmark": "redis-tools", "redis-cli": "redis-tools",
+    "knotd": "knot", "dig": "bind9-dnsutils", "dnsperf": "dnsperf", "iperf3": "iperf3",
 }
 
 
@@ -88,6 +91,7 @@ def main():
     h.VERBOSE = args.verbose
 
     import cases
+    import cases_preload  # noqa: F401 - registers its tests in cases.TESTS
 
     selected = [t for t in cases.TESTS if not args.k or any(k in t[0] for k in args.k)]
     left_out = [t[0] for t in selected if t[0] in cases.KNOWN_BUGS and not args.known_bugs]

@@ -1,0 +1,1039 @@
+"""Unmodified programs on ustack (issue 18): Debian's nginx, redis-server,
+Knot DNS, iperf3, curl, `python3 -m http.server` and a C program mixing
+ustack sockets with kernel fds in one wait (tests/c/mixed_wait.c), each run
+under `ustack run` in ustack's namespace and served to (or served by) the
+kernel's tools in the peer namespace over a veth (AF_PACKET).
+
+USTACK_PRELOAD_MODE selects where the program under test runs:
+
+  unset or "ustack"  under `ustack run --config FILE --stats FILE -- PROGRAM`
+                     (target/release/ustack with libustack_preload.so beside
+                     it); ustack's end of the veth has no kernel address, and
+                     each test also checks the --stats counters (one file
+                     per process, FILE.<pid>) show ustack carried the
+                     traffic.
+  "kernel"           the same program, same arguments, run in the same
+                     namespace directly on the kernel (the veth end there
+                     gets ustack's address), to develop and check the tests
+                     themselves without the launcher.
+
+USTACK_PRELOAD_SET="k=v k=v": more `--set` for every `ustack run`.
+USTACK_PRELOAD_STRACE=DIR (kernel mode only): each server runs under
+`strace -f -e trace=network,desc,process`, its trace kept in DIR, and the
+test prints which calls it made.
+
+Everything needs root (namespaces, veths; the preflight says so) and the
+Debian packages of run.TOOLS (scripts/install-deps.sh installs them)."""
+
+import collections
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import harness as h
+import tcp_tools as tt
+from cases import SUBNETS, test
+from harness import TestFailure, check
+
+MODE = os.environ.get("USTACK_PRELOAD_MODE", "ustack") or "ustack"
+EXTRA_SETS = os.environ.get("USTACK_PRELOAD_SET", "").split()
+STRACE_DIR = os.environ.get("USTACK_PRELOAD_STRACE")
+
+SUBNETS.update({
+    "preload_mixed_wait": 240, "preload_nginx": 241, "preload_redis": 242, "preload_knot_dns": 243,
+    "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246,
+})
+
+_libc = h._libc
+
+
+def ustack_mode():
+    check(MODE in ("ustack", "kernel"), f"USTACK_PRELOAD_MODE={MODE!r}: must be 'ustack' or 'kernel'")
+    return MODE == "ustack"
+
+
+# --------------------------------------------------------------------------
+# Processes
+
+class Proc:
+    """A process started by a test: stdout and stderr in files of the
+    workdir, a process group of its own (every child it forks is stopped
+    with it at cleanup), SIGTERM should the runner die."""
+
+    def __init__(self, args, workdir, name):
+        self.args = list(args)
+        self.name = name
+        self.out_path = os.path.join(workdir, f"{name}.stdout")
+        self.err_path = os.path.join(workdir, f"{name}.stderr")
+        self.proc = None
+        self._files = []
+        self._token = None
+
+    def start(self):
+        out, err = open(self.out_path, "wb"), open(self.err_path, "wb")
+        self._files = [out, err]
+        self.proc = subprocess.Popen(
+            self.args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+            preexec_fn=lambda: _libc.prctl(1, signal.SIGTERM, 0, 0, 0),
+        )
+        self._token = h.on_cleanup(f"{self.name} pid {self.proc.pid}", self.kill)
+        h.register_output(self)
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def _read(self, path):
+        try:
+            with open(path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stdout(self):
+        return self._read(self.out_path)
+
+    def stderr(self):
+        """What the failure report prints: stderr, then stdout."""
+        err, out = self._read(self.err_path), self._read(self.out_path)
+        return err + (f"\n[stdout]\n{out}" if out.strip() else "")
+
+    def wait_line(self, pattern, timeout=10.0, start=0):
+        """Waits for a regex in stdout from offset `start`; returns the match."""
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern, re.M)
+        while True:
+            m = rx.search(self.stdout(), start)
+            if m:
+                return m
+            check(self.running(), f"{self.name} exited (rc={self.proc.returncode}) before printing /{pattern}/: "
+                                  f"{self._read(self.err_path)[-2000:]}")
+            check(time.monotonic() < deadline, f"{self.name} did not print /{pattern}/ within {timeout}s")
+            time.sleep(0.01)
+
+    def wait_exit(self, timeout):
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise TestFailure(f"{self.name} did not exit within {timeout}s") from None
+        self._close()
+        h.cancel_cleanup(self._token)
+        return rc
+
+    def _close(self):
+        for f in self._files:
+            f.close()
+        self._files = []
+
+    def kill(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        # Children left in the group (nginx workers, ...).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(3)
+        self._close()
+
+
+def children(pid):
+    """The pids whose parent is `pid`."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(d))
+    return sorted(out)
+
+
+def cpu_ticks(pid):
+    """utime + stime of the whole process (every thread), in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def kv(line):
+    """{key: int} of the key=value words of a line."""
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)\b", line)}
+
+
+# --------------------------------------------------------------------------
+# The topology: a veth between the kernel peer (ns_k) and ustack's side (ns_u)
+
+class Preload:
+    """A veth as the harness's af_packet Topology: the kernel peer at
+    10.99.N.1 in ns_k; in ustack mode programs in ns_u run under `ustack
+    run` with port 0 on AF_PACKET over their end of the veth at 10.99.N.2,
+    in kernel mode that end carries 10.99.N.2 itself."""
+
+    def __init__(self, ctx, name, sets=()):
+        self.ustack = ustack_mode()
+        self.ctx = ctx
+        self.name = name
+        self.t = h.Topology("af_packet", SUBNETS[name], ctx.binary, ctx.workdir).create()
+        self.ns_k, self.ns_u = self.t.ns_k, self.t.ns_u
+        self.kernel_ip, self.ustack_ip = self.t.kernel_ip, self.t.ustack_ip
+        self.workdir = ctx.workdir
+        self.sets = list(sets) + EXTRA_SETS
+        self.stats_base = os.path.join(ctx.workdir, f"{name}.stats")
+        self.config_path = os.path.join(ctx.workdir, f"{name}.ini")
+        if self.ustack:
+            bin_dir = os.path.dirname(ctx.binary)
+            self.launcher = os.path.join(bin_dir, "ustack")
+            lib = os.path.join(bin_dir, "libustack_preload.so")
+            check(os.access(self.launcher, os.X_OK) and os.path.isfile(lib),
+                  f"no launcher at {self.launcher} or no {lib} (cargo build --release --workspace; "
+                  "USTACK_PRELOAD_MODE=kernel runs the tests on the kernel instead)")
+            with open(self.config_path, "w") as f:
+                f.write(self.t.config())
+        else:
+            h.sh(["ip", "-n", self.ns_u, "addr", "add", f"{self.ustack_ip}/24", "dev", self.t.if_u])
+
+    # -- running programs on ustack's side ----------------------------------
+
+    def command(self, args, trace_name=None):
+        """The command line that runs `args` on ustack's side."""
+        if self.ustack:
+            cmd = [self.launcher, "run", "--config", self.config_path, "--stats", self.stats_base]
+            for s in self.sets:
+                cmd += ["--set", s]
+            cmd += ["--", *args]
+        else:
+            cmd = list(args)
+            if STRACE_DIR and trace_name:
+                os.makedirs(STRACE_DIR, exist_ok=True)
+                cmd = ["strace", "-f", "-qq", "-e", "trace=network,desc,process", "-o",
+                       os.path.join(STRACE_DIR, f"{trace_name}.strace"), *cmd]
+        return ["ip", "netns", "exec", self.ns_u, *cmd]
+
+    def start(self, args, name):
+        return Proc(self.command(args, trace_name=name), self.workdir, name).start()
+
+    def run(self, args, timeout, name=None):
+        """Runs `args` to the end on ustack's side; CompletedProcess."""
+        return h.sh(self.command(args, trace_name=name), timeout=timeout, check_rc=False)
+
+    def kernel(self, *args, timeout=30, check_rc=False):
+        """Runs a command on the kernel peer."""
+        return h.nsx(self.ns_k, *args, timeout=timeout, check_rc=check_rc)
+
+    def kernel_start(self, args, name):
+        return Proc(["ip", "netns", "exec", self.ns_k, *args], self.workdir, name).start()
+
+    # -- readiness -----------------------------------------------------------
+
+    def wait_tcp(self, port, proc, timeout=20.0, addr=None):
+        """Until the kernel peer's connect to addr:port succeeds."""
+        addr = addr or self.ustack_ip
+        deadline = time.monotonic() + timeout
+        while True:
+            s = h.netns_socket(self.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.settimeout(0.5)
+                if s.connect_ex((addr, port)) == 0:
+                    return
+            finally:
+                s.close()
+            check(proc.running(), f"{proc.name} exited (rc={proc.proc.returncode}) before listening on {port}: "
+                                  f"{proc.stderr()[-3000:]}")
+            check(time.monotonic() < deadline, f"nothing listens on {addr}:{port} after {timeout}s")
+            time.sleep(0.1)
+
+    # -- ustack's counters ----------------------------------------------------
+
+    def stats(self):
+        """{pid: {counter: value}} of every --stats file (FILE.<pid>)."""
+        out = {}
+        for path in glob.glob(glob.escape(self.stats_base) + ".*"):
+            suffix = path.rsplit(".", 1)[1]
+            if not suffix.isdigit():
+                continue
+            d = {}
+            with open(path) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+                        d[parts[0]] = int(parts[1])
+            out[int(suffix)] = d
+        return out
+
+    def stats_sum(self):
+        total = collections.Counter()
+        for d in self.stats().values():
+            for k, v in d.items():
+                if "." not in k:  # engineN.x repeats the sums
+                    total[k] += v
+        return total
+
+    def carried(self, what, minimums, timeout=5.0):
+        """ustack mode: waits until the counters summed over every process
+        reach `minimums` ({counter: at least}), proof that ustack, not the
+        kernel, carried the traffic; returns the sums.  Nothing in kernel
+        mode."""
+        if not self.ustack:
+            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.stats_sum()
+            short = {k: (s.get(k, 0), v) for k, v in minimums.items() if s.get(k, 0) < v}
+            if not short:
+                print(f"    ustack carried {what}: " + ", ".join(f"{k} {s.get(k, 0)}" for k in minimums))
+                return s
+            if time.monotonic() >= deadline:
+                files = sorted(glob.glob(glob.escape(self.stats_base) + ".*"))
+                raise TestFailure(f"{what}: ustack's counters (summed over {len(files)} stats files "
+                                  f"{[os.path.basename(f) for f in files]}) fall short, (have, want): {short}; "
+                                  f"nonzero: {h.nonzero(dict(s))}")
+            time.sleep(0.1)
+
+    def trace_summary(self, name):
+        """Kernel mode with USTACK_PRELOAD_STRACE: the calls `name` made."""
+        if self.ustack or not STRACE_DIR:
+            return
+        path = os.path.join(STRACE_DIR, f"{name}.strace")
+        calls = collections.Counter()
+        with contextlib.suppress(FileNotFoundError), open(path, errors="replace") as f:
+            for line in f:
+                m = re.match(r"\d+\s+(?:<\.\.\. )?(\w+)\(", line)
+                if m:
+                    calls[m.group(1)] += 1
+        print(f"    strace of {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(calls.items())))
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_random(path, n, seed):
+    data = random.Random(seed).randbytes(n)
+    with open(path, "wb") as f:
+        f.write(data)
+    return sha256(data)
+
+
+def kernel_curl(p, url, out, *extra, timeout=60):
+    """curl on the kernel peer; (status, bytes downloaded)."""
+    r = p.kernel("curl", "-sS", "--max-time", str(timeout), "-o", out, "-w", "%{http_code} %{size_download}",
+                 *extra, url, timeout=timeout + 5)
+    check(r.returncode == 0, f"curl {url} failed (rc={r.returncode}): {r.stderr.strip()}")
+    code, size = r.stdout.split()
+    return int(code), int(size)
+
+
+# --------------------------------------------------------------------------
+# Timed TCP echo: connections that keep traffic flowing for a while
+
+def timed_echo(ns, dest, conns, seconds, chunk=16384, timeout=60.0):
+    """`conns` connections to an echo server, each sending for `seconds`
+    (backpressured by the echo: at most 256 KB unanswered), then SHUT_WR and
+    reading to EOF; every byte must come back in order.  Returns the bytes
+    sent in all."""
+    import selectors
+
+    block = random.Random(conns * 1000 + int(seconds * 10)).randbytes(1 << 20)
+    sel = selectors.DefaultSelector()
+    state = []
+    try:
+        for i in range(conns):
+            s = h.netns_socket(ns, socket.AF_INET, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(dest)
+            s.setblocking(False)
+            st = {"i": i, "s": s, "sent": 0, "got": 0, "shut": False, "done": False}
+            state.append(st)
+            sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, st)
+        stop_at = time.monotonic() + seconds
+        deadline = time.monotonic() + timeout
+        left = conns
+        while left:
+            check(time.monotonic() < deadline,
+                  f"echo not done within {timeout}s: (sent, received) {[(c['sent'], c['got']) for c in state]}")
+            sending = time.monotonic() < stop_at
+            for key, ev in sel.select(0.5):
+                st = key.data
+                s = st["s"]
+                if ev & selectors.EVENT_WRITE and not st["shut"]:
+                    if not sending:
+                        s.shutdown(socket.SHUT_WR)
+                        st["shut"] = True
+                        sel.modify(s, selectors.EVENT_READ, st)
+                    elif st["sent"] - st["got"] < 262144:
+                        off = st["sent"] % len(block)
+                        with contextlib.suppress(BlockingIOError):
+                            st["sent"] += s.send(block[off:off + chunk])
+                if ev & selectors.EVENT_READ:
+                    try:
+                        b = s.recv(262144)
+                    except BlockingIOError:
+                        continue
+                    if not b:
+                        check(st["shut"], f"connection {st['i']}: EOF before the client finished sending")
+                        check(st["got"] == st["sent"],
+                              f"connection {st['i']}: EOF after {st['got']} of {st['sent']} bytes echoed")
+                        sel.unregister(s)
+                        s.close()
+                        st["done"] = True
+                        left -= 1
+                        continue
+                    off = st["got"] % len(block)
+                    want = block[off:off + len(b)]
+                    if len(want) < len(b):
+                        want += block[:len(b) - len(want)]
+                    check(b == want, f"connection {st['i']}: echo differs after {st['got']} bytes")
+                    st["got"] += len(b)
+            # A connection whose window is full still shuts down in time.
+            if not sending:
+                for st in state:
+                    if not st["shut"] and not st["done"]:
+                        st["s"].shutdown(socket.SHUT_WR)
+                        st["shut"] = True
+                        sel.modify(st["s"], selectors.EVENT_READ, st)
+        return sum(c["sent"] for c in state)
+    finally:
+        for c in state:
+            with contextlib.suppress(OSError):
+                c["s"].close()
+        sel.close()
+
+
+# --------------------------------------------------------------------------
+# 1. mixed waits: ustack sockets, a pipe and an eventfd in one epoll, poll, select
+
+def c_program(ctx, name):
+    from cases_capi import c_program as find
+
+    return find(ctx, name)
+
+
+MW_PORT = 7000
+MW_CONNS = 4
+MW_PERIOD_MS = 10
+# The idle waits' CPU budget.  An idle wait must sleep, in the kernel, until
+# its timeout or an event; the issue allows at most an engine's own idle
+# pacing (`idle_sleep`): a wake-up per idle_sleep to look at the link.  The
+# harness's idle_sleep=100 (us) would allow 10,000 wake-ups a second, which
+# at a few microseconds each may cost 5-10% of a core by design, so this
+# test sets idle_sleep=1000: at most 1,000 wake-ups a second, a few tenths of
+# a percent, and a budget of 5% of one core (the kernel: 0).  A wait that
+# spins, or whose engine spins beside it, takes 100%.
+MW_IDLE_SLEEP_US = 1000
+MW_IDLE_CPU_MAX = 0.05
+MW_IDLE_MS = 2000
+
+
+@test("preload_mixed_wait", budget=150)
+def _(ctx):
+    p = Preload(ctx, "preload_mixed_wait", sets=[f"dpdk.idle_sleep={MW_IDLE_SLEEP_US}"])
+    prog = p.start([c_program(ctx, "mixed_wait"), "--port", str(MW_PORT), "--conns", str(MW_CONNS),
+                    "--events", "100", "--period-ms", str(MW_PERIOD_MS), "--idle-ms", str(MW_IDLE_MS),
+                    "--wakes", "20"], "mixed_wait")
+    m = prog.wait_line(r"^ready port=(\d+) pid=(\d+)$", timeout=20)
+    pid = int(m.group(2))
+    check(int(m.group(1)) == MW_PORT, f"listening on {m.group(1)}")
+    hz = os.sysconf("SC_CLK_TCK")
+    pos = m.end()
+    for kind in ("epoll", "poll", "select"):
+        # Busy: TCP echo on 4 connections for 1.5 s while the helper thread
+        # writes the pipe and the eventfd every 10 ms.
+        m = prog.wait_line(rf"^phase {kind} ready$", timeout=30, start=pos)
+        sent = timed_echo(p.ns_k, (p.ustack_ip, MW_PORT), MW_CONNS, 1.5)
+        m = prog.wait_line(rf"^phase {kind} done .*$", timeout=30, start=m.end())
+        pos = m.end()
+        r = kv(m.group(0))
+        print(f"    {kind}: {r['conns']} connections echoed {r['bytes'] / 1e6:.1f} MB in {r['tcp_ms']} ms; "
+              f"pipe {r['pipe_read']}/{r['pipe_written']}, eventfd {r['efd_read']}/{r['efd_written']}, "
+              f"{r['during_tcp']} pipe events while connections were open; pipe event delay p50 "
+              f"{r['lat_p50_us']} us, p99 {r['lat_p99_us']} us, max {r['lat_max_us']} us; {r['waits']} waits")
+        check(r["conns"] == MW_CONNS and r["bytes"] == sent, f"{kind}: TCP: {r}, the client sent {sent}")
+        check(r["pipe_written"] >= 100 and r["pipe_read"] == r["pipe_written"],
+              f"{kind}: pipe events lost: {r}")
+        check(r["efd_written"] >= 100 and r["efd_read"] == r["efd_written"], f"{kind}: eventfd events lost: {r}")
+        # Not starved while TCP flowed: the helper's events kept arriving
+        # at its pace (half of it at least, against scheduling noise) ...
+        expect = r["tcp_ms"] // MW_PERIOD_MS
+        check(r["tcp_ms"] >= 1000 and r["during_tcp"] >= expect // 2,
+              f"{kind}: {r['during_tcp']} pipe events during {r['tcp_ms']} ms of TCP, expected about {expect}")
+        # ... and promptly: an event waits at most a few turns of the loop.
+        check(r["lat_p50_us"] <= 5000 and r["lat_p99_us"] <= 50000 and r["lat_max_us"] <= 250000,
+              f"{kind}: kernel events delayed while TCP flowed: p50 {r['lat_p50_us']} us, "
+              f"p99 {r['lat_p99_us']} us, max {r['lat_max_us']} us")
+    for kind in ("epoll", "poll", "select"):
+        # Idle: one wait of 2 s with nothing to do must sleep.
+        m = prog.wait_line(rf"^idle {kind} begin timeout_ms=\d+$", timeout=10, start=pos)
+        c0, t0 = cpu_ticks(pid), time.monotonic()
+        m = prog.wait_line(rf"^idle {kind} end .*$", timeout=MW_IDLE_MS / 1000 + 10, start=m.end())
+        c1, t1 = cpu_ticks(pid), time.monotonic()
+        pos = m.end()
+        r = kv(m.group(0))
+        proc_frac = (c1 - c0) / hz / (t1 - t0)
+        own_frac = r["cpu_us"] / 1e3 / max(1, r["elapsed_ms"])
+        print(f"    idle {kind}: the wait returned {r['n']} after {r['elapsed_ms']} ms; CPU from /proc/{pid}/stat "
+              f"{(c1 - c0) * 1000 // hz} ms over {t1 - t0:.2f} s ({100 * proc_frac:.1f}% of a core), "
+              f"the process's own clock {r['cpu_us']} us ({100 * own_frac:.2f}%)")
+        check(r["n"] == 0, f"idle {kind}: the wait returned {r['n']} with nothing to report")
+        check(MW_IDLE_MS - 5 <= r["elapsed_ms"] <= MW_IDLE_MS + 500,
+              f"idle {kind}: a wait of {MW_IDLE_MS} ms took {r['elapsed_ms']} ms")
+        check(proc_frac < MW_IDLE_CPU_MAX and own_frac < MW_IDLE_CPU_MAX,
+              f"idle {kind}: the idle wait used {100 * proc_frac:.1f}% of a core (/proc), "
+              f"{100 * own_frac:.1f}% (own clock); at most {100 * MW_IDLE_CPU_MAX:.0f}%")
+    for kind in ("epoll", "poll", "select"):
+        # Wake: a kernel event wakes a blocked wait at once.
+        for fd in ("eventfd", "pipe"):
+            m = prog.wait_line(rf"^wake {kind} fd={fd} .*$", timeout=30, start=pos)
+            pos = m.end()
+            r = kv(m.group(0))
+            print(f"    wake {kind} by {fd}: {r['n']} wakes, p50 {r['p50_us']} us, max {r['max_us']} us")
+            check(r["n"] == 10 and r["p50_us"] <= 1000 and r["max_us"] <= 20000,
+                  f"wake {kind} by {fd}: a blocked wait woke slowly: p50 {r['p50_us']} us, max {r['max_us']} us "
+                  "(want p50 <= 1 ms, max <= 20 ms)")
+    prog.wait_line(r"^done$", timeout=10, start=pos)
+    rc = prog.wait_exit(10)
+    check(rc == 0, f"mixed_wait exited with {rc}: {prog.stderr()[-2000:]}")
+    p.carried("the echo connections", {"tcp_passive_opens": 3 * MW_CONNS, "tcp_segments_received": 100})
+    p.trace_summary("mixed_wait")
+
+
+# --------------------------------------------------------------------------
+# 2. nginx: master and two workers, reuseport, sendfile, access log
+
+NGINX_CONF = """\
+daemon off;
+master_process on;
+worker_processes 2;
+user root;
+pid {d}/nginx.pid;
+error_log {d}/error.log info;
+events {{
+    worker_connections 1024;
+}}
+http {{
+    types {{
+        text/html html;
+        application/octet-stream bin;
+    }}
+    default_type application/octet-stream;
+    log_format perworker '$pid $status $body_bytes_sent "$request"';
+    access_log {d}/access.log perworker;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 65;
+    client_body_temp_path {d}/client_body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    server {{
+        listen 80 reuseport;
+        server_name _;
+        root {d}/www;
+    }}
+}}
+"""
+
+
+def nginx_workers(master, timeout=10.0, exclude=()):
+    """The master's two worker pids (not any of `exclude`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        w = [c for c in children(master) if c not in exclude]
+        if len(w) == 2:
+            return w
+        check(time.monotonic() < deadline, f"nginx master {master}: workers {w} (want 2 new, not {list(exclude)})")
+        time.sleep(0.05)
+
+
+def access_log_pids(path, start):
+    """{pid: requests} of the access log from byte offset `start`, and the
+    end offset."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    counts = collections.Counter()
+    for line in data.decode(errors="replace").splitlines():
+        pid, status = line.split()[:2]
+        check(status.isdigit(), f"access log line: {line!r}")
+        counts[int(pid)] += 1
+    return counts, start + len(data)
+
+
+def nginx_fetch_both(p, d, page_sha, big_sha, what):
+    out = os.path.join(d, "got.bin")
+    code, size = kernel_curl(p, f"http://{p.ustack_ip}/index.html", out)
+    with open(out, "rb") as f:
+        got = f.read()
+    check(code == 200 and size == 600 and sha256(got) == page_sha, f"{what}: GET /index.html: {code}, {size} bytes")
+    code, size = kernel_curl(p, f"http://{p.ustack_ip}/big.bin", out)
+    with open(out, "rb") as f:
+        got = f.read()
+    check(code == 200 and size == 10 * 1024 * 1024 and sha256(got) == big_sha,
+          f"{what}: GET /big.bin: {code}, {size} bytes, sha256 {'matches' if sha256(got) == big_sha else 'differs'}")
+    os.unlink(out)
+
+
+@test("preload_nginx", budget=180)
+def _(ctx):
+    p = Preload(ctx, "preload_nginx")
+    d = ctx.workdir
+    www = os.path.join(d, "www")
+    os.mkdir(www)
+    head = b"<!DOCTYPE html>\n<html><body><p>nginx under ustack run</p>\n<p>"
+    tail = b"</p></body></html>\n"
+    page = head + b"x" * (600 - len(head) - len(tail)) + tail
+    with open(os.path.join(www, "index.html"), "wb") as f:
+        f.write(page)
+    page_sha = sha256(page)
+    big_sha = write_random(os.path.join(www, "big.bin"), 10 * 1024 * 1024, 41)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(d=d))
+    nginx = shutil.which("nginx")
+    base = [nginx, "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
+    master = p.start(base, "nginx")
+    p.wait_tcp(80, master)
+    with open(os.path.join(d, "nginx.pid")) as f:
+        master_pid = int(f.read())
+    workers = nginx_workers(master_pid)
+    print(f"    nginx master {master_pid}, workers {workers}")
+    nginx_fetch_both(p, d, page_sha, big_sha, "before the load")
+    access = os.path.join(d, "access.log")
+    _, off = access_log_pids(access, 0)
+    url = f"http://{p.ustack_ip}/index.html"
+    for what, conns, extra in (("200 keep-alive connections", 200, ()),
+                               ("50 Connection: close connections", 50, ("-H", "Connection: close"))):
+        before = p.stats()
+        out, r = tt.run_wrk(p.ns_k, url, connections=conns, seconds=5, extra=extra)
+        h.log(out)
+        shares, off = access_log_pids(access, off)
+        print(f"    wrk -c{conns} {' '.join(extra)}: {r['rps']:.0f} requests/s, {r['requests']} requests, socket "
+              f"errors {r['socket_errors']}, non-2xx {r['non_2xx']}; requests per worker (access log) {dict(shares)}")
+        check(r["requests"] > 1000, f"{what}: only {r['requests']} requests:\n{out}")
+        check(r["socket_errors"] == 0, f"{what}: socket errors:\n{out}")
+        check(r["non_2xx"] == 0, f"{what}: non-2xx responses:\n{out}")
+        # Each worker serves its share (reuseport: a listener per worker).
+        total = sum(shares.values())
+        check(set(shares) <= set(workers) and all(shares.get(w, 0) >= 0.15 * total for w in workers),
+              f"{what}: requests per worker {dict(shares)}, workers {workers}: each must serve at least 15%")
+        if p.ustack:
+            after = p.stats()
+            opens = {w: after.get(w, {}).get("tcp_passive_opens", 0) - before.get(w, {}).get("tcp_passive_opens", 0)
+                     for w in workers}
+            print(f"    connections accepted per worker engine (--stats): {opens}")
+            check(all(v >= 0.15 * conns for v in opens.values()),
+                  f"{what}: each worker's engine must accept its share of {conns} connections: {opens}")
+    # Reload: a new generation of workers, the listeners carried over.
+    r = h.nsx(p.ns_u, *base, "-s", "reload", check_rc=False, timeout=10)
+    check(r.returncode == 0, f"nginx -s reload: rc={r.returncode}: {r.stderr}")
+    new = nginx_workers(master_pid, timeout=15, exclude=workers)
+    deadline = time.monotonic() + 15
+    while any(h.pid_alive(w) for w in workers):
+        check(time.monotonic() < deadline, f"the old workers {workers} did not exit after the reload")
+        time.sleep(0.05)
+    print(f"    nginx -s reload: workers {workers} -> {new}")
+    nginx_fetch_both(p, d, page_sha, big_sha, "after the reload")
+    shares, off = access_log_pids(access, off)
+    check(set(shares) <= set(new), f"after the reload, requests served by {dict(shares)}, not the new workers {new}")
+    # Quit: the master waits for its workers and exits 0.
+    r = h.nsx(p.ns_u, *base, "-s", "quit", check_rc=False, timeout=10)
+    check(r.returncode == 0, f"nginx -s quit: rc={r.returncode}: {r.stderr}")
+    rc = master.wait_exit(15)
+    check(rc == 0, f"nginx exited with {rc} after -s quit")
+    check(not any(h.pid_alive(w) for w in new), f"workers {new} still running after the master quit")
+    with open(os.path.join(d, "error.log")) as f:
+        errlog = f.read()
+    bad = [ln for ln in errlog.splitlines() if re.search(r"\[(alert|emerg|crit)\]", ln)]
+    check(not bad, "nginx's error log:\n" + "\n".join(bad[:20]))
+    check("reconfiguring" in errlog and "gracefully shutting down" in errlog,
+          f"nginx's error log does not show the reload and the quit:\n{errlog[-2000:]}")
+    p.carried("nginx's connections", {"tcp_passive_opens": 250 + 4, "tcp_segments_received": 1000,
+                                      "tx_bytes": 2 * 10 * 1024 * 1024})
+    p.trace_summary("nginx")
+
+
+# --------------------------------------------------------------------------
+# 3. redis-server and redis-benchmark
+
+REDIS_TESTS = ("SET", "GET", "LPUSH", "LRANGE_100 (first 100 elements)", "LRANGE_300 (first 300 elements)",
+               "LRANGE_500 (first 500 elements)", "LRANGE_600 (first 600 elements)")
+
+
+def redis_benchmark(p, *extra, requests):
+    r = p.kernel("redis-benchmark", "-h", p.ustack_ip, "-p", "6379", "-c", "50", "-n", str(requests),
+                 "-t", "set,get,lpush,lrange", "--csv", *extra, timeout=120)
+    out = r.stdout + r.stderr
+    check(r.returncode == 0, f"redis-benchmark {' '.join(extra)}: rc={r.returncode}:\n{out[-3000:]}")
+    bad = [ln for ln in out.splitlines() if re.search(r"error|reset|refused|timeout|closed", ln, re.I)]
+    check(not bad, f"redis-benchmark {' '.join(extra)} reports errors:\n" + "\n".join(bad[:20]))
+    rps = {}
+    for line in r.stdout.splitlines():
+        cells = [c.strip('"') for c in line.split('","')]
+        if len(cells) >= 2 and cells[0] != "test":
+            with contextlib.suppress(ValueError):
+                rps[cells[0]] = float(cells[1])
+    missing = [t for t in REDIS_TESTS if rps.get(t, 0) <= 0]
+    check(not missing, f"redis-benchmark {' '.join(extra)}: no result for {missing}:\n{out[-3000:]}")
+    return rps
+
+
+def redis_cli(p, *args):
+    r = p.kernel("redis-cli", "-h", p.ustack_ip, "-p", "6379", *args, timeout=10)
+    check(r.returncode == 0, f"redis-cli {' '.join(args)}: rc={r.returncode}: {r.stdout}{r.stderr}")
+    return r.stdout.strip()
+
+
+@test("preload_redis", budget=180)
+def _(ctx):
+    p = Preload(ctx, "preload_redis")
+    d = ctx.workdir
+    srv = p.start([shutil.which("redis-server"), "--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no",
+                   "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", d,
+                   "--logfile", os.path.join(d, "redis.log")], "redis-server")
+    p.wait_tcp(6379, srv)
+    check(redis_cli(p, "SET", "ustack:key", "a value") == "OK", "SET")
+    check(redis_cli(p, "GET", "ustack:key") == "a value", "GET after SET")
+    big = "v" * 100000
+    check(redis_cli(p, "SET", "ustack:big", big) == "OK", "SET of 100 KB")
+    check(redis_cli(p, "STRLEN", "ustack:big") == "100000", "STRLEN of the 100 KB value")
+    t0 = time.monotonic()
+    plain = redis_benchmark(p, requests=10000)
+    t1 = time.monotonic()
+    piped = redis_benchmark(p, "-P", "16", requests=50000)
+    t2 = time.monotonic()
+    for what, rps, dt in (("50 clients", plain, t1 - t0), ("50 clients, -P 16", piped, t2 - t1)):
+        print(f"    redis-benchmark {what} ({dt:.1f} s): " + ", ".join(f"{k.split()[0]} {v:.0f}/s" for k, v in rps.items()))
+    info = redis_cli(p, "INFO", "stats")
+    conns = int(re.search(r"total_connections_received:(\d+)", info).group(1))
+    rejected = int(re.search(r"rejected_connections:(\d+)", info).group(1))
+    check(conns >= 2 * 4 * 50 and rejected == 0, f"redis INFO: {conns} connections received, {rejected} rejected")
+    # Every LPUSH landed: the list holds 2 x requests elements.
+    check(redis_cli(p, "LLEN", "mylist") != "0", "LLEN mylist: the benchmark's list is empty")
+    # Shut down over ustack: the server closes every socket and exits 0.
+    r = p.kernel("redis-cli", "-h", p.ustack_ip, "-p", "6379", "SHUTDOWN", "NOSAVE", timeout=10)
+    rc = srv.wait_exit(10)
+    check(rc == 0, f"redis-server exited with {rc} after SHUTDOWN NOSAVE ({r.stdout}{r.stderr})")
+    p.carried("redis' connections", {"tcp_passive_opens": conns, "tcp_segments_received": 10000})
+    p.trace_summary("redis-server")
+
+
+# --------------------------------------------------------------------------
+# 4. Knot DNS: dig over UDP and TCP, dnsperf, answers equal to the kernel's
+
+KNOT_CONF = """\
+server:
+    rundir: "{d}"
+    user: root:root
+    listen: {addr}@{port}
+    udp-workers: 2
+    tcp-workers: 2
+    background-workers: 1
+    identity: ""
+    version: ""
+    nsid: ""
+control:
+    listen: "{d}/knot.sock"
+log:
+  - target: "{d}/knot.log"
+    any: info
+database:
+    storage: "{d}/db"
+template:
+  - id: default
+    storage: "{zones}"
+    zonefile-sync: -1
+    zonefile-load: whole
+    journal-content: none
+    semantic-checks: on
+zone:
+  - domain: example.test
+    file: example.test.zone
+"""
+
+ZONE = """\
+$ORIGIN example.test.
+$TTL 3600
+@       IN SOA  ns1 hostmaster 2024010101 7200 3600 1209600 300
+@       IN NS   ns1
+@       IN MX   10 mail
+ns1     IN A    192.0.2.53
+www     IN A    192.0.2.10
+www     IN AAAA 2001:db8::10
+mail    IN A    192.0.2.25
+alias   IN CNAME www
+txt     IN TXT  "hello from ustack"
+*.wild  IN A    192.0.2.99
+"""
+
+
+def dns_zone():
+    lines = [ZONE]
+    # 40 A records (a 700-byte answer) and a 3.7 KB TXT: over UDP it is
+    # truncated at 1232 bytes and fragmented with a 4096-byte EDNS buffer.
+    lines += [f"many    IN A    192.0.2.{i}\n" for i in range(1, 41)]
+    chunks = " ".join(f'"{c * 180}"' for c in "abcdefghijklmnopqrst")
+    lines.append(f"big     IN TXT  {chunks}\n")
+    return "".join(lines)
+
+
+# (name, type, dig options)
+DNS_QUERIES = [
+    ("example.test", "SOA", ()), ("example.test", "NS", ()), ("example.test", "MX", ()),
+    ("www.example.test", "A", ()), ("www.example.test", "AAAA", ()), ("alias.example.test", "A", ()),
+    ("txt.example.test", "TXT", ()), ("x.wild.example.test", "A", ()), ("nothere.example.test", "A", ()),
+    ("www.example.test", "TXT", ()), ("other.test", "A", ()), ("many.example.test", "A", ()),
+    ("big.example.test", "TXT", ("+ignore",)), ("big.example.test", "TXT", ("+bufsize=4096",)),
+    ("big.example.test", "TXT", ("+tcp",)), ("www.example.test", "A", ("+tcp",)),
+    ("nothere.example.test", "A", ("+tcp",)), ("many.example.test", "A", ("+tcp",)),
+]
+
+
+def dig(p, server, port, name, rtype, opts):
+    """dig from the kernel peer; the reply normalized for comparison (no
+    id, no timing, no cookie, answer lines sorted)."""
+    r = p.kernel("dig", f"@{server}", "-p", str(port), name, rtype, "+nocookie", "+tries=1", "+time=3",
+                 "+noall", "+comments", "+answer", "+authority", "+additional", *opts, timeout=15)
+    check(r.returncode == 0, f"dig {name} {rtype} {' '.join(opts)} at {server}: rc={r.returncode}: "
+                             f"{r.stdout}{r.stderr}")
+    head, rest = [], []
+    for line in r.stdout.splitlines():
+        line = re.sub(r"id: \d+", "id: _", line)
+        if not line.strip() or "Query time" in line or "WHEN" in line or "MSG SIZE" in line or "SERVER:" in line:
+            continue
+        (head if line.startswith(";") else rest).append(line)
+    return head + sorted(rest)
+
+
+def start_knot(p, d, addr, port, where, name):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "example.test.zone"), "w") as f:
+        f.write(dns_zone())
+    conf = os.path.join(d, "knot.conf")
+    with open(conf, "w") as f:
+        f.write(KNOT_CONF.format(d=d, zones=d, addr=addr, port=port))
+    knotd = shutil.which("knotd")
+    if where == "kernel":
+        proc = p.kernel_start([knotd, "-c", conf], name)
+    else:
+        proc = p.start([knotd, "-c", conf], name)
+    return proc
+
+
+def wait_dns(p, proc, server, port, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        r = p.kernel("dig", f"@{server}", "-p", str(port), "example.test", "SOA", "+short", "+tries=1", "+time=1",
+                     timeout=5)
+        if r.returncode == 0 and "hostmaster" in r.stdout:
+            return
+        check(proc.running(), f"{proc.name} exited (rc={proc.proc.returncode}): {proc.stderr()[-3000:]}")
+        check(time.monotonic() < deadline, f"{server}@{port} does not answer after {timeout}s: {r.stdout}{r.stderr}")
+        time.sleep(0.1)
+
+
+def dnsperf(p, qfile, *extra):
+    r = p.kernel("dnsperf", "-s", p.ustack_ip, "-p", "53", "-d", qfile, "-t", "3", *extra, timeout=120)
+    out = r.stdout + r.stderr
+    check(r.returncode == 0, f"dnsperf {' '.join(extra)}: rc={r.returncode}:\n{out[-3000:]}")
+    sent = re.search(r"Queries sent:\s+(\d+)", out)
+    done = re.search(r"Queries completed:\s+(\d+)", out)
+    lost = re.search(r"Queries lost:\s+(\d+)", out)
+    codes = re.search(r"Response codes:\s+(.*)", out)
+    qps = re.search(r"Queries per second:\s+([\d.]+)", out)
+    check(sent and done and lost and codes, f"cannot read dnsperf's report:\n{out[-3000:]}")
+    return {"sent": int(sent.group(1)), "completed": int(done.group(1)), "lost": int(lost.group(1)),
+            "codes": dict((c, int(n)) for c, n in re.findall(r"(\w+) (\d+) \(", codes.group(1))),
+            "qps": float(qps.group(1)) if qps else 0.0, "out": out}
+
+
+@test("preload_knot_dns", budget=180)
+def _(ctx):
+    p = Preload(ctx, "preload_knot_dns")
+    # The reference: the same server, same zone, on the kernel peer's loopback.
+    ref = start_knot(p, os.path.join(ctx.workdir, "ref"), "127.0.0.1", 5300, "kernel", "knotd-kernel")
+    srv = start_knot(p, os.path.join(ctx.workdir, "srv"), p.ustack_ip, 53, "ustack", "knotd")
+    wait_dns(p, ref, "127.0.0.1", 5300)
+    wait_dns(p, srv, p.ustack_ip, 53)
+    udp_queries = tcp_queries = 0
+    for name, rtype, opts in DNS_QUERIES:
+        want = dig(p, "127.0.0.1", 5300, name, rtype, opts)
+        got = dig(p, p.ustack_ip, 53, name, rtype, opts)
+        h.log(f"{name} {rtype} {' '.join(opts)}: {got}")
+        check(got == want, f"dig {name} {rtype} {' '.join(opts)}: the answers differ\n"
+                           f"  from the server under test:\n    " + "\n    ".join(got) +
+                           "\n  from the same server on the kernel:\n    " + "\n    ".join(want))
+        if "+tcp" in opts:
+            tcp_queries += 1
+        else:
+            udp_queries += 1
+    # The truncation and the fragmented answer were what they should be.
+    big_tc = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+ignore",))
+    check(any(" tc" in ln for ln in big_tc if "flags:" in ln), f"the 3.7 KB TXT over UDP not truncated: {big_tc}")
+    big_frag = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+bufsize=4096",))
+    check(sum(1 for ln in big_frag if "\tTXT\t" in ln) == 1 and not any(" tc" in ln for ln in big_frag if "flags:" in ln),
+          f"the 3.7 KB TXT with a 4096-byte buffer: {big_frag}")
+    print(f"    {len(DNS_QUERIES)} dig queries ({tcp_queries} over TCP) answered as by the kernel's server, "
+          "a truncated and a fragmented UDP answer among them")
+    # dnsperf: every name 100 times, paced; over UDP then TCP.
+    qfile = os.path.join(ctx.workdir, "queries.txt")
+    with open(qfile, "w") as f:
+        for name, rtype, opts in DNS_QUERIES:
+            if not opts:
+                f.write(f"{name} {rtype}\n")
+    nq = sum(1 for q in DNS_QUERIES if not q[2])
+    for mode, extra, runs in (("udp", ("-c", "4", "-Q", "3000"), 100), ("tcp", ("-m", "tcp", "-c", "4", "-Q", "1000"), 20)):
+        r = dnsperf(p, qfile, "-n", str(runs), *extra)
+        print(f"    dnsperf over {mode}: {r['completed']} of {r['sent']} completed, {r['lost']} lost, "
+              f"{r['qps']:.0f} queries/s, response codes {r['codes']}")
+        check(r["sent"] == nq * runs and r["completed"] == r["sent"] and r["lost"] == 0,
+              f"dnsperf over {mode}: not every query answered:\n{r['out'][-2000:]}")
+        # NXDOMAIN for nothere., REFUSED for other.test, NOERROR else.
+        check(r["codes"] == {"NOERROR": (nq - 2) * runs, "NXDOMAIN": runs, "REFUSED": runs},
+              f"dnsperf over {mode}: response codes {r['codes']}")
+        if mode == "udp":
+            udp_queries += r["sent"]
+        else:
+            tcp_queries += r["sent"]
+    check(srv.running(), f"knotd exited: {srv.stderr()[-2000:]}")
+    p.carried("the DNS queries", {"udp_datagrams_received": udp_queries, "udp_datagrams_sent": udp_queries,
+                                  "tcp_passive_opens": 4 + 4, "ipv4_fragments_sent": 2})
+    for proc in (srv, ref):
+        proc.kill()
+    p.trace_summary("knotd")
+
+
+# --------------------------------------------------------------------------
+# 5. iperf3 -s against the kernel's iperf3 client, both ways
+
+IPERF_BYTES = 200 * 1024 * 1024
+
+
+@test("preload_iperf3", budget=120)
+def _(ctx):
+    p = Preload(ctx, "preload_iperf3")
+    # -4: without it iperf3 3.12 listens on an AF_INET6 socket with
+    # IPV6_V6ONLY off (IPv4 as mapped addresses), and ustack has no IPv6 yet.
+    srv = p.start([shutil.which("iperf3"), "-s", "-4", "-p", "5201"], "iperf3-server")
+    p.wait_tcp(5201, srv)
+    results = {}
+    for what, extra in (("to the server", ()), ("from the server (-R)", ("-R",))):
+        r = p.kernel("iperf3", "-c", p.ustack_ip, "-p", "5201", "-n", str(IPERF_BYTES), "-J", "--connect-timeout",
+                     "5000", *extra, timeout=90)
+        try:
+            j = json.loads(r.stdout)
+        except ValueError:
+            raise TestFailure(f"iperf3 -c {' '.join(extra)}: rc={r.returncode}, no JSON:\n{r.stdout[-2000:]}"
+                              f"{r.stderr[-2000:]}") from None
+        check(r.returncode == 0 and "error" not in j, f"iperf3 -c {' '.join(extra)}: rc={r.returncode}: "
+                                                      f"{j.get('error')}")
+        sent, received = j["end"]["sum_sent"]["bytes"], j["end"]["sum_received"]["bytes"]
+        secs = j["end"]["sum_received"]["seconds"]
+        print(f"    iperf3 {what}: {sent} bytes sent, {received} received in {secs:.2f} s "
+              f"({received * 8 / max(secs, 1e-9) / 1e9:.2f} Gbit/s)")
+        check(sent >= IPERF_BYTES and received == sent,
+              f"iperf3 {what}: {sent} bytes sent, {received} received (want {IPERF_BYTES} both)")
+        results[what] = received
+    check(srv.running(), f"iperf3 -s exited: {srv.stderr()[-2000:]}")
+    p.carried("iperf3's streams", {"tcp_passive_opens": 4, "rx_bytes": IPERF_BYTES, "tx_bytes": IPERF_BYTES})
+    srv.kill()
+    p.trace_summary("iperf3-server")
+
+
+# --------------------------------------------------------------------------
+# 6. curl under `ustack run` as a client; python3 -m http.server as a server
+
+@test("preload_curl_client", budget=90)
+def _(ctx):
+    p = Preload(ctx, "preload_curl_client")
+    srv_dir = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv_dir)
+    want = write_random(os.path.join(srv_dir, "big.bin"), 10 * 1024 * 1024, 61)
+    tt.kernel_http_server(p.ns_k, p.kernel_ip, 8080, srv_dir, ctx.workdir)
+    out = os.path.join(ctx.workdir, "got.bin")
+    t0 = time.monotonic()
+    r = p.run(["curl", "-sS", "--max-time", "60", "-o", out, "-w", "%{http_code} %{size_download}",
+               f"http://{p.kernel_ip}:8080/big.bin"], timeout=70, name="curl")
+    dt = time.monotonic() - t0
+    check(r.returncode == 0, f"curl under ustack run: rc={r.returncode}: {r.stderr.strip()[-2000:]}")
+    code, size = r.stdout.split()
+    with open(out, "rb") as f:
+        got = sha256(f.read())
+    print(f"    curl fetched 10 MB from python3 -m http.server in {dt:.2f} s: {code}, {size} bytes, "
+          f"sha256 {'matches' if got == want else 'differs'}; stderr {r.stderr.strip()[-300:]!r}")
+    check(code == "200" and int(size) == 10 * 1024 * 1024 and got == want, f"curl: {code}, {size} bytes, {got}")
+    # A closed port: refused, as on the kernel (curl's exit 7).
+    r = p.run(["curl", "-sS", "-v", "--max-time", "10", f"http://{p.kernel_ip}:8081/"], timeout=20,
+              name="curl-refused")
+    check(r.returncode == 7 and "Connection refused" in r.stderr,
+          f"curl to a closed port: rc={r.returncode} (want 7, connection refused): {r.stderr.strip()[-1000:]}")
+    p.carried("curl's connections", {"tcp_active_opens": 2, "rx_bytes": 10 * 1024 * 1024, "tcp_resets_received": 1})
+    p.trace_summary("curl")
+
+
+@test("preload_http_server", budget=90)
+def _(ctx):
+    p = Preload(ctx, "preload_http_server")
+    srv_dir = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv_dir)
+    want = write_random(os.path.join(srv_dir, "big.bin"), 10 * 1024 * 1024, 62)
+    small = write_random(os.path.join(srv_dir, "small.bin"), 5000, 63)
+    srv = p.start(["/usr/bin/python3", "-m", "http.server", "--bind", "0.0.0.0", "--directory", srv_dir, "8000"],
+                  "http.server")
+    p.wait_tcp(8000, srv)
+    out = os.path.join(ctx.workdir, "got.bin")
+    code, size = kernel_curl(p, f"http://{p.ustack_ip}:8000/", out)
+    with open(out, "rb") as f:
+        listing = f.read()
+    check(code == 200 and b"big.bin" in listing and b"small.bin" in listing,
+          f"GET / (the directory listing): {code}: {listing[:300]!r}")
+    t0 = time.monotonic()
+    code, size = kernel_curl(p, f"http://{p.ustack_ip}:8000/big.bin", out)
+    dt = time.monotonic() - t0
+    with open(out, "rb") as f:
+        got = sha256(f.read())
+    print(f"    curl fetched 10 MB from python3 -m http.server in {dt:.2f} s: sha256 "
+          f"{'matches' if got == want else 'differs'}")
+    check(code == 200 and size == 10 * 1024 * 1024 and got == want, f"GET /big.bin: {code}, {size} bytes")
+    # 40 requests, 10 at a time (a thread per request in the server).
+    n = 40
+    args = ["curl", "-sS", "--max-time", "30", "-Z", "--parallel-max", "10", "-w", "%{http_code} %{size_download}\n"]
+    for i in range(n):
+        args += ["-o", os.path.join(ctx.workdir, f"s{i}.bin"), f"http://{p.ustack_ip}:8000/small.bin"]
+    r = p.kernel(*args, timeout=40)
+    lines = r.stdout.split()
+    check(r.returncode == 0 and lines.count("200") == n, f"{n} parallel requests: rc={r.returncode}: "
+                                                         f"{r.stdout[-500:]}{r.stderr[-1000:]}")
+    for i in range(n):
+        with open(os.path.join(ctx.workdir, f"s{i}.bin"), "rb") as f:
+            check(sha256(f.read()) == small, f"parallel request {i}: the body differs")
+    print(f"    {n} parallel requests (10 at a time) answered intact")
+    check(srv.running(), f"http.server exited: {srv.stderr()[-2000:]}")
+    p.carried("http.server's connections", {"tcp_passive_opens": n + 2, "tx_bytes": 10 * 1024 * 1024})
+    srv.kill()
+    p.trace_summary("http.server")
