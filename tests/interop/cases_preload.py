@@ -205,6 +205,7 @@ class Preload:
         self.sets = list(sets) + EXTRA_SETS
         self.stats_base = os.path.join(ctx.workdir, f"{name}.stats")
         self.config_path = os.path.join(ctx.workdir, f"{name}.ini")
+        self.procs = []
         if self.ustack:
             bin_dir = os.path.dirname(ctx.binary)
             self.launcher = os.path.join(bin_dir, "ustack")
@@ -235,7 +236,9 @@ class Preload:
         return ["ip", "netns", "exec", self.ns_u, *cmd]
 
     def start(self, args, name):
-        return Proc(self.command(args, trace_name=name), self.workdir, name).start()
+        proc = Proc(self.command(args, trace_name=name), self.workdir, name).start()
+        self.procs.append(proc)
+        return proc
 
     def run(self, args, timeout, name=None):
         """Runs `args` to the end on ustack's side; CompletedProcess."""
@@ -259,6 +262,7 @@ class Preload:
             try:
                 s.settimeout(0.5)
                 if s.connect_ex((addr, port)) == 0:
+                    self.not_on_kernel(port)
                     return
             finally:
                 s.close()
@@ -266,6 +270,14 @@ class Preload:
                                   f"{proc.stderr()[-3000:]}")
             check(time.monotonic() < deadline, f"nothing listens on {addr}:{port} after {timeout}s")
             time.sleep(0.1)
+
+    def not_on_kernel(self, port, udp=False):
+        """ustack mode: no kernel socket in ustack's namespace has the port
+        (the library took the program's socket, not the kernel)."""
+        if not self.ustack:
+            return
+        r = h.nsx(self.ns_u, "ss", "-Han" + ("u" if udp else "t"), f"sport = :{port}", check_rc=False)
+        check(not r.stdout.strip(), f"a kernel socket in ustack's namespace holds port {port}:\n{r.stdout}")
 
     # -- ustack's counters ----------------------------------------------------
 
@@ -306,6 +318,7 @@ class Preload:
             short = {k: (s.get(k, 0), v) for k, v in minimums.items() if s.get(k, 0) < v}
             if not short:
                 print(f"    ustack carried {what}: " + ", ".join(f"{k} {s.get(k, 0)}" for k in minimums))
+                self.print_notes()
                 return s
             if time.monotonic() >= deadline:
                 files = sorted(glob.glob(glob.escape(self.stats_base) + ".*"))
@@ -313,6 +326,17 @@ class Preload:
                                   f"{[os.path.basename(f) for f in files]}) fall short, (have, want): {short}; "
                                   f"nonzero: {h.nonzero(dict(s))}")
             time.sleep(0.1)
+
+    def print_notes(self):
+        """What the library said on the programs' stderr (what it does not
+        handle, by name), once per distinct line."""
+        seen = []
+        for proc in self.procs:
+            for line in proc._read(proc.err_path).splitlines():
+                if "ustack" in line.lower() and line not in seen:
+                    seen.append(line)
+        for line in seen[:15]:
+            print(f"    | {line}")
 
     def trace_summary(self, name):
         """Kernel mode with USTACK_PRELOAD_STRACE: the calls `name` made."""
@@ -880,6 +904,8 @@ def _(ctx):
     srv = start_knot(p, os.path.join(ctx.workdir, "srv"), p.ustack_ip, 53, "ustack", "knotd")
     wait_dns(p, ref, "127.0.0.1", 5300)
     wait_dns(p, srv, p.ustack_ip, 53)
+    p.not_on_kernel(53, udp=True)
+    p.not_on_kernel(53)
     udp_queries = tcp_queries = 0
     for name, rtype, opts in DNS_QUERIES:
         want = dig(p, "127.0.0.1", 5300, name, rtype, opts)
