@@ -58,7 +58,7 @@ impl Owner {
         }
     }
 
-    fn progress(&self) -> u64 {
+    pub(crate) fn progress(&self) -> u64 {
         match self {
             Owner::Local => 0,
             Owner::Remote(s) => s.progress(),
@@ -67,7 +67,7 @@ impl Owner {
 
     /// Lets time pass towards `deadline`: drives the engines (our own
     /// worker) or waits for the owner to make progress.
-    fn wait(&self, seen: u64, deadline: Option<Instant>) {
+    pub(crate) fn wait(&self, seen: u64, deadline: Option<Instant>) {
         match self {
             Owner::Local => {
                 let work = worker::with_current(|w| w.step()).unwrap_or(false);
@@ -118,7 +118,7 @@ pub(crate) fn blocking<T: Send>(
         let (r, wait) = owner.exec(|w| {
             let r = op(w);
             let wait = match r {
-                Err(Errno::EAGAIN) => w.wait_info(fd, dir, flags),
+                Err(Errno::EAGAIN) => w.wait_info(w.key(fd), dir, flags),
                 _ => None,
             };
             (r, wait)
@@ -222,11 +222,11 @@ pub fn socket_at(fd: RawFd, domain: i32, ty: i32, protocol: i32) -> Result<()> {
 
 pub fn bind(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
     let addr = *addr;
-    Owner::of(fd)?.exec(|w| w.bind(fd, addr))?
+    Owner::of(fd)?.exec(|w| w.bind(w.key(fd), addr))?
 }
 
 pub fn listen(fd: RawFd, backlog: i32) -> Result<()> {
-    Owner::of(fd)?.exec(|w| w.listen(fd, backlog))?
+    Owner::of(fd)?.exec(|w| w.listen(w.key(fd), backlog))?
 }
 
 pub fn accept(fd: RawFd) -> Result<(RawFd, SocketAddrV4)> {
@@ -236,7 +236,7 @@ pub fn accept(fd: RawFd) -> Result<(RawFd, SocketAddrV4)> {
 /// accept4: `flags` may hold SOCK_NONBLOCK and SOCK_CLOEXEC.
 pub fn accept4(fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddrV4)> {
     let owner = Owner::of(fd)?;
-    blocking(&owner, fd, Dir::Read, 0, |w| w.accept(fd, flags))
+    blocking(&owner, fd, Dir::Read, 0, |w| w.accept(w.key(fd), flags))
 }
 
 /// connect: a non-blocking TCP socket returns EINPROGRESS and completes in
@@ -246,12 +246,12 @@ pub fn connect(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
     let owner = Owner::of(fd)?;
     let addr = *addr;
     let (r, wait) = owner.exec(|w| {
-        let r = w.connect(fd, addr);
-        (r, w.wait_info(fd, Dir::Connect, 0))
+        let r = w.connect(w.key(fd), addr);
+        (r, w.wait_info(w.key(fd), Dir::Connect, 0))
     })?;
     match (r, wait) {
         (Err(Errno::EINPROGRESS) | Err(Errno::EALREADY), Some(_)) => {
-            blocking(&owner, fd, Dir::Connect, 0, |w| w.connect_finish(fd))
+            blocking(&owner, fd, Dir::Connect, 0, |w| w.connect_finish(w.key(fd)))
         }
         (r, _) => r,
     }
@@ -260,7 +260,7 @@ pub fn connect(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
 /// connect with AF_UNSPEC: dissolves a UDP socket's association, aborts a
 /// TCP connection.
 pub fn disconnect(fd: RawFd) -> Result<()> {
-    Owner::of(fd)?.exec(|w| w.disconnect(fd))?
+    Owner::of(fd)?.exec(|w| w.disconnect(w.key(fd)))?
 }
 
 pub fn read(fd: RawFd, buf: &mut [u8]) -> Result<usize> {
@@ -302,12 +302,14 @@ pub fn sendto(fd: RawFd, buf: &[u8], flags: i32, addr: Option<&SocketAddrV4>) ->
 /// recvmsg: flags MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC.
 pub fn recvmsg(fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<RecvMsg> {
     let owner = Owner::of(fd)?;
-    let first = blocking(&owner, fd, Dir::Read, flags, |w| w.recvmsg(fd, bufs, flags))?;
+    let first = blocking(&owner, fd, Dir::Read, flags, |w| {
+        w.recvmsg(w.key(fd), bufs, flags)
+    })?;
     let want: usize = bufs.iter().map(|b| b.len()).sum();
     if flags & MSG_WAITALL == 0 || flags & MSG_PEEK != 0 || first.len == 0 || first.len >= want {
         return Ok(first);
     }
-    let stream = owner.exec(|w| w.socket(fd).map(|s| s.stream))??;
+    let stream = owner.exec(|w| w.socket(w.key(fd)).map(|s| s.stream))??;
     if !stream {
         return Ok(first);
     }
@@ -317,7 +319,7 @@ pub fn recvmsg(fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<Rec
     while got < want {
         let mut rest = remaining_mut(bufs, got);
         match blocking(&owner, fd, Dir::Read, flags, |w| {
-            w.recvmsg(fd, &mut rest, flags)
+            w.recvmsg(w.key(fd), &mut rest, flags)
         }) {
             Ok(m) if m.len > 0 => got += m.len,
             _ => break,
@@ -371,15 +373,17 @@ fn send_all(
     flags: i32,
     msg: &SendMsg,
 ) -> Result<usize> {
-    let first = blocking(owner, fd, Dir::Write, flags, |w| w.sendmsg(fd, bufs, msg))?;
+    let first = blocking(owner, fd, Dir::Write, flags, |w| {
+        w.sendmsg(w.key(fd), bufs, msg)
+    })?;
     let want: usize = bufs.iter().map(|b| b.len()).sum();
     if first >= want {
         return Ok(first);
     }
     let (stream, blocks) = owner.exec(|w| {
         (
-            w.socket(fd).map(|s| s.stream),
-            w.wait_info(fd, Dir::Write, flags),
+            w.socket(w.key(fd)).map(|s| s.stream),
+            w.wait_info(w.key(fd), Dir::Write, flags),
         )
     })?;
     if !stream? || blocks.is_none() {
@@ -388,7 +392,9 @@ fn send_all(
     let mut sent = first;
     while sent < want {
         let rest = remaining(bufs, sent);
-        match blocking(owner, fd, Dir::Write, flags, |w| w.sendmsg(fd, &rest, msg)) {
+        match blocking(owner, fd, Dir::Write, flags, |w| {
+            w.sendmsg(w.key(fd), &rest, msg)
+        }) {
             Ok(n) => sent += n,
             Err(_) => break,
         }
@@ -398,32 +404,33 @@ fn send_all(
 
 /// shutdown: `how` is SHUT_RD, SHUT_WR or SHUT_RDWR.
 pub fn shutdown(fd: RawFd, how: i32) -> Result<()> {
-    Owner::of(fd)?.exec(|w| w.shutdown(fd, how))?
+    Owner::of(fd)?.exec(|w| w.shutdown(w.key(fd), how))?
 }
 
-/// close: a socket, an epoll or a kqueue.
+/// close: a socket, an epoll or a kqueue.  The object closes with its
+/// last number (see [`dup`](crate::dup)); before that only `fd` goes.
 pub fn close(fd: RawFd) -> Result<()> {
-    Owner::of(fd)?.exec(|w| w.close(fd))?
+    Owner::of(fd)?.exec(|w| w.close_number(fd, true))?
 }
 
 pub fn getsockname(fd: RawFd) -> Result<SocketAddrV4> {
-    Owner::of(fd)?.exec(|w| w.getsockname(fd))?
+    Owner::of(fd)?.exec(|w| w.getsockname(w.key(fd)))?
 }
 
 pub fn getpeername(fd: RawFd) -> Result<SocketAddrV4> {
-    Owner::of(fd)?.exec(|w| w.getpeername(fd))?
+    Owner::of(fd)?.exec(|w| w.getpeername(w.key(fd)))?
 }
 
 /// getsockopt: writes the value into `val` (truncated to its length, as
 /// Linux does) and returns its length.
 pub fn getsockopt(fd: RawFd, level: i32, name: i32, val: &mut [u8]) -> Result<usize> {
-    Owner::of(fd)?.exec(|w| w.getsockopt(fd, level, name, val))?
+    Owner::of(fd)?.exec(|w| w.getsockopt(w.key(fd), level, name, val))?
 }
 
 /// setsockopt: `val` holds the option's C value (an int, `struct linger`,
 /// `struct timeval`).
 pub fn setsockopt(fd: RawFd, level: i32, name: i32, val: &[u8]) -> Result<()> {
-    Owner::of(fd)?.exec(|w| w.setsockopt(fd, level, name, val))?
+    Owner::of(fd)?.exec(|w| w.setsockopt(w.key(fd), level, name, val))?
 }
 
 /// getsockopt of an int option.
@@ -440,12 +447,21 @@ pub fn setsockopt_int(fd: RawFd, level: i32, name: i32, val: i32) -> Result<()> 
 
 /// ioctl: FIONBIO reads `*arg`, FIONREAD writes it.
 pub fn ioctl(fd: RawFd, request: u64, arg: &mut i32) -> Result<()> {
-    Owner::of(fd)?.exec(|w| w.ioctl(fd, request, arg))?
+    Owner::of(fd)?.exec(|w| w.ioctl(w.key(fd), request, arg))?
 }
 
-/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD.
+/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK: shared by every number of the
+/// socket), F_GETFD, F_SETFD (FD_CLOEXEC: the number's own), F_DUPFD and
+/// F_DUPFD_CLOEXEC (see [`dup_from`](crate::dup_from)).
 pub fn fcntl(fd: RawFd, cmd: i32, arg: i32) -> Result<i32> {
-    Owner::of(fd)?.exec(|w| w.fcntl(fd, cmd, arg))?
+    match cmd {
+        F_DUPFD | F_DUPFD_CLOEXEC => crate::dup_from(fd, arg, cmd == F_DUPFD_CLOEXEC),
+        F_GETFD | F_SETFD => Owner::of(fd)?.exec(|w| match w.object(w.key(fd)) {
+            Some(_) => os::fd_flags(fd, cmd, arg),
+            None => Err(Errno::EBADF),
+        })?,
+        _ => Owner::of(fd)?.exec(|w| w.fcntl(w.key(fd), cmd, arg))?,
+    }
 }
 
 pub fn epoll_create(size: i32) -> Result<RawFd> {
@@ -462,7 +478,7 @@ pub fn epoll_create1(flags: i32) -> Result<RawFd> {
 /// epoll_ctl: `event` may be `None` for EPOLL_CTL_DEL.
 pub fn epoll_ctl(epfd: RawFd, op: i32, fd: RawFd, event: Option<&epoll_event>) -> Result<()> {
     let event = event.copied();
-    Owner::of(epfd)?.exec(|w| w.epoll_ctl(epfd, op, fd, event.as_ref()))?
+    Owner::of(epfd)?.exec(|w| w.epoll_ctl(w.key(epfd), op, fd, event.as_ref()))?
 }
 
 /// epoll_wait: `timeout_ms` 0 never blocks (it still runs one step of this
@@ -476,7 +492,7 @@ pub fn epoll_wait(epfd: RawFd, events: &mut [epoll_event], timeout_ms: i32) -> R
     let mut stepped = false;
     loop {
         let seen = owner.progress();
-        let n = owner.exec(|w| w.epoll_collect(epfd, events))??;
+        let n = owner.exec(|w| w.epoll_collect(w.key(epfd), events))??;
         if n > 0 {
             return Ok(n);
         }
@@ -509,7 +525,7 @@ pub fn kevent(
     timeout: Option<Duration>,
 ) -> Result<usize> {
     let owner = Owner::of(kq)?;
-    let n = owner.exec(|w| w.kevent_nb(kq, changes, events, true))??;
+    let n = owner.exec(|w| w.kevent_nb(w.key(kq), changes, events, true))??;
     if n > 0 || events.is_empty() {
         return Ok(n);
     }
@@ -529,7 +545,7 @@ pub fn kevent(
             let seen = owner.progress();
             owner.wait(seen, deadline);
         }
-        let n = owner.exec(|w| w.kevent_nb(kq, &[], events, true))??;
+        let n = owner.exec(|w| w.kevent_nb(w.key(kq), &[], events, true))??;
         if n > 0 {
             return Ok(n);
         }

@@ -7,6 +7,11 @@
 //! waits for the next wakeup, a one-shot one is disarmed (its events
 //! cleared, as Linux does) until EPOLL_CTL_MOD re-arms it.  EPOLLERR and
 //! EPOLLHUP are always wanted.
+//!
+//! An item is keyed by the socket and the number it was added under, as
+//! Linux keys it by (file, fd): two numbers of one socket (dup) are two
+//! items, and an item outlives the closing of its number while another
+//! number holds the socket (it goes with the socket's last number).
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -29,16 +34,32 @@ struct Item {
     queued: bool,
 }
 
+/// An item's key: the socket (its key in the worker, see `dup.rs`) and
+/// the number it was added under.
+type Reg = (RawFd, RawFd);
+
 #[derive(Debug, Default)]
 pub(crate) struct Epoll {
-    items: HashMap<RawFd, Item>,
-    ready: VecDeque<RawFd>,
+    items: HashMap<Reg, Item>,
+    /// The numbers of items whose number is not their socket's key (a
+    /// dup), by socket; most sockets have none.
+    others: HashMap<RawFd, Vec<RawFd>>,
+    ready: VecDeque<Reg>,
 }
 
 impl Epoll {
-    /// A wakeup of socket `fd` with events `key`.
-    pub(crate) fn wake(&mut self, fd: RawFd, key: u32) {
-        let Some(it) = self.items.get_mut(&fd) else {
+    /// A wakeup of socket `target` with events `key`.
+    pub(crate) fn wake(&mut self, target: RawFd, key: u32) {
+        Self::wake_item(&mut self.items, &mut self.ready, (target, target), key);
+        if let Some(numbers) = self.others.get(&target) {
+            for &n in numbers {
+                Self::wake_item(&mut self.items, &mut self.ready, (target, n), key);
+            }
+        }
+    }
+
+    fn wake_item(items: &mut HashMap<Reg, Item>, ready: &mut VecDeque<Reg>, reg: Reg, key: u32) {
+        let Some(it) = items.get_mut(&reg) else {
             return;
         };
         if it.events & !PRIVATE == 0 || (key != WAKE_ALL && key & it.events == 0) {
@@ -46,27 +67,95 @@ impl Epoll {
         }
         if !it.queued {
             it.queued = true;
-            self.ready.push_back(fd);
+            ready.push_back(reg);
         }
     }
 
-    /// Socket `fd` was closed.
-    pub(crate) fn forget(&mut self, fd: RawFd) {
-        self.items.remove(&fd);
+    /// Socket `target` was closed (its last number): its items go.
+    pub(crate) fn forget(&mut self, target: RawFd) {
+        self.items.remove(&(target, target));
+        for n in self.others.remove(&target).unwrap_or_default() {
+            self.items.remove(&(target, n));
+        }
     }
 
     /// The sockets watched.
     pub(crate) fn targets(&self) -> Vec<RawFd> {
-        self.items.keys().copied().collect()
+        let mut v: Vec<RawFd> = self.items.keys().map(|k| k.0).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
-    fn queue(&mut self, fd: RawFd) {
-        if let Some(it) = self.items.get_mut(&fd) {
-            if !it.queued {
-                it.queued = true;
-                self.ready.push_back(fd);
+    /// Whether an item watches socket `target`.
+    pub(crate) fn watches(&self, target: RawFd) -> bool {
+        self.items.contains_key(&(target, target)) || self.others.contains_key(&target)
+    }
+
+    /// Socket `old` is now kept under key `new` (its number `old` was
+    /// closed while `new` named it too): its items follow, keeping the
+    /// numbers they were added under.
+    pub(crate) fn retarget(&mut self, old: RawFd, new: RawFd) {
+        let mut numbers = self.others.remove(&old).unwrap_or_default();
+        numbers.push(old);
+        let mut others = Vec::new();
+        for n in numbers {
+            if let Some(it) = self.items.remove(&(old, n)) {
+                self.items.insert((new, n), it);
+                if n != new {
+                    others.push(n);
+                }
             }
         }
+        if !others.is_empty() {
+            self.others.entry(new).or_default().extend(others);
+        }
+        for r in &mut self.ready {
+            if r.0 == old {
+                r.0 = new;
+            }
+        }
+    }
+
+    fn insert(&mut self, reg: Reg, it: Item) {
+        self.items.insert(reg, it);
+        if reg.0 != reg.1 {
+            self.others.entry(reg.0).or_default().push(reg.1);
+        }
+    }
+
+    fn remove(&mut self, reg: Reg) -> Option<Item> {
+        let it = self.items.remove(&reg)?;
+        if reg.0 != reg.1 {
+            if let Some(v) = self.others.get_mut(&reg.0) {
+                v.retain(|&n| n != reg.1);
+                if v.is_empty() {
+                    self.others.remove(&reg.0);
+                }
+            }
+        }
+        Some(it)
+    }
+
+    fn queue(&mut self, reg: Reg) {
+        if let Some(it) = self.items.get_mut(&reg) {
+            if !it.queued {
+                it.queued = true;
+                self.ready.push_back(reg);
+            }
+        }
+    }
+
+    /// Whether an epoll_wait now would report something (poll on the
+    /// epoll fd: Linux's ep_eventpoll_poll).
+    pub(crate) fn has_ready(&self, w: &mut Worker) -> bool {
+        self.ready.iter().any(|reg| {
+            self.items.get(reg).is_some_and(|it| {
+                it.queued
+                    && w.status_of(reg.0)
+                        .is_some_and(|st| st.mask & it.events != 0)
+            })
+        })
     }
 }
 
@@ -78,6 +167,7 @@ impl Worker {
         self.add_object(Object::Epoll(Box::default()), flags & EPOLL_CLOEXEC != 0)
     }
 
+    /// epoll_ctl on instance `epfd` (its key) for number `fd`.
     pub(crate) fn epoll_ctl(
         &mut self,
         epfd: RawFd,
@@ -85,15 +175,16 @@ impl Worker {
         fd: RawFd,
         event: Option<&epoll_event>,
     ) -> Result<()> {
+        let target = self.key(fd);
         let ep_kind = self.object(epfd).map(|o| matches!(o, Object::Epoll(_)));
-        let target_kind = self.object(fd).map(|o| matches!(o, Object::Socket(_)));
+        let target_kind = self.object(target).map(|o| matches!(o, Object::Socket(_)));
         match (ep_kind, target_kind) {
             (None, _) => return Err(Errno::EBADF),
             (_, None) if os::kernel_fd_open(fd) => return Err(Errno::EPERM),
             (_, None) => return Err(Errno::EBADF),
             _ => {}
         }
-        if ep_kind != Some(true) || fd == epfd {
+        if ep_kind != Some(true) || target == epfd {
             return Err(Errno::EINVAL);
         }
         if target_kind != Some(true) {
@@ -103,7 +194,7 @@ impl Worker {
         let Some(Object::Epoll(mut ep)) = self.take(epfd) else {
             return Err(Errno::EBADF);
         };
-        let r = self.epoll_ctl_in(&mut ep, epfd, op, fd, event);
+        let r = self.epoll_ctl_in(&mut ep, epfd, op, (target, fd), event);
         self.put(epfd, Object::Epoll(ep));
         r
     }
@@ -113,29 +204,30 @@ impl Worker {
         ep: &mut Epoll,
         epfd: RawFd,
         op: i32,
-        fd: RawFd,
+        reg: Reg,
         event: Option<&epoll_event>,
     ) -> Result<()> {
         let wanted = |e: &epoll_event| e.events | (EPOLLERR | EPOLLHUP) as u32;
+        let target = reg.0;
         match op {
             EPOLL_CTL_ADD => {
                 let e = event.ok_or(Errno(libc::EFAULT))?;
-                if ep.items.contains_key(&fd) {
+                if ep.items.contains_key(&reg) {
                     return Err(Errno::EEXIST);
                 }
                 let events = wanted(e);
-                ep.items.insert(
-                    fd,
+                ep.insert(
+                    reg,
                     Item {
                         events,
                         data: e.u64,
                         queued: false,
                     },
                 );
-                self.watch(fd, epfd);
-                if let Some(st) = self.mark_seen(fd) {
+                self.watch(target, epfd);
+                if let Some(st) = self.mark_seen(target) {
                     if st.mask & events != 0 {
-                        ep.queue(fd);
+                        ep.queue(reg);
                     }
                 }
                 Ok(())
@@ -145,20 +237,22 @@ impl Worker {
                 if e.events & EPOLLEXCLUSIVE as u32 != 0 {
                     return Err(Errno::EINVAL);
                 }
-                let it = ep.items.get_mut(&fd).ok_or(Errno::ENOENT)?;
+                let it = ep.items.get_mut(&reg).ok_or(Errno::ENOENT)?;
                 it.events = wanted(e);
                 it.data = e.u64;
                 let events = it.events;
-                if let Some(st) = self.status_of(fd) {
+                if let Some(st) = self.status_of(target) {
                     if st.mask & events != 0 {
-                        ep.queue(fd);
+                        ep.queue(reg);
                     }
                 }
                 Ok(())
             }
             EPOLL_CTL_DEL => {
-                ep.items.remove(&fd).ok_or(Errno::ENOENT)?;
-                self.unwatch(fd, epfd);
+                ep.remove(reg).ok_or(Errno::ENOENT)?;
+                if !ep.watches(target) {
+                    self.unwatch(target, epfd);
+                }
                 Ok(())
             }
             _ => Err(Errno::EINVAL),
@@ -185,14 +279,19 @@ impl Worker {
             if n == out.len() {
                 break;
             }
-            let Some(fd) = ep.ready.pop_front() else {
+            let Some(reg) = ep.ready.pop_front() else {
                 break;
             };
-            let Some(events) = ep.items.get(&fd).filter(|it| it.queued).map(|it| it.events) else {
+            let Some(events) = ep
+                .items
+                .get(&reg)
+                .filter(|it| it.queued)
+                .map(|it| it.events)
+            else {
                 continue;
             };
-            let mask = self.status_of(fd).map_or(0, |st| st.mask);
-            let Some(it) = ep.items.get_mut(&fd) else {
+            let mask = self.status_of(reg.0).map_or(0, |st| st.mask);
+            let Some(it) = ep.items.get_mut(&reg) else {
                 continue;
             };
             it.queued = false;
@@ -209,7 +308,7 @@ impl Worker {
                 it.events &= PRIVATE;
             } else if events & EPOLLET as u32 == 0 {
                 it.queued = true;
-                again.push(fd);
+                again.push(reg);
             }
         }
         ep.ready.extend(again);

@@ -15,6 +15,10 @@
 //! pending error) and EVFILT_WRITE (`data`: send space; true at the low
 //! water mark, 2048 bytes, once connected; EV_EOF once nothing more may be
 //! sent).
+//!
+//! A knote's ident is the number it was added under, as in FreeBSD: two
+//! numbers of one socket (dup) have knotes of their own, and closing a
+//! number drops its knotes (knote_fdclose) while the socket lives on.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -45,6 +49,8 @@ const WRITE_KEY: u32 = (EPOLLOUT | EPOLLWRNORM | EPOLLHUP | EPOLLERR) as u32;
 
 #[derive(Debug)]
 struct Knote {
+    /// The socket (its key in the worker, see `dup.rs`).
+    target: RawFd,
     /// The flags as registered (EV_ONESHOT, EV_CLEAR, ...), kept for
     /// every report.
     flags: u16,
@@ -84,6 +90,9 @@ fn filter(filter: i16, st: &Status) -> (bool, i64, u16, u32) {
 pub(crate) struct Kqueue {
     notes: HashMap<(RawFd, i16), Knote>,
     queue: VecDeque<(RawFd, i16)>,
+    /// The idents of knotes whose ident is not their socket's key (a
+    /// dup), by socket; most sockets have none.
+    others: HashMap<RawFd, Vec<RawFd>>,
 }
 
 impl Kqueue {
@@ -102,31 +111,118 @@ impl Kqueue {
         }
     }
 
-    /// A wakeup of socket `fd` with events `key` (and send space freed).
-    pub(crate) fn wake(&mut self, fd: RawFd, key: u32, space_freed: bool, st: &Status) {
-        if key == WAKE_ALL || key & READ_KEY != 0 {
-            self.activate((fd, EVFILT_READ), st);
-        }
-        if key == WAKE_ALL || key & WRITE_KEY != 0 || space_freed {
-            self.activate((fd, EVFILT_WRITE), st);
+    /// A wakeup of socket `target` with events `key` (and send space
+    /// freed).
+    pub(crate) fn wake(&mut self, target: RawFd, key: u32, space_freed: bool, st: &Status) {
+        let idents = self.others.get(&target).cloned().unwrap_or_default();
+        for ident in std::iter::once(target).chain(idents) {
+            if key == WAKE_ALL || key & READ_KEY != 0 {
+                self.activate((ident, EVFILT_READ), st);
+            }
+            if key == WAKE_ALL || key & WRITE_KEY != 0 || space_freed {
+                self.activate((ident, EVFILT_WRITE), st);
+            }
         }
     }
 
-    /// Socket `fd` was closed: its knotes go.
-    pub(crate) fn forget(&mut self, fd: RawFd) {
-        self.notes.remove(&(fd, EVFILT_READ));
-        self.notes.remove(&(fd, EVFILT_WRITE));
+    /// Socket `target` was closed (its last number): its knotes go.
+    pub(crate) fn forget(&mut self, target: RawFd) {
+        for ident in std::iter::once(target).chain(self.others.remove(&target).unwrap_or_default())
+        {
+            self.notes.remove(&(ident, EVFILT_READ));
+            self.notes.remove(&(ident, EVFILT_WRITE));
+        }
+    }
+
+    /// Number `ident` was closed: its knotes go (FreeBSD's
+    /// knote_fdclose), the socket's others stay.
+    pub(crate) fn forget_ident(&mut self, ident: RawFd) {
+        for f in [EVFILT_READ, EVFILT_WRITE] {
+            self.remove((ident, f));
+        }
+    }
+
+    /// Socket `old` is now kept under key `new`: its knotes follow.
+    pub(crate) fn retarget(&mut self, old: RawFd, new: RawFd) {
+        let mut idents = self.others.remove(&old).unwrap_or_default();
+        idents.push(old);
+        let mut others = Vec::new();
+        for ident in idents {
+            let mut any = false;
+            for f in [EVFILT_READ, EVFILT_WRITE] {
+                if let Some(kn) = self.notes.get_mut(&(ident, f)) {
+                    kn.target = new;
+                    any = true;
+                }
+            }
+            if any && ident != new && !others.contains(&ident) {
+                others.push(ident);
+            }
+        }
+        if !others.is_empty() {
+            self.others.entry(new).or_default().extend(others);
+        }
     }
 
     pub(crate) fn targets(&self) -> Vec<RawFd> {
-        let mut v: Vec<RawFd> = self.notes.keys().map(|k| k.0).collect();
+        let mut v: Vec<RawFd> = self.notes.values().map(|k| k.target).collect();
         v.sort_unstable();
         v.dedup();
         v
     }
 
-    fn watches(&self, fd: RawFd) -> bool {
-        self.notes.contains_key(&(fd, EVFILT_READ)) || self.notes.contains_key(&(fd, EVFILT_WRITE))
+    /// Whether a knote watches socket `target`.
+    pub(crate) fn watches(&self, target: RawFd) -> bool {
+        self.notes.contains_key(&(target, EVFILT_READ))
+            || self.notes.contains_key(&(target, EVFILT_WRITE))
+            || self.others.contains_key(&target)
+    }
+
+    fn insert(&mut self, key: (RawFd, i16), kn: Knote) {
+        let (ident, target) = (key.0, kn.target);
+        self.notes.insert(key, kn);
+        if ident != target {
+            let v = self.others.entry(target).or_default();
+            if !v.contains(&ident) {
+                v.push(ident);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: (RawFd, i16)) -> Option<Knote> {
+        let kn = self.notes.remove(&key)?;
+        let ident = key.0;
+        let other = (
+            ident,
+            if key.1 == EVFILT_READ {
+                EVFILT_WRITE
+            } else {
+                EVFILT_READ
+            },
+        );
+        if ident != kn.target && !self.notes.contains_key(&other) {
+            if let Some(v) = self.others.get_mut(&kn.target) {
+                v.retain(|&i| i != ident);
+                if v.is_empty() {
+                    self.others.remove(&kn.target);
+                }
+            }
+        }
+        Some(kn)
+    }
+
+    /// Whether a kevent now would report something (poll on the kqueue
+    /// fd: FreeBSD's kqueue_poll).
+    pub(crate) fn has_ready(&self, w: &mut Worker) -> bool {
+        self.queue.iter().any(|key| {
+            self.notes.get(key).is_some_and(|kn| {
+                kn.queued
+                    && !kn.disabled
+                    && (kn.flags & EV_ONESHOT != 0
+                        || w.status_of(kn.target)
+                            .is_some_and(|st| filter(key.1, &st).0))
+            })
+        })
     }
 }
 
@@ -201,10 +297,11 @@ impl Worker {
             if kn.disabled {
                 continue;
             }
+            let target = kn.target;
             let (data, eof, fflags) = if kn.flags & EV_ONESHOT != 0 {
                 kn.fired
             } else {
-                let Some(st) = self.status_of(key.0) else {
+                let Some(st) = self.status_of(target) else {
                     continue;
                 };
                 let (on, data, eof, fflags) = filter(key.1, &st);
@@ -226,9 +323,9 @@ impl Worker {
             };
             n += 1;
             if kn.flags & EV_ONESHOT != 0 {
-                q.notes.remove(&key);
-                if !q.watches(key.0) {
-                    self.unwatch(key.0, kq);
+                q.remove(key);
+                if !q.watches(target) {
+                    self.unwatch(target, kq);
                 }
             } else if kn.flags & EV_CLEAR != 0 {
                 // Reported: waits for the next wakeup.
@@ -247,7 +344,8 @@ impl Worker {
             return Err(Errno::EINVAL);
         }
         let fd = RawFd::try_from(ch.ident).map_err(|_| Errno::EBADF)?;
-        match self.object(fd) {
+        let target = self.key(fd);
+        match self.object(target) {
             Some(Object::Socket(_)) => {}
             _ => return Err(Errno::EBADF),
         }
@@ -256,9 +354,10 @@ impl Worker {
             match q.notes.get_mut(&key) {
                 Some(kn) => kn.udata = ch.udata,
                 None => {
-                    q.notes.insert(
+                    q.insert(
                         key,
                         Knote {
+                            target,
                             flags: ch.flags
                                 & !(EV_ADD | EV_DELETE | EV_ENABLE | EV_DISABLE | EV_ERROR),
                             udata: ch.udata,
@@ -267,14 +366,14 @@ impl Worker {
                             fired: (0, 0, 0),
                         },
                     );
-                    self.watch(fd, kq);
-                    self.mark_seen(fd);
+                    self.watch(target, kq);
+                    self.mark_seen(target);
                 }
             }
         } else if ch.flags & EV_DELETE != 0 {
-            q.notes.remove(&key).ok_or(Errno::ENOENT)?;
-            if !q.watches(fd) {
-                self.unwatch(fd, kq);
+            q.remove(key).ok_or(Errno::ENOENT)?;
+            if !q.watches(target) {
+                self.unwatch(target, kq);
             }
             return Ok(());
         }
@@ -286,7 +385,7 @@ impl Worker {
             kn.disabled = false;
         }
         if ch.flags & (EV_ADD | EV_ENABLE) != 0 {
-            if let Some(st) = self.status_of(fd) {
+            if let Some(st) = self.status_of(target) {
                 q.activate(key, &st);
             }
         }

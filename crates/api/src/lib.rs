@@ -18,7 +18,9 @@
 //! Every ustack fd is a number reserved from the kernel (a duplicate of
 //! one placeholder socket: an fd-table slot, not a kernel object per
 //! socket), so it never collides with a kernel fd: a program can hold
-//! both, and [`is_ustack_fd`] tells them apart.
+//! both, and [`is_ustack_fd`] tells them apart.  [`dup`], [`dup2`],
+//! [`dup3`] and fcntl's F_DUPFD give an object more numbers, with POSIX's
+//! semantics (see `dup.rs`); [`poll`] is poll(2) over ustack fds.
 //!
 //! # Engines, workers and threads
 //!
@@ -74,6 +76,7 @@
 mod calls;
 pub mod consts;
 mod driver;
+mod dup;
 mod epoll;
 mod errno;
 mod events;
@@ -90,12 +93,13 @@ mod zero_copy;
 
 pub use calls::*;
 pub use driver::Driver;
+pub use dup::{dup, dup2, dup3, dup_from, fd_limit};
 pub use epoll::epoll_event;
 pub use errno::{Errno, Result};
 pub use io::{PktInfo, RecvMsg, SendMsg};
 pub use kqueue::KEvent;
 pub use os::{move_placeholder, placeholder_fd};
-pub use poll::{idle_wait, readiness};
+pub use poll::{idle_wait, poll, readiness};
 pub use sockopt::TCP_INFO_LEN;
 pub use std::net::SocketAddrV4;
 pub use zero_copy::{zc_send_commit, zc_send_reserve, ZcSendBuf};

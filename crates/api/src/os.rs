@@ -38,13 +38,19 @@ fn placeholder() -> Result<RawFd> {
 /// is a duplicate of one placeholder socket: it costs a slot in the fd
 /// table, not a kernel object of its own.
 pub(crate) fn reserve_fd(cloexec: bool) -> Result<RawFd> {
+    reserve_fd_from(0, cloexec)
+}
+
+/// [`reserve_fd`] at `min` or above (fcntl's F_DUPFD): the lowest free
+/// number there.
+pub(crate) fn reserve_fd_from(min: RawFd, cloexec: bool) -> Result<RawFd> {
     let cmd = if cloexec {
         libc::F_DUPFD_CLOEXEC
     } else {
         libc::F_DUPFD
     };
     // SAFETY: F_DUPFD takes an int argument (the lowest number), no memory.
-    let fd = unsafe { libc::fcntl(placeholder()?, cmd, 0) };
+    let fd = unsafe { libc::fcntl(placeholder()?, cmd, min) };
     if fd < 0 {
         return Err(Errno::last_os_error());
     }

@@ -634,6 +634,14 @@ impl Worker {
     /// close(): the socket leaves every epoll and kqueue, its stack socket
     /// closes (finishing in the background), its number goes back.
     pub(crate) fn close(&mut self, fd: RawFd) -> Result<()> {
+        self.dispose(fd)?;
+        self.release(fd);
+        Ok(())
+    }
+
+    /// close() but for the number, which stays reserved (and in the fd
+    /// table) for the caller: dup2 onto a ustack number.
+    pub(crate) fn dispose(&mut self, fd: RawFd) -> Result<()> {
         match self.take(fd) {
             Some(Object::Socket(sock)) => {
                 for &w in &sock.watchers {
@@ -670,7 +678,6 @@ impl Worker {
             }
             None => return Err(Errno::EBADF),
         }
-        self.release(fd);
         Ok(())
     }
 

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use stack::SocketHandle;
 
 use crate::driver::Driver;
+use crate::dup::Dups;
 use crate::epoll::Epoll;
 use crate::errno::{Errno, Result};
 use crate::fdtable::{self, Entry, Kind};
@@ -116,8 +117,11 @@ impl WorkerShared {
 pub(crate) struct Worker {
     pub shared: Arc<WorkerShared>,
     pub engines: Vec<EngineSlot>,
-    /// Objects by fd number.
+    /// Objects by fd number (each under one of its numbers, its key:
+    /// see `dup.rs`).
     pub objects: Vec<Option<Object>>,
+    /// The other numbers of objects that have several (dup).
+    pub dups: Dups,
     /// Sockets whose readiness may have changed by a call of ours (the
     /// stack's own list covers what it does).
     pub dirty: Vec<RawFd>,
@@ -200,6 +204,7 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             shared,
             engines: vec![slot],
             objects: Vec::new(),
+            dups: Dups::default(),
             dirty: Vec::new(),
             ready_scratch: Vec::new(),
             scratch: Vec::new(),
@@ -216,6 +221,7 @@ pub(crate) fn detach() {
     CURRENT_ID.with(|i| i.set(0));
     let Some(mut w) = worker else { return };
     registry()[w.shared.id as usize - 1] = None;
+    w.release_dups();
     for fd in 0..w.objects.len() as RawFd {
         if w.objects[fd as usize].is_some() {
             let _ = w.close(fd);

@@ -56,7 +56,7 @@ pub fn zc_send_reserve(fd: RawFd, want: usize) -> Result<ZcSendBuf> {
     if !matches!(owner, Owner::Local) {
         return Err(Errno::EOPNOTSUPP);
     }
-    blocking(&owner, fd, Dir::Write, 0, |w| w.zc_reserve(fd, want))
+    blocking(&owner, fd, Dir::Write, 0, |w| w.zc_reserve(w.key(fd), want))
 }
 
 /// Sends the first `n` bytes of the region [`zc_send_reserve`] lent:
@@ -69,7 +69,7 @@ pub fn zc_send_commit(fd: RawFd, n: usize) -> Result<usize> {
     if !matches!(owner, Owner::Local) {
         return Err(Errno::EOPNOTSUPP);
     }
-    owner.exec(|w| w.zc_commit(fd, n))?
+    owner.exec(|w| w.zc_commit(w.key(fd), n))?
 }
 
 impl Worker {
