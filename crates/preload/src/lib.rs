@@ -107,6 +107,10 @@ pub(crate) fn last_errno() -> Errno {
 static INIT: extern "C" fn() = init;
 
 extern "C" fn init() {
+    {
+        let _g = guard::Inside::enter();
+        process::read_environment();
+    }
     // SAFETY: registers a plain function for the child side of fork.
     unsafe { libc::pthread_atfork(None, None, Some(process::child_after_fork)) };
 }

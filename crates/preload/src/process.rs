@@ -17,6 +17,8 @@ use crate::notes;
 pub const ENV_CONFIG: &str = "USTACK_CONFIG";
 pub const ENV_SET: &str = "USTACK_SET";
 pub const ENV_STATS: &str = "USTACK_STATS";
+/// The AF_PACKET fanout group every process of one `ustack run` joins.
+pub const ENV_GROUP: &str = "USTACK_GROUP";
 
 /// What the configuration says about addresses, and how to start the engine.
 pub struct Settings {
@@ -28,13 +30,44 @@ pub struct Settings {
     subnets: Vec<(u32, u32)>,
     /// Whether a port has a gateway (a default route).
     default_route: bool,
+    /// The configuration itself.
+    cfg: Config,
 }
 
 static SETTINGS: OnceLock<Option<Settings>> = OnceLock::new();
 
+/// What `ustack run` put in the environment, read when the library is
+/// loaded: a program may change its environment before it makes a socket
+/// (nginx gives its workers a fresh one).
+struct Handed {
+    config: Option<String>,
+    sets: Option<String>,
+    stats: Option<String>,
+    group: Option<String>,
+}
+
+static HANDED: OnceLock<Handed> = OnceLock::new();
+
+/// Reads the environment `ustack run` set (at load time).
+pub fn read_environment() {
+    HANDED.get_or_init(|| Handed {
+        config: std::env::var(ENV_CONFIG).ok(),
+        sets: std::env::var(ENV_SET).ok(),
+        stats: std::env::var(ENV_STATS).ok(),
+        group: std::env::var(ENV_GROUP).ok(),
+    });
+}
+
+fn handed() -> &'static Handed {
+    read_environment();
+    HANDED.get().expect("set just above")
+}
+
 fn load() -> Option<Settings> {
-    let path = std::env::var(ENV_CONFIG).ok()?;
-    let sets: Vec<String> = std::env::var(ENV_SET)
+    let path = handed().config.clone()?;
+    let sets: Vec<String> = handed()
+        .sets
+        .clone()
         .map(|s| {
             s.split('\n')
                 .filter(|l| !l.is_empty())
@@ -79,6 +112,7 @@ fn load() -> Option<Settings> {
         locals,
         subnets,
         default_route,
+        cfg,
     })
 }
 
@@ -139,12 +173,18 @@ pub fn ensure_engine() -> Result<(), Errno> {
         return Err(Errno(libc::ENETDOWN));
     };
     let mut args = s.init_args.clone();
-    if let Ok(stats) = std::env::var(ENV_STATS) {
+    if let Some(stats) = &handed().stats {
         args.push("--stats".into());
         args.push(format!("{stats}.{}", std::process::id()));
     }
     match capi::init(&args) {
         Ok(()) => {
+            if let Err(e) = share_ports(s) {
+                eprintln!("libustack_preload[{}]: {e}", std::process::id());
+                capi::ustack_fini();
+                ENGINE.store(ENGINE_FAILED, Ordering::Release);
+                return Err(Errno(libc::ENETDOWN));
+            }
             ENGINE.store(ENGINE_UP, Ordering::Release);
             // Made after the engine's thread-locals, so dropped before
             // them when the thread ends (exit() ends the main thread's
@@ -159,6 +199,23 @@ pub fn ensure_engine() -> Result<(), Errno> {
             Err(e)
         }
     }
+}
+
+/// Joins this process's engine to the fanout group of the `ustack run`
+/// it belongs to, so that the processes it forks share its ports.
+fn share_ports(s: &Settings) -> Result<(), String> {
+    let Some(group) = handed().group.clone() else {
+        return Ok(());
+    };
+    let group: u16 = group
+        .parse()
+        .map_err(|_| format!("{ENV_GROUP}={group}: not a fanout group id"))?;
+    api::with_engine::<runtime::PortLink, _>(0, |e| {
+        runtime::procgroup::share_ports(e, &s.cfg, group)
+    })
+    .map_err(|e| format!("the engine: {e}"))?
+    .ok_or("the engine is not of the configured kind")?
+    .map_err(|e| e.to_string())
 }
 
 /// Writes the stats file a last time when the engine's thread ends.

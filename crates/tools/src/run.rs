@@ -96,6 +96,15 @@ pub fn main(args: &[String]) -> ExitCode {
     ExitCode::from(127)
 }
 
+/// A fanout group id for this run: random, so that runs in one network
+/// namespace do not meet (the kernel's ids are 16 bits).
+fn fanout_group_id() -> Result<u16, String> {
+    let mut b = [0u8; 2];
+    let f = std::fs::File::open("/dev/urandom").map_err(|e| format!("/dev/urandom: {e}"))?;
+    std::io::Read::read_exact(&mut &f, &mut b).map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok(u16::from_ne_bytes(b).max(1))
+}
+
 /// Checks everything, sets the environment and executes the program
 /// (returns only on an error).
 fn prepare(args: &[String]) -> Result<(), String> {
@@ -125,6 +134,10 @@ fn prepare(args: &[String]) -> Result<(), String> {
     std::env::set_var("LD_PRELOAD", &preload);
     std::env::set_var("USTACK_CONFIG", &config);
     std::env::set_var("USTACK_SET", a.sets.join("\n"));
+    // One fanout group for the program and every process it forks, so
+    // each flow reaches exactly one of them (see runtime::procgroup).
+    let group = fanout_group_id()?;
+    std::env::set_var("USTACK_GROUP", group.to_string());
     match &a.stats {
         Some(s) => std::env::set_var("USTACK_STATS", absolute(s)?),
         None => std::env::remove_var("USTACK_STATS"),
