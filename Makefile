@@ -40,7 +40,9 @@ test-interop: build c-examples
 
 # The C library (crates/capi): `make install PREFIX=DIR` puts libustack.so,
 # libustack.a, include/ustack.h, include/fstack/*.h and the pkg-config files
-# ustack.pc and ustack-fstack.pc under DIR.
+# ustack.pc and ustack-fstack.pc under DIR; and `ustack run` (crates/tools,
+# bin/ustack) with its LD_PRELOAD library (crates/preload,
+# lib/libustack_preload.so), which it finds in ../lib from itself.
 PREFIX ?= /usr/local
 # Where cargo put the release build (CARGO_TARGET_DIR when set).
 RELEASE_DIR := $(or $(CARGO_TARGET_DIR),target)/release
@@ -49,8 +51,10 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 install: build install-files
 
 install-files:
-	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include/fstack
+	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include/fstack $(PREFIX)/bin
 	install -m 0755 $(RELEASE_DIR)/libustack.so $(PREFIX)/lib/
+	install -m 0755 $(RELEASE_DIR)/libustack_preload.so $(PREFIX)/lib/
+	install -m 0755 $(RELEASE_DIR)/ustack $(PREFIX)/bin/
 	install -m 0644 $(RELEASE_DIR)/libustack.a $(PREFIX)/lib/
 	install -m 0644 include/ustack.h $(PREFIX)/include/
 	install -m 0644 include/fstack/*.h $(PREFIX)/include/fstack/

@@ -187,6 +187,11 @@ pub fn with_engine<L: Link + 'static, R>(
     })
 }
 
+/// Whether the calling thread has a worker (it drives engines).
+pub fn attached() -> bool {
+    worker::current_id() != 0
+}
+
 /// Whether `fd` is a ustack fd (socket, epoll or kqueue).
 pub fn is_ustack_fd(fd: RawFd) -> bool {
     fdtable::lookup(fd).is_some()

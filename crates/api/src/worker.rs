@@ -142,7 +142,7 @@ fn registry() -> std::sync::MutexGuard<'static, Vec<Option<Arc<WorkerShared>>>> 
 
 /// The id of the calling thread's worker (0: none).
 pub(crate) fn current_id() -> u32 {
-    CURRENT_ID.with(|c| c.get())
+    CURRENT_ID.try_with(|c| c.get()).unwrap_or(0)
 }
 
 /// The worker with `id`, if it is alive.
@@ -159,13 +159,17 @@ pub(crate) fn default_worker() -> Option<Arc<WorkerShared>> {
 
 /// Runs `f` on the calling thread's worker.
 pub(crate) fn with_current<R>(f: impl FnOnce(&mut Worker) -> R) -> Result<R> {
-    CURRENT.with(|c| {
-        let mut w = c.try_borrow_mut().map_err(|_| Errno(libc::EDEADLK))?;
-        match w.as_mut() {
-            Some(w) => Ok(f(w)),
-            None => Err(Errno::EBADF),
-        }
-    })
+    // A thread past its thread-locals' end (an exit handler) has no
+    // worker any more.
+    CURRENT
+        .try_with(|c| {
+            let mut w = c.try_borrow_mut().map_err(|_| Errno(libc::EDEADLK))?;
+            match w.as_mut() {
+                Some(w) => Ok(f(w)),
+                None => Err(Errno::EBADF),
+            }
+        })
+        .unwrap_or(Err(Errno::EBADF))
 }
 
 /// Adds an engine to the calling thread's worker (creating the worker on

@@ -307,8 +307,10 @@ fn snapshot() -> Option<Vec<(String, u64)>> {
         .flatten()
 }
 
-fn write_stats() {
-    STATS.with(|s| {
+/// Rewrites the `--stats` file (if any) with the engine's counters now.
+pub fn write_stats() {
+    // At exit the thread's locals may be gone: nothing to write then.
+    let _ = STATS.try_with(|s| {
         if let Some(f) = s.borrow_mut().as_mut() {
             if let Some(snap) = snapshot() {
                 if let Err(e) = f.write(stats::render(&snap)) {

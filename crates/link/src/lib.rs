@@ -13,6 +13,7 @@
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod arp_tap;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod fanout;
@@ -30,6 +31,7 @@ mod test_net;
 
 pub use af_packet::{AfPacketLink, RingConfig};
 pub use af_xdp::{AfXdpLink, XdpBindChoice, XdpConfig, XdpFrame, XdpMode, XdpModeChoice};
+pub use arp_tap::ArpTap;
 pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
 pub use memory::{MemoryConfig, MemoryLink};
 pub use pcap::{PcapLink, PcapWriter};

@@ -353,6 +353,17 @@ impl<L: Link> Engine<L> {
             && self.cfg.pkt_tx_delay.is_zero();
     }
 
+    /// Reads port `port`'s ARP frames from `tap` as well, learning from
+    /// them without answering (see `Dispatcher::add_arp_tap`); gives the
+    /// engine a dispatcher if it has none.
+    pub fn add_arp_tap(&mut self, port: u16, tap: link::ArpTap) {
+        let d = self
+            .dispatch
+            .get_or_insert_with(|| Dispatcher::new(0, 1, None, None, Vec::new()));
+        d.add_arp_tap(port, tap);
+        self.refresh_turn_kind();
+    }
+
     /// The dispatcher's counters, when there is one.
     pub fn dispatch_counters(&self) -> Option<&DispatchCounters> {
         self.dispatch.as_ref().map(|d| d.counters())

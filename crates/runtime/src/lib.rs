@@ -8,6 +8,7 @@ pub mod cores;
 pub mod dpdk;
 pub mod engine;
 pub mod ports;
+pub mod procgroup;
 pub mod setup;
 pub mod stats;
 pub mod steer;

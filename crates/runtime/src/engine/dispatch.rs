@@ -208,6 +208,10 @@ pub struct DispatchCounters {
     pub hook_answered: u64,
     /// Answers dropped: longer than the buffer, or the port's queue full.
     pub hook_answer_drops: u64,
+    /// ARP frames read from the ARP taps (learned from, not answered).
+    pub arp_tap_frames: u64,
+    /// Errors reading an ARP tap.
+    pub arp_tap_errors: u64,
 }
 
 impl DispatchCounters {
@@ -226,6 +230,8 @@ impl DispatchCounters {
         f("hook_consumed", self.hook_consumed);
         f("hook_answered", self.hook_answered);
         f("hook_answer_drops", self.hook_answer_drops);
+        f("arp_tap_frames", self.arp_tap_frames);
+        f("arp_tap_errors", self.arp_tap_errors);
     }
 }
 
@@ -243,6 +249,9 @@ pub struct Dispatcher<B> {
     scratch: Vec<u8>,
     /// The application's frame hook, first to see each frame.
     hook: Option<Box<dyn FrameHook>>,
+    /// ARP taps by port, when this engine shares its ports' fanout groups
+    /// with other processes (`link::ArpTap`).
+    arp_taps: Vec<(u16, link::ArpTap)>,
 }
 
 impl<B: PacketBuffer> Dispatcher<B> {
@@ -265,7 +274,15 @@ impl<B: PacketBuffer> Dispatcher<B> {
             counters: DispatchCounters::default(),
             scratch: Vec::new(),
             hook: None,
+            arp_taps: Vec::new(),
         }
+    }
+
+    /// Reads port `port`'s ARP frames from `tap` too: every one is
+    /// learned from, none answered (the process the fanout group gave the
+    /// frame to answers it).
+    pub fn add_arp_tap(&mut self, port: u16, tap: link::ArpTap) {
+        self.arp_taps.push((port, tap));
     }
 
     pub fn engine(&self) -> usize {
@@ -279,7 +296,11 @@ impl<B: PacketBuffer> Dispatcher<B> {
     /// Descriptors that wake an idle engine (the TAPs of the exception
     /// path).
     pub fn wait_fds(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {
-        self.kni.iter().flatten().filter_map(|k| k.tap.rx_fd())
+        self.kni
+            .iter()
+            .flatten()
+            .filter_map(|k| k.tap.rx_fd())
+            .chain(self.arp_taps.iter().map(|(_, t)| t.fd()))
     }
 
     fn push(&mut self, to: usize, f: Forward<B>) -> Result<(), Forward<B>> {
@@ -610,6 +631,38 @@ pub(super) fn serve<L: Link>(
         }
         d.mesh = Some(mesh);
     }
+    // ARP seen by the other processes of the fanout group: learned, muted.
+    let mut frame = [0u8; ARP_TAP_FRAME];
+    for (port, tap) in &mut d.arp_taps {
+        if usize::from(*port) >= ports.len() {
+            continue;
+        }
+        for _ in 0..INBOUND_BUDGET {
+            let n = match tap.recv(&mut frame) {
+                Ok(Some(n)) => n,
+                Ok(None) => break,
+                Err(_) => {
+                    d.counters.arp_tap_errors += 1;
+                    break;
+                }
+            };
+            work = true;
+            d.counters.arp_tap_frames += 1;
+            let mut sink = TxQueues {
+                ports,
+                now,
+                counters,
+            };
+            let mut muted = ArpMuted {
+                inner: &mut sink,
+                scratch: &mut d.scratch,
+            };
+            let meta = RxMeta {
+                csum_partial: false,
+            };
+            stack.receive(now, IfaceId(*port), &frame[..n], meta, &mut muted);
+        }
+    }
     // The exception path: what waits for the kernel, and what the kernel
     // sends out through the port.
     for (i, k) in d.kni.iter_mut().enumerate() {
@@ -641,6 +694,10 @@ pub(super) fn serve<L: Link>(
     }
     work
 }
+
+/// Room for one ARP frame from a tap (an ARP frame is 42 bytes, 60 with
+/// padding; a VLAN tag or trailer adds little).
+const ARP_TAP_FRAME: usize = 128;
 
 type Pending<B> = Vec<(usize, Returned<B>)>;
 

@@ -1,0 +1,116 @@
+//! `libustack_preload.so`: unmodified programs on ustack.  `ustack run`
+//! starts a program with this library preloaded; the library defines the
+//! C library's socket, I/O and event functions, so the program's calls
+//! reach it first:
+//!
+//! - AF_INET stream and datagram sockets are ustack's, unless they bind to
+//!   or connect to an address ustack does not have (loopback, the host's
+//!   own): then they become kernel sockets under the same number, with the
+//!   options set so far.  Everything else (files, pipes, Unix sockets,
+//!   eventfd, timerfd, other families) is the kernel's, untouched.
+//! - One fd namespace: a ustack socket's number is a kernel fd number held
+//!   for it (a duplicate of one placeholder socket, see `api::reserve_fd`),
+//!   so the program's fds never collide.
+//! - Mixed waits: an epoll instance is a kernel epoll for the kernel fds
+//!   and, beside it, a socket-layer epoll for the ustack ones; poll and
+//!   select split their arrays the same way.  A wait steps the engine,
+//!   looks at both sides, and sleeps on the engine's links and the kernel
+//!   fds together, so neither side starves and an idle wait uses no CPU.
+//! - Run to completion: the first thread that needs the network starts the
+//!   process's engine and drives it whenever it waits; other threads'
+//!   calls are posted to it (the socket layer's run to wait).
+//! - A socket that is only set up (bound, listening) waits to be placed on
+//!   an engine until it is used, so a process that forks workers after
+//!   opening its listeners (nginx, NSD) never runs an engine itself: each
+//!   child places the listeners it inherited on its own engine.
+//!
+//! Inside the library (the socket layer, links, the standard library) the
+//! same functions go straight to the C library (`guard`).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+// The C ABI crate (its library is `ustack`): its calls already turn C
+// arguments into socket-layer calls and errors into errno.
+extern crate ustack as capi;
+
+mod epoll;
+mod guard;
+mod io;
+mod notes;
+mod place;
+mod poll;
+pub mod process;
+mod real;
+mod sockets;
+mod table;
+
+use std::os::fd::RawFd;
+use std::os::raw::c_int;
+
+use api::Errno;
+
+/// What stands behind an fd number, for the library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fd {
+    /// A socket-layer socket.
+    Ustack,
+    /// A socket not placed yet (`table::Pending`).
+    Pending,
+    /// An epoll instance that may hold ustack fds (`table::Shadow`).
+    Epoll,
+    /// The kernel's.
+    Kernel,
+}
+
+#[inline]
+pub(crate) fn classify(fd: RawFd) -> Fd {
+    if api::is_ustack_fd(fd) {
+        return Fd::Ustack;
+    }
+    match table::mark(fd) {
+        table::Mark::Pending => Fd::Pending,
+        table::Mark::Epoll => Fd::Epoll,
+        table::Mark::None => Fd::Kernel,
+    }
+}
+
+/// Sets the calling thread's errno.
+pub(crate) fn set_errno(e: Errno) {
+    // SAFETY: `__errno_location` is the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = e.0 };
+}
+
+/// -1 with errno, or the value.
+pub(crate) fn ret(r: Result<c_int, Errno>) -> c_int {
+    r.unwrap_or_else(|e| {
+        set_errno(e);
+        -1
+    })
+}
+
+pub(crate) fn ret_size(r: Result<isize, Errno>) -> isize {
+    r.unwrap_or_else(|e| {
+        set_errno(e);
+        -1
+    })
+}
+
+/// The errno a call just left (after a capi or real call returned -1).
+pub(crate) fn last_errno() -> Errno {
+    // SAFETY: as in `set_errno`.
+    Errno(unsafe { *libc::__errno_location() })
+}
+
+/// Registers the fork handler when the library is loaded.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn init() {
+    {
+        let _g = guard::Inside::enter();
+        process::read_environment();
+    }
+    // SAFETY: registers a plain function for the child side of fork.
+    unsafe { libc::pthread_atfork(None, None, Some(process::child_after_fork)) };
+}

@@ -1,0 +1,194 @@
+//! Placing a pending socket: on an engine of this process (the socket
+//! layer), or on the kernel under the same number.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+use std::os::raw::c_int;
+
+use api::Errno;
+use libc::{sockaddr, sockaddr_in, socklen_t};
+
+use crate::guard::Inside;
+use crate::notes;
+use crate::process;
+use crate::real;
+use crate::table::{self, Pending};
+
+/// An AF_INET address from the caller, checked as Linux checks it for an
+/// AF_INET socket.  `Ok(None)`: AF_UNSPEC.
+///
+/// # Safety
+/// `addr` is null or points to `len` readable bytes.
+pub unsafe fn inet_addr(
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> Result<Option<SocketAddrV4>, Errno> {
+    if addr.is_null() {
+        return Err(Errno(libc::EFAULT));
+    }
+    if (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: at least the family's bytes are readable.
+    let family = unsafe { (*addr).sa_family } as c_int;
+    if family == libc::AF_UNSPEC {
+        return Ok(None);
+    }
+    if family != libc::AF_INET {
+        return Err(Errno::EAFNOSUPPORT);
+    }
+    if (len as usize) < std::mem::size_of::<sockaddr_in>() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: `len` covers a sockaddr_in; read unaligned as the caller's
+    // buffer may be any bytes.
+    let sin = unsafe { std::ptr::read_unaligned(addr.cast::<sockaddr_in>()) };
+    Ok(Some(SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+        u16::from_be(sin.sin_port),
+    )))
+}
+
+fn sockaddr_of(a: SocketAddrV4) -> sockaddr_in {
+    sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+/// Places pending socket `fd` on this process's engine (starting it on
+/// the calling thread if there is none): the socket layer's socket under
+/// the same number, with the options, address and listen state recorded.
+/// Must be called inside the guard.
+pub fn on_ustack(fd: RawFd) -> Result<(), Errno> {
+    let Some(p) = table::lock().take_pending(fd) else {
+        // Placed meanwhile by another thread.
+        return if api::is_ustack_fd(fd) {
+            Ok(())
+        } else {
+            Err(Errno::EBADF)
+        };
+    };
+    if let Err(e) = process::ensure_engine() {
+        table::lock().add_pending(fd, p);
+        return Err(e);
+    }
+    let ty = p.ty | if p.nonblock { libc::SOCK_NONBLOCK } else { 0 };
+    if let Err(e) = api::socket_at(fd, p.domain, ty, p.protocol) {
+        table::lock().add_pending(fd, p);
+        return Err(e);
+    }
+    for (level, name, val) in &p.opts {
+        if let Err(e) = api::setsockopt(fd, *level, *name, val) {
+            notes::once(format!(
+                "setsockopt(level {level}, option {name}) is not supported by ustack ({e}); \
+                 ignored"
+            ));
+        }
+    }
+    if let Some(a) = p.bound {
+        api::bind(fd, &a)?;
+    }
+    if let Some(b) = p.backlog {
+        api::listen(fd, b)?;
+    }
+    Ok(())
+}
+
+/// Places pending socket `fd` on the kernel: a kernel socket of its kind
+/// with the options, address and listen state recorded, under the same
+/// number (close-on-exec kept).  Must be called inside the guard.
+pub fn on_kernel(fd: RawFd) -> Result<(), Errno> {
+    let Some(p) = table::lock().take_pending(fd) else {
+        return Ok(());
+    };
+    let r = kernel_socket(fd, &p);
+    if r.is_err() {
+        table::lock().add_pending(fd, p);
+    }
+    r
+}
+
+fn kernel_socket(fd: RawFd, p: &Pending) -> Result<(), Errno> {
+    let ty = p.ty | if p.nonblock { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: socket takes no pointers.
+    let k = unsafe { real::socket(p.domain, ty | libc::SOCK_CLOEXEC, p.protocol) };
+    if k < 0 {
+        return Err(crate::last_errno());
+    }
+    let r = (|| {
+        for (level, name, val) in &p.opts {
+            // SAFETY: `val` is a live buffer of its length.
+            let r = unsafe {
+                real::setsockopt(
+                    k,
+                    *level,
+                    *name,
+                    val.as_ptr().cast(),
+                    val.len() as socklen_t,
+                )
+            };
+            if r < 0 {
+                return Err(crate::last_errno());
+            }
+        }
+        if let Some(a) = p.bound {
+            let sin = sockaddr_of(a);
+            // SAFETY: `sin` is a live sockaddr_in of the length given.
+            let r = unsafe {
+                real::bind(
+                    k,
+                    (&sin as *const sockaddr_in).cast(),
+                    std::mem::size_of::<sockaddr_in>() as socklen_t,
+                )
+            };
+            if r < 0 {
+                return Err(crate::last_errno());
+            }
+        }
+        if let Some(b) = p.backlog {
+            // SAFETY: no pointers.
+            if unsafe { real::listen(k, b) } < 0 {
+                return Err(crate::last_errno());
+            }
+        }
+        // SAFETY: F_GETFD takes no argument.
+        let fdflags = unsafe { real::fcntl(fd, libc::F_GETFD, 0) };
+        let cloexec = if fdflags > 0 && fdflags & libc::FD_CLOEXEC != 0 {
+            libc::O_CLOEXEC
+        } else {
+            0
+        };
+        // The number now names the kernel socket; the placeholder's
+        // duplicate it held is closed by dup3 atomically.
+        // SAFETY: both are open fds of this process.
+        if unsafe { real::dup3(k, fd, cloexec) } < 0 {
+            return Err(crate::last_errno());
+        }
+        Ok(())
+    })();
+    // SAFETY: `k` is ours; `fd` holds the socket now (or the error stands).
+    unsafe { real::close(k) };
+    r
+}
+
+/// Runs `f` inside the guard, for the calls of this library that reach
+/// the socket layer or the kernel on the program's behalf.
+pub fn inside<R>(f: impl FnOnce() -> R) -> R {
+    let _g = Inside::enter();
+    f()
+}
+
+/// Places a pending socket by what it is used for next: `dst` (a connect
+/// or send destination) decides between ustack and the kernel; without
+/// one, ustack.
+pub fn for_use(fd: RawFd, dst: Option<SocketAddrV4>) -> Result<(), Errno> {
+    match dst {
+        Some(d) if !process::settings().is_some_and(|s| s.routes_here(*d.ip())) => on_kernel(fd),
+        _ => on_ustack(fd),
+    }
+}

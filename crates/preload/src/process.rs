@@ -1,0 +1,265 @@
+//! This process's part: the configuration `ustack run` handed over, the
+//! engine (started on the first thread that needs it), where an address
+//! belongs (ustack or the kernel), the stats file, and fork.
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use api::Errno;
+use runtime::config::Config;
+
+use crate::guard::Inside;
+use crate::notes;
+
+/// The environment `ustack run` sets.
+pub const ENV_CONFIG: &str = "USTACK_CONFIG";
+pub const ENV_SET: &str = "USTACK_SET";
+pub const ENV_STATS: &str = "USTACK_STATS";
+/// The AF_PACKET fanout group every process of one `ustack run` joins.
+pub const ENV_GROUP: &str = "USTACK_GROUP";
+
+/// What the configuration says about addresses, and how to start the engine.
+pub struct Settings {
+    /// `capi::init`'s command line.
+    init_args: Vec<String>,
+    /// Every IPv4 address of ustack's interfaces (VIPs too).
+    locals: Vec<Ipv4Addr>,
+    /// The subnets of the interfaces: (network, mask).
+    subnets: Vec<(u32, u32)>,
+    /// Whether a port has a gateway (a default route).
+    default_route: bool,
+    /// The configuration itself.
+    cfg: Config,
+}
+
+static SETTINGS: OnceLock<Option<Settings>> = OnceLock::new();
+
+/// What `ustack run` put in the environment, read when the library is
+/// loaded: a program may change its environment before it makes a socket
+/// (nginx gives its workers a fresh one).
+struct Handed {
+    config: Option<String>,
+    sets: Option<String>,
+    stats: Option<String>,
+    group: Option<String>,
+}
+
+static HANDED: OnceLock<Handed> = OnceLock::new();
+
+/// Reads the environment `ustack run` set (at load time).
+pub fn read_environment() {
+    HANDED.get_or_init(|| Handed {
+        config: std::env::var(ENV_CONFIG).ok(),
+        sets: std::env::var(ENV_SET).ok(),
+        stats: std::env::var(ENV_STATS).ok(),
+        group: std::env::var(ENV_GROUP).ok(),
+    });
+}
+
+fn handed() -> &'static Handed {
+    read_environment();
+    HANDED.get().expect("set just above")
+}
+
+fn load() -> Option<Settings> {
+    let path = handed().config.clone()?;
+    let sets: Vec<String> = handed()
+        .sets
+        .clone()
+        .map(|s| {
+            s.split('\n')
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut cfg = match Config::from_file(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            notes::once(format!("{e}: every socket stays with the kernel"));
+            return None;
+        }
+    };
+    for s in &sets {
+        if let Err(e) = cfg.apply_set(s) {
+            notes::once(format!(
+                "--set {s}: {e}: every socket stays with the kernel"
+            ));
+            return None;
+        }
+    }
+    let mut init_args = vec!["ustack-preload".to_string(), "--conf".to_string(), path];
+    for s in sets {
+        init_args.push("--set".into());
+        init_args.push(s);
+    }
+    let mut locals = Vec::new();
+    let mut subnets = Vec::new();
+    let mut default_route = false;
+    for p in &cfg.ports {
+        if let Some(v4) = &p.ipv4 {
+            locals.push(v4.addr);
+            let mask = u32::from(v4.netmask);
+            subnets.push((u32::from(v4.addr) & mask, mask));
+            default_route |= v4.gateway.is_some();
+        }
+        locals.extend(p.vip_addrs.iter().copied());
+    }
+    Some(Settings {
+        init_args,
+        locals,
+        subnets,
+        default_route,
+        cfg,
+    })
+}
+
+/// The settings, if this process runs under `ustack run` with a valid
+/// configuration (else every socket is the kernel's).
+pub fn settings() -> Option<&'static Settings> {
+    SETTINGS
+        .get_or_init(|| {
+            let _g = Inside::enter();
+            load()
+        })
+        .as_ref()
+}
+
+impl Settings {
+    /// Whether a socket bound to `ip` is ustack's: the unspecified
+    /// address or one of its interfaces' (loopback and the host's own
+    /// addresses are the kernel's).
+    pub fn binds_here(&self, ip: Ipv4Addr) -> bool {
+        ip.is_unspecified() || self.locals.contains(&ip)
+    }
+
+    /// Whether a connection to `ip` goes through ustack: anything but
+    /// loopback that ustack has a route to.
+    pub fn routes_here(&self, ip: Ipv4Addr) -> bool {
+        if ip.is_loopback() || ip.is_unspecified() {
+            return false;
+        }
+        let a = u32::from(ip);
+        self.default_route
+            || self.locals.contains(&ip)
+            || self.subnets.iter().any(|&(net, mask)| a & mask == net)
+    }
+}
+
+const ENGINE_NONE: u8 = 0;
+const ENGINE_UP: u8 = 1;
+const ENGINE_FAILED: u8 = 2;
+
+/// Whether this process has its engine.
+static ENGINE: AtomicU8 = AtomicU8::new(ENGINE_NONE);
+
+/// Whether this process has started its engine.
+pub fn engine_up() -> bool {
+    ENGINE.load(Ordering::Acquire) == ENGINE_UP
+}
+
+/// Starts this process's engine on the calling thread if it has none:
+/// the thread then drives it (run to completion) whenever it waits.
+/// Called inside the guard.
+pub fn ensure_engine() -> Result<(), Errno> {
+    match ENGINE.load(Ordering::Acquire) {
+        ENGINE_UP => return Ok(()),
+        ENGINE_FAILED => return Err(Errno(libc::ENETDOWN)),
+        _ => {}
+    }
+    let Some(s) = settings() else {
+        return Err(Errno(libc::ENETDOWN));
+    };
+    let mut args = s.init_args.clone();
+    if let Some(stats) = &handed().stats {
+        args.push("--stats".into());
+        args.push(format!("{stats}.{}", std::process::id()));
+    }
+    match capi::init(&args) {
+        Ok(()) => {
+            if let Err(e) = share_ports(s) {
+                eprintln!("libustack_preload[{}]: {e}", std::process::id());
+                capi::ustack_fini();
+                ENGINE.store(ENGINE_FAILED, Ordering::Release);
+                return Err(Errno(libc::ENETDOWN));
+            }
+            ENGINE.store(ENGINE_UP, Ordering::Release);
+            // Made after the engine's thread-locals, so dropped before
+            // them when the thread ends (exit() ends the main thread's
+            // before its atexit handlers run).
+            FINAL_STATS.with(|_| ());
+            Ok(())
+        }
+        Err((msg, e)) => {
+            eprintln!("{msg}");
+            notes::once("the engine did not start: ustack sockets fail with ENETDOWN");
+            ENGINE.store(ENGINE_FAILED, Ordering::Release);
+            Err(e)
+        }
+    }
+}
+
+/// Joins this process's engine to the fanout group of the `ustack run`
+/// it belongs to, so that the processes it forks share its ports.
+fn share_ports(s: &Settings) -> Result<(), String> {
+    let Some(group) = handed().group.clone() else {
+        return Ok(());
+    };
+    let group: u16 = group
+        .parse()
+        .map_err(|_| format!("{ENV_GROUP}={group}: not a fanout group id"))?;
+    api::with_engine::<runtime::PortLink, _>(0, |e| {
+        runtime::procgroup::share_ports(e, &s.cfg, group)
+    })
+    .map_err(|e| format!("the engine: {e}"))?
+    .ok_or("the engine is not of the configured kind")?
+    .map_err(|e| e.to_string())
+}
+
+/// Writes the stats file a last time when the engine's thread ends.
+struct FinalStats;
+
+impl Drop for FinalStats {
+    fn drop(&mut self) {
+        let _g = Inside::enter();
+        capi::write_stats();
+    }
+}
+
+thread_local! {
+    static FINAL_STATS: FinalStats = const { FinalStats };
+}
+
+thread_local! {
+    static NEXT_STATS: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+const STATS_EVERY: Duration = Duration::from_millis(100);
+
+/// Rewrites the stats file when it is due (the engine's thread, from its
+/// waits).
+pub fn tick_stats() {
+    let now = Instant::now();
+    let due = NEXT_STATS.with(|n| match n.get() {
+        Some(t) if now < t => false,
+        _ => {
+            n.set(Some(now + STATS_EVERY));
+            true
+        }
+    });
+    if due {
+        capi::write_stats();
+    }
+}
+
+/// In a child after fork: the parent's engine is not the child's.
+pub extern "C" fn child_after_fork() {
+    if ENGINE.load(Ordering::Acquire) == ENGINE_UP {
+        notes::once(
+            "fork after this process started its engine: the child's copies of its ustack \
+             sockets are not served (the child can make its own)",
+        );
+    }
+}

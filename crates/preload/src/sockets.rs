@@ -1,0 +1,737 @@
+//! The socket calls: socket, bind, listen, accept, connect, shutdown,
+//! close, names, options, fcntl, ioctl and dup.
+
+use std::os::fd::RawFd;
+use std::os::raw::{c_int, c_ulong, c_void};
+
+use api::Errno;
+use libc::{sockaddr, socklen_t};
+
+use crate::guard::{self, Inside};
+use crate::place::{self, inside};
+use crate::table::{self, Pending};
+use crate::{classify, notes, process, real, ret, set_errno, Fd};
+
+/// For a call that needs a placed socket: a pending one is placed on
+/// ustack first.
+pub(crate) fn placed(fd: RawFd) -> Result<Fd, Errno> {
+    match classify(fd) {
+        Fd::Pending => {
+            inside(|| place::on_ustack(fd))?;
+            Ok(classify(fd))
+        }
+        k => Ok(k),
+    }
+}
+
+/// Runs `$kernel` for a kernel fd, `$ustack` (inside the guard) for a
+/// ustack one (a pending one placed on ustack first); on a failed placing,
+/// errno and `$err`.
+macro_rules! by_fd {
+    ($fd:expr, $kernel:expr, $ustack:expr, $err:expr) => {{
+        if crate::guard::inside() {
+            return $kernel;
+        }
+        match crate::sockets::placed($fd) {
+            Ok(crate::Fd::Ustack) => {
+                let _g = crate::guard::Inside::enter();
+                $ustack
+            }
+            Ok(_) => $kernel,
+            Err(e) => {
+                crate::set_errno(e);
+                $err
+            }
+        }
+    }};
+}
+pub(crate) use by_fd;
+
+/// # Safety
+/// As socket(2).
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
+    // SAFETY: no pointers.
+    let kernel = || unsafe { real::socket(domain, ty, protocol) };
+    if guard::inside() {
+        return kernel();
+    }
+    let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+    if domain == libc::AF_INET6 && (base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM) {
+        if process::settings().is_some() {
+            inside(|| {
+                notes::once("AF_INET6 sockets stay with the kernel (ustack has no IPv6 yet)")
+            });
+        }
+        return kernel();
+    }
+    if domain != libc::AF_INET || process::settings().is_none() {
+        return kernel();
+    }
+    let proto_ok = match protocol {
+        0 => base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM,
+        libc::IPPROTO_TCP => base == libc::SOCK_STREAM,
+        libc::IPPROTO_UDP => base == libc::SOCK_DGRAM,
+        _ => false,
+    };
+    if !proto_ok {
+        if base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM {
+            inside(|| {
+                notes::once(format!(
+                    "AF_INET socket type {base} protocol {protocol} stays with the kernel"
+                ))
+            });
+        }
+        return kernel();
+    }
+    ret(inside(|| {
+        let fd = api::reserve_fd(ty & libc::SOCK_CLOEXEC != 0)?;
+        table::lock().add_pending(
+            fd,
+            Pending {
+                domain,
+                ty: base,
+                protocol,
+                nonblock: ty & libc::SOCK_NONBLOCK != 0,
+                opts: Vec::new(),
+                bound: None,
+                backlog: None,
+            },
+        );
+        Ok(fd)
+    }))
+}
+
+/// # Safety
+/// As bind(2).
+#[no_mangle]
+pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    // SAFETY: the caller's arguments, passed on.
+    let kernel = || unsafe { real::bind(fd, addr, len) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        Fd::Ustack => inside(|| unsafe { capi::ustack_bind(fd, addr, len) }),
+        Fd::Pending => {
+            // SAFETY: the caller's address and length.
+            let a = match unsafe { place::inet_addr(addr, len) } {
+                Ok(Some(a)) => a,
+                Ok(None) => return ret(Err(Errno::EAFNOSUPPORT)),
+                Err(e) => return ret(Err(e)),
+            };
+            let settings = process::settings();
+            if !settings.is_some_and(|s| s.binds_here(*a.ip())) {
+                return match inside(|| place::on_kernel(fd)) {
+                    Ok(()) => kernel(),
+                    Err(e) => ret(Err(e)),
+                };
+            }
+            ret(inside(|| bind_pending(fd, a)))
+        }
+        Fd::Epoll | Fd::Kernel => kernel(),
+    }
+}
+
+/// bind on a pending ustack socket: placed at once when the process has
+/// its engine or the port is to be chosen (the caller may ask which);
+/// else recorded, with the conflicts Linux would see among the recorded.
+fn bind_pending(fd: RawFd, a: std::net::SocketAddrV4) -> Result<c_int, Errno> {
+    {
+        let mut t = table::lock();
+        let tab = t.get();
+        let me = tab.pending.get(&fd).ok_or(Errno::EBADF)?;
+        if me.bound.is_some() {
+            return Err(Errno::EINVAL);
+        }
+        if a.port() != 0 && !process::engine_up() {
+            let reuseport =
+                |p: &Pending| p.int_opt(libc::SOL_SOCKET, libc::SO_REUSEPORT).unwrap_or(0) != 0;
+            let mine = reuseport(me);
+            let ty = me.ty;
+            let clash = tab.pending.iter().any(|(&other, p)| {
+                other != fd
+                    && p.ty == ty
+                    && p.bound.is_some_and(|b| {
+                        b.port() == a.port()
+                            && (b.ip() == a.ip()
+                                || b.ip().is_unspecified()
+                                || a.ip().is_unspecified())
+                    })
+                    && !(mine && reuseport(p))
+            });
+            if clash {
+                return Err(Errno::EADDRINUSE);
+            }
+            if let Some(me) = tab.pending.get_mut(&fd) {
+                me.bound = Some(a);
+            }
+            return Ok(0);
+        }
+        if let Some(me) = tab.pending.get_mut(&fd) {
+            me.bound = Some(a);
+        }
+    }
+    place::on_ustack(fd).map(|()| 0)
+}
+
+/// # Safety
+/// As listen(2).
+#[no_mangle]
+pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    // SAFETY: no pointers.
+    let kernel = || unsafe { real::listen(fd, backlog) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        Fd::Ustack => inside(|| capi::ustack_listen(fd, backlog)),
+        Fd::Pending => ret(inside(|| {
+            let defer = {
+                let mut t = table::lock();
+                let p = t.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
+                if p.ty != libc::SOCK_STREAM {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                p.backlog = Some(backlog);
+                p.bound.is_some() && !process::engine_up()
+            };
+            if defer {
+                return Ok(0);
+            }
+            place::on_ustack(fd).map(|()| 0)
+        })),
+        Fd::Epoll | Fd::Kernel => kernel(),
+    }
+}
+
+/// # Safety
+/// As accept(2).
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: the caller's arguments.
+    by_fd!(
+        fd,
+        unsafe { real::accept(fd, addr, len) },
+        unsafe { capi::ustack_accept(fd, addr, len) },
+        -1
+    )
+}
+
+/// # Safety
+/// As accept4(2).
+#[no_mangle]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> c_int {
+    by_fd!(
+        fd,
+        // SAFETY: the caller's arguments.
+        unsafe { real::accept4(fd, addr, len, flags) },
+        // SAFETY: the caller's arguments.
+        unsafe { capi::ustack_accept4(fd, addr, len, flags) },
+        -1
+    )
+}
+
+/// # Safety
+/// As connect(2).
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    // SAFETY: the caller's arguments.
+    let kernel = || unsafe { real::connect(fd, addr, len) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        // SAFETY: the caller's arguments.
+        Fd::Ustack => inside(|| unsafe { capi::ustack_connect(fd, addr, len) }),
+        Fd::Pending => {
+            // SAFETY: the caller's address and length.
+            let dst = match unsafe { place::inet_addr(addr, len) } {
+                Ok(Some(a)) => a,
+                // Dissolving an association that does not exist.
+                Ok(None) => return 0,
+                Err(e) => return ret(Err(e)),
+            };
+            match inside(|| place::for_use(fd, Some(dst))) {
+                Err(e) => ret(Err(e)),
+                // SAFETY: the caller's arguments.
+                Ok(()) if classify(fd) == Fd::Ustack => {
+                    inside(|| unsafe { capi::ustack_connect(fd, addr, len) })
+                }
+                Ok(()) => kernel(),
+            }
+        }
+        Fd::Epoll | Fd::Kernel => kernel(),
+    }
+}
+
+/// # Safety
+/// As shutdown(2).
+#[no_mangle]
+pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    // SAFETY: no pointers.
+    by_fd!(
+        fd,
+        unsafe { real::shutdown(fd, how) },
+        capi::ustack_shutdown(fd, how),
+        -1
+    )
+}
+
+/// # Safety
+/// As close(2).
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    // SAFETY: no pointers.
+    let kernel = || unsafe { real::close(fd) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        Fd::Ustack => inside(|| capi::ustack_close(fd)),
+        Fd::Pending => {
+            inside(|| table::lock().take_pending(fd));
+            kernel()
+        }
+        Fd::Epoll => {
+            let shadow = inside(|| table::lock().take_epoll(fd));
+            if let Some(ep) = shadow.and_then(|s| s.ustack) {
+                inside(|| capi::ustack_close(ep));
+            }
+            kernel()
+        }
+        Fd::Kernel => {
+            if api::placeholder_fd() == Some(fd) {
+                // A program closing every number (a daemon): the
+                // placeholder moves out of its way.
+                if let Err(e) = inside(api::move_placeholder) {
+                    return ret(Err(e));
+                }
+            }
+            kernel()
+        }
+    }
+}
+
+/// # Safety
+/// As getsockname(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: the caller's arguments.
+    let kernel = || unsafe { real::getsockname(fd, addr, len) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        // SAFETY: the caller's arguments.
+        Fd::Ustack => inside(|| unsafe { capi::ustack_getsockname(fd, addr, len) }),
+        Fd::Pending => {
+            let bound = inside(|| table::lock().get().pending.get(&fd).map(|p| p.bound));
+            let a = bound.flatten().unwrap_or(std::net::SocketAddrV4::new(
+                std::net::Ipv4Addr::UNSPECIFIED,
+                0,
+            ));
+            // SAFETY: the caller's buffer and length.
+            ret(unsafe { write_addr(a, addr, len) })
+        }
+        Fd::Epoll | Fd::Kernel => kernel(),
+    }
+}
+
+/// Writes `a` as a sockaddr_in into the caller's buffer, truncated to its
+/// length, and the full length into `*len`, as the kernel does.
+///
+/// # Safety
+/// `len` is null or points to a socklen_t; `addr` to `*len` writable bytes.
+pub(crate) unsafe fn write_addr(
+    a: std::net::SocketAddrV4,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> Result<c_int, Errno> {
+    if addr.is_null() || len.is_null() {
+        return Err(Errno(libc::EFAULT));
+    }
+    // SAFETY: `len` points to a socklen_t (the caller's promise).
+    let have = unsafe { *len };
+    if (have as c_int) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let full = std::mem::size_of::<libc::sockaddr_in>();
+    let n = full.min(have as usize);
+    // SAFETY: `addr` has `have` >= `n` writable bytes; `sin` has `full`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&sin as *const libc::sockaddr_in).cast::<u8>(),
+            addr.cast::<u8>(),
+            n,
+        );
+        *len = full as socklen_t;
+    }
+    Ok(0)
+}
+
+/// # Safety
+/// As getpeername(2).
+#[no_mangle]
+pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: the caller's arguments.
+    let kernel = || unsafe { real::getpeername(fd, addr, len) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        // SAFETY: the caller's arguments.
+        Fd::Ustack => inside(|| unsafe { capi::ustack_getpeername(fd, addr, len) }),
+        Fd::Pending => ret(Err(Errno::ENOTCONN)),
+        Fd::Epoll | Fd::Kernel => kernel(),
+    }
+}
+
+/// # Safety
+/// As setsockopt(2).
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: socklen_t,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    let kernel = || unsafe { real::setsockopt(fd, level, name, val, len) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        // SAFETY: the caller's arguments.
+        Fd::Ustack => inside(|| unsafe { capi::ustack_setsockopt(fd, level, name, val, len) }),
+        Fd::Pending => {
+            if (len as c_int) < 0 {
+                return ret(Err(Errno::EINVAL));
+            }
+            if len > 0 && val.is_null() {
+                return ret(Err(Errno(libc::EFAULT)));
+            }
+            let bytes = if len == 0 {
+                Vec::new()
+            } else {
+                // SAFETY: `len` readable bytes at `val` (the caller's promise).
+                unsafe { std::slice::from_raw_parts(val.cast::<u8>(), len as usize) }.to_vec()
+            };
+            // The option's validity is the kernel's question for a socket
+            // of this kind: ask a throwaway one, so a bad option fails now.
+            ret(inside(|| {
+                let ty = table::lock()
+                    .get()
+                    .pending
+                    .get(&fd)
+                    .map(|p| (p.domain, p.ty, p.protocol));
+                let (d, t, p) = ty.ok_or(Errno::EBADF)?;
+                check_on_kernel(d, t, p, level, name, &bytes)?;
+                let mut tab = table::lock();
+                let p = tab.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
+                p.opts.push((level, name, bytes));
+                Ok(0)
+            }))
+        }
+        Fd::Epoll | Fd::Kernel => kernel(),
+    }
+}
+
+/// Whether the kernel takes option (level, name) = `val` on a socket of
+/// this kind.
+fn check_on_kernel(
+    domain: c_int,
+    ty: c_int,
+    protocol: c_int,
+    level: c_int,
+    name: c_int,
+    val: &[u8],
+) -> Result<(), Errno> {
+    // SAFETY: no pointers.
+    let k = unsafe { real::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) };
+    if k < 0 {
+        return Err(crate::last_errno());
+    }
+    // SAFETY: `val` is a live buffer of its length.
+    let r =
+        unsafe { real::setsockopt(k, level, name, val.as_ptr().cast(), val.len() as socklen_t) };
+    let e = crate::last_errno();
+    // SAFETY: `k` is ours.
+    unsafe { real::close(k) };
+    if r < 0 {
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// # Safety
+/// As getsockopt(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    let kernel = || unsafe { real::getsockopt(fd, level, name, val, len) };
+    if guard::inside() {
+        return kernel();
+    }
+    match classify(fd) {
+        // SAFETY: the caller's arguments.
+        Fd::Ustack => inside(|| unsafe { capi::ustack_getsockopt(fd, level, name, val, len) }),
+        Fd::Pending => {
+            // What the kernel's socket of this kind says, with the
+            // options set so far: a throwaway socket answers.
+            let p = inside(|| table::lock().get().pending.get(&fd).cloned());
+            let Some(p) = p else {
+                return ret(Err(Errno::EBADF));
+            };
+            if level == libc::SOL_SOCKET && name == libc::SO_ACCEPTCONN {
+                let v = c_int::from(p.backlog.is_some());
+                return ret(unsafe { write_int(v, val, len) });
+            }
+            inside(|| {
+                // SAFETY: no pointers.
+                let k = unsafe { real::socket(p.domain, p.ty | libc::SOCK_CLOEXEC, p.protocol) };
+                if k < 0 {
+                    return -1;
+                }
+                for (l, n, v) in &p.opts {
+                    // SAFETY: a live buffer of its length.
+                    unsafe { real::setsockopt(k, *l, *n, v.as_ptr().cast(), v.len() as socklen_t) };
+                }
+                // SAFETY: the caller's arguments.
+                let r = unsafe { real::getsockopt(k, level, name, val, len) };
+                let e = crate::last_errno();
+                // SAFETY: `k` is ours.
+                unsafe { real::close(k) };
+                set_errno(e);
+                r
+            })
+        }
+        Fd::Epoll | Fd::Kernel => kernel(),
+    }
+}
+
+/// # Safety
+/// `val`/`len` as getsockopt's.
+unsafe fn write_int(v: c_int, val: *mut c_void, len: *mut socklen_t) -> Result<c_int, Errno> {
+    if val.is_null() || len.is_null() {
+        return Err(Errno(libc::EFAULT));
+    }
+    // SAFETY: `len` points to a socklen_t; `val` to `*len` bytes.
+    unsafe {
+        let n = (*len as usize).min(4);
+        std::ptr::copy_nonoverlapping(v.to_ne_bytes().as_ptr(), val.cast::<u8>(), n);
+        *len = n as socklen_t;
+    }
+    Ok(0)
+}
+
+/// # Safety
+/// As fcntl(2); `arg` is the variadic argument as a word.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's arguments.
+    unsafe { fcntl_any(fd, cmd, arg) }
+}
+
+/// # Safety
+/// As fcntl(2).
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's arguments.
+    unsafe { fcntl_any(fd, cmd, arg) }
+}
+
+unsafe fn fcntl_any(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's arguments.
+    let kernel = || unsafe { real::fcntl(fd, cmd, arg) };
+    if guard::inside() {
+        return kernel();
+    }
+    let k = classify(fd);
+    if k == Fd::Pending {
+        match cmd {
+            libc::F_GETFL => {
+                let nb = inside(|| table::lock().get().pending.get(&fd).map(|p| p.nonblock));
+                return match nb {
+                    Some(nb) => libc::O_RDWR | if nb { libc::O_NONBLOCK } else { 0 },
+                    None => ret(Err(Errno::EBADF)),
+                };
+            }
+            libc::F_SETFL => {
+                return ret(inside(|| {
+                    let mut t = table::lock();
+                    let p = t.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
+                    p.nonblock = arg as c_int & libc::O_NONBLOCK != 0;
+                    Ok(0)
+                }))
+            }
+            // Close-on-exec belongs to the number, which the kernel holds.
+            libc::F_GETFD | libc::F_SETFD => return kernel(),
+            _ => {}
+        }
+    }
+    match cmd {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC if k != Fd::Kernel && k != Fd::Epoll => ret(
+            crate::sockets::dup_ustack(fd, None, cmd == libc::F_DUPFD_CLOEXEC, arg as c_int),
+        ),
+        libc::F_GETFL | libc::F_SETFL | libc::F_GETFD | libc::F_SETFD => {
+            by_fd!(fd, kernel(), capi::ustack_fcntl(fd, cmd, arg as c_int), -1)
+        }
+        _ if k == Fd::Ustack || k == Fd::Pending => {
+            inside(|| notes::once(format!("fcntl command {cmd} on a ustack socket: EINVAL")));
+            ret(Err(Errno::EINVAL))
+        }
+        _ => kernel(),
+    }
+}
+
+/// # Safety
+/// As ioctl(2); `arg` is the variadic argument as a word.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: usize) -> c_int {
+    // SAFETY: the caller's arguments.
+    let kernel = || unsafe { real::ioctl(fd, request, arg) };
+    if guard::inside() {
+        return kernel();
+    }
+    if classify(fd) == Fd::Pending && request == libc::FIONBIO {
+        if arg == 0 {
+            return ret(Err(Errno(libc::EFAULT)));
+        }
+        // SAFETY: FIONBIO's argument points to an int.
+        let on = unsafe { *(arg as *const c_int) } != 0;
+        return ret(inside(|| {
+            let mut t = table::lock();
+            let p = t.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
+            p.nonblock = on;
+            Ok(0)
+        }));
+    }
+    // SAFETY: the caller's arguments.
+    by_fd!(
+        fd,
+        kernel(),
+        unsafe { capi::ustack_ioctl(fd, request, arg as *mut c_void) },
+        -1
+    )
+}
+
+/// dup, dup2, dup3 and F_DUPFD of a ustack socket.
+pub(crate) fn dup_ustack(
+    fd: RawFd,
+    target: Option<RawFd>,
+    cloexec: bool,
+    _min: c_int,
+) -> Result<c_int, Errno> {
+    let _ = (target, cloexec);
+    placed(fd)?;
+    let _g = Inside::enter();
+    notes::once("dup of a ustack socket is not supported yet: EOPNOTSUPP");
+    Err(Errno::EOPNOTSUPP)
+}
+
+/// # Safety
+/// As dup(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    if guard::inside() || matches!(classify(fd), Fd::Kernel | Fd::Epoll) {
+        // SAFETY: no pointers.
+        return unsafe { real::dup(fd) };
+    }
+    ret(dup_ustack(fd, None, false, 0))
+}
+
+/// # Safety
+/// As dup2(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, new: c_int) -> c_int {
+    // SAFETY: no pointers.
+    unsafe { dup_onto(fd, new, 0, false) }
+}
+
+/// # Safety
+/// As dup3(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, new: c_int, flags: c_int) -> c_int {
+    // SAFETY: no pointers.
+    unsafe { dup_onto(fd, new, flags, true) }
+}
+
+unsafe fn dup_onto(fd: c_int, new: c_int, flags: c_int, three: bool) -> c_int {
+    // SAFETY: no pointers.
+    let kernel = || unsafe {
+        if three {
+            real::dup3(fd, new, flags)
+        } else {
+            real::dup2(fd, new)
+        }
+    };
+    if guard::inside() {
+        return kernel();
+    }
+    if matches!(classify(fd), Fd::Kernel | Fd::Epoll) {
+        if fd == new {
+            return kernel();
+        }
+        // The number `new` is about to name a kernel file: whatever of
+        // ours it named is closed first, as the kernel closes its own.
+        match classify(new) {
+            // SAFETY: no pointers.
+            Fd::Ustack | Fd::Pending | Fd::Epoll => unsafe {
+                let _ = forget_number(new);
+            },
+            Fd::Kernel if api::placeholder_fd() == Some(new) => {
+                if let Err(e) = inside(api::move_placeholder) {
+                    return ret(Err(e));
+                }
+            }
+            Fd::Kernel => {}
+        }
+        return kernel();
+    }
+    ret(dup_ustack(fd, Some(new), flags & libc::O_CLOEXEC != 0, 0))
+}
+
+/// Lets go of our object behind `fd` without giving the number back (it is
+/// about to be replaced).
+unsafe fn forget_number(fd: RawFd) -> Result<(), Errno> {
+    let _g = Inside::enter();
+    match classify(fd) {
+        Fd::Ustack => {
+            // The socket layer closes the number; dup2 will take it again.
+            if capi::ustack_close(fd) < 0 {
+                return Err(crate::last_errno());
+            }
+        }
+        Fd::Pending => {
+            table::lock().take_pending(fd);
+        }
+        Fd::Epoll => {
+            if let Some(ep) = table::lock().take_epoll(fd).and_then(|s| s.ustack) {
+                capi::ustack_close(ep);
+            }
+        }
+        Fd::Kernel => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! Several processes on one port, one engine each: the way `ustack run`
+//! serves a program that forks workers (nginx, NSD) and F-Stack's
+//! multi-process mode.  Each process's AF_PACKET socket on the interface
+//! joins one fanout group whose program computes ustack's flow hash
+//! (`link::fanout`), so each flow reaches exactly one process; each
+//! process reads the interface's ARP on a tap of its own (`link::ArpTap`),
+//! so every neighbour table learns what any process asked.
+
+use std::io;
+
+use crate::config::{Config, LinkSpec};
+use crate::engine::Engine;
+use crate::ports::PortLink;
+use crate::setup::{link_name, SetupError};
+
+/// Joins every port of `engine` to fanout group `group` (created by the
+/// first process that joins) with the flow-hash program, and adds its ARP
+/// tap.  Only AF_PACKET ports can be shared this way.
+pub fn share_ports(
+    engine: &mut Engine<PortLink>,
+    cfg: &Config,
+    group: u16,
+) -> Result<(), SetupError> {
+    let mut taps = Vec::new();
+    for (i, (port, link)) in cfg.ports.iter().zip(engine.ports()).enumerate() {
+        let err = |error: io::Error| SetupError::Open {
+            port: port.id,
+            link: link_name(&port.link),
+            error,
+        };
+        let LinkSpec::AfPacket(ifname) = &port.link else {
+            return Err(SetupError::PortIncomplete {
+                port: port.id,
+                what: "several processes on one port need link=af_packet",
+            });
+        };
+        let l = match link {
+            PortLink::AfPacket(l) => l,
+            PortLink::Faulty(f) => match f.inner() {
+                PortLink::AfPacket(l) => l,
+                _ => unreachable_link(port.id)?,
+            },
+            _ => unreachable_link(port.id)?,
+        };
+        l.join_fanout(Some(group)).map_err(err)?;
+        l.set_fanout_program().map_err(err)?;
+        taps.push((i as u16, link::ArpTap::open(ifname).map_err(err)?));
+    }
+    for (i, tap) in taps {
+        engine.add_arp_tap(i, tap);
+    }
+    Ok(())
+}
+
+fn unreachable_link<T>(port: u16) -> Result<T, SetupError> {
+    Err(SetupError::PortIncomplete {
+        port,
+        what: "link=af_packet opened as another kind of link",
+    })
+}

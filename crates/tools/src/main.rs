@@ -1,0 +1,40 @@
+//! `ustack`: the command line of ustack.
+//!
+//! ```text
+//! ustack run [--config FILE] [--set section.key=value]... [--stats FILE] [--lib PATH] -- PROGRAM ARGS...
+//! ```
+//!
+//! `run` starts PROGRAM with `libustack_preload.so` preloaded and the
+//! configuration handed to it through the environment: its AF_INET TCP
+//! and UDP sockets are served by ustack over the configuration's ports,
+//! one engine per process, and everything else stays with the kernel.
+//! The configuration is read here first, so a mistake in it is reported
+//! before the program starts.  `--stats FILE`: each process rewrites its
+//! counters to `FILE.PID` every 100 ms while it waits.
+
+mod run;
+
+use std::process::ExitCode;
+
+const USAGE: &str =
+    "usage: ustack run [--config FILE] [--set section.key=value]... [--stats FILE] \
+                     [--lib PATH] -- PROGRAM ARGS...";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("run") => run::main(&args[1..]),
+        Some("-h") | Some("--help") | Some("help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some(other) => {
+            eprintln!("ustack: unknown command '{other}'\n{USAGE}");
+            ExitCode::from(2)
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
