@@ -149,6 +149,27 @@ pub fn detach() {
     worker::detach()
 }
 
+/// Closes every socket, epoll and kqueue of the calling thread's worker
+/// (connections end as by close: a FIN, or a RST with unread data), then
+/// steps its engines until they are quiet for a few milliseconds or
+/// `flush` passes, so that what the closes send leaves before the process
+/// does (a program exiting with connections open; the kernel would close
+/// them the same way).
+pub fn close_all(flush: Duration) -> Result<()> {
+    worker::with_current(|w| w.close_all())?;
+    let end = Instant::now() + flush;
+    let mut quiet = 0;
+    while quiet < 3 && Instant::now() < end {
+        if worker::with_current(|w| w.step())? {
+            quiet = 0;
+        } else {
+            quiet += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    Ok(())
+}
+
 /// One step of the calling thread's worker: a turn of each engine (rx,
 /// stack, timers, tx), the calls other threads posted, and readiness.
 /// Returns whether anything happened.

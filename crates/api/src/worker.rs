@@ -225,12 +225,7 @@ pub(crate) fn detach() {
     CURRENT_ID.with(|i| i.set(0));
     let Some(mut w) = worker else { return };
     registry()[w.shared.id as usize - 1] = None;
-    w.release_dups();
-    for fd in 0..w.objects.len() as RawFd {
-        if w.objects[fd as usize].is_some() {
-            let _ = w.close(fd);
-        }
-    }
+    w.close_all();
     // Jobs still queued are dropped unrun: their callers see EBADF.
     let jobs = std::mem::take(&mut *w.shared.jobs.lock().unwrap_or_else(|e| e.into_inner()));
     drop(jobs);
@@ -284,6 +279,16 @@ pub(crate) fn run_on<R: Send>(
 }
 
 impl Worker {
+    /// Closes every object of the worker (each number goes back).
+    pub(crate) fn close_all(&mut self) {
+        self.release_dups();
+        for fd in 0..self.objects.len() as RawFd {
+            if self.objects[fd as usize].is_some() {
+                let _ = self.close(fd);
+            }
+        }
+    }
+
     /// Runs the jobs other threads posted.
     pub(crate) fn run_jobs(&mut self) -> bool {
         if !self.shared.has_jobs.load(Ordering::Acquire) {

@@ -26,7 +26,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -310,16 +310,7 @@ impl AfPacketLink {
 
         // Protocol 0: nothing is received until `bind` below, after the
         // rings exist.
-        // SAFETY: plain socket(2) call; the result is checked before use.
-        let raw = cvt(unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                0,
-            )
-        })?;
-        // SAFETY: `raw` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = crate::packet_socket::packet_socket()?;
         let s = fd.as_raw_fd();
         setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VERSION, abi::TPACKET_V3)?;
         setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_LOSS, 1)?;

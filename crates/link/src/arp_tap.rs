@@ -5,7 +5,7 @@
 //! so that every neighbour table learns the replies to its requests.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::ifreq::{cvt, CtlSocket};
 
@@ -20,16 +20,8 @@ pub struct ArpTap {
 impl ArpTap {
     pub fn open(ifname: &str) -> io::Result<ArpTap> {
         let index = CtlSocket::new()?.index(ifname)?;
-        // SAFETY: plain socket(2) call; the result is checked before use.
-        let raw = cvt(unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                i32::from(ETH_P_ARP.to_be()),
-            )
-        })?;
-        // SAFETY: `raw` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // Protocol 0 until the bind below names ARP.
+        let fd = crate::packet_socket::packet_socket()?;
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;

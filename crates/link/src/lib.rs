@@ -21,6 +21,7 @@ pub mod fault;
 mod ifreq;
 pub mod memory;
 pub mod os;
+pub mod packet_socket;
 pub mod pcap;
 pub mod pool;
 pub mod shm;

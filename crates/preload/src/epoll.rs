@@ -191,12 +191,14 @@ fn wait(
         }
         let ours = got;
         let rest = &mut events[got..];
-        // SAFETY: `rest` is writable memory for its length of events.
-        let k = unsafe { real::epoll_wait(epfd, rest.as_mut_ptr(), rest.len() as c_int, 0) };
-        if k < 0 {
-            return Err(crate::last_errno());
+        if !rest.is_empty() {
+            // SAFETY: `rest` is writable memory for its length of events.
+            let k = unsafe { real::epoll_wait(epfd, rest.as_mut_ptr(), rest.len() as c_int, 0) };
+            if k < 0 {
+                return Err(crate::last_errno());
+            }
+            got += k as usize;
         }
-        got += k as usize;
         if let Some(ep) = side {
             if ours == half && got < max {
                 got += api::epoll_wait(ep, &mut events[got..], 0)?;

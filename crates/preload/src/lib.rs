@@ -39,6 +39,7 @@ mod io;
 mod notes;
 mod place;
 mod poll;
+mod privileges;
 pub mod process;
 mod real;
 mod sockets;

@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use api::Errno;
@@ -164,6 +164,9 @@ pub fn engine_up() -> bool {
 /// the thread then drives it (run to completion) whenever it waits.
 /// Called inside the guard.
 pub fn ensure_engine() -> Result<(), Errno> {
+    // One thread starts it; the others wait for it.
+    static STARTING: Mutex<()> = Mutex::new(());
+    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     match ENGINE.load(Ordering::Acquire) {
         ENGINE_UP => return Ok(()),
         ENGINE_FAILED => return Err(Errno(libc::ENETDOWN)),
@@ -224,9 +227,16 @@ struct FinalStats;
 impl Drop for FinalStats {
     fn drop(&mut self) {
         let _g = Inside::enter();
+        // The program's connections end as the kernel would end them at
+        // exit, and the FINs leave before the engine goes.
+        let _ = api::close_all(EXIT_FLUSH);
         capi::write_stats();
     }
 }
+
+/// How long an exiting process keeps its engine turning for the closes
+/// of its connections to leave.
+const EXIT_FLUSH: Duration = Duration::from_millis(50);
 
 thread_local! {
     static FINAL_STATS: FinalStats = const { FinalStats };
@@ -254,8 +264,22 @@ pub fn tick_stats() {
     }
 }
 
+impl Settings {
+    /// How many packet sockets an engine of this configuration opens
+    /// (a link and an ARP tap per AF_PACKET port).
+    pub fn packet_sockets_needed(&self) -> usize {
+        self.cfg
+            .ports
+            .iter()
+            .filter(|p| matches!(p.link, runtime::config::LinkSpec::AfPacket(_)))
+            .count()
+            * 2
+    }
+}
+
 /// In a child after fork: the parent's engine is not the child's.
 pub extern "C" fn child_after_fork() {
+    crate::privileges::forget_after_fork();
     if ENGINE.load(Ordering::Acquire) == ENGINE_UP {
         notes::once(
             "fork after this process started its engine: the child's copies of its ustack \

@@ -88,6 +88,15 @@ real_fns! {
     fn pselect(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *const timespec, mask: *const sigset_t) -> c_int;
     fn sendfile(out: c_int, inp: c_int, off: *mut off_t, n: usize) -> isize;
     fn sendfile64(out: c_int, inp: c_int, off: *mut off64_t, n: usize) -> isize;
+    fn setuid(uid: libc::uid_t) -> c_int;
+    fn setgid(gid: libc::gid_t) -> c_int;
+    fn setreuid(r: libc::uid_t, e: libc::uid_t) -> c_int;
+    fn setregid(r: libc::gid_t, e: libc::gid_t) -> c_int;
+    fn setresuid(r: libc::uid_t, e: libc::uid_t, s: libc::uid_t) -> c_int;
+    fn setresgid(r: libc::gid_t, e: libc::gid_t, s: libc::gid_t) -> c_int;
+    fn setgroups(n: usize, list: *const libc::gid_t) -> c_int;
+    fn capset(hdr: *mut c_void, data: *const c_void) -> c_int;
+    fn chroot(path: *const c_char) -> c_int;
     fn splice(fin: c_int, oin: *mut off64_t, fout: c_int, oout: *mut off64_t, n: usize, flags: c_uint) -> isize;
 }
 
@@ -125,4 +134,27 @@ pub unsafe fn ioctl(fd: c_int, request: libc::c_ulong, arg: usize) -> c_int {
         unsafe { std::mem::transmute(p) };
     // SAFETY: the caller keeps ioctl's contract for `request`.
     unsafe { f(fd, request, arg) }
+}
+
+/// The C library's `prctl` (variadic: four words after the option).
+///
+/// # Safety
+/// As prctl's for `option`.
+pub unsafe fn prctl(
+    option: c_int,
+    a2: libc::c_ulong,
+    a3: libc::c_ulong,
+    a4: libc::c_ulong,
+    a5: libc::c_ulong,
+) -> c_int {
+    static PTR: AtomicUsize = AtomicUsize::new(0);
+    let mut p = PTR.load(Ordering::Relaxed);
+    if p == 0 {
+        p = resolve("prctl\0");
+        PTR.store(p, Ordering::Relaxed);
+    }
+    // SAFETY: `p` is the C library's `prctl`, variadic after the option.
+    let f: unsafe extern "C" fn(c_int, ...) -> c_int = unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller keeps prctl's contract for `option`.
+    unsafe { f(option, a2, a3, a4, a5) }
 }

@@ -636,18 +636,43 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: usize) -> c_int
     )
 }
 
-/// dup, dup2, dup3 and F_DUPFD of a ustack socket.
+/// dup, dup2, dup3 and F_DUPFD of a ustack socket (a pending one is
+/// placed first: its numbers must name one socket).  `target`: the number
+/// dup2/dup3 make (what it named is closed first, a kernel file too, as
+/// the kernel does); else the lowest free number at `min` or above.
 pub(crate) fn dup_ustack(
     fd: RawFd,
     target: Option<RawFd>,
     cloexec: bool,
-    _min: c_int,
+    min: c_int,
 ) -> Result<c_int, Errno> {
-    let _ = (target, cloexec);
     placed(fd)?;
     let _g = Inside::enter();
-    notes::once("dup of a ustack socket is not supported yet: EOPNOTSUPP");
-    Err(Errno::EOPNOTSUPP)
+    let Some(new) = target else {
+        return api::dup_from(fd, min, cloexec);
+    };
+    if new == fd {
+        return Ok(new);
+    }
+    match classify(new) {
+        Fd::Ustack => {}
+        Fd::Pending | Fd::Epoll | Fd::Kernel => {
+            // SAFETY: no pointers.
+            unsafe { forget_number(new)? };
+            if api::placeholder_fd() == Some(new) {
+                api::move_placeholder()?;
+            }
+            // A kernel file (or the number a pending socket held) goes
+            // first, as dup2 closes it; EBADF from a free number is fine.
+            // SAFETY: no pointers.
+            unsafe { real::close(new) };
+        }
+    }
+    if cloexec {
+        api::dup3(fd, new, libc::O_CLOEXEC)
+    } else {
+        api::dup2(fd, new)
+    }
 }
 
 /// # Safety
@@ -708,6 +733,9 @@ unsafe fn dup_onto(fd: c_int, new: c_int, flags: c_int, three: bool) -> c_int {
             Fd::Kernel => {}
         }
         return kernel();
+    }
+    if three && (flags & !libc::O_CLOEXEC != 0 || fd == new) {
+        return ret(Err(Errno::EINVAL));
     }
     ret(dup_ustack(fd, Some(new), flags & libc::O_CLOEXEC != 0, 0))
 }
