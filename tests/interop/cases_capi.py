@@ -1,8 +1,10 @@
 """The C API against the Linux kernel: the C examples (examples/c: echo and
-HTTP servers on the native API and on the F-Stack ff_* API) and the ABI
-test (tests/c/abi_test.c), built by `make c-examples` against an installed
-libustack with pkg-config into target/c-examples, each serving a kernel
-peer over a veth (AF_PACKET)."""
+HTTP servers on the native API and on the F-Stack ff_* API), the ABI test
+(tests/c/abi_test.c), the test of F-Stack's calls beyond sockets
+(tests/c/fstack_api_test.c) and a program in the shape of F-Stack's
+examples (tests/c/fstack_example/helloworld.c), built by `make c-examples`
+against an installed libustack with pkg-config into target/c-examples, each
+serving a kernel peer over a veth (AF_PACKET)."""
 
 import os
 import random
@@ -21,6 +23,7 @@ SUBNETS.update({
     "capi_echo_native_af_packet": 210, "capi_http_native_af_packet": 211,
     "capi_echo_fstack_af_packet": 212, "capi_http_fstack_af_packet": 213,
     "capi_abi_af_packet": 214,
+    "capi_fstack_api_af_packet": 215, "capi_fstack_example_af_packet": 216,
 })
 
 
@@ -168,3 +171,61 @@ def _(ctx):
     print(f"    {r.stdout.strip()}")
     check(r.returncode == 0 and "checks passed" in r.stdout,
           f"abi_test: rc={r.returncode}\n{r.stdout}{r.stderr}")
+
+
+def kernel_tcp_echo(ctx, t, addr, name):
+    """kernel_echo_server.py on addr:7 in the kernel's namespace, listening
+    before this returns; stopped at cleanup."""
+    log = open(os.path.join(ctx.workdir, f"{name}.log"), "wb")
+    p = subprocess.Popen(["ip", "netns", "exec", t.ns_k, "/usr/bin/python3",
+                          os.path.join(HERE, "kernel_echo_server.py"), addr],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop():
+        p.terminate()
+        p.wait(5)
+        log.close()
+
+    h.on_cleanup(name, stop)
+    for _ in range(100):
+        if f"{addr}:7" in h.nsx(t.ns_k, "ss", "-ltn", "sport = :7", check_rc=False).stdout:
+            return
+        threading.Event().wait(0.05)
+    check(False, f"{name}: nothing listens on {addr}:7")
+
+
+@test("capi_fstack_api_af_packet", budget=60)
+def _(ctx):
+    subnet = SUBNETS["capi_fstack_api_af_packet"]
+    t = ctx.topo("af_packet", subnet,
+                 extra="[freebsd.sysctl]\nnet.inet.ip.ttl=33\nnet.inet.tcp.cc.algorithm=newreno\n")
+    # An address of the kernel's outside ustack's subnet: only a route
+    # (through the kernel, or a host route on the link) reaches it.
+    far = f"10.250.{subnet}.1"
+    h.sh(["ip", "-n", t.ns_k, "addr", "add", f"{far}/32", "dev", t.if_k])
+    kernel_tcp_echo(ctx, t, t.kernel_ip, "kernel echo")
+    kernel_tcp_echo(ctx, t, far, "far echo")
+    cfg = os.path.join(ctx.workdir, "fstack_api.ini")
+    with open(cfg, "w") as f:
+        f.write(t.config())
+    r = h.nsx(t.ns_u, c_program(ctx, "fstack_api_test"), "--conf", cfg, "--peer", t.kernel_ip, "--far", far,
+              check_rc=False, timeout=60)
+    print(f"    {r.stdout.strip()}")
+    check(r.returncode == 0 and "checks passed" in r.stdout,
+          f"fstack_api_test: rc={r.returncode}\n{r.stdout}{r.stderr}")
+
+
+@test("capi_fstack_example_af_packet", budget=60)
+def _(ctx):
+    log_path = os.path.join(ctx.workdir, "helloworld.log")
+    t = start(ctx, "capi_fstack_example_af_packet", "helloworld", ("--log", log_path))
+    out = os.path.join(ctx.workdir, "page.html")
+    for i in range(3):
+        code, size, _ = curl(t, f"http://{t.ustack_ip}/{i}", out)
+        with open(out, "rb") as f:
+            page = f.read()
+        check(code == 200 and size == 54 and b"Hello from ff_*" in page, f"GET /{i}: {code}, {size} bytes: {page!r}")
+    check(t.ustack.running(), "helloworld exited")
+    with open(log_path) as f:
+        text = f.read()
+    check("listening on port 80" in text, f"helloworld's log (ff_log to its own file): {text!r}")

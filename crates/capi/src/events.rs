@@ -148,33 +148,51 @@ pub(crate) unsafe fn kevent(
     timeout: Option<Duration>,
 ) -> c_int {
     let r = (|| {
-        if nchanges < 0 || nevents < 0 {
-            return Err(Errno::EINVAL);
-        }
-        let changes: Vec<KEvent> = if nchanges == 0 {
-            Vec::new()
-        } else if changes.is_null() {
-            return Err(EFAULT);
-        } else {
-            // SAFETY: `nchanges` readable kevents (the caller's promise).
-            unsafe { std::slice::from_raw_parts(changes, nchanges as usize) }
-                .iter()
-                .map(KEvent::from)
-                .collect()
-        };
         if nevents > 0 && events.is_null() {
             return Err(EFAULT);
         }
-        let mut out = vec![KEvent::default(); nevents as usize];
-        let n = api::kevent(kq, &changes, &mut out, timeout)?;
-        for (i, k) in out[..n].iter().enumerate() {
-            // SAFETY: `i` < n <= nevents writable kevents (the caller's
-            // promise).
+        // SAFETY: passed on from the caller.
+        let out = unsafe { kevent_collect(kq, changes, nchanges, nevents, timeout) }?;
+        for (i, k) in out.iter().enumerate() {
+            // SAFETY: `i` < out.len() <= nevents writable kevents (the
+            // caller's promise).
             unsafe { events.add(i).write(CKevent::from(k)) };
         }
-        Ok(n as c_int)
+        Ok(out.len() as c_int)
     })();
     ret_int(r)
+}
+
+/// kevent's work without the event list: applies `nchanges` changes and
+/// returns up to `nevents` events.
+///
+/// # Safety
+/// `changes` is null or points to `nchanges` readable kevents.
+pub(crate) unsafe fn kevent_collect(
+    kq: c_int,
+    changes: *const CKevent,
+    nchanges: c_int,
+    nevents: c_int,
+    timeout: Option<Duration>,
+) -> Result<Vec<KEvent>> {
+    if nchanges < 0 || nevents < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let changes: Vec<KEvent> = if nchanges == 0 {
+        Vec::new()
+    } else if changes.is_null() {
+        return Err(EFAULT);
+    } else {
+        // SAFETY: `nchanges` readable kevents (the caller's promise).
+        unsafe { std::slice::from_raw_parts(changes, nchanges as usize) }
+            .iter()
+            .map(KEvent::from)
+            .collect()
+    };
+    let mut out = vec![KEvent::default(); nevents as usize];
+    let n = api::kevent(kq, &changes, &mut out, timeout)?;
+    out.truncate(n);
+    Ok(out)
 }
 
 /// # Safety

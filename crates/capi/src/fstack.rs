@@ -7,8 +7,9 @@
 //! native calls take the same, so most `ff_*` calls are the native ones.
 //! What differs, as in F-Stack:
 //!
-//! - `ff_kevent` and `ff_epoll_wait` never block inside `ff_run`'s loop:
-//!   the timeout is ignored there (outside it, it is honoured).
+//! - `ff_kevent`, `ff_kevent_do_each`, `ff_epoll_wait`, `ff_poll` and
+//!   `ff_select` never block inside `ff_run`'s loop: the timeout is
+//!   ignored there (outside it, it is honoured).
 //! - `ff_accept` gives a socket that inherits the listener's O_NONBLOCK
 //!   (FreeBSD's accept does; Linux's does not).
 //! - `ff_epoll_create` takes any size (F-Stack's examples pass 0).
@@ -19,12 +20,15 @@
 //!   looked at.
 //!
 //! Message flags (MSG_DONTWAIT, MSG_PEEK, ...) are Linux's, as the
-//! program's `<sys/socket.h>` defines them.  `ff_ioctl` and `ff_fcntl`
-//! are variadic in C: ff_api.h defines them inline over `ustack_ioctl` and
-//! `ustack_fcntl`.
+//! program's `<sys/socket.h>` defines them.  `ff_ioctl`, `ff_fcntl` and
+//! the log of ff_log.h are variadic in C: `ff_variadic.c` defines them
+//! (over `ustack_ioctl` and `ustack_fcntl`).  The waits over several fds
+//! are in `wait.rs`, `ff_sysctl` in `sysctl.rs`, `ff_route_ctl` in
+//! `route.rs`, `ff_get_traffic` in `stats.rs`.
 
 use std::os::raw::{c_char, c_int, c_void};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use libc::{iovec, msghdr, sockaddr, socklen_t, timespec, timeval};
 use runtime::engine::HookVerdict;
@@ -52,7 +56,7 @@ fn option(level: c_int, name: c_int) -> c_int {
     }
 }
 
-fn in_loop() -> bool {
+pub(crate) fn in_loop() -> bool {
     IN_FF_LOOP.with(|c| c.get())
 }
 
@@ -371,7 +375,26 @@ pub unsafe extern "C" fn ff_epoll_wait(
     unsafe { events::epoll_wait(epfd, events, maxevents, timeout) }
 }
 
-/// The wall clock (F-Stack reads its own; this is the system's).
+/// Where the engine's clock started, as the wall clock and as the
+/// monotonic one: `ff_gettimeofday` is the first plus the time the second
+/// has run since.
+static ENGINE_EPOCH: Mutex<Option<(SystemTime, Instant)>> = Mutex::new(None);
+
+/// Notes the start of the engine's clock (`ustack_init`): `running` is
+/// the engine's time now (its `Engine::now`).
+pub(crate) fn note_engine_clock(running: Duration) {
+    let wall = SystemTime::now().checked_sub(running).unwrap_or(UNIX_EPOCH);
+    let mono = Instant::now()
+        .checked_sub(running)
+        .unwrap_or_else(Instant::now);
+    *ENGINE_EPOCH.lock().unwrap_or_else(|e| e.into_inner()) = Some((wall, mono));
+}
+
+/// `ff_gettimeofday(tv, tz)`: the engine's clock as the time of day (the
+/// wall clock where the engine's clock started, plus the engine's
+/// monotonic time since: it never steps back when the system's clock is
+/// set, as F-Stack's own clock does not); before `ff_init`, the system's.
+/// `tz` is not written.  0, or -1 with errno EFAULT (`tv` NULL).
 ///
 /// # Safety
 /// `tv` is null or a writable timeval.
@@ -380,16 +403,80 @@ pub unsafe extern "C" fn ff_gettimeofday(tv: *mut timeval, _tz: *mut c_void) -> 
     if tv.is_null() {
         return ret_int(Err(crate::EFAULT));
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let epoch = *ENGINE_EPOCH.lock().unwrap_or_else(|e| e.into_inner());
+    let now = match epoch {
+        Some((wall, mono)) => wall + mono.elapsed(),
+        None => SystemTime::now(),
+    };
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let v = timeval {
-        tv_sec: now.as_secs() as libc::time_t,
-        tv_usec: now.subsec_micros() as libc::suseconds_t,
+        tv_sec: since.as_secs() as libc::time_t,
+        tv_usec: since.subsec_micros() as libc::suseconds_t,
     };
     // SAFETY: a writable timeval (the caller's promise).
     unsafe { tv.write_unaligned(v) };
     0
+}
+
+/// `ff_dup(oldfd)`: see `api::dup`.
+#[no_mangle]
+pub extern "C" fn ff_dup(oldfd: c_int) -> c_int {
+    ret_int(api::dup(oldfd))
+}
+
+/// `ff_dup2(oldfd, newfd)`: see `api::dup2`.
+#[no_mangle]
+pub extern "C" fn ff_dup2(oldfd: c_int, newfd: c_int) -> c_int {
+    ret_int(api::dup2(oldfd, newfd))
+}
+
+/// `ff_getmaxfd()`: one past the highest number a ustack fd can have.
+#[no_mangle]
+pub extern "C" fn ff_getmaxfd() -> c_int {
+    api::fd_limit()
+}
+
+/// A thread's start routine.
+pub type ThreadFn = extern "C" fn(arg: *mut c_void) -> *mut c_void;
+
+/// `ff_pthread_create`: pthread_create (any thread may make ustack's
+/// calls; nothing to set up).  Returns an error number as pthread's do:
+/// EINVAL for `thread` or `start` NULL.
+///
+/// # Safety
+/// As pthread_create(3): `thread` is null or writable, `attr` null or an
+/// initialised attribute object, `start` callable with `arg`.
+#[no_mangle]
+pub unsafe extern "C" fn ff_pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: Option<ThreadFn>,
+    arg: *mut c_void,
+) -> c_int {
+    let Some(start) = start else {
+        return libc::EINVAL;
+    };
+    if thread.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's pointers, checked for null above where
+    // pthread_create does not accept it.
+    unsafe { libc::pthread_create(thread, attr, start, arg) }
+}
+
+/// `ff_pthread_join`: pthread_join.
+///
+/// # Safety
+/// As pthread_join(3): `thread` was made by `ff_pthread_create` (or
+/// pthread_create) and not joined or detached; `retval` is null or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ff_pthread_join(
+    thread: libc::pthread_t,
+    retval: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { libc::pthread_join(thread, retval) }
 }
 
 /// Whether `fd` is one of ustack's: 1 or 0.

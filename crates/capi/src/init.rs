@@ -169,6 +169,7 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
         eprintln!("{program}: warning: {w}");
     }
     let core = narrow_to_process(&mut cfg, args.proc_id, program)?;
+    crate::sysctl::note_config(&cfg);
     let seed = link::os::random_seed().map_err(|e| {
         InitError(
             format!("cannot read a random seed: {e}"),
@@ -231,6 +232,7 @@ pub fn init(args: &[String]) -> Result<(), (String, Errno)> {
     let r = (|| {
         let a = InitArgs::parse(args)?;
         let engine = build(&a, &program)?;
+        crate::fstack::note_engine_clock(Duration::from_micros(engine.now().total_micros()));
         describe(&engine, &program);
         api::attach(engine);
         let file = a.stats.as_deref().map(StatsFile::new);

@@ -21,10 +21,18 @@
 //! application writes into the send buffer in place), and F-Stack's
 //! `ff_zc_mbuf_get` / `ff_zc_mbuf_write` / `ff_write` (`zero_copy.rs`).
 //!
-//! Not offered: zero-copy receive (`ff_zc_mbuf_read`), IPv6,
-//! `select`/`poll`, F-Stack's `ff_sysctl`, `ff_route_ctl`, `ff_dup` and its
-//! multi-process model (one process serves a configuration; `--proc-id`
-//! picks its core).
+//! The rest of F-Stack's API: `ff_poll`, `ff_select`, `ff_kevent_do_each`
+//! (`wait.rs`), `ff_dup`, `ff_dup2`, `ff_getmaxfd`, `ff_gettimeofday`,
+//! `ff_pthread_create`/`_join` (`fstack.rs`), `ff_sysctl` (`sysctl.rs`),
+//! `ff_route_ctl` (`route.rs`), `ff_get_traffic` (`stats.rs`),
+//! `ff_zc_mbuf_read` (`zero_copy.rs`), and the variadic `ff_ioctl`,
+//! `ff_fcntl` and ff_log.h's log, written in C (`ff_variadic.c`, compiled
+//! and exported by build.rs).
+//!
+//! Not offered: zero-copy receive, IPv6, F-Stack's multi-process model
+//! (one process serves a configuration; `--proc-id` picks its core),
+//! `ff_dpdk_raw_packet_send`, `ff_regist_pcblddr_fun`, `ff_rtioctl`,
+//! `ff_ngctl`, the `*_freebsd` calls.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -34,8 +42,11 @@ pub mod fstack;
 mod hook;
 mod init;
 mod msg;
+pub mod route;
 mod sockets;
 mod stats;
+mod sysctl;
+mod wait;
 mod zero_copy;
 
 pub use events::*;
@@ -44,6 +55,8 @@ pub use init::*;
 pub use msg::*;
 pub use sockets::*;
 pub use stats::*;
+pub use sysctl::*;
+pub use wait::*;
 pub use zero_copy::*;
 
 use std::os::raw::c_int;

@@ -1,7 +1,8 @@
-//! The engine's counters for C: by name, or all of them into an array.
+//! The engine's counters for C: by name, or all of them into an array;
+//! F-Stack's `ff_get_traffic`.
 
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::{c_char, c_int, c_void};
 
 use api::Errno;
 use runtime::PortLink;
@@ -82,4 +83,57 @@ pub unsafe extern "C" fn ustack_stat(name: *const c_char, value: *mut u64) -> c_
         Ok(())
     })();
     ret_unit(r)
+}
+
+/// F-Stack's `struct ff_traffic_args`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FfTrafficArgs {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// The frames and bytes every port of the calling thread's engines
+/// received and sent; EBADF off an engine's thread.
+fn traffic() -> api::Result<FfTrafficArgs> {
+    let mut t = FfTrafficArgs::default();
+    let mut any = false;
+    for i in 0.. {
+        let Some(stats) = api::with_engine::<PortLink, _>(i, |e| e.link_stats())? else {
+            break;
+        };
+        any = true;
+        for s in stats {
+            t.rx_packets += s.rx_frames;
+            t.rx_bytes += s.rx_bytes;
+            t.tx_packets += s.tx_frames;
+            t.tx_bytes += s.tx_bytes;
+        }
+    }
+    if any {
+        Ok(t)
+    } else {
+        Err(Errno::EBADF)
+    }
+}
+
+/// `ff_get_traffic(buffer)`: the engine's traffic into `buffer` as
+/// `struct ff_traffic_args` (F-Stack's 32 bytes).  Off the engine's
+/// thread: zeros, errno EBADF.  `buffer` NULL: nothing.
+///
+/// # Safety
+/// `buffer` is null or points to 32 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ff_get_traffic(buffer: *mut c_void) {
+    if buffer.is_null() {
+        return;
+    }
+    let t = traffic().unwrap_or_else(|e| {
+        crate::set_errno(e);
+        FfTrafficArgs::default()
+    });
+    // SAFETY: 32 writable bytes (the caller's promise).
+    unsafe { buffer.cast::<FfTrafficArgs>().write_unaligned(t) };
 }

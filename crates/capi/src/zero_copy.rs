@@ -1,7 +1,8 @@
 //! Zero-copy send from C: `ustack_zc_send_get` / `ustack_zc_send_commit`
 //! (the application writes into the connection's send buffer in place),
 //! and F-Stack's `ff_zc_mbuf_get` / `ff_zc_mbuf_write` with `ff_write`
-//! taking the buffer they filled.
+//! taking the buffer they filled (`ff_zc_mbuf_read` copies back out what
+//! was written).
 //!
 //! F-Stack's buffer is not tied to a socket when it is made (`ff_zc_mbuf_get`
 //! has no fd), so here it is a buffer of ustack's that `ff_write` recognises
@@ -65,6 +66,8 @@ struct Staged {
     written: usize,
     /// Bytes `ff_write` has sent.
     sent: usize,
+    /// Bytes `ff_zc_mbuf_read` has copied out.
+    read: usize,
 }
 
 /// The buffers `ff_zc_mbuf_get` handed out, by address; `STAGED_COUNT`
@@ -108,6 +111,7 @@ pub unsafe extern "C" fn ff_zc_mbuf_get(m: *mut FfZcMbuf, len: c_int) -> c_int {
                 data,
                 written: 0,
                 sent: 0,
+                read: 0,
             },
         )
     });
@@ -176,6 +180,59 @@ pub unsafe extern "C" fn ff_zc_mbuf_write(
     // SAFETY: as read above.
     unsafe { m.write_unaligned(zm) };
     len
+}
+
+/// `ff_zc_mbuf_read(m, data, len)`: copies into `data` the next `len`
+/// bytes at most of what `ff_zc_mbuf_write` put into buffer `m`, after
+/// what earlier reads took.  Returns the count (0: all was read), or -1
+/// with errno EFAULT (`m` null, `data` null with `len` positive) or
+/// EINVAL (`len` negative; not a buffer of `ff_zc_mbuf_get`, or one that
+/// `ff_write` sent whole and freed).  `data` is `const` in F-Stack's
+/// declaration and written through all the same.
+///
+/// # Safety
+/// `m` is null or a readable `struct ff_zc_mbuf`; `data` is null or has
+/// `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ff_zc_mbuf_read(
+    m: *mut FfZcMbuf,
+    data: *const c_char,
+    len: c_int,
+) -> c_int {
+    if m.is_null() {
+        set_errno(EFAULT);
+        return -1;
+    }
+    let Ok(n) = usize::try_from(len) else {
+        set_errno(Errno::EINVAL);
+        return -1;
+    };
+    // SAFETY: `len` writable bytes at `data` (the caller's promise; F-Stack
+    // declares the pointer const but the call writes there).
+    let out = match unsafe { crate::sockets::bytes_mut(data.cast_mut().cast(), n) } {
+        Ok(b) => b,
+        Err(e) => {
+            set_errno(e);
+            return -1;
+        }
+    };
+    // SAFETY: non-null, a readable ff_zc_mbuf (the caller's promise).
+    let zm = unsafe { m.read_unaligned() };
+    let copied = staged(|s| {
+        let b = s.get_mut(&(zm.bsd_mbuf as usize))?;
+        let k = n.min(b.written - b.read);
+        out[..k].copy_from_slice(&b.data[b.read..b.read + k]);
+        b.read += k;
+        Some(k)
+    });
+    match copied {
+        // At most `len` bytes, which is an int.
+        Some(k) => k as c_int,
+        None => {
+            set_errno(Errno::EINVAL);
+            -1
+        }
+    }
 }
 
 /// `ff_write`'s side: when `buf` is a buffer of `ff_zc_mbuf_get`, sends
