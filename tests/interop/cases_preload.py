@@ -157,6 +157,23 @@ class Proc:
         self._close()
 
 
+class LogFile:
+    """A server's own log file, printed with the processes' output when a
+    test fails (the workdir is gone after)."""
+
+    def __init__(self, path, what):
+        self.path = path
+        self.args = [f"({what} {path})"]
+        h.register_output(self)
+
+    def stderr(self):
+        try:
+            with open(self.path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return "(no such file)"
+
+
 def children(pid):
     """The pids whose parent is `pid`."""
     out = []
@@ -333,7 +350,7 @@ class Preload:
         seen = []
         for proc in self.procs:
             for line in proc._read(proc.err_path).splitlines():
-                if "ustack" in line.lower() and line not in seen:
+                if re.search(r"ustack[-_]preload", line) and line not in seen:
                     seen.append(line)
         for line in seen[:15]:
             print(f"    | {line}")
@@ -641,6 +658,7 @@ def _(ctx):
         f.write(NGINX_CONF.format(d=d))
     nginx = shutil.which("nginx")
     base = [nginx, "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
+    LogFile(os.path.join(d, "error.log"), "nginx's error log")
     master = p.start(base, "nginx")
     p.wait_tcp(80, master)
     with open(os.path.join(d, "nginx.pid")) as f:
@@ -740,6 +758,7 @@ def _(ctx):
     srv = p.start([shutil.which("redis-server"), "--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no",
                    "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", d,
                    "--logfile", os.path.join(d, "redis.log")], "redis-server")
+    LogFile(os.path.join(d, "redis.log"), "redis' log")
     p.wait_tcp(6379, srv)
     check(redis_cli(p, "SET", "ustack:key", "a value") == "OK", "SET")
     check(redis_cli(p, "GET", "ustack:key") == "a value", "GET after SET")
@@ -781,6 +800,7 @@ server:
     identity: ""
     version: ""
     nsid: ""
+    udp-max-payload: 4096
 control:
     listen: "{d}/knot.sock"
 log:
@@ -819,7 +839,8 @@ txt     IN TXT  "hello from ustack"
 def dns_zone():
     lines = [ZONE]
     # 40 A records (a 700-byte answer) and a 3.7 KB TXT: over UDP it is
-    # truncated at 1232 bytes and fragmented with a 4096-byte EDNS buffer.
+    # truncated at 1232 bytes (dig's EDNS buffer) and, with a 4096-byte one
+    # (and the server's udp-max-payload 4096), sent in three fragments.
     lines += [f"many    IN A    192.0.2.{i}\n" for i in range(1, 41)]
     chunks = " ".join(f'"{c * 180}"' for c in "abcdefghijklmnopqrst")
     lines.append(f"big     IN TXT  {chunks}\n")
@@ -832,7 +853,7 @@ DNS_QUERIES = [
     ("www.example.test", "A", ()), ("www.example.test", "AAAA", ()), ("alias.example.test", "A", ()),
     ("txt.example.test", "TXT", ()), ("x.wild.example.test", "A", ()), ("nothere.example.test", "A", ()),
     ("www.example.test", "TXT", ()), ("other.test", "A", ()), ("many.example.test", "A", ()),
-    ("big.example.test", "TXT", ("+ignore",)), ("big.example.test", "TXT", ("+bufsize=4096",)),
+    ("big.example.test", "TXT", ("+ignore",)), ("big.example.test", "TXT", ("+bufsize=4096", "+ignore")),
     ("big.example.test", "TXT", ("+tcp",)), ("www.example.test", "A", ("+tcp",)),
     ("nothere.example.test", "A", ("+tcp",)), ("many.example.test", "A", ("+tcp",)),
 ]
@@ -861,6 +882,7 @@ def start_knot(p, d, addr, port, where, name):
     conf = os.path.join(d, "knot.conf")
     with open(conf, "w") as f:
         f.write(KNOT_CONF.format(d=d, zones=d, addr=addr, port=port))
+    LogFile(os.path.join(d, "knot.log"), f"{name}'s log")
     knotd = shutil.which("knotd")
     if where == "kernel":
         proc = p.kernel_start([knotd, "-c", conf], name)
@@ -921,7 +943,7 @@ def _(ctx):
     # The truncation and the fragmented answer were what they should be.
     big_tc = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+ignore",))
     check(any(" tc" in ln for ln in big_tc if "flags:" in ln), f"the 3.7 KB TXT over UDP not truncated: {big_tc}")
-    big_frag = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+bufsize=4096",))
+    big_frag = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+bufsize=4096", "+ignore"))
     check(sum(1 for ln in big_frag if "\tTXT\t" in ln) == 1 and not any(" tc" in ln for ln in big_frag if "flags:" in ln),
           f"the 3.7 KB TXT with a 4096-byte buffer: {big_frag}")
     print(f"    {len(DNS_QUERIES)} dig queries ({tcp_queries} over TCP) answered as by the kernel's server, "
@@ -982,8 +1004,13 @@ def _(ctx):
         secs = j["end"]["sum_received"]["seconds"]
         print(f"    iperf3 {what}: {sent} bytes sent, {received} received in {secs:.2f} s "
               f"({received * 8 / max(secs, 1e-9) / 1e9:.2f} Gbit/s)")
-        check(sent >= IPERF_BYTES and received == sent,
-              f"iperf3 {what}: {sent} bytes sent, {received} received (want {IPERF_BYTES} both)")
+        # The receiver stops counting when the client's TEST_END arrives on
+        # the control connection, whatever its data socket still holds
+        # unread: `received` may fall short of `sent` by up to a socket
+        # buffer (ustack's grow to net.inet.tcp.recvbuf_max), never more.
+        check(sent == IPERF_BYTES and sent - 4 * 1024 * 1024 <= received <= sent,
+              f"iperf3 {what}: {sent} bytes sent, {received} received (want {IPERF_BYTES} sent, "
+              "received short by at most 4 MiB)")
         results[what] = received
     check(srv.running(), f"iperf3 -s exited: {srv.stderr()[-2000:]}")
     p.carried("iperf3's streams", {"tcp_passive_opens": 4, "rx_bytes": IPERF_BYTES, "tx_bytes": IPERF_BYTES})
@@ -1018,7 +1045,9 @@ def _(ctx):
               name="curl-refused")
     check(r.returncode == 7 and "Connection refused" in r.stderr,
           f"curl to a closed port: rc={r.returncode} (want 7, connection refused): {r.stderr.strip()[-1000:]}")
-    p.carried("curl's connections", {"tcp_active_opens": 2, "rx_bytes": 10 * 1024 * 1024, "tcp_resets_received": 1})
+    # ustack counts an active open when it is established (Linux: when the
+    # SYN goes out), so the refused one shows as the reset it received.
+    p.carried("curl's connections", {"tcp_active_opens": 1, "rx_bytes": 10 * 1024 * 1024, "tcp_resets_received": 1})
     p.trace_summary("curl")
 
 
