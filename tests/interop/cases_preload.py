@@ -197,6 +197,18 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
+def wakeups(pid):
+    """Context switches of every thread of the process (each sleep and wake
+    of a thread is one voluntary switch)."""
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{t}/status") as f:
+            for line in f:
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    n += int(line.split()[1])
+    return n
+
+
 def kv(line):
     """{key: int} of the key=value words of a line."""
     return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)\b", line)}
@@ -529,16 +541,17 @@ def _(ctx):
     for kind in ("epoll", "poll", "select"):
         # Idle: one wait of 2 s with nothing to do must sleep.
         m = prog.wait_line(rf"^idle {kind} begin timeout_ms=\d+$", timeout=10, start=pos)
-        c0, t0 = cpu_ticks(pid), time.monotonic()
+        c0, w0, t0 = cpu_ticks(pid), wakeups(pid), time.monotonic()
         m = prog.wait_line(rf"^idle {kind} end .*$", timeout=MW_IDLE_MS / 1000 + 10, start=m.end())
-        c1, t1 = cpu_ticks(pid), time.monotonic()
+        c1, w1, t1 = cpu_ticks(pid), wakeups(pid), time.monotonic()
         pos = m.end()
         r = kv(m.group(0))
         proc_frac = (c1 - c0) / hz / (t1 - t0)
         own_frac = r["cpu_us"] / 1e3 / max(1, r["elapsed_ms"])
         print(f"    idle {kind}: the wait returned {r['n']} after {r['elapsed_ms']} ms; CPU from /proc/{pid}/stat "
               f"{(c1 - c0) * 1000 // hz} ms over {t1 - t0:.2f} s ({100 * proc_frac:.1f}% of a core), "
-              f"the process's own clock {r['cpu_us']} us ({100 * own_frac:.2f}%)")
+              f"the process's own clock {r['cpu_us']} us ({100 * own_frac:.2f}%); "
+              f"{(w1 - w0) / (t1 - t0):.0f} context switches/s")
         check(r["n"] == 0, f"idle {kind}: the wait returned {r['n']} with nothing to report")
         check(MW_IDLE_MS - 5 <= r["elapsed_ms"] <= MW_IDLE_MS + 500,
               f"idle {kind}: a wait of {MW_IDLE_MS} ms took {r['elapsed_ms']} ms")
@@ -782,7 +795,8 @@ def _(ctx):
     piped = redis_benchmark(p, "-P", "16", requests=50000)
     t2 = time.monotonic()
     for what, rps, dt in (("50 clients", plain, t1 - t0), ("50 clients, -P 16", piped, t2 - t1)):
-        print(f"    redis-benchmark {what} ({dt:.1f} s): " + ", ".join(f"{k.split()[0]} {v:.0f}/s" for k, v in rps.items()))
+        print(f"    redis-benchmark {what} ({dt:.1f} s): "
+              + ", ".join(f"{k.split()[0]} {v:.0f}/s" for k, v in rps.items()))
     info = redis_cli(p, "INFO", "stats")
     conns = int(re.search(r"total_connections_received:(\d+)", info).group(1))
     rejected = int(re.search(r"rejected_connections:(\d+)", info).group(1))
@@ -955,7 +969,8 @@ def _(ctx):
     big_tc = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+ignore",))
     check(any(" tc" in ln for ln in big_tc if "flags:" in ln), f"the 3.7 KB TXT over UDP not truncated: {big_tc}")
     big_frag = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+bufsize=4096", "+ignore"))
-    check(sum(1 for ln in big_frag if "\tTXT\t" in ln) == 1 and not any(" tc" in ln for ln in big_frag if "flags:" in ln),
+    check(sum(1 for ln in big_frag if "\tTXT\t" in ln) == 1
+          and not any(" tc" in ln for ln in big_frag if "flags:" in ln),
           f"the 3.7 KB TXT with a 4096-byte buffer: {big_frag}")
     print(f"    {len(DNS_QUERIES)} dig queries ({tcp_queries} over TCP) answered as by the kernel's server, "
           "a truncated and a fragmented UDP answer among them")
@@ -966,7 +981,8 @@ def _(ctx):
             if not opts:
                 f.write(f"{name} {rtype}\n")
     nq = sum(1 for q in DNS_QUERIES if not q[2])
-    for mode, extra, runs in (("udp", ("-c", "4", "-Q", "3000"), 100), ("tcp", ("-m", "tcp", "-c", "4", "-Q", "1000"), 20)):
+    for mode, extra, runs in (("udp", ("-c", "4", "-Q", "3000"), 100),
+                              ("tcp", ("-m", "tcp", "-c", "4", "-Q", "1000"), 20)):
         r = dnsperf(p, qfile, "-n", str(runs), *extra)
         print(f"    dnsperf over {mode}: {r['completed']} of {r['sent']} completed, {r['lost']} lost, "
               f"{r['qps']:.0f} queries/s, response codes {r['codes']}")
