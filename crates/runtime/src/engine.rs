@@ -364,6 +364,18 @@ impl<L: Link> Engine<L> {
         self.refresh_turn_kind();
     }
 
+    /// Shares flows with the other processes of a fanout group over `h`
+    /// (see `Stack::set_flow_handoff`); gives the engine a dispatcher if
+    /// it has none.
+    pub fn set_flow_handoff(&mut self, h: link::FlowHandoff) {
+        let d = self
+            .dispatch
+            .get_or_insert_with(|| Dispatcher::new(0, 1, None, None, Vec::new()));
+        d.set_handoff(h);
+        self.stack.set_flow_handoff(true);
+        self.refresh_turn_kind();
+    }
+
     /// The dispatcher's counters, when there is one.
     pub fn dispatch_counters(&self) -> Option<&DispatchCounters> {
         self.dispatch.as_ref().map(|d| d.counters())
@@ -596,6 +608,11 @@ impl<L: Link> Engine<L> {
                 .receive(now, IfaceId(i as u16), buf.data(), meta, &mut sink);
             buf
         };
+        if self.stack.take_handoff() {
+            if let Some(d) = self.dispatch.as_mut() {
+                d.offer(i, meta.csum_partial, buf.data());
+            }
+        }
         sink.ports[i].link.recycle(buf);
     }
 

@@ -4,7 +4,11 @@
 //! joins one fanout group whose program computes ustack's flow hash
 //! (`link::fanout`), so each flow reaches exactly one process; each
 //! process reads the interface's ARP on a tap of its own (`link::ArpTap`),
-//! so every neighbour table learns what any process asked.
+//! so every neighbour table learns what any process asked.  While
+//! processes join and leave the group, the hash sends some flows to a
+//! process that does not have them: it hands such frames to the others
+//! (`link::handoff`) instead of resetting the connection, and the process
+//! that has the flow takes them.
 
 use std::io;
 
@@ -49,6 +53,12 @@ pub fn share_ports(
     for (i, tap) in taps {
         engine.add_arp_tap(i, tap);
     }
+    let handoff = link::FlowHandoff::open(group).map_err(|error| SetupError::Open {
+        port: 0,
+        link: "the group's handoff channel".into(),
+        error,
+    })?;
+    engine.set_flow_handoff(handoff);
     Ok(())
 }
 

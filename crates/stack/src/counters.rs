@@ -98,6 +98,9 @@ counters! {
         rx_drop_tcp_to_broadcast,
         rx_drop_tcp_listen_overflow,
         rx_drop_tcp_listen_unexpected,
+        /// Segments handed over by another process of the group that are
+        /// not this one's either (see `Stack::set_flow_handoff`).
+        rx_drop_tcp_handoff_unclaimed,
         rx_accept_tcp,
         // IPv6 (the engine arrives with a later issue)
         rx_drop_ipv6_truncated,
@@ -156,6 +159,12 @@ counters! {
         tcp_accepted,
         tcp_syncookies_sent,
         tcp_syncookies_accepted,
+        /// Segments of no connection of ours offered to the other processes
+        /// of the group (`Stack::set_flow_handoff`).
+        tcp_handoff_offered,
+        /// Segments another process of the group handed over that a
+        /// connection of ours took.
+        tcp_handoff_taken,
         tcp_challenge_acks_sent,
         tcp_paws_rejected,
         tcp_out_of_window,

@@ -11,7 +11,7 @@ use crate::ip::IpLayer;
 use crate::neighbor::NeighborCache;
 use crate::rand::{KeyedState, Rng};
 use crate::route::{IpCidr, Route, RouteError, RouteTable};
-use crate::sink::FrameSink;
+use crate::sink::{FrameSink, RxMeta};
 use crate::socket::table::SocketTable;
 use crate::tcp::shared::TcpShared;
 use crate::time::Instant;
@@ -76,6 +76,63 @@ impl Stack {
 
     pub fn config(&self) -> &StackConfig {
         &self.ip.cfg
+    }
+
+    /// Other processes share this stack's ports (one AF_PACKET fanout
+    /// group), and a flow may reach a process that does not have it while
+    /// processes join or leave the group.  With `on`, a TCP segment of no
+    /// connection of ours (nor a new connection for a listener) is not
+    /// answered with a reset: [`Stack::take_handoff`] says so after the
+    /// receive, and the caller offers the frame to the other processes,
+    /// which give it to [`Stack::receive_handed_over`].
+    pub fn set_flow_handoff(&mut self, on: bool) {
+        self.tcp.handoff.on = on;
+    }
+
+    /// Whether the frame just received is to be offered to the other
+    /// processes (see [`Stack::set_flow_handoff`]); asking clears it.
+    #[inline]
+    pub fn take_handoff(&mut self) -> bool {
+        std::mem::take(&mut self.tcp.handoff.offer)
+    }
+
+    /// Receives a frame another process of the group offered: taken by a
+    /// connection or listener of ours (true: tell the offerer), or dropped
+    /// (counted) if it is not ours either.
+    pub fn receive_handed_over(
+        &mut self,
+        now: Instant,
+        iface: IfaceId,
+        frame: &[u8],
+        meta: RxMeta,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        self.tcp.handoff.forwarded = true;
+        self.tcp.handoff.unclaimed = false;
+        self.receive(now, iface, frame, meta, sink);
+        self.tcp.handoff.forwarded = false;
+        self.tcp.handoff.offer = false;
+        let taken = !std::mem::take(&mut self.tcp.handoff.unclaimed);
+        if taken {
+            self.ip.counters.tcp_handoff_taken += 1;
+        }
+        taken
+    }
+
+    /// Receives a frame this stack offered to the group and nobody took:
+    /// as if the ports were not shared (a segment of no connection gets
+    /// its reset now).
+    pub fn receive_unclaimed(
+        &mut self,
+        now: Instant,
+        iface: IfaceId,
+        frame: &[u8],
+        meta: RxMeta,
+        sink: &mut dyn FrameSink,
+    ) {
+        let on = std::mem::replace(&mut self.tcp.handoff.on, false);
+        self.receive(now, iface, frame, meta, sink);
+        self.tcp.handoff.on = on;
     }
 
     /// Adds an interface with its connected route and, if it has a gateway,

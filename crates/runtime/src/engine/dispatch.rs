@@ -210,6 +210,19 @@ pub struct DispatchCounters {
     pub hook_answer_drops: u64,
     /// ARP frames read from the ARP taps (learned from, not answered).
     pub arp_tap_frames: u64,
+    /// Frames of no flow of ours offered to the group's other processes.
+    pub handoff_offered: u64,
+    /// Frames offered to no other process (none there, or none reached).
+    pub handoff_unsent: u64,
+    /// Frames the group's other processes offered to this one.
+    pub handoff_received: u64,
+    /// Frames another process offered that were ours (claimed).
+    pub handoff_claimed: u64,
+    /// Offers of ours nobody claimed in time: received as if the ports
+    /// were not shared (a reset for a segment of no connection).
+    pub handoff_expired: u64,
+    /// Errors reading the handoff channel.
+    pub handoff_errors: u64,
     /// Errors reading an ARP tap.
     pub arp_tap_errors: u64,
 }
@@ -231,6 +244,12 @@ impl DispatchCounters {
         f("hook_answered", self.hook_answered);
         f("hook_answer_drops", self.hook_answer_drops);
         f("arp_tap_frames", self.arp_tap_frames);
+        f("handoff_offered", self.handoff_offered);
+        f("handoff_unsent", self.handoff_unsent);
+        f("handoff_received", self.handoff_received);
+        f("handoff_claimed", self.handoff_claimed);
+        f("handoff_expired", self.handoff_expired);
+        f("handoff_errors", self.handoff_errors);
         f("arp_tap_errors", self.arp_tap_errors);
     }
 }
@@ -252,7 +271,27 @@ pub struct Dispatcher<B> {
     /// ARP taps by port, when this engine shares its ports' fanout groups
     /// with other processes (`link::ArpTap`).
     arp_taps: Vec<(u16, link::ArpTap)>,
+    /// The group's channel for frames of flows another process has.
+    handoff: Option<link::FlowHandoff>,
+    /// Our offers waiting for a claim, oldest first.
+    offers: std::collections::VecDeque<PendingOffer>,
 }
+
+/// A frame offered to the group, kept until a member claims it or its
+/// time passes (then it is ours to answer: with a reset).
+struct PendingOffer {
+    id: u32,
+    deadline: std::time::Instant,
+    port: u16,
+    csum_partial: bool,
+    frame: Vec<u8>,
+}
+
+/// How long an offer waits for a claim (the other processes answer on
+/// their next turn, or when their idle wait sees the channel readable).
+const OFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// Offers waiting at most; past it the oldest is answered at once.
+const MAX_OFFERS: usize = 1024;
 
 impl<B: PacketBuffer> Dispatcher<B> {
     /// Engine `engine` of `engines` (`mesh` is its end of the rings when
@@ -275,7 +314,41 @@ impl<B: PacketBuffer> Dispatcher<B> {
             scratch: Vec::new(),
             hook: None,
             arp_taps: Vec::new(),
+            handoff: None,
+            offers: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Frames of no flow of ours go to the group's other processes over
+    /// `h`, and theirs come here (see `Stack::set_flow_handoff`).
+    pub fn set_handoff(&mut self, h: link::FlowHandoff) {
+        self.handoff = Some(h);
+    }
+
+    /// Offers a frame the stack found no flow for to the other processes.
+    pub(super) fn offer(&mut self, port: usize, csum_partial: bool, frame: &[u8]) {
+        let Some(h) = self.handoff.as_mut() else {
+            return;
+        };
+        let (id, reached) = h.offer(port as u16, csum_partial, frame);
+        if reached > 0 {
+            self.counters.handoff_offered += 1;
+        } else {
+            self.counters.handoff_unsent += 1;
+        }
+        // Kept either way: unclaimed, it is answered as if not shared.
+        self.offers.push_back(PendingOffer {
+            id,
+            deadline: std::time::Instant::now()
+                + if reached > 0 {
+                    OFFER_WAIT
+                } else {
+                    std::time::Duration::ZERO
+                },
+            port: port as u16,
+            csum_partial,
+            frame: frame.to_vec(),
+        });
     }
 
     /// Reads port `port`'s ARP frames from `tap` too: every one is
@@ -301,6 +374,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             .flatten()
             .filter_map(|k| k.tap.rx_fd())
             .chain(self.arp_taps.iter().map(|(_, t)| t.fd()))
+            .chain(self.handoff.iter().map(|h| h.fd()))
     }
 
     fn push(&mut self, to: usize, f: Forward<B>) -> Result<(), Forward<B>> {
@@ -661,6 +735,69 @@ pub(super) fn serve<L: Link>(
                 csum_partial: false,
             };
             stack.receive(now, IfaceId(*port), &frame[..n], meta, &mut muted);
+        }
+    }
+    // Frames of our flows that reached another process of the group, and
+    // claims of our offers.
+    if let Some(h) = d.handoff.as_mut() {
+        for _ in 0..INBOUND_BUDGET {
+            let (port, csum_partial, frame, from) = match h.receive() {
+                Ok(Some(link::handoff::Message::Offer {
+                    port,
+                    csum_partial,
+                    frame,
+                    from,
+                })) => (port, csum_partial, frame, from),
+                Ok(Some(link::handoff::Message::Claim { id })) => {
+                    work = true;
+                    d.offers.retain(|o| o.id != id);
+                    continue;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    d.counters.handoff_errors += 1;
+                    break;
+                }
+            };
+            work = true;
+            d.counters.handoff_received += 1;
+            if usize::from(port) >= ports.len() {
+                d.counters.handoff_errors += 1;
+                continue;
+            }
+            let mut sink = TxQueues {
+                ports,
+                now,
+                counters,
+            };
+            let meta = RxMeta { csum_partial };
+            if stack.receive_handed_over(now, IfaceId(port), frame, meta, &mut sink) {
+                d.counters.handoff_claimed += 1;
+                h.claim(&from);
+            }
+        }
+        // Offers nobody claimed: ours to answer.
+        let wall = std::time::Instant::now();
+        while d
+            .offers
+            .front()
+            .is_some_and(|o| o.deadline <= wall || d.offers.len() > MAX_OFFERS)
+        {
+            let Some(o) = d.offers.pop_front() else { break };
+            work = true;
+            d.counters.handoff_expired += 1;
+            if usize::from(o.port) >= ports.len() {
+                continue;
+            }
+            let mut sink = TxQueues {
+                ports,
+                now,
+                counters,
+            };
+            let meta = RxMeta {
+                csum_partial: o.csum_partial,
+            };
+            stack.receive_unclaimed(now, IfaceId(o.port), &o.frame, meta, &mut sink);
         }
     }
     // The exception path: what waits for the kernel, and what the kernel

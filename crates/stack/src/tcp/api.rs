@@ -201,8 +201,29 @@ impl Stack {
             self.tcp_listen_input(now, lindex, local, remote, &seg, sink);
             return;
         }
+        if self.tcp_hand_off() {
+            return;
+        }
         self.ip.counters.rx_drop_tcp_no_socket += 1;
         send_reset_for(&mut self.ip, now, local, remote, &seg, sink);
+    }
+
+    /// A segment of no connection of ours, when other processes share the
+    /// ports: offered to them (or, handed over by one of them, dropped).
+    /// Returns whether it was dealt with so (no reset is due then).
+    fn tcp_hand_off(&mut self) -> bool {
+        let h = &mut self.tcp.handoff;
+        if !h.on {
+            return false;
+        }
+        if h.forwarded {
+            h.unclaimed = true;
+            self.ip.counters.rx_drop_tcp_handoff_unclaimed += 1;
+        } else {
+            h.offer = true;
+            self.ip.counters.tcp_handoff_offered += 1;
+        }
+        true
     }
 
     /// Header prediction (`fast_input.rs`): takes the segment if it is
@@ -315,8 +336,15 @@ impl Stack {
                     return;
                 }
             }
+            // Another process's connection, or its cookie.
+            if self.tcp_hand_off() {
+                return;
+            }
             self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
             send_reset_for(&mut self.ip, now, local, remote, seg, sink);
+            return;
+        }
+        if (!flags.syn() || flags.ack()) && self.tcp_hand_off() {
             return;
         }
         if !flags.syn() || flags.ack() || flags.fin() {

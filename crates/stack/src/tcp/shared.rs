@@ -41,6 +41,24 @@ pub(crate) struct TcpShared {
     /// `cfg.delayed_ack_timeout` in microseconds: armed on most segments
     /// with data.
     pub delack_us: u64,
+    /// Sharing flows with other processes (`Stack::set_flow_handoff`).
+    pub handoff: Handoff,
+}
+
+/// What the stack does with a TCP segment of no connection of its own when
+/// other processes share its ports.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Handoff {
+    /// Offer such segments to the other processes instead of answering
+    /// them with a reset.
+    pub on: bool,
+    /// The segment being received was handed over by another process:
+    /// if it is not ours it is dropped, not offered again.
+    pub forwarded: bool,
+    /// The segment just received is to be offered to the others.
+    pub offer: bool,
+    /// The handed-over segment just received was not ours.
+    pub unclaimed: bool,
 }
 
 impl TcpShared {
@@ -59,6 +77,7 @@ impl TcpShared {
             lend: FrameLending::default(),
             next_trim: Instant::ZERO,
             delack_us: duration_micros(cfg.delayed_ack_timeout),
+            handoff: Handoff::default(),
             cfg,
         }
     }
