@@ -46,6 +46,9 @@ pub(crate) fn apply_tcp_options(
     if o.nodelay {
         let _ = stack.tcp_set_nodelay(now, h, true, sink);
     }
+    if o.cork {
+        let _ = stack.tcp_set_cork(now, h, true, sink);
+    }
     if o.keepalive {
         let _ = stack.tcp_set_keepalive(now, h, true);
     }

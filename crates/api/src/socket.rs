@@ -49,6 +49,8 @@ pub(crate) struct Options {
     pub reuseport: bool,
     pub keepalive: bool,
     pub nodelay: bool,
+    /// TCP_CORK.
+    pub cork: bool,
     pub broadcast: bool,
     /// SO_LINGER: `Some(seconds)` when on.
     pub linger: Option<i32>,

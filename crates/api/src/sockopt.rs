@@ -211,6 +211,15 @@ impl Worker {
                             })?;
                         }
                     }
+                    TCP_CORK => {
+                        o.cork = v != 0;
+                        if let (Some(h), Some(e)) = (conn, engine) {
+                            let d = self.engines[e].driver.as_mut();
+                            driver::call(d, |now, stack, sink| {
+                                stack.tcp_set_cork(now, h, v != 0, sink)
+                            })?;
+                        }
+                    }
                     TCP_KEEPIDLE | TCP_KEEPINTVL => {
                         if !(1..=32767).contains(&v) {
                             return Err(Errno::EINVAL);
@@ -360,6 +369,7 @@ impl Worker {
             (SOL_SOCKET, _) => Err(Errno::ENOPROTOOPT),
             (IPPROTO_TCP, n) if stream => match n {
                 TCP_NODELAY => int(o.nodelay as i32, out),
+                TCP_CORK => int(o.cork as i32, out),
                 TCP_KEEPIDLE => int(
                     o.keepidle.unwrap_or(tcp_cfg.keepidle.as_secs() as u32) as i32,
                     out,

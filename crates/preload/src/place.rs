@@ -85,8 +85,8 @@ pub fn on_ustack(fd: RawFd) -> Result<(), Errno> {
     for (level, name, val) in &p.opts {
         if let Err(e) = api::setsockopt(fd, *level, *name, val) {
             notes::once(format!(
-                "setsockopt(level {level}, option {name}) is not supported by ustack ({e}); \
-                 ignored"
+                "{} is not supported by ustack ({e}); ignored",
+                notes::option_name(*level, *name)
             ));
         }
     }

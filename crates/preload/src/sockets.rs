@@ -416,8 +416,18 @@ pub unsafe extern "C" fn setsockopt(
         return kernel();
     }
     match classify(fd) {
-        // SAFETY: the caller's arguments.
-        Fd::Ustack => inside(|| unsafe { capi::ustack_setsockopt(fd, level, name, val, len) }),
+        Fd::Ustack => inside(|| {
+            // SAFETY: the caller's arguments.
+            let r = unsafe { capi::ustack_setsockopt(fd, level, name, val, len) };
+            if r < 0 && crate::last_errno() == Errno::ENOPROTOOPT {
+                notes::once(format!(
+                    "{} on a ustack socket: ENOPROTOOPT (not supported)",
+                    notes::option_name(level, name)
+                ));
+                set_errno(Errno::ENOPROTOOPT);
+            }
+            r
+        }),
         Fd::Pending => {
             if (len as c_int) < 0 {
                 return ret(Err(Errno::EINVAL));

@@ -394,3 +394,45 @@ fn segment_with_a_zero_port_is_dropped_and_counted() {
     assert_eq!(n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb), Ok(10));
     assert_eq!(&buf[..10], b"0123456789");
 }
+
+#[test]
+fn tcp_cork_holds_short_segments_until_uncorked() {
+    let mut n = Net::new();
+    let (c, s) = n.established();
+    n.a.tcp_set_nodelay(n.now, c, true, &mut n.sa).unwrap();
+    n.a.tcp_set_cork(n.now, c, true, &mut n.sa).unwrap();
+    // Corked: two short writes leave nothing on the wire, even with
+    // TCP_NODELAY and nothing in flight.
+    n.a.tcp_send(n.now, c, b"head", &mut n.sa).unwrap();
+    n.a.tcp_send(n.now, c, b"ers\r\n", &mut n.sa).unwrap();
+    assert!(n.sa.frames.is_empty(), "a corked short segment waits");
+    // Uncorking sends what waits, in one segment.
+    n.a.tcp_set_cork(n.now, c, false, &mut n.sa).unwrap();
+    assert_eq!(n.sa.frames.len(), 1);
+    n.run(2);
+    let mut buf = [0u8; 64];
+    assert_eq!(n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb), Ok(9));
+    assert_eq!(&buf[..9], b"headers\r\n");
+    // A full segment goes even while corked; the short rest waits for the
+    // close, whose FIN takes it.
+    n.a.tcp_set_cork(n.now, c, true, &mut n.sa).unwrap();
+    let mss = n.a.tcp_info(c).unwrap().snd_mss as usize;
+    let data = vec![7u8; mss + 100];
+    assert_eq!(n.a.tcp_send(n.now, c, &data, &mut n.sa), Ok(data.len()));
+    assert_eq!(n.sa.frames.len(), 1, "the full segment");
+    n.run(2);
+    assert_eq!(
+        n.b.tcp_recv(n.now, s, &mut vec![0u8; 4096], &mut n.sb),
+        Ok(mss)
+    );
+    n.a.tcp_close(n.now, c, &mut n.sa).unwrap();
+    n.run(2);
+    assert_eq!(
+        n.b.tcp_recv(n.now, s, &mut vec![0u8; 4096], &mut n.sb),
+        Ok(100)
+    );
+    assert_eq!(
+        n.b.tcp_recv(n.now, s, &mut vec![0u8; 4096], &mut n.sb),
+        Ok(0)
+    );
+}

@@ -1048,6 +1048,26 @@ impl Stack {
         Ok(())
     }
 
+    /// TCP_CORK: while on, segments shorter than the MSS are held (the FIN
+    /// still takes what is queued); turning it off sends what waits.
+    /// Unlike Linux, a cork held for 200 ms does not let the data go by
+    /// itself: it waits for the uncork, a full segment or the close.
+    pub fn tcp_set_cork(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        on: bool,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        conn.cork = on;
+        if !on {
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            self.tcp_after_event(now, h.index, InputEvents::default());
+        }
+        Ok(())
+    }
+
     /// SO_KEEPALIVE.
     pub fn tcp_set_keepalive(
         &mut self,

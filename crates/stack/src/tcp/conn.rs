@@ -106,6 +106,9 @@ pub(crate) struct TcpConnection {
     pub unacked_segments: u32,
 
     pub nodelay: bool,
+    /// TCP_CORK: a segment shorter than the MSS waits (until uncorked or
+    /// the FIN), whatever Nagle or TCP_NODELAY would do.
+    pub cork: bool,
     pub keepalive: bool,
     /// Per-socket keep-alive timing (TCP_KEEPIDLE/INTVL/CNT); `None`: the
     /// stack's configuration.
@@ -210,6 +213,7 @@ impl TcpConnection {
             ack_now: false,
             unacked_segments: 0,
             nodelay: false,
+            cork: false,
             keepalive: false,
             keep_idle: None,
             keep_intvl: None,

@@ -501,8 +501,9 @@ impl TcpConnection {
             && self.dupacks == 0
             && avail <= (self.snd_una + self.snd_wnd) - seq
             && avail <= self.cc.cwnd().saturating_sub(in_flight)
-            // Nagle (RFC 9293 3.7.4) would hold a small segment back.
-            && (avail == self.snd_mss || self.nodelay || in_flight == 0)
+            // Nagle (RFC 9293 3.7.4), or TCP_CORK, would hold a small
+            // segment back.
+            && (avail == self.snd_mss || (!self.cork && (self.nodelay || in_flight == 0)))
             // After an idle period the general path restarts the window.
             && (self.flight() > 0 || now.micros_since(self.last_send) <= self.rtt.rto_us());
         if !fits {
@@ -604,8 +605,8 @@ impl TcpConnection {
             if len > 0 && len < self.snd_mss && !fin {
                 if len == avail {
                     // Nagle (RFC 9293 3.7.4): a small segment waits while
-                    // data is unacknowledged.
-                    if !self.nodelay && self.snd_nxt > self.snd_una {
+                    // data is unacknowledged; corked, it waits anyway.
+                    if self.cork || (!self.nodelay && self.snd_nxt > self.snd_una) {
                         break;
                     }
                 } else if len < self.max_snd_wnd / 2 && self.snd_nxt > self.snd_una {
