@@ -679,8 +679,13 @@ impl<L: Link> Engine<L> {
 
     fn idle_plan_at(&self, wall: std::time::Instant) -> IdlePlan {
         let mut timeout = self.cfg.idle_sleep;
-        let timer = self.clock.to_std(self.next_timer);
-        timeout = timeout.min(timer.saturating_duration_since(wall));
+        // The stack's own earliest deadline, not the next tick: an idle
+        // engine with no timer due sleeps the whole `idle_sleep` instead of
+        // waking every tick (the tick still paces the timers once awake).
+        if let Some(due) = self.stack.next_deadline() {
+            let timer = self.clock.to_std(due.max(self.next_timer));
+            timeout = timeout.min(timer.saturating_duration_since(wall));
+        }
         for p in &self.ports {
             if let Some(t) = p.link.next_event() {
                 timeout = timeout.min(t.saturating_duration_since(wall));
