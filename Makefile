@@ -74,11 +74,13 @@ c-examples: build
 	rm -rf $(CAPI_PREFIX) $(C_EXAMPLES)
 	$(MAKE) --no-print-directory install-files PREFIX=$(CAPI_PREFIX)
 	mkdir -p $(C_EXAMPLES)
-	@# F-Stack's calls beyond sockets (fstack_api_test), and a program in the
-	@# shape of F-Stack's examples (helloworld), on the F-Stack headers alone.
+	@# F-Stack's calls beyond sockets (fstack_api_test), a program in the
+	@# shape of F-Stack's examples (helloworld), and one process of its
+	@# multi-process mode (fstack_multiproc), on the F-Stack headers alone.
 	set -e; export PKG_CONFIG_PATH=$(CAPI_PREFIX)/lib/pkgconfig; rpath=-Wl,-rpath,$(CAPI_PREFIX)/lib; \
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/fstack_api_test tests/c/fstack_api_test.c $$(pkg-config --cflags --libs ustack-fstack) -lpthread $$rpath; \
-	cc $(C_FLAGS) -o $(C_EXAMPLES)/helloworld tests/c/fstack_example/helloworld.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath
+	cc $(C_FLAGS) -o $(C_EXAMPLES)/helloworld tests/c/fstack_example/helloworld.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath; \
+	cc $(C_FLAGS) -o $(C_EXAMPLES)/fstack_multiproc tests/c/fstack_multiproc.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath
 	set -e; export PKG_CONFIG_PATH=$(CAPI_PREFIX)/lib/pkgconfig; rpath=-Wl,-rpath,$(CAPI_PREFIX)/lib; \
 	for ex in echo_native http_native; do \
 	  cc $(C_FLAGS) -o $(C_EXAMPLES)/$$ex examples/c/$$ex.c $$(pkg-config --cflags --libs ustack) $$rpath; \

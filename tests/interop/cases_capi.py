@@ -7,10 +7,12 @@ against an installed libustack with pkg-config into target/c-examples, each
 serving a kernel peer over a veth (AF_PACKET)."""
 
 import os
+import re
 import random
 import socket
 import subprocess
 import threading
+import time
 
 import harness as h
 import tcp_tools as tt
@@ -24,6 +26,7 @@ SUBNETS.update({
     "capi_echo_fstack_af_packet": 212, "capi_http_fstack_af_packet": 213,
     "capi_abi_af_packet": 214,
     "capi_fstack_api_af_packet": 215, "capi_fstack_example_af_packet": 216,
+    "capi_fstack_multiproc_af_packet": 217,
 })
 
 
@@ -229,3 +232,78 @@ def _(ctx):
     with open(log_path) as f:
         text = f.read()
     check("listening on port 80" in text, f"helloworld's log (ff_log to its own file): {text!r}")
+
+
+def fetch_proc(ns, addr, timeout=3.0):
+    """Connects to addr:80 and reads to the end: "proc N" from whichever
+    process took the connection (None if it failed)."""
+    s = h.netns_socket(ns, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((addr, 80))
+        data = b""
+        while True:
+            chunk = s.recv(64)
+            if not chunk:
+                break
+            data += chunk
+        return data.decode(errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+@test("capi_fstack_multiproc_af_packet", budget=90)
+def _(ctx):
+    """F-Stack's multi-process mode: two processes from one configuration
+    (lcore_mask=3, --proc-id 0 and 1) serve one port, each its share, and
+    the outgoing connections of both complete (their replies come back to
+    the process that opened them)."""
+    name = "capi_fstack_multiproc_af_packet"
+    t = ctx.topo("af_packet", SUBNETS[name], binary=c_program(ctx, "fstack_multiproc"),
+                 extra=f"lcore_mask=3\nfile_prefix={name}\n")
+    kernel_tcp_echo(ctx, t, t.kernel_ip, "kernel-echo")
+    count = 40
+    procs = []
+    for pid, ptype in ((0, "primary"), (1, "secondary")):
+        u = h.Ustack(t.binary, t.workdir, t.config(), netns=t.ns_u, name=f"fstack_multiproc{pid}",
+                     extra_args=("--proc-type", ptype, "--proc-id", str(pid),
+                                 "--connect", f"{t.kernel_ip}:7", "--count", str(count))).start()
+        procs.append(u)
+        # --proc-id order: the secondary joins the port's group second.
+        deadline = time.monotonic() + 10
+        while "serving port 80" not in open(u.stderr_path, errors="replace").read():
+            check(u.running(), f"process {pid} exited: {open(u.stderr_path, errors='replace').read()[-2000:]}")
+            check(time.monotonic() < deadline, f"process {pid} did not start")
+            time.sleep(0.05)
+    t.ustack = procs[0]
+    t.wait_ready()
+    # Outgoing: each process's connections were echoed.
+    for pid, u in enumerate(procs):
+        deadline = time.monotonic() + 20
+        while True:
+            text = open(u.stderr_path, errors="replace").read()
+            m = re.search(r"outgoing: (\d+) of (\d+) echoed", text)
+            if m:
+                break
+            check(u.running(), f"process {pid} exited: {text[-2000:]}")
+            check(time.monotonic() < deadline, f"process {pid}: its outgoing connections did not finish: "
+                                               f"{text[-2000:]}")
+            time.sleep(0.05)
+        print(f"    process {pid}: outgoing {m.group(1)} of {m.group(2)} echoed")
+        check(int(m.group(1)) == count, f"process {pid}: {m.group(0)}")
+    # Incoming: connections spread over both processes.
+    seen = {}
+    for _ in range(60):
+        r = fetch_proc(t.ns_k, t.ustack_ip)
+        seen[r] = seen.get(r, 0) + 1
+    print(f"    60 connections to port 80 answered by {seen}")
+    check(set(seen) == {"proc 0", "proc 1"}, f"answers {seen}: both processes, and only they, must answer")
+    check(min(seen.values()) >= 10, f"each process must take its share of 60 connections: {seen}")
+    for pid, u in enumerate(procs):
+        st = u.wait_stats(lambda x: x.get("tcp_passive_opens", 0) >= 10 and x.get("tcp_active_opens", 0) == count,
+                          what=f"process {pid}'s connections", timeout=5)
+        print(f"    process {pid}: tcp_passive_opens {st.get('tcp_passive_opens')}, tcp_active_opens "
+              f"{st.get('tcp_active_opens')}, handoff_claimed {st.get('handoff_claimed', 0)}, "
+              f"arp_tap_frames {st.get('arp_tap_frames', 0)}")

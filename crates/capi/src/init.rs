@@ -129,8 +129,8 @@ fn narrow_to_process(
     if let Some(c) = core {
         if cores.len() > 1 {
             eprintln!(
-                "{program}: lcore_mask selects {} cores; this process runs one engine on core {c} \
-                 (--proc-id {proc_id}) and serves every flow of its ports",
+                "{program}: lcore_mask selects {} cores; this process (--proc-id {proc_id}) runs \
+                 one engine on core {c} and shares its ports with the other processes",
                 cores.len()
             );
         }
@@ -143,16 +143,11 @@ fn narrow_to_process(
 }
 
 fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> {
+    // Every process of a configuration is alike here (no process holds
+    // state the others attach to): primary and secondary only say which
+    // starts first, which `--proc-id` already orders.
     match args.proc_type.as_deref() {
-        None | Some("primary") | Some("auto") => {}
-        Some("secondary") => {
-            return Err(InitError(
-                "--proc-type secondary: one process serves a configuration here (there is no \
-                 primary to share ports with)"
-                    .into(),
-                Errno::EOPNOTSUPP,
-            ))
-        }
+        None | Some("primary") | Some("secondary") | Some("auto") => {}
         Some(other) => {
             return Err(format!("--proc-type {other}: primary, secondary or auto").into())
         }
@@ -168,6 +163,8 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
     for w in &cfg.warnings {
         eprintln!("{program}: warning: {w}");
     }
+    let processes = runtime::cores::engine_cores(&cfg).len();
+    let group = runtime::procgroup::group_for(&cfg);
     let core = narrow_to_process(&mut cfg, args.proc_id, program)?;
     crate::sysctl::note_config(&cfg);
     let seed = link::os::random_seed().map_err(|e| {
@@ -185,7 +182,38 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
         };
         InitError(e.to_string(), Errno(errno))
     };
-    let engine = if runtime::cores::needs_engines(&cfg) {
+    let engine = if processes > 1 {
+        // F-Stack's multi-process mode: this process is engine `proc_id`
+        // of `processes`, each its own process on its own core, sharing
+        // the ports through one fanout group (runtime::procgroup).
+        if cfg.kni.enable {
+            return Err(
+                "[kni] with several processes (lcore_mask of several cores): the \
+                        exception path needs one process"
+                    .to_string()
+                    .into(),
+            );
+        }
+        let steering = stack::steer::FlowSteering {
+            engines: processes as u16,
+            engine: args.proc_id as u16,
+        };
+        let mut engine =
+            runtime::setup::build_engine_steered(&cfg, seed, Some(steering)).map_err(setup_err)?;
+        let in_place =
+            runtime::procgroup::share_ports_as(&mut engine, &cfg, group, args.proc_id, JOIN_WAIT)
+                .map_err(setup_err)?;
+        if !in_place {
+            eprintln!(
+                "{program}: --proc-id {}: the processes before it did not all join within {}s \
+                 (start them in --proc-id order); replies to its outgoing connections may \
+                 reach another process first and be handed over",
+                args.proc_id,
+                JOIN_WAIT.as_secs()
+            );
+        }
+        engine
+    } else if runtime::cores::needs_engines(&cfg) {
         // The exception path ([kni]) comes with the multi-engine setup,
         // here with one engine.
         let mut slots = runtime::cores::build_engines(&cfg, seed).map_err(setup_err)?;
@@ -299,6 +327,9 @@ pub unsafe extern "C" fn ustack_init_conf(path: *const c_char) -> c_int {
 
 /// The application's loop callback.
 pub type LoopFn = unsafe extern "C" fn(arg: *mut c_void) -> c_int;
+
+/// How long a process of several waits for those before it to join.
+const JOIN_WAIT: Duration = Duration::from_secs(10);
 
 /// How often the stats file is rewritten.
 const STATS_EVERY: Duration = Duration::from_millis(100);

@@ -29,10 +29,18 @@
 //! `ff_fcntl` and ff_log.h's log, written in C (`ff_variadic.c`, compiled
 //! and exported by build.rs).
 //!
-//! Not offered: zero-copy receive, IPv6, F-Stack's multi-process model
-//! (one process serves a configuration; `--proc-id` picks its core),
-//! `ff_dpdk_raw_packet_send`, `ff_regist_pcblddr_fun`, `ff_rtioctl`,
-//! `ff_ngctl`, the `*_freebsd` calls.
+//! F-Stack's multi-process mode: with an `lcore_mask` of N cores, N
+//! processes started from one configuration with `--proc-id 0..N-1`
+//! (`--proc-type primary` or `secondary`, in id order) each run one engine
+//! on their core and share the ports (`link=af_packet`) through one
+//! fanout group: each flow reaches one process, outgoing connections take
+//! source ports whose replies come back to the process that opened them,
+//! ARP reaches all (`runtime::procgroup`).
+//!
+//! Not offered: zero-copy receive, IPv6, several processes on `af_xdp`,
+//! `dpdk` or `tap` ports, `ff_dpdk_raw_packet_send`,
+//! `ff_regist_pcblddr_fun`, `ff_rtioctl`, `ff_ngctl`, the `*_freebsd`
+//! calls.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

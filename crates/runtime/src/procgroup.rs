@@ -11,6 +11,7 @@
 //! that has the flow takes them.
 
 use std::io;
+use std::time::{Duration, Instant};
 
 use crate::config::{Config, LinkSpec};
 use crate::engine::Engine;
@@ -67,4 +68,65 @@ fn unreachable_link<T>(port: u16) -> Result<T, SetupError> {
         port,
         what: "link=af_packet opened as another kind of link",
     })
+}
+
+/// A fanout group id for processes started on their own from one
+/// configuration (F-Stack's `--proc-id`): the same for each of them, from
+/// `[dpdk] file_prefix` (F-Stack's name for a set of processes) and the
+/// ports' interfaces.
+pub fn group_for(cfg: &Config) -> u16 {
+    let mut key = cfg
+        .dpdk
+        .file_prefix
+        .clone()
+        .unwrap_or_else(|| "ustack".into());
+    for p in &cfg.ports {
+        key.push(':');
+        key.push_str(&link_name(&p.link));
+    }
+    // FNV-1a, folded to 16 bits; 0 is avoided.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in key.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    (((h >> 16) ^ h) as u16).max(1)
+}
+
+/// How many processes have joined `group` (each opens its handoff channel
+/// right after joining).
+pub fn members(group: u16) -> usize {
+    let prefix = format!("@ustack-g{group}-p");
+    std::fs::read_to_string("/proc/net/unix")
+        .map(|t| {
+            t.lines()
+                .filter(|l| {
+                    l.split_whitespace()
+                        .nth(7)
+                        .is_some_and(|p| p.starts_with(&prefix))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// [`share_ports`] as member `index` of the group: waits (up to `wait`)
+/// until the `index` processes before it have joined, so that the kernel
+/// gives it position `index` and the flows its outgoing connections'
+/// ports were chosen for.  Returns whether it joined in its place (if not,
+/// replies reaching another process are handed over to it, more slowly).
+pub fn share_ports_as(
+    engine: &mut Engine<PortLink>,
+    cfg: &Config,
+    group: u16,
+    index: usize,
+    wait: Duration,
+) -> Result<bool, SetupError> {
+    let end = Instant::now() + wait;
+    let mut in_place = members(group) == index;
+    while !in_place && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+        in_place = members(group) == index;
+    }
+    share_ports(engine, cfg, group)?;
+    Ok(in_place)
 }

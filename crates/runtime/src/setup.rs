@@ -287,10 +287,25 @@ pub fn fault_config(cfg: &Config) -> Option<FaultConfig> {
 /// Builds the engine a configuration describes: every port opened, port 0
 /// behind the fault injector when `[fault]` is present.
 pub fn build_engine(cfg: &Config, seed: u64) -> Result<Engine<PortLink>, SetupError> {
+    build_engine_steered(cfg, seed, None)
+}
+
+/// [`build_engine`] for engine `steering.engine` of `steering.engines`
+/// sharing the ports with engines in other processes: outgoing
+/// connections take source ports whose replies hash back to it.
+pub fn build_engine_steered(
+    cfg: &Config,
+    seed: u64,
+    steering: Option<stack::steer::FlowSteering>,
+) -> Result<Engine<PortLink>, SetupError> {
     if cfg.ports.is_empty() {
         return Err(SetupError::NoPorts);
     }
-    let mut stack = Stack::new(stack_config(cfg, seed));
+    let mut sc = stack_config(cfg, seed);
+    if steering.is_some() {
+        sc.tcp.steering = steering;
+    }
+    let mut stack = Stack::new(sc);
     let mut links = Vec::new();
     for (i, port) in cfg.ports.iter().enumerate() {
         let mut link = open_link(&cfg.dpdk, port)?;
