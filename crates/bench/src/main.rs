@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ustack-bench run [--runs N] [--warmup-ms MS] [--window-ms MS] [--out DIR]
-//!                  [--only NAME,...] [--callgrind-count N]
+//!                  [--only NAME,...] [--callgrind-count N] [--nginx-seconds S]
 //! ustack-bench server --stack ustack|linux --port P [--link FILE] [--cpu N]
 //! ustack-bench client --stack ustack|linux --port P --workload W [--link FILE]
 //!                     [--cpu N] [--warmup-ms MS --window-ms MS | --count N | --settle-ms MS]
@@ -21,6 +21,7 @@ mod kernel;
 mod logic;
 mod mem;
 mod net;
+mod nginx;
 mod proc;
 mod run;
 mod us;

@@ -27,6 +27,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::nginx::{self, NginxBench, RunFigures};
 use crate::Flags;
 
 /// How a figure compares with the goal.
@@ -64,6 +65,9 @@ enum Kind {
     Rate,
     /// Idle connections' memory, both stacks.
     Memory,
+    /// A program people run (nginx) under `ustack run` and on the kernel,
+    /// driven by a load generator (`nginx.rs`).
+    Program,
     /// Callgrind, ustack only.
     Instructions,
 }
@@ -137,6 +141,15 @@ const SPECS: &[Spec] = &[
         higher_better: true,
     },
     Spec {
+        name: "nginx_preload_keepalive_600b",
+        kind: Kind::Program,
+        workload: "nginx",
+        unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(2.0),
+        higher_better: true,
+    },
+    Spec {
         name: "mem_per_idle_conn",
         kind: Kind::Memory,
         workload: "idle:10000",
@@ -166,6 +179,8 @@ struct Options {
     only: Option<Vec<String>>,
     callgrind_count: u64,
     epoll_timeout_us: u64,
+    /// wrk's window for the nginx workload, in whole seconds.
+    nginx_seconds: u64,
 }
 
 /// The figures of one workload on one stack.
@@ -487,6 +502,105 @@ impl Ctx {
     }
 }
 
+/// The nginx workload: `runs` pairs of runs, ustack and the kernel in
+/// turn, each a fresh nginx; requests/s into the row, the server's and the
+/// load generator's core utilisation and the cost per request into its
+/// notes (medians over the runs that succeeded).
+fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window: Duration) {
+    let bench = match NginxBench::setup(exe, warmup, window) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("  nginx: {e}");
+            row.ustack.failures.push(format!("setup: {e}"));
+            row.linux.failures.push(format!("setup: {e}"));
+            return;
+        }
+    };
+    let mut figs: BTreeMap<&str, Vec<RunFigures>> = BTreeMap::new();
+    let mut pairs = Vec::new();
+    for r in 0..runs {
+        let mut pair = [None, None];
+        for (k, which) in ["ustack", "linux"].into_iter().enumerate() {
+            let s = if which == "ustack" {
+                &mut row.ustack
+            } else {
+                &mut row.linux
+            };
+            match bench.run(which) {
+                Ok(f) => {
+                    s.values.push(f.rps);
+                    pair[k] = Some(f.rps);
+                    figs.entry(which).or_default().push(f);
+                }
+                Err(e) => {
+                    eprintln!("  {which} run {}: {e}", r + 1);
+                    s.failures.push(format!("run {}: {e}", r + 1));
+                }
+            }
+        }
+        if let [Some(u), Some(l)] = pair {
+            pairs.push(u / l);
+        }
+    }
+    drop(bench);
+    let med = |which: &str, f: &dyn Fn(&RunFigures) -> f64| -> Option<f64> {
+        Samples {
+            values: figs.get(which)?.iter().map(f).collect(),
+            failures: Vec::new(),
+        }
+        .median()
+    };
+    let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
+    let num = |v: Option<f64>| fmt_value(v);
+    row.notes.push(format!(
+        "{}, one worker pinned to core 0, `listen 80 reuseport`, sendfile on, access_log off, \
+         600-byte page, keep-alive; wrk -t1 -c100 -d{}s pinned to core 1 in another network \
+         namespace over a veth (RPS: each end's receive processing on its own side's core); \
+         ustack: `ustack run`, AF_PACKET on the veth, busy polling",
+        nginx::version(),
+        window.as_secs()
+    ));
+    row.notes.push(format!(
+        "server core 0 busy: ustack {} (its engine's loops idle: {}), linux {}; load generator \
+         core 1 busy: ustack {}, linux {}; nginx worker's CPU: ustack {}, linux {} of a core",
+        pct(med("ustack", &|f| f.server_core_busy)),
+        pct(med("ustack", &|f| f.idle_loops.unwrap_or(f64::NAN))),
+        pct(med("linux", &|f| f.server_core_busy)),
+        pct(med("ustack", &|f| f.client_core_busy)),
+        pct(med("linux", &|f| f.client_core_busy)),
+        pct(med("ustack", &|f| f.worker_cpu_s / f.seconds)),
+        pct(med("linux", &|f| f.worker_cpu_s / f.seconds)),
+    ));
+    let (pu, pl) = (
+        med("ustack", &|f| f.per_core()),
+        med("linux", &|f| f.per_core()),
+    );
+    row.notes.push(format!(
+        "per CPU-second of the server's core: ustack {} requests ({} us each), linux {} ({} us \
+         each), ratio {}",
+        num(pu),
+        num(med("ustack", &|f| f.core_us_per_request())),
+        num(pl),
+        num(med("linux", &|f| f.core_us_per_request())),
+        match (pu, pl) {
+            (Some(u), Some(l)) if l > 0.0 => format!("{:.2}x", u / l),
+            _ => "-".into(),
+        }
+    ));
+    if !pairs.is_empty() {
+        let s = Samples {
+            values: pairs,
+            failures: Vec::new(),
+        };
+        row.notes.push(format!(
+            "requests/s ratio per pair of runs: median {:.2}x, {:.2}x..{:.2}x",
+            s.median().unwrap_or(0.0),
+            s.min().unwrap_or(0.0),
+            s.max().unwrap_or(0.0)
+        ));
+    }
+}
+
 /// Runs callgrind on `pair` with `count` round trips; each side's
 /// instructions (server, client).
 fn callgrind(exe: &Path, out_dir: &Path, count: u64) -> Result<(f64, f64), String> {
@@ -530,6 +644,7 @@ fn options(f: &Flags) -> Result<Options, String> {
         "only",
         "callgrind-count",
         "epoll-timeout-us",
+        "nginx-seconds",
     ])?;
     Ok(Options {
         runs: f.parse_or("runs", 5usize)?.max(1),
@@ -542,6 +657,7 @@ fn options(f: &Flags) -> Result<Options, String> {
             .map(|s| s.split(',').map(str::to_string).collect()),
         callgrind_count: f.parse_or("callgrind-count", 20_000u64)?.max(100),
         epoll_timeout_us: f.parse_or("epoll-timeout-us", 0u64)?,
+        nginx_seconds: f.parse_or("nginx-seconds", 5u64)?.max(1),
     })
 }
 
@@ -592,7 +708,8 @@ pub fn main(f: &Flags) -> Result<(), String> {
     order.sort_by_key(|&i| match rows[i].spec.kind {
         Kind::Memory => 0,
         Kind::Rate => 1,
-        Kind::Instructions => 2,
+        Kind::Program => 2,
+        Kind::Instructions => 3,
     });
     for i in order {
         let spec = rows[i].spec;
@@ -645,6 +762,14 @@ pub fn main(f: &Flags) -> Result<(), String> {
                         }
                     }
                 }
+            }
+            Kind::Program => {
+                let (runs, warmup, window) = (
+                    ctx.opt.runs,
+                    Duration::from_millis(ctx.opt.warmup_ms.max(1000)),
+                    Duration::from_secs(ctx.opt.nginx_seconds),
+                );
+                program_runs(&exe, &mut rows[i], runs, warmup, window);
             }
             Kind::Instructions => {
                 let n = ctx.opt.callgrind_count;

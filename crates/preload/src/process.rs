@@ -213,6 +213,23 @@ fn share_ports(s: &Settings) -> Result<(), String> {
     let group: u16 = group
         .parse()
         .map_err(|_| format!("{ENV_GROUP}={group}: not a fanout group id"))?;
+    if let Some(p) = s
+        .cfg
+        .ports
+        .iter()
+        .find(|p| !matches!(p.link, runtime::config::LinkSpec::AfPacket(_)))
+    {
+        // Only AF_PACKET ports can be shared between processes: this one
+        // serves them alone.
+        notes::once(format!(
+            "[port{}] link={}: one process serves this port (processes that share a port \
+             need link=af_packet); a process forked from this one cannot start an engine \
+             beside it",
+            p.id,
+            runtime::setup::link_name(&p.link)
+        ));
+        return Ok(());
+    }
     api::with_engine::<runtime::PortLink, _>(0, |e| {
         runtime::procgroup::share_ports(e, &s.cfg, group)
     })
