@@ -103,9 +103,11 @@ fuzz-short: deps
 # ustack beside the Linux kernel, same run, same cores (needs root for
 # /proc/slabinfo, valgrind, ~140 MB in /dev/shm, and an otherwise idle
 # machine): about 5 minutes on 2 cores.  Results in bench/results/.
+# The nginx workload runs nginx under `ustack run`: the launcher (tools) and
+# libustack_preload.so (preload) beside ustack-bench.
 bench:
 	USTACK_NO_FUZZ=1 ./scripts/install-deps.sh
-	$(CARGO) build --release -p bench
+	$(CARGO) build --release -p bench -p tools -p preload
 	$(CARGO) run --release -q -p bench --bin ustack-bench -- run --out bench/results
 
 clean:
