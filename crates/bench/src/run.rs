@@ -543,6 +543,18 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
         }
     }
     drop(bench);
+    let mut said: Vec<&str> = Vec::new();
+    for f in figs.get("ustack").into_iter().flatten() {
+        for l in &f.said {
+            if !said.contains(&l.as_str()) && said.len() < 5 {
+                said.push(l);
+            }
+        }
+    }
+    if !said.is_empty() {
+        row.notes
+            .push(format!("the library said: {}", said.join(" | ")));
+    }
     let med = |which: &str, f: &dyn Fn(&RunFigures) -> f64| -> Option<f64> {
         Samples {
             values: figs.get(which)?.iter().map(f).collect(),
@@ -553,8 +565,8 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
     let num = |v: Option<f64>| fmt_value(v);
     row.notes.push(format!(
-        "{}, one worker pinned to core 0, `listen 80 reuseport`, sendfile on, access_log off, \
-         600-byte page, keep-alive; wrk -t1 -c100 -d{}s pinned to core 1 in another network \
+        "{}, one worker pinned to core 0, `listen 80 reuseport`, sendfile and tcp_nopush on, \
+         access_log off, 600-byte page, keep-alive; wrk -t1 -c100 -d{}s pinned to core 1 in another network \
          namespace over a veth (RPS: each end's receive processing on its own side's core); \
          ustack: `ustack run`, AF_PACKET on the veth, busy polling",
         nginx::version(),
