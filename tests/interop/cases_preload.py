@@ -51,7 +51,7 @@ STRACE_DIR = os.environ.get("USTACK_PRELOAD_STRACE")
 
 SUBNETS.update({
     "preload_mixed_wait": 240, "preload_nginx": 241, "preload_redis": 242, "preload_knot_dns": 243,
-    "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246,
+    "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246, "preload_fork_after_engine": 247,
 })
 
 _libc = h._libc
@@ -1119,3 +1119,70 @@ def _(ctx):
     p.carried("http.server's connections", {"tcp_passive_opens": n + 2, "tx_bytes": 10 * 1024 * 1024})
     srv.kill()
     p.trace_summary("http.server")
+
+
+# --------------------------------------------------------------------------
+# 7. A process that forks after serving: the child serves the listener it
+#    inherited on an engine of its own once the parent is gone.
+
+FORK_SERVER = r"""
+import os, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8090))
+s.listen(16)
+c, _ = s.accept()
+c.recv(1000)
+c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
+c.close()
+if os.fork():
+    # The parent ends without exit handlers, as a forking server's does.
+    os._exit(0)
+print("child", os.getpid(), flush=True)
+for i in range(5):
+    c, _ = s.accept()
+    c.recv(1000)
+    c.sendall(b"HTTP/1.0 200 OK\r\n\r\nchild %d\n" % i)
+    c.close()
+print("child done", flush=True)
+"""
+
+
+@test("preload_fork_after_engine", budget=60)
+def _(ctx):
+    """A server that served from its engine and then forked: the parent's
+    reply leaves before it _exits, and the child, whose copy of the engine
+    is the parent's, sets the inherited listener up again on an engine of
+    its own and serves every following connection."""
+    p = Preload(ctx, "preload_fork_after_engine")
+    script = os.path.join(ctx.workdir, "fork_server.py")
+    with open(script, "w") as f:
+        f.write(FORK_SERVER)
+    srv = p.start(["/usr/bin/python3", script], "fork-server")
+    p.wait_tcp(8090, srv)
+    url = f"http://{p.ustack_ip}:8090/"
+    # wait_tcp's probe was the parent's one connection: it forks now and
+    # ends, so the child is watched by the pid it prints.
+    deadline = time.monotonic() + 10
+    while not (m := re.search(r"child (\d+)\n", srv.stdout())):
+        check(time.monotonic() < deadline, f"no child after the fork: {srv.stdout()[-500:]} {srv.stderr()[-1000:]}")
+        time.sleep(0.02)
+    child = int(m.group(1))
+    h.on_cleanup(f"fork child {child}", lambda: h.pid_alive(child) and os.kill(child, signal.SIGKILL))
+    time.sleep(0.3)
+    answers = []
+    for i in range(5):
+        r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+        answers.append(r.stdout.strip())
+        check(r.returncode == 0 and r.stdout.strip() == f"child {i}",
+              f"request {i} after the fork: rc={r.returncode} {r.stdout!r} {r.stderr.strip()!r}; "
+              f"the server said: {srv.stdout()[-1000:]} {srv.stderr()[-1000:]}")
+    print(f"    after the fork: {answers}")
+    deadline = time.monotonic() + 10
+    while "child done" not in srv.stdout():
+        check(time.monotonic() < deadline, f"the child did not finish: {srv.stdout()[-500:]}")
+        time.sleep(0.02)
+    if p.ustack:
+        err = srv.stderr()
+        check("forked after this process started its engine" in err,
+              f"the library's note on the fork is missing: {err[-1000:]}")

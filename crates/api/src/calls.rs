@@ -208,6 +208,40 @@ pub fn with_engine<L: Link + 'static, R>(
     })
 }
 
+/// A watch on the worker that owns ustack fd `fd` when that is another
+/// thread's (`None`: the calling thread's own, a kernel fd, or no eventfd
+/// could be made): its fd turns readable after each step of the owner
+/// that did something, for a wait that polls other fds beside.
+pub fn watch_progress(fd: RawFd) -> Option<worker::ProgressWatch> {
+    match Owner::of(fd).ok()? {
+        Owner::Local => None,
+        Owner::Remote(s) => worker::ProgressWatch::new(s),
+    }
+}
+
+/// In a child after fork (call it first thing there): the engines and
+/// sockets are the parent's, and are forgotten without a step or a close.
+/// Returns the fds the engines held, for the child to close, and the
+/// listeners and bound UDP sockets of the calling thread's engines, which
+/// the child may set up again on an engine of its own (their numbers stay
+/// held meanwhile).
+pub fn forget_after_fork() -> (Vec<RawFd>, Vec<worker::Inherited>) {
+    worker::forget_after_fork()
+}
+
+/// Sends what the calling thread's engines have queued, now, if they send
+/// at once (`pkt_tx_delay` zero): for a program that drives its engine
+/// only inside its calls and may block elsewhere next (the LD_PRELOAD
+/// library calls it after each call that sends).  Nothing on a thread
+/// without a worker.
+pub fn flush_tx() {
+    let _ = worker::with_current(|w| {
+        for e in &mut w.engines {
+            e.driver.flush_if_immediate();
+        }
+    });
+}
+
 /// Whether the calling thread has a worker (it drives engines).
 pub fn attached() -> bool {
     worker::current_id() != 0

@@ -22,6 +22,15 @@ pub trait Driver {
     fn idle_plan(&self) -> IdlePlan;
     /// Counts a sleep taken by [`Driver::idle_plan`].
     fn note_idle_sleep(&mut self);
+    /// Sends what is queued now if the engine sends at once (see
+    /// `runtime::Engine::flush_if_immediate`).
+    fn flush_if_immediate(&mut self);
+    /// Whether a fork child may drop its copy of the engine (see
+    /// `runtime::Engine::droppable_in_fork_child`).
+    fn droppable_in_fork_child(&self) -> bool;
+    /// The fds the engine holds open and waits on (see
+    /// `runtime::Engine::wait_fds`).
+    fn wait_fds(&self) -> Vec<std::os::fd::RawFd>;
     /// Sends the gratuitous ARPs of the engine's addresses.
     fn announce(&mut self);
     /// The engine itself, for a caller that knows its link type (its
@@ -64,6 +73,18 @@ impl<L: Link + 'static> Driver for Engine<L> {
 
     fn note_idle_sleep(&mut self) {
         Engine::note_idle_sleep(self)
+    }
+
+    fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
+        Engine::wait_fds(self)
+    }
+
+    fn flush_if_immediate(&mut self) {
+        Engine::flush_if_immediate(self)
+    }
+
+    fn droppable_in_fork_child(&self) -> bool {
+        Engine::droppable_in_fork_child(self)
     }
 
     fn announce(&mut self) {

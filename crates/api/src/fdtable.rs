@@ -87,3 +87,12 @@ pub(crate) fn remove(fd: RawFd) {
         s.store(0, Ordering::Release);
     }
 }
+
+/// Forgets every fd (a child after fork: the objects are its parent's).
+pub(crate) fn clear() {
+    for chunk in TABLE.iter().filter_map(|c| c.get()) {
+        for s in chunk.iter() {
+            s.store(0, Ordering::Release);
+        }
+    }
+}

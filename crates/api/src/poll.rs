@@ -160,21 +160,26 @@ impl Worker {
 }
 
 /// Sleeps as this thread's idle engines would (until a frame arrives, a
-/// timer is due or `idle_sleep` passes) or until one of `extra` is ready
-/// (its `revents` set, as poll sets them) or `timeout` passes, whichever
-/// comes first.  Returns how many of `extra` are ready.  A thread without
-/// engines just polls `extra` for `timeout` (`None`: for ever).
+/// timer is due or `idle_sleep` passes, or another thread posts a call to
+/// this worker) or until one of `extra` is ready (its `revents` set, as
+/// poll sets them) or `timeout` passes, whichever comes first.  Returns
+/// how many of `extra` are ready.  A thread without engines just polls
+/// `extra` for `timeout` (`None`: for ever).
 pub fn idle_wait(extra: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<usize> {
-    let plans = match worker::with_current(|w| {
-        w.engines
-            .iter()
-            .map(|e| e.driver.idle_plan())
-            .collect::<Vec<IdlePlan>>()
-    }) {
-        Ok(p) => p,
-        Err(Errno::EBADF) => Vec::new(),
-        Err(e) => return Err(e),
-    };
+    match worker::with_current(|w| sleep(w, extra, timeout)) {
+        Ok(r) => r,
+        Err(Errno::EBADF) => poll_fds(extra, timeout, None),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`idle_wait`] on worker `w`.
+pub(crate) fn sleep(
+    w: &mut Worker,
+    extra: &mut [libc::pollfd],
+    timeout: Option<Duration>,
+) -> Result<usize> {
+    let plans: Vec<IdlePlan> = w.engines.iter().map(|e| e.driver.idle_plan()).collect();
     let mut limit = timeout;
     let mut fds = Vec::new();
     for p in &plans {
@@ -186,9 +191,42 @@ pub fn idle_wait(extra: &mut [libc::pollfd], timeout: Option<Duration>) -> Resul
         limit = Some(limit.map_or(t, |l| l.min(t)));
         fds.extend_from_slice(&p.fds);
     }
-    let mut all: Vec<libc::pollfd> = Vec::with_capacity(extra.len() + fds.len());
+    let shared = w.shared.clone();
+    if shared.jobs_wake >= 0 {
+        fds.push(shared.jobs_wake);
+    }
+    // Asleep from here: a job posted now writes the eventfd; one posted
+    // before is seen just below.
+    shared
+        .sleeping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    if shared.has_jobs() {
+        limit = Some(Duration::ZERO);
+    }
+    let r = poll_fds(extra, limit, Some(&fds));
+    shared
+        .sleeping
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    shared.drain_jobs_wake();
+    if !plans.is_empty() && limit != Some(Duration::ZERO) {
+        for e in &mut w.engines {
+            e.driver.note_idle_sleep();
+        }
+    }
+    r
+}
+
+/// poll over `extra` and, for POLLIN, `wake`; `revents` copied back into
+/// `extra`; how many of `extra` are ready.
+fn poll_fds(
+    extra: &mut [libc::pollfd],
+    limit: Option<Duration>,
+    wake: Option<&[RawFd]>,
+) -> Result<usize> {
+    let wake = wake.unwrap_or(&[]);
+    let mut all: Vec<libc::pollfd> = Vec::with_capacity(extra.len() + wake.len());
     all.extend_from_slice(extra);
-    all.extend(fds.iter().map(|&fd| libc::pollfd {
+    all.extend(wake.iter().map(|&fd| libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
@@ -213,13 +251,6 @@ pub fn idle_wait(extra: &mut [libc::pollfd], timeout: Option<Duration>) -> Resul
         // EINTR too: a signal handler ran, and the program's wait must
         // say so (nginx learns of a reload this way).
         return Err(Errno::last_os_error());
-    }
-    if !plans.is_empty() {
-        let _ = worker::with_current(|w| {
-            for e in &mut w.engines {
-                e.driver.note_idle_sleep();
-            }
-        });
     }
     let mut ready = 0;
     for (e, a) in extra.iter_mut().zip(&all) {

@@ -70,13 +70,59 @@ pub(crate) struct WorkerShared {
     progress: Mutex<u64>,
     progressed: Condvar,
     waiters: AtomicUsize,
+    /// Threads waiting on [`WorkerShared::wake`] (their own poll, beside
+    /// other fds: the LD_PRELOAD library's waits on another thread's
+    /// engine).
+    pollers: AtomicUsize,
+    /// An eventfd (semaphore mode) written once per poller after each step
+    /// of the worker that did something; -1 if it could not be made.
+    wake: RawFd,
+    /// The worker sleeps (in its idle wait) with [`WorkerShared::jobs_wake`]
+    /// among the fds it waits on: a job posted now must write it.
+    pub(crate) sleeping: AtomicBool,
+    /// An eventfd that ends the worker's idle sleep when a job is posted;
+    /// -1 if it could not be made (the sleep then ends by its timeout).
+    pub(crate) jobs_wake: RawFd,
+}
+
+impl Drop for WorkerShared {
+    fn drop(&mut self) {
+        for fd in [self.wake, self.jobs_wake] {
+            if fd >= 0 {
+                // SAFETY: the eventfd is this worker's, named nowhere else.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
 }
 
 impl WorkerShared {
     fn post(&self, job: Job) {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         jobs.push(job);
-        self.has_jobs.store(true, Ordering::Release);
+        self.has_jobs.store(true, Ordering::SeqCst);
+        drop(jobs);
+        // The worker sets `sleeping` before it looks at `has_jobs` a last
+        // time and sleeps: either it sees the job, or this sees it asleep.
+        if self.sleeping.load(Ordering::SeqCst) && self.jobs_wake >= 0 {
+            let one = 1u64;
+            // SAFETY: writes 8 bytes from a live u64 to the worker's eventfd.
+            unsafe { libc::write(self.jobs_wake, (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    /// Whether a job waits.
+    pub(crate) fn has_jobs(&self) -> bool {
+        self.has_jobs.load(Ordering::SeqCst)
+    }
+
+    /// Empties the jobs eventfd after a sleep.
+    pub(crate) fn drain_jobs_wake(&self) {
+        if self.jobs_wake >= 0 {
+            let mut v = 0u64;
+            // SAFETY: reads 8 bytes into a live u64 (non-blocking).
+            unsafe { libc::read(self.jobs_wake, (&mut v as *mut u64).cast(), 8) };
+        }
     }
 
     pub(crate) fn progress(&self) -> u64 {
@@ -103,6 +149,17 @@ impl WorkerShared {
         }
         drop(p);
         self.waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Wakes the threads polling [`WorkerShared::wake`] after a step that
+    /// did something.
+    fn wake_pollers(&self) {
+        let n = self.pollers.load(Ordering::Acquire);
+        if n > 0 && self.wake >= 0 {
+            let v = n as u64;
+            // SAFETY: writes 8 bytes from a live u64 to the worker's eventfd.
+            unsafe { libc::write(self.wake, (&v as *const u64).cast(), 8) };
+        }
     }
 
     fn bump(&self) {
@@ -197,6 +254,17 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             progress: Mutex::new(0),
             progressed: Condvar::new(),
             waiters: AtomicUsize::new(0),
+            pollers: AtomicUsize::new(0),
+            sleeping: AtomicBool::new(false),
+            // SAFETY: eventfd takes no pointers; -1 is kept as "none".
+            jobs_wake: unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) },
+            // SAFETY: eventfd takes no pointers; -1 is kept as "none".
+            wake: unsafe {
+                libc::eventfd(
+                    0,
+                    libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE,
+                )
+            },
         });
         if index == reg.len() {
             reg.push(Some(shared.clone()));
@@ -319,14 +387,15 @@ impl Worker {
         work |= self.run_jobs();
         work |= self.pump();
         self.shared.bump();
+        if work {
+            self.shared.wake_pollers();
+        }
         work
     }
 
     /// Sleeps as the engines' own loops do when a step found nothing.
     pub(crate) fn idle(&mut self) {
-        for e in &mut self.engines {
-            e.driver.idle();
-        }
+        let _ = crate::poll::sleep(self, &mut [], None);
     }
 
     /// A new fd for `object`, reserved from the kernel.
@@ -424,4 +493,110 @@ impl Worker {
             .position(|e| routed(e) && !e.driver.stack_mut().is_local_addr(dst))
             .or_else(|| self.engines.iter_mut().position(routed))
     }
+}
+
+/// A thread's watch on another thread's worker: [`ProgressWatch::fd`]
+/// becomes readable after each step of that worker that did something, so
+/// a wait on the worker's sockets can sleep in its own poll beside other
+/// fds (see [`crate::watch_progress`]).
+pub struct ProgressWatch {
+    shared: Arc<WorkerShared>,
+}
+
+impl ProgressWatch {
+    pub(crate) fn new(shared: Arc<WorkerShared>) -> Option<ProgressWatch> {
+        if shared.wake < 0 {
+            return None;
+        }
+        shared.pollers.fetch_add(1, Ordering::AcqRel);
+        Some(ProgressWatch { shared })
+    }
+
+    /// The fd to poll for POLLIN.
+    pub fn fd(&self) -> RawFd {
+        self.shared.wake
+    }
+
+    /// Takes one wakeup (after the fd polled readable).
+    pub fn clear(&self) {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 from the worker's eventfd
+        // (non-blocking: nothing to take is EAGAIN, ignored).
+        unsafe { libc::read(self.shared.wake, (&mut v as *mut u64).cast(), 8) };
+    }
+}
+
+impl Drop for ProgressWatch {
+    fn drop(&mut self) {
+        self.shared.pollers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A socket a child inherited by fork that it can set up again on an
+/// engine of its own: a TCP listener or a bound UDP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inherited {
+    pub fd: RawFd,
+    pub stream: bool,
+    pub local: SocketAddrV4,
+    pub nonblock: bool,
+    pub reuseaddr: bool,
+    pub reuseport: bool,
+}
+
+/// In a child after fork: every worker (and its engines) is the parent's.
+/// They are dropped or forgotten without a step or a close (nothing is
+/// sent, no shared ring written); the fd table forgets their numbers,
+/// which stay held (duplicates of the placeholder) for the program to
+/// close.  Returns the fds of the engines that could not be dropped (for
+/// the child to close) and the listeners and bound UDP sockets of the
+/// calling thread's worker, to be set up again.
+pub(crate) fn forget_after_fork() -> (Vec<RawFd>, Vec<Inherited>) {
+    let mut fds = Vec::new();
+    let mut inherited = Vec::new();
+    let worker = CURRENT.try_with(|c| c.borrow_mut().take()).ok().flatten();
+    let _ = CURRENT_ID.try_with(|i| i.set(0));
+    if let Some(mut w) = worker {
+        // An engine whose links the child may drop is dropped (its packet
+        // rings unmapped: a ring still mapped in the child would keep the
+        // parent's socket, and its place in a fanout group, alive after
+        // the parent ends); the others are forgotten, their fds returned.
+        for e in std::mem::take(&mut w.engines) {
+            if e.driver.droppable_in_fork_child() {
+                drop(e);
+            } else {
+                fds.extend(e.driver.wait_fds());
+                std::mem::forget(e);
+            }
+        }
+        for (fd, o) in w.objects.iter().enumerate() {
+            let Some(Object::Socket(s)) = o else { continue };
+            let local = match s.state {
+                crate::socket::State::Listening { local, .. } => local,
+                crate::socket::State::Udp { .. } => match s.bound {
+                    Some(b) => b,
+                    None => continue,
+                },
+                _ => continue,
+            };
+            inherited.push(Inherited {
+                fd: fd as RawFd,
+                stream: s.stream,
+                local,
+                nonblock: s.nonblock,
+                reuseaddr: s.opts.reuseaddr,
+                reuseport: s.opts.reuseport,
+            });
+        }
+        // Its drop would close sockets and engines: the parent's.
+        std::mem::forget(w);
+    }
+    // The other workers' threads did not survive the fork.  A registry
+    // lock held by one of them at the fork is never released: then it
+    // is left as it is (their jobs would never run anyway).
+    if let Ok(mut reg) = REGISTRY.try_lock() {
+        std::mem::forget(std::mem::take(&mut *reg));
+    }
+    fdtable::clear();
+    (fds, inherited)
 }

@@ -354,6 +354,16 @@ pub fn write_stats() {
     });
 }
 
+/// In a child after fork whose parent had initialised ustack: the engine
+/// was the parent's (see `api::forget_after_fork`), so this process may
+/// initialise its own.  The stats file is the parent's too: forgotten.
+pub fn forget_after_fork() {
+    if let Ok(f) = STATS.try_with(|s| s.borrow_mut().take()) {
+        std::mem::forget(f);
+    }
+    INITIALIZED.store(false, Ordering::SeqCst);
+}
+
 /// Runs the loop: the engine steps, and `f(arg)` after each step.
 /// `fstack`: F-Stack's `ff_run` (the callback's result is ignored, only
 /// `ff_stop_run` ends it); else `ustack_run` (a nonzero result ends it and

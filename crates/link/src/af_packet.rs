@@ -750,6 +750,11 @@ impl Link for AfPacketLink {
     fn rx_fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
     }
+    /// Unmapping the rings and closing the fd in a child leave the
+    /// parent's socket as it is.
+    fn droppable_in_fork_child(&self) -> bool {
+        true
+    }
 }
 
 fn page_size() -> usize {

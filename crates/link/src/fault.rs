@@ -482,6 +482,10 @@ impl<L: Link> Link for FaultLink<L> {
     fn rx_fd(&self) -> Option<RawFd> {
         self.inner.rx_fd()
     }
+
+    fn droppable_in_fork_child(&self) -> bool {
+        self.inner.droppable_in_fork_child()
+    }
 }
 
 impl<L: Link> Drop for FaultLink<L> {

@@ -272,6 +272,15 @@ pub trait Link {
         0
     }
 
+    /// Whether a child process that inherited this link by fork may drop
+    /// its copy (unmap, close) without disturbing the parent, which keeps
+    /// using it.  A copy that cannot be dropped is forgotten, its memory
+    /// left mapped (an AF_XDP link would take its socket out of the XDP
+    /// program's map; a DPDK port would stop).
+    fn droppable_in_fork_child(&self) -> bool {
+        false
+    }
+
     /// A descriptor that becomes readable when frames wait, for idle sleep;
     /// `None` when the link can only be polled.
     fn rx_fd(&self) -> Option<RawFd> {

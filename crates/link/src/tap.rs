@@ -354,6 +354,11 @@ impl Link for TapLink {
     fn rx_fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
     }
+    /// Unmapping the rings and closing the fd in a child leave the
+    /// parent's socket as it is.
+    fn droppable_in_fork_child(&self) -> bool {
+        true
+    }
 }
 
 /// TUNSETOFFLOAD: `TUN_F_CSUM` or nothing (never TSO/UFO: no GSO frames).

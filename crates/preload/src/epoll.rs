@@ -13,7 +13,7 @@ use api::Errno;
 use libc::{epoll_event, sigset_t};
 
 use crate::guard::{self, Inside};
-use crate::poll::{drives_engine, MaskGuard, REMOTE_RECHECK};
+use crate::poll::{drives_engine, sleep_mixed, MaskGuard};
 use crate::table::{self, Shadow};
 use crate::{classify, notes, place, process, real, ret, Fd};
 
@@ -172,11 +172,15 @@ fn wait(
         .ok()
         .map(|ms| Instant::now() + Duration::from_millis(ms));
     let max = events.len();
-    let mut pfd = [libc::pollfd {
+    let mut pfd = vec![libc::pollfd {
         fd: epfd,
         events: libc::POLLIN,
         revents: 0,
     }];
+    let watch = match side {
+        Some(ep) if !drives => api::watch_progress(ep),
+        _ => None,
+    };
     loop {
         if drives {
             process::tick_stats();
@@ -217,11 +221,6 @@ fn wait(
                 Some(d - now)
             }
         };
-        let left = if !drives {
-            Some(left.map_or(REMOTE_RECHECK, |l| l.min(REMOTE_RECHECK)))
-        } else {
-            left
-        };
-        api::idle_wait(&mut pfd, left)?;
+        sleep_mixed(&mut pfd, left, drives, watch.as_ref())?;
     }
 }

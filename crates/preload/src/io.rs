@@ -36,7 +36,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
     by_fd!(
         fd,
         unsafe { real::write(fd, buf, n) },
-        unsafe { capi::ustack_write(fd, buf, n) },
+        sent(unsafe { capi::ustack_write(fd, buf, n) }),
         -1
     )
 }
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> isize
     by_fd!(
         fd,
         unsafe { real::writev(fd, iov, n) },
-        unsafe { capi::ustack_writev(fd, iov, n) },
+        sent(unsafe { capi::ustack_writev(fd, iov, n) }),
         -1
     )
 }
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_
         // SAFETY: the caller's arguments.
         unsafe { real::send(fd, buf, n, flags) },
         // SAFETY: the caller's arguments.
-        unsafe { capi::ustack_send(fd, buf, n, flags) },
+        sent(unsafe { capi::ustack_send(fd, buf, n, flags) }),
         -1
     )
 }
@@ -155,7 +155,7 @@ pub unsafe extern "C" fn sendto(
         // SAFETY: the caller's arguments.
         unsafe { real::sendto(fd, buf, n, flags, addr, len) },
         // SAFETY: the caller's arguments.
-        unsafe { capi::ustack_sendto(fd, buf, n, flags, addr, len) },
+        sent(unsafe { capi::ustack_sendto(fd, buf, n, flags, addr, len) }),
         -1
     )
 }
@@ -191,9 +191,16 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         // SAFETY: the caller's arguments.
         unsafe { real::sendmsg(fd, msg, flags) },
         // SAFETY: the caller's arguments.
-        unsafe { capi::ustack_sendmsg(fd, msg, flags) },
+        sent(unsafe { capi::ustack_sendmsg(fd, msg, flags) }),
         -1
     )
+}
+
+/// `r`, after what the call queued has been sent if the engine sends at
+/// once: this thread may block elsewhere before its engine turns again.
+pub(crate) fn sent<T>(r: T) -> T {
+    api::flush_tx();
+    r
 }
 
 /// Linux's limit on the messages of one recvmmsg/sendmmsg (UIO_MAXIOV).
@@ -297,7 +304,7 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: 
         // SAFETY: the caller's arguments.
         unsafe { real::sendmmsg(fd, v, n, flags) },
         // SAFETY: the caller's arguments.
-        unsafe { sendmmsg_ustack(fd, v, n, flags) },
+        sent(unsafe { sendmmsg_ustack(fd, v, n, flags) }),
         -1
     )
 }
@@ -394,7 +401,9 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut off_t, n: us
         return unsafe { real::sendfile(out, inp, off, n) };
     }
     // SAFETY: the caller's offset (off_t is 64 bits here, as off64_t).
-    ret_size(unsafe { copy_file_to_ustack(out, inp, off.cast::<off64_t>(), n) })
+    ret_size(sent(unsafe {
+        copy_file_to_ustack(out, inp, off.cast::<off64_t>(), n)
+    }))
 }
 
 /// # Safety
@@ -406,7 +415,7 @@ pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut off64_t, n
         return unsafe { real::sendfile64(out, inp, off, n) };
     }
     // SAFETY: the caller's offset.
-    ret_size(unsafe { copy_file_to_ustack(out, inp, off, n) })
+    ret_size(sent(unsafe { copy_file_to_ustack(out, inp, off, n) }))
 }
 
 /// The most one sendfile or splice moves through a buffer of its own
@@ -558,7 +567,7 @@ pub unsafe extern "C" fn splice(
             }
             if !oin.is_null() {
                 // SAFETY: the caller's offset.
-                return ret_size(unsafe { copy_file_to_ustack(fout, fin, oin, n) });
+                return ret_size(sent(unsafe { copy_file_to_ustack(fout, fin, oin, n) }));
             }
             if let Err(e) = crate::sockets::placed(fout) {
                 return ret_size(Err(e));
@@ -573,11 +582,11 @@ pub unsafe extern "C" fn splice(
                     Ok(r as usize)
                 }
             });
-            ret_size(match r {
+            ret_size(sent(match r {
                 Ok(s) => Ok(s as isize),
                 Err((0, e)) => Err(e),
                 Err((s, _)) => Ok(s as isize),
-            })
+            }))
         }
         // A ustack socket into a pipe or file: what the socket holds, up to
         // `n`, written on (a short write keeps the rest for later reads of

@@ -14,9 +14,41 @@ use libc::{fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
 use crate::guard::{self, Inside};
 use crate::{classify, place, process, real, ret, Fd};
 
-/// A wait on another thread's engine cannot sleep on its links: it looks
-/// again this often.
-pub(crate) const REMOTE_RECHECK: Duration = Duration::from_millis(1);
+/// A wait on another thread's engine cannot sleep on its links: it sleeps
+/// on the engine's progress fd (`api::watch_progress`) and looks again at
+/// least this often; without one, every millisecond.
+pub(crate) const REMOTE_RECHECK: Duration = Duration::from_millis(10);
+pub(crate) const REMOTE_RECHECK_BLIND: Duration = Duration::from_millis(1);
+
+/// Sleeps for [`wait_mixed`] and the epoll wait: on the engine (this
+/// thread's), or on another thread's engine's progress, and `kernel`.
+pub(crate) fn sleep_mixed(
+    kernel: &mut Vec<pollfd>,
+    left: Option<Duration>,
+    drives: bool,
+    watch: Option<&api::ProgressWatch>,
+) -> Result<(), Errno> {
+    if drives {
+        api::idle_wait(kernel, left)?;
+        return Ok(());
+    }
+    let Some(w) = watch else {
+        let cap = left.map_or(REMOTE_RECHECK_BLIND, |l| l.min(REMOTE_RECHECK_BLIND));
+        api::idle_wait(kernel, Some(cap))?;
+        return Ok(());
+    };
+    kernel.push(pollfd {
+        fd: w.fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let cap = left.map_or(REMOTE_RECHECK, |l| l.min(REMOTE_RECHECK));
+    let r = api::idle_wait(kernel, Some(cap));
+    if kernel.pop().is_some_and(|p| p.revents != 0) {
+        w.clear();
+    }
+    r.map(|_| ())
+}
 
 /// Whether the calling thread drives an engine (then every wait steps it).
 pub(crate) fn drives_engine() -> bool {
@@ -84,6 +116,11 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
     }
     let deadline = timeout.map(|t| Instant::now() + t);
     let drives = drives_engine();
+    let watch = if drives {
+        None
+    } else {
+        ustack.first().and_then(|&i| api::watch_progress(fds[i].fd))
+    };
     loop {
         if drives {
             let _ = api::step();
@@ -129,13 +166,11 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
                 Some(d - now)
             }
         };
-        let left = if !drives && !ustack.is_empty() {
-            // Another thread's engine: look again soon.
-            Some(left.map_or(REMOTE_RECHECK, |l| l.min(REMOTE_RECHECK)))
+        if ustack.is_empty() || drives {
+            api::idle_wait(&mut kernel, left)?;
         } else {
-            left
-        };
-        api::idle_wait(&mut kernel, left)?;
+            sleep_mixed(&mut kernel, left, drives, watch.as_ref())?;
+        }
     }
 }
 

@@ -238,6 +238,28 @@ fn share_ports(s: &Settings) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
+/// Before `_exit` (which skips the thread's destructors): the connections
+/// of the engine this thread drives end as at `exit`.
+pub fn before_exit() {
+    if !engine_up() || !api::attached() {
+        return;
+    }
+    let _g = Inside::enter();
+    let _ = api::close_all(EXIT_FLUSH);
+    capi::write_stats();
+}
+
+/// # Safety
+/// As `_exit`'s.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: libc::c_int) -> ! {
+    if !crate::guard::inside() {
+        before_exit();
+    }
+    // SAFETY: the caller's status.
+    unsafe { crate::real::exit_now(status) }
+}
+
 /// Writes the stats file a last time when the engine's thread ends.
 struct FinalStats;
 
@@ -294,13 +316,58 @@ impl Settings {
     }
 }
 
-/// In a child after fork: the parent's engine is not the child's.
+/// In a child after fork: the parent's engine is not the child's.  It is
+/// forgotten (nothing sent, no shared ring touched, its packet sockets
+/// closed in the child); the listeners and bound UDP sockets the child
+/// inherited are set up again, pending, for an engine of its own; the
+/// connections stay the parent's (their numbers, still held, fail).
 pub extern "C" fn child_after_fork() {
     crate::privileges::forget_after_fork();
-    if ENGINE.load(Ordering::Acquire) == ENGINE_UP {
-        notes::once(
-            "fork after this process started its engine: the child's copies of its ustack \
-             sockets are not served (the child can make its own)",
+    if ENGINE.load(Ordering::Acquire) != ENGINE_UP {
+        return;
+    }
+    let _g = Inside::enter();
+    let (fds, inherited) = api::forget_after_fork();
+    for fd in fds {
+        // SAFETY: the parent's engine's fds, which nothing in the child
+        // uses any more.
+        unsafe { crate::real::close(fd) };
+    }
+    capi::forget_after_fork();
+    ENGINE.store(ENGINE_NONE, Ordering::Release);
+    let mut t = crate::table::lock();
+    for s in t.get().epolls.values_mut() {
+        s.ustack = None;
+    }
+    for i in inherited {
+        let int = |on: bool| (on as libc::c_int).to_ne_bytes().to_vec();
+        t.add_pending(
+            i.fd,
+            crate::table::Pending {
+                domain: libc::AF_INET,
+                ty: if i.stream {
+                    libc::SOCK_STREAM
+                } else {
+                    libc::SOCK_DGRAM
+                },
+                protocol: 0,
+                nonblock: i.nonblock,
+                opts: vec![
+                    (libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
+                    (libc::SOL_SOCKET, libc::SO_REUSEPORT, int(i.reuseport)),
+                ],
+                bound: Some(i.local),
+                backlog: i.stream.then_some(INHERITED_BACKLOG),
+            },
         );
     }
+    drop(t);
+    notes::once(
+        "forked after this process started its engine: the child sets up the listeners it \
+         inherited again on an engine of its own; the connections stay the parent's",
+    );
 }
+
+/// The backlog of a listener set up again in a child (the parent's is not
+/// kept): the kernel's default ceiling, which `kern.ipc.somaxconn` caps.
+const INHERITED_BACKLOG: libc::c_int = 4096;

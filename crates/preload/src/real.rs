@@ -158,3 +158,20 @@ pub unsafe fn prctl(
     // SAFETY: the caller keeps prctl's contract for `option`.
     unsafe { f(option, a2, a3, a4, a5) }
 }
+
+/// The C library's `_exit`.
+///
+/// # Safety
+/// As `_exit`'s.
+pub unsafe fn exit_now(status: c_int) -> ! {
+    static PTR: AtomicUsize = AtomicUsize::new(0);
+    let mut p = PTR.load(Ordering::Relaxed);
+    if p == 0 {
+        p = resolve("_exit\0");
+        PTR.store(p, Ordering::Relaxed);
+    }
+    // SAFETY: `p` is the C library's `_exit`.
+    let f: unsafe extern "C" fn(c_int) -> ! = unsafe { std::mem::transmute(p) };
+    // SAFETY: `_exit` takes a status and ends the process.
+    unsafe { f(status) }
+}

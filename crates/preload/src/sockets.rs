@@ -248,7 +248,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     }
     match classify(fd) {
         // SAFETY: the caller's arguments.
-        Fd::Ustack => inside(|| unsafe { capi::ustack_connect(fd, addr, len) }),
+        Fd::Ustack => inside(|| crate::io::sent(unsafe { capi::ustack_connect(fd, addr, len) })),
         Fd::Pending => {
             // SAFETY: the caller's address and length.
             let dst = match unsafe { place::inet_addr(addr, len) } {
@@ -261,7 +261,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
                 Err(e) => ret(Err(e)),
                 // SAFETY: the caller's arguments.
                 Ok(()) if classify(fd) == Fd::Ustack => {
-                    inside(|| unsafe { capi::ustack_connect(fd, addr, len) })
+                    inside(|| crate::io::sent(unsafe { capi::ustack_connect(fd, addr, len) }))
                 }
                 Ok(()) => kernel(),
             }
@@ -278,7 +278,7 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     by_fd!(
         fd,
         unsafe { real::shutdown(fd, how) },
-        capi::ustack_shutdown(fd, how),
+        crate::io::sent(capi::ustack_shutdown(fd, how)),
         -1
     )
 }
@@ -293,7 +293,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         return kernel();
     }
     match classify(fd) {
-        Fd::Ustack => inside(|| capi::ustack_close(fd)),
+        Fd::Ustack => inside(|| crate::io::sent(capi::ustack_close(fd))),
         Fd::Pending => {
             inside(|| table::lock().take_pending(fd));
             kernel()

@@ -703,6 +703,33 @@ impl<L: Link> Engine<L> {
         }
     }
 
+    /// Sends what the application's calls queued, now, when `pkt_tx_delay`
+    /// is zero (F-Stack's "send at once"): for a caller that runs the
+    /// engine only inside its own calls (the LD_PRELOAD library) and may
+    /// block elsewhere before its next turn.  Cheap when nothing waits.
+    pub fn flush_if_immediate(&mut self) {
+        if !self.cfg.pkt_tx_delay.is_zero() {
+            return;
+        }
+        for port in &mut self.ports {
+            flush(port, &mut self.counters);
+        }
+    }
+
+    /// Whether a child process that inherited this engine by fork may drop
+    /// it (every link's copy can be dropped without disturbing the parent:
+    /// `Link::droppable_in_fork_child`).
+    pub fn droppable_in_fork_child(&self) -> bool {
+        self.ports.iter().all(|p| p.link.droppable_in_fork_child())
+    }
+
+    /// Every fd the engine waits on (its links', its dispatcher's): what a
+    /// child process must close of an engine it inherited by fork and will
+    /// not run.
+    pub fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.idle_plan_at(std::time::Instant::now()).fds
+    }
+
     /// Counts a sleep a caller took by an [`IdlePlan`].
     pub fn note_idle_sleep(&mut self) {
         self.counters.idle_sleeps += 1;

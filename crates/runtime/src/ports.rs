@@ -330,6 +330,10 @@ impl Link for PortLink {
         each!(self, l => l.rx_fd())
     }
 
+    fn droppable_in_fork_child(&self) -> bool {
+        each!(self, l => l.droppable_in_fork_child())
+    }
+
     fn tx_checksum_offload(&self) -> bool {
         each!(self, l => l.tx_checksum_offload())
     }
