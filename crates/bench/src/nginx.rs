@@ -450,6 +450,18 @@ impl NginxBench {
     }
 
     fn topology(&self) -> Result<(), String> {
+        // What an interrupted earlier run left (its process is gone).
+        for line in sh(&["ip", "netns", "list"])?.lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            let pid = name
+                .strip_prefix("usb-nginx-s-")
+                .or_else(|| name.strip_prefix("usb-nginx-c-"));
+            if let Some(pid) = pid {
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = sh(&["ip", "netns", "del", name]);
+                }
+            }
+        }
         let (s, c) = (self.ns_server.as_str(), self.ns_client.as_str());
         let (is, ic) = (self.if_server.as_str(), self.if_client.as_str());
         for ns in [s, c] {
