@@ -380,17 +380,19 @@ impl Worker {
     /// readiness of the sockets that changed.  Returns whether anything
     /// happened.
     pub(crate) fn step(&mut self) -> bool {
-        let mut work = false;
+        let mut turned = false;
         for e in &mut self.engines {
-            work |= e.driver.turn();
+            turned |= e.driver.turn();
         }
-        work |= self.run_jobs();
-        work |= self.pump();
+        let jobs = self.run_jobs();
+        let changed = self.pump();
         self.shared.bump();
-        if work {
+        // Pollers look at readiness by posting calls: a step that only ran
+        // such calls must not wake them again, or they would spin.
+        if turned || changed {
             self.shared.wake_pollers();
         }
-        work
+        turned || jobs || changed
     }
 
     /// Sleeps as the engines' own loops do when a step found nothing.

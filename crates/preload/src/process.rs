@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use api::Errno;
-use runtime::config::Config;
+use runtime::config::{Config, PreloadMode};
 
 use crate::guard::Inside;
 use crate::notes;
@@ -175,6 +175,19 @@ pub fn ensure_engine() -> Result<(), Errno> {
     let Some(s) = settings() else {
         return Err(Errno(libc::ENETDOWN));
     };
+    let r = match s.cfg.preload.mode {
+        PreloadMode::Rtc => start_here(s),
+        PreloadMode::Rtw => start_engine_thread(s),
+    };
+    ENGINE.store(
+        if r.is_ok() { ENGINE_UP } else { ENGINE_FAILED },
+        Ordering::Release,
+    );
+    r
+}
+
+/// Starts the engine on the calling thread.
+fn start_here(s: &'static Settings) -> Result<(), Errno> {
     let mut args = s.init_args.clone();
     if let Some(stats) = &handed().stats {
         args.push("--stats".into());
@@ -185,10 +198,8 @@ pub fn ensure_engine() -> Result<(), Errno> {
             if let Err(e) = share_ports(s) {
                 eprintln!("libustack_preload[{}]: {e}", std::process::id());
                 capi::ustack_fini();
-                ENGINE.store(ENGINE_FAILED, Ordering::Release);
                 return Err(Errno(libc::ENETDOWN));
             }
-            ENGINE.store(ENGINE_UP, Ordering::Release);
             // Made after the engine's thread-locals, so dropped before
             // them when the thread ends (exit() ends the main thread's
             // before its atexit handlers run).
@@ -198,9 +209,62 @@ pub fn ensure_engine() -> Result<(), Errno> {
         Err((msg, e)) => {
             eprintln!("{msg}");
             notes::once("the engine did not start: ustack sockets fail with ENETDOWN");
-            ENGINE.store(ENGINE_FAILED, Ordering::Release);
             Err(e)
         }
+    }
+}
+
+/// Set at exit in run to wait: the engine thread closes the connections,
+/// writes its counters and says so.
+static RTW_EXITING: AtomicU8 = AtomicU8::new(0);
+const RTW_RUNNING: u8 = 0;
+const RTW_STOP: u8 = 1;
+const RTW_STOPPED: u8 = 2;
+
+/// Run to wait: the engine on a thread of its own, which runs its loop for
+/// the life of the process; the program's threads post their calls to it.
+fn start_engine_thread(s: &'static Settings) -> Result<(), Errno> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("ustack-engine".into())
+        .spawn(move || {
+            // Everything this thread calls is ustack's own.
+            std::mem::forget(Inside::enter());
+            let r = start_here(s);
+            let ok = r.is_ok();
+            let _ = tx.send(r);
+            if !ok {
+                return;
+            }
+            let _ = api::run(|| {
+                tick_stats();
+                RTW_EXITING.load(Ordering::Acquire) == RTW_RUNNING
+            });
+            let _ = api::close_all(EXIT_FLUSH);
+            capi::write_stats();
+            RTW_EXITING.store(RTW_STOPPED, Ordering::Release);
+        });
+    if let Err(e) = spawned {
+        notes::once(format!(
+            "cannot start the engine's thread (run to wait): {e}"
+        ));
+        return Err(Errno(libc::ENETDOWN));
+    }
+    let r = rx.recv().unwrap_or(Err(Errno(libc::ENETDOWN)));
+    if r.is_ok() {
+        // SAFETY: registers a plain function to run at exit.
+        unsafe { libc::atexit(rtw_at_exit) };
+    }
+    r
+}
+
+/// At exit in run to wait: the engine thread ends the connections as the
+/// kernel would and writes its counters, while the process waits a little.
+extern "C" fn rtw_at_exit() {
+    RTW_EXITING.store(RTW_STOP, Ordering::Release);
+    let end = Instant::now() + EXIT_FLUSH * 2;
+    while RTW_EXITING.load(Ordering::Acquire) != RTW_STOPPED && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

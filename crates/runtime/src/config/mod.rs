@@ -41,7 +41,9 @@ use ini::{Document, Entry, Origin, Section};
 pub use dpdk::DpdkConfig;
 pub use freebsd::{BootParams, SysctlEntry, Sysctls};
 pub use port::{Ipv4Config, Ipv6Config, PortConfig};
-pub use sections::{FaultConfigSpec, KniConfig, PcapConfig, FAULT_DEFAULT_SEED};
+pub use sections::{
+    FaultConfigSpec, KniConfig, PcapConfig, PreloadConfig, PreloadMode, FAULT_DEFAULT_SEED,
+};
 pub use types::{
     CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType, XdpBindSetting,
     XdpModeSetting,
@@ -108,6 +110,8 @@ pub struct Config {
     pub pcap: PcapConfig,
     /// `[kni]` (defaults, disabled, when the section is absent).
     pub kni: KniConfig,
+    /// `[preload]`: how `ustack run` drives a process's engine.
+    pub preload: PreloadConfig,
     /// `[fault]`, when present: fault injection on every port's link.
     pub fault: Option<FaultConfigSpec>,
     /// `[freebsd.boot]` as written, in file order.
@@ -225,6 +229,7 @@ const SECTIONS: &[&str] = &[
     "dpdk",
     "pcap",
     "kni",
+    "preload",
     "fault",
     "freebsd.boot",
     "freebsd.sysctl",
@@ -249,6 +254,7 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
     let mut kni = KniConfig::default();
     let mut kni_section: Option<&Section> = None;
     let mut fault = None;
+    let mut preload = PreloadConfig::default();
     let mut freebsd_boot = Vec::new();
     let mut freebsd_sysctl = Vec::new();
     let mut boot = BootParams::default();
@@ -268,6 +274,7 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
                 kni_section = Some(sec);
             }
             "fault" => fault = Some(sections::build_fault(&mut cx, sec)?),
+            "preload" => preload = sections::build_preload(&mut cx, sec)?,
             "freebsd.boot" => {
                 freebsd_boot = freebsd::entries(sec);
                 boot = freebsd::build_boot(&mut cx, sec)?;
@@ -392,6 +399,7 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
         pcap,
         kni,
         fault,
+        preload,
         freebsd_boot,
         freebsd_sysctl,
         boot,

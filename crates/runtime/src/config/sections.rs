@@ -234,3 +234,45 @@ pub(crate) fn build_fault(cx: &mut Ctx<'_>, sec: &Section) -> Result<FaultConfig
     }
     Ok(f)
 }
+
+/// `[preload]`: how `ustack run` (the LD_PRELOAD library) drives a
+/// process's engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PreloadConfig {
+    /// `mode`: `rtc` (default) or `rtw`.
+    pub mode: PreloadMode,
+}
+
+/// Who drives a process's engine under `ustack run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreloadMode {
+    /// Run to completion: the program's thread that first needs the
+    /// network drives the engine whenever it waits in a socket, epoll,
+    /// poll or select call (one core per instance).
+    #[default]
+    Rtc,
+    /// Run to wait: the engine runs on a thread of its own (give it a core
+    /// and `idle_sleep=0`); the program's threads post their calls to it.
+    Rtw,
+}
+
+fn preload_mode(v: &str) -> Result<PreloadMode, Reason> {
+    match v.to_ascii_lowercase().as_str() {
+        "rtc" => Ok(PreloadMode::Rtc),
+        "rtw" => Ok(PreloadMode::Rtw),
+        _ => Err("must be rtc (run to completion) or rtw (run to wait)".into()),
+    }
+}
+
+pub(crate) fn build_preload(cx: &mut Ctx<'_>, sec: &Section) -> Result<PreloadConfig, ConfigError> {
+    const S: &str = "preload";
+    const KEYS: &[&str] = &["mode"];
+    let mut p = PreloadConfig::default();
+    for e in &sec.entries {
+        match e.key.as_str() {
+            "mode" => p.mode = cx.value(S, e, preload_mode)?,
+            _ => cx.other_key(S, e, KEYS, &[])?,
+        }
+    }
+    Ok(p)
+}

@@ -983,3 +983,16 @@ fn xdp_keys_choose_mode_and_bind() {
     assert_eq!(c.ports[0].xdp_mode, XdpModeSetting::Native);
     assert_eq!(c.ports[0].xdp_bind, XdpBindSetting::ZeroCopy);
 }
+
+#[test]
+fn preload_section() {
+    let base = "[port0]\nlink=tap:t0\naddr=10.99.1.2/24\n";
+    assert_eq!(parse(base).unwrap().preload.mode, PreloadMode::Rtc);
+    let c = parse(&format!("{base}[preload]\nmode=RTW\n")).unwrap();
+    assert_eq!(c.preload.mode, PreloadMode::Rtw);
+    let e = err(&format!("{base}[preload]\nmode=threads\n"));
+    assert!(e.contains("rtc") && e.contains("rtw"), "{e}");
+    let e = err(&format!("{base}[preload]\nmodes=rtw\n"));
+    assert!(e.contains("modes"), "{e}");
+    assert_eq!(parse(EXAMPLE).unwrap().preload.mode, PreloadMode::Rtc);
+}
