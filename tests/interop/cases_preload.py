@@ -52,6 +52,7 @@ STRACE_DIR = os.environ.get("USTACK_PRELOAD_STRACE")
 SUBNETS.update({
     "preload_mixed_wait": 240, "preload_nginx": 241, "preload_redis": 242, "preload_knot_dns": 243,
     "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246, "preload_fork_after_engine": 247,
+    "preload_rtw_http_server": 248,
 })
 
 _libc = h._libc
@@ -1078,9 +1079,10 @@ def _(ctx):
     p.trace_summary("curl")
 
 
-@test("preload_http_server", budget=90)
-def _(ctx):
-    p = Preload(ctx, "preload_http_server")
+def http_server_test(ctx, name, sets=()):
+    """python3 -m http.server (a thread per request) on ustack, fetched by
+    the kernel's curl: a listing, 10 MB, 40 requests 10 at a time."""
+    p = Preload(ctx, name, sets=sets)
     srv_dir = os.path.join(ctx.workdir, "srv")
     os.mkdir(srv_dir)
     want = write_random(os.path.join(srv_dir, "big.bin"), 10 * 1024 * 1024, 62)
@@ -1117,8 +1119,29 @@ def _(ctx):
     print(f"    {n} parallel requests (10 at a time) answered intact")
     check(srv.running(), f"http.server exited: {srv.stderr()[-2000:]}")
     p.carried("http.server's connections", {"tcp_passive_opens": n + 2, "tx_bytes": 10 * 1024 * 1024})
+    return p, srv
+
+
+@test("preload_http_server", budget=90)
+def _(ctx):
+    p, srv = http_server_test(ctx, "preload_http_server")
     srv.kill()
     p.trace_summary("http.server")
+
+
+@test("preload_rtw_http_server", budget=90)
+def _(ctx):
+    """Run to wait ([preload] mode=rtw): the engine on a thread of its own
+    (named ustack-engine), every program thread posting its calls."""
+    p, srv = http_server_test(ctx, "preload_rtw_http_server", sets=("preload.mode=rtw",))
+    if p.ustack:
+        names = []
+        for t in os.listdir(f"/proc/{srv.pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{srv.pid}/task/{t}/comm") as f:
+                names.append(f.read().strip())
+        print(f"    the server's threads: {sorted(names)}")
+        check("ustack-engine" in names, f"no ustack-engine thread in run to wait: {names}")
+    srv.kill()
 
 
 # --------------------------------------------------------------------------
