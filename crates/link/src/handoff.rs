@@ -78,8 +78,9 @@ fn abstract_addr(name: &str) -> (libc::sockaddr_un, libc::socklen_t) {
 }
 
 impl FlowHandoff {
-    /// Opens this process's end for fanout group `group`.
-    pub fn open(group: u16) -> io::Result<FlowHandoff> {
+    /// Opens this process's end for fanout group `group`; `engine` tells
+    /// apart the ends of several engines of one process.
+    pub fn open(group: u16, engine: usize) -> io::Result<FlowHandoff> {
         // SAFETY: plain socket(2) call; the result is checked before use.
         let raw = cvt(unsafe {
             libc::socket(
@@ -91,7 +92,7 @@ impl FlowHandoff {
         // SAFETY: `raw` is a fresh descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let prefix = format!("ustack-g{group}-p");
-        let own = format!("{prefix}{}", std::process::id());
+        let own = format!("{prefix}{}.{engine}", std::process::id());
         let (addr, len) = abstract_addr(&own);
         // SAFETY: `addr` is a live sockaddr_un of `len` bytes.
         cvt(unsafe {

@@ -175,6 +175,9 @@ pub fn ensure_engine() -> Result<(), Errno> {
     let Some(s) = settings() else {
         return Err(Errno(libc::ENETDOWN));
     };
+    // The processes of a run start their engines one at a time, so each
+    // sees those before it in the group (its core and place follow).
+    let _turn = group_lock();
     let r = match s.cfg.preload.mode {
         PreloadMode::Rtc => start_here(s),
         PreloadMode::Rtw => start_engine_thread(s),
@@ -186,9 +189,71 @@ pub fn ensure_engine() -> Result<(), Errno> {
     r
 }
 
+/// An exclusive lock held by the process of the group that is starting
+/// its engine: a Unix socket bound to an abstract name, which one socket
+/// at a time can hold and which goes with the process (no file is left
+/// behind).  `None` if there is no group, or after 5 s of trying (then
+/// the processes start unordered).
+fn group_lock() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let group = handed().group.as_deref()?;
+    // SAFETY: socket takes no pointers.
+    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: a fresh fd nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: sockaddr_un is plain data; all-zero is valid.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let name = format!("ustack-g{group}-lock");
+    for (d, b) in a.sun_path[1..].iter_mut().zip(name.bytes()) {
+        *d = b as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + 1 + name.len();
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        // SAFETY: `a` is a live sockaddr_un of at least `len` bytes.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&a as *const libc::sockaddr_un).cast(),
+                len as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return Some(fd);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Starts the engine on the calling thread.
 fn start_here(s: &'static Settings) -> Result<(), Errno> {
     let mut args = s.init_args.clone();
+    // lcore_mask: the processes of a run take its cores in turn (the
+    // engines already in the group count), one engine each.
+    let cores = runtime::cores::engine_cores(&s.cfg);
+    if cores.len() > 1 {
+        let group: u16 = handed()
+            .group
+            .as_deref()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0);
+        let k = runtime::procgroup::members(group) % cores.len();
+        if let Some(c) = cores[k] {
+            args.push("--set".into());
+            args.push(format!(
+                "dpdk.lcore_mask={:x}{}",
+                1u32 << (c % 4),
+                "0".repeat(c / 4)
+            ));
+        }
+    }
     if let Some(stats) = &handed().stats {
         args.push("--stats".into());
         args.push(format!("{stats}.{}", std::process::id()));

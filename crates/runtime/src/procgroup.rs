@@ -26,6 +26,17 @@ pub fn share_ports(
     cfg: &Config,
     group: u16,
 ) -> Result<(), SetupError> {
+    share_ports_engine(engine, cfg, group, 0)
+}
+
+/// [`share_ports`] for engine `index` of several in this process (each
+/// its own member of the group).
+pub fn share_ports_engine(
+    engine: &mut Engine<PortLink>,
+    cfg: &Config,
+    group: u16,
+    index: usize,
+) -> Result<(), SetupError> {
     let mut taps = Vec::new();
     for (i, (port, link)) in cfg.ports.iter().zip(engine.ports()).enumerate() {
         let err = |error: io::Error| SetupError::Open {
@@ -54,7 +65,7 @@ pub fn share_ports(
     for (i, tap) in taps {
         engine.add_arp_tap(i, tap);
     }
-    let handoff = link::FlowHandoff::open(group).map_err(|error| SetupError::Open {
+    let handoff = link::FlowHandoff::open(group, index).map_err(|error| SetupError::Open {
         port: 0,
         link: "the group's handoff channel".into(),
         error,
