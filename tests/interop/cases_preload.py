@@ -52,7 +52,7 @@ STRACE_DIR = os.environ.get("USTACK_PRELOAD_STRACE")
 SUBNETS.update({
     "preload_mixed_wait": 240, "preload_nginx": 241, "preload_redis": 242, "preload_knot_dns": 243,
     "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246, "preload_fork_after_engine": 247,
-    "preload_rtw_http_server": 248,
+    "preload_rtw_http_server": 248, "preload_fork_clients": 249,
 })
 
 _libc = h._libc
@@ -1209,3 +1209,58 @@ def _(ctx):
         err = srv.stderr()
         check("forked after this process started its engine" in err,
               f"the library's note on the fork is missing: {err[-1000:]}")
+
+
+FORK_CLIENTS = r"""
+import os, socket, sys
+def run(tag, dest):
+    ok = 0
+    for i in range(30):
+        s = socket.create_connection(dest, timeout=5)
+        msg = b"%s %d\n" % (tag, i)
+        s.sendall(msg)
+        got = b""
+        while len(got) < len(msg):
+            d = s.recv(100)
+            if not d:
+                break
+            got += d
+        ok += got == msg
+        s.close()
+    print(tag.decode(), "echoed", ok, flush=True)
+dest = (sys.argv[1], 7)
+pid = os.fork()
+run(b"child" if pid == 0 else b"parent", dest)
+if pid:
+    os.waitpid(pid, 0)
+"""
+
+
+@test("preload_fork_clients", budget=60)
+def _(ctx):
+    """Two processes of one run (lcore_mask=3: a core and a place in the
+    port's group each) open outgoing connections: every one completes, and
+    the replies reach the process that opened it (at most a frame or two
+    handed over while the second process joins)."""
+    from cases_capi import kernel_tcp_echo
+    p = Preload(ctx, "preload_fork_clients", sets=("dpdk.lcore_mask=3",))
+    kernel_tcp_echo(ctx, p.t, p.kernel_ip, "kernel-echo")
+    script = os.path.join(ctx.workdir, "fork_clients.py")
+    with open(script, "w") as f:
+        f.write(FORK_CLIENTS)
+    r = p.run(["/usr/bin/python3", script, p.kernel_ip], timeout=40, name="fork-clients")
+    print(f"    {' / '.join(r.stdout.split(chr(10))[:2])}")
+    check(r.returncode == 0 and "parent echoed 30" in r.stdout and "child echoed 30" in r.stdout,
+          f"rc={r.returncode}: {r.stdout} {r.stderr[-1500:]}")
+    if p.ustack:
+        per = p.stats()
+        check(len(per) == 2, f"two processes' counters, got {sorted(per)}")
+        for pid, st in per.items():
+            print(f"    process {pid}: tcp_active_opens {st.get('tcp_active_opens', 0)}, handoff_claimed "
+                  f"{st.get('handoff_claimed', 0)}, handoff_offered {st.get('handoff_offered', 0)}")
+            check(st.get("tcp_active_opens", 0) == 30, f"process {pid}: {st.get('tcp_active_opens')} opens")
+            # The source ports hash replies back to their process once
+            # both have joined the port's group; a frame or two while the
+            # second joins may take the handoff.
+            check(st.get("handoff_claimed", 0) <= 3, f"process {pid}: {st.get('handoff_claimed')} replies handed "
+                                                     f"over: its source ports do not hash back to it")

@@ -238,6 +238,7 @@ fn start_here(s: &'static Settings) -> Result<(), Errno> {
     // lcore_mask: the processes of a run take its cores in turn (the
     // engines already in the group count), one engine each.
     let cores = runtime::cores::engine_cores(&s.cfg);
+    let mut place = None;
     if cores.len() > 1 {
         let group: u16 = handed()
             .group
@@ -245,6 +246,10 @@ fn start_here(s: &'static Settings) -> Result<(), Errno> {
             .and_then(|g| g.parse().ok())
             .unwrap_or(0);
         let k = runtime::procgroup::members(group) % cores.len();
+        place = Some(stack::steer::FlowSteering {
+            engines: cores.len() as u16,
+            engine: k as u16,
+        });
         if let Some(c) = cores[k] {
             args.push("--set".into());
             args.push(format!(
@@ -264,6 +269,13 @@ fn start_here(s: &'static Settings) -> Result<(), Errno> {
                 eprintln!("libustack_preload[{}]: {e}", std::process::id());
                 capi::ustack_fini();
                 return Err(Errno(libc::ENETDOWN));
+            }
+            // As the k-th of the lcore_mask's N processes to join, its
+            // outgoing connections' replies hash to it once all N have.
+            if place.is_some() {
+                let _ = api::with_engine::<runtime::PortLink, _>(0, |e| {
+                    e.stack.set_flow_steering(place)
+                });
             }
             // Made after the engine's thread-locals, so dropped before
             // them when the thread ends (exit() ends the main thread's

@@ -78,6 +78,15 @@ impl Stack {
         &self.ip.cfg
     }
 
+    /// Outgoing connections from now on take source ports whose replies
+    /// hash to engine `steering.engine` of `steering.engines` (`None`:
+    /// any port), for a stack whose place among the engines sharing its
+    /// ports is learnt after it is made (a process joining a group).
+    pub fn set_flow_steering(&mut self, steering: Option<crate::steer::FlowSteering>) {
+        self.tcp.cfg.steering = steering;
+        self.tcp.ports.set_steering(steering);
+    }
+
     /// Other processes share this stack's ports (one AF_PACKET fanout
     /// group), and a flow may reach a process that does not have it while
     /// processes join or leave the group.  With `on`, a TCP segment of no

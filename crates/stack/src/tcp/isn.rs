@@ -151,8 +151,13 @@ impl PortAllocator {
     /// ([`crate::steer`]): the ports of one residue class modulo the engine
     /// count, found by arithmetic, so picking stays O(1) per try.
     pub fn with_steering(mut self, steering: Option<FlowSteering>) -> Self {
-        self.steering = steering.filter(|s| s.engines > 1);
+        self.set_steering(steering);
         self
+    }
+
+    /// Which engine's flows the ports are drawn for from now on.
+    pub fn set_steering(&mut self, steering: Option<FlowSteering>) {
+        self.steering = steering.filter(|s| s.engines > 1);
     }
 
     fn last(&self) -> u16 {
