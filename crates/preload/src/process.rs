@@ -90,7 +90,7 @@ fn load() -> Option<Settings> {
             return None;
         }
     }
-    let mut init_args = vec!["ustack-preload".to_string(), "--conf".to_string(), path];
+    let mut init_args = vec!["libustack_preload".to_string(), "--conf".to_string(), path];
     for s in sets {
         init_args.push("--set".into());
         init_args.push(s);
