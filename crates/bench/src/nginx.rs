@@ -22,14 +22,32 @@
 //! peer by `netif_rx` on the sending core, so without more the kernel's
 //! receive processing of each side would run on the *other* side's core:
 //! the kernel nginx's TCP input would be paid by wrk's core, and wrk's by
-//! nginx's. RPS on each end's receive queue (server end to core 0, client
-//! end to core 1) moves it to the receiver's own core, so each side pays
-//! for its own stack: on the kernel, nginx's core runs its TCP/IP input;
-//! under ustack, the same core runs the kernel's part of AF_PACKET (the
-//! copy into the ring, and the kernel's own look at a frame for an
-//! address it does not have). What each side transmits is paid by the
-//! sender, as it is anyway. Both ends have TSO and GSO off (nginx's
-//! responses are one segment either way).
+//! nginx's (that way the kernel's nginx measured 115k requests/s to
+//! ustack's 98k on a quiet machine: its TCP input ran on wrk's idle half
+//! of core 1, while ustack's core carried wrk's TCP input). RPS moves an
+//! end's receive processing to the core RPS names, and the workload is
+//! measured with two placements, each a row:
+//!
+//! - `Rps::Both` (`nginx_preload_keepalive_600b`, the one with the goal):
+//!   RPS on each end, server end to core 0 and client end to core 1, so
+//!   each side pays for its own receive: on the kernel, nginx's core runs
+//!   its TCP/IP input; under ustack, the same core runs the kernel's part
+//!   of AF_PACKET (the copy into the ring, and the kernel's own look at a
+//!   frame for an address it does not have). What a side transmits is paid
+//!   by the sender, and on a veth that includes the inter-processor
+//!   interrupt that hands each frame to the peer's core: per `sendfile` on
+//!   the kernel, per burst on ustack. In this VM an IPI is a write to the
+//!   x2APIC that exits to the hypervisor: `perf record -C 0` found 44% of
+//!   the kernel nginx's core in `native_write_msr` (ustack's: 4%), far
+//!   more than an IPI costs on bare metal, so this row shows ustack's
+//!   batching at its most visible.
+//! - `Rps::ServerOnly` (`..._rps_server`): RPS on the server's end only, as
+//!   issue 20's reference figures: the server pays for its own receive,
+//!   and its core also runs wrk's TCP input inline as it transmits (no
+//!   IPI), the same work for both stacks, which narrows the ratio.
+//!
+//! Both ends have TSO and GSO off (nginx's responses are one segment
+//! either way).
 //!
 //! What is measured, per run (each run a fresh nginx): a curl from the
 //! client namespace checks the page byte for byte, wrk warms up for a
@@ -40,9 +58,8 @@
 //! nginx worker's own CPU time from `/proc/PID/stat`. A server core that
 //! is less than fully busy on the kernel means the load generator, not
 //! nginx, set the pace; ustack's engine polls, so its core is always busy,
-//! and its engine's idle loops (`engine_idle_sleeps` of `engine_loops` in
-//! the `--stats` file) say how much of that was waiting. The figures per
-//! core are requests per CPU-second of core 0.
+//! and the load generator's core says whether it had more to give. The
+//! figures per core are requests per CPU-second of core 0.
 //!
 //! A run fails (and is reported as failed, its figure not used) when wrk
 //! reports any socket error or non-2xx response, when nginx's error log
@@ -98,9 +115,6 @@ pub struct RunFigures {
     pub client_core_busy: f64,
     /// The nginx worker's CPU time over the window, in seconds.
     pub worker_cpu_s: f64,
-    /// ustack only: the share of the worker engine's loops that found
-    /// nothing to do.
-    pub idle_loops: Option<f64>,
     /// ustack only: the worker engine's passive opens and
     /// retransmissions over the window.
     pub engine: Option<(u64, u64)>,
@@ -120,9 +134,41 @@ impl RunFigures {
     }
 }
 
+/// Where the veth's receive processing runs (see the module's comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rps {
+    /// Each end's on its own side's core.
+    Both,
+    /// The server end's on the server's core; the client end's where the
+    /// frame was sent (the server's core).
+    ServerOnly,
+}
+
+impl Rps {
+    /// From a spec's workload, `nginx:rps=both` or `nginx:rps=server`.
+    pub fn from_workload(w: &str) -> Result<Rps, String> {
+        match w.split_once(":rps=").map(|(_, r)| r) {
+            Some("both") => Ok(Rps::Both),
+            Some("server") => Ok(Rps::ServerOnly),
+            _ => Err(format!("nginx workload {w:?}: rps=both or rps=server")),
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Rps::Both => "RPS on both ends: each side's receive processing on its own core",
+            Rps::ServerOnly => {
+                "RPS on the server's end only: the server's receive processing on its core, \
+                 and wrk's there too, inline as the server transmits"
+            }
+        }
+    }
+}
+
 /// The namespaces, the veth and nginx's files, for every run of the
 /// workload; removed on drop.
 pub struct NginxBench {
+    rps: Rps,
     dir: PathBuf,
     ns_server: String,
     ns_client: String,
@@ -392,7 +438,12 @@ impl Drop for Nginx {
 
 impl NginxBench {
     /// Checks the tools, writes nginx's files and makes the topology.
-    pub fn setup(exe: &Path, warmup: Duration, window: Duration) -> Result<NginxBench, String> {
+    pub fn setup(
+        exe: &Path,
+        rps: Rps,
+        warmup: Duration,
+        window: Duration,
+    ) -> Result<NginxBench, String> {
         let missing: Vec<&str> = TOOLS
             .iter()
             .copied()
@@ -432,6 +483,7 @@ impl NginxBench {
         write(&conf, nginx_conf(&dir).as_bytes())?;
         write(&ini, ustack_ini(&if_server).as_bytes())?;
         let b = NginxBench {
+            rps,
             ns_server: format!("usb-nginx-s-{id}"),
             ns_client: format!("usb-nginx-c-{id}"),
             if_server,
@@ -484,14 +536,19 @@ impl NginxBench {
         ])?;
         let client_addr = format!("{CLIENT_IP}/{PREFIX}");
         sh(&["ip", "-n", c, "addr", "add", &client_addr, "dev", ic])?;
-        for (ns, ifc, cpu) in [(s, is, SERVER_CPU), (c, ic, CLIENT_CPU)] {
+        let client_rps = match self.rps {
+            Rps::Both => Some(CLIENT_CPU),
+            Rps::ServerOnly => None,
+        };
+        for (ns, ifc, cpu) in [(s, is, Some(SERVER_CPU)), (c, ic, client_rps)] {
             sh(&[
                 "ip", "netns", "exec", ns, "ethtool", "-K", ifc, "tso", "off", "gso", "off",
             ])?;
-            // RPS: this end's receive processing on its own side's core
-            // (see the module's comment). `ip netns exec` mounts the
+            // RPS: this end's receive processing on its side's core (see
+            // the module's comment), or none. `ip netns exec` mounts the
             // namespace's own /sys.
-            let mask = format!("{:x}", 1u64 << cpu);
+            let want = cpu.map_or(0, |c| 1u64 << c);
+            let mask = format!("{want:x}");
             let file = format!("/sys/class/net/{ifc}/queues/rx-0/rps_cpus");
             sh(&[
                 "ip",
@@ -503,8 +560,7 @@ impl NginxBench {
                 &format!("echo {mask} > {file} && cat {file}"),
             ])
             .and_then(|got| {
-                if u64::from_str_radix(got.trim().replace(',', "").as_str(), 16).ok()
-                    == Some(1 << cpu)
+                if u64::from_str_radix(got.trim().replace(',', "").as_str(), 16).ok() == Some(want)
                 {
                     Ok(())
                 } else {
@@ -694,10 +750,6 @@ impl NginxBench {
                     .unwrap_or(0)
                     .saturating_sub(counters0.get(k).copied().unwrap_or(0))
             };
-            let loops = d("engine_loops");
-            if loops > 0 {
-                fig.idle_loops = Some(d("engine_idle_sleeps") as f64 / loops as f64);
-            }
             let opens = d("tcp_passive_opens");
             fig.engine = Some((opens, d("tcp_retransmitted_segments")));
             if opens < u64::from(WRK_CONNECTIONS) {

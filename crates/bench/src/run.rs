@@ -143,10 +143,19 @@ const SPECS: &[Spec] = &[
     Spec {
         name: "nginx_preload_keepalive_600b",
         kind: Kind::Program,
-        workload: "nginx",
+        workload: "nginx:rps=both",
         unit: "requests/s",
         scale: 1.0,
         goal: Goal::RatioAtLeast(2.0),
+        higher_better: true,
+    },
+    Spec {
+        name: "nginx_preload_keepalive_600b_rps_server",
+        kind: Kind::Program,
+        workload: "nginx:rps=server",
+        unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::None,
         higher_better: true,
     },
     Spec {
@@ -507,7 +516,9 @@ impl Ctx {
 /// load generator's core utilisation and the cost per request into its
 /// notes (medians over the runs that succeeded).
 fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window: Duration) {
-    let bench = match NginxBench::setup(exe, warmup, window) {
+    let setup = nginx::Rps::from_workload(row.spec.workload)
+        .and_then(|rps| NginxBench::setup(exe, rps, warmup, window).map(|b| (rps, b)));
+    let (rps, bench) = match setup {
         Ok(b) => b,
         Err(e) => {
             eprintln!("  nginx: {e}");
@@ -566,17 +577,17 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
     let num = |v: Option<f64>| fmt_value(v);
     row.notes.push(format!(
         "{}, one worker pinned to core 0, `listen 80 reuseport`, sendfile and tcp_nopush on, \
-         access_log off, 600-byte page, keep-alive; wrk -t1 -c100 -d{}s pinned to core 1 in another network \
-         namespace over a veth (RPS: each end's receive processing on its own side's core); \
-         ustack: `ustack run`, AF_PACKET on the veth, busy polling",
+         access_log off, 600-byte page, keep-alive; wrk -t1 -c100 -d{}s pinned to core 1 in \
+         another network namespace over a veth ({}); ustack: `ustack run`, AF_PACKET on the \
+         veth, busy polling",
         nginx::version(),
-        window.as_secs()
+        window.as_secs(),
+        rps.describe()
     ));
     row.notes.push(format!(
-        "server core 0 busy: ustack {} (its engine's loops idle: {}), linux {}; load generator \
+        "server core 0 busy: ustack {}, linux {}; load generator \
          core 1 busy: ustack {}, linux {}; nginx worker's CPU: ustack {}, linux {} of a core",
         pct(med("ustack", &|f| f.server_core_busy)),
-        pct(med("ustack", &|f| f.idle_loops.unwrap_or(f64::NAN))),
         pct(med("linux", &|f| f.server_core_busy)),
         pct(med("ustack", &|f| f.client_core_busy)),
         pct(med("linux", &|f| f.client_core_busy)),
