@@ -579,7 +579,7 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
         "{}, one worker pinned to core 0, `listen 80 reuseport`, sendfile and tcp_nopush on, \
          access_log off, 600-byte page, keep-alive; wrk -t1 -c100 -d{}s pinned to core 1 in \
          another network namespace over a veth ({}); ustack: `ustack run`, AF_PACKET on the \
-         veth, busy polling",
+         veth, busy polling, pkt_tx_delay 100 us",
         nginx::version(),
         window.as_secs(),
         rps.describe()
