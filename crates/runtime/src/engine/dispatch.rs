@@ -275,6 +275,8 @@ pub struct Dispatcher<B> {
     handoff: Option<link::FlowHandoff>,
     /// Our offers waiting for a claim, oldest first.
     offers: std::collections::VecDeque<PendingOffer>,
+    /// When the side channels (ARP taps, handoff) are read next.
+    next_side_read: Instant,
 }
 
 /// A frame offered to the group, kept until a member claims it or its
@@ -316,6 +318,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             arp_taps: Vec::new(),
             handoff: None,
             offers: std::collections::VecDeque::new(),
+            next_side_read: Instant::ZERO,
         }
     }
 
@@ -705,9 +708,17 @@ pub(super) fn serve<L: Link>(
         }
         d.mesh = Some(mesh);
     }
+    // The group's side channels (ARP taps, handoffs) carry little and
+    // rarely: read at most once per SIDE_READ_EVERY, not every turn (each
+    // read is a system call, most of them finding nothing).
+    let side = (!d.arp_taps.is_empty() || d.handoff.is_some()) && now >= d.next_side_read;
+    if side {
+        d.next_side_read = now + SIDE_READ_EVERY;
+    }
     // ARP seen by the other processes of the fanout group: learned, muted.
     let mut frame = [0u8; ARP_TAP_FRAME];
-    for (port, tap) in &mut d.arp_taps {
+    let taps: &mut [(u16, link::ArpTap)] = if side { &mut d.arp_taps } else { &mut [] };
+    for (port, tap) in taps {
         if usize::from(*port) >= ports.len() {
             continue;
         }
@@ -739,7 +750,7 @@ pub(super) fn serve<L: Link>(
     }
     // Frames of our flows that reached another process of the group, and
     // claims of our offers.
-    if let Some(h) = d.handoff.as_mut() {
+    if let Some(h) = d.handoff.as_mut().filter(|_| side) {
         for _ in 0..INBOUND_BUDGET {
             let (port, csum_partial, frame, from) = match h.receive() {
                 Ok(Some(link::handoff::Message::Offer {
@@ -831,6 +842,9 @@ pub(super) fn serve<L: Link>(
     }
     work
 }
+
+/// How often the group's side channels are read.
+const SIDE_READ_EVERY: stack::Duration = stack::Duration::from_millis(1);
 
 /// Room for one ARP frame from a tap (an ARP frame is 42 bytes, 60 with
 /// padding; a VLAN tag or trailer adds little).
