@@ -302,13 +302,13 @@ def _(ctx):
     t.ustack.stop()
 
 
-@test("fault_corrupt_af_packet", budget=60)
-def _(ctx):
-    # The kernel's transmit checksum offload is off here: with it on, a
-    # veth delivers UDP with a partial checksum (only the pseudo-header sum
-    # is filled in), which no receiver can verify, so a bit flipped by the
-    # injector in such a frame cannot be caught by anyone.
-    t = ctx.topo("af_packet", SUBNETS["fault_corrupt_af_packet"], sets=["fault.corrupt=0.05"], offload=False).start()
+def udp_corrupt(t):
+    """400 UDP datagrams and 200 pings through a started topology whose
+    ustack has `fault.corrupt` set: no corrupted datagram is echoed, the
+    injector corrupted both ways, a checksum counter caught some. The
+    kernel's side keeps its transmit checksum offload (a veth's default),
+    so its UDP arrives with partial checksums, which the injector finishes
+    before it flips a bit, as a wire would carry them."""
     rnd = random.Random(11)
     sizes = [rnd.randint(16, 1400) for _ in range(400)]
     sent, replies, wrong_src = udp_burst(
@@ -324,13 +324,21 @@ def _(ctx):
     m = re.search(r"\d+ packets transmitted, \d+ received", p.stdout)
     h.log({k: v for k, v in h.nonzero(st).items() if k.startswith(("rx_drop", "rx_accept"))})
     print(f"    400 datagrams: {answered} answered intact; ping: {m.group(0) if m else '?'}; "
-          f"corrupted rx {st.get('port0_fault_rx_corrupted')} tx {st.get('port0_fault_tx_corrupted')}; {bad}")
+          f"corrupted rx {st.get('port0_fault_rx_corrupted')} tx {st.get('port0_fault_tx_corrupted')} "
+          f"(partial checksums finished first: rx {st.get('port0_fault_rx_completed_before_corrupt')}); {bad}")
     check(answered >= 0.75 * 400, f"only {answered} of 400 answered")
     check(st.get("port0_fault_rx_corrupted", 0) > 0 and st.get("port0_fault_tx_corrupted", 0) > 0,
           f"the injector corrupted nothing: {h.nonzero(st)}")
+    check(st.get("port0_fault_rx_completed_before_corrupt", 0) > 0,
+          f"no partial checksum was finished before a flip (is the peer's offload on?): {h.nonzero(st)}")
     check(sum(bad.values()) > 0, f"no rx_drop_*checksum* counter grew: {h.nonzero(st)}")
     check(h.outcome_sum(st) == st.get("rx_frames"), f"outcome counters do not add up to rx_frames: {h.nonzero(st)}")
     t.ustack.stop()
+
+
+@test("fault_corrupt_af_packet", budget=60)
+def _(ctx):
+    udp_corrupt(ctx.topo("af_packet", SUBNETS["fault_corrupt_af_packet"], sets=["fault.corrupt=0.05"]).start())
 
 
 @test("fault_duplicate_keeps_partial_checksum_af_packet")
@@ -730,6 +738,10 @@ def _(ctx):
     check(st.get("port0_link_rx_frames", 0) > 2 * ECHO_CONNS and st.get("port0_link_pool_exhausted", 0) == 0,
           f"DPDK port counters: {h.nonzero(st)}")
     zero_copy_receive(st, "echo")
+    # The kernel's side keeps its checksum offload; the af_packet driver
+    # gives no checksum verdict, and the link recognised the partial form.
+    check(st.get("port0_link_rx_csum_partial_form", 0) > 0,
+          f"the kernel's partial checksums were not recognised: {h.nonzero(st)}")
 
 
 @test("http_curl_dpdk", budget=90)
@@ -782,9 +794,9 @@ def zero_copy_receive(st, what):
 
 @test("tcp_echo_faults_af_packet", budget=120)
 def _(ctx):
-    # Corruption is only caught when the kernel's frames carry a full
-    # checksum: its TX checksum offload is off (see fault_corrupt_af_packet).
-    t = ctx.topo("af_packet", SUBNETS["tcp_echo_faults_af_packet"], offload=False,
+    # The kernel's side keeps its checksum offload: the injector finishes a
+    # partial checksum before it corrupts the frame (see udp_corrupt).
+    t = ctx.topo("af_packet", SUBNETS["tcp_echo_faults_af_packet"],
                  sets=["fault.loss=0.02", "fault.duplicate=0.02", "fault.reorder=0.02",
                        "fault.corrupt=0.005"]).start()
     tcp_echo_test(t, ECHO_CONNS, 2 * 1024 * 1024, 17)

@@ -34,13 +34,9 @@ SUBNETS.update({"cores_tcp_echo_dpdk": 178, "cores_connect_dpdk": 179})
 
 class TwoQueueDpdkVeth(TwoQueueVeth):
     """The two-queue veth of the AF_PACKET cases, ustack's end driven by
-    DPDK's af_packet driver with two queue pairs; the kernel's side sends
-    full checksums (the driver does not pass the kernel's partial-checksum
-    mark on)."""
-
-    def __init__(self, subnet):
-        super().__init__(subnet)
-        h.nsx(self.ns_k, "ethtool", "-K", self.if_k, "tx", "off")
+    DPDK's af_packet driver with two queue pairs; the kernel's side keeps
+    its checksum offload (the driver does not pass the kernel's
+    partial-checksum mark on; the link recognises the form on a veth)."""
 
     def config(self, extra=""):
         vdev = f"net_af_packet0,iface={self.if_u},qpairs=2,framecnt=4096"

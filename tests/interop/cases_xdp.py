@@ -3,13 +3,14 @@ end of a veth pair, bound to it by an AF_XDP socket, with the XDP program in
 the driver (native) and in the kernel's generic path, against the kernel's
 own tools on the other end.
 
-The kernel's side sends full checksums here (`ethtool -K tx off`): a veth
-with transmit checksum offload on hands over TCP and UDP with only the
+The kernel's side keeps its transmit checksum offload, as every
+container's veth comes: it hands over TCP and UDP with only the
 pseudo-header sum in the checksum field and a "checksum not ready" mark on
-the socket buffer, and AF_XDP passes the bytes without the mark (no
-metadata for it), so ustack would rightly drop them as bad.  Frames from a
-real NIC always carry full checksums.  The link's own tests show both cases
-(crates/link/src/af_xdp/tests.rs)."""
+the socket buffer, which AF_XDP does not pass on (no metadata for it). On a
+veth the link recognises that form and marks the frame itself
+(crates/link/src/partial_form.rs); the tests check that it did
+(`port0_link_rx_csum_partial_form`) and, under `[fault] corrupt`, that no
+corrupted byte is echoed."""
 
 import os
 import re
@@ -17,23 +18,23 @@ import re
 import harness as h
 import tcp_tools as tt
 from cases import (ECHO_CONNS, ECHO_SIZE, SUBNETS, curl, no_tcp_trouble, ping_sizes, tcp_echo_test, test,
-                   udp_every_size, zero_copy_receive)
+                   udp_corrupt, udp_every_size, zero_copy_receive)
 from harness import check
 
 MODES = ("native", "generic")
 NAMES = ("ping", "udp_sizes", "tcp_echo", "http_curl", "http_wrk")
 SUBNETS.update({f"{n}_af_xdp_{m}": 150 + 2 * i + j for i, n in enumerate(NAMES) for j, m in enumerate(MODES)})
+SUBNETS.update({f"udp_corrupt_af_xdp_{m}": 160 + j for j, m in enumerate(MODES)})
 
 
 class XdpTopology(h.Topology):
     """The "af_packet" topology with ustack on AF_XDP: a veth pair with one
     queue each way (the one engine binds queue 0; a veth made with a queue
     per CPU would spread the kernel's frames over all of them), ustack in
-    ``ns_u``, the kernel (10.99.N.1/24, tx checksum offload off, see the
-    module comment) in ``ns_k``."""
+    ``ns_u``, the kernel (10.99.N.1/24, its checksum offload on) in
+    ``ns_k``."""
 
     def __init__(self, mode, subnet, binary, workdir, **kw):
-        kw["offload"] = False
         super().__init__("af_packet", subnet, binary, workdir, **kw)
         self.mode = mode
         self.sets.append(f"port0.xdp_mode={mode}")
@@ -103,6 +104,8 @@ def register(mode):
         check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
         no_copy(st, "echo")
         zero_copy_receive(st, "echo")
+        check(st.get("port0_link_rx_csum_partial_form", 0) > 0,
+              f"the kernel's partial checksums were not recognised: {h.nonzero(st)}")
         print(f"    port0_link_rx_frames {st['port0_link_rx_frames']}, port0_link_rx_copied "
               f"{st['port0_link_rx_copied']}, port0_link_rx_dropped {st.get('port0_link_rx_dropped')}")
         t.ustack.stop()
@@ -142,6 +145,12 @@ def register(mode):
         err = t.ustack.stop()
         check(re.search(r"af_xdp queue 0 %s XDP, (copy|zero-copy) mode" % mode, err),
               f"ustack did not say how the AF_XDP link runs: {err[:500]!r}")
+
+
+    @test(f"udp_corrupt_af_xdp_{mode}", budget=60)
+    def _(ctx):
+        udp_corrupt(XdpCtx(ctx, mode).topo("af_xdp", SUBNETS[f"udp_corrupt_af_xdp_{mode}"],
+                                           sets=["fault.corrupt=0.05"]).start())
 
 
 for _mode in MODES:

@@ -397,7 +397,8 @@ class Topology:
     (``link=dpdk``): the EAL without hugepages (``no_huge=1``) and a small
     mbuf pool (1024), port 0 an af_packet virtual device on ``if_u``.  DPDK's
     af_packet driver does not pass on the kernel's "checksum not ready"
-    mark, so the kernel's side sends full checksums (tx offload off).
+    mark; the link recognises the partial form on a veth, so the kernel's
+    side keeps its offload.
     """
 
     def __init__(self, kind, subnet, binary, workdir, sets=(), extra_port="", extra="", offload=True):
@@ -411,7 +412,7 @@ class Topology:
         self.sets = list(sets)
         self.extra_port = extra_port
         self.extra = extra
-        self.offload = offload and kind != "dpdk"
+        self.offload = offload
         self.ns_k = unique("k")
         self.ns_u = None
         self.if_k = unique("t" if kind == "tap" else "k")

@@ -744,6 +744,7 @@ impl Link for AfPacketLink {
             rx_oversize: self.rx_oversize,
             rx_copied: self.rx_frames,
             ring_errors: self.rx_bad,
+            rx_csum_partial_form: 0,
         }
     }
 

@@ -105,6 +105,9 @@ pub struct FaultDirStats {
     /// Duplicates not made for want of a buffer.
     pub dup_no_buffer: u64,
     pub corrupted: u64,
+    /// Of those, frames whose partial checksum was finished before the
+    /// flip.
+    pub completed_before_corrupt: u64,
     /// Frames held for a delay (`delay_us` or jitter above zero).
     pub delayed: u64,
     /// Frames held back and released after the frame behind them.
@@ -187,6 +190,13 @@ impl<B: PacketBuffer> Impairer<B> {
         if self.rng.chance(self.cfg.corrupt) {
             let len = buf.data().len() as u64;
             if len > 0 {
+                // A wire carries whole checksums: one left for an offload
+                // (a veth peer's, or ours on transmit) is finished first,
+                // so the flip is one a receiver can catch, as on a wire.
+                if buf.csum_partial() && wire::partial_checksum::complete(buf.data_mut()) {
+                    buf.set_csum_partial(false);
+                    self.stats.completed_before_corrupt += 1;
+                }
                 let byte = self.rng.below(len) as usize;
                 let bit = self.rng.below(8);
                 buf.data_mut()[byte] ^= 1 << bit;
@@ -635,6 +645,92 @@ mod tests {
         }
         assert_eq!(u64::from(flipped), s.tx.corrupted);
         assert!(flipped > 200 && flipped < 400);
+    }
+
+    /// A UDP datagram 10.99.0.1 -> 10.99.0.2 whose checksum field holds
+    /// the partial form (the pseudo-header's sum), as a veth peer with
+    /// offload sends it.
+    fn partial_udp(link: &mut impl Link<Buf = crate::PoolBuf>, seq: u32) -> crate::PoolBuf {
+        let mut b = link.alloc_tx().expect("pool has room");
+        b.set_len(14 + 20 + 8 + 32);
+        let f = b.data_mut();
+        f.fill(0);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&60u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 99, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 99, 0, 2]);
+        f[34..36].copy_from_slice(&4000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&7u16.to_be_bytes());
+        f[38..40].copy_from_slice(&40u16.to_be_bytes());
+        f[42..46].copy_from_slice(&seq.to_be_bytes());
+        f[46..].fill(0x5a);
+        let pseudo = wire::checksum::pseudo_header_v4(
+            &[10, 99, 0, 1].into(),
+            &[10, 99, 0, 2].into(),
+            wire::ip::IpProtocol::Udp,
+            40,
+        );
+        f[40..42].copy_from_slice(&pseudo.to_be_bytes());
+        assert!(wire::partial_checksum::holds_partial_form(f));
+        b.set_csum_partial(true);
+        b
+    }
+
+    #[test]
+    fn corrupt_finishes_a_partial_checksum_first_so_the_flip_is_caught() {
+        let (a, mut b) = pair();
+        let cfg = FaultConfig {
+            corrupt: 1.0,
+            seed: 5,
+            ..FaultConfig::default()
+        };
+        let mut f = FaultLink::with_directions(a, FaultConfig::default(), cfg);
+        f.set_time(Instant::now());
+        let mut out = Vec::new();
+        let (mut in_segment, mut caught) = (0, 0);
+        for i in 0..500 {
+            let mut v = vec![partial_udp(&mut f, i)];
+            f.tx_burst(&mut v).unwrap();
+            while b.rx_burst(&mut out, MAX_BURST).unwrap() > 0 {
+                for x in out.drain(..) {
+                    assert!(!x.csum_partial(), "the injector finished the checksum");
+                    let d = x.data();
+                    // A flip in the UDP segment or the addresses (the
+                    // pseudo-header) must fail the whole checksum.
+                    let pseudo = wire::checksum::pseudo_header_v4(
+                        &[d[26], d[27], d[28], d[29]].into(),
+                        &[d[30], d[31], d[32], d[33]].into(),
+                        wire::ip::IpProtocol::Udp,
+                        40,
+                    );
+                    let ok = wire::checksum::combine(&[pseudo, wire::checksum::data(&d[34..74])])
+                        == 0xffff;
+                    let clean = partial_udp(&mut b, i);
+                    // The checksum field differs anyway (finished).
+                    let flipped = d
+                        .iter()
+                        .zip(clean.data())
+                        .enumerate()
+                        .position(|(at, (p, q))| p != q && !(40..42).contains(&at));
+                    b.recycle(clean);
+                    if let Some(at) = flipped {
+                        if (26..74).contains(&at) {
+                            in_segment += 1;
+                            caught += usize::from(!ok);
+                        }
+                    }
+                    b.recycle(x);
+                }
+            }
+        }
+        let s = f.fault_stats();
+        assert_eq!(s.tx.corrupted, 500);
+        assert_eq!(s.tx.completed_before_corrupt, 500);
+        assert!(in_segment > 300, "{in_segment} flips in the segment");
+        assert_eq!(caught, in_segment, "every flip in the segment is caught");
     }
 
     #[test]

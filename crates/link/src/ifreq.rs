@@ -18,6 +18,7 @@ pub(crate) union IfReqData {
     pub flags: libc::c_short,
     pub value: libc::c_int,
     pub hwaddr: libc::sockaddr,
+    pub data: *mut libc::c_void,
     _size: [u64; 3],
 }
 
@@ -72,10 +73,29 @@ pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
 pub(crate) fn ioctl_ifreq(fd: RawFd, request: libc::c_ulong, req: &mut IfReq) -> io::Result<()> {
     // SAFETY: every request passed here (SIOC*IF*, TUNSETIFF) reads and
     // writes at most one `struct ifreq`, and `req` points at a live one of
-    // the kernel's layout (checked by the size assertion above).
+    // the kernel's layout (checked by the size assertion above); for
+    // SIOCETHTOOL its `data` points at a live struct of the command's
+    // layout (`driver`).
     cvt(unsafe { libc::ioctl(fd, request as _, req as *mut IfReq) })?;
     Ok(())
 }
+
+/// `SIOCETHTOOL` (linux/sockios.h): ethtool's requests, their struct
+/// pointed to by the ifreq's `ifr_data`.
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+/// `ETHTOOL_GDRVINFO` (linux/ethtool.h).
+const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+
+/// `struct ethtool_drvinfo`: the command, the driver's name, then fields
+/// read here as bytes (version, firmware, bus, reserved, five counts).
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    _rest: [u8; 160],
+}
+
+const _: () = assert!(std::mem::size_of::<EthtoolDrvinfo>() == 196);
 
 /// A datagram socket to issue interface ioctls on, in the caller's network
 /// namespace.
@@ -146,6 +166,22 @@ impl CtlSocket {
         Ok(())
     }
 
+    /// The name of the interface's driver (`ethtool -i`'s `driver`:
+    /// `veth`, `virtio_net`, `ixgbe` ...), by SIOCETHTOOL's
+    /// ETHTOOL_GDRVINFO.
+    pub fn driver(&self, name: &str) -> io::Result<String> {
+        let mut info = EthtoolDrvinfo {
+            cmd: ETHTOOL_GDRVINFO,
+            driver: [0; 32],
+            _rest: [0; 160],
+        };
+        let mut req = IfReq::new(name)?;
+        req.data.data = (&mut info as *mut EthtoolDrvinfo).cast();
+        ioctl_ifreq(self.0.as_raw_fd(), SIOCETHTOOL, &mut req)?;
+        let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
+        Ok(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+    }
+
     /// The interface's index (SIOCGIFINDEX).
     pub fn index(&self, name: &str) -> io::Result<i32> {
         let mut req = IfReq::new(name)?;
@@ -174,5 +210,11 @@ mod tests {
         assert!(s.mtu("lo").unwrap() > 0);
         assert!(s.index("lo").unwrap() > 0);
         assert!(s.hwaddr("lo").is_err(), "lo is not Ethernet");
+        // lo has no ethtool driver information on some kernels; when it
+        // answers, it names no driver.
+        if let Ok(d) = s.driver("lo") {
+            assert!(d.len() < 32);
+        }
+        assert!(s.driver("nosuchif0").is_err());
     }
 }

@@ -23,6 +23,7 @@ mod ifreq;
 pub mod memory;
 pub mod os;
 pub mod packet_socket;
+pub mod partial_form;
 pub mod pcap;
 pub mod pool;
 pub mod shm;
@@ -106,6 +107,11 @@ pub struct LinkStats {
     /// Descriptors or ring indexes from the device that could not be true,
     /// and buffers handed back that were not the link's: counted, skipped.
     pub ring_errors: u64,
+    /// Frames received without a per-frame checksum mark whose TCP or UDP
+    /// checksum the link found in the partial form (an offloading sender
+    /// on the same host, through a veth), marked `csum_partial`; see
+    /// `wire::partial_checksum`.
+    pub rx_csum_partial_form: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to

@@ -221,6 +221,7 @@ impl Link for MemoryLink {
             rx_oversize: 0,
             rx_copied: 0,
             ring_errors: 0,
+            rx_csum_partial_form: 0,
         }
     }
 }

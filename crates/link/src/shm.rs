@@ -1489,6 +1489,7 @@ impl Link for ShmLink {
             rx_oversize: self.rx_bad_len,
             rx_copied: 0,
             ring_errors: self.shm.rx_bad_desc + self.shm.peer_errors + self.shm.foreign_frames,
+            rx_csum_partial_form: 0,
         }
     }
 

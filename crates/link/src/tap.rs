@@ -348,6 +348,7 @@ impl Link for TapLink {
             rx_oversize: self.rx_oversize,
             rx_copied: 0,
             ring_errors: 0,
+            rx_csum_partial_form: 0,
         }
     }
 

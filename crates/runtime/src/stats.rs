@@ -53,6 +53,7 @@ pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
             ("rx_oversize", s.rx_oversize),
             ("rx_copied", s.rx_copied),
             ("ring_errors", s.ring_errors),
+            ("rx_csum_partial_form", s.rx_csum_partial_form),
         ] {
             out.push((format!("port{i}_link_{name}"), v));
         }
@@ -65,6 +66,7 @@ pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
                     ("duplicated", d.duplicated),
                     ("reordered", d.reordered),
                     ("corrupted", d.corrupted),
+                    ("completed_before_corrupt", d.completed_before_corrupt),
                     ("delayed", d.delayed),
                 ] {
                     out.push((format!("port{i}_fault_{dir}_{name}"), v));

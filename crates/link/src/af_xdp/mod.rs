@@ -28,12 +28,12 @@
 //! flag on the fill and TX rings when it needs a system call to make
 //! progress; the link makes one only then (copy-mode TX always needs one).
 //!
-//! Receive checksums: AF_XDP carries no checksum metadata, so a frame is
-//! never marked `csum_partial`. A kernel sender on the same host whose
-//! transmit checksum offload is on (veth) hands over frames whose L4
-//! checksum holds only the pseudo-header sum; the stack rightly drops them
-//! as bad. Frames from a real wire always carry full checksums. On a veth,
-//! turn the peer's offload off (`ethtool -K PEER tx off`). See the tests.
+//! Receive checksums: AF_XDP carries no checksum metadata. A kernel sender
+//! on the same host whose transmit checksum offload is on (a veth's peer,
+//! by default) hands over frames whose L4 checksum holds only the
+//! pseudo-header sum; on such interfaces the link recognises that form and
+//! marks the frame `csum_partial` (`partial_form.rs`, which says what
+//! stays checked). Frames from a real wire always carry full checksums.
 //!
 //! Nothing here panics on what the kernel hands back: a descriptor outside
 //! the UMEM or longer than its chunk, or a ring index that cannot be, is
@@ -54,6 +54,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::ifreq::{cvt, CtlSocket};
+use crate::partial_form::PartialForm;
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
 use ring::Ring;
 use umem::Umem;
@@ -289,6 +290,8 @@ pub struct AfXdpLink {
     foreign: u64,
     rx_wakeups: u64,
     tx_wakeups: u64,
+    /// Partial checksums recognised (on a veth).
+    partial_form: PartialForm,
 }
 
 // SAFETY: the socket, its ring mappings and the UMEM belong to this value
@@ -408,6 +411,7 @@ impl AfXdpLink {
             foreign: 0,
             rx_wakeups: 0,
             tx_wakeups: 0,
+            partial_form: PartialForm::for_interface(ifname),
         };
         link.refill();
         link.program.insert(cfg.queue, link.sock.fd.as_raw_fd())?;
@@ -454,7 +458,7 @@ impl AfXdpLink {
     /// One line saying how the link runs, for the program's start message.
     pub fn describe(&self) -> String {
         format!(
-            "af_xdp queue {} {} XDP, {} mode{}, {} frames of {} bytes",
+            "af_xdp queue {} {} XDP, {} mode{}, {} frames of {} bytes{}",
             self.queue,
             self.program.mode().name(),
             if self.zero_copy { "zero-copy" } else { "copy" },
@@ -465,6 +469,11 @@ impl AfXdpLink {
             },
             self.umem.chunks(),
             self.umem.chunk_size(),
+            if self.partial_form.is_on() {
+                ", a peer's partial checksums recognised"
+            } else {
+                ""
+            },
         )
     }
 
@@ -609,7 +618,8 @@ impl Link for AfXdpLink {
                 self.free.push(chunk);
                 continue;
             }
-            let frame = self.umem.frame(chunk, offset, len);
+            let mut frame = self.umem.frame(chunk, offset, len);
+            self.partial_form.mark(&mut frame);
             self.rx_frames += 1;
             self.rx_bytes += len as u64;
             self.frames_out += 1;
@@ -727,6 +737,7 @@ impl Link for AfXdpLink {
                 + self.sock.completion.bad_index
                 + self.sock.rx.bad_index
                 + self.sock.tx.bad_index,
+            rx_csum_partial_form: self.partial_form.marked(),
         }
     }
 

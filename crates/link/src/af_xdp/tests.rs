@@ -323,29 +323,31 @@ fn arp_and_udp(tag: &str, mode: XdpModeChoice, expect: XdpMode) {
     assert_eq!(got.len(), 1, "no UDP datagram; stats {:?}", link.stats());
     let (frame, partial) = &got[0];
     assert!(frame.ends_with(b"full-checksum"));
-    assert!(!partial, "AF_XDP has no checksum metadata");
+    assert!(!partial, "a whole checksum is not marked partial");
     assert!(udp_checksum_ok(frame), "offload off: the checksum is whole");
+    assert!(link.describe().contains("partial checksums recognised"));
 
     // With the offload on, the kernel leaves the checksum partial (only the
     // pseudo-header sum) and AF_XDP cannot say so: what arrives does not
-    // verify. This is why the AF_XDP interop topologies turn the peer's
-    // offload off.
+    // verify, and the link, on a veth, recognises the partial form and
+    // marks the frame as AF_PACKET would.
     veth.peer_tx_offload(true);
     veth.peer_send_udp(9999, b"partial-checksum");
     let got = receive(&mut link, 1, Duration::from_secs(5), is_udp);
     assert_eq!(got.len(), 1, "no UDP datagram; stats {:?}", link.stats());
     let (frame, partial) = &got[0];
     assert!(frame.ends_with(b"partial-checksum"));
-    assert!(!partial);
-    eprintln!(
-        "{} XDP, peer tx offload on: UDP checksum verifies = {}",
-        expect.name(),
-        udp_checksum_ok(frame)
-    );
     assert!(
         !udp_checksum_ok(frame),
         "expected the partial checksum of a veth peer with tx offload on"
     );
+    assert!(
+        wire::partial_checksum::holds_partial_form(frame),
+        "{} XDP: the field is not the pseudo-header's sum",
+        expect.name()
+    );
+    assert!(*partial, "a veth's partial checksum is marked");
+    assert_eq!(link.stats().rx_csum_partial_form, 1);
 
     let s = link.stats();
     assert_eq!(s.rx_copied, 0);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::eal::{self, dpdk_error};
 use super::ffi;
 use super::mbuf::{Mbuf, MbufPool};
+use crate::partial_form::PartialForm;
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
 
 /// DPDK's default headroom in front of an mbuf's data
@@ -136,6 +137,8 @@ pub struct DpdkLink {
     driver: String,
     offloads: DpdkOffloads,
     counters: Counters,
+    /// Partial checksums recognised (a software driver on a veth).
+    partial_form: PartialForm,
     /// The shim's burst descriptors (boxed: they would make the link, and
     /// every enum holding it, 1.8 KB larger).
     rx: Box<[ffi::Rx; MAX_BURST]>,
@@ -263,6 +266,8 @@ impl DpdkLink {
         let data_room = u16::try_from(HEADROOM + buf_size)
             .map_err(|_| invalid(format!("buffers of {buf_size} bytes are too large")))?;
 
+        let partial_form_possible = kernel_interface(&driver, &c_str(&dev.devargs))
+            .is_some_and(crate::partial_form::may_carry_partial);
         let mut offloads = DpdkOffloads::default();
         let mut rx_offloads = 0u64;
         let mut tx_offloads = 0u64;
@@ -391,6 +396,7 @@ impl DpdkLink {
                     driver: driver.clone(),
                     offloads,
                     counters: Counters::default(),
+                    partial_form: PartialForm::new(partial_form_possible),
                     rx: Box::new([empty_rx; MAX_BURST]),
                     tx: Box::new([empty_tx; MAX_BURST]),
                 };
@@ -515,6 +521,20 @@ pub(super) fn device_frame_size(driver: &str, devargs: &str) -> usize {
         .unwrap_or(2048)
 }
 
+/// The kernel interface under a software driver's port (the `iface=` of
+/// `net_af_packet` and `net_af_xdp` vdevs), whose frames come from the
+/// kernel as they were handed to it.
+pub(super) fn kernel_interface<'a>(driver: &str, devargs: &'a str) -> Option<&'a str> {
+    if driver != "net_af_packet" && driver != "net_af_xdp" {
+        return None;
+    }
+    devargs
+        .split(',')
+        .find_map(|kv| kv.trim().strip_prefix("iface="))
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+}
+
 /// Where the L4 header of an IPv4 TCP/UDP frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct L4 {
@@ -623,6 +643,11 @@ impl Link for DpdkLink {
                 // with the data intact: the stack must not verify it.
                 m.set_csum_partial(true);
                 self.counters.rx_l4_csum_offloaded += 1;
+            } else {
+                // No verdict: a software driver over a kernel interface
+                // (af_packet, af_xdp on a veth) says nothing of a local
+                // sender's partial checksum; its form does.
+                self.partial_form.mark(&mut m);
             }
             self.counters.rx_frames += 1;
             self.counters.rx_bytes += u64::from(rx.len);
@@ -733,6 +758,7 @@ impl Link for DpdkLink {
                 0
             },
             ring_errors: 0,
+            rx_csum_partial_form: self.partial_form.marked(),
         }
     }
 

@@ -84,6 +84,16 @@ fn checksum_completion_matches_a_full_checksum() {
 fn af_packet_frames_size_the_mbufs() {
     assert_eq!(port::device_frame_size("net_af_packet", "iface=v0"), 2048);
     assert_eq!(
+        port::kernel_interface("net_af_packet", "iface=v0,framesz=16384"),
+        Some("v0")
+    );
+    assert_eq!(
+        port::kernel_interface("net_af_xdp", "start_queue=0,iface=v1"),
+        Some("v1")
+    );
+    assert_eq!(port::kernel_interface("net_af_xdp", "iface="), None);
+    assert_eq!(port::kernel_interface("net_ixgbe", "iface=v0"), None);
+    assert_eq!(
         port::device_frame_size("net_af_packet", "iface=v0,framesz=16384,blocksz=16384"),
         16384
     );

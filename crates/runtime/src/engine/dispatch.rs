@@ -405,7 +405,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
         }
         // The kernel verifies what arrives on a TAP; a frame whose checksum
         // the sender left to the NIC is finished here.
-        if csum_partial && complete_l4_checksum(b.data_mut()) {
+        if csum_partial && wire::partial_checksum::complete(b.data_mut()) {
             self.counters.kni_csum_completed += 1;
         }
         k.txq.push(b);
@@ -426,34 +426,6 @@ fn flush_kni(k: &mut KniPort, counters: &mut DispatchCounters) {
     for b in k.txq.drain(..) {
         k.tap.recycle(b);
     }
-}
-
-/// Finishes the TCP or UDP checksum of an IPv4 frame whose checksum field
-/// holds only the pseudo-header sum (a partial checksum). Returns whether
-/// it did.
-fn complete_l4_checksum(frame: &mut [u8]) -> bool {
-    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] {
-        return false;
-    }
-    let hl = usize::from(frame[14] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
-    let field = match frame[23] {
-        6 => 16,
-        17 => 6,
-        _ => return false,
-    };
-    let (start, end) = (14 + hl, 14 + total);
-    if hl < 20 || end > frame.len() || start + field + 2 > end {
-        return false;
-    }
-    let sum = !wire::checksum::data(&frame[start..end]);
-    let sum = if sum == 0 && frame[23] == 17 {
-        0xffff
-    } else {
-        sum
-    };
-    frame[start + field..start + field + 2].copy_from_slice(&sum.to_be_bytes());
-    true
 }
 
 /// A sink that lets everything but ARP through: an engine learning from an
@@ -870,43 +842,5 @@ fn send_back<B>(
     if let Err(r) = p.push(r) {
         c.steer_return_waits += 1;
         pending.push((origin, r));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partial_checksums_are_completed() {
-        // A UDP datagram 10.0.0.1:1000 -> 10.0.0.2:7 carrying "hi", with the
-        // pseudo-header sum in its checksum field.
-        let mut f = vec![0u8; 14 + 20 + 8 + 2];
-        f[12..14].copy_from_slice(&[0x08, 0x00]);
-        f[14] = 0x45;
-        f[16..18].copy_from_slice(&30u16.to_be_bytes());
-        f[23] = 17;
-        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
-        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
-        f[34..36].copy_from_slice(&1000u16.to_be_bytes());
-        f[36..38].copy_from_slice(&7u16.to_be_bytes());
-        f[38..40].copy_from_slice(&10u16.to_be_bytes());
-        f[42..44].copy_from_slice(b"hi");
-        let pseudo = wire::checksum::pseudo_header_v4(
-            &[10, 0, 0, 1].into(),
-            &[10, 0, 0, 2].into(),
-            wire::ip::IpProtocol::Udp,
-            10,
-        );
-        f[40..42].copy_from_slice(&pseudo.to_be_bytes());
-        assert!(complete_l4_checksum(&mut f));
-        // The whole segment plus the pseudo-header now sums to 0xffff.
-        let total = wire::checksum::combine(&[pseudo, wire::checksum::data(&f[34..44])]);
-        assert_eq!(total, 0xffff);
-        // Not IPv4, or cut short: left alone.
-        let mut arp = f.clone();
-        arp[13] = 0x06;
-        assert!(!complete_l4_checksum(&mut arp));
-        assert!(!complete_l4_checksum(&mut f[..40]));
     }
 }
