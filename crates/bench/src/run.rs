@@ -150,6 +150,15 @@ const SPECS: &[Spec] = &[
         higher_better: true,
     },
     Spec {
+        name: "nginx_preload_keepalive_600b_af_xdp",
+        kind: Kind::Program,
+        workload: "nginx:rps=both:link=af_xdp",
+        unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(2.0),
+        higher_better: true,
+    },
+    Spec {
         name: "nginx_preload_keepalive_600b_rps_server",
         kind: Kind::Program,
         workload: "nginx:rps=server",
@@ -516,9 +525,9 @@ impl Ctx {
 /// load generator's core utilisation and the cost per request into its
 /// notes (medians over the runs that succeeded).
 fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window: Duration) {
-    let setup = nginx::Rps::from_workload(row.spec.workload)
-        .and_then(|rps| NginxBench::setup(exe, rps, warmup, window).map(|b| (rps, b)));
-    let (rps, bench) = match setup {
+    let setup = nginx::Setup::from_workload(row.spec.workload)
+        .and_then(|s| NginxBench::setup(exe, s, warmup, window).map(|b| (s, b)));
+    let (setup, bench) = match setup {
         Ok(b) => b,
         Err(e) => {
             eprintln!("  nginx: {e}");
@@ -578,11 +587,12 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
     row.notes.push(format!(
         "{}, one worker pinned to core 0, `listen 80 reuseport`, sendfile and tcp_nopush on, \
          access_log off, 600-byte page, keep-alive; wrk -t1 -c100 -d{}s pinned to core 1 in \
-         another network namespace over a veth ({}); ustack: `ustack run`, AF_PACKET on the \
-         veth, busy polling, pkt_tx_delay 100 us",
+         another network namespace over a veth ({}); ustack: `ustack run`, {}, busy polling, \
+         pkt_tx_delay 100 us",
         nginx::version(),
         window.as_secs(),
-        rps.describe()
+        setup.rps.describe(),
+        setup.link.describe()
     ));
     row.notes.push(format!(
         "server core 0 busy: ustack {}, linux {}; load generator \
