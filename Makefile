@@ -102,7 +102,7 @@ fuzz-short: deps
 
 # ustack beside the Linux kernel, same run, same cores (needs root for
 # /proc/slabinfo, valgrind, ~140 MB in /dev/shm, and an otherwise idle
-# machine): about 5 minutes on 2 cores.  Results in bench/results/.
+# machine): about 7 minutes on 2 cores.  Results in bench/results/.
 # The nginx workload runs nginx under `ustack run`: the launcher (tools) and
 # libustack_preload.so (preload) beside ustack-bench.
 bench:
