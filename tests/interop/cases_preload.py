@@ -52,7 +52,7 @@ STRACE_DIR = os.environ.get("USTACK_PRELOAD_STRACE")
 SUBNETS.update({
     "preload_mixed_wait": 240, "preload_nginx": 241, "preload_redis": 242, "preload_knot_dns": 243,
     "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246, "preload_fork_after_engine": 247,
-    "preload_rtw_http_server": 248, "preload_fork_clients": 249,
+    "preload_rtw_http_server": 248, "preload_fork_clients": 249, "preload_rtw_fork_after_engine": 233,
 })
 
 _libc = h._libc
@@ -1177,15 +1177,38 @@ def _(ctx):
     reply leaves before it _exits, and the child, whose copy of the engine
     is the parent's, sets the inherited listener up again on an engine of
     its own and serves every following connection."""
-    p = Preload(ctx, "preload_fork_after_engine")
+    fork_after_engine(ctx, "preload_fork_after_engine", ())
+
+
+@test("preload_rtw_fork_after_engine", budget=60)
+def _(ctx):
+    """preload_fork_after_engine in run to wait: the engine runs on a thread
+    of its own, which the fork does not copy; it is held between two steps
+    while the program's thread forks, so the child takes the parent's
+    engine apart and starts an engine thread of its own."""
+    fork_after_engine(ctx, "preload_rtw_fork_after_engine", ("preload.mode=rtw",))
+
+
+def fork_after_engine(ctx, name, sets):
+    p = Preload(ctx, name, sets=sets)
     script = os.path.join(ctx.workdir, "fork_server.py")
     with open(script, "w") as f:
         f.write(FORK_SERVER)
     srv = p.start(["/usr/bin/python3", script], "fork-server")
-    p.wait_tcp(8090, srv)
     url = f"http://{p.ustack_ip}:8090/"
-    # wait_tcp's probe was the parent's one connection: it forks now and
-    # ends, so the child is watched by the pid it prints.
+    # The first request that connects is the parent's one connection: its
+    # reply must leave before the parent _exits.
+    deadline = time.monotonic() + 20
+    while True:
+        r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+        if r.returncode == 0:
+            break
+        check(srv.running() and time.monotonic() < deadline and "Connection refused" in r.stderr,
+              f"no answer from the parent: rc={r.returncode} {r.stderr.strip()!r}; {srv.stderr()[-1500:]}")
+        time.sleep(0.1)
+    check(r.stdout.strip() == "parent", f"the parent's reply: {r.stdout!r}")
+    p.not_on_kernel(8090)
+    # It forks now and ends, so the child is watched by the pid it prints.
     deadline = time.monotonic() + 10
     while not (m := re.search(r"child (\d+)\n", srv.stdout())):
         check(time.monotonic() < deadline, f"no child after the fork: {srv.stdout()[-500:]} {srv.stderr()[-1000:]}")
@@ -1200,7 +1223,14 @@ def _(ctx):
         check(r.returncode == 0 and r.stdout.strip() == f"child {i}",
               f"request {i} after the fork: rc={r.returncode} {r.stdout!r} {r.stderr.strip()!r}; "
               f"the server said: {srv.stdout()[-1000:]} {srv.stderr()[-1000:]}")
+        if i == 0 and p.ustack:
+            held = packet_sockets_of(child)
     print(f"    after the fork: {answers}")
+    if p.ustack:
+        # The child closed the parent's packet sockets (the parent's
+        # engine's link and ARP tap) and holds its own engine's two.
+        print(f"    the child's packet sockets: {held}")
+        check(held == 2, f"the child holds {held} packet sockets, expected its own engine's 2")
     deadline = time.monotonic() + 10
     while "child done" not in srv.stdout():
         check(time.monotonic() < deadline, f"the child did not finish: {srv.stdout()[-500:]}")
@@ -1209,6 +1239,19 @@ def _(ctx):
         err = srv.stderr()
         check("forked after this process started its engine" in err,
               f"the library's note on the fork is missing: {err[-1000:]}")
+
+
+def packet_sockets_of(pid):
+    """How many AF_PACKET sockets process `pid` holds (its fds' socket
+    inodes among its network namespace's /proc/net/packet)."""
+    with open(f"/proc/{pid}/net/packet") as f:
+        inodes = {line.split()[-1] for line in f.readlines()[1:] if line.split()}
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            n += link.startswith("socket:[") and link[8:-1] in inodes
+    return n
 
 
 FORK_CLIENTS = r"""

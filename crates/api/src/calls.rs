@@ -226,7 +226,17 @@ pub fn watch_progress(fd: RawFd) -> Option<worker::ProgressWatch> {
 /// the child may set up again on an engine of its own (their numbers stay
 /// held meanwhile).
 pub fn forget_after_fork() -> (Vec<RawFd>, Vec<worker::Inherited>) {
-    worker::forget_after_fork()
+    worker::forget_after_fork(None)
+}
+
+/// [`forget_after_fork`] for a child forked while other threads' workers
+/// were held ([`hold_for_fork`], run to wait): their engines are taken
+/// apart as the calling thread's would be, and their listeners and bound
+/// UDP sockets are among those returned.
+pub fn forget_after_fork_held(
+    held: Option<worker::ForkHold>,
+) -> (Vec<RawFd>, Vec<worker::Inherited>) {
+    worker::forget_after_fork(held)
 }
 
 /// Sends what the calling thread's engines have queued, now, if they send

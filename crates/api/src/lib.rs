@@ -102,5 +102,5 @@ pub use os::{move_placeholder, placeholder_fd};
 pub use poll::{idle_wait, poll, readiness};
 pub use sockopt::TCP_INFO_LEN;
 pub use std::net::SocketAddrV4;
-pub use worker::{Inherited, ProgressWatch};
+pub use worker::{hold_for_fork, ForkHold, Inherited, ProgressWatch};
 pub use zero_copy::{zc_send_commit, zc_send_reserve, ZcSendBuf};

@@ -552,46 +552,37 @@ pub struct Inherited {
 /// which stay held (duplicates of the placeholder) for the program to
 /// close.  Returns the fds of the engines that could not be dropped (for
 /// the child to close) and the listeners and bound UDP sockets of the
-/// calling thread's worker, to be set up again.
-pub(crate) fn forget_after_fork() -> (Vec<RawFd>, Vec<Inherited>) {
+/// calling thread's worker and of the workers `held` before the fork
+/// ([`hold_for_fork`]), to be set up again.
+pub(crate) fn forget_after_fork(held: Option<ForkHold>) -> (Vec<RawFd>, Vec<Inherited>) {
     let mut fds = Vec::new();
     let mut inherited = Vec::new();
     let worker = CURRENT.try_with(|c| c.borrow_mut().take()).ok().flatten();
     let _ = CURRENT_ID.try_with(|i| i.set(0));
     if let Some(mut w) = worker {
-        // An engine whose links the child may drop is dropped (its packet
-        // rings unmapped: a ring still mapped in the child would keep the
-        // parent's socket, and its place in a fanout group, alive after
-        // the parent ends); the others are forgotten, their fds returned.
-        for e in std::mem::take(&mut w.engines) {
-            if e.driver.droppable_in_fork_child() {
-                drop(e);
-            } else {
-                fds.extend(e.driver.wait_fds());
-                std::mem::forget(e);
-            }
-        }
-        for (fd, o) in w.objects.iter().enumerate() {
-            let Some(Object::Socket(s)) = o else { continue };
-            let local = match s.state {
-                crate::socket::State::Listening { local, .. } => local,
-                crate::socket::State::Udp { .. } => match s.bound {
-                    Some(b) => b,
-                    None => continue,
-                },
-                _ => continue,
-            };
-            inherited.push(Inherited {
-                fd: fd as RawFd,
-                stream: s.stream,
-                local,
-                nonblock: s.nonblock,
-                reuseaddr: s.opts.reuseaddr,
-                reuseport: s.opts.reuseport,
-            });
-        }
+        take_apart(&mut w, &mut fds, &mut inherited);
         // Its drop would close sockets and engines: the parent's.
         std::mem::forget(w);
+    }
+    if let Some(hold) = held {
+        for slot in &hold.slots {
+            let at = slot.worker.load(Ordering::Acquire);
+            if at.is_null() {
+                continue;
+            }
+            // SAFETY: the worker's thread published this pointer to its
+            // own worker from inside a job and then waited, touching
+            // nothing, until released; the fork came in that wait, so the
+            // child's copy of the worker is whole, and its thread does not
+            // exist here: this is the only reference.  The worker stays
+            // where it is (its thread's slot is never dropped in the
+            // child); only what `take_apart` takes leaves it.
+            let w = unsafe { &mut *at };
+            take_apart(w, &mut fds, &mut inherited);
+        }
+        // The helper threads are the parent's: their handles are not
+        // joined or detached here.
+        std::mem::forget(hold);
     }
     // The other workers' threads did not survive the fork.  A registry
     // lock held by one of them at the fork is never released: then it
@@ -601,4 +592,126 @@ pub(crate) fn forget_after_fork() -> (Vec<RawFd>, Vec<Inherited>) {
     }
     fdtable::clear();
     (fds, inherited)
+}
+
+/// Takes a parent's worker apart in the child: an engine whose links the
+/// child may drop is dropped (its packet rings unmapped: a ring still
+/// mapped in the child would keep the parent's socket, and its place in a
+/// fanout group, alive after the parent ends); the others are forgotten,
+/// their fds added to `fds`.  Its listeners and bound UDP sockets go to
+/// `inherited`.
+fn take_apart(w: &mut Worker, fds: &mut Vec<RawFd>, inherited: &mut Vec<Inherited>) {
+    for e in std::mem::take(&mut w.engines) {
+        if e.driver.droppable_in_fork_child() {
+            drop(e);
+        } else {
+            fds.extend(e.driver.wait_fds());
+            std::mem::forget(e);
+        }
+    }
+    for (fd, o) in w.objects.iter().enumerate() {
+        let Some(Object::Socket(s)) = o else { continue };
+        let local = match s.state {
+            crate::socket::State::Listening { local, .. } => local,
+            crate::socket::State::Udp { .. } => match s.bound {
+                Some(b) => b,
+                None => continue,
+            },
+            _ => continue,
+        };
+        inherited.push(Inherited {
+            fd: fd as RawFd,
+            stream: s.stream,
+            local,
+            nonblock: s.nonblock,
+            reuseaddr: s.opts.reuseaddr,
+            reuseport: s.opts.reuseport,
+        });
+    }
+}
+
+/// The workers of other threads, each stopped between two steps while
+/// this thread forks (run to wait: the engine's thread is not the one
+/// that forks).  See [`hold_for_fork`].
+pub struct ForkHold {
+    slots: Vec<Arc<HoldSlot>>,
+    helpers: Vec<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct HoldSlot {
+    /// The held worker, published by its own thread from inside a job.
+    worker: std::sync::atomic::AtomicPtr<Worker>,
+    release: AtomicBool,
+}
+
+/// How long a held worker waits for its release before it goes on by
+/// itself (a fork that never returned to the parent's handler).
+const HOLD_LIMIT: Duration = Duration::from_secs(2);
+/// How long the forking thread waits for the workers to stop.
+const HOLD_WAIT: Duration = Duration::from_millis(200);
+
+/// Before fork, on a thread without a worker: asks every worker to stop
+/// between two steps, and waits (up to 200 ms) until they have, so that
+/// the child finds each whole and can take it apart
+/// ([`crate::forget_after_fork`]); the parent lets them go on with
+/// [`ForkHold::release`].  A worker that does not stop in time (its
+/// thread blocked elsewhere) is not held: the child forgets it without
+/// taking it apart.  Nothing is held when the calling thread has a worker
+/// (it is the one that forks; run to completion).
+pub fn hold_for_fork() -> Option<ForkHold> {
+    if current_id() != 0 {
+        return None;
+    }
+    let workers: Vec<Arc<WorkerShared>> = registry().iter().flatten().cloned().collect();
+    if workers.is_empty() {
+        return None;
+    }
+    let mut hold = ForkHold {
+        slots: Vec::new(),
+        helpers: Vec::new(),
+    };
+    for shared in workers {
+        let slot = Arc::new(HoldSlot::default());
+        let mine = Arc::clone(&slot);
+        // A helper posts the job and waits for it, as any other thread's
+        // call would; the job holds the worker.
+        let helper = std::thread::Builder::new()
+            .name("ustack-fork-hold".into())
+            .spawn(move || {
+                let _ = run_on(&shared, |w| {
+                    mine.worker.store(w as *mut Worker, Ordering::Release);
+                    let end = Instant::now() + HOLD_LIMIT;
+                    while !mine.release.load(Ordering::Acquire) && Instant::now() < end {
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
+                });
+            });
+        if let Ok(h) = helper {
+            hold.helpers.push(h);
+            hold.slots.push(slot);
+        }
+    }
+    let end = Instant::now() + HOLD_WAIT;
+    while hold
+        .slots
+        .iter()
+        .any(|s| s.worker.load(Ordering::Acquire).is_null())
+        && Instant::now() < end
+    {
+        std::thread::sleep(Duration::from_micros(20));
+    }
+    Some(hold)
+}
+
+impl ForkHold {
+    /// In the parent after fork: the workers go on.
+    pub fn release(self) {
+        for s in &self.slots {
+            s.release.store(true, Ordering::Release);
+        }
+        for h in self.helpers {
+            let _ = h.join();
+        }
+    }
 }

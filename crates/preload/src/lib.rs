@@ -112,6 +112,12 @@ extern "C" fn init() {
         let _g = guard::Inside::enter();
         process::read_environment();
     }
-    // SAFETY: registers a plain function for the child side of fork.
-    unsafe { libc::pthread_atfork(None, None, Some(process::child_after_fork)) };
+    // SAFETY: registers plain functions for the three sides of fork.
+    unsafe {
+        libc::pthread_atfork(
+            Some(process::before_fork),
+            Some(process::parent_after_fork),
+            Some(process::child_after_fork),
+        )
+    };
 }

@@ -328,9 +328,14 @@ fn start_engine_thread(s: &'static Settings) -> Result<(), Errno> {
         return Err(Errno(libc::ENETDOWN));
     }
     let r = rx.recv().unwrap_or(Err(Errno(libc::ENETDOWN)));
+    // Once per process image: a child forked in run to wait inherits the
+    // registration and starts an engine thread of its own.
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
     if r.is_ok() {
         // SAFETY: registers a plain function to run at exit.
-        unsafe { libc::atexit(rtw_at_exit) };
+        AT_EXIT.call_once(|| unsafe {
+            libc::atexit(rtw_at_exit);
+        });
     }
     r
 }
@@ -338,6 +343,10 @@ fn start_engine_thread(s: &'static Settings) -> Result<(), Errno> {
 /// At exit in run to wait: the engine thread ends the connections as the
 /// kernel would and writes its counters, while the process waits a little.
 extern "C" fn rtw_at_exit() {
+    if !engine_up() {
+        // A child that never started its own engine thread.
+        return;
+    }
     RTW_EXITING.store(RTW_STOP, Ordering::Release);
     let end = Instant::now() + EXIT_FLUSH * 2;
     while RTW_EXITING.load(Ordering::Acquire) != RTW_STOPPED && Instant::now() < end {
@@ -382,7 +391,15 @@ fn share_ports(s: &Settings) -> Result<(), String> {
 /// Before `_exit` (which skips the thread's destructors): the connections
 /// of the engine this thread drives end as at `exit`.
 pub fn before_exit() {
-    if !engine_up() || !api::attached() {
+    if !engine_up() {
+        return;
+    }
+    if !api::attached() {
+        // Run to wait: the engine's thread ends the connections and
+        // writes the counters, as at exit.
+        if settings().is_some_and(|s| s.cfg.preload.mode == PreloadMode::Rtw) {
+            rtw_at_exit();
+        }
         return;
     }
     let _g = Inside::enter();
@@ -464,11 +481,15 @@ impl Settings {
 /// connections stay the parent's (their numbers, still held, fail).
 pub extern "C" fn child_after_fork() {
     crate::privileges::forget_after_fork();
+    let held = FORK_HOLD.lock().unwrap_or_else(|e| e.into_inner()).take();
     if ENGINE.load(Ordering::Acquire) != ENGINE_UP {
         return;
     }
     let _g = Inside::enter();
-    let (fds, inherited) = api::forget_after_fork();
+    let (fds, inherited) = api::forget_after_fork_held(held);
+    // The engine thread of run to wait is the parent's: a new one starts
+    // when the child first needs it.
+    RTW_EXITING.store(RTW_RUNNING, Ordering::Release);
     for fd in fds {
         // SAFETY: the parent's engine's fds, which nothing in the child
         // uses any more.
@@ -507,6 +528,33 @@ pub extern "C" fn child_after_fork() {
         "forked after this process started its engine: the child sets up the listeners it \
          inherited again on an engine of its own; the connections stay the parent's",
     );
+}
+
+/// The workers held while a thread forks in run to wait (the engine is on
+/// its own thread, not the forking one).
+static FORK_HOLD: Mutex<Option<api::ForkHold>> = Mutex::new(None);
+
+/// pthread_atfork's prepare: in run to wait, the engine's thread stops
+/// between two steps for the fork, so the child can take its engine
+/// apart (close the parent's packet sockets and rings in the child, set
+/// the listeners up again); in run to completion the forking thread is
+/// the engine's and nothing needs holding.
+pub extern "C" fn before_fork() {
+    if !engine_up() || crate::guard::inside() {
+        return;
+    }
+    let _g = Inside::enter();
+    let held = api::hold_for_fork();
+    *FORK_HOLD.lock().unwrap_or_else(|e| e.into_inner()) = held;
+}
+
+/// pthread_atfork's parent side: the held engine goes on.
+pub extern "C" fn parent_after_fork() {
+    let held = FORK_HOLD.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(h) = held {
+        let _g = Inside::enter();
+        h.release();
+    }
 }
 
 /// The backlog of a listener set up again in a child (the parent's is not
