@@ -38,6 +38,12 @@ class TwoQueueDpdkVeth(TwoQueueVeth):
     its checksum offload (the driver does not pass the kernel's
     partial-checksum mark on; the link recognises the form on a veth)."""
 
+    def __init__(self, subnet):
+        super().__init__(subnet)
+        # A 64 KB super-frame does not fit the driver's frames: the
+        # kernel's segmentation offload is off on this peer.
+        h.nsx(self.ns_k, "ethtool", "-K", self.if_k, "tso", "off", "gso", "off")
+
     def config(self, extra=""):
         vdev = f"net_af_packet0,iface={self.if_u},qpairs=2,framecnt=4096"
         return ("[dpdk]\nlcore_mask=3\nidle_sleep=100\npkt_tx_delay=0\nno_huge=1\n"

@@ -640,6 +640,18 @@ def access_log_pids(path, start):
     return counts, start + len(data)
 
 
+def engine_trouble(p):
+    """The counters of each process's engine that say why a connection
+    failed (resets, drops, frames handed between processes)."""
+    if not p.ustack:
+        return "on the kernel"
+    time.sleep(0.3)  # the stats files are rewritten every 100 ms
+    keys = ("tcp_resets", "rx_drop_tcp", "handoff", "tcp_handoff", "tcp_passive", "steer")
+    return "engines' counters: " + "; ".join(
+        f"{pid}: {dict((k, v) for k, v in sorted(st.items()) if v and k.startswith(keys))}"
+        for pid, st in sorted(p.stats().items()))
+
+
 def nginx_fetch_both(p, d, page_sha, big_sha, what):
     out = os.path.join(d, "got.bin")
     code, size = kernel_curl(p, f"http://{p.ustack_ip}/index.html", out)
@@ -679,7 +691,10 @@ def _(ctx):
         master_pid = int(f.read())
     workers = nginx_workers(master_pid)
     print(f"    nginx master {master_pid}, workers {workers}")
-    nginx_fetch_both(p, d, page_sha, big_sha, "before the load")
+    try:
+        nginx_fetch_both(p, d, page_sha, big_sha, "before the load")
+    except TestFailure as e:
+        raise TestFailure(f"{e}; {engine_trouble(p)}") from None
     access = os.path.join(d, "access.log")
     _, off = access_log_pids(access, 0)
     url = f"http://{p.ustack_ip}/index.html"

@@ -50,6 +50,10 @@ class XdpTopology(h.Topology):
         self._kernel_side_up()
         return self
 
+    def peer_segmentation_offload(self):
+        # A 64 KB super-frame does not fit a UMEM chunk.
+        return False
+
     def config(self):
         return h.ustack_config(f"af_xdp:{self.if_u}", self.ustack_ip, extra_port=self.extra_port, extra=self.extra)
 

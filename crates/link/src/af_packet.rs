@@ -30,6 +30,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::gso::{NotSplit, TcpSuperFrame};
 use crate::ifreq::{cvt, CtlSocket};
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
@@ -221,6 +222,12 @@ pub struct AfPacketLink {
     tx_dropped: u64,
     rx_oversize: u64,
     rx_bad: u64,
+    /// Segments cut from TCP super-frames (`gso.rs`) and not yet handed
+    /// to the engine (a super-frame makes more than a burst).
+    rx_segments: std::collections::VecDeque<PoolBuf>,
+    rx_super_frames: u64,
+    /// Super-frames whose whole TCP checksum failed.
+    rx_super_bad_checksum: u64,
     /// Ring drops reported by PACKET_STATISTICS (which resets on read).
     kernel_drops: Cell<u64>,
 }
@@ -406,6 +413,9 @@ impl AfPacketLink {
             tx_dropped: 0,
             rx_oversize: 0,
             rx_bad: 0,
+            rx_segments: std::collections::VecDeque::new(),
+            rx_super_frames: 0,
+            rx_super_bad_checksum: 0,
             kernel_drops: Cell::new(0),
         })
     }
@@ -536,6 +546,10 @@ impl AfPacketLink {
         let tagged = hdr.tp_status & abi::TP_STATUS_VLAN_VALID != 0 && snap >= 12;
         let len = snap + if tagged { 4 } else { 0 };
         if len > buf.capacity() {
+            let partial = hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0;
+            if !tagged && self.cut_super_frame(block_off + data_off, snap, partial) {
+                return false;
+            }
             self.rx_oversize += 1;
             return false;
         }
@@ -558,6 +572,41 @@ impl AfPacketLink {
             dst.copy_from_slice(src);
         }
         buf.set_csum_partial(hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0);
+        true
+    }
+
+    /// Cuts the TCP super-frame at `offset` (`snap` bytes) into segments
+    /// of the MTU, queued in `rx_segments`. Returns whether the frame was
+    /// dealt with (cut, or dropped for a bad checksum); false leaves it to
+    /// be counted as oversize.
+    fn cut_super_frame(&mut self, offset: usize, snap: usize, partial: bool) -> bool {
+        let frame = self.bytes(offset, snap);
+        let sf = match TcpSuperFrame::parse(frame, self.info.mtu, partial) {
+            Ok(sf) => sf,
+            Err(NotSplit::NotTcp) => return false,
+            Err(NotSplit::BadChecksum) => {
+                self.rx_super_bad_checksum += 1;
+                return true;
+            }
+        };
+        self.rx_super_frames += 1;
+        for i in 0..sf.segments() {
+            let Some(mut b) = self.pool.alloc_reserved() else {
+                // The pool counts it; the rest of the frame is lost, as a
+                // full ring would lose it.
+                break;
+            };
+            let len = sf.segment_len(i);
+            if len > b.capacity() {
+                self.pool.free(b);
+                self.rx_oversize += 1;
+                break;
+            }
+            b.set_len(len);
+            sf.write_segment(self.bytes(offset, snap), i, b.data_mut());
+            b.set_csum_partial(true);
+            self.rx_segments.push_back(b);
+        }
         true
     }
 
@@ -596,6 +645,14 @@ impl Link for AfPacketLink {
         let max = max.min(MAX_BURST);
         let mut n = 0;
         while n < max {
+            // Segments of a super-frame first, in order.
+            if let Some(b) = self.rx_segments.pop_front() {
+                self.rx_frames += 1;
+                self.rx_bytes += b.data().len() as u64;
+                out.push(b);
+                n += 1;
+                continue;
+            }
             let block_off = self.rx_block * self.rx_block_size;
             let cursor = match self.rx_cursor {
                 Some(c) => c,
@@ -745,6 +802,8 @@ impl Link for AfPacketLink {
             rx_copied: self.rx_frames,
             ring_errors: self.rx_bad,
             rx_csum_partial_form: 0,
+            rx_super_frames: self.rx_super_frames,
+            rx_super_bad_checksum: self.rx_super_bad_checksum,
         }
     }
 

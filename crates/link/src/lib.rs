@@ -18,6 +18,7 @@ pub mod arp_tap;
 pub mod dpdk;
 pub mod fanout;
 pub mod fault;
+pub mod gso;
 pub mod handoff;
 mod ifreq;
 pub mod memory;
@@ -112,6 +113,11 @@ pub struct LinkStats {
     /// on the same host, through a veth), marked `csum_partial`; see
     /// `wire::partial_checksum`.
     pub rx_csum_partial_form: u64,
+    /// TCP super-frames from a peer with segmentation offload (a veth's,
+    /// by default) cut into MTU-sized segments (`gso.rs`).
+    pub rx_super_frames: u64,
+    /// Super-frames dropped because their whole TCP checksum failed.
+    pub rx_super_bad_checksum: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to

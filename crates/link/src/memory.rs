@@ -222,6 +222,8 @@ impl Link for MemoryLink {
             rx_copied: 0,
             ring_errors: 0,
             rx_csum_partial_form: 0,
+            rx_super_frames: 0,
+            rx_super_bad_checksum: 0,
         }
     }
 }

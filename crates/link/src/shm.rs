@@ -1490,6 +1490,8 @@ impl Link for ShmLink {
             rx_copied: 0,
             ring_errors: self.shm.rx_bad_desc + self.shm.peer_errors + self.shm.foreign_frames,
             rx_csum_partial_form: 0,
+            rx_super_frames: 0,
+            rx_super_bad_checksum: 0,
         }
     }
 

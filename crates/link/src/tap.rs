@@ -349,6 +349,8 @@ impl Link for TapLink {
             rx_copied: 0,
             ring_errors: 0,
             rx_csum_partial_form: 0,
+            rx_super_frames: 0,
+            rx_super_bad_checksum: 0,
         }
     }
 

@@ -54,6 +54,8 @@ pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
             ("rx_copied", s.rx_copied),
             ("ring_errors", s.ring_errors),
             ("rx_csum_partial_form", s.rx_csum_partial_form),
+            ("rx_super_frames", s.rx_super_frames),
+            ("rx_super_bad_checksum", s.rx_super_bad_checksum),
         ] {
             out.push((format!("port{i}_link_{name}"), v));
         }

@@ -738,6 +738,8 @@ impl Link for AfXdpLink {
                 + self.sock.rx.bad_index
                 + self.sock.tx.bad_index,
             rx_csum_partial_form: self.partial_form.marked(),
+            rx_super_frames: 0,
+            rx_super_bad_checksum: 0,
         }
     }
 

@@ -102,7 +102,7 @@ impl EalConfig {
         }
         for v in &self.vdevs {
             a.push("--vdev".into());
-            a.push(v.clone());
+            a.push(vdev_devargs(v).0);
         }
         if let Some(addr) = self.base_virtaddr {
             a.push("--base-virtaddr".into());
@@ -196,6 +196,13 @@ pub(crate) fn dpdk_error(call: &str, err: i32) -> io::Error {
 /// `rte_eal_init` fails (DPDK prints its reason on stderr too).
 pub fn init(cfg: &EalConfig) -> io::Result<()> {
     let args = cfg.args();
+    for v in &cfg.vdevs {
+        if let Some(note) = vdev_devargs(v).1 {
+            if !is_started() {
+                eprintln!("{note}");
+            }
+        }
+    }
     let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((prev, outcome)) = started.as_ref() {
         if let Err(msg) = outcome {
@@ -273,6 +280,46 @@ pub fn is_started() -> bool {
         .unwrap_or(false)
 }
 
+/// The frame size ustack gives DPDK's af_packet driver when the devargs
+/// name none (the driver's own default is 2048).
+pub const AF_PACKET_FRAME_SIZE: u32 = 16384;
+
+/// A virtual device's devargs as ustack hands them to DPDK, and what it
+/// added, to be said once. DPDK's af_packet driver (22.11) joins its
+/// socket to a fanout group with the kernel's defragmentation flag, so a
+/// fragmented datagram arrives reassembled as one frame; with the
+/// driver's default `framesz` of 2048 anything larger (a 2,000-byte ping)
+/// is cut and then dropped. Without a `framesz` the devargs get
+/// `framesz=16384,blocksz=16384` (jumbo frames and reassembled datagrams
+/// up to 16 KB fit; larger ones are still cut, and counted by the stack
+/// as `rx_drop_ipv4_truncated`); a `framesz` the user wrote is kept.
+pub fn vdev_devargs(devargs: &str) -> (String, Option<String>) {
+    let mut fields = devargs.split(',');
+    let name = fields.next().unwrap_or("").trim();
+    if !name.starts_with("net_af_packet") {
+        return (devargs.to_string(), None);
+    }
+    let has = |key: &str| {
+        devargs
+            .split(',')
+            .skip(1)
+            .any(|kv| kv.trim().split('=').next() == Some(key))
+    };
+    if has("framesz") {
+        return (devargs.to_string(), None);
+    }
+    let mut added = format!("framesz={AF_PACKET_FRAME_SIZE}");
+    if !has("blocksz") {
+        added.push_str(&format!(",blocksz={AF_PACKET_FRAME_SIZE}"));
+    }
+    let note = format!(
+        "ustack: vdev {name}: no framesz given, so {added} is added: the af_packet driver \
+         hands over fragmented datagrams reassembled by the kernel, and its default 2048-byte \
+         frames would cut every one above about 2 KB"
+    );
+    (format!("{devargs},{added}"), Some(note))
+}
+
 /// Adds a virtual device after the EAL started (hot plug), as `--vdev`
 /// would have at start (`net_af_packet1,iface=veth1`), and returns its
 /// port id.
@@ -280,6 +327,11 @@ pub fn probe_vdev(devargs: &str) -> io::Result<u16> {
     if !is_started() {
         return Err(io::Error::other("the DPDK EAL is not started"));
     }
+    let (devargs, note) = vdev_devargs(devargs);
+    if let Some(n) = note {
+        eprintln!("{n}");
+    }
+    let devargs = devargs.as_str();
     let c = CString::new(devargs)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "devargs has a NUL"))?;
     // SAFETY: `c` is a valid NUL-terminated string for the call's duration.
@@ -315,6 +367,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn af_packet_vdevs_get_a_frame_size_when_none_is_given() {
+        let (a, note) = vdev_devargs("net_af_packet0,iface=v0");
+        assert_eq!(a, "net_af_packet0,iface=v0,framesz=16384,blocksz=16384");
+        assert!(note.unwrap().contains("framesz=16384"));
+        let (a, note) = vdev_devargs("net_af_packet0,iface=v0,blocksz=65536");
+        assert_eq!(a, "net_af_packet0,iface=v0,blocksz=65536,framesz=16384");
+        assert!(note.is_some());
+        for kept in [
+            "net_af_packet0,iface=v0,framesz=4096",
+            "net_af_packet1,iface=v0, framesz=2048,blocksz=4096",
+            "net_af_xdp0,iface=v0",
+            "net_tap0,iface=t0",
+            "net_null0",
+        ] {
+            assert_eq!(vdev_devargs(kept), (kept.to_string(), None), "{kept}");
+        }
+    }
+
+    #[test]
     fn eal_arguments_from_config() {
         let cfg = EalConfig {
             lcores: Some(vec![1, 2]),
@@ -332,7 +403,8 @@ mod tests {
         assert_eq!(
             cfg.args().join(" "),
             "ustack -l 1,2 -n 4 -a 0000:02:00.0 --file-prefix us1 --no-huge -m 128 \
-             --vdev net_af_packet0,iface=a --vdev net_null0 --base-virtaddr 0x10000000 \
+             --vdev net_af_packet0,iface=a,framesz=16384,blocksz=16384 --vdev net_null0 \
+             --base-virtaddr 0x10000000 \
              --proc-type primary --no-shconf --log-level 4 --no-telemetry"
         );
         let secondary = EalConfig {

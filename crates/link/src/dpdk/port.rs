@@ -318,6 +318,20 @@ impl DpdkLink {
                     dev.socket_id,
                     queues == 1,
                 )
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "port {port_id} queue {q}: a pool of {} mbufs of {} bytes ({} MB) \
+                             cannot be made ({e}): give DPDK more memory (hugepages, or \
+                             [dpdk] memory= with no_huge) or the port fewer buffers \
+                             ([port{port_id}] memory=)",
+                            cfg.pool_size,
+                            data_room,
+                            (cfg.pool_size as usize * usize::from(data_room)) >> 20
+                        ),
+                    )
+                })
             })
             .collect::<io::Result<Vec<MbufPool>>>()?;
         let pool_ptrs: Vec<*mut ffi::RteMempool> = pools.iter().map(MbufPool::as_ptr).collect();
@@ -759,6 +773,8 @@ impl Link for DpdkLink {
             },
             ring_errors: 0,
             rx_csum_partial_form: self.partial_form.marked(),
+            rx_super_frames: 0,
+            rx_super_bad_checksum: 0,
         }
     }
 

@@ -1,0 +1,357 @@
+//! TCP super-frames from a peer with segmentation offload.
+//!
+//! A veth's peer with TSO or GSO on (every container's, by default) hands
+//! over TCP segments of up to 64 KB as one frame: nobody segments them, as
+//! there is no NIC between the two ends. An AF_PACKET socket receives them
+//! whole. The stack takes frames of at most the interface's MTU, so the
+//! link cuts such a frame into segments that fit, as the sender's NIC
+//! would have: the same headers, the sequence number advanced by each
+//! segment's offset, FIN and PSH on the last segment only, CWR on the
+//! first only, the IPv4 identification counted up and its header sum made
+//! again, the length fields of each. The TCP checksum of each segment is
+//! left in the partial form (the pseudo-header's sum), vouched for by the
+//! link: a super-frame whose checksum the sender left partial is one the
+//! kernel vouched for; one with a whole checksum is verified first, over
+//! all of it, and dropped when it fails.
+//!
+//! Nothing here panics on any bytes: what is not an Ethernet frame with
+//! IPv4 (no fragment) or IPv6 (TCP as the first header) and TCP, with
+//! every length consistent, is not a super-frame and is left alone.
+
+use wire::checksum;
+use wire::ip::IpProtocol;
+
+/// A TCP super-frame, parsed: where its headers end and how it is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSuperFrame {
+    /// The IP header's offset (after the Ethernet header and any VLAN
+    /// tag), and the IP and TCP headers' lengths.
+    l3: usize,
+    ip_len: usize,
+    tcp_len: usize,
+    v6: bool,
+    /// The TCP payload's length and the payload of each segment but the
+    /// last.
+    payload: usize,
+    seg: usize,
+}
+
+/// Why a frame could not be cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSplit {
+    /// Not TCP over IPv4 or IPv6 as described above, or its lengths do not
+    /// agree: the caller treats it as any frame too large.
+    NotTcp,
+    /// TCP whose whole checksum does not verify.
+    BadChecksum,
+}
+
+impl TcpSuperFrame {
+    /// Reads `frame` as a TCP super-frame to be cut into IP packets of at
+    /// most `mtu` bytes. `partial`: the sender left its checksum partial
+    /// (the kernel's mark), so it is not verified here.
+    pub fn parse(frame: &[u8], mtu: usize, partial: bool) -> Result<TcpSuperFrame, NotSplit> {
+        let mut l3 = 14;
+        let field = |at: usize| -> Result<[u8; 2], NotSplit> {
+            let b = frame.get(at..at + 2).ok_or(NotSplit::NotTcp)?;
+            Ok([b[0], b[1]])
+        };
+        let mut ethertype = field(12)?;
+        if ethertype == [0x81, 0x00] {
+            ethertype = field(16)?;
+            l3 = 18;
+        }
+        let ip = frame.get(l3..).ok_or(NotSplit::NotTcp)?;
+        let (v6, ip_len, total) = match ethertype {
+            [0x08, 0x00] => {
+                let h = ip.get(..20).ok_or(NotSplit::NotTcp)?;
+                let hl = usize::from(h[0] & 0x0f) * 4;
+                let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff;
+                if h[0] >> 4 != 4 || hl < 20 || h[9] != 6 || fragment != 0 {
+                    return Err(NotSplit::NotTcp);
+                }
+                // A GSO frame's IPv4 total length may be 0 when it does
+                // not fit 16 bits; the frame's own length says it then.
+                let total = match usize::from(u16::from_be_bytes([h[2], h[3]])) {
+                    0 => ip.len(),
+                    t => t,
+                };
+                (false, hl, total)
+            }
+            [0x86, 0xdd] => {
+                let h = ip.get(..40).ok_or(NotSplit::NotTcp)?;
+                if h[0] >> 4 != 6 || h[6] != 6 {
+                    return Err(NotSplit::NotTcp);
+                }
+                let total = match usize::from(u16::from_be_bytes([h[4], h[5]])) {
+                    0 => ip.len(),
+                    p => 40 + p,
+                };
+                (true, 40, total)
+            }
+            _ => return Err(NotSplit::NotTcp),
+        };
+        if total > ip.len() || ip_len + 20 > total {
+            return Err(NotSplit::NotTcp);
+        }
+        let tcp_len = usize::from(ip[ip_len + 12] >> 4) * 4;
+        if tcp_len < 20 || ip_len + tcp_len > total || ip_len + tcp_len >= mtu {
+            return Err(NotSplit::NotTcp);
+        }
+        let payload = total - ip_len - tcp_len;
+        let seg = mtu - ip_len - tcp_len;
+        let sf = TcpSuperFrame {
+            l3,
+            ip_len,
+            tcp_len,
+            v6,
+            payload,
+            seg,
+        };
+        if !partial && !sf.whole_checksum_holds(frame) {
+            return Err(NotSplit::BadChecksum);
+        }
+        Ok(sf)
+    }
+
+    fn pseudo(&self, frame: &[u8], tcp_bytes: usize) -> u16 {
+        let ip = &frame[self.l3..];
+        if self.v6 {
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&ip[8..24]);
+            d.copy_from_slice(&ip[24..40]);
+            checksum::pseudo_header_v6(&s.into(), &d.into(), IpProtocol::Tcp, tcp_bytes as u32)
+        } else {
+            checksum::pseudo_header_v4(
+                &[ip[12], ip[13], ip[14], ip[15]].into(),
+                &[ip[16], ip[17], ip[18], ip[19]].into(),
+                IpProtocol::Tcp,
+                tcp_bytes as u32,
+            )
+        }
+    }
+
+    fn whole_checksum_holds(&self, frame: &[u8]) -> bool {
+        let start = self.l3 + self.ip_len;
+        let len = self.tcp_len + self.payload;
+        let pseudo = self.pseudo(frame, len);
+        checksum::combine(&[pseudo, checksum::data(&frame[start..start + len])]) == 0xffff
+    }
+
+    /// How many segments it makes (at least one).
+    pub fn segments(&self) -> usize {
+        self.payload.div_ceil(self.seg).max(1)
+    }
+
+    fn payload_of(&self, i: usize) -> std::ops::Range<usize> {
+        let start = (i * self.seg).min(self.payload);
+        start..(start + self.seg).min(self.payload)
+    }
+
+    /// The length of segment `i`'s frame.
+    pub fn segment_len(&self, i: usize) -> usize {
+        self.l3 + self.ip_len + self.tcp_len + self.payload_of(i).len()
+    }
+
+    /// Writes segment `i` of `frame` into `dst`, which is
+    /// [`segment_len`](Self::segment_len)`(i)` bytes long. Its TCP
+    /// checksum holds the partial form.
+    pub fn write_segment(&self, frame: &[u8], i: usize, dst: &mut [u8]) {
+        let head = self.l3 + self.ip_len + self.tcp_len;
+        let range = self.payload_of(i);
+        let last = i + 1 >= self.segments();
+        dst[..head].copy_from_slice(&frame[..head]);
+        dst[head..].copy_from_slice(&frame[head + range.start..head + range.end]);
+        let tcp_bytes = self.tcp_len + range.len();
+        let ip = self.l3;
+        if self.v6 {
+            dst[ip + 4..ip + 6].copy_from_slice(&(tcp_bytes as u16).to_be_bytes());
+        } else {
+            let total = (self.ip_len + tcp_bytes) as u16;
+            dst[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
+            let id = u16::from_be_bytes([frame[ip + 4], frame[ip + 5]]).wrapping_add(i as u16);
+            dst[ip + 4..ip + 6].copy_from_slice(&id.to_be_bytes());
+            dst[ip + 10..ip + 12].fill(0);
+            let sum = !checksum::data(&dst[ip..ip + self.ip_len]);
+            dst[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
+        }
+        let t = ip + self.ip_len;
+        let seq = u32::from_be_bytes([frame[t + 4], frame[t + 5], frame[t + 6], frame[t + 7]])
+            .wrapping_add(range.start as u32);
+        dst[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
+        const FIN: u8 = 0x01;
+        const PSH: u8 = 0x08;
+        const CWR: u8 = 0x80;
+        let mut flags = frame[t + 13];
+        if !last {
+            flags &= !(FIN | PSH);
+        }
+        if i > 0 {
+            flags &= !CWR;
+        }
+        dst[t + 13] = flags;
+        let pseudo = self.pseudo(dst, tcp_bytes);
+        dst[t + 16..t + 18].copy_from_slice(&pseudo.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet frame with IPv4 (or IPv6) and TCP carrying `payload`,
+    /// flags FIN|PSH|ACK|CWR, seq 1000, with a whole checksum.
+    fn tcp_frame(v6: bool, payload: &[u8]) -> Vec<u8> {
+        let ip_len = if v6 { 40 } else { 20 };
+        let tcp_len = 32; // with 12 bytes of options
+        let mut f = vec![0u8; 14 + ip_len + tcp_len + payload.len()];
+        let ip = 14;
+        if v6 {
+            f[12..14].copy_from_slice(&[0x86, 0xdd]);
+            f[ip] = 0x60;
+            f[ip + 4..ip + 6].copy_from_slice(&((tcp_len + payload.len()) as u16).to_be_bytes());
+            f[ip + 6] = 6;
+            f[ip + 7] = 64;
+            f[ip + 8] = 0xfd;
+            f[ip + 9] = 0x99;
+            f[ip + 23] = 1;
+            f[ip + 24] = 0xfd;
+            f[ip + 25] = 0x99;
+            f[ip + 39] = 2;
+        } else {
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[ip] = 0x45;
+            f[ip + 2..ip + 4]
+                .copy_from_slice(&((20 + tcp_len + payload.len()) as u16).to_be_bytes());
+            f[ip + 4..ip + 6].copy_from_slice(&0xfffeu16.to_be_bytes());
+            f[ip + 6] = 0x40;
+            f[ip + 8] = 64;
+            f[ip + 9] = 6;
+            f[ip + 12..ip + 16].copy_from_slice(&[10, 99, 0, 1]);
+            f[ip + 16..ip + 20].copy_from_slice(&[10, 99, 0, 2]);
+        }
+        let t = ip + ip_len;
+        f[t..t + 2].copy_from_slice(&5000u16.to_be_bytes());
+        f[t + 2..t + 4].copy_from_slice(&80u16.to_be_bytes());
+        f[t + 4..t + 8].copy_from_slice(&1000u32.to_be_bytes());
+        f[t + 12] = ((tcp_len / 4) as u8) << 4;
+        f[t + 13] = 0x80 | 0x10 | 0x08 | 0x01;
+        f[t + 14..t + 16].copy_from_slice(&512u16.to_be_bytes());
+        f[t + 20..t + 32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
+        f[t + tcp_len..].copy_from_slice(payload);
+        let sf = TcpSuperFrame::parse(&f, 65535, true).unwrap();
+        let len = tcp_len + payload.len();
+        let pseudo = sf.pseudo(&f, len);
+        let sum = !checksum::combine(&[pseudo, checksum::data(&f[t..t + len])]);
+        f[t + 16..t + 18].copy_from_slice(&sum.to_be_bytes());
+        assert!(sf.whole_checksum_holds(&f));
+        f
+    }
+
+    fn cut(f: &[u8], mtu: usize, partial: bool) -> Result<Vec<Vec<u8>>, NotSplit> {
+        let sf = TcpSuperFrame::parse(f, mtu, partial)?;
+        Ok((0..sf.segments())
+            .map(|i| {
+                let mut d = vec![0u8; sf.segment_len(i)];
+                sf.write_segment(f, i, &mut d);
+                d
+            })
+            .collect())
+    }
+
+    #[test]
+    fn a_super_frame_becomes_mtu_sized_segments_that_add_up() {
+        let payload: Vec<u8> = (0..20_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        for v6 in [false, true] {
+            let f = tcp_frame(v6, &payload);
+            let ip_len = if v6 { 40 } else { 20 };
+            let segs = cut(&f, 1500, false).unwrap();
+            let seg = 1500 - ip_len - 32;
+            assert_eq!(segs.len(), payload.len().div_ceil(seg));
+            let mut joined = Vec::new();
+            for (i, s) in segs.iter().enumerate() {
+                assert!(s.len() - 14 <= 1500);
+                let t = 14 + ip_len;
+                let seq = u32::from_be_bytes([s[t + 4], s[t + 5], s[t + 6], s[t + 7]]);
+                assert_eq!(seq, 1000 + (i * seg) as u32);
+                let flags = s[t + 13];
+                let last = i + 1 == segs.len();
+                assert_eq!(flags & 0x01 != 0, last, "FIN on the last only");
+                assert_eq!(flags & 0x08 != 0, last, "PSH on the last only");
+                assert_eq!(flags & 0x80 != 0, i == 0, "CWR on the first only");
+                assert!(flags & 0x10 != 0);
+                assert_eq!(&s[t + 20..t + 32], &f[t + 20..t + 32], "options kept");
+                // The checksum is in the partial form, and a NIC would
+                // complete it to one that verifies.
+                assert!(wire::partial_checksum::holds_partial_form(s));
+                let mut whole = s.clone();
+                assert!(wire::partial_checksum::complete(&mut whole));
+                let sf = TcpSuperFrame::parse(&whole, 65535, false);
+                assert!(sf.is_ok(), "segment {i} verifies once completed");
+                if !v6 {
+                    let ip = &s[14..34];
+                    assert_eq!(
+                        usize::from(u16::from_be_bytes([ip[2], ip[3]])),
+                        s.len() - 14
+                    );
+                    assert_eq!(
+                        u16::from_be_bytes([ip[4], ip[5]]),
+                        0xfffeu16.wrapping_add(i as u16)
+                    );
+                    assert_eq!(checksum::data(ip), 0xffff, "IPv4 header sum");
+                } else {
+                    let pl = usize::from(u16::from_be_bytes([s[18], s[19]]));
+                    assert_eq!(pl, s.len() - 54);
+                }
+                joined.extend_from_slice(&s[t + 32..]);
+            }
+            assert_eq!(joined, payload);
+        }
+    }
+
+    #[test]
+    fn a_bad_whole_checksum_is_refused_unless_partial() {
+        let mut f = tcp_frame(false, &[7u8; 5000]);
+        let n = f.len();
+        f[n - 1] ^= 0x40;
+        assert_eq!(cut(&f, 1500, false), Err(NotSplit::BadChecksum));
+        assert!(
+            cut(&f, 1500, true).is_ok(),
+            "the kernel vouched for a partial one"
+        );
+    }
+
+    #[test]
+    fn what_is_not_tcp_is_left_alone_and_nothing_panics() {
+        let f = tcp_frame(false, &[1u8; 3000]);
+        let mut udp = f.clone();
+        udp[23] = 17;
+        assert_eq!(cut(&udp, 1500, true), Err(NotSplit::NotTcp));
+        let mut frag = f.clone();
+        frag[20] = 0x20;
+        assert_eq!(cut(&frag, 1500, true), Err(NotSplit::NotTcp));
+        for n in 0..f.len() {
+            // Cut short: the IP length runs past the end.
+            let _ = cut(&f[..n], 1500, true);
+        }
+        for mtu in [0, 20, 52, 53, 100] {
+            let _ = cut(&f, mtu, true);
+        }
+        let mut x = 7u32;
+        for len in [0usize, 13, 14, 40, 60, 200, 2000] {
+            let mut g: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 16) as u8
+                })
+                .collect();
+            if len > 34 {
+                g[12..14].copy_from_slice(&[0x08, 0x00]);
+                g[14] = 0x45;
+                g[23] = 6;
+            }
+            let _ = cut(&g, 1500, true);
+        }
+    }
+}
