@@ -141,7 +141,8 @@ mod tests {
         assert_eq!(
             e.args().join(" "),
             "ustack -l 1,2 -n 2 --no-pci --file-prefix us7 --no-huge -m 256 \
-             --vdev net_af_packet0,iface=a --vdev net_af_packet1,iface=b --proc-type auto \
+             --vdev net_af_packet0,iface=a,framesz=16384,blocksz=16384 \
+             --vdev net_af_packet1,iface=b,framesz=16384,blocksz=16384 --proc-type auto \
              --no-shconf --no-telemetry"
         );
         let p0 = port_config(&cfg.dpdk, &cfg.ports[0]);
