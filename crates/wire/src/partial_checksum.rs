@@ -47,7 +47,7 @@ fn locate(frame: &[u8]) -> Option<Site> {
     let ip = frame.get(l3..)?;
     let (proto, start, end, pseudo_of): (u8, usize, usize, &dyn Fn(IpProtocol, u32) -> u16) =
         if ethertype == ETHERTYPE_IPV4 {
-            let header = ip.get(..20)?;
+            let header: &[u8; 20] = ip.first_chunk()?;
             let hl = usize::from(header[0] & 0x0f) * 4;
             let total = usize::from(u16::from_be_bytes([header[2], header[3]]));
             let fragment = u16::from_be_bytes([header[6], header[7]]) & 0x3fff;
@@ -60,7 +60,7 @@ fn locate(frame: &[u8]) -> Option<Site> {
                 checksum::pseudo_header_v4(&src, &dst, p, len)
             })
         } else if ethertype == ETHERTYPE_IPV6 {
-            let header = ip.get(..40)?;
+            let header: &[u8; 40] = ip.first_chunk()?;
             if header[0] >> 4 != 6 {
                 return None;
             }
@@ -99,8 +99,11 @@ fn locate(frame: &[u8]) -> Option<Site> {
     })
 }
 
+/// The 16-bit field at `at` (0 past the end, which `locate` rules out).
 fn field(frame: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([frame[at], frame[at + 1]])
+    frame
+        .get(at..at + 2)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
 }
 
 /// Whether `frame` is TCP or UDP whose checksum field holds exactly its
@@ -125,11 +128,18 @@ pub fn complete(frame: &mut [u8]) -> bool {
     let Some(site) = locate(frame) else {
         return false;
     };
-    let mut sum = !checksum::data(&frame[site.start..site.end]);
+    // `locate` checked start <= field < field + 2 <= end <= frame.len().
+    let Some(segment) = frame.get(site.start..site.end) else {
+        return false;
+    };
+    let mut sum = !checksum::data(segment);
     if sum == 0 && site.udp {
         sum = 0xffff;
     }
-    frame[site.field..site.field + 2].copy_from_slice(&sum.to_be_bytes());
+    match frame.get_mut(site.field..site.field + 2) {
+        Some(f) => f.copy_from_slice(&sum.to_be_bytes()),
+        None => return false,
+    }
     true
 }
 
