@@ -728,15 +728,48 @@ def _(ctx):
             print(f"    connections accepted per worker engine (--stats): {opens}")
             check(all(v >= 0.15 * conns for v in opens.values()),
                   f"{what}: each worker's engine must accept its share of {conns} connections: {opens}")
-    # Reload: a new generation of workers, the listeners carried over.
-    r = h.nsx(p.ns_u, *base, "-s", "reload", check_rc=False, timeout=10)
-    check(r.returncode == 0, f"nginx -s reload: rc={r.returncode}: {r.stderr}")
-    new = nginx_workers(master_pid, timeout=15, exclude=workers)
-    deadline = time.monotonic() + 15
-    while any(h.pid_alive(w) for w in workers):
-        check(time.monotonic() < deadline, f"the old workers {workers} did not exit after the reload")
-        time.sleep(0.05)
-    print(f"    nginx -s reload: workers {workers} -> {new}")
+    # Reload: a new generation of workers, the listeners carried over, while
+    # downloads run.  The new workers join the fanout group, its hash sends
+    # some of the old workers' flows to them, and they hand those frames to
+    # the old workers until the downloads end and the old workers exit.
+    before_sum = p.stats_sum()
+    downloads = []
+    try:
+        for i in range(8):
+            out = os.path.join(d, f"across-{i}.bin")
+            downloads.append((out, subprocess.Popen(
+                ["ip", "netns", "exec", p.ns_k, "curl", "-sS", "--max-time", "60", "--limit-rate", "4M", "-o", out,
+                 "-w", "%{http_code} %{size_download}", f"http://{p.ustack_ip}/big.bin"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        time.sleep(0.7)
+        r = h.nsx(p.ns_u, *base, "-s", "reload", check_rc=False, timeout=10)
+        check(r.returncode == 0, f"nginx -s reload: rc={r.returncode}: {r.stderr}")
+        new = nginx_workers(master_pid, timeout=15, exclude=workers)
+        deadline = time.monotonic() + 30
+        while any(h.pid_alive(w) for w in workers):
+            check(time.monotonic() < deadline, f"the old workers {workers} did not exit after the reload")
+            time.sleep(0.05)
+        print(f"    nginx -s reload: workers {workers} -> {new}")
+        for i, (out, proc) in enumerate(downloads):
+            stdout, stderr = proc.communicate(timeout=60)
+            with open(out, "rb") as f:
+                got = f.read()
+            os.unlink(out)
+            ok = proc.returncode == 0 and stdout.split() == ["200", str(10 * 1024 * 1024)] and sha256(got) == big_sha
+            if not ok:
+                raise TestFailure(f"download {i} across the reload: rc={proc.returncode} {stdout!r} "
+                                  f"{stderr.strip()!r}, {len(got)} bytes; {engine_trouble(p)}")
+    finally:
+        for _, proc in downloads:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if p.ustack:
+        time.sleep(0.3)  # the stats files are rewritten every 100 ms
+        d_ = h.delta(p.stats_sum(), before_sum)
+        print("    8 downloads across the reload intact; frames handed between the workers: " + ", ".join(
+            f"{k} {d_.get(k, 0)}" for k in ("handoff_offered", "handoff_claimed", "handoff_expired",
+                                            "handoff_dropped", "tcp_resets_sent")))
     # wrk's last requests may be logged after it stopped: skip them.
     _, off = access_log_pids(access, off)
     nginx_fetch_both(p, d, page_sha, big_sha, "after the reload")

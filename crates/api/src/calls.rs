@@ -149,17 +149,31 @@ pub fn detach() {
     worker::detach()
 }
 
-/// Closes every socket, epoll and kqueue of the calling thread's worker
-/// (connections end as by close: a FIN, or a RST with unread data), then
-/// steps its engines until they are quiet for a few milliseconds or
-/// `flush` passes, so that what the closes send leaves before the process
-/// does (a program exiting with connections open; the kernel would close
-/// them the same way).
-pub fn close_all(flush: Duration) -> Result<()> {
+/// Closes every object of the calling thread's worker (a process about to
+/// exit) and keeps its engines turning until the closes have gone out:
+/// for `flush`, or until a few steps find nothing to do, and longer while
+/// closed connections still deliver data or a FIN to their peers (the
+/// kernel would carry those on after the process; here they need the
+/// engine), but not past `linger`: those left then are reset.  Returns how
+/// many were reset.
+pub fn close_all(flush: Duration, linger: Duration) -> Result<usize> {
     worker::with_current(|w| w.close_all())?;
-    let end = Instant::now() + flush;
+    let start = Instant::now();
     let mut quiet = 0;
-    while quiet < 3 && Instant::now() < end {
+    loop {
+        let unfinished = worker::with_current(|w| w.unfinished_closes())?;
+        let now = Instant::now();
+        if unfinished == 0 && (quiet >= 3 || now >= start + flush) {
+            return Ok(0);
+        }
+        if unfinished > 0 && now >= start + linger.max(flush) {
+            let reset = worker::with_current(|w| w.abort_unfinished_closes())?;
+            // The resets leave with these steps.
+            for _ in 0..3 {
+                worker::with_current(|w| w.step())?;
+            }
+            return Ok(reset);
+        }
         if worker::with_current(|w| w.step())? {
             quiet = 0;
         } else {
@@ -167,7 +181,6 @@ pub fn close_all(flush: Duration) -> Result<()> {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    Ok(())
 }
 
 /// One step of the calling thread's worker: a turn of each engine (rx,

@@ -357,6 +357,26 @@ impl Worker {
         }
     }
 
+    /// Closed connections of this worker's engines that still deliver
+    /// what they hold (`Stack::tcp_unfinished_closes`).
+    pub(crate) fn unfinished_closes(&mut self) -> usize {
+        self.engines
+            .iter_mut()
+            .map(|e| e.driver.stack_mut().tcp_unfinished_closes())
+            .sum()
+    }
+
+    /// Resets what [`Worker::unfinished_closes`] counts; returns how many.
+    pub(crate) fn abort_unfinished_closes(&mut self) -> usize {
+        let mut n = 0;
+        for e in &mut self.engines {
+            e.driver.with(&mut |now, stack, sink| {
+                n += stack.tcp_abort_unfinished_closes(now, sink);
+            });
+        }
+        n
+    }
+
     /// Runs the jobs other threads posted.
     pub(crate) fn run_jobs(&mut self) -> bool {
         if !self.shared.has_jobs.load(Ordering::Acquire) {

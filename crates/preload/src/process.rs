@@ -317,7 +317,7 @@ fn start_engine_thread(s: &'static Settings) -> Result<(), Errno> {
                 tick_stats();
                 RTW_EXITING.load(Ordering::Acquire) == RTW_RUNNING
             });
-            let _ = api::close_all(EXIT_FLUSH);
+            close_for_exit();
             capi::write_stats();
             RTW_EXITING.store(RTW_STOPPED, Ordering::Release);
         });
@@ -348,7 +348,7 @@ extern "C" fn rtw_at_exit() {
         return;
     }
     RTW_EXITING.store(RTW_STOP, Ordering::Release);
-    let end = Instant::now() + EXIT_FLUSH * 2;
+    let end = Instant::now() + exit_linger() + EXIT_FLUSH * 2;
     while RTW_EXITING.load(Ordering::Acquire) != RTW_STOPPED && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -403,7 +403,7 @@ pub fn before_exit() {
         return;
     }
     let _g = Inside::enter();
-    let _ = api::close_all(EXIT_FLUSH);
+    close_for_exit();
     capi::write_stats();
 }
 
@@ -426,7 +426,7 @@ impl Drop for FinalStats {
         let _g = Inside::enter();
         // The program's connections end as the kernel would end them at
         // exit, and the FINs leave before the engine goes.
-        let _ = api::close_all(EXIT_FLUSH);
+        close_for_exit();
         capi::write_stats();
     }
 }
@@ -434,6 +434,27 @@ impl Drop for FinalStats {
 /// How long an exiting process keeps its engine turning for the closes
 /// of its connections to leave.
 const EXIT_FLUSH: Duration = Duration::from_millis(50);
+
+/// `[preload] exit_linger`: how long closed connections may keep an
+/// exiting process's engine turning.
+fn exit_linger() -> Duration {
+    settings().map_or(Duration::ZERO, |s| s.cfg.preload.exit_linger)
+}
+
+/// Ends the calling thread's connections as the kernel would at exit:
+/// FINs, and the data still queued delivered first, within `exit_linger`.
+fn close_for_exit() {
+    let linger = exit_linger();
+    if let Ok(reset) = api::close_all(EXIT_FLUSH, linger) {
+        if reset > 0 {
+            notes::once(format!(
+                "{reset} closed connection(s) still delivering data when the process exited were \
+                 reset after [preload] exit_linger={} ms",
+                linger.as_millis()
+            ));
+        }
+    }
+}
 
 thread_local! {
     static FINAL_STATS: FinalStats = const { FinalStats };

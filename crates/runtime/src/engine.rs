@@ -691,6 +691,9 @@ impl<L: Link> Engine<L> {
                 timeout = timeout.min(t.saturating_duration_since(wall));
             }
         }
+        if let Some(t) = self.dispatch.as_ref().and_then(Dispatcher::next_event) {
+            timeout = timeout.min(t.saturating_duration_since(wall));
+        }
         let mut fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
         let pollable = fds.len() == self.ports.len();
         if let Some(d) = &self.dispatch {

@@ -436,3 +436,51 @@ fn tcp_cork_holds_short_segments_until_uncorked() {
         Ok(0)
     );
 }
+
+#[test]
+fn closed_connections_with_data_in_flight_are_unfinished_until_acknowledged() {
+    let mut n = Net::new();
+    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
+    let connect = |n: &mut Net| {
+        let c =
+            n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+                .unwrap();
+        n.run(5);
+        (c, n.b.tcp_accept(l).unwrap().0)
+    };
+    let (c, s) = connect(&mut n);
+    let (c2, s2) = connect(&mut n);
+    assert_eq!(
+        n.b.tcp_unfinished_closes(),
+        0,
+        "open connections are not counted"
+    );
+    // b sends and closes both; nothing has reached a yet.
+    n.b.tcp_send(n.now, s, &[7u8; 3000], &mut n.sb).unwrap();
+    n.b.tcp_send(n.now, s2, &[8u8; 3000], &mut n.sb).unwrap();
+    n.b.tcp_close(n.now, s, &mut n.sb).unwrap();
+    n.b.tcp_close(n.now, s2, &mut n.sb).unwrap();
+    assert_eq!(n.b.tcp_unfinished_closes(), 2);
+    // The data and FINs arrive and are acknowledged.
+    n.run(5);
+    assert_eq!(n.b.tcp_unfinished_closes(), 0);
+    let mut buf = [0u8; 8192];
+    assert_eq!(n.a.tcp_recv(n.now, c, &mut buf, &mut n.sa), Ok(3000));
+    assert_eq!(n.a.tcp_recv(n.now, c2, &mut buf, &mut n.sa), Ok(3000));
+    // A third: data and FIN lost in flight; at exit it is reset.
+    let (c3, s3) = connect(&mut n);
+    n.b.tcp_send(n.now, s3, &[9u8; 3000], &mut n.sb).unwrap();
+    n.b.tcp_close(n.now, s3, &mut n.sb).unwrap();
+    n.sb.frames.clear();
+    assert_eq!(n.b.tcp_unfinished_closes(), 1);
+    let resets = n.b.counters().tcp_resets_sent;
+    assert_eq!(n.b.tcp_abort_unfinished_closes(n.now, &mut n.sb), 1);
+    assert_eq!(n.b.counters().tcp_resets_sent, resets + 1);
+    assert_eq!(n.b.tcp_unfinished_closes(), 0);
+    n.run(5);
+    assert_eq!(
+        n.a.tcp_state(c3).unwrap(),
+        TcpState::Closed,
+        "a saw the reset"
+    );
+}

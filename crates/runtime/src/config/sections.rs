@@ -1,6 +1,7 @@
 //! `[pcap]`, `[kni]` and ustack's own `[fault]`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::ini::Section;
 use super::types::{KniAction, KniMethod};
@@ -237,10 +238,24 @@ pub(crate) fn build_fault(cx: &mut Ctx<'_>, sec: &Section) -> Result<FaultConfig
 
 /// `[preload]`: how `ustack run` (the LD_PRELOAD library) drives a
 /// process's engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreloadConfig {
     /// `mode`: `rtc` (default) or `rtw`.
     pub mode: PreloadMode,
+    /// `exit_linger` (milliseconds): how long an exiting process keeps its
+    /// engine turning while connections it closed still deliver data or a
+    /// FIN (the kernel carries such connections on after the process;
+    /// ustack's go with it).  Those left when it passes are reset.
+    pub exit_linger: Duration,
+}
+
+impl Default for PreloadConfig {
+    fn default() -> Self {
+        PreloadConfig {
+            mode: PreloadMode::default(),
+            exit_linger: Duration::from_secs(5),
+        }
+    }
 }
 
 /// Who drives a process's engine under `ustack run`.
@@ -266,11 +281,16 @@ fn preload_mode(v: &str) -> Result<PreloadMode, Reason> {
 
 pub(crate) fn build_preload(cx: &mut Ctx<'_>, sec: &Section) -> Result<PreloadConfig, ConfigError> {
     const S: &str = "preload";
-    const KEYS: &[&str] = &["mode"];
+    const KEYS: &[&str] = &["mode", "exit_linger"];
     let mut p = PreloadConfig::default();
     for e in &sec.entries {
         match e.key.as_str() {
             "mode" => p.mode = cx.value(S, e, preload_mode)?,
+            "exit_linger" => {
+                p.exit_linger = cx.value(S, e, |v| {
+                    value::int(v, 0, 600_000).map(Duration::from_millis)
+                })?
+            }
             _ => cx.other_key(S, e, KEYS, &[])?,
         }
     }

@@ -995,4 +995,12 @@ fn preload_section() {
     let e = err(&format!("{base}[preload]\nmodes=rtw\n"));
     assert!(e.contains("modes"), "{e}");
     assert_eq!(parse(EXAMPLE).unwrap().preload.mode, PreloadMode::Rtc);
+    assert_eq!(
+        parse(base).unwrap().preload.exit_linger,
+        Duration::from_secs(5)
+    );
+    let c = parse(&format!("{base}[preload]\nexit_linger=250\n")).unwrap();
+    assert_eq!(c.preload.exit_linger, Duration::from_millis(250));
+    let e = err(&format!("{base}[preload]\nexit_linger=5s\n"));
+    assert!(e.contains("exit_linger"), "{e}");
 }

@@ -212,8 +212,18 @@ pub struct DispatchCounters {
     pub arp_tap_frames: u64,
     /// Frames of no flow of ours offered to the group's other processes.
     pub handoff_offered: u64,
-    /// Frames offered to no other process (none there, or none reached).
+    /// Frames of no flow with no other process in the group to offer them
+    /// to: answered at once, as if the ports were not shared.
     pub handoff_unsent: u64,
+    /// Frames of no flow dropped unanswered: every other process's outbox
+    /// was full, the frame too long to hand over, or more offers waited
+    /// than are kept.  The peer retransmits; a reset could end a
+    /// connection another process has.
+    pub handoff_dropped: u64,
+    /// Records lost because the process they were for left the group.
+    pub handoff_lost: u64,
+    /// Malformed records received (the rest of their datagram dropped).
+    pub handoff_malformed: u64,
     /// Frames the group's other processes offered to this one.
     pub handoff_received: u64,
     /// Frames another process offered that were ours (claimed).
@@ -246,6 +256,9 @@ impl DispatchCounters {
         f("arp_tap_frames", self.arp_tap_frames);
         f("handoff_offered", self.handoff_offered);
         f("handoff_unsent", self.handoff_unsent);
+        f("handoff_dropped", self.handoff_dropped);
+        f("handoff_lost", self.handoff_lost);
+        f("handoff_malformed", self.handoff_malformed);
         f("handoff_received", self.handoff_received);
         f("handoff_claimed", self.handoff_claimed);
         f("handoff_expired", self.handoff_expired);
@@ -289,11 +302,16 @@ struct PendingOffer {
     frame: Vec<u8>,
 }
 
-/// How long an offer waits for a claim (the other processes answer on
-/// their next turn, or when their idle wait sees the channel readable).
-const OFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
-/// Offers waiting at most; past it the oldest is answered at once.
-const MAX_OFFERS: usize = 1024;
+/// How long an offer waits for a claim.  The other processes answer on
+/// their next side read or when their idle wait sees the channel
+/// readable, but a busy one may take a while, and a claim that comes after
+/// the reset went out is too late: the wait is long, as it costs only the
+/// memory of frames nobody has (rare outside a restart).
+const OFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+/// Offers waiting at most; past it the oldest is dropped unanswered.
+const MAX_OFFERS: usize = 8192;
+/// How soon an outbox the receiver's queue refused is tried again.
+const OUTBOX_RETRY: std::time::Duration = std::time::Duration::from_micros(200);
 
 impl<B: PacketBuffer> Dispatcher<B> {
     /// Engine `engine` of `engines` (`mesh` is its end of the rings when
@@ -333,25 +351,44 @@ impl<B: PacketBuffer> Dispatcher<B> {
         let Some(h) = self.handoff.as_mut() else {
             return;
         };
-        let (id, reached) = h.offer(port as u16, csum_partial, frame);
-        if reached > 0 {
+        let o = h.offer(port as u16, csum_partial, frame);
+        let deadline = if o.queued > 0 {
             self.counters.handoff_offered += 1;
-        } else {
+            std::time::Instant::now() + OFFER_WAIT
+        } else if o.members == 0 {
+            // Nobody else could have the flow: answered at once.
             self.counters.handoff_unsent += 1;
+            std::time::Instant::now()
+        } else {
+            self.counters.handoff_dropped += 1;
+            return;
+        };
+        if self.offers.len() >= MAX_OFFERS {
+            self.offers.pop_front();
+            self.counters.handoff_dropped += 1;
         }
-        // Kept either way: unclaimed, it is answered as if not shared.
         self.offers.push_back(PendingOffer {
-            id,
-            deadline: std::time::Instant::now()
-                + if reached > 0 {
-                    OFFER_WAIT
-                } else {
-                    std::time::Duration::ZERO
-                },
+            id: o.id,
+            deadline,
             port: port as u16,
             csum_partial,
             frame: frame.to_vec(),
         });
+    }
+
+    /// When the dispatcher needs a turn though nothing arrives: an offer's
+    /// time is up, or records wait for room in another process's queue.
+    pub fn next_event(&self) -> Option<std::time::Instant> {
+        let offer = self.offers.iter().map(|o| o.deadline).min();
+        let outbox = self
+            .handoff
+            .as_ref()
+            .filter(|h| h.has_pending())
+            .map(|_| std::time::Instant::now() + OUTBOX_RETRY);
+        match (offer, outbox) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Reads port `port`'s ARP frames from `tap` too: every one is
@@ -723,19 +760,10 @@ pub(super) fn serve<L: Link>(
     // Frames of our flows that reached another process of the group, and
     // claims of our offers.
     if let Some(h) = d.handoff.as_mut().filter(|_| side) {
+        let mut claims = Vec::new();
         for _ in 0..INBOUND_BUDGET {
-            let (port, csum_partial, frame, from) = match h.receive() {
-                Ok(Some(link::handoff::Message::Offer {
-                    port,
-                    csum_partial,
-                    frame,
-                    from,
-                })) => (port, csum_partial, frame, from),
-                Ok(Some(link::handoff::Message::Claim { id })) => {
-                    work = true;
-                    d.offers.retain(|o| o.id != id);
-                    continue;
-                }
+            let datagram = match h.receive() {
+                Ok(Some(datagram)) => datagram,
                 Ok(None) => break,
                 Err(_) => {
                     d.counters.handoff_errors += 1;
@@ -743,30 +771,60 @@ pub(super) fn serve<L: Link>(
                 }
             };
             work = true;
-            d.counters.handoff_received += 1;
-            if usize::from(port) >= ports.len() {
-                d.counters.handoff_errors += 1;
-                continue;
-            }
-            let mut sink = TxQueues {
-                ports,
-                now,
-                counters,
-            };
-            let meta = RxMeta { csum_partial };
-            if stack.receive_handed_over(now, IfaceId(port), frame, meta, &mut sink) {
-                d.counters.handoff_claimed += 1;
-                h.claim(&from);
+            for record in datagram {
+                let (port, csum_partial, frame, from) = match record {
+                    Ok(link::handoff::Message::Offer {
+                        port,
+                        csum_partial,
+                        frame,
+                        from,
+                    }) => (port, csum_partial, frame, from),
+                    Ok(link::handoff::Message::Claim { id }) => {
+                        if let Some(i) = d.offers.iter().position(|o| o.id == id) {
+                            d.offers.remove(i);
+                        }
+                        continue;
+                    }
+                    Err(link::handoff::Malformed) => {
+                        d.counters.handoff_malformed += 1;
+                        continue;
+                    }
+                };
+                d.counters.handoff_received += 1;
+                if usize::from(port) >= ports.len() {
+                    d.counters.handoff_errors += 1;
+                    continue;
+                }
+                let mut sink = TxQueues {
+                    ports,
+                    now,
+                    counters,
+                };
+                let meta = RxMeta { csum_partial };
+                if stack.receive_handed_over(now, IfaceId(port), frame, meta, &mut sink) {
+                    d.counters.handoff_claimed += 1;
+                    claims.push(from);
+                }
             }
         }
+        for from in &claims {
+            h.claim(from);
+        }
         // Offers nobody claimed: ours to answer.
+        // (Those offered to nobody are due at once, behind others that
+        // wait: the queue is not in deadline order.)
         let wall = std::time::Instant::now();
-        while d
-            .offers
-            .front()
-            .is_some_and(|o| o.deadline <= wall || d.offers.len() > MAX_OFFERS)
-        {
-            let Some(o) = d.offers.pop_front() else { break };
+        let mut due = Vec::new();
+        if d.offers.iter().any(|o| o.deadline <= wall) {
+            for o in std::mem::take(&mut d.offers) {
+                if o.deadline <= wall {
+                    due.push(o);
+                } else {
+                    d.offers.push_back(o);
+                }
+            }
+        }
+        for o in due {
             work = true;
             d.counters.handoff_expired += 1;
             if usize::from(o.port) >= ports.len() {
@@ -782,6 +840,12 @@ pub(super) fn serve<L: Link>(
             };
             stack.receive_unclaimed(now, IfaceId(o.port), &o.frame, meta, &mut sink);
         }
+    }
+    // Offers and claims waiting for room in the other processes' queues.
+    if let Some(h) = d.handoff.as_mut().filter(|h| h.has_pending()) {
+        let (sent, lost) = h.flush();
+        work |= sent > 0;
+        d.counters.handoff_lost += lost as u64;
     }
     // The exception path: what waits for the kernel, and what the kernel
     // sends out through the port.

@@ -966,6 +966,34 @@ impl Stack {
         }
     }
 
+    /// Closed connections that still hold data or a FIN the peer has not
+    /// acknowledged: what an exiting process waits for before its engine
+    /// goes (the kernel would carry them on as orphans).
+    pub fn tcp_unfinished_closes(&self) -> usize {
+        self.sockets
+            .iter()
+            .filter(|(_, s)| matches!(s, Socket::Tcp(c) if c.detached && is_unfinished(c.state)))
+            .count()
+    }
+
+    /// Resets every closed connection [`Stack::tcp_unfinished_closes`]
+    /// counts: the engine is going and cannot finish them.  Returns how
+    /// many.
+    pub fn tcp_abort_unfinished_closes(&mut self, now: Instant, sink: &mut dyn FrameSink) -> usize {
+        let unfinished: Vec<u32> = self
+            .sockets
+            .iter()
+            .filter_map(|(h, s)| match s {
+                Socket::Tcp(c) if c.detached && is_unfinished(c.state) => Some(h.index),
+                _ => None,
+            })
+            .collect();
+        for &index in &unfinished {
+            self.tcp_abort_index(now, index, sink);
+        }
+        unfinished.len()
+    }
+
     /// Resets a connection and frees it (RFC 9293 3.10.5 ABORT).
     pub fn tcp_abort(
         &mut self,
@@ -1128,4 +1156,13 @@ impl Stack {
     pub fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
         self.sockets.drain_ready(out)
     }
+}
+
+/// Whether a closed connection in `state` still has something of ours to
+/// deliver: data, or a FIN not yet acknowledged.
+fn is_unfinished(state: TcpState) -> bool {
+    matches!(
+        state,
+        TcpState::FinWait1 | TcpState::Closing | TcpState::LastAck
+    )
 }
