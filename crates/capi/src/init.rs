@@ -194,10 +194,7 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
                     .into(),
             );
         }
-        let steering = stack::steer::FlowSteering {
-            engines: processes as u16,
-            engine: args.proc_id as u16,
-        };
+        let steering = stack::steer::FlowSteering::new(processes as u16, args.proc_id as u16);
         let mut engine =
             runtime::setup::build_engine_steered(&cfg, seed, Some(steering)).map_err(setup_err)?;
         let in_place =

@@ -38,7 +38,7 @@ pub use af_xdp::{AfXdpLink, XdpBindChoice, XdpConfig, XdpFrame, XdpMode, XdpMode
 pub use arp_tap::ArpTap;
 pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
 pub use handoff::FlowHandoff;
-pub use memory::{MemoryConfig, MemoryLink};
+pub use memory::{MemoryConfig, MemoryLink, QueueChooser};
 pub use pcap::{PcapLink, PcapWriter};
 pub use pool::{PacketPool, PoolBuf, PoolStats};
 pub use shm::{ShmConfig, ShmFrame, ShmLink, ShmSide, ShmStats};

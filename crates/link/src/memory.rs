@@ -61,19 +61,57 @@ struct Side {
 
 type Shared = Rc<RefCell<Side>>;
 
+/// Picks the receive queue of a frame (a NIC's RSS): its result is taken
+/// modulo the number of queues.
+pub type QueueChooser = Rc<dyn Fn(&[u8]) -> usize>;
+
+/// Where a side's frames go.
+enum Peer {
+    /// The other end of a pair.
+    One(Shared),
+    /// The queues of a multi-queue NIC, one chosen per frame.
+    Queues {
+        queues: Vec<Shared>,
+        choose: QueueChooser,
+    },
+}
+
+impl Peer {
+    fn for_frame(&self, frame: &[u8]) -> &Shared {
+        match self {
+            Peer::One(s) => s,
+            Peer::Queues { queues, choose } => &queues[choose(frame) % queues.len()],
+        }
+    }
+}
+
 /// One end of an in-process link pair.
 pub struct MemoryLink {
     info: LinkInfo,
     /// This side's pool and the queue of frames sent to this side.
     me: Shared,
-    /// The peer's pool and the queue of frames sent to the peer.
-    peer: Shared,
+    /// The peer's pool and the queue of frames sent to the peer (or, for
+    /// the wire end of a multi-queue NIC, those of each queue).
+    peer: Peer,
     rx_frames: u64,
     rx_bytes: u64,
     tx_frames: u64,
     tx_bytes: u64,
     tx_dropped: u64,
     tx_oversize: u64,
+}
+
+fn new_side(config: &MemoryConfig) -> Shared {
+    Rc::new(RefCell::new(Side {
+        queue: VecDeque::with_capacity(config.queue_len),
+        queue_len: config.queue_len,
+        pool: PacketPool::with_reserve(
+            config.mtu + FRAME_OVERHEAD,
+            config.pool_count,
+            config.pool_reserve,
+        ),
+        rx_dropped: 0,
+    }))
 }
 
 impl MemoryLink {
@@ -85,36 +123,58 @@ impl MemoryLink {
 
     /// Makes a joined pair as `config` says.
     pub fn pair_with(config: &MemoryConfig) -> (MemoryLink, MemoryLink) {
-        let side = || {
-            Rc::new(RefCell::new(Side {
-                queue: VecDeque::with_capacity(config.queue_len),
-                queue_len: config.queue_len,
-                pool: PacketPool::with_reserve(
-                    config.mtu + FRAME_OVERHEAD,
-                    config.pool_count,
-                    config.pool_reserve,
-                ),
-                rx_dropped: 0,
-            }))
+        let a = new_side(config);
+        let b = new_side(config);
+        (
+            MemoryLink::end(config, 0, &a, Peer::One(b.clone())),
+            MemoryLink::end(config, 1, &b, Peer::One(a)),
+        )
+    }
+
+    /// A model of a NIC with `queues` receive queues and its wire: what the
+    /// wire end (`mem0`, the peer host) sends lands on the queue `choose`
+    /// picks (the NIC's RSS); what any queue (`mem1`, same MAC on each, as
+    /// the queues of one port) sends reaches the wire end.  Each queue has
+    /// a pool of its own.
+    pub fn multi_queue(
+        config: &MemoryConfig,
+        queues: usize,
+        choose: QueueChooser,
+    ) -> (MemoryLink, Vec<MemoryLink>) {
+        let wire = new_side(config);
+        let sides: Vec<Shared> = (0..queues.max(1)).map(|_| new_side(config)).collect();
+        let ends = sides
+            .iter()
+            .enumerate()
+            .map(|(q, s)| {
+                let mut l = MemoryLink::end(config, 1, s, Peer::One(wire.clone()));
+                l.info.name = format!("mem1q{q}");
+                l
+            })
+            .collect();
+        let peer = Peer::Queues {
+            queues: sides,
+            choose,
         };
-        let a = side();
-        let b = side();
-        let end = |n: u8, me: &Shared, peer: &Shared| MemoryLink {
+        (MemoryLink::end(config, 0, &wire, peer), ends)
+    }
+
+    fn end(config: &MemoryConfig, n: u8, me: &Shared, peer: Peer) -> MemoryLink {
+        MemoryLink {
             info: LinkInfo {
                 name: format!("mem{n}"),
                 mac: [0x02, 0, 0, 0, 0, n + 1],
                 mtu: config.mtu,
             },
             me: me.clone(),
-            peer: peer.clone(),
+            peer,
             rx_frames: 0,
             rx_bytes: 0,
             tx_frames: 0,
             tx_bytes: 0,
             tx_dropped: 0,
             tx_oversize: 0,
-        };
-        (end(0, &a, &b), end(1, &b, &a))
+        }
     }
 
     /// Sets this side's Ethernet address.
@@ -173,10 +233,10 @@ impl Link for MemoryLink {
 
     fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
         let taken = bufs.len();
-        let mut peer = self.peer.borrow_mut();
         let mut me = self.me.borrow_mut();
         for buf in bufs.drain(..) {
             let len = buf.data().len();
+            let mut peer = self.peer.for_frame(buf.data()).borrow_mut();
             if peer.queue.len() >= peer.queue_len {
                 self.tx_dropped += 1;
             } else if let Some(mut copy) = peer.pool.alloc_reserved() {
@@ -310,6 +370,35 @@ mod tests {
         assert_eq!(recv_all(&mut b), vec![b"one".to_vec()]);
         for h in held {
             b.recycle(h);
+        }
+    }
+
+    #[test]
+    fn a_multi_queue_nic_spreads_what_the_wire_sends_and_merges_what_it_receives() {
+        let cfg = MemoryConfig::new(1500, 64);
+        let (mut wire, mut queues) =
+            MemoryLink::multi_queue(&cfg, 3, Rc::new(|f: &[u8]| usize::from(f[0])));
+        assert_eq!(queues.len(), 3);
+        for i in 0..9u8 {
+            send(&mut wire, &[i, 0xee]);
+        }
+        for (q, link) in queues.iter_mut().enumerate() {
+            let got = recv_all(link);
+            let want: Vec<Vec<u8>> = (0..9u8)
+                .filter(|i| usize::from(*i) % 3 == q)
+                .map(|i| vec![i, 0xee])
+                .collect();
+            assert_eq!(got, want, "queue {q}");
+        }
+        send(&mut queues[2], b"from queue 2");
+        send(&mut queues[0], b"from queue 0");
+        assert_eq!(
+            recv_all(&mut wire),
+            vec![b"from queue 2".to_vec(), b"from queue 0".to_vec()]
+        );
+        assert_eq!(wire.pool_stats().available, 64);
+        for q in &queues {
+            assert_eq!(q.pool_stats().available, 64);
         }
     }
 

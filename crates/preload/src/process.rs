@@ -246,10 +246,10 @@ fn start_here(s: &'static Settings) -> Result<(), Errno> {
             .and_then(|g| g.parse().ok())
             .unwrap_or(0);
         let k = runtime::procgroup::members(group) % cores.len();
-        place = Some(stack::steer::FlowSteering {
-            engines: cores.len() as u16,
-            engine: k as u16,
-        });
+        place = Some(stack::steer::FlowSteering::new(
+            cores.len() as u16,
+            k as u16,
+        ));
         if let Some(c) = cores[k] {
             args.push("--set".into());
             args.push(format!(

@@ -254,10 +254,7 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
     for (e, links) in per_engine.into_iter().enumerate() {
         let mut sc = stack_config(cfg, engine_seed(seed, e));
         if n > 1 {
-            sc.tcp.steering = Some(FlowSteering {
-                engines: n as u16,
-                engine: e as u16,
-            });
+            sc.tcp.steering = Some(FlowSteering::new(n as u16, e as u16));
         }
         let mut stack = Stack::new(sc);
         for (port, link) in cfg.ports.iter().zip(&links) {

@@ -9,7 +9,9 @@
 //! Nothing here panics on any input: a frame too short for a field gets hash
 //! 0, as the BPF program's out-of-bounds load does.
 
-use stack::steer::{fold32, port_hash, FlowSteering};
+use std::net::{IpAddr, Ipv4Addr};
+
+use stack::steer::{fold32, port_hash, FlowSteering, RssSteering};
 
 use crate::config::{KniAction, KniConfig, KniMethod};
 
@@ -32,14 +34,25 @@ pub enum FrameClass {
     /// An ARP frame: every engine learns from it, the kernel too.
     Arp,
     /// IPv4: the flow hash, and for TCP/UDP that is not a fragment the
-    /// transport and destination port.
+    /// transport and destination port; `tuple` is what a NIC's RSS hashes.
     Ipv4 {
         hash: u32,
         ports: Option<(Transport, u16)>,
+        tuple: RssTuple,
     },
     /// Anything else (IPv6, VLAN-tagged, runts): engine 0's, as the fanout
     /// program returns 0 for it.
     Other,
+}
+
+/// The fields of an IPv4 packet a NIC's RSS hashes: the addresses, and
+/// the ports of TCP or UDP that is not a fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RssTuple {
+    pub src: [u8; 4],
+    pub dst: [u8; 4],
+    /// (source, destination).
+    pub ports: Option<(u16, u16)>,
 }
 
 impl FrameClass {
@@ -47,6 +60,23 @@ impl FrameClass {
     pub fn engine(&self, engines: u16) -> u16 {
         match self {
             FrameClass::Ipv4 { hash, .. } => FlowSteering::engine_of(*hash, engines),
+            FrameClass::Arp | FrameClass::Other => 0,
+        }
+    }
+
+    /// The queue a NIC with RSS `rss` (a queue per engine) puts the frame
+    /// on: its owner.  ARP and what is not IPv4 are engine 0's, as for the
+    /// flow hash.
+    pub fn rss_queue(&self, rss: &RssSteering) -> u16 {
+        match self {
+            FrameClass::Ipv4 { tuple, .. } => {
+                let src = IpAddr::V4(Ipv4Addr::from(tuple.src));
+                let dst = IpAddr::V4(Ipv4Addr::from(tuple.dst));
+                match tuple.ports {
+                    Some((sport, dport)) => rss.queue_of_flow(src, sport, dst, dport),
+                    None => rss.queue_of_addresses(src, dst),
+                }
+            }
             FrameClass::Arp | FrameClass::Other => 0,
         }
     }
@@ -74,6 +104,7 @@ pub fn classify(frame: &[u8]) -> FrameClass {
             classify_ipv4(ip).unwrap_or(FrameClass::Ipv4 {
                 hash: 0,
                 ports: None,
+                tuple: RssTuple::default(),
             })
         }
         _ => FrameClass::Other,
@@ -84,6 +115,11 @@ fn classify_ipv4(ip: &[u8]) -> Option<FrameClass> {
     let src = be32(ip, 12)?;
     let dst = be32(ip, 16)?;
     let fold = fold32(src ^ dst);
+    let mut tuple = RssTuple {
+        src: src.to_be_bytes(),
+        dst: dst.to_be_bytes(),
+        ports: None,
+    };
     let proto = *ip.get(9)?;
     let transport = match proto {
         PROTO_TCP => Transport::Tcp,
@@ -92,6 +128,7 @@ fn classify_ipv4(ip: &[u8]) -> Option<FrameClass> {
             return Some(FrameClass::Ipv4 {
                 hash: fold,
                 ports: None,
+                tuple,
             })
         }
     };
@@ -100,15 +137,18 @@ fn classify_ipv4(ip: &[u8]) -> Option<FrameClass> {
         return Some(FrameClass::Ipv4 {
             hash: fold,
             ports: None,
+            tuple,
         });
     }
     // The header length as written, whatever it is (as the BPF program).
     let hl = usize::from(ip.first()? & 0x0f) * 4;
     let sport = be16(ip, hl)?;
     let dport = be16(ip, hl + 2)?;
+    tuple.ports = Some((sport, dport));
     Some(FrameClass::Ipv4 {
         hash: fold + port_hash(sport) + port_hash(dport),
         ports: Some((transport, dport)),
+        tuple,
     })
 }
 
@@ -235,28 +275,51 @@ mod tests {
             IpAddr::V4(Ipv4Addr::from(b)),
             7,
         );
-        assert_eq!(
-            c,
-            FrameClass::Ipv4 {
-                hash: want,
-                ports: Some((Transport::Tcp, 7))
-            }
+        assert!(
+            matches!(c, FrameClass::Ipv4 { hash, ports: Some((Transport::Tcp, 7)), tuple }
+                if hash == want && tuple == RssTuple { src: a, dst: b, ports: Some((40001, 7)) }),
+            "{c:?}"
         );
         let back = classify(&frame(0x0800, &ipv4(6, b, a, 0, &[0, 7, 0x9c, 0x41])));
         assert_eq!(back.engine(2), c.engine(2));
         assert_eq!(back.engine(3), c.engine(3));
         // A fragment and ICMP: addresses only.
         let f = classify(&frame(0x0800, &ipv4(17, a, b, 0x2000, &ports)));
-        assert_eq!(
-            f,
-            FrameClass::Ipv4 {
-                hash: 3,
-                ports: None
-            }
+        assert!(
+            matches!(f, FrameClass::Ipv4 { hash: 3, ports: None, tuple }
+                if tuple == RssTuple { src: a, dst: b, ports: None }),
+            "{f:?}"
         );
         assert_eq!(classify(&frame(0x0806, &[0; 28])), FrameClass::Arp);
         assert_eq!(classify(&frame(0x86dd, &[0; 40])), FrameClass::Other);
         assert_eq!(classify(&frame(0x8100, &[0; 40])), FrameClass::Other);
+    }
+
+    #[test]
+    fn rss_queue_is_the_nics_choice() {
+        use stack::steer::SYMMETRIC_KEY;
+        let rss = RssSteering::round_robin(&SYMMETRIC_KEY, 128, 4).unwrap();
+        let (a, b) = ([10, 99, 1, 1], [10, 99, 1, 2]);
+        let (ia, ib) = (IpAddr::V4(Ipv4Addr::from(a)), IpAddr::V4(Ipv4Addr::from(b)));
+        let mut seen = [0u32; 4];
+        for sport in 40_000u16..40_064 {
+            let l4 = [(sport >> 8) as u8, sport as u8, 0, 80];
+            let c = classify(&frame(0x0800, &ipv4(6, a, b, 0, &l4)));
+            let q = c.rss_queue(&rss);
+            assert_eq!(q, rss.queue_of_flow(ia, sport, ib, 80));
+            seen[usize::from(q)] += 1;
+            // The reply: the symmetric key puts it on the same queue.
+            let back = [0, 80, (sport >> 8) as u8, sport as u8];
+            assert_eq!(
+                classify(&frame(0x0800, &ipv4(6, b, a, 0, &back))).rss_queue(&rss),
+                q
+            );
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+        // A fragment: by addresses.
+        let f = classify(&frame(0x0800, &ipv4(17, a, b, 0x2000, &[1, 2, 3, 4])));
+        assert_eq!(f.rss_queue(&rss), rss.queue_of_addresses(ia, ib));
+        assert_eq!(classify(&frame(0x0806, &[0; 28])).rss_queue(&rss), 0);
     }
 
     #[test]

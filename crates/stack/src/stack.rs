@@ -83,8 +83,14 @@ impl Stack {
     /// any port), for a stack whose place among the engines sharing its
     /// ports is learnt after it is made (a process joining a group).
     pub fn set_flow_steering(&mut self, steering: Option<crate::steer::FlowSteering>) {
-        self.tcp.cfg.steering = steering;
+        self.tcp.cfg.steering = steering.clone();
         self.tcp.ports.set_steering(steering);
+    }
+
+    /// Local ports picked for connections under RSS steering, and the
+    /// Toeplitz hashes computed to find them.
+    pub fn port_choice_rss_effort(&self) -> (u64, u64) {
+        self.tcp.ports.rss_effort()
     }
 
     /// Other processes share this stack's ports (one AF_PACKET fanout

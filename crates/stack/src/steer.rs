@@ -27,6 +27,11 @@
 //! symmetric Toeplitz key); it cannot reach a connection of another peer.
 
 use core::net::IpAddr;
+use std::sync::Arc;
+
+pub mod rss;
+
+pub use rss::{RssError, RssSteering, Toeplitz, SYMMETRIC_KEY};
 
 /// Folds 32 bits into 17 by adding the halves.
 pub const fn fold32(x: u32) -> u32 {
@@ -71,16 +76,64 @@ pub const fn port_hash(port: u16) -> u32 {
 }
 
 /// Which engine of how many this stack is, for choosing source ports whose
-/// replies hash back to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// replies reach it.
+#[derive(Debug, Clone)]
 pub struct FlowSteering {
     /// Engines in all, at least 1.
     pub engines: u16,
     /// This stack's engine, below `engines`.
     pub engine: u16,
+    /// The NIC's RSS, when its queues (one per engine) decide where a
+    /// flow goes: replies must come back to this engine's queue.  `None`:
+    /// ustack's own flow hash decides (AF_PACKET fanout, software
+    /// steering).
+    pub rss: Option<Arc<RssSteering>>,
 }
 
+impl PartialEq for FlowSteering {
+    fn eq(&self, other: &Self) -> bool {
+        self.engines == other.engines
+            && self.engine == other.engine
+            && match (&self.rss, &other.rss) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for FlowSteering {}
+
 impl FlowSteering {
+    /// Engine `engine` of `engines`, steered by ustack's flow hash.
+    pub fn new(engines: u16, engine: u16) -> FlowSteering {
+        FlowSteering {
+            engines,
+            engine,
+            rss: None,
+        }
+    }
+
+    /// Whether a packet from `remote` to `local_ip:lport` reaches this
+    /// engine (the reply of a connection this engine opens).
+    pub fn reply_reaches_us(
+        &self,
+        local_ip: IpAddr,
+        lport: u16,
+        remote_ip: IpAddr,
+        remote_port: u16,
+    ) -> bool {
+        match &self.rss {
+            Some(r) => r.queue_of_flow(remote_ip, remote_port, local_ip, lport) == self.engine,
+            None => {
+                Self::engine_of(
+                    flow_hash(remote_ip, remote_port, local_ip, lport),
+                    self.engines,
+                ) == self.engine
+            }
+        }
+    }
+
     /// The engine of a flow hash.
     pub fn engine_of(hash: u32, engines: u16) -> u16 {
         (hash % u32::from(engines.max(1))) as u16
@@ -128,7 +181,7 @@ mod tests {
     fn residue_brings_the_flow_home() {
         for engines in 1..=7u16 {
             for engine in 0..engines {
-                let s = FlowSteering { engines, engine };
+                let s = FlowSteering::new(engines, engine);
                 for rport in [1u16, 80, 443, 8080, 65535] {
                     let r = s.port_residue(v4(1, 2), v4(7, 9), rport);
                     assert!(r < engines);

@@ -290,6 +290,9 @@ pub struct Dispatcher<B> {
     offers: std::collections::VecDeque<PendingOffer>,
     /// When the side channels (ARP taps, handoff) are read next.
     next_side_read: Instant,
+    /// The ports' RSS when their queues (one per engine) are spread by
+    /// it: a frame's owner is the queue the NIC picks, not the flow hash's.
+    rss: Option<std::sync::Arc<stack::steer::RssSteering>>,
 }
 
 /// A frame offered to the group, kept until a member claims it or its
@@ -337,7 +340,14 @@ impl<B: PacketBuffer> Dispatcher<B> {
             handoff: None,
             offers: std::collections::VecDeque::new(),
             next_side_read: Instant::ZERO,
+            rss: None,
         }
+    }
+
+    /// Owners are found by the ports' RSS from now on (see
+    /// `Dispatcher::rss`).
+    pub fn set_rss(&mut self, rss: Option<std::sync::Arc<stack::steer::RssSteering>>) {
+        self.rss = rss;
     }
 
     /// Frames of no flow of ours go to the group's other processes over
@@ -528,7 +538,10 @@ pub(super) fn route<L: Link>(
         return None;
     }
     if d.engines > 1 {
-        let owner = usize::from(class.engine(d.engines as u16));
+        let owner = usize::from(match &d.rss {
+            Some(rss) => class.rss_queue(rss),
+            None => class.engine(d.engines as u16),
+        });
         if owner != d.engine {
             hand_on(d, ports, i, owner, ForwardKind::Stack, buf);
             return None;

@@ -113,8 +113,12 @@ pub struct PortAllocator {
     /// counters, indexed by a hash of the destination.
     table: [u32; PORT_TABLE_LEN],
     /// With several engines: only ports whose flow hashes back to this
-    /// engine are given (one residue class modulo the engine count).
+    /// engine are given (one residue class modulo the engine count, or
+    /// under RSS the ports whose Toeplitz hash the NIC sends here).
     steering: Option<FlowSteering>,
+    /// Ports picked under RSS steering, and the hashes computed for them.
+    rss_picks: u64,
+    rss_evaluations: u64,
 }
 
 impl fmt::Debug for PortAllocator {
@@ -144,6 +148,8 @@ impl PortAllocator {
             count: u32::from(hi - lo) + 1,
             table,
             steering: None,
+            rss_picks: 0,
+            rss_evaluations: 0,
         }
     }
 
@@ -164,6 +170,13 @@ impl PortAllocator {
         // count - 1 <= 65535 - first.
         self.first
             .saturating_add(u16::try_from(self.count - 1).unwrap_or(u16::MAX))
+    }
+
+    /// Ports picked under RSS steering, and the Toeplitz hashes computed
+    /// to find them (a port's reply reaches its engine with probability
+    /// about 1/engines, so about `engines` per pick).
+    pub fn rss_effort(&self) -> (u64, u64) {
+        (self.rss_picks, self.rss_evaluations)
     }
 
     /// The range ports are taken from, inclusive.
@@ -225,8 +238,13 @@ impl PortAllocator {
         // `2q + 1` for `q = q0 + j * engines` (two per step of `q`).
         let first = u32::from(self.first);
         let last = first + self.count - 1;
-        let (q0, stride, num) = match self.steering {
+        // Under RSS the NIC's hash has no arithmetic shortcut: candidates
+        // come from the whole range, each tried with the hash (expected
+        // `engines` of them, whatever the range's size).
+        let rss = self.steering.clone().filter(|s| s.rss.is_some());
+        let (q0, stride, num) = match &self.steering {
             None => (first, 1, self.count),
+            Some(_) if rss.is_some() => (first, 1, self.count),
             Some(s) => {
                 let stride = u32::from(s.engines);
                 let residue = u32::from(s.port_residue(local_ip, remote.ip(), remote.port()));
@@ -242,16 +260,24 @@ impl PortAllocator {
             let counter = self.table[index];
             self.table[index] = counter.wrapping_add(1);
             let step = ((offset + u64::from(counter)) % u64::from(num)) as u32;
-            let port = match self.steering {
-                None => q0 + step,
-                Some(_) => 2 * (q0 + step / 2 * stride) + step % 2,
+            let port = if stride == 1 {
+                q0 + step
+            } else {
+                2 * (q0 + step / 2 * stride) + step % 2
             };
             // The class's first and last pair may stick out of the range.
             if port < first || port > last {
                 continue;
             }
             let port = port as u16;
+            if let Some(r) = &rss {
+                self.rss_evaluations += 1;
+                if !r.reply_reaches_us(local_ip, port, remote.ip(), remote.port()) {
+                    continue;
+                }
+            }
             if !in_use(port) && accept(port) {
+                self.rss_picks += u64::from(rss.is_some());
                 return Some(port);
             }
         }
@@ -616,7 +642,7 @@ mod tests {
         let local = IpAddr::V4(Ipv4Addr::new(10, 99, 1, 2));
         for engines in [2u16, 3, 4] {
             for engine in 0..engines {
-                let steering = FlowSteering { engines, engine };
+                let steering = FlowSteering::new(engines, engine);
                 let mut p =
                     PortAllocator::new(key(20), 10_000, 65_535).with_steering(Some(steering));
                 let mut used = std::collections::HashSet::new();
@@ -634,10 +660,7 @@ mod tests {
             }
         }
         // A range with only a few ports of the class: all of them, then none.
-        let steering = FlowSteering {
-            engines: 4,
-            engine: 1,
-        };
+        let steering = FlowSteering::new(4, 1);
         let mut p = PortAllocator::new(key(21), 5000, 5009).with_steering(Some(steering));
         let mut used = std::collections::HashSet::new();
         while let Some(port) = p.pick(local, v4(9, 80), |q| used.contains(&q)) {
@@ -649,11 +672,51 @@ mod tests {
         assert_eq!(used.len(), class);
         assert!(class >= 2);
         // One engine: no constraint.
-        let mut p = PortAllocator::new(key(22), 5000, 5000).with_steering(Some(FlowSteering {
-            engines: 1,
-            engine: 0,
-        }));
+        let mut p =
+            PortAllocator::new(key(22), 5000, 5000).with_steering(Some(FlowSteering::new(1, 0)));
         assert_eq!(p.pick(local, v4(9, 80), |_| false), Some(5000));
+    }
+
+    #[test]
+    fn under_rss_ports_bring_replies_to_the_nic_queue_of_their_engine() {
+        use crate::steer::{RssSteering, SYMMETRIC_KEY};
+        use std::sync::Arc;
+        let local4 = IpAddr::V4(Ipv4Addr::new(10, 99, 1, 2));
+        let local6 = IpAddr::V6(std::net::Ipv6Addr::new(0xfd99, 0, 0, 1, 0, 0, 0, 2));
+        for engines in [2u16, 4] {
+            let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines).unwrap());
+            for engine in 0..engines {
+                let steering = FlowSteering {
+                    engines,
+                    engine,
+                    rss: Some(rss.clone()),
+                };
+                let mut p =
+                    PortAllocator::new(key(23), 10_000, 65_535).with_steering(Some(steering));
+                let mut used = std::collections::HashSet::new();
+                for i in 0..500u16 {
+                    let (local, remote) = if i % 2 == 0 {
+                        (local4, v4((i % 7) as u8, 80 + i % 3))
+                    } else {
+                        (local6, v6(i % 7, 443))
+                    };
+                    let port = p.pick(local, remote, |q| used.contains(&q)).unwrap();
+                    assert!(port >= 10_000 && used.insert(port));
+                    // The NIC hashes the reply: from the remote to us.
+                    assert_eq!(
+                        rss.queue_of_flow(remote.ip(), remote.port(), local, port),
+                        engine
+                    );
+                }
+                let (picks, evaluations) = p.rss_effort();
+                assert_eq!(picks, 500);
+                // About `engines` per pick; far from a scan of the range.
+                assert!(
+                    evaluations < picks * u64::from(engines) * 2,
+                    "{evaluations} hashes for {picks} ports over {engines} engines"
+                );
+            }
+        }
     }
 
     const NOW: Instant = Instant::from_secs(1_000_000);

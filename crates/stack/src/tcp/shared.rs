@@ -64,7 +64,7 @@ pub(crate) struct Handoff {
 impl TcpShared {
     pub(crate) fn new(cfg: TcpConfig, rng: &mut Rng) -> Self {
         let ports = PortAllocator::new(KeyedState::from_rng(rng), cfg.port_first, cfg.port_last)
-            .with_steering(cfg.steering);
+            .with_steering(cfg.steering.clone());
         TcpShared {
             isn: IsnGenerator::new(KeyedState::from_rng(rng)),
             ports,

@@ -1,0 +1,307 @@
+//! A model NIC with RSS (`MemoryLink::multi_queue`: Toeplitz hash, an
+//! indirection table, a queue per engine) in front of 2 and 4 engines:
+//! when the engines know the NIC's key and table, every frame the NIC
+//! puts on a queue belongs to that queue's engine (nothing is handed
+//! between engines), for connections the peer opens and connections the
+//! engines open (their source ports are chosen so the replies hash home).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use link::{MemoryConfig, MemoryLink};
+use runtime::engine::{mesh, Dispatcher};
+use runtime::{AppContext, Application, Engine, EngineConfig};
+use stack::steer::{FlowSteering, RssSteering, SYMMETRIC_KEY};
+use stack::{InterfaceConfig, SocketError, SocketHandle, Stack, StackConfig};
+
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 1);
+const SERVER: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 2);
+const SERVER_MAC: [u8; 6] = [2, 0, 0, 0, 2, 2];
+
+fn stack(addr: Ipv4Addr, mac: [u8; 6], seed: u64) -> Stack {
+    let mut s = Stack::new(StackConfig {
+        seed,
+        ..StackConfig::default()
+    });
+    s.add_interface(&InterfaceConfig {
+        name: "mem".into(),
+        mac,
+        mtu: 1500,
+        addr,
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    s
+}
+
+/// The NIC's receive side, parsed as hardware does (not with ustack's
+/// own classifier): IPv4 TCP/UDP by addresses and ports, fragments and
+/// other IPv4 by addresses, anything else to queue 0.
+fn nic_queue(rss: &RssSteering, frame: &[u8]) -> usize {
+    let be16 = |at: usize| u16::from_be_bytes([frame[at], frame[at + 1]]);
+    if frame.len() < 34 || be16(12) != 0x0800 {
+        return 0;
+    }
+    let ip = &frame[14..];
+    let src = IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]));
+    let dst = IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+    let queue = if matches!(ip[9], 6 | 17) && !fragment && frame.len() >= 14 + ihl + 4 {
+        let sport = be16(14 + ihl);
+        let dport = be16(14 + ihl + 2);
+        rss.queue_of_flow(src, sport, dst, dport)
+    } else {
+        rss.queue_of_addresses(src, dst)
+    };
+    usize::from(queue)
+}
+
+/// Echoes whatever its connections send (accepting on `listener`, when
+/// it has one), and drives connections it opened itself: each sends
+/// `hello` and waits for the echo.
+#[derive(Default)]
+struct Node {
+    listener: Option<SocketHandle>,
+    echo: Vec<SocketHandle>,
+    accepted: usize,
+    /// Connections still to open, and where to.
+    to_open: usize,
+    open_to: Option<SocketAddr>,
+    opened: Vec<(SocketHandle, Vec<u8>, bool)>,
+    echoed: usize,
+}
+
+const HELLO: &[u8] = b"hello over rss";
+
+impl Application for Node {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        let mut work = false;
+        if let Some(to) = self.open_to {
+            for _ in 0..std::mem::take(&mut self.to_open) {
+                let s = ctx.stack.tcp_connect(ctx.now, to, None, ctx.sink).unwrap();
+                self.opened.push((s, Vec::new(), false));
+                work = true;
+            }
+        }
+        if let Some(l) = self.listener {
+            while let Ok((s, _)) = ctx.stack.tcp_accept(l) {
+                self.echo.push(s);
+                self.accepted += 1;
+                work = true;
+            }
+        }
+        let mut buf = [0u8; 2048];
+        for &s in &self.echo {
+            while let Ok(n) = ctx.stack.tcp_recv(ctx.now, s, &mut buf, ctx.sink) {
+                if n == 0 {
+                    break;
+                }
+                ctx.stack.tcp_send(ctx.now, s, &buf[..n], ctx.sink).unwrap();
+                work = true;
+            }
+        }
+        for (s, got, sent) in &mut self.opened {
+            if !*sent {
+                match ctx.stack.tcp_send(ctx.now, *s, HELLO, ctx.sink) {
+                    Ok(_) => *sent = true,
+                    Err(SocketError::WouldBlock | SocketError::NotConnected) => {}
+                    Err(e) => panic!("send: {e}"),
+                }
+            }
+            while let Ok(n) = ctx.stack.tcp_recv(ctx.now, *s, &mut buf, ctx.sink) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+                if got.len() == HELLO.len() {
+                    self.echoed += 1;
+                }
+                work = true;
+            }
+        }
+        work
+    }
+}
+
+fn run(engines: usize) {
+    let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap());
+    let choose = {
+        let rss = rss.clone();
+        Rc::new(move |f: &[u8]| nic_queue(&rss, f))
+    };
+    let (wire, queues) = MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), engines, choose);
+    let cfg = EngineConfig {
+        pkt_tx_delay: std::time::Duration::ZERO,
+        ..EngineConfig::default()
+    };
+    let mut peer = Engine::new(stack(PEER, [2, 0, 0, 0, 2, 1], 1), vec![wire], cfg);
+    let mut peer_app = Node {
+        listener: Some(
+            peer.stack
+                .tcp_listen("0.0.0.0:7".parse().unwrap(), 128)
+                .unwrap(),
+        ),
+        ..Node::default()
+    };
+    let mut ends = mesh(engines, 256);
+    let mut servers: Vec<(Engine<MemoryLink>, Node)> = Vec::new();
+    for (e, mut q) in queues.into_iter().enumerate() {
+        q.set_mac(SERVER_MAC);
+        let mut s = stack(SERVER, SERVER_MAC, 10 + e as u64);
+        s.set_flow_steering(Some(FlowSteering {
+            engines: engines as u16,
+            engine: e as u16,
+            rss: Some(rss.clone()),
+        }));
+        let mut engine = Engine::new(s, vec![q], cfg);
+        let mut d = Dispatcher::new(e, engines, Some(ends.remove(0)), None, vec![None]);
+        d.set_rss(Some(rss.clone()));
+        engine.set_dispatcher(d);
+        let app = Node {
+            listener: Some(
+                engine
+                    .stack
+                    .tcp_listen("0.0.0.0:80".parse().unwrap(), 128)
+                    .unwrap(),
+            ),
+            ..Node::default()
+        };
+        servers.push((engine, app));
+    }
+    peer.announce();
+    // Connections the peer opens (passive for the engines) ...
+    let passive = 64;
+    peer_app.to_open = passive;
+    peer_app.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
+    // ... and connections each engine opens (active).
+    let active = 16;
+    for (_, app) in &mut servers {
+        app.to_open = active;
+        app.open_to = Some(SocketAddr::new(IpAddr::V4(PEER), 7));
+    }
+    let done = |peer_app: &Node, servers: &[(Engine<MemoryLink>, Node)]| {
+        peer_app.echoed == passive && servers.iter().all(|(_, a)| a.echoed == active)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done(&peer_app, &servers) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{engines} engines: the peer's connections echoed {} of {passive}; the engines' {:?} of {active}",
+            peer_app.echoed,
+            servers.iter().map(|(_, a)| a.echoed).collect::<Vec<_>>()
+        );
+        peer.turn(&mut peer_app);
+        for (engine, app) in &mut servers {
+            engine.turn(app);
+        }
+    }
+    let mut evaluations = 0;
+    let mut picks = 0;
+    for (e, (engine, app)) in servers.iter().enumerate() {
+        let d = engine.dispatch_counters().unwrap();
+        assert_eq!(
+            d.steer_forwarded, 0,
+            "{engines} engines: engine {e} handed frames on: {d:?}"
+        );
+        assert!(
+            app.accepted > 0,
+            "{engines} engines: engine {e} accepted none of the peer's connections"
+        );
+        let (p, ev) = engine.stack.port_choice_rss_effort();
+        assert_eq!(p, active as u64);
+        picks += p;
+        evaluations += ev;
+    }
+    println!(
+        "{engines} engines: {passive} passive and {} active connections, steer_forwarded 0 on \
+         every engine; accepted per engine {:?}; port choice: {evaluations} Toeplitz hashes for \
+         {picks} ports ({:.1} per port)",
+        active * engines,
+        servers.iter().map(|(_, a)| a.accepted).collect::<Vec<_>>(),
+        evaluations as f64 / picks as f64
+    );
+    assert!(
+        evaluations <= picks * engines as u64 * 3,
+        "port choice took {evaluations} hashes for {picks} ports"
+    );
+}
+
+#[test]
+fn two_engines_behind_a_nic_with_rss_steer_nothing() {
+    run(2);
+}
+
+#[test]
+fn four_engines_behind_a_nic_with_rss_steer_nothing() {
+    run(4);
+}
+
+/// Without the NIC's key and table, the engines steer by ustack's own flow
+/// hash and hand over the frames the NIC put on another's queue: the case
+/// the RSS steering removes.
+#[test]
+fn engines_unaware_of_the_nics_rss_hand_frames_over() {
+    let engines = 4;
+    let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap());
+    let choose = Rc::new(move |f: &[u8]| nic_queue(&rss, f));
+    let (wire, queues) = MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), engines, choose);
+    let cfg = EngineConfig {
+        pkt_tx_delay: std::time::Duration::ZERO,
+        ..EngineConfig::default()
+    };
+    let mut peer = Engine::new(stack(PEER, [2, 0, 0, 0, 2, 1], 1), vec![wire], cfg);
+    let mut peer_app = Node::default();
+    let mut ends = mesh(engines, 256);
+    let mut servers = Vec::new();
+    for (e, mut q) in queues.into_iter().enumerate() {
+        q.set_mac(SERVER_MAC);
+        let mut s = stack(SERVER, SERVER_MAC, 10 + e as u64);
+        s.set_flow_steering(Some(FlowSteering::new(engines as u16, e as u16)));
+        let mut engine = Engine::new(s, vec![q], cfg);
+        engine.set_dispatcher(Dispatcher::new(
+            e,
+            engines,
+            Some(ends.remove(0)),
+            None,
+            vec![None],
+        ));
+        let app = Node {
+            listener: Some(
+                engine
+                    .stack
+                    .tcp_listen("0.0.0.0:80".parse().unwrap(), 128)
+                    .unwrap(),
+            ),
+            ..Node::default()
+        };
+        servers.push((engine, app));
+    }
+    peer.announce();
+    peer_app.to_open = 64;
+    peer_app.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while peer_app.echoed < 64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "echoed {}",
+            peer_app.echoed
+        );
+        peer.turn(&mut peer_app);
+        for (engine, app) in &mut servers {
+            engine.turn(app);
+        }
+    }
+    let forwarded: u64 = servers
+        .iter()
+        .map(|(e, _)| e.dispatch_counters().unwrap().steer_forwarded)
+        .sum();
+    assert!(
+        forwarded > 0,
+        "the flow hash and the NIC's Toeplitz hash disagree"
+    );
+}
