@@ -171,6 +171,9 @@ counters! {
         tcp_invalid_acks_rate_limited,
         tcp_rx_out_of_order,
         tcp_rx_trimmed_bytes,
+        /// Receive buffers doubled by auto-tuning (the peer filled more than
+        /// 3/8 of one within a round trip).
+        tcp_rcvbuf_grown,
         /// In-order segments whose payload stayed in its received frame,
         /// which the socket holds (zero copy, `lend.rs`).
         tcp_rx_zero_copy_segments,

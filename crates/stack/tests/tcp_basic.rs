@@ -484,3 +484,56 @@ fn closed_connections_with_data_in_flight_are_unfinished_until_acknowledged() {
         "a saw the reset"
     );
 }
+
+/// Sends `total` bytes from a to b, b reading everything every step;
+/// returns b's receive buffer size at the end.
+fn bulk(n: &mut Net, c: stack::SocketHandle, s: stack::SocketHandle, total: usize) -> usize {
+    let data = vec![0x3cu8; total];
+    let (mut sent, mut got) = (0, 0);
+    let mut buf = vec![0u8; 1 << 16];
+    for _ in 0..20_000 {
+        if sent < total {
+            if let Ok(k) = n.a.tcp_send(n.now, c, &data[sent..], &mut n.sa) {
+                sent += k;
+            }
+        }
+        n.run(1);
+        while let Ok(k) = n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb) {
+            if k == 0 {
+                break;
+            }
+            got += k;
+        }
+        if got == total {
+            break;
+        }
+    }
+    assert_eq!(got, total);
+    n.b.tcp_recv_buffer(s).unwrap()
+}
+
+#[test]
+fn receive_buffer_grows_when_the_peer_fills_it_within_a_round_trip() {
+    let mut n = Net::new();
+    let (c, s) = n.established();
+    let start = n.b.tcp_recv_buffer(s).unwrap();
+    assert_eq!(start, 64 << 10, "recvspace");
+    let end = bulk(&mut n, c, s, 8 << 20);
+    let grown = n.b.counters().tcp_rcvbuf_grown;
+    assert!(
+        grown > 0 && end > start,
+        "grown {grown} times: {start} -> {end}"
+    );
+    assert!(end <= 2 << 20, "recvbuf_max bounds it: {end}");
+    assert!(
+        n.b.tcp_info(s).unwrap().rcv_wnd > 65535,
+        "the window advertised grew"
+    );
+
+    // SO_RCVBUF fixes the size, as with the kernel.
+    let mut n = Net::new();
+    let (c, s) = n.established();
+    n.b.tcp_set_recv_buffer(s, 32 << 10).unwrap();
+    assert_eq!(bulk(&mut n, c, s, 4 << 20), 32 << 10);
+    assert_eq!(n.b.counters().tcp_rcvbuf_grown, 0);
+}

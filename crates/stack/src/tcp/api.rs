@@ -1132,6 +1132,12 @@ impl Stack {
         self.tcp_conn(h).map(|c| c.recv.readable())
     }
 
+    /// The receive buffer's size: what SO_RCVBUF set, or where
+    /// auto-tuning has taken it.
+    pub fn tcp_recv_buffer(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.tcp_conn(h).map(|c| c.recv.capacity())
+    }
+
     /// Bytes of memory held by TCP connections, and how many there are.
     pub fn tcp_memory(&self) -> (usize, usize) {
         self.sockets

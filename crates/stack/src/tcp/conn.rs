@@ -118,6 +118,10 @@ pub(crate) struct TcpConnection {
     pub linger_zero: bool,
     /// SO_RCVBUF was set: the receive buffer does not auto-tune.
     pub recv_locked: bool,
+    /// Receive buffer auto-tuning: when the current measuring interval
+    /// (about a round trip) began, and the bytes received in order since.
+    pub rcv_tune_start: Option<Instant>,
+    pub rcv_tune_bytes: usize,
     /// IP_TTL and IP_TOS of the socket's segments.
     pub ip_opts: IpOptions,
     /// Where the segments go, cached (see [`Ipv4Path`]).
@@ -220,6 +224,8 @@ impl TcpConnection {
             keep_cnt: None,
             linger_zero: false,
             recv_locked: false,
+            rcv_tune_start: None,
+            rcv_tune_bytes: 0,
             ip_opts: IpOptions::default(),
             path: None,
             template: None,

@@ -40,6 +40,10 @@ fn seq_in(seq: SeqNumber, start: SeqNumber, len: usize) -> bool {
     seq >= start && seq < start + len
 }
 
+/// The shortest interval receive auto-tuning measures over (see
+/// `tune_receive_buffer`).
+pub(crate) const RCV_TUNE_MIN_INTERVAL_US: u64 = 1_000;
+
 impl TcpConnection {
     /// Enters TIME-WAIT: only the 2*MSL timer runs (RFC 9293 3.10.7.4).
     fn enter_time_wait(&mut self, now: Instant, shared: &TcpShared) {
@@ -391,6 +395,7 @@ impl TcpConnection {
                 ip.counters.tcp_rx_copied_segments += 1;
                 self.rcv_nxt += n;
                 self.stats.bytes_received += n as u64;
+                self.count_for_receive_tuning(now, n);
                 self.ack_in_order_segment(now, shared);
                 return;
             }
@@ -405,6 +410,9 @@ impl TcpConnection {
             ip.counters.tcp_rx_copied_segments += u64::from(r.copied);
             self.rcv_nxt += r.advanced;
             self.stats.bytes_received += r.advanced as u64;
+            if r.advanced > 0 {
+                self.count_for_receive_tuning(now, r.advanced);
+            }
             if r.trimmed > 0 {
                 ip.counters.tcp_rx_trimmed_bytes += r.trimmed as u64;
             }
@@ -428,6 +436,60 @@ impl TcpConnection {
             // Data after the peer's FIN, or to a closed read side.
             self.ack_now = true;
         }
+    }
+
+    /// Counts in-order bytes for receive buffer auto-tuning
+    /// ([`Self::tune_receive_buffer`]).
+    #[inline(always)]
+    fn count_for_receive_tuning(&mut self, now: Instant, bytes: usize) {
+        self.rcv_tune_bytes += bytes;
+        self.rcv_tune_start.get_or_insert(now);
+    }
+
+    /// Receive buffer auto-tuning (FreeBSD's `tcp_autorcvbuf`), at the
+    /// connection's next output (after a segment is processed whole, by
+    /// either input path): when more than 3/8 of the buffer
+    /// arrived within a round trip, the window, not the path, is what
+    /// limits the peer, so the buffer doubles (up to `recvbuf_max`; not
+    /// after SO_RCVBUF, nor without window scaling).  The round trip is the
+    /// connection's smoothed RTT (the handshake gives one), at least 1 ms:
+    /// links that batch frames (TPACKET_V3 blocks) stretch short paths to
+    /// about that.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn tune_receive_buffer(
+        &mut self,
+        now: Instant,
+        ip: &mut IpLayer,
+        shared: &TcpShared,
+    ) {
+        let Some(start) = self.rcv_tune_start else {
+            return;
+        };
+        let rtt_us = self
+            .rtt
+            .srtt()
+            .map_or(RCV_TUNE_MIN_INTERVAL_US, |d| d.as_micros() as u64)
+            .max(RCV_TUNE_MIN_INTERVAL_US);
+        if now.total_micros().saturating_sub(start.total_micros()) <= rtt_us {
+            return;
+        }
+        let capacity = self.recv.capacity();
+        if self.rcv_tune_bytes > capacity / 8 * 3
+            && capacity < shared.cfg.recvbuf_max
+            && !self.recv_locked
+            && self.wscale_ok
+        {
+            let grown = (capacity * 2)
+                .max(self.rcv_tune_bytes * 2)
+                .min(shared.cfg.recvbuf_max);
+            self.recv.set_capacity(grown);
+            ip.counters.tcp_rcvbuf_grown += 1;
+            // The peer hears of the room at once.
+            self.ack_now = true;
+        }
+        self.rcv_tune_start = None;
+        self.rcv_tune_bytes = 0;
     }
 
     /// RFC 5681 4.2 for a segment of in-order data that moved RCV.NXT by

@@ -12,6 +12,7 @@ use crate::ipv4::{Ipv4Path, Ipv4Send, SendError};
 use crate::sink::FrameSink;
 use crate::tcp::cc::CongestionControl;
 use crate::tcp::conn::TcpConnection;
+use crate::tcp::input::RCV_TUNE_MIN_INTERVAL_US;
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
 use crate::time::{Duration, Instant};
@@ -406,6 +407,13 @@ impl TcpConnection {
         shared: &mut TcpShared,
         sink: &mut dyn FrameSink,
     ) {
+        // Received data waits for receive auto-tuning's look once a round
+        // trip has passed (`tune_receive_buffer`).
+        if let Some(start) = self.rcv_tune_start {
+            if now.total_micros().saturating_sub(start.total_micros()) > RCV_TUNE_MIN_INTERVAL_US {
+                self.tune_receive_buffer(now, ip, shared);
+            }
+        }
         // Most calls after a segment came in find nothing to do (the ACK
         // is delayed, the reply not written yet): told without a call.
         if ip.cfg.tcp.fast_path && self.nothing_to_output() {
