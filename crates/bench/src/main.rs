@@ -24,7 +24,9 @@ mod net;
 mod nginx;
 mod proc;
 mod run;
+mod stream;
 mod us;
+mod veth;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -87,27 +87,22 @@
 //! has an `alert`, `crit` or `emerg` line, or when under `ustack run` the
 //! worker's engine did not carry the connections.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The server's and the client's addresses (the interop tests' 10.99/16).
-const SERVER_IP: &str = "10.99.200.2";
-const CLIENT_IP: &str = "10.99.200.1";
-const PREFIX: u8 = 24;
-/// The cores: nginx on the first, wrk on the second.
-const SERVER_CPU: usize = 0;
-const CLIENT_CPU: usize = 1;
+use crate::veth::{
+    children, core_ticks, process_ticks, read_stats, sh, tail, which, Offloads, Topology,
+    CLIENT_CPU, PREFIX, SERVER_CPU, SERVER_IP, USER_HZ,
+};
+
 /// wrk's load.
 const WRK_THREADS: u32 = 1;
 const WRK_CONNECTIONS: u32 = 100;
 /// The page.
 const PAGE_BYTES: usize = 600;
-/// /proc's clock ticks per second (USER_HZ, 100 on Linux).
-const USER_HZ: f64 = 100.0;
 
 /// What `make bench` needs for this workload beyond the others.
 pub const TOOLS: &[&str] = &["nginx", "wrk", "curl", "taskset", "ip", "ethtool"];
@@ -155,15 +150,7 @@ impl RunFigures {
     }
 }
 
-/// Where the veth's receive processing runs (see the module's comment).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rps {
-    /// Each end's on its own side's core.
-    Both,
-    /// The server end's on the server's core; the client end's where the
-    /// frame was sent (the server's core).
-    ServerOnly,
-}
+pub use crate::veth::Rps;
 
 impl Rps {
     pub fn describe(self) -> &'static str {
@@ -235,12 +222,8 @@ impl Setup {
 /// The namespaces, the veth and nginx's files, for every run of the
 /// workload; removed on drop.
 pub struct NginxBench {
-    rps: Rps,
+    net: Topology,
     dir: PathBuf,
-    ns_server: String,
-    ns_client: String,
-    if_server: String,
-    if_client: String,
     launcher: PathBuf,
     nginx: PathBuf,
     page: Vec<u8>,
@@ -248,32 +231,6 @@ pub struct NginxBench {
     ini: PathBuf,
     warmup: Duration,
     window: Duration,
-}
-
-fn sh(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{}: {} {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The first of `PATH`'s directories that holds `name`.
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 fn nginx_conf(dir: &Path) -> String {
@@ -338,90 +295,6 @@ fn page() -> Vec<u8> {
     p.resize(PAGE_BYTES - tail.len(), b'x');
     p.extend_from_slice(tail);
     p
-}
-
-/// `cpuN` of `/proc/stat`: (busy, total) ticks.
-fn core_ticks(cpu: usize) -> Result<(u64, u64), String> {
-    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
-    let name = format!("cpu{cpu}");
-    let line = stat
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
-        .ok_or_else(|| format!("no {name} in /proc/stat"))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    if v.len() < 8 {
-        return Err(format!("/proc/stat: {line:?}"));
-    }
-    // user nice system idle iowait irq softirq steal
-    let total: u64 = v.iter().sum();
-    Ok((total - v[3] - v[4], total))
-}
-
-/// utime + stime of a process, in ticks.
-fn process_ticks(pid: u32) -> Result<u64, String> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
-    let f: Vec<&str> = s
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .unwrap_or_default();
-    // After the name: state is field 3, utime 14 and stime 15.
-    match (
-        f.get(11).and_then(|x| x.parse::<u64>().ok()),
-        f.get(12).and_then(|x| x.parse::<u64>().ok()),
-    ) {
-        (Some(u), Some(s)) => Ok(u + s),
-        _ => Err(format!("/proc/{pid}/stat: cannot read the CPU times")),
-    }
-}
-
-/// The processes whose parent is `pid`.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in dir.flatten() {
-        let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(s) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
-            continue;
-        };
-        let ppid = s
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().nth(1))
-            .and_then(|x| x.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.push(child);
-        }
-    }
-    out.sort_unstable();
-    out
-}
-
-/// The last lines of a file, on one line.
-fn tail(path: &Path) -> String {
-    let t = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = t.lines().collect();
-    lines[lines.len().saturating_sub(5)..].join(" | ")
-}
-
-/// The `name value` lines of a `--stats` file.
-fn read_stats(path: &Path) -> BTreeMap<String, u64> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_string(), v.trim().parse().ok()?))
-        })
-        .collect()
 }
 
 /// What wrk said.
@@ -544,20 +417,16 @@ impl NginxBench {
         let page = page();
         let conf = dir.join("nginx.conf");
         let ini = dir.join("ustack.ini");
-        let if_server = format!("usbs{id}");
-        let if_client = format!("usbc{id}");
+        // Segmentation off: nginx's responses are one segment either way.
+        let net = Topology::create("nginx", setup.rps, Offloads::SegmentationOff)?;
         let write = |p: &Path, data: &[u8]| {
             std::fs::write(p, data).map_err(|e| format!("cannot write {}: {e}", p.display()))
         };
         write(&dir.join("www/index.html"), &page)?;
         write(&conf, nginx_conf(&dir).as_bytes())?;
-        write(&ini, ustack_ini(&if_server, setup.link).as_bytes())?;
-        let b = NginxBench {
-            rps: setup.rps,
-            ns_server: format!("usb-nginx-s-{id}"),
-            ns_client: format!("usb-nginx-c-{id}"),
-            if_server,
-            if_client,
+        write(&ini, ustack_ini(&net.if_server, setup.link).as_bytes())?;
+        Ok(NginxBench {
+            net,
             dir,
             launcher,
             nginx,
@@ -566,86 +435,7 @@ impl NginxBench {
             ini,
             warmup,
             window,
-        };
-        b.topology()?;
-        Ok(b)
-    }
-
-    fn topology(&self) -> Result<(), String> {
-        // What an interrupted earlier run left (its process is gone).
-        for line in sh(&["ip", "netns", "list"])?.lines() {
-            let name = line.split_whitespace().next().unwrap_or("");
-            let pid = name
-                .strip_prefix("usb-nginx-s-")
-                .or_else(|| name.strip_prefix("usb-nginx-c-"));
-            if let Some(pid) = pid {
-                if !Path::new("/proc").join(pid).exists() {
-                    let _ = sh(&["ip", "netns", "del", name]);
-                }
-            }
-        }
-        let (s, c) = (self.ns_server.as_str(), self.ns_client.as_str());
-        let (is, ic) = (self.if_server.as_str(), self.if_client.as_str());
-        for ns in [s, c] {
-            sh(&["ip", "netns", "add", ns])?;
-            // No IPv6: no router solicitations or DAD on the link.
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])?;
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
-        }
-        sh(&[
-            "ip", "link", "add", is, "netns", s, "type", "veth", "peer", "name", ic, "netns", c,
-        ])?;
-        let client_addr = format!("{CLIENT_IP}/{PREFIX}");
-        sh(&["ip", "-n", c, "addr", "add", &client_addr, "dev", ic])?;
-        let client_rps = match self.rps {
-            Rps::Both => Some(CLIENT_CPU),
-            Rps::ServerOnly => None,
-        };
-        for (ns, ifc, cpu) in [(s, is, Some(SERVER_CPU)), (c, ic, client_rps)] {
-            sh(&[
-                "ip", "netns", "exec", ns, "ethtool", "-K", ifc, "tso", "off", "gso", "off",
-            ])?;
-            // RPS: this end's receive processing on its side's core (see
-            // the module's comment), or none. `ip netns exec` mounts the
-            // namespace's own /sys.
-            let want = cpu.map_or(0, |c| 1u64 << c);
-            let mask = format!("{want:x}");
-            let file = format!("/sys/class/net/{ifc}/queues/rx-0/rps_cpus");
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sh",
-                "-c",
-                &format!("echo {mask} > {file} && cat {file}"),
-            ])
-            .and_then(|got| {
-                if u64::from_str_radix(got.trim().replace(',', "").as_str(), 16).ok() == Some(want)
-                {
-                    Ok(())
-                } else {
-                    Err(format!("{file}: {got:?} after writing {mask}"))
-                }
-            })?;
-            sh(&["ip", "-n", ns, "link", "set", ifc, "up"])?;
-        }
-        Ok(())
-    }
-
-    fn in_client(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns_client]).args(args);
-        c
+        })
     }
 
     /// Fetches the page from the client's namespace until it comes back
@@ -658,6 +448,7 @@ impl NginxBench {
                 return Err(format!("nginx exited ({st}): {}", self.error_log_tail()));
             }
             let out = self
+                .net
                 .in_client(&["curl", "-sS", "--max-time", "2", &url])
                 .stdin(Stdio::null())
                 .output()
@@ -702,6 +493,7 @@ impl NginxBench {
         let conns = format!("-c{WRK_CONNECTIONS}");
         let dur = format!("-d{}s", duration.as_secs().max(1));
         let out = self
+            .net
             .in_client(&["taskset", "-c", &cpu, "wrk", &threads, &conns, &dur, &url])
             .stdin(Stdio::null())
             .output()
@@ -721,23 +513,9 @@ impl NginxBench {
     /// warmed up and measured.
     pub fn run(&self, which: &str) -> Result<RunFigures, String> {
         let ustack = which == "ustack";
-        let (s, c) = (self.ns_server.as_str(), self.ns_client.as_str());
-        let server_addr = format!("{SERVER_IP}/{PREFIX}");
+        let s = self.net.ns_server.as_str();
         // The address is the kernel's or ustack's, never both.
-        sh(&["ip", "-n", s, "addr", "flush", "dev", &self.if_server])?;
-        if !ustack {
-            sh(&[
-                "ip",
-                "-n",
-                s,
-                "addr",
-                "add",
-                &server_addr,
-                "dev",
-                &self.if_server,
-            ])?;
-        }
-        sh(&["ip", "-n", c, "neigh", "flush", "dev", &self.if_client])?;
+        self.net.server_address(!ustack)?;
         let _ = std::fs::remove_file(self.dir.join("error.log"));
         let _ = std::fs::remove_file(self.dir.join("nginx.pid"));
         let stats = self.dir.join("stats");
@@ -860,9 +638,6 @@ impl NginxBench {
 
 impl Drop for NginxBench {
     fn drop(&mut self) {
-        for ns in [&self.ns_server, &self.ns_client] {
-            let _ = sh(&["ip", "netns", "del", ns]);
-        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -28,6 +28,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::nginx::{self, NginxBench, RunFigures};
+use crate::stream::{self, StreamBench, StreamFigures};
 use crate::Flags;
 
 /// How a figure compares with the goal.
@@ -68,6 +69,9 @@ enum Kind {
     /// A program people run (nginx) under `ustack run` and on the kernel,
     /// driven by a load generator (`nginx.rs`).
     Program,
+    /// One TCP stream into iperf3 under `ustack run` and on the kernel,
+    /// over a veth with its default offloads (`stream.rs`).
+    Stream,
     /// Callgrind, ustack only.
     Instructions,
 }
@@ -128,6 +132,15 @@ const SPECS: &[Spec] = &[
         workload: "stream",
         unit: "Gbit/s",
         scale: 8e-9,
+        goal: Goal::RatioAtLeast(1.0),
+        higher_better: true,
+    },
+    Spec {
+        name: "tcp_stream_preload_af_packet",
+        kind: Kind::Stream,
+        workload: "iperf3:af_packet",
+        unit: "Gbit/s",
+        scale: 1.0,
         goal: Goal::RatioAtLeast(1.0),
         higher_better: true,
     },
@@ -634,6 +647,89 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
     }
 }
 
+/// The single-stream workload: `runs` pairs of runs, ustack and the
+/// kernel in turn, each a fresh iperf3 server; Gbit/s into the row, the
+/// cores' utilisation, retransmissions and what the engine saw into its
+/// notes (medians over the runs that succeeded).
+fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration) {
+    let bench = match StreamBench::setup(exe, window) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!(" iperf3: {e}");
+            row.ustack.failures.push(format!("setup: {e}"));
+            row.linux.failures.push(format!("setup: {e}"));
+            return;
+        }
+    };
+    let mut figs: BTreeMap<&str, Vec<StreamFigures>> = BTreeMap::new();
+    let mut pairs = Vec::new();
+    for r in 0..runs {
+        let mut pair = [None, None];
+        for (k, which) in ["ustack", "linux"].into_iter().enumerate() {
+            let s = if which == "ustack" {
+                &mut row.ustack
+            } else {
+                &mut row.linux
+            };
+            match bench.run(which) {
+                Ok(f) => {
+                    s.values.push(f.gbits);
+                    pair[k] = Some(f.gbits);
+                    figs.entry(which).or_default().push(f);
+                }
+                Err(e) => {
+                    eprintln!("  {which} run {}: {e}", r + 1);
+                    s.failures.push(format!("run {}: {e}", r + 1));
+                }
+            }
+        }
+        if let [Some(u), Some(l)] = pair {
+            pairs.push(u / l);
+        }
+    }
+    drop(bench);
+    let med = |which: &str, f: &dyn Fn(&StreamFigures) -> f64| -> Option<f64> {
+        Samples {
+            values: figs.get(which)?.iter().map(f).collect(),
+            failures: Vec::new(),
+        }
+        .median()
+    };
+    let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
+    row.notes.push(format!(
+        "{}: `iperf3 -s` pinned to core 0 (ustack: `ustack run`, AF_PACKET on the veth, busy \
+         polling, default buffers with receive auto-tuning), one stream from `iperf3 -c -t {}` \
+         pinned to core 1 in another network namespace; the veth keeps its default offloads \
+         (the client's TSO/GSO super-frames reach ustack whole and are cut into segments); RPS \
+         on both ends; the receiver's rate",
+        stream::version(),
+        window.as_secs()
+    ));
+    row.notes.push(format!(
+        "server core 0 busy: ustack {}, linux {}; client core 1 busy: ustack {}, linux {}; the \
+         client's retransmissions: ustack {}, linux {}; super-frames ustack's engine cut: {}",
+        pct(med("ustack", &|f| f.server_core_busy)),
+        pct(med("linux", &|f| f.server_core_busy)),
+        pct(med("ustack", &|f| f.client_core_busy)),
+        pct(med("linux", &|f| f.client_core_busy)),
+        fmt_value(med("ustack", &|f| f.retransmits as f64)),
+        fmt_value(med("linux", &|f| f.retransmits as f64)),
+        fmt_value(med("ustack", &|f| f.engine.map_or(0.0, |(_, s)| s as f64))),
+    ));
+    if !pairs.is_empty() {
+        let s = Samples {
+            values: pairs,
+            failures: Vec::new(),
+        };
+        row.notes.push(format!(
+            "Gbit/s ratio per pair of runs: median {:.2}x, {:.2}x..{:.2}x",
+            s.median().unwrap_or(0.0),
+            s.min().unwrap_or(0.0),
+            s.max().unwrap_or(0.0)
+        ));
+    }
+}
+
 /// Runs callgrind on `pair` with `count` round trips; each side's
 /// instructions (server, client).
 fn callgrind(exe: &Path, out_dir: &Path, count: u64) -> Result<(f64, f64), String> {
@@ -741,7 +837,7 @@ pub fn main(f: &Flags) -> Result<(), String> {
     order.sort_by_key(|&i| match rows[i].spec.kind {
         Kind::Memory => 0,
         Kind::Rate => 1,
-        Kind::Program => 2,
+        Kind::Program | Kind::Stream => 2,
         Kind::Instructions => 3,
     });
     for i in order {
@@ -803,6 +899,10 @@ pub fn main(f: &Flags) -> Result<(), String> {
                     Duration::from_secs(ctx.opt.nginx_seconds),
                 );
                 program_runs(&exe, &mut rows[i], runs, warmup, window);
+            }
+            Kind::Stream => {
+                let window = Duration::from_secs(ctx.opt.nginx_seconds);
+                stream_runs(&exe, &mut rows[i], ctx.opt.runs, window);
             }
             Kind::Instructions => {
                 let n = ctx.opt.callgrind_count;
