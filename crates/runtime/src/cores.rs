@@ -242,6 +242,11 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
             per_engine[e].push(link);
         }
     }
+    let rss = if n > 1 {
+        ports_rss(cfg, &per_engine, n)
+    } else {
+        None
+    };
     let mut meshes = if n > 1 {
         mesh::<<PortLink as Link>::Buf>(n, MESH_RING)
             .into_iter()
@@ -254,7 +259,10 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
     for (e, links) in per_engine.into_iter().enumerate() {
         let mut sc = stack_config(cfg, engine_seed(seed, e));
         if n > 1 {
-            sc.tcp.steering = Some(FlowSteering::new(n as u16, e as u16));
+            sc.tcp.steering = Some(FlowSteering {
+                rss: rss.clone(),
+                ..FlowSteering::new(n as u16, e as u16)
+            });
         }
         let mut stack = Stack::new(sc);
         for (port, link) in cfg.ports.iter().zip(&links) {
@@ -291,7 +299,9 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
         let mesh_end = meshes[e].take();
         let dispatcher = (mesh_end.is_some() || cfg.kni.enable).then(|| {
             let filter = cfg.kni.enable.then(|| KniFilter::new(&cfg.kni));
-            Dispatcher::new(e, n, mesh_end, filter, kni)
+            let mut d = Dispatcher::new(e, n, mesh_end, filter, kni);
+            d.set_rss(rss.clone());
+            d
         });
         slots.push(EngineSlot {
             id: e,
@@ -307,6 +317,71 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
         });
     }
     Ok(slots)
+}
+
+/// The NIC's RSS every port's queues are spread by, when ustack knows it
+/// (DPDK ports whose key and indirection table were programmed or read
+/// back) and it is the same on every port: the engines then find a
+/// frame's owner and choose source ports as the NIC does.  `None`: the
+/// engines steer by ustack's own flow hash (said once per port that has
+/// RSS ustack could not use).
+fn ports_rss(
+    cfg: &Config,
+    per_engine: &[Vec<QueueLink>],
+    engines: usize,
+) -> Option<Arc<stack::steer::RssSteering>> {
+    let first = per_engine.first()?;
+    let mut found: Option<(Vec<u8>, Vec<u16>, bool)> = None;
+    let mut usable = true;
+    for (port, link) in cfg.ports.iter().zip(first) {
+        let table = match link {
+            #[cfg(feature = "dpdk")]
+            QueueLink::Dpdk(l) => match l.rss_table() {
+                Ok(t) => Some((t.key[..40].to_vec(), t.reta.clone(), t.programmed)),
+                Err(why) => {
+                    if l.offloads().rss_hf != 0 {
+                        eprintln!(
+                            "ustack: [port{}] the port's RSS is not known to the engines ({why}):                              frames are steered to their engine in software",
+                            port.id
+                        );
+                    }
+                    None
+                }
+            },
+            _ => None,
+        };
+        match (table, &found) {
+            (None, _) => usable = false,
+            (Some(t), None) => found = Some(t),
+            (Some(t), Some(f)) if t.0 == f.0 && t.1 == f.1 => {}
+            (Some(_), Some(_)) => {
+                eprintln!(
+                    "ustack: [port{}] its RSS key or indirection table differs from port {}'s:                      frames are steered to their engine in software",
+                    port.id, cfg.ports[0].id
+                );
+                usable = false;
+            }
+        }
+    }
+    let (key, reta, programmed) = found.filter(|_| usable)?;
+    let entries = reta.len();
+    match stack::steer::RssSteering::new(&key, reta, engines as u16) {
+        Ok(r) => {
+            eprintln!(
+                "ustack: RSS: the engines compute the ports' Toeplitz hash and indirection table                  ({entries} entries, {}): each frame is read by the engine that owns it, and                  outgoing connections take source ports whose replies the NIC brings back",
+                if programmed {
+                    "written by ustack"
+                } else {
+                    "the driver's, read back"
+                }
+            );
+            Some(Arc::new(r))
+        }
+        Err(e) => {
+            eprintln!("ustack: RSS: {e}: frames are steered to their engine in software");
+            None
+        }
+    }
 }
 
 /// A change every engine's stack applies (a route added or removed, later

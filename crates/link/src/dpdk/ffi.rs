@@ -136,6 +136,9 @@ extern "C" {
     ) -> c_int;
     pub fn ustack_dpdk_port_close(port: u16);
     pub fn ustack_dpdk_promiscuous_get(port: u16) -> c_int;
+    pub fn ustack_dpdk_reta_size(port: u16) -> u16;
+    pub fn ustack_dpdk_reta(port: u16, reta: *mut u16, n: u16, set: c_int) -> c_int;
+    pub fn ustack_dpdk_rss_conf(port: u16, key: *mut u8, len: *mut u8, rss_hf: *mut u64) -> c_int;
     pub fn ustack_dpdk_port_stats(port: u16, out: *mut [u64; 8]) -> c_int;
 
     pub fn ustack_dpdk_pool_create(

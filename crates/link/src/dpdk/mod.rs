@@ -29,7 +29,7 @@ mod port;
 
 pub use eal::{EalConfig, ProcType};
 pub use mbuf::Mbuf;
-pub use port::{DpdkLink, DpdkOffloads, DpdkPortConfig};
+pub use port::{DpdkLink, DpdkOffloads, DpdkPortConfig, RssTable};
 
 #[cfg(test)]
 mod tests;

@@ -165,6 +165,74 @@ struct PortGuard(u16);
 struct PortQueues {
     port: PortGuard,
     pools: Vec<MbufPool>,
+    /// The port's RSS as the engines must compute it (several queues with
+    /// RSS), or why it is not known.
+    rss: Result<RssTable, String>,
+}
+
+/// A port's RSS key and indirection table: the NIC puts a frame on queue
+/// `reta[toeplitz(key, frame) % reta.len()]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RssTable {
+    /// The key (its first 40 bytes are all an IPv4 or IPv6 flow's hash
+    /// reads).
+    pub key: Vec<u8>,
+    pub reta: Vec<u16>,
+    /// The table is the one ustack wrote (entry i: queue i % queues);
+    /// false: the driver refused, and this is the table it reads back.
+    pub programmed: bool,
+}
+
+/// Programs port `port_id`'s indirection table to spread flows round
+/// robin over `queues` queues, or reads it back where the driver does not
+/// allow it, and reads the key.
+fn program_rss(port_id: u16, queues: u16) -> Result<RssTable, String> {
+    // SAFETY: the port is started; the call reads its info.
+    let n = unsafe { ffi::ustack_dpdk_reta_size(port_id) };
+    if n == 0 {
+        return Err("the port reports no RSS indirection table".into());
+    }
+    let mut reta: Vec<u16> = (0..n).map(|i| i % queues).collect();
+    // SAFETY: `reta` holds `n` entries, written (set) or filled (get).
+    let set = unsafe { ffi::ustack_dpdk_reta(port_id, reta.as_mut_ptr(), n, 1) };
+    let programmed = set == 0;
+    if !programmed {
+        // SAFETY: as above.
+        let get = unsafe { ffi::ustack_dpdk_reta(port_id, reta.as_mut_ptr(), n, 0) };
+        if get != 0 {
+            return Err(format!(
+                "the indirection table can be neither written ({}) nor read ({})",
+                dpdk_error("rss_reta_update", set),
+                dpdk_error("rss_reta_query", get)
+            ));
+        }
+        if let Some(q) = reta.iter().find(|&&q| q >= queues) {
+            return Err(format!("the indirection table names queue {q} of {queues}"));
+        }
+    }
+    let mut key = vec![0u8; 64];
+    let mut len: u8 = 64;
+    let mut hf = 0u64;
+    // SAFETY: `key` has `len` bytes of room; `len` and `hf` are written.
+    let r = unsafe { ffi::ustack_dpdk_rss_conf(port_id, key.as_mut_ptr(), &mut len, &mut hf) };
+    if r != 0 {
+        return Err(format!(
+            "the RSS key cannot be read ({})",
+            dpdk_error("rss_hash_conf_get", r)
+        ));
+    }
+    key.truncate(usize::from(len));
+    if key.len() < 40 {
+        return Err(format!(
+            "the RSS key is {} bytes, fewer than the 40 a flow's hash reads",
+            key.len()
+        ));
+    }
+    Ok(RssTable {
+        key,
+        reta,
+        programmed,
+    })
 }
 
 impl Drop for PortGuard {
@@ -360,9 +428,19 @@ impl DpdkLink {
         let r = unsafe {
             ffi::ustack_dpdk_port_start(port_id, &mut conf, pool_ptrs.as_ptr(), &mut step)
         };
+        let rss = if r != 0 {
+            Err("the port did not start".into())
+        } else if queues < 2 {
+            Err("one queue".into())
+        } else if offloads.rss_hf == 0 {
+            Err("the port has no RSS".into())
+        } else {
+            program_rss(port_id, queues)
+        };
         let shared = Arc::new(PortQueues {
             port: PortGuard(port_id),
             pools,
+            rss,
         });
         if r != 0 {
             let call = if step.is_null() {
@@ -434,6 +512,13 @@ impl DpdkLink {
     /// The ethdev port id.
     pub fn port_id(&self) -> u16 {
         self.shared.port.0
+    }
+
+    /// The port's RSS key and indirection table when it spreads frames
+    /// over several queues by RSS, or why they are not known (the engines
+    /// then steer by ustack's own flow hash).
+    pub fn rss_table(&self) -> Result<&RssTable, &str> {
+        self.shared.rss.as_ref().map_err(String::as_str)
     }
 
     /// The queue pair this link reads and writes.

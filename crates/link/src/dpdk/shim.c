@@ -216,6 +216,59 @@ void ustack_dpdk_port_close(uint16_t port) {
     rte_eth_dev_close(port);
 }
 
+/* The most indirection table entries handled (RETA sizes are 64..512 on
+ * most NICs, 2048 on a few). */
+#define USTACK_RETA_MAX 4096
+
+/* The size of the port's RSS indirection table (0: none, or no info). */
+uint16_t ustack_dpdk_reta_size(uint16_t port) {
+    struct rte_eth_dev_info info;
+    if (rte_eth_dev_info_get(port, &info) != 0)
+        return 0;
+    return info.reta_size;
+}
+
+/* Writes (set != 0) or reads the port's indirection table: entry i names
+ * queue reta[i], n the table's size (a multiple of 64).  Returns 0 or a
+ * negative errno (-ENOTSUP: the driver does not allow it). */
+int ustack_dpdk_reta(uint16_t port, uint16_t *reta, uint16_t n, int set) {
+    struct rte_eth_rss_reta_entry64 conf[USTACK_RETA_MAX / RTE_ETH_RETA_GROUP_SIZE];
+    uint16_t i;
+    int rc;
+    if (n == 0 || n > USTACK_RETA_MAX || n % RTE_ETH_RETA_GROUP_SIZE != 0)
+        return -EINVAL;
+    memset(conf, 0, sizeof(conf));
+    for (i = 0; i < n; i++) {
+        conf[i / RTE_ETH_RETA_GROUP_SIZE].mask |= 1ULL << (i % RTE_ETH_RETA_GROUP_SIZE);
+        if (set)
+            conf[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE] = reta[i];
+    }
+    if (set)
+        return rte_eth_dev_rss_reta_update(port, conf, n);
+    rc = rte_eth_dev_rss_reta_query(port, conf, n);
+    if (rc != 0)
+        return rc;
+    for (i = 0; i < n; i++)
+        reta[i] = conf[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE];
+    return 0;
+}
+
+/* The port's RSS key (into key, *len bytes of room; *len becomes the
+ * key's length) and its hash functions. */
+int ustack_dpdk_rss_conf(uint16_t port, uint8_t *key, uint8_t *len, uint64_t *rss_hf) {
+    struct rte_eth_rss_conf c;
+    int rc;
+    memset(&c, 0, sizeof(c));
+    c.rss_key = key;
+    c.rss_key_len = *len;
+    rc = rte_eth_dev_rss_hash_conf_get(port, &c);
+    if (rc != 0)
+        return rc;
+    *len = c.rss_key_len;
+    *rss_hf = c.rss_hf;
+    return 0;
+}
+
 int ustack_dpdk_promiscuous_get(uint16_t port) { return rte_eth_promiscuous_get(port); }
 
 /* Port counters: ipackets, opackets, ibytes, obytes, imissed, ierrors,
