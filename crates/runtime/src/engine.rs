@@ -302,6 +302,10 @@ pub struct Engine<L: Link> {
 impl<L: Link> Engine<L> {
     /// An engine over `links`; link `i` is the stack's interface `i`.
     pub fn new(mut stack: Stack, links: Vec<L>, cfg: EngineConfig) -> Self {
+        // A turn receives a burst per port: the ACKs of its in-order data
+        // go at the end of the receive phase, one per connection
+        // (`Stack::set_ack_per_burst`).
+        stack.set_ack_per_burst(true);
         for (i, link) in links.iter().enumerate() {
             if link.tx_checksum_offload() {
                 stack.set_tx_checksum_offload(IfaceId(i as u16), true);
@@ -472,6 +476,7 @@ impl<L: Link> Engine<L> {
         if let Some(d) = self.dispatch.as_mut() {
             work |= dispatch::serve(d, &mut self.stack, &mut self.ports, &mut self.counters, now);
         }
+        self.end_of_burst(now);
         work |= self.poll_app_and_timers(now, app);
         let send_now = work && self.cfg.pkt_tx_delay.is_zero();
         for port in &mut self.ports {
@@ -494,6 +499,9 @@ impl<L: Link> Engine<L> {
     fn turn_one_port<A: Application + ?Sized>(&mut self, now: Instant, app: &mut A) -> bool {
         self.counters.loops += 1;
         let mut work = receive_plain(&mut self.ports, &mut self.stack, &mut self.counters, 0, now);
+        if work {
+            self.end_of_burst(now);
+        }
         work |= self.poll_app_and_timers(now, app);
         // With no transmit delay, frames queued outside a turn's work (by
         // `with_context`) go now too.
@@ -503,6 +511,17 @@ impl<L: Link> Engine<L> {
             }
         }
         work
+    }
+
+    /// The ACKs that waited for the end of the turn's receive bursts.
+    #[inline(always)]
+    fn end_of_burst(&mut self, now: Instant) {
+        let mut sink = TxQueues {
+            ports: &mut self.ports,
+            now,
+            counters: &mut self.counters,
+        };
+        self.stack.end_of_burst(now, &mut sink);
     }
 
     /// The middle of a turn: the application's poll, then the stack's

@@ -16,7 +16,7 @@ use crate::tcp::fast_input::{checksum_ok, verified_meta, PredictedSegment};
 use crate::tcp::input::InputEvents;
 use crate::tcp::listen::{connection_from_cookie, mss_for_mtu, send_cookie_syn_ack, TcpListener};
 use crate::tcp::output::send_reset_for;
-use crate::tcp::shared::TRIM_INTERVAL;
+use crate::tcp::shared::{TcpShared, TRIM_INTERVAL};
 use crate::tcp::timer_wheel::TimerWheel;
 use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
 use crate::time::Instant;
@@ -193,6 +193,7 @@ impl Stack {
                 self.tcp.lend.target(index);
                 let ev = conn.input(now, &seg, &mut self.ip, &mut self.tcp, sink);
                 conn.output(now, &mut self.ip, &mut self.tcp, sink);
+                list_burst_ack(conn, index, &mut self.tcp);
                 self.tcp_after_event(now, index, ev);
                 return;
             }
@@ -254,6 +255,7 @@ impl Stack {
         self.ip.counters.tcp_segments_received += 1;
         self.ip.counters.rx_accept_tcp += 1;
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
+        list_burst_ack(conn, index, &mut self.tcp);
         if !tcp_event_settled(now, index, conn, mark, &mut self.tcp.wheel) {
             self.tcp_after_state_event(now, index, InputEvents::default());
         }
@@ -966,6 +968,42 @@ impl Stack {
         }
     }
 
+    /// ACKs of in-order data wait for the end of each receive burst
+    /// ([`Stack::end_of_burst`]), one per connection for the burst's
+    /// segments (at most 16), as a receiver with GRO acknowledges:
+    /// far fewer ACKs for the sender and the link to carry.  For an
+    /// engine, which calls `end_of_burst` after every burst it receives.
+    pub fn set_ack_per_burst(&mut self, on: bool) {
+        self.tcp.ack_per_burst = on;
+    }
+
+    /// Sends the ACKs that waited for the end of the receive burst
+    /// ([`Stack::set_ack_per_burst`]).
+    pub fn end_of_burst(&mut self, now: Instant, sink: &mut dyn FrameSink) {
+        if self.tcp.burst_acks.is_empty() {
+            return;
+        }
+        let listed = std::mem::take(&mut self.tcp.burst_acks);
+        for &index in &listed {
+            let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+                continue;
+            };
+            conn.burst_ack_listed = false;
+            if !std::mem::take(&mut conn.burst_ack) {
+                continue;
+            }
+            conn.ack_now = true;
+            conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            self.tcp_after_event(now, index, InputEvents::default());
+        }
+        // The list's storage, for the next burst.
+        let mut listed = listed;
+        listed.clear();
+        if self.tcp.burst_acks.is_empty() {
+            self.tcp.burst_acks = listed;
+        }
+    }
+
     /// Closed connections that still hold data or a FIN the peer has not
     /// acknowledged: what an exiting process waits for before its engine
     /// goes (the kernel would carry them on as orphans).
@@ -1171,4 +1209,14 @@ fn is_unfinished(state: TcpState) -> bool {
         state,
         TcpState::FinWait1 | TcpState::Closing | TcpState::LastAck
     )
+}
+
+/// Puts connection `index` on the list of ACKs waiting for the end of the
+/// receive burst, if one waits and it is not there yet.
+#[inline(always)]
+fn list_burst_ack(conn: &mut TcpConnection, index: u32, shared: &mut TcpShared) {
+    if conn.burst_ack && !conn.burst_ack_listed {
+        conn.burst_ack_listed = true;
+        shared.burst_acks.push(index);
+    }
 }

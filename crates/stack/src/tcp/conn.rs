@@ -122,6 +122,10 @@ pub(crate) struct TcpConnection {
     /// (about a round trip) began, and the bytes received in order since.
     pub rcv_tune_start: Option<Instant>,
     pub rcv_tune_bytes: usize,
+    /// An ACK of in-order data waits for the end of the receive burst
+    /// (`Stack::set_ack_per_burst`), and the connection is on the list.
+    pub burst_ack: bool,
+    pub burst_ack_listed: bool,
     /// IP_TTL and IP_TOS of the socket's segments.
     pub ip_opts: IpOptions,
     /// Where the segments go, cached (see [`Ipv4Path`]).
@@ -226,6 +230,8 @@ impl TcpConnection {
             recv_locked: false,
             rcv_tune_start: None,
             rcv_tune_bytes: 0,
+            burst_ack: false,
+            burst_ack_listed: false,
             ip_opts: IpOptions::default(),
             path: None,
             template: None,

@@ -44,6 +44,10 @@ fn seq_in(seq: SeqNumber, start: SeqNumber, len: usize) -> bool {
 /// `tune_receive_buffer`).
 pub(crate) const RCV_TUNE_MIN_INTERVAL_US: u64 = 1_000;
 
+/// In-order segments one ACK covers at most when ACKs wait for the end of
+/// a receive burst (a burst cut from a 64 KB super-frame is 45).
+const MAX_BURST_ACK_SEGMENTS: u32 = 16;
+
 impl TcpConnection {
     /// Enters TIME-WAIT: only the 2*MSL timer runs (RFC 9293 3.10.7.4).
     fn enter_time_wait(&mut self, now: Instant, shared: &TcpShared) {
@@ -499,7 +503,13 @@ impl TcpConnection {
     fn ack_in_order_segment(&mut self, now: Instant, shared: &TcpShared) {
         self.unacked_segments += 1;
         if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
-            self.ack_now = true;
+            // Per burst: one ACK for the burst's segments (as a GRO
+            // receiver's), at least every `MAX_BURST_ACK_SEGMENTS`.
+            if shared.ack_per_burst && self.unacked_segments < MAX_BURST_ACK_SEGMENTS {
+                self.burst_ack = true;
+            } else {
+                self.ack_now = true;
+            }
         } else if self.timers.delack().is_none() {
             self.timers
                 .set_delack(Some(now.add_micros(shared.delack_us)));

@@ -181,6 +181,7 @@ impl TcpConnection {
 
     fn after_ack_sent(&mut self, now: Instant) {
         self.ack_now = false;
+        self.burst_ack = false;
         self.unacked_segments = 0;
         self.timers.set_delack(None);
         self.last_send = now;

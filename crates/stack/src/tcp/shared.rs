@@ -43,6 +43,11 @@ pub(crate) struct TcpShared {
     pub delack_us: u64,
     /// Sharing flows with other processes (`Stack::set_flow_handoff`).
     pub handoff: Handoff,
+    /// The ACKs of in-order data wait for the end of the caller's receive
+    /// burst (`Stack::set_ack_per_burst`).
+    pub ack_per_burst: bool,
+    /// Connections with such an ACK waiting.
+    pub burst_acks: Vec<u32>,
 }
 
 /// What the stack does with a TCP segment of no connection of its own when
@@ -78,6 +83,8 @@ impl TcpShared {
             next_trim: Instant::ZERO,
             delack_us: duration_micros(cfg.delayed_ack_timeout),
             handoff: Handoff::default(),
+            ack_per_burst: false,
+            burst_acks: Vec::new(),
             cfg,
         }
     }
