@@ -537,3 +537,57 @@ fn receive_buffer_grows_when_the_peer_fills_it_within_a_round_trip() {
     assert_eq!(bulk(&mut n, c, s, 4 << 20), 32 << 10);
     assert_eq!(n.b.counters().tcp_rcvbuf_grown, 0);
 }
+
+/// The pure ACKs among `frames` (a's TCP segments without payload).
+fn pure_acks(frames: &[(stack::IfaceId, Vec<u8>)]) -> usize {
+    frames
+        .iter()
+        .filter(|(_, f)| {
+            let ip = &f[14..];
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let doff = usize::from(ip[ihl + 12] >> 4) * 4;
+            ip[9] == 6 && total == ihl + doff && ip[ihl + 13] & 0x10 != 0
+        })
+        .count()
+}
+
+#[test]
+fn acks_wait_for_the_end_of_the_receive_burst_when_asked() {
+    for (per_burst, segments, want) in [(false, 10, 5), (true, 10, 1), (true, 40, 3)] {
+        let mut n = Net::new();
+        let (c, s) = n.established();
+        // A transfer first: a's congestion window and buffers grow.
+        bulk(&mut n, c, s, 4 << 20);
+        n.run(50);
+        n.b.set_ack_per_burst(per_burst);
+        // a sends `segments` full segments; b receives them as one burst.
+        let data = vec![7u8; 1448 * segments];
+        let mut sent = 0;
+        while sent < data.len() {
+            sent += n.a.tcp_send(n.now, c, &data[sent..], &mut n.sa).unwrap();
+        }
+        let frames: Vec<_> = std::mem::take(&mut n.sa.frames);
+        let data_frames = frames.len();
+        assert_eq!(data_frames, segments, "a sent the burst at once");
+        for (_, f) in frames {
+            n.b.receive(n.now, IF0, &f, RxMeta::default(), &mut n.sb);
+        }
+        if per_burst {
+            assert_eq!(
+                pure_acks(&n.sb.frames),
+                want - 1,
+                "ACKs before the burst's end ({segments} segments)"
+            );
+            n.b.end_of_burst(n.now, &mut n.sb);
+        }
+        assert_eq!(
+            pure_acks(&n.sb.frames),
+            want,
+            "per burst {per_burst}, {segments} segments"
+        );
+        // The last ACK covers everything.
+        n.run(2);
+        assert_eq!(n.a.tcp_info(c).unwrap().unacked, 0);
+    }
+}
