@@ -499,9 +499,7 @@ impl<L: Link> Engine<L> {
     fn turn_one_port<A: Application + ?Sized>(&mut self, now: Instant, app: &mut A) -> bool {
         self.counters.loops += 1;
         let mut work = receive_plain(&mut self.ports, &mut self.stack, &mut self.counters, 0, now);
-        if work {
-            self.end_of_burst(now);
-        }
+        self.end_of_burst(now);
         work |= self.poll_app_and_timers(now, app);
         // With no transmit delay, frames queued outside a turn's work (by
         // `with_context`) go now too.
@@ -516,6 +514,9 @@ impl<L: Link> Engine<L> {
     /// The ACKs that waited for the end of the turn's receive bursts.
     #[inline(always)]
     fn end_of_burst(&mut self, now: Instant) {
+        if !self.stack.has_burst_acks() {
+            return;
+        }
         let mut sink = TxQueues {
             ports: &mut self.ports,
             now,

@@ -220,7 +220,8 @@ const UNSUPPORTED_SECTIONS: &[(&str, &str)] = &[
     ("vlan", "VLAN sub-interfaces are not supported yet"),
     (
         "rss_check",
-        "ustack picks source ports so replies hash to the opening core",
+        "ustack computes the port's RSS itself (DPDK: the key and indirection table it \
+         programs or reads back) and picks source ports whose replies reach the opening engine",
     ),
     ("stack", "kernel coexistence is F-Stack's"),
 ];

@@ -977,12 +977,16 @@ impl Stack {
         self.tcp.ack_per_burst = on;
     }
 
+    /// Whether ACKs wait for [`Stack::end_of_burst`].
+    #[inline(always)]
+    pub fn has_burst_acks(&self) -> bool {
+        !self.tcp.burst_acks.is_empty()
+    }
+
     /// Sends the ACKs that waited for the end of the receive burst
     /// ([`Stack::set_ack_per_burst`]).
+    #[inline(never)]
     pub fn end_of_burst(&mut self, now: Instant, sink: &mut dyn FrameSink) {
-        if self.tcp.burst_acks.is_empty() {
-            return;
-        }
         let listed = std::mem::take(&mut self.tcp.burst_acks);
         for &index in &listed {
             let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {

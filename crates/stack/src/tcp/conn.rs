@@ -119,8 +119,9 @@ pub(crate) struct TcpConnection {
     /// SO_RCVBUF was set: the receive buffer does not auto-tune.
     pub recv_locked: bool,
     /// Receive buffer auto-tuning: when the current measuring interval
-    /// (about a round trip) began, and the bytes received in order since.
-    pub rcv_tune_start: Option<Instant>,
+    /// (about a round trip) began, in microseconds (0: none began), and
+    /// the bytes received in order since.
+    pub rcv_tune_start: u64,
     pub rcv_tune_bytes: usize,
     /// An ACK of in-order data waits for the end of the receive burst
     /// (`Stack::set_ack_per_burst`), and the connection is on the list.
@@ -228,7 +229,7 @@ impl TcpConnection {
             keep_cnt: None,
             linger_zero: false,
             recv_locked: false,
-            rcv_tune_start: None,
+            rcv_tune_start: 0,
             rcv_tune_bytes: 0,
             burst_ack: false,
             burst_ack_listed: false,

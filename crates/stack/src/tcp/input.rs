@@ -447,7 +447,9 @@ impl TcpConnection {
     #[inline(always)]
     fn count_for_receive_tuning(&mut self, now: Instant, bytes: usize) {
         self.rcv_tune_bytes += bytes;
-        self.rcv_tune_start.get_or_insert(now);
+        if self.rcv_tune_start == 0 {
+            self.rcv_tune_start = now.total_micros().max(1);
+        }
     }
 
     /// Receive buffer auto-tuning (FreeBSD's `tcp_autorcvbuf`), at the
@@ -467,15 +469,16 @@ impl TcpConnection {
         ip: &mut IpLayer,
         shared: &TcpShared,
     ) {
-        let Some(start) = self.rcv_tune_start else {
+        let start = self.rcv_tune_start;
+        if start == 0 {
             return;
-        };
+        }
         let rtt_us = self
             .rtt
             .srtt()
             .map_or(RCV_TUNE_MIN_INTERVAL_US, |d| d.as_micros() as u64)
             .max(RCV_TUNE_MIN_INTERVAL_US);
-        if now.total_micros().saturating_sub(start.total_micros()) <= rtt_us {
+        if now.total_micros().saturating_sub(start) <= rtt_us {
             return;
         }
         let capacity = self.recv.capacity();
@@ -492,7 +495,7 @@ impl TcpConnection {
             // The peer hears of the room at once.
             self.ack_now = true;
         }
-        self.rcv_tune_start = None;
+        self.rcv_tune_start = 0;
         self.rcv_tune_bytes = 0;
     }
 

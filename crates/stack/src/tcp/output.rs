@@ -410,10 +410,9 @@ impl TcpConnection {
     ) {
         // Received data waits for receive auto-tuning's look once a round
         // trip has passed (`tune_receive_buffer`).
-        if let Some(start) = self.rcv_tune_start {
-            if now.total_micros().saturating_sub(start.total_micros()) > RCV_TUNE_MIN_INTERVAL_US {
-                self.tune_receive_buffer(now, ip, shared);
-            }
+        let tune = self.rcv_tune_start;
+        if tune != 0 && now.total_micros().wrapping_sub(tune) > RCV_TUNE_MIN_INTERVAL_US {
+            self.tune_receive_buffer(now, ip, shared);
         }
         // Most calls after a segment came in find nothing to do (the ACK
         // is delayed, the reply not written yet): told without a call.
