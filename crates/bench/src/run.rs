@@ -533,6 +533,45 @@ impl Ctx {
     }
 }
 
+/// `runs` pairs of runs of a program workload, ustack and the kernel in
+/// turn: each run's figure (`value`) into the row, failures as they come;
+/// returns every run's figures by stack and the ratio of each pair whose
+/// two runs succeeded.
+fn interleaved<F>(
+    row: &mut Row,
+    runs: usize,
+    mut run: impl FnMut(&str) -> Result<F, String>,
+    value: impl Fn(&F) -> f64,
+) -> (BTreeMap<&'static str, Vec<F>>, Vec<f64>) {
+    let mut figs: BTreeMap<&'static str, Vec<F>> = BTreeMap::new();
+    let mut pairs = Vec::new();
+    for r in 0..runs {
+        let mut pair = [None, None];
+        for (k, which) in ["ustack", "linux"].into_iter().enumerate() {
+            let s = if which == "ustack" {
+                &mut row.ustack
+            } else {
+                &mut row.linux
+            };
+            match run(which) {
+                Ok(f) => {
+                    s.values.push(value(&f));
+                    pair[k] = Some(value(&f));
+                    figs.entry(which).or_default().push(f);
+                }
+                Err(e) => {
+                    eprintln!("  {which} run {}: {e}", r + 1);
+                    s.failures.push(format!("run {}: {e}", r + 1));
+                }
+            }
+        }
+        if let [Some(u), Some(l)] = pair {
+            pairs.push(u / l);
+        }
+    }
+    (figs, pairs)
+}
+
 /// The nginx workload: `runs` pairs of runs, ustack and the kernel in
 /// turn, each a fresh nginx; requests/s into the row, the server's and the
 /// load generator's core utilisation and the cost per request into its
@@ -549,32 +588,7 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
             return;
         }
     };
-    let mut figs: BTreeMap<&str, Vec<RunFigures>> = BTreeMap::new();
-    let mut pairs = Vec::new();
-    for r in 0..runs {
-        let mut pair = [None, None];
-        for (k, which) in ["ustack", "linux"].into_iter().enumerate() {
-            let s = if which == "ustack" {
-                &mut row.ustack
-            } else {
-                &mut row.linux
-            };
-            match bench.run(which) {
-                Ok(f) => {
-                    s.values.push(f.rps);
-                    pair[k] = Some(f.rps);
-                    figs.entry(which).or_default().push(f);
-                }
-                Err(e) => {
-                    eprintln!("  {which} run {}: {e}", r + 1);
-                    s.failures.push(format!("run {}: {e}", r + 1));
-                }
-            }
-        }
-        if let [Some(u), Some(l)] = pair {
-            pairs.push(u / l);
-        }
-    }
+    let (figs, pairs) = interleaved(row, runs, |which| bench.run(which), |f| f.rps);
     drop(bench);
     let mut said: Vec<&str> = Vec::new();
     for f in figs.get("ustack").into_iter().flatten() {
@@ -661,32 +675,7 @@ fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration) {
             return;
         }
     };
-    let mut figs: BTreeMap<&str, Vec<StreamFigures>> = BTreeMap::new();
-    let mut pairs = Vec::new();
-    for r in 0..runs {
-        let mut pair = [None, None];
-        for (k, which) in ["ustack", "linux"].into_iter().enumerate() {
-            let s = if which == "ustack" {
-                &mut row.ustack
-            } else {
-                &mut row.linux
-            };
-            match bench.run(which) {
-                Ok(f) => {
-                    s.values.push(f.gbits);
-                    pair[k] = Some(f.gbits);
-                    figs.entry(which).or_default().push(f);
-                }
-                Err(e) => {
-                    eprintln!("  {which} run {}: {e}", r + 1);
-                    s.failures.push(format!("run {}: {e}", r + 1));
-                }
-            }
-        }
-        if let [Some(u), Some(l)] = pair {
-            pairs.push(u / l);
-        }
-    }
+    let (figs, pairs) = interleaved(row, runs, |which| bench.run(which), |f| f.gbits);
     drop(bench);
     let med = |which: &str, f: &dyn Fn(&StreamFigures) -> f64| -> Option<f64> {
         Samples {

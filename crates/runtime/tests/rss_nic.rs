@@ -128,78 +128,103 @@ impl Application for Node {
     }
 }
 
-fn run(engines: usize) {
-    let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap());
-    let choose = {
-        let rss = rss.clone();
-        Rc::new(move |f: &[u8]| nic_queue(&rss, f))
-    };
-    let (wire, queues) = MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), engines, choose);
-    let cfg = EngineConfig {
-        pkt_tx_delay: std::time::Duration::ZERO,
-        ..EngineConfig::default()
-    };
-    let mut peer = Engine::new(stack(PEER, [2, 0, 0, 0, 2, 1], 1), vec![wire], cfg);
-    let mut peer_app = Node {
-        listener: Some(
-            peer.stack
-                .tcp_listen("0.0.0.0:7".parse().unwrap(), 128)
-                .unwrap(),
-        ),
-        ..Node::default()
-    };
-    let mut ends = mesh(engines, 256);
-    let mut servers: Vec<(Engine<MemoryLink>, Node)> = Vec::new();
-    for (e, mut q) in queues.into_iter().enumerate() {
-        q.set_mac(SERVER_MAC);
-        let mut s = stack(SERVER, SERVER_MAC, 10 + e as u64);
-        s.set_flow_steering(Some(FlowSteering {
-            engines: engines as u16,
-            engine: e as u16,
-            rss: Some(rss.clone()),
-        }));
-        let mut engine = Engine::new(s, vec![q], cfg);
-        let mut d = Dispatcher::new(e, engines, Some(ends.remove(0)), None, vec![None]);
-        d.set_rss(Some(rss.clone()));
-        engine.set_dispatcher(d);
-        let app = Node {
+/// The peer behind the NIC's wire and `engines` server engines on its
+/// queues, each listening on port 80 (the peer on port 7); `aware`: the
+/// engines know the NIC's RSS (else they steer by ustack's flow hash).
+struct Setup {
+    peer: (Engine<MemoryLink>, Node),
+    servers: Vec<(Engine<MemoryLink>, Node)>,
+}
+
+impl Setup {
+    fn new(engines: usize, aware: bool) -> Setup {
+        let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap());
+        let choose = {
+            let rss = rss.clone();
+            Rc::new(move |f: &[u8]| nic_queue(&rss, f))
+        };
+        let (wire, queues) =
+            MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), engines, choose);
+        let cfg = EngineConfig {
+            pkt_tx_delay: std::time::Duration::ZERO,
+            ..EngineConfig::default()
+        };
+        let listening = |engine: &mut Engine<MemoryLink>, port: u16| Node {
             listener: Some(
                 engine
                     .stack
-                    .tcp_listen("0.0.0.0:80".parse().unwrap(), 128)
+                    .tcp_listen(
+                        SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+                        128,
+                    )
                     .unwrap(),
             ),
             ..Node::default()
         };
-        servers.push((engine, app));
+        let mut peer = Engine::new(stack(PEER, [2, 0, 0, 0, 2, 1], 1), vec![wire], cfg);
+        let peer_app = listening(&mut peer, 7);
+        let known = aware.then_some(rss);
+        let mut ends = mesh(engines, 256);
+        let mut servers = Vec::new();
+        for (e, mut q) in queues.into_iter().enumerate() {
+            q.set_mac(SERVER_MAC);
+            let mut s = stack(SERVER, SERVER_MAC, 10 + e as u64);
+            s.set_flow_steering(Some(FlowSteering {
+                rss: known.clone(),
+                ..FlowSteering::new(engines as u16, e as u16)
+            }));
+            let mut engine = Engine::new(s, vec![q], cfg);
+            let mut d = Dispatcher::new(e, engines, Some(ends.remove(0)), None, vec![None]);
+            d.set_rss(known.clone());
+            engine.set_dispatcher(d);
+            let app = listening(&mut engine, 80);
+            servers.push((engine, app));
+        }
+        peer.announce();
+        Setup {
+            peer: (peer, peer_app),
+            servers,
+        }
     }
-    peer.announce();
+
+    /// Turns every engine until `done`, or fails after 20 s.
+    fn run_until(&mut self, done: impl Fn(&Node, &[(Engine<MemoryLink>, Node)]) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !done(&self.peer.1, &self.servers) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the peer's connections echoed {}; the engines' {:?}",
+                self.peer.1.echoed,
+                self.servers
+                    .iter()
+                    .map(|(_, a)| a.echoed)
+                    .collect::<Vec<_>>()
+            );
+            let (peer, app) = &mut self.peer;
+            peer.turn(app);
+            for (engine, app) in &mut self.servers {
+                engine.turn(app);
+            }
+        }
+    }
+}
+
+fn run(engines: usize) {
+    let mut setup = Setup::new(engines, true);
     // Connections the peer opens (passive for the engines) ...
     let passive = 64;
-    peer_app.to_open = passive;
-    peer_app.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
+    setup.peer.1.to_open = passive;
+    setup.peer.1.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
     // ... and connections each engine opens (active).
     let active = 16;
-    for (_, app) in &mut servers {
+    for (_, app) in &mut setup.servers {
         app.to_open = active;
         app.open_to = Some(SocketAddr::new(IpAddr::V4(PEER), 7));
     }
-    let done = |peer_app: &Node, servers: &[(Engine<MemoryLink>, Node)]| {
-        peer_app.echoed == passive && servers.iter().all(|(_, a)| a.echoed == active)
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !done(&peer_app, &servers) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{engines} engines: the peer's connections echoed {} of {passive}; the engines' {:?} of {active}",
-            peer_app.echoed,
-            servers.iter().map(|(_, a)| a.echoed).collect::<Vec<_>>()
-        );
-        peer.turn(&mut peer_app);
-        for (engine, app) in &mut servers {
-            engine.turn(app);
-        }
-    }
+    setup.run_until(|peer, servers| {
+        peer.echoed == passive && servers.iter().all(|(_, a)| a.echoed == active)
+    });
+    let servers = &setup.servers;
     let mut evaluations = 0;
     let mut picks = 0;
     for (e, (engine, app)) in servers.iter().enumerate() {
@@ -246,57 +271,12 @@ fn four_engines_behind_a_nic_with_rss_steer_nothing() {
 /// the RSS steering removes.
 #[test]
 fn engines_unaware_of_the_nics_rss_hand_frames_over() {
-    let engines = 4;
-    let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap());
-    let choose = Rc::new(move |f: &[u8]| nic_queue(&rss, f));
-    let (wire, queues) = MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), engines, choose);
-    let cfg = EngineConfig {
-        pkt_tx_delay: std::time::Duration::ZERO,
-        ..EngineConfig::default()
-    };
-    let mut peer = Engine::new(stack(PEER, [2, 0, 0, 0, 2, 1], 1), vec![wire], cfg);
-    let mut peer_app = Node::default();
-    let mut ends = mesh(engines, 256);
-    let mut servers = Vec::new();
-    for (e, mut q) in queues.into_iter().enumerate() {
-        q.set_mac(SERVER_MAC);
-        let mut s = stack(SERVER, SERVER_MAC, 10 + e as u64);
-        s.set_flow_steering(Some(FlowSteering::new(engines as u16, e as u16)));
-        let mut engine = Engine::new(s, vec![q], cfg);
-        engine.set_dispatcher(Dispatcher::new(
-            e,
-            engines,
-            Some(ends.remove(0)),
-            None,
-            vec![None],
-        ));
-        let app = Node {
-            listener: Some(
-                engine
-                    .stack
-                    .tcp_listen("0.0.0.0:80".parse().unwrap(), 128)
-                    .unwrap(),
-            ),
-            ..Node::default()
-        };
-        servers.push((engine, app));
-    }
-    peer.announce();
-    peer_app.to_open = 64;
-    peer_app.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while peer_app.echoed < 64 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "echoed {}",
-            peer_app.echoed
-        );
-        peer.turn(&mut peer_app);
-        for (engine, app) in &mut servers {
-            engine.turn(app);
-        }
-    }
-    let forwarded: u64 = servers
+    let mut setup = Setup::new(4, false);
+    setup.peer.1.to_open = 64;
+    setup.peer.1.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
+    setup.run_until(|peer, _| peer.echoed == 64);
+    let forwarded: u64 = setup
+        .servers
         .iter()
         .map(|(e, _)| e.dispatch_counters().unwrap().steer_forwarded)
         .sum();
