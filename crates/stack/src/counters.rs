@@ -97,6 +97,10 @@ counters! {
         rx_drop_tcp_no_socket,
         rx_drop_tcp_to_broadcast,
         rx_drop_tcp_listen_overflow,
+        /// A handshake that would make a connection while the socket table
+        /// is full (`kern.ipc.maxsockets`): a SYN, or the ACK of a SYN
+        /// cookie.
+        rx_drop_tcp_table_full,
         rx_drop_tcp_listen_unexpected,
         /// Segments handed over by another process of the group that are
         /// not this one's either (see `Stack::set_flow_handoff`).

@@ -591,3 +591,52 @@ fn acks_wait_for_the_end_of_the_receive_burst_when_asked() {
         assert_eq!(n.a.tcp_info(c).unwrap().unacked, 0);
     }
 }
+
+#[test]
+fn a_full_socket_table_refuses_a_handshake_with_a_counter_and_takes_it_once_there_is_room() {
+    let mut n = Net::new();
+    // b holds three sockets: its listener and two connections.
+    n.b = Stack::new(StackConfig {
+        seed: 2,
+        max_sockets: 3,
+        ..StackConfig::default()
+    });
+    n.b.add_interface(&InterfaceConfig {
+        name: "p2".into(),
+        mac: [2, 0, 0, 0, 0, 2],
+        mtu: 1500,
+        addr: Ipv4Addr::new(10, 99, 1, 2),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
+    let mut conns = Vec::new();
+    for _ in 0..3 {
+        let c =
+            n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+                .unwrap();
+        n.run(5);
+        conns.push(c);
+    }
+    let states: Vec<_> = conns.iter().map(|&c| n.a.tcp_state(c).unwrap()).collect();
+    assert_eq!(
+        states,
+        [
+            TcpState::Established,
+            TcpState::Established,
+            TcpState::SynSent
+        ]
+    );
+    assert!(n.b.counters().rx_drop_tcp_table_full >= 1);
+    assert_eq!(n.b.counters().rx_drop_tcp_listen_overflow, 0);
+    // One connection goes: the third's SYN, sent again, is taken.
+    let (s0, _) = n.b.tcp_accept(l).unwrap();
+    n.a.tcp_close(n.now, conns[0], &mut n.sa).unwrap();
+    n.run(5);
+    n.b.tcp_close(n.now, s0, &mut n.sb).unwrap();
+    n.run(3_000);
+    assert_eq!(n.a.tcp_state(conns[2]).unwrap(), TcpState::Established);
+}

@@ -332,8 +332,6 @@ impl Stack {
                         self.ip.counters.rx_drop_tcp_listen_overflow += 1;
                         return;
                     }
-                    self.ip.counters.rx_accept_tcp += 1;
-                    self.ip.counters.tcp_syncookies_accepted += 1;
                     self.tcp_adopt(now, lindex, conn, seg, sink);
                     return;
                 }
@@ -418,7 +416,7 @@ impl Stack {
                 if let Some(Socket::Listener(l)) = self.sockets.at_mut(lindex) {
                     l.syn_received -= 1;
                 }
-                self.ip.counters.rx_drop_tcp_listen_overflow += 1;
+                self.ip.counters.rx_drop_tcp_table_full += 1;
             }
         }
     }
@@ -436,8 +434,13 @@ impl Stack {
         let key = ConnKey::new(conn.local, conn.remote);
         let lgen = self.sockets.handle(lindex).generation;
         let Ok(h) = self.sockets.insert(Socket::Tcp(Box::new(conn))) else {
+            // The peer retransmits its data (or its ACK): the handshake
+            // completes once there is room.
+            self.ip.counters.rx_drop_tcp_table_full += 1;
             return;
         };
+        self.ip.counters.rx_accept_tcp += 1;
+        self.ip.counters.tcp_syncookies_accepted += 1;
         self.sockets.tcp_conns.insert(key, h.index);
         if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(h.index) {
             conn.parent = Some((lindex, lgen));

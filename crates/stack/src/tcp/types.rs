@@ -106,8 +106,6 @@ pub struct TcpConfig {
     /// `net.inet.ip.portrange.first` / `last`: ephemeral ports.
     pub port_first: u16,
     pub port_last: u16,
-    /// Connections (all states) at most.
-    pub max_connections: usize,
     /// With one engine per core: which engine this stack is, so that
     /// ephemeral ports are chosen for replies to hash back to it.
     pub steering: Option<FlowSteering>,
@@ -145,7 +143,6 @@ impl Default for TcpConfig {
             syn_retries: 6,
             port_first: 10_000,
             port_last: 65_535,
-            max_connections: 1 << 20,
             steering: None,
             fast_path: true,
         }
