@@ -163,8 +163,11 @@ pub(crate) unsafe fn kevent(
     ret_int(r)
 }
 
+/// Events one kevent call reports at most, whatever `nevents` says.
+const MAX_KEVENTS_PER_CALL: usize = 1 << 16;
+
 /// kevent's work without the event list: applies `nchanges` changes and
-/// returns up to `nevents` events.
+/// returns up to `nevents` events (at most [`MAX_KEVENTS_PER_CALL`]).
 ///
 /// # Safety
 /// `changes` is null or points to `nchanges` readable kevents.
@@ -189,7 +192,10 @@ pub(crate) unsafe fn kevent_collect(
             .map(KEvent::from)
             .collect()
     };
-    let mut out = vec![KEvent::default(); nevents as usize];
+    // The caller's count sizes nothing of ours beyond what one call
+    // reports: kevent may return fewer events than asked, and the rest
+    // come with the next call (INT_MAX would otherwise abort the process).
+    let mut out = vec![KEvent::default(); (nevents as usize).min(MAX_KEVENTS_PER_CALL)];
     let n = api::kevent(kq, &changes, &mut out, timeout)?;
     out.truncate(n);
     Ok(out)
@@ -212,5 +218,40 @@ pub unsafe extern "C" fn ustack_kevent(
         // SAFETY: passed on from the caller.
         Ok(t) => unsafe { kevent(kq, changes, nchanges, events, nevents, t) },
         Err(e) => ret_int(Err(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_event_count_allocates_nothing_of_its_size() {
+        let mut one = [CKevent {
+            ident: 0,
+            filter: 0,
+            flags: 0,
+            fflags: 0,
+            data: 0,
+            udata: std::ptr::null_mut(),
+        }];
+        // A bad kqueue with INT_MAX events: the error, not an abort.
+        // SAFETY: no changes; `one` is writable (the count lies, as the
+        // test means it to, and nothing is written for a bad kqueue).
+        let r = unsafe {
+            ustack_kevent(
+                -1,
+                std::ptr::null(),
+                0,
+                one.as_mut_ptr(),
+                c_int::MAX,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(r, -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EBADF)
+        );
     }
 }
