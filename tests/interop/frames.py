@@ -408,7 +408,7 @@ def _scapy_categories(seed, me, pm, our_ip, peer_ip, subnet_prefix, rnd):
         many(100, lambda: Ether(dst=m, src=p) / IPv6(src="fd00:99::1", dst="fd00:99::2") /
              (IPv6ExtHdrFragment(id=pyrandom.getrandbits(32), offset=pyrandom.randint(0, 8191), m=1) / (b"x" * 16)
               if pyrandom.random() < 0.5 else ICMPv6EchoRequest(data=b"junk"))),
-        ["rx_drop_ipv6_unsupported"]))
+        ["rx_drop_ipv6_disabled"]))
     return out
 
 

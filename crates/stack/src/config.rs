@@ -35,6 +35,16 @@ pub struct StackConfig {
     pub udp_recv_space: usize,
     /// Sockets at most (`kern.ipc.maxsockets`).
     pub max_sockets: usize,
+    /// Hop limit of IPv6 packets we originate (`net.inet6.ip6.hlim`).
+    pub ip6_hop_limit: u8,
+    /// Duplicate address probes per IPv6 address (`net.inet6.ip6.dad_count`;
+    /// 0 takes addresses into use at once).
+    pub ip6_dad_count: u8,
+    /// Take a default router from router advertisements on interfaces
+    /// without `gateway6` (`net.inet6.ip6.accept_rtadv`).
+    pub ip6_accept_rtadv: bool,
+    /// Destinations whose lowered path MTU is remembered, at most.
+    pub ip6_pmtu_cache_size: usize,
     /// TCP's tunables.
     pub tcp: TcpConfig,
 }
@@ -56,6 +66,10 @@ impl Default for StackConfig {
             icmp_rate_limit: 200,
             udp_recv_space: 256 << 10,
             max_sockets: 1 << 20,
+            ip6_hop_limit: 64,
+            ip6_dad_count: 1,
+            ip6_accept_rtadv: true,
+            ip6_pmtu_cache_size: 4096,
             tcp: TcpConfig::default(),
         }
     }

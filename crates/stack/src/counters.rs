@@ -106,10 +106,46 @@ counters! {
         /// not this one's either (see `Stack::set_flow_handoff`).
         rx_drop_tcp_handoff_unclaimed,
         rx_accept_tcp,
-        // IPv6 (the engine arrives with a later issue)
+        // IPv6
+        /// IPv6 on an interface where it is not enabled (no `addr6`).
+        rx_drop_ipv6_disabled,
         rx_drop_ipv6_truncated,
         rx_drop_ipv6_malformed,
-        rx_drop_ipv6_unsupported,
+        rx_drop_ipv6_bad_src,
+        rx_drop_ipv6_not_for_us,
+        /// Extension headers running past the packet or misplaced.
+        rx_drop_ipv6_ext_malformed,
+        /// Extension headers we must refuse: a routing header with segments
+        /// left (type 0 among them, RFC 5095), an option whose type says
+        /// discard, more headers than `MAX_EXTENSION_HEADERS`.
+        rx_drop_ipv6_ext_unsupported,
+        rx_drop_ipv6_frag_malformed,
+        rx_drop_ipv6_frag_overlap,
+        rx_drop_ipv6_frag_too_big,
+        rx_drop_ipv6_frag_no_room,
+        rx_drop_ipv6_frag_too_many,
+        /// A first fragment without the whole header chain (RFC 7112).
+        rx_drop_ipv6_frag_chain_split,
+        rx_drop_ipv6_unknown_protocol,
+        rx_accept_ipv6_fragment,
+        rx_accept_ipv6_no_next_header,
+        // ICMPv6 and NDP
+        rx_drop_icmpv6_malformed,
+        rx_drop_icmpv6_bad_checksum,
+        /// NDP not sent with hop limit 255 (RFC 4861 7.1.1): from off the link.
+        rx_drop_ndp_bad_hop_limit,
+        /// A solicitation for an address that is not ours (or tentative).
+        rx_drop_ndp_not_for_us,
+        rx_accept_icmpv6_echo_request,
+        rx_accept_icmpv6_echo_reply,
+        rx_accept_icmpv6_pkt_too_big,
+        rx_accept_icmpv6_error,
+        rx_accept_icmpv6_other,
+        rx_accept_ndp_neighbor_solicit,
+        rx_accept_ndp_neighbor_advert,
+        rx_accept_ndp_router_solicit,
+        rx_accept_ndp_router_advert,
+        rx_accept_ndp_redirect_ignored,
     }
     others {
         // Frames before bytes: a frame's two counts are then not side by
@@ -141,6 +177,33 @@ counters! {
         arp_cache_evictions,
         /// A learned neighbor changed its link address.
         arp_address_changed,
+        /// A packet had no usable source address (IPv6 before duplicate
+        /// address detection ended).
+        tx_drop_no_source,
+        /// IPv6 packets held waiting for neighbor discovery.
+        ndp_held,
+        ndp_hold_overflow,
+        ndp_neighbor_solicits_sent,
+        ndp_neighbor_adverts_sent,
+        ndp_router_solicits_sent,
+        ndp_dad_probes_sent,
+        /// Addresses that passed duplicate address detection.
+        ndp_dad_completed,
+        /// Addresses another node holds (RFC 4862 5.4.5): never used.
+        ndp_dad_duplicates,
+        /// Another node advertised an address we hold.
+        ndp_address_conflicts,
+        ndp_default_routers_learned,
+        ndp_resolution_failed,
+        ipv6_reassembled,
+        ipv6_reassembly_timeout,
+        ipv6_fragments_sent,
+        /// Packet too big lowered a destination's path MTU.
+        ipv6_path_mtu_lowered,
+        /// Packet too big quoting a packet we did not send.
+        icmpv6_pkt_too_big_ignored,
+        icmpv6_echo_replies_sent,
+        icmpv6_errors_sent,
         ipv4_reassembled,
         ipv4_reassembly_timeout,
         ipv4_fragments_sent,
@@ -156,6 +219,8 @@ counters! {
         /// Segments written straight into their frame (`tcp/fast_output.rs`).
         tcp_direct_segments,
         tcp_retransmitted_segments,
+        /// Connections whose segments shrank to a lowered path MTU.
+        tcp_path_mtu_lowered,
         tcp_resets_sent,
         tcp_resets_received,
         tcp_active_opens,

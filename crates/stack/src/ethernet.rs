@@ -26,7 +26,11 @@ impl Stack {
         if self.ip.cfg.tcp.fast_path && self.tcp_receive_early(now, iface, frame, meta, sink) {
             return;
         }
-        let Some(our_mac) = self.ip.interface(iface).map(|i| EthernetAddress(i.mac)) else {
+        let Some((our_mac, ipv6_on)) = self
+            .ip
+            .interface(iface)
+            .map(|i| (EthernetAddress(i.mac), i.ipv6.is_some()))
+        else {
             self.ip.counters.rx_drop_eth_not_for_us += 1;
             return;
         };
@@ -35,7 +39,10 @@ impl Stack {
             return;
         };
         let dst = eth.dst_addr();
-        if dst != our_mac && !dst.is_broadcast() {
+        // IPv6 multicast (33:33:…, RFC 2464 7) goes to the IPv6 layer,
+        // which keeps the groups the interface listens to.
+        let ipv6_group = ipv6_on && dst.0[..2] == [0x33, 0x33];
+        if dst != our_mac && !dst.is_broadcast() && !ipv6_group {
             self.ip.counters.rx_drop_eth_not_for_us += 1;
             return;
         }
@@ -48,7 +55,7 @@ impl Stack {
         match eth.ethertype() {
             EtherType::Arp => self.ip.arp_input(now, iface, payload, sink),
             EtherType::Ipv4 => self.ipv4_input(now, iface, dst.is_broadcast(), payload, meta, sink),
-            EtherType::Ipv6 => self.ipv6_input(payload),
+            EtherType::Ipv6 => self.ipv6_input(now, iface, payload, meta, sink),
             EtherType::Vlan | EtherType::QinQ => self.vlan_input(payload),
             EtherType::Unknown(_) => self.ip.counters.rx_drop_eth_unknown_type += 1,
         }
@@ -63,16 +70,6 @@ impl Stack {
                 EtherType::Vlan | EtherType::QinQ => self.ip.counters.rx_drop_vlan_nested += 1,
                 _ => self.ip.counters.rx_drop_vlan_unknown_id += 1,
             },
-        }
-    }
-
-    /// IPv6 arrives with a later issue; until then its frames are counted
-    /// apart by how far they parse.
-    fn ipv6_input(&mut self, payload: &[u8]) {
-        match payload.first() {
-            _ if payload.len() < 40 => self.ip.counters.rx_drop_ipv6_truncated += 1,
-            Some(b) if b >> 4 != 6 => self.ip.counters.rx_drop_ipv6_malformed += 1,
-            _ => self.ip.counters.rx_drop_ipv6_unsupported += 1,
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct Interface {
     /// The link vouches for the IPv4 header checksum of every frame it
     /// hands out: the stack does not verify it.
     pub rx_ip_checksum_offload: bool,
+    /// IPv6 on this interface; `None` until `Stack::enable_ipv6`.
+    pub ipv6: Option<crate::ipv6::addr::Ipv6Iface>,
 }
 
 impl Interface {
@@ -73,6 +75,7 @@ impl Interface {
             gateway: cfg.gateway,
             tx_checksum_offload: false,
             rx_ip_checksum_offload: false,
+            ipv6: None,
         }
     }
 
@@ -109,7 +112,11 @@ impl Interface {
     pub fn source_for(&self, dst: IpAddr) -> Option<IpAddr> {
         match dst {
             IpAddr::V4(_) => Some(IpAddr::V4(self.addr())),
-            IpAddr::V6(_) => None,
+            IpAddr::V6(d) => self
+                .ipv6
+                .as_ref()
+                .and_then(|v6| crate::ipv6::addr::select_source(&v6.addrs, d))
+                .map(IpAddr::V6),
         }
     }
 }

@@ -2,22 +2,36 @@
 //! the counters, apart from the sockets so that a socket's buffers can be
 //! read while the IP layer writes a frame.
 
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::config::StackConfig;
 use crate::counters::Counters;
 use crate::iface::{IfaceId, Interface};
+use crate::ipv6::pmtu::PathMtuCache;
+use crate::ipv6::Ipv6FragKey;
 use crate::neighbor::{NeighborCache, NeighborConfig, NeighborEvent};
 use crate::rand::{KeyedState, Rng};
 use crate::ratelimit::TokenBucket;
 use crate::reassembly::{Reassembler, ReassemblyConfig};
 use crate::route::RouteTable;
-use crate::sink::FrameSink;
+use crate::sink::{FrameSink, RxMeta};
 use crate::time::Instant;
 
 /// The key of an IPv4 datagram under reassembly (RFC 791: source,
 /// destination, protocol and identification).
 pub(crate) type Ipv4FragKey = (Ipv4Addr, Ipv4Addr, u8, u16);
+
+/// A received datagram of either family as TCP and UDP see it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct L4Datagram<'a> {
+    pub iface: IfaceId,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// Sent to a broadcast or multicast address.
+    pub broadcast: bool,
+    pub payload: &'a [u8],
+    pub meta: RxMeta,
+}
 
 #[derive(Debug)]
 pub(crate) struct IpLayer {
@@ -26,6 +40,12 @@ pub(crate) struct IpLayer {
     pub(crate) routes: RouteTable,
     pub(crate) neighbors: NeighborCache,
     pub(crate) reass_v4: Reassembler<Ipv4FragKey>,
+    pub(crate) reass_v6: Reassembler<Ipv6FragKey>,
+    /// Lowered IPv6 path MTUs (packet too big).
+    pub(crate) pmtu6: PathMtuCache,
+    pub(crate) next_ip6_ident: u32,
+    /// Keys the IPv6 flow labels (RFC 6437).
+    pub(crate) flow_label_key: u64,
     pub(crate) icmp_errors: TokenBucket,
     pub(crate) counters: Counters,
     pub(crate) next_ip_ident: u16,
@@ -61,7 +81,22 @@ impl IpLayer {
             },
             KeyedState::from_rng(rng),
         );
+        let reass_v6 = Reassembler::new(
+            ReassemblyConfig {
+                max_packets: cfg.reass_max_packets,
+                max_frags: cfg.reass_max_frags,
+                max_bytes: cfg.reass_max_bytes,
+                max_payload: 65535,
+                timeout: cfg.reass_timeout,
+            },
+            KeyedState::from_rng(rng),
+        );
+        let pmtu6 = PathMtuCache::new(cfg.ip6_pmtu_cache_size, KeyedState::from_rng(rng));
         IpLayer {
+            reass_v6,
+            pmtu6,
+            next_ip6_ident: rng.next_u32(),
+            flow_label_key: rng.next_u64(),
             icmp_errors: TokenBucket::new(cfg.icmp_rate_limit),
             next_ip_ident: rng.next_u32() as u16,
             iface_epoch: 0,
@@ -117,22 +152,43 @@ impl IpLayer {
         }
         self.next_scan = now + SCAN_INTERVAL;
         let mut retries: Vec<(IfaceId, Ipv4Addr)> = Vec::new();
+        let mut retries6: Vec<(IfaceId, Ipv6Addr)> = Vec::new();
         let counters = &mut self.counters;
         self.neighbors.poll(now, |ev| match ev {
             NeighborEvent::Retry {
                 iface,
                 ip: IpAddr::V4(ip),
             } => retries.push((iface, ip)),
-            NeighborEvent::Retry { .. } => {}
-            NeighborEvent::Failed { dropped, .. } => {
+            NeighborEvent::Retry {
+                iface,
+                ip: IpAddr::V6(ip),
+            } => retries6.push((iface, ip)),
+            NeighborEvent::Failed {
+                dropped,
+                ip: IpAddr::V4(_),
+                ..
+            } => {
                 counters.arp_resolution_failed += 1;
+                counters.tx_drop_no_neighbor += dropped as u64;
+            }
+            NeighborEvent::Failed {
+                dropped,
+                ip: IpAddr::V6(_),
+                ..
+            } => {
+                counters.ndp_resolution_failed += 1;
                 counters.tx_drop_no_neighbor += dropped as u64;
             }
         });
         for (iface, ip) in retries {
             self.send_arp_request(iface, ip, sink);
         }
+        for (iface, ip) in retries6 {
+            self.send_neighbor_solicit(now, iface, ip, sink);
+        }
         self.counters.ipv4_reassembly_timeout += self.reass_v4.poll(now) as u64;
+        self.counters.ipv6_reassembly_timeout += self.reass_v6.poll(now) as u64;
+        self.ipv6_poll(now, sink);
     }
 
     /// When [`poll`](Self::poll) has work: not before its next scan, or
@@ -141,6 +197,8 @@ impl IpLayer {
         [
             self.neighbors.next_deadline(),
             self.reass_v4.next_deadline(),
+            self.reass_v6.next_deadline(),
+            self.ipv6_next_deadline(),
         ]
         .into_iter()
         .flatten()

@@ -47,6 +47,19 @@ impl IpCidr {
         })
     }
 
+    /// 0.0.0.0/0, or ::/0 with `v6`.
+    pub fn default_route(v6: bool) -> Self {
+        let addr = if v6 {
+            IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED)
+        };
+        IpCidr {
+            addr,
+            prefix_len: 0,
+        }
+    }
+
     pub fn addr(&self) -> IpAddr {
         self.addr
     }

@@ -2,7 +2,7 @@
 //! points that drive it.
 
 use core::fmt;
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::config::StackConfig;
 use crate::counters::Counters;
@@ -28,6 +28,13 @@ pub enum StackError {
     BadPrefixLen(u8),
     /// The gateway is not on the interface's subnet.
     GatewayNotOnLink(Ipv4Addr),
+    /// The IPv6 default router is on no prefix of the interface (nor
+    /// link-local).
+    Ipv6GatewayNotOnLink(Ipv6Addr),
+    /// Not a unicast address an interface can hold.
+    BadIpv6Address(Ipv6Addr),
+    Ipv6AlreadyOn,
+    NoSuchInterface,
     Route(RouteError),
 }
 
@@ -36,10 +43,18 @@ impl fmt::Display for StackError {
         match self {
             StackError::TooManyInterfaces => write!(f, "more than {MAX_INTERFACES} interfaces"),
             StackError::BadMtu(m) => write!(f, "MTU {m} is outside 68..=65535"),
-            StackError::BadPrefixLen(p) => write!(f, "prefix length {p} is longer than 32"),
+            StackError::BadPrefixLen(p) => {
+                write!(f, "prefix length {p} is too long for the address family")
+            }
             StackError::GatewayNotOnLink(g) => {
                 write!(f, "gateway {g} is not on the interface's subnet")
             }
+            StackError::Ipv6GatewayNotOnLink(g) => {
+                write!(f, "IPv6 gateway {g} is on no prefix of the interface")
+            }
+            StackError::BadIpv6Address(a) => write!(f, "{a} is not a unicast address"),
+            StackError::Ipv6AlreadyOn => f.write_str("IPv6 is already on for this interface"),
+            StackError::NoSuchInterface => f.write_str("no such interface"),
             StackError::Route(e) => write!(f, "route: {e}"),
         }
     }
@@ -249,6 +264,109 @@ impl Stack {
     /// Whether `ip` is one of our addresses on any interface.
     pub fn is_local_addr(&self, ip: Ipv4Addr) -> bool {
         self.ip.is_local_addr(ip)
+    }
+
+    /// Whether `ip` is one of our usable addresses, of either family.
+    pub fn is_local_ip(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.ip.is_local_addr(a),
+            IpAddr::V6(a) => self.ip.is_local_ipv6(a),
+        }
+    }
+
+    /// Turns IPv6 on for interface `id`: its link-local address from the
+    /// MAC and `cfg`'s addresses, each checked for duplicates before use
+    /// (`net.inet6.ip6.dad_count` probes, one a second, from the next
+    /// [`poll`](Self::poll)); routes to their prefixes; the default router
+    /// `cfg.gateway`, or router solicitation when there is none and
+    /// `net.inet6.ip6.accept_rtadv` is on.
+    pub fn enable_ipv6(
+        &mut self,
+        now: Instant,
+        id: IfaceId,
+        cfg: &crate::ipv6::Ipv6Config,
+    ) -> Result<(), StackError> {
+        use crate::ipv6::addr::{link_local_from_mac, AddrState, Ipv6IfAddr, Ipv6Iface};
+        let Some(ifc) = self.ip.interface(id) else {
+            return Err(StackError::NoSuchInterface);
+        };
+        if ifc.mtu < wire::ipv6::MIN_MTU {
+            return Err(StackError::BadMtu(ifc.mtu));
+        }
+        if ifc.ipv6.is_some() {
+            return Err(StackError::Ipv6AlreadyOn);
+        }
+        let state = if self.ip.cfg.ip6_dad_count == 0 {
+            AddrState::Preferred
+        } else {
+            AddrState::Tentative {
+                probes_left: self.ip.cfg.ip6_dad_count,
+                next: now,
+            }
+        };
+        let mut addrs = vec![Ipv6IfAddr {
+            addr: link_local_from_mac(ifc.mac),
+            prefix_len: 64,
+            state,
+        }];
+        for &(addr, prefix_len) in &cfg.addrs {
+            if prefix_len > 128 {
+                return Err(StackError::BadPrefixLen(prefix_len));
+            }
+            if addr.is_multicast() || addr.is_unspecified() || addr.is_loopback() {
+                return Err(StackError::BadIpv6Address(addr));
+            }
+            if addrs.iter().all(|a| a.addr != addr) {
+                addrs.push(Ipv6IfAddr {
+                    addr,
+                    prefix_len,
+                    state,
+                });
+            }
+        }
+        let v6 = Ipv6Iface {
+            addrs,
+            gateway: cfg.gateway,
+            learned_router: None,
+            solicits_left: if cfg.gateway.is_none() && self.ip.cfg.ip6_accept_rtadv {
+                crate::ipv6::ndp::MAX_SOLICITS
+            } else {
+                0
+            },
+            next_solicit: now,
+        };
+        if let Some(gw) = cfg.gateway {
+            if !v6.on_link(gw) {
+                return Err(StackError::Ipv6GatewayNotOnLink(gw));
+            }
+        }
+        let mut routes = Vec::new();
+        for a in v6.addrs.iter().skip(1) {
+            let dest = IpCidr::new(IpAddr::V6(a.addr), a.prefix_len)
+                .map_err(|e| StackError::BadPrefixLen(e.0))?;
+            routes.push(Route {
+                dest,
+                gateway: None,
+                iface: id,
+            });
+        }
+        if let Some(gw) = cfg.gateway {
+            routes.push(Route {
+                dest: IpCidr::default_route(true),
+                gateway: Some(IpAddr::V6(gw)),
+                iface: id,
+            });
+        }
+        for r in routes {
+            if self.ip.routes.iter().all(|have| have.dest != r.dest) {
+                self.ip.routes.add(r)?;
+            }
+        }
+        if let Some(i) = self.ip.ifaces.get_mut(usize::from(id.0)) {
+            i.ipv6 = Some(v6);
+        }
+        self.ip.iface_epoch += 1;
+        Ok(())
     }
 
     /// Announces every address with a gratuitous ARP (at start, and after

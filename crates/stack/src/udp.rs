@@ -6,8 +6,9 @@ use wire::ip::IpProtocol;
 use wire::udp::{self, UdpPacket, UdpRepr};
 use wire::{ChecksumMode, Error as WireError};
 
-use crate::ipv4::Ipv4Datagram;
+use crate::ip::L4Datagram;
 use crate::ipv4::{Ipv4Send, SendError};
+use crate::ipv6::Ipv6Send;
 use crate::sink::FrameSink;
 use crate::socket::table::{LocalKey, Socket};
 use crate::socket::udp::{UdpMeta, UdpRecv, UdpSocket, EPHEMERAL_PORTS};
@@ -17,15 +18,19 @@ use crate::time::Instant;
 
 /// The largest UDP payload over IPv4.
 pub const MAX_UDP_PAYLOAD: usize = 65535 - 20 - 8;
+/// The largest UDP payload over IPv6 (without jumbograms).
+pub const MAX_UDP6_PAYLOAD: usize = 65535 - 8;
 
 impl Stack {
+    /// Delivers a datagram to its socket.  `false` when no socket has its
+    /// port: the caller sends its family's port unreachable.
     pub(crate) fn udp_input(
         &mut self,
-        now: Instant,
-        d: &Ipv4Datagram<'_>,
-        sink: &mut dyn FrameSink,
-    ) {
-        let (src_ip, dst_ip) = (IpAddr::V4(d.src), IpAddr::V4(d.dst));
+        _now: Instant,
+        d: &L4Datagram<'_>,
+        _sink: &mut dyn FrameSink,
+    ) -> bool {
+        let (src_ip, dst_ip) = (d.src, d.dst);
         let mode = if d.meta.csum_partial {
             ChecksumMode::Offload
         } else {
@@ -35,18 +40,18 @@ impl Stack {
             Ok(p) => p,
             Err(_) => {
                 self.ip.counters.rx_drop_udp_malformed += 1;
-                return;
+                return true;
             }
         };
         let repr = match UdpRepr::parse(&packet, &src_ip, &dst_ip, mode) {
             Ok(r) => r,
             Err(WireError::BadChecksum) => {
                 self.ip.counters.rx_drop_udp_bad_checksum += 1;
-                return;
+                return true;
             }
             Err(_) => {
                 self.ip.counters.rx_drop_udp_malformed += 1;
-                return;
+                return true;
             }
         };
         let meta = UdpMeta {
@@ -57,7 +62,7 @@ impl Stack {
         match self.sockets.udp_lookup_index(meta.dst) {
             Some(index) => {
                 let Some(Socket::Udp(socket)) = self.sockets.at_mut(index) else {
-                    return;
+                    return true;
                 };
                 if socket.rx.push(packet.payload(), meta) {
                     self.sockets.notify(index);
@@ -67,36 +72,49 @@ impl Stack {
                     socket.rx_dropped += 1;
                     self.ip.counters.rx_drop_udp_socket_full += 1;
                 }
+                true
             }
             None => {
                 self.ip.counters.rx_drop_udp_no_socket += 1;
-                self.ip.send_icmpv4_unreachable(now, d, 3, sink);
+                false
             }
         }
     }
 
     /// Opens a UDP socket on `local` (port 0: an ephemeral port).
-    pub fn udp_bind(&mut self, mut local: SocketAddr) -> Result<SocketHandle, SocketError> {
-        match local.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() || self.ip.is_local_addr(ip) => {}
-            IpAddr::V4(_) => return Err(SocketError::AddrNotAvailable),
-            IpAddr::V6(_) => return Err(SocketError::AddrFamilyNotSupported),
+    pub fn udp_bind(&mut self, local: SocketAddr) -> Result<SocketHandle, SocketError> {
+        self.udp_bind_v6only(local, false)
+    }
+
+    /// [`udp_bind`](Self::udp_bind) with IPV6_V6ONLY: a socket on `[::]`
+    /// without it takes IPv4 datagrams too (Linux's default), whose
+    /// addresses are IPv4.
+    pub fn udp_bind_v6only(
+        &mut self,
+        mut local: SocketAddr,
+        v6only: bool,
+    ) -> Result<SocketHandle, SocketError> {
+        if !local.ip().is_unspecified() && !self.is_local_ip(local.ip()) {
+            return Err(SocketError::AddrNotAvailable);
         }
+        let v6only = v6only && local.is_ipv6();
         if local.port() == 0 {
             let span = u32::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
             let start = self.rng.below(u64::from(span)) as u32;
             let port = (0..span)
                 .map(|i| EPHEMERAL_PORTS.start() + ((start + i) % span) as u16)
-                .find(|&p| !self.sockets.udp_port_taken(local.ip(), p))
+                .find(|&p| !self.sockets.udp_bind_clash(local.ip(), p, v6only))
                 .ok_or(SocketError::NoFreePort)?;
             local.set_port(port);
-        } else if self.sockets.udp_port_taken(local.ip(), local.port()) {
+        } else if self
+            .sockets
+            .udp_bind_clash(local.ip(), local.port(), v6only)
+        {
             return Err(SocketError::AddrInUse);
         }
-        let h = self.sockets.insert(Socket::Udp(UdpSocket::new(
-            local,
-            self.ip.cfg.udp_recv_space,
-        )))?;
+        let mut socket = UdpSocket::new(local, self.ip.cfg.udp_recv_space);
+        socket.v6only = v6only;
+        let h = self.sockets.insert(Socket::Udp(socket))?;
         self.sockets
             .udp_by_local
             .insert(LocalKey::new(local.ip(), local.port()), h.index);
@@ -148,46 +166,83 @@ impl Stack {
             let s = self.sockets.udp(h)?;
             (s.local_addr(), s.ttl, s.tos)
         };
-        let IpAddr::V4(dst_ip) = dst.ip() else {
-            return Err(SocketError::AddrFamilyNotSupported);
-        };
-        if dst.port() == 0 || dst_ip.is_unspecified() {
+        if dst.port() == 0 || dst.ip().is_unspecified() {
             return Err(SocketError::InvalidArgument);
         }
-        if data.len() > MAX_UDP_PAYLOAD {
-            return Err(SocketError::MessageTooLong);
+        // A socket on `[::]` that takes IPv4 sends IPv4 (the socket layer
+        // unmaps `::ffff:a.b.c.d` before it calls); one bound to a
+        // specific address sends only its own family.
+        let family_ok = local.ip().is_ipv4() == dst.is_ipv4()
+            || (local.ip() == IpAddr::V6(core::net::Ipv6Addr::UNSPECIFIED)
+                && dst.is_ipv4()
+                && !self.sockets.udp(h)?.v6only);
+        if !family_ok {
+            return Err(SocketError::AddrFamilyNotSupported);
         }
-        let src = match (src_ip, local.ip()) {
-            (Some(IpAddr::V4(ip)), _) if self.ip.is_local_addr(ip) => Some(ip),
-            (Some(_), _) => return Err(SocketError::AddrNotAvailable),
-            (None, IpAddr::V4(ip)) if !ip.is_unspecified() => Some(ip),
-            _ => None,
-        };
         let repr = UdpRepr {
             src_port: local.port(),
             dst_port: dst.port(),
         };
         let len = repr.buffer_len(data.len());
-        let hdr = Ipv4Send {
-            src,
-            l4_checksum: true,
-            ttl,
-            dscp_ecn: tos,
-            ..Ipv4Send::new(dst_ip, IpProtocol::Udp)
+        let write = |buf: &mut [u8], src: IpAddr, mode: ChecksumMode| {
+            // The payload goes in first: the view finds it by the length
+            // field, which `emit` writes.
+            buf[udp::HEADER_LEN..len].copy_from_slice(data);
+            let mut packet = UdpPacket::new_unchecked(&mut buf[..len]);
+            repr.emit(&mut packet, &src, &dst.ip(), data.len(), mode);
         };
-        let result = self.ip.send_ipv4(
-            now,
-            hdr,
-            len,
-            &mut |buf, src, mode| {
-                // The payload goes in first: the view finds it by the length
-                // field, which `emit` writes.
-                buf[udp::HEADER_LEN..len].copy_from_slice(data);
-                let mut packet = UdpPacket::new_unchecked(&mut buf[..len]);
-                repr.emit(&mut packet, &IpAddr::V4(src), &dst.ip(), data.len(), mode);
-            },
-            sink,
-        );
+        let result = match dst.ip() {
+            IpAddr::V4(dst_ip) => {
+                if data.len() > MAX_UDP_PAYLOAD {
+                    return Err(SocketError::MessageTooLong);
+                }
+                let src = match (src_ip, local.ip()) {
+                    (Some(IpAddr::V4(ip)), _) if self.ip.is_local_addr(ip) => Some(ip),
+                    (Some(_), _) => return Err(SocketError::AddrNotAvailable),
+                    (None, IpAddr::V4(ip)) if !ip.is_unspecified() => Some(ip),
+                    _ => None,
+                };
+                let hdr = Ipv4Send {
+                    src,
+                    l4_checksum: true,
+                    ttl,
+                    dscp_ecn: tos,
+                    ..Ipv4Send::new(dst_ip, IpProtocol::Udp)
+                };
+                self.ip.send_ipv4(
+                    now,
+                    hdr,
+                    len,
+                    &mut |buf, src, mode| write(buf, IpAddr::V4(src), mode),
+                    sink,
+                )
+            }
+            IpAddr::V6(dst_ip) => {
+                if data.len() > MAX_UDP6_PAYLOAD {
+                    return Err(SocketError::MessageTooLong);
+                }
+                let src = match (src_ip, local.ip()) {
+                    (Some(IpAddr::V6(ip)), _) if self.ip.is_local_ipv6(ip) => Some(ip),
+                    (Some(_), _) => return Err(SocketError::AddrNotAvailable),
+                    (None, IpAddr::V6(ip)) if !ip.is_unspecified() => Some(ip),
+                    _ => None,
+                };
+                let hdr = Ipv6Send {
+                    src,
+                    l4_checksum: true,
+                    hop_limit: ttl,
+                    traffic_class: tos,
+                    ..Ipv6Send::new(dst_ip, IpProtocol::Udp)
+                };
+                self.ip.send_ipv6(
+                    now,
+                    hdr,
+                    len,
+                    &mut |buf, src, mode| write(buf, IpAddr::V6(src), mode),
+                    sink,
+                )
+            }
+        };
         match result {
             Ok(()) => {
                 self.ip.counters.udp_datagrams_sent += 1;

@@ -1,13 +1,14 @@
 //! IPv4 input: validate, decide whether the packet is ours, reassemble,
 //! hand the payload to its protocol.
 
-use core::net::Ipv4Addr;
+use core::net::{IpAddr, Ipv4Addr};
 
 use wire::ip::IpProtocol;
 use wire::ipv4::Ipv4Packet;
 use wire::Error as WireError;
 
 use crate::iface::IfaceId;
+use crate::ip::L4Datagram;
 use crate::reassembly::ReassemblyError;
 use crate::sink::{FrameSink, RxMeta};
 use crate::stack::Stack;
@@ -26,6 +27,20 @@ pub(crate) struct Ipv4Datagram<'a> {
     pub header: &'a [u8],
     pub payload: &'a [u8],
     pub meta: RxMeta,
+}
+
+impl Ipv4Datagram<'_> {
+    /// What TCP and UDP see of it.
+    pub(crate) fn l4(&self) -> L4Datagram<'_> {
+        L4Datagram {
+            iface: self.iface,
+            src: IpAddr::V4(self.src),
+            dst: IpAddr::V4(self.dst),
+            broadcast: self.broadcast,
+            payload: self.payload,
+            meta: self.meta,
+        }
+    }
 }
 
 impl Stack {
@@ -131,7 +146,11 @@ impl Stack {
     fn ipv4_deliver(&mut self, now: Instant, d: &Ipv4Datagram<'_>, sink: &mut dyn FrameSink) {
         match d.protocol {
             IpProtocol::Icmp => self.ip.icmpv4_input(now, d, sink),
-            IpProtocol::Udp => self.udp_input(now, d, sink),
+            IpProtocol::Udp => {
+                if !self.udp_input(now, &d.l4(), sink) {
+                    self.ip.send_icmpv4_unreachable(now, d, 3, sink);
+                }
+            }
             IpProtocol::Tcp => self.tcp_input(now, d, sink),
             _ => {
                 self.ip.counters.rx_drop_ipv4_unknown_protocol += 1;

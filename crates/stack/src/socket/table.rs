@@ -356,6 +356,59 @@ impl SocketTable {
                     .get(&LocalKey::new(unspecified(dst.ip()), dst.port()))
             })
             .copied()
+            .or_else(|| self.dual_stack(&self.udp_by_local, dst))
+    }
+
+    /// For IPv4 `dst`: the socket on `[::]` and its port that takes IPv4
+    /// too (not IPV6_V6ONLY), as Linux's dual-stack sockets do.
+    fn dual_stack(&self, map: &KeyedMap<LocalKey, u32>, dst: SocketAddr) -> Option<u32> {
+        if !dst.is_ipv4() {
+            return None;
+        }
+        let index = *map.get(&LocalKey::new(
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            dst.port(),
+        ))?;
+        (!self.v6only(index)).then_some(index)
+    }
+
+    /// Whether socket `index` refuses IPv4 (IPV6_V6ONLY).
+    fn v6only(&self, index: u32) -> bool {
+        match self.at(index) {
+            Some(Socket::Udp(u)) => u.v6only,
+            Some(Socket::Listener(l)) => l.v6only,
+            _ => true,
+        }
+    }
+
+    /// Whether binding `ip`:`port` (with `v6only` for `[::]`) would take
+    /// what a socket of the other family holds: `[::]` without v6only
+    /// takes IPv4 too, and so clashes with any IPv4 socket on the port.
+    fn dual_stack_clash(
+        &self,
+        map: &KeyedMap<LocalKey, u32>,
+        ip: IpAddr,
+        port: u16,
+        v6only: bool,
+    ) -> bool {
+        match ip {
+            IpAddr::V4(_) => self.dual_stack(map, SocketAddr::new(ip, port)).is_some(),
+            IpAddr::V6(a) if a.is_unspecified() && !v6only => {
+                map.keys().any(|k| k.port == port && k.ip.is_ipv4())
+            }
+            IpAddr::V6(_) => false,
+        }
+    }
+
+    /// Whether a UDP socket may not bind `ip`:`port`.
+    pub(crate) fn udp_bind_clash(&self, ip: IpAddr, port: u16, v6only: bool) -> bool {
+        self.udp_port_taken(ip, port) || self.dual_stack_clash(&self.udp_by_local, ip, port, v6only)
+    }
+
+    /// Whether a TCP listener may not bind `ip`:`port`.
+    pub(crate) fn tcp_bind_clash(&self, ip: IpAddr, port: u16, v6only: bool) -> bool {
+        self.tcp_port_taken(ip, port)
+            || self.dual_stack_clash(&self.tcp_listeners, ip, port, v6only)
     }
 
     /// The listener a SYN to `dst` goes to.
@@ -367,6 +420,7 @@ impl SocketTable {
                     .get(&LocalKey::new(unspecified(dst.ip()), dst.port()))
             })
             .copied()
+            .or_else(|| self.dual_stack(&self.tcp_listeners, dst))
     }
 
     /// Whether a local TCP port is held by a listener or a connection.

@@ -34,6 +34,8 @@ pub struct UdpSocket {
     /// IP_TTL (`None`: the stack's) and IP_TOS of what the socket sends.
     pub(crate) ttl: Option<u8>,
     pub(crate) tos: u8,
+    /// Bound to `[::]`: IPv6 only (IPV6_V6ONLY), or IPv4 too.
+    pub(crate) v6only: bool,
 }
 
 impl UdpSocket {
@@ -44,6 +46,7 @@ impl UdpSocket {
             rx_dropped: 0,
             ttl: None,
             tos: 0,
+            v6only: false,
         }
     }
 

@@ -6,15 +6,19 @@ use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
 use wire::{ChecksumMode, Error as WireError};
 
+use crate::ip::L4Datagram;
 use crate::ipv4::Ipv4Datagram;
 use crate::sink::FrameSink;
 use crate::socket::table::{ConnKey, LocalKey, ReadyMark, Socket, SocketTable};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
+use crate::tcp::cc::CongestionControl;
 use crate::tcp::conn::TcpConnection;
 use crate::tcp::fast_input::{checksum_ok, verified_meta, PredictedSegment};
 use crate::tcp::input::InputEvents;
-use crate::tcp::listen::{connection_from_cookie, mss_for_mtu, send_cookie_syn_ack, TcpListener};
+use crate::tcp::listen::{
+    connection_from_cookie, mss_for_mtu, mss_for_mtu_v6, send_cookie_syn_ack, TcpListener,
+};
 use crate::tcp::output::send_reset_for;
 use crate::tcp::shared::{TcpShared, TRIM_INTERVAL};
 use crate::tcp::timer_wheel::TimerWheel;
@@ -107,12 +111,55 @@ impl Stack {
     }
 
     /// The MSS we can receive on the interface that reaches `remote`.
-    fn tcp_mss_toward(&self, remote: IpAddr) -> usize {
-        let IpAddr::V4(dst) = remote else { return 536 };
-        self.ip
-            .ipv4_route(dst, None)
-            .and_then(|(iface, _, _)| self.ip.interface(iface))
-            .map_or(536, |i| mss_for_mtu(i.mtu))
+    fn tcp_mss_toward(&self, remote: IpAddr, now: Instant) -> usize {
+        match remote {
+            IpAddr::V4(dst) => self
+                .ip
+                .ipv4_route(dst, None)
+                .and_then(|(iface, _, _)| self.ip.interface(iface))
+                .map_or(536, |i| mss_for_mtu(i.mtu)),
+            // The path's MTU where a packet too big lowered it: the
+            // connection then starts with segments that fit.
+            IpAddr::V6(dst) => self.ip.ipv6_route(dst, None).map_or(1220, |(iface, _)| {
+                mss_for_mtu_v6(self.ip.ipv6_path_mtu(iface, dst, now))
+            }),
+        }
+    }
+
+    /// The path MTU toward `dst` is `mtu` (a packet too big said so): the
+    /// connections there send segments that fit, and resend at once the
+    /// first unacknowledged one, which did not (RFC 8201 5.4, RFC 1191's
+    /// "retransmit immediately").
+    pub(crate) fn tcp_path_mtu_changed(
+        &mut self,
+        now: Instant,
+        dst: core::net::Ipv6Addr,
+        mtu: usize,
+        sink: &mut dyn FrameSink,
+    ) {
+        let mut lowered = Vec::new();
+        for (h, s) in self.sockets.iter() {
+            if let Socket::Tcp(c) = s {
+                if c.remote.ip() == IpAddr::V6(dst) {
+                    let mss = mss_for_mtu_v6(mtu) - if c.ts_ok { 12 } else { 0 };
+                    if mss < c.snd_mss {
+                        lowered.push((h.index, mss));
+                    }
+                }
+            }
+        }
+        for (index, mss) in lowered {
+            if let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) {
+                conn.snd_mss = mss;
+                conn.cc.set_mss(mss);
+                conn.drop_template();
+                self.ip.counters.tcp_path_mtu_lowered += 1;
+                if conn.snd_una != conn.snd_max {
+                    conn.retransmit_head(now, &mut self.ip, sink);
+                }
+                conn.output(now, &mut self.ip, &mut self.tcp, sink);
+            }
+        }
     }
 
     /// Receives a TCP segment (RFC 9293 3.10.7).
@@ -131,9 +178,9 @@ impl Stack {
                 meta: verified_meta(d.meta, verified),
                 ..*d
             };
-            return self.tcp_input_general(now, &d, sink);
+            return self.tcp_input_general(now, &d.l4(), sink);
         }
-        self.tcp_input_general(now, d, sink);
+        self.tcp_input_general(now, &d.l4(), sink);
     }
 
     /// [`tcp_input`](Self::tcp_input) without header prediction: every
@@ -141,10 +188,10 @@ impl Stack {
     pub(crate) fn tcp_input_general(
         &mut self,
         now: Instant,
-        d: &Ipv4Datagram<'_>,
+        d: &L4Datagram<'_>,
         sink: &mut dyn FrameSink,
     ) {
-        let (src, dst) = (IpAddr::V4(d.src), IpAddr::V4(d.dst));
+        let (src, dst) = (d.src, d.dst);
         let mode = if d.meta.csum_partial {
             ChecksumMode::Offload
         } else {
@@ -313,7 +360,7 @@ impl Stack {
             self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
             return;
         }
-        let mss = self.tcp_mss_toward(remote.ip());
+        let mss = self.tcp_mss_toward(remote.ip(), now);
         if flags.ack() && !flags.syn() {
             // The last ACK of a handshake whose state we did not keep.
             if self.tcp.cfg.syncookies {
@@ -581,21 +628,35 @@ impl Stack {
         local: SocketAddr,
         backlog: usize,
     ) -> Result<SocketHandle, SocketError> {
-        match local.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() || self.ip.is_local_addr(ip) => {}
-            IpAddr::V4(_) => return Err(SocketError::AddrNotAvailable),
-            IpAddr::V6(_) => return Err(SocketError::AddrFamilyNotSupported),
+        self.tcp_listen_v6only(local, backlog, false)
+    }
+
+    /// [`tcp_listen`](Self::tcp_listen) with IPV6_V6ONLY: a listener on
+    /// `[::]` without it takes IPv4 connections too (Linux's default),
+    /// whose addresses are IPv4.
+    pub fn tcp_listen_v6only(
+        &mut self,
+        local: SocketAddr,
+        backlog: usize,
+        v6only: bool,
+    ) -> Result<SocketHandle, SocketError> {
+        if !local.ip().is_unspecified() && !self.is_local_ip(local.ip()) {
+            return Err(SocketError::AddrNotAvailable);
         }
         if local.port() == 0 {
             return Err(SocketError::InvalidArgument);
         }
-        if self.sockets.tcp_port_taken(local.ip(), local.port()) {
+        let v6only = v6only && local.is_ipv6();
+        if self
+            .sockets
+            .tcp_bind_clash(local.ip(), local.port(), v6only)
+        {
             return Err(SocketError::AddrInUse);
         }
         let backlog = backlog.clamp(1, self.tcp.cfg.somaxconn);
-        let h = self
-            .sockets
-            .insert(Socket::Listener(TcpListener::new(local, backlog)))?;
+        let mut listener = TcpListener::new(local, backlog);
+        listener.v6only = v6only;
+        let h = self.sockets.insert(Socket::Listener(listener))?;
         self.sockets
             .tcp_listeners
             .insert(LocalKey::new(local.ip(), local.port()), h.index);
@@ -638,31 +699,37 @@ impl Stack {
         local: Option<SocketAddr>,
         sink: &mut dyn FrameSink,
     ) -> Result<SocketHandle, SocketError> {
-        let IpAddr::V4(dst) = remote.ip() else {
-            return Err(SocketError::AddrFamilyNotSupported);
+        let dst = remote.ip();
+        let bad_dst = match dst {
+            IpAddr::V4(d) => d.is_broadcast() || d.is_multicast(),
+            IpAddr::V6(d) => d.is_multicast() || d.to_ipv4_mapped().is_some(),
         };
-        if remote.port() == 0 || dst.is_unspecified() || dst.is_broadcast() || dst.is_multicast() {
+        if remote.port() == 0 || dst.is_unspecified() || bad_dst {
             return Err(SocketError::InvalidArgument);
         }
-        let src_ip = match local.map(|l| l.ip()) {
-            Some(IpAddr::V4(ip)) if !ip.is_unspecified() => {
-                if !self.ip.is_local_addr(ip) {
+        let src_ip: IpAddr = match local.map(|l| l.ip()) {
+            Some(ip) if ip.is_ipv4() != dst.is_ipv4() => {
+                return Err(SocketError::AddrFamilyNotSupported)
+            }
+            Some(ip) if !ip.is_unspecified() => {
+                if !self.is_local_ip(ip) {
                     return Err(SocketError::AddrNotAvailable);
                 }
                 ip
             }
-            Some(IpAddr::V6(_)) => return Err(SocketError::AddrFamilyNotSupported),
-            _ => self
-                .ip
-                .ipv4_source_for(dst)
-                .ok_or(SocketError::NetworkUnreachable)?,
+            _ => match dst {
+                IpAddr::V4(d) => self.ip.ipv4_source_for(d).map(IpAddr::V4),
+                IpAddr::V6(d) => self.ip.ipv6_source_for(d).map(IpAddr::V6),
+            }
+            .ok_or(SocketError::NetworkUnreachable)?,
         };
         let port = match local.map(|l| l.port()) {
             Some(p) if p != 0 => {
-                if self.sockets.tcp_conns.contains_key(&ConnKey::new(
-                    SocketAddr::new(IpAddr::V4(src_ip), p),
-                    remote,
-                )) {
+                if self
+                    .sockets
+                    .tcp_conns
+                    .contains_key(&ConnKey::new(SocketAddr::new(src_ip, p), remote))
+                {
                     return Err(SocketError::AddrInUse);
                 }
                 p
@@ -672,17 +739,15 @@ impl Stack {
                 let listeners = &self.sockets.tcp_listeners;
                 self.tcp
                     .ports
-                    .pick(IpAddr::V4(src_ip), remote, |p| {
-                        conns.contains_key(&ConnKey::new(
-                            SocketAddr::new(IpAddr::V4(src_ip), p),
-                            remote,
-                        )) || listeners.contains_key(&LocalKey::new(IpAddr::V4(src_ip), p))
+                    .pick(src_ip, remote, |p| {
+                        conns.contains_key(&ConnKey::new(SocketAddr::new(src_ip, p), remote))
+                            || listeners.contains_key(&LocalKey::new(src_ip, p))
                     })
                     .ok_or(SocketError::NoFreePort)?
             }
         };
-        let local = SocketAddr::new(IpAddr::V4(src_ip), port);
-        let mss = self.tcp_mss_toward(remote.ip());
+        let local = SocketAddr::new(src_ip, port);
+        let mss = self.tcp_mss_toward(remote.ip(), now);
         let iss = SeqNumber(self.tcp.isn.isn(now, local, remote) as i32);
         let mut conn = TcpConnection::new(
             &mut self.tcp,

@@ -165,7 +165,7 @@ impl Stack {
                 payload,
                 meta: verified_meta(meta, verified),
             };
-            self.tcp_input_general(now, &d, sink);
+            self.tcp_input_general(now, &d.l4(), sink);
         }
         true
     }

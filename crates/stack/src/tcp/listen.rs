@@ -24,6 +24,8 @@ pub(crate) struct TcpListener {
     pub accept_queue: VecDeque<u32>,
     /// Connections of this listener in SYN-RECEIVED.
     pub syn_received: usize,
+    /// Bound to `[::]`: IPv6 only (IPV6_V6ONLY), or IPv4 too.
+    pub v6only: bool,
 }
 
 impl TcpListener {
@@ -33,6 +35,7 @@ impl TcpListener {
             backlog: backlog.max(1),
             accept_queue: VecDeque::new(),
             syn_received: 0,
+            v6only: false,
         }
     }
 }
@@ -40,6 +43,12 @@ impl TcpListener {
 /// The MSS we offer on an interface of `mtu` (IPv4 and TCP headers out).
 pub(crate) fn mss_for_mtu(mtu: usize) -> usize {
     mtu.saturating_sub(40).max(64)
+}
+
+/// The MSS over IPv6 on a path of `mtu` (the 40-byte IPv6 header and TCP's
+/// out; RFC 8200 5 guarantees 1280).
+pub(crate) fn mss_for_mtu_v6(mtu: usize) -> usize {
+    mtu.max(wire::ipv6::MIN_MTU) - 60
 }
 
 /// Answers a SYN with a SYN-ACK whose ISN is a cookie, keeping no state.

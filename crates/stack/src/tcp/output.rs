@@ -1,7 +1,7 @@
 //! TCP output: what a connection sends now.  The payload is copied once,
 //! from the send buffer straight into the link's frame.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, SocketAddr};
 
 use wire::ip::IpProtocol;
 use wire::tcp::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
@@ -9,6 +9,7 @@ use wire::ChecksumMode;
 
 use crate::ip::IpLayer;
 use crate::ipv4::{Ipv4Path, Ipv4Send, SendError};
+use crate::ipv6::Ipv6Send;
 use crate::sink::FrameSink;
 use crate::tcp::cc::CongestionControl;
 use crate::tcp::conn::TcpConnection;
@@ -16,13 +17,6 @@ use crate::tcp::input::RCV_TUNE_MIN_INTERVAL_US;
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
 use crate::time::{Duration, Instant};
-
-fn v4(addr: SocketAddr) -> Ipv4Addr {
-    match addr.ip() {
-        IpAddr::V4(a) => a,
-        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
-    }
-}
 
 /// IP_TTL and IP_TOS of a connection's segments (`None`: the stack's TTL).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,7 +41,18 @@ pub(crate) fn send_tcp(
     path: Option<&mut Option<Ipv4Path>>,
     sink: &mut dyn FrameSink,
 ) -> Result<(), SendError> {
-    let (src, dst) = (v4(local), v4(remote));
+    let (IpAddr::V4(src), IpAddr::V4(dst)) = (local.ip(), remote.ip()) else {
+        return send_tcp_v6(
+            ip,
+            now,
+            (local, remote),
+            ip_opts,
+            repr,
+            payload_len,
+            fill,
+            sink,
+        );
+    };
     let header_len = repr.header_len();
     let total = header_len + payload_len;
     let mut write = |buf: &mut [u8], mode: ChecksumMode| {
@@ -89,6 +94,60 @@ pub(crate) fn send_tcp(
             ip.send_ipv4(now, hdr, total, &mut |buf, _, mode| write(buf, mode), sink)
         }
     };
+    if result.is_ok() {
+        ip.counters.tcp_segments_sent += 1;
+        if repr.flags.rst() {
+            ip.counters.tcp_resets_sent += 1;
+        }
+    }
+    result
+}
+
+/// [`send_tcp`] over IPv6: through the IP layer each time (no cached
+/// path), never fragmented (segments are sized to the path MTU).
+#[allow(clippy::too_many_arguments)]
+#[cold]
+fn send_tcp_v6(
+    ip: &mut IpLayer,
+    now: Instant,
+    (local, remote): (SocketAddr, SocketAddr),
+    ip_opts: IpOptions,
+    repr: &TcpRepr<'_>,
+    payload_len: usize,
+    fill: &mut dyn FnMut(&mut [u8]),
+    sink: &mut dyn FrameSink,
+) -> Result<(), SendError> {
+    let (IpAddr::V6(src), IpAddr::V6(dst)) = (local.ip(), remote.ip()) else {
+        // A connection's two ends are of one family.
+        return Err(SendError::NoRoute);
+    };
+    let header_len = repr.header_len();
+    let total = header_len + payload_len;
+    let hdr = Ipv6Send {
+        src: Some(src),
+        hop_limit: ip_opts.ttl,
+        traffic_class: ip_opts.tos,
+        l4_checksum: true,
+        // Segments are sized to the path MTU; one sent before a packet too
+        // big lowered it goes out in fragments rather than not at all.
+        may_fragment: true,
+        ..Ipv6Send::new(dst, IpProtocol::Tcp)
+    };
+    let result = ip.send_ipv6(
+        now,
+        hdr,
+        total,
+        &mut |buf, _, mode| {
+            fill(&mut buf[header_len..total]);
+            repr.emit(
+                &mut TcpPacket::new_unchecked(&mut buf[..total]),
+                &IpAddr::V6(src),
+                &IpAddr::V6(dst),
+                mode,
+            );
+        },
+        sink,
+    );
     if result.is_ok() {
         ip.counters.tcp_segments_sent += 1;
         if repr.flags.rst() {

@@ -1,0 +1,223 @@
+//! ICMPv6 (RFC 4443): echo, the errors we send, packet too big (RFC 8201),
+//! and the hand-off of neighbor discovery to `ndp.rs`.
+
+use wire::icmpv6::{
+    Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr, MAX_ERROR_LEN,
+};
+use wire::ip::IpProtocol;
+use wire::ipv6::Ipv6Repr;
+use wire::{ChecksumMode, Error as WireError};
+
+use crate::ip::IpLayer;
+use crate::ipv6::{Ipv6Datagram, Ipv6Send};
+use crate::sink::FrameSink;
+use crate::stack::Stack;
+use crate::time::Instant;
+
+/// An error we send about a received packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Icmpv6Error {
+    /// Destination unreachable, port unreachable: no UDP socket.
+    PortUnreachable,
+    /// Parameter problem, unrecognized next header.
+    UnknownNextHeader,
+}
+
+/// NDP messages are valid only from the link itself (RFC 4861 6.1, 7.1).
+const NDP_HOP_LIMIT: u8 = 255;
+
+impl Stack {
+    pub(crate) fn icmpv6_input(
+        &mut self,
+        now: Instant,
+        d: &Ipv6Datagram<'_>,
+        sink: &mut dyn FrameSink,
+    ) {
+        let packet = match Icmpv6Packet::new_checked(d.payload) {
+            Ok(p) => p,
+            Err(_) => {
+                self.ip.counters.rx_drop_icmpv6_malformed += 1;
+                return;
+            }
+        };
+        let mode = if d.meta.csum_partial {
+            ChecksumMode::Offload
+        } else {
+            ChecksumMode::Full
+        };
+        let repr = match Icmpv6Repr::parse(&packet, &d.src, &d.dst, mode) {
+            Ok(r) => r,
+            Err(WireError::BadChecksum) => {
+                self.ip.counters.rx_drop_icmpv6_bad_checksum += 1;
+                return;
+            }
+            Err(WireError::Unsupported) => {
+                // Multicast listener discovery and the rest: a host that
+                // joins no routed group has nothing to do with them.
+                self.ip.counters.rx_accept_icmpv6_other += 1;
+                return;
+            }
+            Err(_) => {
+                self.ip.counters.rx_drop_icmpv6_malformed += 1;
+                return;
+            }
+        };
+        let ndp = matches!(
+            repr,
+            Icmpv6Repr::RouterSolicit { .. }
+                | Icmpv6Repr::RouterAdvert { .. }
+                | Icmpv6Repr::NeighborSolicit { .. }
+                | Icmpv6Repr::NeighborAdvert { .. }
+                | Icmpv6Repr::Redirect { .. }
+        );
+        if ndp {
+            if d.hop_limit != NDP_HOP_LIMIT {
+                self.ip.counters.rx_drop_ndp_bad_hop_limit += 1;
+                return;
+            }
+            return self.ip.ndp_input(now, d, &repr, sink);
+        }
+        if d.src.is_unspecified() {
+            self.ip.counters.rx_drop_ipv6_bad_src += 1;
+            return;
+        }
+        match repr {
+            Icmpv6Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => {
+                // Linux answers echo to a multicast group
+                // (net.ipv6.icmp.echo_ignore_multicast is off); so do we,
+                // from the receiving interface's own address.
+                self.ip.counters.rx_accept_icmpv6_echo_request += 1;
+                let reply = Icmpv6Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                let hdr = Ipv6Send {
+                    src: (!d.dst.is_multicast()).then_some(d.dst),
+                    iface: Some(d.iface),
+                    ..Ipv6Send::new(d.src, IpProtocol::Icmpv6)
+                };
+                let len = reply.buffer_len();
+                let sent = self.ip.send_ipv6(
+                    now,
+                    hdr,
+                    len,
+                    &mut |buf, src, _| {
+                        reply.emit(
+                            &mut Icmpv6Packet::new_unchecked(&mut buf[..len]),
+                            &src,
+                            &d.src,
+                        )
+                    },
+                    sink,
+                );
+                if sent.is_ok() {
+                    self.ip.counters.icmpv6_echo_replies_sent += 1;
+                }
+            }
+            Icmpv6Repr::EchoReply { .. } => self.ip.counters.rx_accept_icmpv6_echo_reply += 1,
+            Icmpv6Repr::PktTooBig { mtu, header, .. } => {
+                self.ip.counters.rx_accept_icmpv6_pkt_too_big += 1;
+                self.ipv6_path_mtu_lowered(now, d.iface, header, mtu as usize, sink);
+            }
+            _ => self.ip.counters.rx_accept_icmpv6_error += 1,
+        }
+    }
+
+    /// A packet too big about a packet of ours to `header.dst_addr`: the
+    /// path MTU goes down and TCP's connections there send smaller
+    /// segments.
+    fn ipv6_path_mtu_lowered(
+        &mut self,
+        now: Instant,
+        iface: crate::iface::IfaceId,
+        header: Ipv6Repr,
+        mtu: usize,
+        sink: &mut dyn FrameSink,
+    ) {
+        // Only about packets we could have sent (RFC 8201 4: the quote must
+        // name one of our sources).
+        if !self.ip.is_local_ipv6(header.src_addr) {
+            self.ip.counters.icmpv6_pkt_too_big_ignored += 1;
+            return;
+        }
+        let link = self.ip.interface(iface).map_or(0, |i| i.mtu);
+        if self.ip.pmtu6.lower(header.dst_addr, mtu, link, now) {
+            self.ip.counters.ipv6_path_mtu_lowered += 1;
+        }
+        // Also when the MTU was known: a connection opened before it
+        // was may still send larger segments.
+        let pmtu = self.ip.ipv6_path_mtu(iface, header.dst_addr, now);
+        self.tcp_path_mtu_changed(now, header.dst_addr, pmtu, sink);
+    }
+}
+
+impl IpLayer {
+    /// Sends `kind` about `d`, unless RFC 4443 2.4 (e) forbids it (about an
+    /// error, to a multicast destination, from an address that is no
+    /// host's) or the rate limit (`net.inet.icmp.icmplim`) is reached.
+    pub(crate) fn send_icmpv6_error(
+        &mut self,
+        now: Instant,
+        d: &Ipv6Datagram<'_>,
+        kind: Icmpv6Error,
+        sink: &mut dyn FrameSink,
+    ) {
+        if d.dst.is_multicast() || d.src.is_unspecified() || d.src.is_multicast() {
+            return;
+        }
+        if d.protocol == IpProtocol::Icmpv6 && d.payload.first().is_some_and(|&t| t < 128) {
+            return;
+        }
+        let Ok((header, after)) = Ipv6Repr::parse_quoted(d.packet) else {
+            return;
+        };
+        if !self.icmp_errors.take(now) {
+            self.counters.icmp_errors_rate_limited += 1;
+            return;
+        }
+        let room = MAX_ERROR_LEN - wire::icmpv6::HEADER_LEN - header.buffer_len();
+        let data = &after[..after.len().min(room)];
+        // The pointer names the next header field that named the unknown
+        // protocol: the fixed header's when no extension header came
+        // before, else the start of the last extension header, which we do
+        // not keep; the start of the upper layer is then the best we know.
+        let upper_at = (d.packet.len() - d.payload.len()) as u32;
+        let error = match kind {
+            Icmpv6Error::PortUnreachable => Icmpv6Repr::DstUnreachable {
+                reason: Icmpv6DstUnreachable::PortUnreachable,
+                header,
+                data,
+            },
+            Icmpv6Error::UnknownNextHeader => Icmpv6Repr::ParamProblem {
+                reason: Icmpv6ParamProblem::UnrecognizedNxtHdr,
+                pointer: if upper_at == 40 { 6 } else { upper_at },
+                header,
+                data,
+            },
+        };
+        let len = error.buffer_len();
+        let to = d.src;
+        let hdr = Ipv6Send {
+            src: Some(d.dst),
+            iface: Some(d.iface),
+            ..Ipv6Send::new(to, IpProtocol::Icmpv6)
+        };
+        let sent = self.send_ipv6(
+            now,
+            hdr,
+            len,
+            &mut |buf, src, _| {
+                error.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..len]), &src, &to)
+            },
+            sink,
+        );
+        if sent.is_ok() {
+            self.counters.icmpv6_errors_sent += 1;
+        }
+    }
+}

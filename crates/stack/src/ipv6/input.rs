@@ -1,0 +1,239 @@
+//! IPv6 input: validate the fixed header, decide whether the packet is
+//! ours, walk the extension headers, reassemble, hand the payload to its
+//! protocol.
+
+use core::net::{IpAddr, Ipv6Addr};
+
+use wire::ip::IpProtocol;
+use wire::ipv6::{walk_extension_headers, Ipv6HeaderChain, Ipv6Packet};
+use wire::Error as WireError;
+
+use crate::iface::IfaceId;
+use crate::ip::L4Datagram;
+use crate::reassembly::ReassemblyError;
+use crate::sink::{FrameSink, RxMeta};
+use crate::stack::Stack;
+use crate::time::Instant;
+
+/// A received IPv6 packet, whole (reassembled if it came in fragments),
+/// its extension headers walked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ipv6Datagram<'a> {
+    pub iface: IfaceId,
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    /// The upper-layer protocol.
+    pub protocol: IpProtocol,
+    pub hop_limit: u8,
+    /// The packet as received from its fixed header on (the first
+    /// fragment, for a reassembled one), for quoting in ICMPv6 errors.
+    pub packet: &'a [u8],
+    /// The upper-layer header and data.
+    pub payload: &'a [u8],
+    pub meta: RxMeta,
+}
+
+impl Ipv6Datagram<'_> {
+    /// What TCP and UDP see of it.
+    pub(crate) fn l4(&self) -> L4Datagram<'_> {
+        L4Datagram {
+            iface: self.iface,
+            src: IpAddr::V6(self.src),
+            dst: IpAddr::V6(self.dst),
+            broadcast: self.dst.is_multicast(),
+            payload: self.payload,
+            meta: self.meta,
+        }
+    }
+}
+
+/// The fewest bytes of an upper-layer header a first fragment must carry
+/// (RFC 7112: the whole header chain is in the first fragment).
+fn upper_header_len(p: IpProtocol) -> usize {
+    match p {
+        IpProtocol::Tcp => 20,
+        IpProtocol::Udp | IpProtocol::Icmpv6 => 8,
+        _ => 0,
+    }
+}
+
+impl Stack {
+    pub(crate) fn ipv6_input(
+        &mut self,
+        now: Instant,
+        iface: IfaceId,
+        bytes: &[u8],
+        meta: RxMeta,
+        sink: &mut dyn FrameSink,
+    ) {
+        let Some(v6) = self.ip.interface(iface).and_then(|i| i.ipv6.as_ref()) else {
+            self.ip.counters.rx_drop_ipv6_disabled += 1;
+            return;
+        };
+        let packet = match Ipv6Packet::new_checked(bytes) {
+            Ok(p) if p.version() == 6 => p,
+            Ok(_) => {
+                self.ip.counters.rx_drop_ipv6_malformed += 1;
+                return;
+            }
+            Err(WireError::Truncated) => {
+                self.ip.counters.rx_drop_ipv6_truncated += 1;
+                return;
+            }
+            Err(_) => {
+                self.ip.counters.rx_drop_ipv6_malformed += 1;
+                return;
+            }
+        };
+        let (src, dst) = (packet.src_addr(), packet.dst_addr());
+        // RFC 4291 2.5.2, 2.5.3, 2.7: never a multicast or loopback source;
+        // the unspecified source only for neighbor discovery (checked once
+        // the protocol is known).
+        if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
+            self.ip.counters.rx_drop_ipv6_bad_src += 1;
+            return;
+        }
+        // A tentative address takes nothing but neighbor discovery (RFC
+        // 4862 5.4), which `ndp.rs` tells apart.
+        let tentative = v6.find(dst).is_some_and(|a| a.is_tentative());
+        let ours = if dst.is_multicast() {
+            v6.listens_to(dst)
+        } else {
+            self.ip.is_local_ipv6(dst) || tentative
+        };
+        if !ours {
+            self.ip.counters.rx_drop_ipv6_not_for_us += 1;
+            return;
+        }
+        let whole = &bytes[..wire::ipv6::HEADER_LEN + usize::from(packet.payload_len())];
+        let payload = packet.payload();
+        let chain = match walk_extension_headers(packet.next_header(), payload) {
+            Ok(c) => c,
+            Err(WireError::Unsupported) => {
+                self.ip.counters.rx_drop_ipv6_ext_unsupported += 1;
+                return;
+            }
+            Err(_) => {
+                self.ip.counters.rx_drop_ipv6_ext_malformed += 1;
+                return;
+            }
+        };
+        let mut d = Ipv6Datagram {
+            iface,
+            src,
+            dst,
+            protocol: chain.next_header,
+            hop_limit: packet.hop_limit(),
+            packet: whole,
+            payload: &payload[chain.offset..],
+            meta,
+        };
+        if tentative && d.protocol != IpProtocol::Icmpv6 {
+            self.ip.counters.rx_drop_ipv6_not_for_us += 1;
+            return;
+        }
+        let Some(frag) = chain.fragment else {
+            return self.ipv6_deliver(now, &d, sink);
+        };
+        // Fragments are never partially checksummed: the sender had to
+        // compute the checksum before it could split the datagram.
+        d.meta = RxMeta {
+            csum_partial: false,
+        };
+        if frag.is_atomic() {
+            // RFC 6946: an atomic fragment is processed alone, apart from
+            // any reassembly under way.
+            return self.ipv6_after_fragment(now, &d, d.payload, sink);
+        }
+        if frag.frag_offset == 0 && !first_fragment_holds_chain(frag.next_header, d.payload) {
+            self.ip.counters.rx_drop_ipv6_frag_chain_split += 1;
+            return;
+        }
+        let key = (src, dst, frag.ident);
+        match self.ip.reass_v6.insert(
+            now,
+            key,
+            usize::from(frag.frag_offset),
+            d.payload,
+            frag.more_frags,
+        ) {
+            Ok(None) => self.ip.counters.rx_accept_ipv6_fragment += 1,
+            Ok(Some(reassembled)) => {
+                self.ip.counters.ipv6_reassembled += 1;
+                self.ipv6_after_fragment(now, &d, &reassembled, sink);
+            }
+            Err(ReassemblyError::Malformed) => self.ip.counters.rx_drop_ipv6_frag_malformed += 1,
+            Err(ReassemblyError::Overlap) => self.ip.counters.rx_drop_ipv6_frag_overlap += 1,
+            Err(ReassemblyError::TooBig) => self.ip.counters.rx_drop_ipv6_frag_too_big += 1,
+            Err(ReassemblyError::NoRoom) => self.ip.counters.rx_drop_ipv6_frag_no_room += 1,
+            Err(ReassemblyError::TooManyFragments) => {
+                self.ip.counters.rx_drop_ipv6_frag_too_many += 1
+            }
+        }
+    }
+
+    /// A fragmentable part, whole: its own extension headers walked, then
+    /// delivered.  `d.protocol` is the fragment header's next header.
+    fn ipv6_after_fragment(
+        &mut self,
+        now: Instant,
+        d: &Ipv6Datagram<'_>,
+        fragmentable: &[u8],
+        sink: &mut dyn FrameSink,
+    ) {
+        match walk_extension_headers(d.protocol, fragmentable) {
+            Ok(Ipv6HeaderChain {
+                fragment: Some(_), ..
+            }) => self.ip.counters.rx_drop_ipv6_ext_malformed += 1,
+            Ok(chain) => {
+                let whole = Ipv6Datagram {
+                    protocol: chain.next_header,
+                    payload: &fragmentable[chain.offset..],
+                    ..*d
+                };
+                self.ipv6_deliver(now, &whole, sink);
+            }
+            Err(WireError::Unsupported) => self.ip.counters.rx_drop_ipv6_ext_unsupported += 1,
+            Err(_) => self.ip.counters.rx_drop_ipv6_ext_malformed += 1,
+        }
+    }
+
+    fn ipv6_deliver(&mut self, now: Instant, d: &Ipv6Datagram<'_>, sink: &mut dyn FrameSink) {
+        if d.src.is_unspecified() && d.protocol != IpProtocol::Icmpv6 {
+            self.ip.counters.rx_drop_ipv6_bad_src += 1;
+            return;
+        }
+        match d.protocol {
+            IpProtocol::Icmpv6 => self.icmpv6_input(now, d, sink),
+            IpProtocol::Udp => {
+                if !self.udp_input(now, &d.l4(), sink) {
+                    // RFC 4443 3.1: port unreachable.
+                    self.ip
+                        .send_icmpv6_error(now, d, Icmpv6Error::PortUnreachable, sink);
+                }
+            }
+            IpProtocol::Tcp => self.tcp_input_general(now, &d.l4(), sink),
+            IpProtocol::Ipv6NoNxt => self.ip.counters.rx_accept_ipv6_no_next_header += 1,
+            _ => {
+                self.ip.counters.rx_drop_ipv6_unknown_protocol += 1;
+                // RFC 8200 4: parameter problem, unrecognized next header.
+                self.ip
+                    .send_icmpv6_error(now, d, Icmpv6Error::UnknownNextHeader, sink);
+            }
+        }
+    }
+}
+
+/// RFC 7112: the first fragment holds every extension header and the
+/// upper-layer header.
+fn first_fragment_holds_chain(next: IpProtocol, data: &[u8]) -> bool {
+    match walk_extension_headers(next, data) {
+        Ok(chain) => {
+            chain.fragment.is_none()
+                && data.len() >= chain.offset + upper_header_len(chain.next_header)
+        }
+        Err(_) => false,
+    }
+}
+
+pub(crate) use super::icmp::Icmpv6Error;

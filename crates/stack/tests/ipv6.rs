@@ -1,0 +1,502 @@
+//! IPv6 between two stacks on an in-memory wire: duplicate address
+//! detection, neighbor discovery, echo, UDP with fragments, TCP, dual-stack
+//! sockets, packet too big, and hostile neighbor discovery.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use stack::{
+    IfaceId, Instant, InterfaceConfig, Ipv6Config, RxMeta, Stack, StackConfig, TcpState, VecSink,
+};
+use wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+use wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
+use wire::ip::IpProtocol;
+use wire::ipv6::{Ipv6Packet, Ipv6Repr};
+
+const IF0: IfaceId = IfaceId(0);
+
+fn v6(last: u16) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd99, 0, 0, 1, 0, 0, 0, last)
+}
+
+fn mac(last: u8) -> [u8; 6] {
+    [2, 0, 0, 0, 0, last]
+}
+
+fn stack_with(last: u8, mtu: usize, addr6: Ipv6Addr) -> Stack {
+    let mut s = Stack::new(StackConfig {
+        seed: u64::from(last),
+        ..StackConfig::default()
+    });
+    s.add_interface(&InterfaceConfig {
+        name: format!("p{last}"),
+        mac: mac(last),
+        mtu,
+        addr: Ipv4Addr::new(10, 99, 1, last),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    s.enable_ipv6(
+        Instant::ZERO,
+        IF0,
+        &Ipv6Config {
+            addrs: vec![(addr6, 64)],
+            gateway: None,
+        },
+    )
+    .unwrap();
+    s
+}
+
+fn stack(last: u8, mtu: usize) -> Stack {
+    stack_with(last, mtu, v6(u16::from(last)))
+}
+
+struct Wire {
+    a: Stack,
+    b: Stack,
+    sa: VecSink,
+    sb: VecSink,
+    now: Instant,
+}
+
+impl Wire {
+    fn new(a: Stack, b: Stack) -> Self {
+        Wire {
+            a,
+            b,
+            sa: VecSink::default(),
+            sb: VecSink::default(),
+            now: Instant::ZERO,
+        }
+    }
+
+    /// Moves frames until both stacks are quiet; returns how many moved.
+    fn run(&mut self) -> usize {
+        let mut moved = 0;
+        for _ in 0..10_000 {
+            if self.sa.frames.is_empty() && self.sb.frames.is_empty() {
+                return moved;
+            }
+            let from_a = std::mem::take(&mut self.sa.frames);
+            let from_b = std::mem::take(&mut self.sb.frames);
+            moved += from_a.len() + from_b.len();
+            for (_, f) in from_a {
+                self.b
+                    .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sb);
+            }
+            for (_, f) in from_b {
+                self.a
+                    .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sa);
+            }
+        }
+        panic!("the stacks never went quiet");
+    }
+
+    /// Advances time by `ms` in steps, running timers and the wire.
+    fn advance(&mut self, ms: u64) {
+        for _ in 0..ms / 10 {
+            self.now = self.now.add_micros(10_000);
+            self.a.poll(self.now, &mut self.sa);
+            self.b.poll(self.now, &mut self.sb);
+            self.run();
+        }
+    }
+
+    /// Runs duplicate address detection to its end.
+    fn settle(&mut self) {
+        self.a.poll(self.now, &mut self.sa);
+        self.b.poll(self.now, &mut self.sb);
+        self.run();
+        self.advance(1200);
+    }
+}
+
+#[test]
+fn addresses_are_unusable_until_duplicate_detection_ends() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    assert!(!w.a.is_local_ip(IpAddr::V6(v6(1))), "tentative at first");
+    w.a.poll(w.now, &mut w.sa);
+    // One probe per address (link-local and fd99::1), from ::.
+    assert_eq!(w.a.counters().ndp_dad_probes_sent, 2);
+    w.run();
+    w.advance(1200);
+    assert!(w.a.is_local_ip(IpAddr::V6(v6(1))));
+    assert_eq!(w.a.counters().ndp_dad_completed, 2);
+    assert_eq!(w.a.counters().ndp_dad_duplicates, 0);
+}
+
+#[test]
+fn a_duplicate_address_is_detected_and_never_used() {
+    let mut w = Wire::new(stack_with(1, 1500, v6(7)), stack_with(2, 1500, v6(7)));
+    w.settle();
+    // Both probed fd99::7 at once: each saw the other's probe.
+    assert_eq!(w.a.counters().ndp_dad_duplicates, 1);
+    assert_eq!(w.b.counters().ndp_dad_duplicates, 1);
+    assert!(!w.a.is_local_ip(IpAddr::V6(v6(7))));
+    // The link-local addresses differ and are in use.
+    assert_eq!(w.a.counters().ndp_dad_completed, 1);
+}
+
+#[test]
+fn a_probe_for_an_address_in_use_is_answered_and_the_prober_gives_it_up() {
+    let mut w = Wire::new(
+        stack_with(1, 1500, v6(7)),
+        Stack::new(StackConfig::default()),
+    );
+    w.settle();
+    assert!(w.a.is_local_ip(IpAddr::V6(v6(7))));
+    // Now b comes up with the same address.
+    w.b = stack_with(2, 1500, v6(7));
+    w.settle();
+    assert_eq!(w.b.counters().ndp_dad_duplicates, 1);
+    assert!(!w.b.is_local_ip(IpAddr::V6(v6(7))));
+    assert!(w.a.is_local_ip(IpAddr::V6(v6(7))), "the holder keeps it");
+    assert!(w.a.counters().ndp_neighbor_adverts_sent >= 1);
+}
+
+/// An Ethernet frame carrying an IPv6 packet from `src` to `dst`.
+fn frame(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hop_limit: u8,
+    next: IpProtocol,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 40 + payload.len()];
+    let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
+    EthernetRepr {
+        src_addr: EthernetAddress(src_mac),
+        dst_addr: EthernetAddress(dst_mac),
+        ethertype: EtherType::Ipv6,
+    }
+    .emit(&mut eth);
+    let mut ip = Ipv6Packet::new_unchecked(&mut f[14..]);
+    Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: next,
+        payload_len: payload.len(),
+        hop_limit,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut ip);
+    ip.payload_mut().copy_from_slice(payload);
+    f
+}
+
+fn icmp(repr: &Icmpv6Repr<'_>, src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+    let mut b = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Icmpv6Packet::new_unchecked(&mut b[..]), &src, &dst);
+    b
+}
+
+#[test]
+fn echo_is_answered_after_neighbor_discovery() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    let peer = v6(9);
+    let req = icmp(
+        &Icmpv6Repr::EchoRequest {
+            ident: 7,
+            seq_no: 1,
+            data: b"ping over six",
+        },
+        peer,
+        v6(1),
+    );
+    let f = frame(mac(9), mac(1), peer, v6(1), 64, IpProtocol::Icmpv6, &req);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().rx_accept_icmpv6_echo_request, 1);
+    // The reply waits for the peer's link address: a solicitation to its
+    // solicited-node group goes out.
+    let (_, ns) = w.sa.frames.pop().expect("a neighbor solicitation");
+    assert_eq!(&ns[..6], &[0x33, 0x33, 0xff, 0, 0, 9]);
+    assert_eq!(w.a.counters().ndp_held, 1);
+    // The peer advertises itself; the held reply leaves.
+    let na = icmp(
+        &Icmpv6Repr::NeighborAdvert {
+            router: false,
+            solicited: true,
+            override_: true,
+            target_addr: peer,
+            options: &wire::ndp::target_lladdr_option(EthernetAddress(mac(9))),
+        },
+        peer,
+        v6(1),
+    );
+    let f = frame(mac(9), mac(1), peer, v6(1), 255, IpProtocol::Icmpv6, &na);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    let (_, reply) = w.sa.frames.pop().expect("the echo reply");
+    assert_eq!(&reply[..6], &mac(9));
+    let ip = Ipv6Packet::new_checked(&reply[14..]).unwrap();
+    assert_eq!(ip.dst_addr(), peer);
+    let p = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    match Icmpv6Repr::parse(&p, &v6(1), &peer, wire::ChecksumMode::Full).unwrap() {
+        Icmpv6Repr::EchoReply {
+            ident,
+            seq_no,
+            data,
+        } => {
+            assert_eq!((ident, seq_no, data), (7, 1, &b"ping over six"[..]))
+        }
+        other => panic!("not an echo reply: {other:?}"),
+    }
+    assert_ne!(ip.flow_label(), 0, "a flow label from the flow hash");
+}
+
+#[test]
+fn neighbor_discovery_from_off_the_link_is_dropped_and_counted() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    let peer = v6(9);
+    let ns = icmp(
+        &Icmpv6Repr::NeighborSolicit {
+            target_addr: v6(1),
+            options: &wire::ndp::source_lladdr_option(EthernetAddress(mac(9))),
+        },
+        peer,
+        v6(1),
+    );
+    let before = w.a.counters().clone();
+    let f = frame(mac(9), mac(1), peer, v6(1), 254, IpProtocol::Icmpv6, &ns);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().rx_drop_ndp_bad_hop_limit, 1);
+    assert_eq!(w.a.counters().rx_outcomes(), before.rx_outcomes() + 1);
+    assert!(w.sa.frames.is_empty(), "no answer to it");
+    // With hop limit 255 it is answered.
+    let f = frame(mac(9), mac(1), peer, v6(1), 255, IpProtocol::Icmpv6, &ns);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().rx_accept_ndp_neighbor_solicit, 1);
+    assert_eq!(w.sa.frames.len(), 1);
+}
+
+#[test]
+fn udp_echo_of_every_size_with_fragments() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    // Each saw the other's probes, for groups and addresses not its own.
+    let drops = w.a.counters().rx_drops() + w.b.counters().rx_drops();
+    let ha =
+        w.a.udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
+            .unwrap();
+    let dst = SocketAddr::new(IpAddr::V6(v6(2)), 7);
+    let hb = w.b.udp_bind(dst).unwrap();
+    let mut buf = vec![0u8; 70000];
+    for size in (1..=8000)
+        .step_by(13)
+        .chain([1452, 1453, 2904, 2905, 8000, 65527])
+    {
+        let payload: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
+        w.a.udp_send_to(w.now, ha, dst, None, &payload, &mut w.sa)
+            .unwrap();
+        w.run();
+        let got = w.b.udp_recv_from(hb, &mut buf).unwrap();
+        assert_eq!(&buf[..got.len], &payload[..], "size {size}");
+        assert_eq!(got.meta.dst, dst);
+        assert_eq!(got.meta.src.ip(), IpAddr::V6(v6(1)));
+        w.b.udp_send_to(w.now, hb, got.meta.src, None, &buf[..got.len], &mut w.sb)
+            .unwrap();
+        w.run();
+        let back = w.a.udp_recv_from(ha, &mut buf).unwrap();
+        assert_eq!(&buf[..back.len], &payload[..], "echo of size {size}");
+    }
+    assert!(w.a.counters().ipv6_fragments_sent > 0);
+    assert!(w.b.counters().ipv6_reassembled > 0);
+    assert_eq!(w.a.counters().rx_drops() + w.b.counters().rx_drops(), drops);
+    // One resolution each way, no more.
+    assert_eq!(w.a.counters().ndp_neighbor_solicits_sent, 1);
+}
+
+#[test]
+fn udp_to_a_closed_port_gets_port_unreachable() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    let ha =
+        w.a.udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
+            .unwrap();
+    let dst = SocketAddr::new(IpAddr::V6(v6(2)), 9);
+    w.a.udp_send_to(w.now, ha, dst, None, b"anyone?", &mut w.sa)
+        .unwrap();
+    w.run();
+    assert_eq!(w.b.counters().rx_drop_udp_no_socket, 1);
+    assert_eq!(w.b.counters().icmpv6_errors_sent, 1);
+    assert_eq!(w.a.counters().rx_accept_icmpv6_error, 1);
+}
+
+fn transfer(w: &mut Wire, client: SocketAddr, server: SocketAddr, size: usize) {
+    let l = w.b.tcp_listen(server, 8).unwrap();
+    let c =
+        w.a.tcp_connect(w.now, server, Some(client), &mut w.sa)
+            .unwrap();
+    w.run();
+    assert_eq!(w.a.tcp_state(c).unwrap(), TcpState::Established);
+    let (s, peer) = w.b.tcp_accept(l).unwrap();
+    assert_eq!(peer.ip(), client.ip());
+    let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..100_000 {
+        if sent < data.len() {
+            sent += w.a.tcp_send(w.now, c, &data[sent..], &mut w.sa).unwrap();
+        }
+        w.run();
+        match w.b.tcp_recv(w.now, s, &mut buf, &mut w.sb) {
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(stack::SocketError::WouldBlock) => {}
+            Err(e) => panic!("{e:?}"),
+        }
+        w.run();
+        if got.len() == data.len() {
+            break;
+        }
+        w.advance(10);
+    }
+    assert!(got == data, "the bytes arrived whole and in order");
+    w.a.tcp_close(w.now, c, &mut w.sa).unwrap();
+    w.b.tcp_close(w.now, s, &mut w.sb).unwrap();
+    w.run();
+    w.b.tcp_close(w.now, l, &mut w.sb).ok();
+}
+
+#[test]
+fn tcp_over_ipv6_carries_a_megabyte() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    let drops = w.a.counters().rx_drops() + w.b.counters().rx_drops();
+    transfer(
+        &mut w,
+        SocketAddr::new(IpAddr::V6(v6(1)), 40000),
+        SocketAddr::new(IpAddr::V6(v6(2)), 80),
+        1 << 20,
+    );
+    assert_eq!(w.a.counters().rx_drops() + w.b.counters().rx_drops(), drops);
+    assert_eq!(
+        w.a.counters().ipv6_fragments_sent,
+        0,
+        "segments fit the MTU"
+    );
+}
+
+#[test]
+fn a_dual_stack_listener_takes_both_families_and_v6only_refuses_ipv4() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 80);
+    // Dual stack: clashes with an IPv4 listener on the port.
+    let v4l =
+        w.b.tcp_listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 80), 8)
+            .unwrap();
+    assert_eq!(
+        w.b.tcp_listen(any6, 8).unwrap_err(),
+        stack::SocketError::AddrInUse
+    );
+    // IPV6_V6ONLY does not.
+    let only = w.b.tcp_listen_v6only(any6, 8, true).unwrap();
+    w.b.tcp_close(w.now, only, &mut w.sb).unwrap();
+    w.b.tcp_close(w.now, v4l, &mut w.sb).unwrap();
+    // A dual listener serves IPv4 with IPv4 addresses.
+    let l = w.b.tcp_listen(any6, 8).unwrap();
+    let c4 =
+        w.a.tcp_connect(
+            w.now,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, 2)), 80),
+            None,
+            &mut w.sa,
+        )
+        .unwrap();
+    let c6 =
+        w.a.tcp_connect(
+            w.now,
+            SocketAddr::new(IpAddr::V6(v6(2)), 80),
+            None,
+            &mut w.sa,
+        )
+        .unwrap();
+    w.run();
+    assert_eq!(w.a.tcp_state(c4).unwrap(), TcpState::Established);
+    assert_eq!(w.a.tcp_state(c6).unwrap(), TcpState::Established);
+    let (_, p1) = w.b.tcp_accept(l).unwrap();
+    let (_, p2) = w.b.tcp_accept(l).unwrap();
+    let mut families = [p1.is_ipv4(), p2.is_ipv4()];
+    families.sort();
+    assert_eq!(families, [false, true]);
+    // A v6-only listener resets IPv4.
+    w.b.tcp_close(w.now, l, &mut w.sb).unwrap();
+    let _only =
+        w.b.tcp_listen_v6only(
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 81),
+            8,
+            true,
+        )
+        .unwrap();
+    let c =
+        w.a.tcp_connect(
+            w.now,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, 2)), 81),
+            None,
+            &mut w.sa,
+        )
+        .unwrap();
+    w.run();
+    assert_eq!(w.a.tcp_state(c).unwrap(), TcpState::Closed);
+}
+
+#[test]
+fn packet_too_big_shrinks_the_segments_of_a_connection() {
+    let mut w = Wire::new(stack(1, 9000), stack(2, 9000));
+    w.settle();
+    let server = SocketAddr::new(IpAddr::V6(v6(2)), 80);
+    let l = w.b.tcp_listen(server, 8).unwrap();
+    let c = w.a.tcp_connect(w.now, server, None, &mut w.sa).unwrap();
+    w.run();
+    let (s, _) = w.b.tcp_accept(l).unwrap();
+    let before = w.a.tcp_info(c).unwrap().snd_mss;
+    assert!(before > 8000, "jumbo MSS first: {before}");
+    // A router on the way says 1400.
+    let big = {
+        let data = vec![1u8; 5000];
+        w.a.tcp_send(w.now, c, &data, &mut w.sa).unwrap();
+        let (_, f) = w.sa.frames.pop().unwrap();
+        w.sa.frames.clear();
+        f
+    };
+    let quote = &big[14..14 + 1232];
+    let ptb = icmp(
+        &Icmpv6Repr::PktTooBig {
+            mtu: 1400,
+            header: Ipv6Repr::parse_quoted(quote).unwrap().0,
+            data: &quote[40..],
+        },
+        v6(77),
+        v6(1),
+    );
+    let f = frame(mac(2), mac(1), v6(77), v6(1), 64, IpProtocol::Icmpv6, &ptb);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().ipv6_path_mtu_lowered, 1);
+    assert_eq!(w.a.counters().tcp_path_mtu_lowered, 1);
+    let after = w.a.tcp_info(c).unwrap().snd_mss;
+    assert!(after <= 1400 - 60, "{after}");
+    // What is resent now fits.
+    assert!(!w.sa.frames.is_empty());
+    for (_, f) in &w.sa.frames {
+        assert!(f.len() - 14 <= 1400, "a frame of {}", f.len());
+    }
+    let mut buf = vec![0u8; 8000];
+    let mut got = 0;
+    for _ in 0..100 {
+        w.run();
+        got += w.b.tcp_recv(w.now, s, &mut buf, &mut w.sb).unwrap_or(0);
+        if got == 5000 {
+            break;
+        }
+        w.advance(10);
+    }
+    assert_eq!(got, 5000);
+}
