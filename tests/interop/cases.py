@@ -873,3 +873,4 @@ import cases_cores_xdp  # noqa: E402,F401
 import cases_capi  # noqa: E402,F401
 import cases_cores_dpdk  # noqa: E402,F401
 import cases_async  # noqa: E402,F401
+import cases_ipv6  # noqa: E402,F401

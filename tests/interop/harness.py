@@ -401,12 +401,19 @@ class Topology:
     side keeps its offload.
     """
 
-    def __init__(self, kind, subnet, binary, workdir, sets=(), extra_port="", extra="", offload=True):
+    def __init__(self, kind, subnet, binary, workdir, sets=(), extra_port="", extra="", offload=True,
+                 ipv6=False):
         check(kind in ("af_packet", "af_packet_root", "tap", "dpdk"), kind)
         self.kind = kind
         self.subnet = subnet
         self.kernel_ip = f"{NET_PREFIX}.{subnet}.1"
         self.ustack_ip = f"{NET_PREFIX}.{subnet}.2"
+        # With ipv6: the kernel's side gets fd99:N::1/64 and ustack's port
+        # addr6=fd99:N::2/64; IPv6 stays off on ustack's end of a veth, so
+        # only ustack answers for its addresses there.
+        self.ipv6 = ipv6
+        self.kernel_ip6 = f"fd99:{subnet}::1"
+        self.ustack_ip6 = f"fd99:{subnet}::2"
         self.binary = binary
         self.workdir = workdir
         self.sets = list(sets)
@@ -444,6 +451,11 @@ class Topology:
         return self
 
     def _kernel_side_up(self):
+        if self.ipv6:
+            nsx(self.ns_k, "sysctl", "-qw", f"net.ipv6.conf.{self.if_k}.disable_ipv6=0")
+            # nodad: the address is usable at once (the kernel's own
+            # detection is not under test).
+            sh(["ip", "-n", self.ns_k, "-6", "addr", "add", f"{self.kernel_ip6}/64", "dev", self.if_k, "nodad"])
         sh(["ip", "-n", self.ns_k, "addr", "add", f"{self.kernel_ip}/24", "dev", self.if_k])
         sh(["ip", "-n", self.ns_k, "link", "set", self.if_k, "up"])
         # The kernel's end keeps its default offloads (TSO, GSO, checksum
@@ -474,7 +486,8 @@ class Topology:
             return ustack_config("dpdk", self.ustack_ip, extra_port="memory=1024\n" + self.extra_port,
                                  extra=dpdk + self.extra)
         link = f"tap:{self.if_k}" if self.kind == "tap" else f"af_packet:{self.if_u}"
-        return ustack_config(link, self.ustack_ip, extra_port=self.extra_port, extra=self.extra)
+        extra_port = self.extra_port + (f"addr6={self.ustack_ip6}/64\n" if self.ipv6 else "")
+        return ustack_config(link, self.ustack_ip, extra_port=extra_port, extra=self.extra)
 
     def start(self, wait_ready=True):
         ns = self.ns_k if self.kind == "tap" else self.ns_u
@@ -514,6 +527,17 @@ class Topology:
         p = nsx(self.ns_k, "ping", "-c", str(count), "-i", interval, "-s", str(size), "-W", "1",
                 "-w", str(max(5, count)), addr, check_rc=False, timeout=timeout)
         return p
+
+    def wait_ready6(self, timeout=10.0):
+        """Polls with single IPv6 pings until ustack answers: its address
+        is usable once duplicate address detection ends (about 1 s)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            check(self.ustack.running(), f"ustack exited (rc={self.ustack.proc.returncode}) before answering ping -6")
+            p = nsx(self.ns_k, "ping", "-6", "-c", "1", "-W", "0.3", "-q", self.ustack_ip6, check_rc=False, timeout=5)
+            if p.returncode == 0:
+                return
+            check(time.monotonic() < deadline, f"{self.ustack_ip6} did not answer ping -6 within {timeout}s")
 
     def udp_socket(self):
         s = netns_socket(self.ns_k, socket.AF_INET, socket.SOCK_DGRAM)

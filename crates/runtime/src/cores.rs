@@ -267,12 +267,7 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
         let mut stack = Stack::new(sc);
         for (port, link) in cfg.ports.iter().zip(&links) {
             let iface = interface_config(port, link)?;
-            stack
-                .add_interface(&iface)
-                .map_err(|error| SetupError::Stack {
-                    port: port.id,
-                    error,
-                })?;
+            crate::setup::add_port_interface(&mut stack, port, &iface)?;
         }
         let kni: Vec<Option<KniPort>> = if cfg.kni.enable && e == 0 {
             cfg.ports

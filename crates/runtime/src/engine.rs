@@ -1,6 +1,7 @@
 //! The per-core engine loop: `rx burst -> stack -> application -> timers ->
 //! tx burst`, with idle sleep and deferred transmit (`pkt_tx_delay`).
 
+use stack::ipv6::addr::AddrState;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -297,6 +298,8 @@ pub struct Engine<L: Link> {
     /// Turns take [`Engine::turn_one_port`] (see
     /// [`Engine::refresh_turn_kind`]).
     one_port: bool,
+    /// IPv6 addresses found duplicate so far, said on stderr.
+    duplicates_told: u64,
 }
 
 impl<L: Link> Engine<L> {
@@ -333,6 +336,7 @@ impl<L: Link> Engine<L> {
             dispatch: None,
             lent: lend::Lender::default(),
             one_port: false,
+            duplicates_told: 0,
         };
         engine.start_lending();
         engine.refresh_turn_kind();
@@ -543,8 +547,28 @@ impl<L: Link> Engine<L> {
         if now >= self.next_timer {
             self.stack.poll(now, &mut sink);
             self.next_timer = now + self.cfg.timer_tick;
+            if self.stack.counters().ndp_dad_duplicates != self.duplicates_told {
+                self.tell_duplicates();
+            }
         }
         work
+    }
+
+    /// Says which IPv6 addresses another node holds: the operator must
+    /// know that a configured address is not in use.
+    #[cold]
+    fn tell_duplicates(&mut self) {
+        self.duplicates_told = self.stack.counters().ndp_dad_duplicates;
+        for iface in self.stack.interfaces() {
+            let Some(v6) = &iface.ipv6 else { continue };
+            for a in v6.addrs.iter().filter(|a| a.state == AddrState::Duplicate) {
+                eprintln!(
+                    "ustack: {}: IPv6 address {} is held by another node on the link \
+                     (duplicate address detection); it is not used",
+                    iface.name, a.addr
+                );
+            }
+        }
     }
 
     /// Services port `i` and receives what waits on it, through the

@@ -90,6 +90,9 @@ pub fn stack_config(cfg: &Config, seed: u64) -> StackConfig {
     StackConfig {
         seed,
         ip_ttl: s.ip_ttl,
+        ip6_hop_limit: s.ip6_hlim,
+        ip6_dad_count: s.ip6_dad_count,
+        ip6_accept_rtadv: s.ip6_accept_rtadv,
         arp_maxhold: s.arp_maxhold as usize,
         arp_max_age: s.arp_max_age,
         reass_max_packets: s.reass_max_packets as usize,
@@ -257,6 +260,38 @@ pub fn interface_config(
     })
 }
 
+/// The IPv6 side of `port` (`addr6`, `vip_addr6`, `gateway6`), if it has
+/// one.
+pub fn ipv6_config(port: &PortConfig) -> Option<stack::Ipv6Config> {
+    let v6 = port.ipv6.as_ref()?;
+    let mut addrs = vec![(v6.addr, v6.prefix_len)];
+    addrs.extend(port.vip_addrs6.iter().map(|&a| (a, port.vip_prefix_len)));
+    Some(stack::Ipv6Config {
+        addrs,
+        gateway: v6.gateway,
+    })
+}
+
+/// Adds `port`'s interface to `stack`, with IPv6 when the port has it.
+pub fn add_port_interface(
+    stack: &mut Stack,
+    port: &PortConfig,
+    iface: &InterfaceConfig,
+) -> Result<(), SetupError> {
+    let err = |error| SetupError::Stack {
+        port: port.id,
+        error,
+    };
+    let id = stack.add_interface(iface).map_err(err)?;
+    if let Some(v6) = ipv6_config(port) {
+        // Duplicate address detection starts at the engine's first poll.
+        stack
+            .enable_ipv6(stack::Instant::ZERO, id, &v6)
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
 /// What [`interface_config`] needs to know of a link.
 pub trait LinkInfoSource {
     fn mtu(&self) -> usize;
@@ -315,12 +350,7 @@ pub fn build_engine_steered(
             }
         }
         let iface = interface_config(port, &link)?;
-        stack
-            .add_interface(&iface)
-            .map_err(|error| SetupError::Stack {
-                port: port.id,
-                error,
-            })?;
+        add_port_interface(&mut stack, port, &iface)?;
         links.push(link);
     }
     Ok(Engine::new(stack, links, engine_config(cfg)))

@@ -154,6 +154,16 @@ const GIB: u64 = 1 << 30;
 sysctls! {
     /// `net.inet.ip.ttl`: TTL of packets ustack originates (1..=255, 64).
     ip_ttl: u8 = "net.inet.ip.ttl", int(1, 255), default 64;
+    /// `net.inet6.ip6.hlim`: hop limit of IPv6 packets ustack originates
+    /// (1..=255, 64).
+    ip6_hlim: u8 = "net.inet6.ip6.hlim", int(1, 255), default 64;
+    /// `net.inet6.ip6.dad_count`: duplicate address probes per IPv6
+    /// address, one a second (0..=15, 1; 0 uses addresses at once).
+    ip6_dad_count: u8 = "net.inet6.ip6.dad_count", int(0, 15), default 1;
+    /// `net.inet6.ip6.accept_rtadv`: on a port without `gateway6`, solicit
+    /// routers and take the default router from their advertisements
+    /// (default 1).
+    ip6_accept_rtadv: bool = "net.inet6.ip6.accept_rtadv", flag(), default true;
     /// `net.link.ether.inet.maxhold`: packets held per unresolved neighbor
     /// (1..=4096, 16; FreeBSD's default is 1, too few for a burst).
     arp_maxhold: u32 = "net.link.ether.inet.maxhold", int(1, 4096), default 16;

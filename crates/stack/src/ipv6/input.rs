@@ -66,10 +66,6 @@ impl Stack {
         meta: RxMeta,
         sink: &mut dyn FrameSink,
     ) {
-        let Some(v6) = self.ip.interface(iface).and_then(|i| i.ipv6.as_ref()) else {
-            self.ip.counters.rx_drop_ipv6_disabled += 1;
-            return;
-        };
         let packet = match Ipv6Packet::new_checked(bytes) {
             Ok(p) if p.version() == 6 => p,
             Ok(_) => {
@@ -84,6 +80,10 @@ impl Stack {
                 self.ip.counters.rx_drop_ipv6_malformed += 1;
                 return;
             }
+        };
+        let Some(v6) = self.ip.interface(iface).and_then(|i| i.ipv6.as_ref()) else {
+            self.ip.counters.rx_drop_ipv6_disabled += 1;
+            return;
         };
         let (src, dst) = (packet.src_addr(), packet.dst_addr());
         // RFC 4291 2.5.2, 2.5.3, 2.7: never a multicast or loopback source;

@@ -1,0 +1,160 @@
+"""IPv6 against the kernel: ping -6 at every size (neighbor discovery both
+ways, fragments both ways), duplicate address detection against a kernel
+that holds the address, and hostile IPv6 frames each counted once."""
+
+import re
+
+import harness as h
+from cases import SUBNETS, test
+from harness import check
+
+SUBNETS.update({
+    "ping6_af_packet": 190, "ping6_tap": 191, "dad_duplicate_af_packet": 192,
+    "hostile6_af_packet": 193,
+})
+
+PING_SIZES = (56, 1400, 4000, 8000)
+
+
+def ping6(t, size, count=5):
+    return h.nsx(t.ns_k, "ping", "-6", "-c", str(count), "-i", "0.05", "-s", str(size), "-W", "1",
+                 "-w", str(max(5, count)), t.ustack_ip6, check_rc=False, timeout=20)
+
+
+def ping6_sizes(t):
+    for size in PING_SIZES:
+        p = ping6(t, size)
+        out = p.stdout + p.stderr
+        check(p.returncode == 0 and " 0% packet loss" in out and "5 received" in out,
+              f"ping -6 -s {size}: expected 5 of 5 answered:\n{out}")
+        replies = re.findall(rf"^{size + 8} bytes from {re.escape(t.ustack_ip6)}: icmp_seq=\d+ ttl=\d+", out, re.M)
+        check(len(replies) == 5, f"ping -6 -s {size}: expected 5 replies of {size + 8} bytes:\n{out}")
+        check("DUP!" not in out and "wrong data" not in out, f"ping -6 -s {size}: bad replies:\n{out}")
+
+
+def ping6_test(ctx, kind, name):
+    t = ctx.topo(kind, SUBNETS[name], ipv6=True).start()
+    t.wait_ready6()
+    ping6_sizes(t)
+    # The kernel learned ustack's MAC by neighbor discovery.
+    neigh = h.sh(["ip", "-n", t.ns_k, "-6", "neigh", "show", t.ustack_ip6, "dev", t.if_k]).stdout
+    check(f"lladdr {t.ustack_mac}" in neigh, f"the kernel's neighbor table has no {t.ustack_mac} for {t.ustack_ip6}: {neigh!r}")
+    s = t.ustack.settled_stats()
+    check(s.get("ndp_dad_completed", 0) == 2, f"ndp_dad_completed: {s.get('ndp_dad_completed')}, expected 2 (link-local and addr6)")
+    check(s.get("rx_accept_ndp_neighbor_solicit", 0) >= 1, f"no neighbor solicitation answered: {h.nonzero(s)}")
+    check(s.get("ipv6_reassembled", 0) >= 10, f"the 4000 and 8000-byte pings came in fragments: ipv6_reassembled={s.get('ipv6_reassembled')}")
+    check(s.get("ipv6_fragments_sent", 0) >= 30, f"their replies left in fragments: ipv6_fragments_sent={s.get('ipv6_fragments_sent')}")
+    check(s.get("icmpv6_echo_replies_sent", 0) >= 20, f"icmpv6_echo_replies_sent={s.get('icmpv6_echo_replies_sent')}")
+    check(h.outcome_sum(s) == s.get("rx_frames"), f"outcome counters do not add up to rx_frames: {h.nonzero(s)}")
+    # The IPv4 side is unchanged beside it.
+    p = t.ping(1400, count=3)
+    check(p.returncode == 0 and "3 received" in p.stdout, f"IPv4 ping beside IPv6:\n{p.stdout}")
+    print(f"    ping -6 {', '.join(map(str, PING_SIZES))}: 5/5 each; {s.get('ipv6_reassembled')} reassembled, "
+          f"{s.get('ipv6_fragments_sent')} fragments sent; kernel neighbor: {neigh.strip()}")
+    t.ustack.stop()
+
+
+@test("ping6_af_packet")
+def _(ctx):
+    ping6_test(ctx, "af_packet", "ping6_af_packet")
+
+
+@test("ping6_tap")
+def _(ctx):
+    ping6_test(ctx, "tap", "ping6_tap")
+
+
+@test("dad_duplicate_af_packet")
+def _(ctx):
+    t = ctx.topo("af_packet", SUBNETS["dad_duplicate_af_packet"], ipv6=True)
+    # The kernel holds ustack's address before ustack starts.
+    h.sh(["ip", "-n", t.ns_k, "-6", "addr", "add", f"{t.ustack_ip6}/64", "dev", t.if_k, "nodad"])
+    t.start()
+    u = t.ustack
+    u.wait_output(re.escape(t.ustack_ip6) + r" is held by another node", timeout=5)
+    u.wait_stats(lambda s: s.get("ndp_dad_duplicates", 0) == 1, what="ndp_dad_duplicates")
+    # The link-local address passes a second later.
+    s = u.wait_stats(lambda s: s.get("ndp_dad_completed", 0) >= 1, what="ndp_dad_completed")
+    check(s.get("ndp_dad_completed") == 1 and s.get("ndp_dad_duplicates") == 1,
+          f"one address passes, one is a duplicate: {h.nonzero(s)}")
+    # The address is not used: a solicitation for it (hop limit 255, to
+    # ustack's MAC) is counted as not ours and not answered.
+    from scapy.all import ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr, IPv6, Ether, raw
+    k_mac = t.kernel_mac()
+    ns = Ether(dst=t.ustack_mac, src=k_mac) / IPv6(src=t.kernel_ip6, dst=t.ustack_ip6, hlim=255) / \
+        ICMPv6ND_NS(tgt=t.ustack_ip6) / ICMPv6NDOptSrcLLAddr(lladdr=k_mac)
+    before = u.settled_stats()
+    sock = t.raw_socket()
+    try:
+        h.send_frames(sock, [raw(ns)])
+    finally:
+        sock.close()
+    # Not ours: dropped as a packet to another node's address.
+    after = u.wait_stats(lambda s: s.get("rx_drop_ipv6_not_for_us", 0) > before.get("rx_drop_ipv6_not_for_us", 0),
+                         what="rx_drop_ipv6_not_for_us")
+    check(after.get("ndp_neighbor_adverts_sent", 0) == before.get("ndp_neighbor_adverts_sent", 0),
+          f"ustack advertised an address it must not use: {h.nonzero(h.delta(after, before))}")
+    check(u.running(), "ustack exited after the duplicate")
+    t.wait_ready()  # IPv4 still answers
+    print("    the duplicate said on stderr and counted; a solicitation for it goes unanswered; IPv4 still answers")
+    t.ustack.stop()
+
+
+@test("hostile6_af_packet", budget=90)
+def _(ctx):
+    from scapy.all import (ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr, IPv6, IPv6ExtHdrDestOpt,
+                           IPv6ExtHdrFragment, IPv6ExtHdrRouting, UDP, Ether, raw)
+
+    t = ctx.topo("af_packet", SUBNETS["hostile6_af_packet"], ipv6=True).start()
+    t.wait_ready6()
+    u = t.ustack
+    m, p = t.ustack_mac, t.kernel_mac()
+    src, dst = t.kernel_ip6, t.ustack_ip6
+    base = lambda: Ether(dst=m, src=p) / IPv6(src=src, dst=dst)  # noqa: E731
+    echo = ICMPv6EchoRequest(id=9, seq=1, data=b"x" * 24)
+    # A lying length: the header says 1000 bytes, 32 follow.
+    lying = raw(base() / echo)
+    lying = lying[:18] + (1000).to_bytes(2, "big") + lying[20:]
+    # A first fragment whose header chain does not reach the upper layer
+    # (RFC 7112): a destination options header, then nothing.
+    split = base() / IPv6ExtHdrFragment(id=77, offset=0, m=1, nh=60) / raw(IPv6ExtHdrDestOpt(nh=17))
+    # Overlapping fragments (RFC 5722): 0..16 then 8..24.
+    body = raw(UDP(sport=5, dport=9) / (b"y" * 40))
+    over1 = base() / IPv6ExtHdrFragment(id=78, offset=0, m=1, nh=17) / body[:16]
+    over2 = base() / IPv6ExtHdrFragment(id=78, offset=1, m=1, nh=17) / body[8:24]
+    cats = [
+        ("neighbor solicitation with hop limit 64", [Ether(dst=m, src=p) / IPv6(src=src, dst=dst, hlim=64) /
+                                                     ICMPv6ND_NS(tgt=dst) / ICMPv6NDOptSrcLLAddr(lladdr=p)],
+         "rx_drop_ndp_bad_hop_limit"),
+        ("routing header type 0 with segments left", [base() / IPv6ExtHdrRouting(type=0, addresses=["fd99::9"], segleft=1) / echo],
+         "rx_drop_ipv6_ext_unsupported"),
+        ("nine destination options headers", [base() / (IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt() /
+                                                          IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt() /
+                                                          IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt()) / echo],
+         "rx_drop_ipv6_ext_unsupported"),
+        ("a lying payload length", [Ether(lying)], "rx_drop_ipv6_truncated"),
+        ("a header chain split across fragments", [split], "rx_drop_ipv6_frag_chain_split"),
+        ("overlapping fragments (the second)", [over1, over2], "rx_drop_ipv6_frag_overlap"),
+    ]
+    raw_sock = t.raw_socket()
+    problems = []
+    try:
+        for name, frames, counter in cats:
+            before = u.settled_stats()
+            sent, _ = h.send_frames(raw_sock, [raw(f) for f in frames])
+            after = u.wait_stats(lambda s: s.get("rx_frames", 0) >= before.get("rx_frames", 0) + sent,
+                                 timeout=5, what=f"rx_frames after '{name}'")
+            after = u.settled_stats()
+            d = h.delta(after, before)
+            outcomes = {k: v for k, v in d.items() if v and k.startswith(("rx_drop_", "rx_accept_"))}
+            h.log(f"{name}: {outcomes}")
+            if d.get(counter, 0) != 1:
+                problems.append(f"'{name}': {counter} grew by {d.get(counter, 0)}, not 1; outcomes {outcomes}")
+    finally:
+        raw_sock.close()
+    check(not problems, "\n      ".join(problems))
+    s = u.settled_stats()
+    check(h.outcome_sum(s) == s.get("rx_frames"), f"outcome counters do not add up to rx_frames: {h.nonzero(s)}")
+    ping6_sizes(t)
+    print(f"    {len(cats)} kinds of hostile IPv6 frames, each counted once by its reason; ping -6 works after")
+    t.ustack.stop()
