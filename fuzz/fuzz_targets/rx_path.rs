@@ -4,11 +4,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stack::{Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Stack, StackConfig, VecSink};
+use stack::{Duration, IfaceId, Instant, InterfaceConfig, Ipv6Config, RxMeta, Stack, StackConfig, VecSink};
 use std::net::Ipv4Addr;
 
 fuzz_target!(|data: &[u8]| {
-    let mut s = Stack::new(StackConfig { seed: 1, reass_max_bytes: 1 << 20, ..StackConfig::default() });
+    // IPv6 addresses usable at once (no duplicate detection wait), so that
+    // IPv6 frames reach every protocol as IPv4 ones do.
+    let mut s = Stack::new(StackConfig { seed: 1, reass_max_bytes: 1 << 20, ip6_dad_count: 0, ..StackConfig::default() });
     s.add_interface(&InterfaceConfig {
         name: "p0".into(),
         mac: [2, 0, 0, 0, 0, 2],
@@ -20,9 +22,16 @@ fuzz_target!(|data: &[u8]| {
         extra_addrs: vec![Ipv4Addr::new(10, 99, 1, 3)],
     })
     .unwrap();
-    let udp = s.udp_bind("0.0.0.0:7".parse().unwrap()).unwrap();
+    s.enable_ipv6(
+        Instant::ZERO,
+        IfaceId(0),
+        &Ipv6Config { addrs: vec![("fd99:1::2".parse().unwrap(), 64)], gateway: Some("fe80::1".parse().unwrap()) },
+    )
+    .unwrap();
+    // Dual-stack sockets: IPv4 and IPv6 reach them both.
+    let udp = s.udp_bind("[::]:7".parse().unwrap()).unwrap();
     // A listener that accepts and echoes, so segments reach every TCP state.
-    let listener = s.tcp_listen("0.0.0.0:80".parse().unwrap(), 8).unwrap();
+    let listener = s.tcp_listen("[::]:80".parse().unwrap(), 8).unwrap();
     let mut conns = Vec::new();
     let mut sink = VecSink::default();
     let mut now = Instant::from_secs(1);
