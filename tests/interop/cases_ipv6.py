@@ -10,7 +10,7 @@ from harness import check
 
 SUBNETS.update({
     "ping6_af_packet": 190, "ping6_tap": 191, "dad_duplicate_af_packet": 192,
-    "hostile6_af_packet": 193,
+    "hostile6_af_packet": 193, "ping6_af_xdp_native": 194, "ping6_af_xdp_generic": 195,
 })
 
 PING_SIZES = (56, 1400, 4000, 8000)
@@ -62,6 +62,17 @@ def _(ctx):
 @test("ping6_tap")
 def _(ctx):
     ping6_test(ctx, "tap", "ping6_tap")
+
+
+def register_xdp(mode):
+    @test(f"ping6_af_xdp_{mode}")
+    def _(ctx):
+        from cases_xdp import XdpCtx
+        ping6_test(XdpCtx(ctx, mode), "af_xdp", f"ping6_af_xdp_{mode}")
+
+
+for _mode in ("native", "generic"):
+    register_xdp(_mode)
 
 
 @test("dad_duplicate_af_packet")

@@ -55,7 +55,8 @@ class XdpTopology(h.Topology):
         return False
 
     def config(self):
-        return h.ustack_config(f"af_xdp:{self.if_u}", self.ustack_ip, extra_port=self.extra_port, extra=self.extra)
+        extra_port = self.extra_port + (f"addr6={self.ustack_ip6}/64\n" if self.ipv6 else "")
+        return h.ustack_config(f"af_xdp:{self.if_u}", self.ustack_ip, extra_port=extra_port, extra=self.extra)
 
     def start(self, wait_ready=True):
         super().start(wait_ready)
