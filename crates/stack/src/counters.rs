@@ -185,6 +185,8 @@ counters! {
         ndp_hold_overflow,
         ndp_neighbor_solicits_sent,
         ndp_neighbor_adverts_sent,
+        /// Unicast solicitations checking a known neighbor (PROBE).
+        ndp_neighbor_probes_sent,
         ndp_router_solicits_sent,
         ndp_dad_probes_sent,
         /// Addresses that passed duplicate address detection.

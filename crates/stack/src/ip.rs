@@ -153,6 +153,7 @@ impl IpLayer {
         self.next_scan = now + SCAN_INTERVAL;
         let mut retries: Vec<(IfaceId, Ipv4Addr)> = Vec::new();
         let mut retries6: Vec<(IfaceId, Ipv6Addr)> = Vec::new();
+        let mut probes6: Vec<(IfaceId, Ipv6Addr)> = Vec::new();
         let counters = &mut self.counters;
         self.neighbors.poll(now, |ev| match ev {
             NeighborEvent::Retry {
@@ -163,6 +164,12 @@ impl IpLayer {
                 iface,
                 ip: IpAddr::V6(ip),
             } => retries6.push((iface, ip)),
+            NeighborEvent::Probe {
+                iface,
+                ip: IpAddr::V6(ip),
+                ..
+            } => probes6.push((iface, ip)),
+            NeighborEvent::Probe { .. } => {}
             NeighborEvent::Failed {
                 dropped,
                 ip: IpAddr::V4(_),
@@ -185,6 +192,9 @@ impl IpLayer {
         }
         for (iface, ip) in retries6 {
             self.send_neighbor_solicit(now, iface, ip, sink);
+        }
+        for (iface, ip) in probes6 {
+            self.send_neighbor_probe(now, iface, ip, sink);
         }
         self.counters.ipv4_reassembly_timeout += self.reass_v4.poll(now) as u64;
         self.counters.ipv6_reassembly_timeout += self.reass_v6.poll(now) as u64;

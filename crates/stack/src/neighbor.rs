@@ -1,5 +1,11 @@
-//! The neighbor cache (ARP now, NDP later): IP address -> link address, with
-//! aging, retries and a bounded queue of packets waiting for resolution.
+//! The neighbor cache: IP address -> link address, with aging, retries and
+//! a bounded queue of packets waiting for resolution.
+//!
+//! An IPv4 (ARP) entry is incomplete or reachable until it expires.  An
+//! IPv6 entry follows RFC 4861 7.3.2: INCOMPLETE, REACHABLE for
+//! ReachableTime, then STALE (still used); the first packet sent to a
+//! stale neighbor starts DELAY, which becomes PROBE (unicast
+//! solicitations) unless an advertisement confirms the neighbor first.
 
 use std::collections::VecDeque;
 
@@ -32,6 +38,53 @@ enum State {
         mac: [u8; 6],
         expires: Instant,
     },
+    /// IPv6: not confirmed lately, still used; forgotten at `expires`.
+    Stale {
+        mac: [u8; 6],
+        expires: Instant,
+    },
+    /// IPv6: a packet went to a stale neighbor; probe at `until` unless
+    /// it is confirmed first.
+    Delay {
+        mac: [u8; 6],
+        until: Instant,
+    },
+    /// IPv6: unicast solicitations under way.
+    Probe {
+        mac: [u8; 6],
+        sent: u32,
+        next: Instant,
+    },
+}
+
+impl State {
+    /// The link address packets go to now, if any.
+    fn mac(&self) -> Option<[u8; 6]> {
+        match self {
+            State::Incomplete { .. } => None,
+            State::Reachable { mac, .. }
+            | State::Stale { mac, .. }
+            | State::Delay { mac, .. }
+            | State::Probe { mac, .. } => Some(*mac),
+        }
+    }
+}
+
+/// RFC 4861 10: REACHABLE_TIME, DELAY_FIRST_PROBE_TIME, RETRANS_TIMER and
+/// MAX_UNICAST_SOLICIT.
+pub const NDP_REACHABLE_TIME: Duration = Duration::from_secs(30);
+pub const NDP_DELAY_FIRST_PROBE: Duration = Duration::from_secs(5);
+pub const NDP_RETRANS_TIMER: Duration = Duration::from_secs(1);
+pub const NDP_MAX_UNICAST_SOLICIT: u32 = 3;
+
+/// What an NDP message says of its sender or target (RFC 4861 7.2.3-7.2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NdpNews {
+    /// A solicitation's or advertisement's source link-layer option, or a
+    /// router advertisement's: the neighbor exists at that address.
+    Source,
+    /// A neighbor advertisement's target option with its flags.
+    Advert { solicited: bool, override_: bool },
 }
 
 /// What [`NeighborCache::lookup`] found.
@@ -70,6 +123,12 @@ pub struct Learned {
 pub enum NeighborEvent {
     /// Send another request for this neighbor.
     Retry { iface: IfaceId, ip: IpAddr },
+    /// IPv6: send a unicast solicitation to this neighbor at `mac`.
+    Probe {
+        iface: IfaceId,
+        ip: IpAddr,
+        mac: [u8; 6],
+    },
     /// The neighbor did not answer; `dropped` held packets were discarded.
     Failed {
         iface: IfaceId,
@@ -109,8 +168,108 @@ impl NeighborCache {
         match self.entries.get(&(iface, ip)) {
             Some(State::Reachable { mac, expires }) if *expires > now => Lookup::Found(*mac),
             Some(State::Incomplete { .. }) => Lookup::Pending,
+            Some(s @ (State::Stale { .. } | State::Delay { .. } | State::Probe { .. })) => {
+                s.mac().map_or(Lookup::Missing, Lookup::Found)
+            }
             _ => Lookup::Missing,
         }
+    }
+
+    /// [`lookup`](Self::lookup) for a packet about to be sent to an IPv6
+    /// neighbor: a stale one enters DELAY (RFC 4861 7.3.3), and an expired
+    /// reachable one is stale.
+    pub fn lookup_to_send(&mut self, iface: IfaceId, ip: IpAddr, now: Instant) -> Lookup {
+        let Some(state) = self.entries.get_mut(&(iface, ip)) else {
+            return Lookup::Missing;
+        };
+        match *state {
+            State::Incomplete { .. } => Lookup::Pending,
+            State::Reachable { mac, expires } if expires > now => Lookup::Found(mac),
+            State::Reachable { mac, .. } | State::Stale { mac, .. } => {
+                *state = State::Delay {
+                    mac,
+                    until: now + NDP_DELAY_FIRST_PROBE,
+                };
+                Lookup::Found(mac)
+            }
+            State::Delay { mac, .. } | State::Probe { mac, .. } => Lookup::Found(mac),
+        }
+    }
+
+    /// Records what an NDP message says of neighbor `ip` (RFC 4861 7.2.3,
+    /// 7.2.5, 7.3.3).  `create` makes an entry that does not exist (a
+    /// solicitation or router advertisement to us); an advertisement
+    /// updates only an entry we have.
+    pub fn learn_ndp(
+        &mut self,
+        iface: IfaceId,
+        ip: IpAddr,
+        mac: [u8; 6],
+        news: NdpNews,
+        now: Instant,
+    ) -> Learned {
+        let mut out = Learned::default();
+        let key = (iface, ip);
+        let stale = State::Stale {
+            mac,
+            expires: now + self.cfg.max_age,
+        };
+        let reachable = State::Reachable {
+            mac,
+            expires: now + NDP_REACHABLE_TIME,
+        };
+        let Some(state) = self.entries.get_mut(&key) else {
+            if news == NdpNews::Source {
+                self.epoch += 1;
+                out.evicted = self.make_room();
+                self.entries.insert(key, stale);
+            }
+            return out;
+        };
+        let old_mac = state.mac();
+        let next = match (news, &*state) {
+            (NdpNews::Source, State::Incomplete { .. }) => Some(stale),
+            (NdpNews::Source, _) if old_mac != Some(mac) => Some(stale),
+            (NdpNews::Source, _) => None,
+            (NdpNews::Advert { solicited, .. }, State::Incomplete { .. }) => {
+                Some(if solicited { reachable } else { stale })
+            }
+            // A different address without override: the entry we have
+            // stands, but is no longer trusted (RFC 4861 7.2.5).
+            (
+                NdpNews::Advert {
+                    override_: false, ..
+                },
+                State::Reachable { mac: m, .. },
+            ) if old_mac != Some(mac) => Some(State::Stale {
+                mac: *m,
+                expires: now + self.cfg.max_age,
+            }),
+            (
+                NdpNews::Advert {
+                    override_: false, ..
+                },
+                _,
+            ) if old_mac != Some(mac) => None,
+            (
+                NdpNews::Advert {
+                    solicited: true, ..
+                },
+                _,
+            ) => Some(reachable),
+            (NdpNews::Advert { .. }, _) if old_mac != Some(mac) => Some(stale),
+            (NdpNews::Advert { .. }, _) => None,
+        };
+        if let Some(next) = next {
+            self.epoch += 1;
+            let old = core::mem::replace(state, next);
+            if let State::Incomplete { held, .. } = old {
+                out.released = held.into();
+            } else {
+                out.changed = old_mac != state.mac();
+            }
+        }
+        out
     }
 
     /// A reachable neighbor's link address and when that stops being
@@ -141,7 +300,7 @@ impl NeighborCache {
             next_retry: now,
             held: VecDeque::new(),
         });
-        if let State::Reachable { .. } = state {
+        if !matches!(state, State::Incomplete { .. }) {
             // Callers hold only after a miss, so this entry has expired.
             *state = State::Incomplete {
                 sent: 0,
@@ -193,7 +352,7 @@ impl NeighborCache {
                 let old = core::mem::replace(state, State::Reachable { mac, expires });
                 match old {
                     State::Incomplete { held, .. } => out.released = held.into(),
-                    State::Reachable { mac: old_mac, .. } => out.changed = old_mac != mac,
+                    other => out.changed = other.mac() != Some(mac),
                 }
             }
             None if create => {
@@ -214,8 +373,59 @@ impl NeighborCache {
     /// Runs retries and aging.
     pub fn poll(&mut self, now: Instant, mut event: impl FnMut(NeighborEvent)) {
         let cfg = self.cfg;
+        let mut changed = false;
         self.entries.retain(|&(iface, ip), state| match state {
-            State::Reachable { expires, .. } => *expires > now,
+            // An IPv6 neighbor not confirmed for ReachableTime is stale,
+            // not gone (RFC 4861 7.3.2); an IPv4 one is asked for again.
+            State::Reachable { mac, expires } => {
+                if *expires > now {
+                    return true;
+                }
+                if ip.is_ipv6() {
+                    *state = State::Stale {
+                        mac: *mac,
+                        expires: now + cfg.max_age,
+                    };
+                    return true;
+                }
+                false
+            }
+            State::Stale { expires, .. } => *expires > now,
+            State::Delay { mac, until } => {
+                if *until > now {
+                    return true;
+                }
+                let mac = *mac;
+                *state = State::Probe {
+                    mac,
+                    sent: 1,
+                    next: now + NDP_RETRANS_TIMER,
+                };
+                event(NeighborEvent::Probe { iface, ip, mac });
+                true
+            }
+            State::Probe { mac, sent, next } => {
+                if *next > now {
+                    return true;
+                }
+                if *sent >= NDP_MAX_UNICAST_SOLICIT {
+                    changed = true;
+                    event(NeighborEvent::Failed {
+                        iface,
+                        ip,
+                        dropped: 0,
+                    });
+                    return false;
+                }
+                *sent += 1;
+                *next = now + NDP_RETRANS_TIMER;
+                event(NeighborEvent::Probe {
+                    iface,
+                    ip,
+                    mac: *mac,
+                });
+                true
+            }
             State::Incomplete {
                 sent,
                 next_retry,
@@ -238,6 +448,9 @@ impl NeighborCache {
                 true
             }
         });
+        if changed {
+            self.epoch += 1;
+        }
     }
 
     /// The earliest time [`poll`](Self::poll) has work.
@@ -245,8 +458,10 @@ impl NeighborCache {
         self.entries
             .values()
             .map(|s| match s {
-                State::Reachable { expires, .. } => *expires,
+                State::Reachable { expires, .. } | State::Stale { expires, .. } => *expires,
                 State::Incomplete { next_retry, .. } => *next_retry,
+                State::Delay { until, .. } => *until,
+                State::Probe { next, .. } => *next,
             })
             .min()
     }
@@ -256,7 +471,10 @@ impl NeighborCache {
         &self,
     ) -> impl Iterator<Item = (IfaceId, IpAddr, Option<[u8; 6]>, Option<Instant>)> + '_ {
         self.entries.iter().map(|(&(iface, ip), s)| match s {
-            State::Reachable { mac, expires } => (iface, ip, Some(*mac), Some(*expires)),
+            State::Reachable { mac, expires } | State::Stale { mac, expires } => {
+                (iface, ip, Some(*mac), Some(*expires))
+            }
+            State::Delay { mac, .. } | State::Probe { mac, .. } => (iface, ip, Some(*mac), None),
             State::Incomplete { .. } => (iface, ip, None, None),
         })
     }
@@ -270,7 +488,7 @@ impl NeighborCache {
         let victim = self
             .entries
             .iter()
-            .find(|(_, s)| matches!(s, State::Reachable { .. }))
+            .find(|(_, s)| !matches!(s, State::Incomplete { .. }))
             .or_else(|| self.entries.iter().next())
             .map(|(k, _)| *k);
         if let Some(k) = victim {
@@ -381,5 +599,122 @@ mod tests {
         assert!(c.learn(I, ip(3), MAC, t, true).evicted);
         assert_eq!(c.len(), 2);
         assert_eq!(c.lookup(I, ip(3), t), Lookup::Found(MAC));
+    }
+
+    fn ip6(last: u16) -> IpAddr {
+        IpAddr::V6(core::net::Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, last))
+    }
+
+    fn events(c: &mut NeighborCache, now: Instant) -> Vec<NeighborEvent> {
+        let mut out = Vec::new();
+        c.poll(now, |e| out.push(e));
+        out
+    }
+
+    const SOLICITED: NdpNews = NdpNews::Advert {
+        solicited: true,
+        override_: true,
+    };
+
+    #[test]
+    fn an_ipv6_neighbor_goes_stale_then_delay_then_probe_then_away() {
+        let mut c = cache(8, 4);
+        let t0 = Instant::ZERO;
+        assert!(c.hold(I, ip6(1), t0, vec![1]).send_request);
+        let l = c.learn_ndp(I, ip6(1), MAC, SOLICITED, t0);
+        assert_eq!(l.released, vec![vec![1]]);
+        // REACHABLE for ReachableTime, then STALE, still used.
+        let t1 = t0 + NDP_REACHABLE_TIME;
+        assert!(events(&mut c, t1).is_empty());
+        assert_eq!(c.lookup(I, ip6(1), t1), Lookup::Found(MAC));
+        // A packet to it starts DELAY; no probe before its end.
+        assert_eq!(c.lookup_to_send(I, ip6(1), t1), Lookup::Found(MAC));
+        assert!(events(&mut c, t1 + Duration::from_secs(4)).is_empty());
+        // Then unicast probes, one a second, and the entry goes.
+        let mut t = t1 + NDP_DELAY_FIRST_PROBE;
+        for _ in 0..NDP_MAX_UNICAST_SOLICIT {
+            assert_eq!(
+                events(&mut c, t),
+                vec![NeighborEvent::Probe {
+                    iface: I,
+                    ip: ip6(1),
+                    mac: MAC
+                }]
+            );
+            assert_eq!(
+                c.lookup(I, ip6(1), t),
+                Lookup::Found(MAC),
+                "used while probed"
+            );
+            t += NDP_RETRANS_TIMER;
+        }
+        assert_eq!(
+            events(&mut c, t),
+            vec![NeighborEvent::Failed {
+                iface: I,
+                ip: ip6(1),
+                dropped: 0
+            }]
+        );
+        assert_eq!(c.lookup(I, ip6(1), t), Lookup::Missing);
+    }
+
+    #[test]
+    fn a_solicited_advert_confirms_a_probed_neighbor() {
+        let mut c = cache(8, 4);
+        let t0 = Instant::ZERO;
+        c.learn_ndp(I, ip6(1), MAC, NdpNews::Source, t0);
+        assert_eq!(c.lookup_to_send(I, ip6(1), t0), Lookup::Found(MAC));
+        let t = t0 + NDP_DELAY_FIRST_PROBE;
+        assert_eq!(events(&mut c, t).len(), 1);
+        c.learn_ndp(I, ip6(1), MAC, SOLICITED, t);
+        // Reachable again: nothing until ReachableTime has passed.
+        assert!(events(&mut c, t + Duration::from_secs(29)).is_empty());
+        assert_eq!(c.lookup_to_send(I, ip6(1), t), Lookup::Found(MAC));
+    }
+
+    #[test]
+    fn adverts_follow_rfc_4861_7_2_5() {
+        let mut c = cache(8, 4);
+        let t = Instant::ZERO;
+        let other = [2, 0, 0, 0, 0, 10];
+        // An advertisement creates nothing.
+        c.learn_ndp(I, ip6(1), MAC, SOLICITED, t);
+        assert!(c.is_empty());
+        // A solicitation's source option creates a STALE entry.
+        c.learn_ndp(I, ip6(1), MAC, NdpNews::Source, t);
+        assert_eq!(c.lookup(I, ip6(1), t), Lookup::Found(MAC));
+        c.learn_ndp(I, ip6(1), MAC, SOLICITED, t);
+        // Without override, another address does not replace a reachable
+        // entry's.
+        let no_override = NdpNews::Advert {
+            solicited: false,
+            override_: false,
+        };
+        let l = c.learn_ndp(I, ip6(1), other, no_override, t);
+        assert!(!l.changed);
+        assert_eq!(c.lookup(I, ip6(1), t), Lookup::Found(MAC));
+        // With override it does.
+        let l = c.learn_ndp(
+            I,
+            ip6(1),
+            other,
+            NdpNews::Advert {
+                solicited: false,
+                override_: true,
+            },
+            t,
+        );
+        assert!(l.changed);
+        assert_eq!(c.lookup(I, ip6(1), t), Lookup::Found(other));
+    }
+
+    #[test]
+    fn ipv4_entries_still_expire_outright() {
+        let mut c = cache(8, 4);
+        let t = Instant::ZERO;
+        c.learn(I, ip(1), MAC, t, true);
+        assert!(events(&mut c, t + Duration::from_secs(60)).is_empty());
+        assert!(c.is_empty());
     }
 }

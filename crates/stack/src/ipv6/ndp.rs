@@ -14,7 +14,7 @@ use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::ipv6::addr::{solicited_node, AddrState, ALL_NODES, ALL_ROUTERS};
 use crate::ipv6::{Ipv6Datagram, Ipv6Send};
-use crate::neighbor::Learned;
+use crate::neighbor::{Learned, NdpNews};
 use crate::route::{IpCidr, Route};
 use crate::sink::FrameSink;
 use crate::time::{Duration, Instant};
@@ -41,8 +41,16 @@ impl IpLayer {
             Icmpv6Repr::NeighborAdvert {
                 target_addr,
                 options,
+                solicited,
+                override_,
                 ..
-            } => self.neighbor_advert_input(now, d, target_addr, options, sink),
+            } => {
+                let news = NdpNews::Advert {
+                    solicited,
+                    override_,
+                };
+                self.neighbor_advert_input(now, d, target_addr, options, news, sink)
+            }
             Icmpv6Repr::RouterAdvert {
                 router_lifetime,
                 options,
@@ -97,9 +105,13 @@ impl IpLayer {
             if let Some(mac) = find_lladdr(options, false) {
                 // RFC 4861 7.2.3: the solicitation tells us the sender's
                 // link address.
-                let learned = self
-                    .neighbors
-                    .learn(d.iface, IpAddr::V6(d.src), mac.0, now, true);
+                let learned = self.neighbors.learn_ndp(
+                    d.iface,
+                    IpAddr::V6(d.src),
+                    mac.0,
+                    NdpNews::Source,
+                    now,
+                );
                 self.after_learning(now, d.iface, mac, learned, sink);
             }
         }
@@ -119,6 +131,7 @@ impl IpLayer {
         d: &Ipv6Datagram<'_>,
         target: Ipv6Addr,
         options: &[u8],
+        news: NdpNews,
         sink: &mut dyn FrameSink,
     ) {
         let ours = self
@@ -152,7 +165,7 @@ impl IpLayer {
         }
         let learned = self
             .neighbors
-            .learn(d.iface, IpAddr::V6(target), mac.0, now, false);
+            .learn_ndp(d.iface, IpAddr::V6(target), mac.0, news, now);
         self.after_learning(now, d.iface, mac, learned, sink);
     }
 
@@ -166,9 +179,9 @@ impl IpLayer {
     ) {
         self.counters.rx_accept_ndp_router_advert += 1;
         if let Some(mac) = find_lladdr(options, false).filter(|m| m.is_unicast()) {
-            let learned = self
-                .neighbors
-                .learn(d.iface, IpAddr::V6(d.src), mac.0, now, true);
+            let learned =
+                self.neighbors
+                    .learn_ndp(d.iface, IpAddr::V6(d.src), mac.0, NdpNews::Source, now);
             self.after_learning(now, d.iface, mac, learned, sink);
         }
         let accept = self.cfg.ip6_accept_rtadv;
@@ -273,6 +286,36 @@ impl IpLayer {
         );
         if sent {
             self.counters.ndp_neighbor_solicits_sent += 1;
+        }
+        sent
+    }
+
+    /// Checks that a neighbor we know is still there (RFC 4861 7.3.3,
+    /// PROBE): a solicitation sent to it alone.
+    pub(crate) fn send_neighbor_probe(
+        &mut self,
+        now: Instant,
+        iface: IfaceId,
+        target: Ipv6Addr,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        let Some(mac) = self.interface(iface).map(|i| EthernetAddress(i.mac)) else {
+            return false;
+        };
+        let option = source_lladdr_option(mac);
+        let sent = self.send_ndp(
+            now,
+            iface,
+            None,
+            target,
+            Icmpv6Repr::NeighborSolicit {
+                target_addr: target,
+                options: &option,
+            },
+            sink,
+        );
+        if sent {
+            self.counters.ndp_neighbor_probes_sent += 1;
         }
         sent
     }

@@ -141,7 +141,10 @@ impl IpLayer {
         let dst_mac = if hdr.dst.is_multicast() {
             Some(EthernetAddress(multicast_mac(hdr.dst)))
         } else {
-            match self.neighbors.lookup(iface, IpAddr::V6(neighbor), now) {
+            match self
+                .neighbors
+                .lookup_to_send(iface, IpAddr::V6(neighbor), now)
+            {
                 Lookup::Found(mac) => Some(EthernetAddress(mac)),
                 Lookup::Pending | Lookup::Missing => None,
             }
