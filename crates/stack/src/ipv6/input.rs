@@ -6,6 +6,7 @@ use core::net::{IpAddr, Ipv6Addr};
 
 use wire::ip::IpProtocol;
 use wire::ipv6::{walk_extension_headers, Ipv6HeaderChain, Ipv6Packet};
+use wire::tcp::TcpPacket;
 use wire::Error as WireError;
 
 use crate::iface::IfaceId;
@@ -13,6 +14,7 @@ use crate::ip::L4Datagram;
 use crate::reassembly::ReassemblyError;
 use crate::sink::{FrameSink, RxMeta};
 use crate::stack::Stack;
+use crate::tcp::fast_input::verified_meta;
 use crate::time::Instant;
 
 /// A received IPv6 packet, whole (reassembled if it came in fragments),
@@ -212,7 +214,7 @@ impl Stack {
                         .send_icmpv6_error(now, d, Icmpv6Error::PortUnreachable, sink);
                 }
             }
-            IpProtocol::Tcp => self.tcp_input_general(now, &d.l4(), sink),
+            IpProtocol::Tcp => self.ipv6_tcp_input(now, d, sink),
             IpProtocol::Ipv6NoNxt => self.ip.counters.rx_accept_ipv6_no_next_header += 1,
             _ => {
                 self.ip.counters.rx_drop_ipv6_unknown_protocol += 1;
@@ -221,6 +223,26 @@ impl Stack {
                     .send_icmpv6_error(now, d, Icmpv6Error::UnknownNextHeader, sink);
             }
         }
+    }
+}
+
+impl Stack {
+    /// TCP over IPv6: header prediction first, as over IPv4.
+    fn ipv6_tcp_input(&mut self, now: Instant, d: &Ipv6Datagram<'_>, sink: &mut dyn FrameSink) {
+        if !self.ip.cfg.tcp.fast_path || d.dst.is_multicast() {
+            return self.tcp_input_general(now, &d.l4(), sink);
+        }
+        let verified = d.meta.csum_partial
+            || TcpPacket::new_unchecked(d.payload)
+                .verify_checksum(&IpAddr::V6(d.src), &IpAddr::V6(d.dst));
+        if verified && self.tcp_input_predicted_v6(now, (d.src, d.dst), d.payload, sink) {
+            return;
+        }
+        let l4 = L4Datagram {
+            meta: verified_meta(d.meta, verified),
+            ..d.l4()
+        };
+        self.tcp_input_general(now, &l4, sink);
     }
 }
 

@@ -1,7 +1,7 @@
 //! The TCP socket calls of a stack, and the dispatch of received segments
 //! to connections and listeners.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use wire::tcp::{SeqNumber, TcpPacket, TcpRepr};
 use wire::{ChecksumMode, Error as WireError};
@@ -287,6 +287,37 @@ impl Stack {
             return false;
         };
         let key = ConnKey::v4((dst, seg.dst_port), (src, seg.src_port));
+        self.tcp_take_predicted(now, key, &seg, sink)
+    }
+
+    /// [`tcp_input_predicted`](Self::tcp_input_predicted) over IPv6.
+    pub(crate) fn tcp_input_predicted_v6(
+        &mut self,
+        now: Instant,
+        (src, dst): (Ipv6Addr, Ipv6Addr),
+        payload: &[u8],
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        let Some(seg) = PredictedSegment::parse(payload) else {
+            return false;
+        };
+        let key = ConnKey::new(
+            SocketAddr::new(IpAddr::V6(dst), seg.dst_port),
+            SocketAddr::new(IpAddr::V6(src), seg.src_port),
+        );
+        self.tcp_take_predicted(now, key, &seg, sink)
+    }
+
+    /// The family-neutral part of header prediction: the connection of
+    /// `key` takes `seg` if it is the one it expects.
+    #[inline(always)]
+    fn tcp_take_predicted(
+        &mut self,
+        now: Instant,
+        key: ConnKey,
+        seg: &PredictedSegment<'_>,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
         let Some(index) = self.sockets.tcp_conns.get(&key) else {
             return false;
         };
@@ -296,7 +327,7 @@ impl Stack {
         // The lender's target is only read when a payload is placed, which
         // happens only once the segment is taken.
         self.tcp.lend.target(index);
-        if !conn.input_predicted(now, &seg, &mut self.ip, &mut self.tcp, sink) {
+        if !conn.input_predicted(now, seg, &mut self.ip, &mut self.tcp, sink) {
             return false;
         }
         self.ip.counters.tcp_segments_received += 1;

@@ -9,7 +9,7 @@ mod byte_ring;
 pub mod cc;
 pub(crate) mod conn;
 mod deadlines;
-mod fast_input;
+pub(crate) mod fast_input;
 mod fast_output;
 mod input;
 pub mod isn;
