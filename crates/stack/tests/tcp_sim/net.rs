@@ -2,10 +2,11 @@
 //! each direction, virtual time that jumps to the next event, a trace of
 //! the last frames and a hash of every frame delivered.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt::{self, Write as _};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -13,8 +14,8 @@ use stack::rand::Rng;
 
 use crate::monitor::Monitor;
 use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, LendLimits, LentFrame, RxFrame, RxMeta, Shutdown,
-    SocketError, SocketHandle, Stack, StackConfig, TcpInfo, TcpState, VecSink,
+    Duration, IfaceId, Instant, InterfaceConfig, Ipv6Config, LendLimits, LentFrame, RxFrame,
+    RxMeta, Shutdown, SocketError, SocketHandle, Stack, StackConfig, TcpInfo, TcpState, VecSink,
 };
 
 pub const IF0: IfaceId = IfaceId(0);
@@ -219,12 +220,34 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
-pub fn host_ip(i: usize) -> Ipv4Addr {
+thread_local! {
+    static IPV6: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The runs of this thread use IPv6 addresses (`run_seed_with` draws it
+/// from the seed).
+pub fn use_ipv6(on: bool) {
+    IPV6.with(|c| c.set(on));
+}
+
+pub fn ipv6() -> bool {
+    IPV6.with(Cell::get)
+}
+
+pub fn host_ip4(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 99, 1, i as u8 + 1)
 }
 
+pub fn host_ip6(i: usize) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd99, 0, 0, 1, 0, 0, 0, i as u16 + 1)
+}
+
 pub fn addr(i: usize, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(host_ip(i)), port)
+    if ipv6() {
+        SocketAddr::new(IpAddr::V6(host_ip6(i)), port)
+    } else {
+        SocketAddr::new(IpAddr::V4(host_ip4(i)), port)
+    }
 }
 
 impl Net {
@@ -247,20 +270,36 @@ impl Net {
             .into_iter()
             .zip(mtus)
             .enumerate()
-            .map(|(i, (cfg, mtu))| {
+            .map(|(i, (mut cfg, mtu))| {
+                // Addresses usable at once, no router solicitations: only
+                // the flows' frames and neighbor discovery on the wire.
+                cfg.ip6_dad_count = 0;
+                cfg.ip6_accept_rtadv = false;
                 let mut stack = Stack::new(cfg);
                 stack
                     .add_interface(&InterfaceConfig {
                         name: format!("sim{i}"),
                         mac: [2, 0, 0, 0, 0, i as u8 + 1],
                         mtu,
-                        addr: host_ip(i),
+                        addr: host_ip4(i),
                         prefix_len: 24,
                         broadcast: None,
                         gateway: None,
                         extra_addrs: vec![],
                     })
                     .expect("interface");
+                if ipv6() {
+                    stack
+                        .enable_ipv6(
+                            Instant::ZERO,
+                            IF0,
+                            &Ipv6Config {
+                                addrs: vec![(host_ip6(i), 64)],
+                                gateway: None,
+                            },
+                        )
+                        .expect("IPv6");
+                }
                 if let Some(l) = &lending {
                     stack.set_rx_lending(IF0, l.limits);
                 }
@@ -764,21 +803,35 @@ impl TraceEntry {
 /// multicast bit, which the stack drops), or in the padding after the IP
 /// packet.
 fn harmless_flip(frame: &[u8], byte: usize, bit: u32) -> bool {
-    let ip_end = match frame.get(16..18) {
-        Some(l) if frame[12..14] == [0x08, 0x00] => {
+    let ipv6 = frame.get(12..14) == Some(&[0x86, 0xdd]);
+    let ip_end = match (frame.get(16..18), frame.get(18..20)) {
+        (Some(l), _) if frame[12..14] == [0x08, 0x00] => {
             14 + usize::from(u16::from_be_bytes([l[0], l[1]]))
         }
+        (_, Some(l)) if ipv6 => 54 + usize::from(u16::from_be_bytes([l[0], l[1]])),
         _ => frame.len(),
     };
-    (6..12).contains(&byte) && !(byte == 6 && bit == 0) || byte >= ip_end
+    // IPv6 has no header checksum: its traffic class and flow label (and
+    // over TCP, its hop limit) reach no check.
+    let ipv6_unchecked = ipv6
+        && ((byte == 14 && bit < 4)
+            || (15..18).contains(&byte)
+            || (byte == 21 && frame.get(20) == Some(&6)));
+    (6..12).contains(&byte) && !(byte == 6 && bit == 0) || byte >= ip_end || ipv6_unchecked
 }
 
 fn is_arp(frame: &[u8]) -> bool {
     frame.len() >= 14 && frame[12..14] == [0x08, 0x06]
 }
 
-/// The TCP segment of an IPv4 frame: (its offset, the end of the packet).
+/// The TCP segment of an IPv4 or IPv6 frame (IPv6 without extension
+/// headers, as the stack sends): (its offset, the end of the packet).
 pub fn tcp_bounds(frame: &[u8]) -> Option<(usize, usize)> {
+    if frame.len() >= 54 && frame[12..14] == [0x86, 0xdd] && frame[20] == 6 {
+        let payload = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
+        let end = (54 + payload).min(frame.len());
+        return (end >= 54 + 20).then_some((54, end));
+    }
     if frame.len() < 34 || frame[12..14] != [0x08, 0x00] || frame[23] != 6 {
         return None;
     }
