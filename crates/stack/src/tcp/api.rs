@@ -155,7 +155,16 @@ impl Stack {
                 conn.drop_template();
                 self.ip.counters.tcp_path_mtu_lowered += 1;
                 if conn.snd_una != conn.snd_max {
-                    conn.retransmit_head(now, &mut self.ip, sink);
+                    if conn.recovery_point.is_none() {
+                        // Every segment in flight was too big: all of it
+                        // goes again at once in the new size, within the
+                        // window (Linux's tcp_simple_retransmit), without
+                        // the congestion response of a loss.
+                        conn.rtt_probe = None;
+                        conn.snd_nxt = conn.snd_una;
+                    } else {
+                        conn.retransmit_head(now, &mut self.ip, sink);
+                    }
                 }
                 conn.output(now, &mut self.ip, &mut self.tcp, sink);
             }

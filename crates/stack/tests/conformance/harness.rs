@@ -21,18 +21,21 @@
 
 #![allow(dead_code)] // a toolbox: not every script uses every tool
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::{self, Write as _};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, SocketError, SocketHandle, Stack,
-    StackConfig, TcpInfo, TcpState, VecSink,
+    Duration, IfaceId, Instant, InterfaceConfig, Ipv6Config, RxMeta, SocketError, SocketHandle,
+    Stack, StackConfig, TcpInfo, TcpState, VecSink,
 };
 use wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+use wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
 use wire::ip::IpProtocol;
 use wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use wire::tcp::{SeqNumber, TcpFlags, TcpPacket, TcpRepr};
 use wire::ChecksumMode;
 
@@ -46,6 +49,54 @@ pub const STACK_PORT: u16 = 8080;
 /// connects to for active ones).
 pub const PEER_PORT: u16 = 40000;
 const IF0: IfaceId = IfaceId(0);
+
+thread_local! {
+    static IPV6: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `script` with its stack and peer speaking IPv6: the scripts name
+/// hosts by IPv4 address, and each such address stands for the IPv6
+/// address that ends in it (`fd99::a.b.c.d`).  Neighbor discovery takes
+/// ARP's place.
+pub fn over_ipv6(script: fn()) {
+    IPV6.with(|c| c.set(true));
+    script();
+    IPV6.with(|c| c.set(false));
+}
+
+fn ipv6() -> bool {
+    IPV6.with(Cell::get)
+}
+
+/// The IPv6 address an IPv4 host address stands for.
+pub fn v6_of(ip: Ipv4Addr) -> Ipv6Addr {
+    Ipv6Addr::from((0xfd99_u128 << 112) | u128::from(u32::from(ip)))
+}
+
+/// The host an IPv6 address of a script stands for.
+fn v4_of(ip: Ipv6Addr) -> Ipv4Addr {
+    let o = ip.octets();
+    Ipv4Addr::new(o[12], o[13], o[14], o[15])
+}
+
+/// A host's address in the script's family.
+pub fn ip_of(ip: Ipv4Addr) -> IpAddr {
+    if ipv6() {
+        IpAddr::V6(v6_of(ip))
+    } else {
+        IpAddr::V4(ip)
+    }
+}
+
+/// A peer's MAC: the default peer's, or one made from its address.
+fn peer_mac(ip: Ipv4Addr) -> [u8; 6] {
+    if ip == PEER_IP {
+        PEER_MAC
+    } else {
+        let o = ip.octets();
+        [2, 0, 0, o[1], o[2], o[3]]
+    }
+}
 
 /// Checks a condition, failing the script with the conversation:
 /// `check!(s, s.recv(c, 10) == Ok(vec![]), "EOF")`.
@@ -311,6 +362,8 @@ pub struct Script {
     last_tsval: HashMap<FlowKey, u32>,
     /// The default flow: (stack port, peer port).
     pub flow: (u16, u16),
+    /// The frame `expect` took last, for quoting in ICMP errors.
+    last_expected: Vec<u8>,
 }
 
 fn flags_str(f: TcpFlags) -> String {
@@ -427,13 +480,20 @@ impl Script {
             seed: 7,
             ..StackConfig::default()
         };
+        // Over IPv6, addresses in use at once and no router solicitation:
+        // the scripts see only their own segments.
+        cfg.ip6_dad_count = 0;
+        cfg.ip6_accept_rtadv = false;
         tune(&mut cfg);
         let mut stack = Stack::new(cfg);
         stack
             .add_interface(&InterfaceConfig {
                 name: "p0".into(),
                 mac: STACK_MAC,
-                mtu,
+                // Over IPv6, 20 bytes more: the IPv6 header is 20 bytes
+                // longer than IPv4's, so the MSS, and every segment size
+                // the scripts name, stays the same.
+                mtu: if ipv6() { mtu + 20 } else { mtu },
                 addr: STACK_IP,
                 prefix_len: 24,
                 broadcast: None,
@@ -450,14 +510,69 @@ impl Script {
             isn: HashMap::new(),
             last_tsval: HashMap::new(),
             flow: (STACK_PORT, PEER_PORT),
+            last_expected: Vec::new(),
         };
-        // The peer asks for our address: the stack learns the peer's MAC
-        // (RFC 826) and answers; the answer is not part of any script.
-        let arp = s.arp_frame(ArpOperation::Request, PEER_IP, PEER_MAC, STACK_IP, [0; 6]);
-        s.stack
-            .receive(s.now, IF0, &arp, RxMeta::default(), &mut s.sink);
+        if ipv6() {
+            s.stack
+                .enable_ipv6(
+                    s.now,
+                    IF0,
+                    &Ipv6Config {
+                        addrs: vec![(v6_of(STACK_IP), 64)],
+                        gateway: None,
+                    },
+                )
+                .expect("IPv6");
+            // The peer asks for our address: the stack learns the peer's
+            // MAC (RFC 4861 7.2.3) and answers; not part of any script.
+            let ns = s.ndp_frame(
+                PEER_IP,
+                Icmpv6Repr::NeighborSolicit {
+                    target_addr: v6_of(STACK_IP),
+                    options: &wire::ndp::source_lladdr_option(EthernetAddress(PEER_MAC)),
+                },
+            );
+            s.stack
+                .receive(s.now, IF0, &ns, RxMeta::default(), &mut s.sink);
+        } else {
+            // The peer asks for our address: the stack learns the peer's
+            // MAC (RFC 826) and answers; not part of any script.
+            let arp = s.arp_frame(ArpOperation::Request, PEER_IP, PEER_MAC, STACK_IP, [0; 6]);
+            s.stack
+                .receive(s.now, IF0, &arp, RxMeta::default(), &mut s.sink);
+        }
         s.sink.frames.clear();
         s
+    }
+
+    /// An NDP message from host `from` to the stack (hop limit 255).
+    fn ndp_frame(&self, from: Ipv4Addr, msg: Icmpv6Repr<'_>) -> Vec<u8> {
+        self.ndp_frame_hop(from, 255, msg)
+    }
+
+    /// An ICMPv6 message from host `from` to the stack.
+    fn ndp_frame_hop(&self, from: Ipv4Addr, hop_limit: u8, msg: Icmpv6Repr<'_>) -> Vec<u8> {
+        let (src, dst) = (v6_of(from), v6_of(STACK_IP));
+        let len = msg.buffer_len();
+        let mut buf = vec![0u8; 14 + 40 + len];
+        EthernetRepr {
+            src_addr: EthernetAddress(peer_mac(from)),
+            dst_addr: EthernetAddress(STACK_MAC),
+            ethertype: EtherType::Ipv6,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Icmpv6,
+            payload_len: len,
+            hop_limit,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+        .emit(&mut Ipv6Packet::new_unchecked(&mut buf[14..54]));
+        msg.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[54..]), &src, &dst);
+        buf
     }
 
     fn arp_frame(
@@ -571,6 +686,26 @@ impl Script {
                 return;
             }
             for (_, f) in frames {
+                if let Some(target) = neighbor_solicit_target(&f) {
+                    // Resolution or a reachability probe: the peer answers.
+                    let target = v4_of(target);
+                    self.note(format!("NDP who-has {}: answered", v6_of(target)));
+                    let na = self.ndp_frame(
+                        target,
+                        Icmpv6Repr::NeighborAdvert {
+                            router: false,
+                            solicited: true,
+                            override_: true,
+                            target_addr: v6_of(target),
+                            options: &wire::ndp::target_lladdr_option(EthernetAddress(peer_mac(
+                                target,
+                            ))),
+                        },
+                    );
+                    self.stack
+                        .receive(self.now, IF0, &na, RxMeta::default(), &mut self.sink);
+                    continue;
+                }
                 if let Some(target) = arp_request_target(&f) {
                     self.note(format!("ARP who-has {target}: answered"));
                     let mac = if target == PEER_IP {
@@ -609,31 +744,56 @@ impl Script {
     /// Parses an emitted frame into a `Got` (or says what it is).
     fn decode(&self, at: Instant, f: &[u8]) -> Result<Got, String> {
         let eth = EthernetFrame::new_checked(f).map_err(|e| format!("bad Ethernet: {e:?}"))?;
-        if eth.ethertype() != EtherType::Ipv4 {
-            return Err(format!("non-IPv4 frame ({})", eth.ethertype()));
-        }
-        let ip = Ipv4Packet::new_checked(eth.payload()).map_err(|e| format!("bad IPv4: {e:?}"))?;
-        let ipr = Ipv4Repr::parse(&ip, ChecksumMode::Full).map_err(|e| format!("IPv4 {e:?}"))?;
-        if ipr.next_header != IpProtocol::Tcp {
-            return Err(format!(
-                "IPv4 {:?} {} > {}",
-                ipr.next_header, ipr.src_addr, ipr.dst_addr
-            ));
-        }
-        let (src, dst) = (IpAddr::V4(ipr.src_addr), IpAddr::V4(ipr.dst_addr));
-        let tcp = TcpPacket::new_checked(ip.payload()).map_err(|e| format!("bad TCP: {e:?}"))?;
+        let (src, dst, peer, segment) = match eth.ethertype() {
+            EtherType::Ipv4 if !ipv6() => {
+                let ip = Ipv4Packet::new_checked(eth.payload())
+                    .map_err(|e| format!("bad IPv4: {e:?}"))?;
+                let ipr =
+                    Ipv4Repr::parse(&ip, ChecksumMode::Full).map_err(|e| format!("IPv4 {e:?}"))?;
+                if ipr.next_header != IpProtocol::Tcp {
+                    return Err(format!(
+                        "IPv4 {:?} {} > {}",
+                        ipr.next_header, ipr.src_addr, ipr.dst_addr
+                    ));
+                }
+                let (hl, tl) = (usize::from(ip.header_len()), usize::from(ip.total_len()));
+                (
+                    IpAddr::V4(ipr.src_addr),
+                    IpAddr::V4(ipr.dst_addr),
+                    ipr.dst_addr,
+                    &eth.payload()[hl..tl],
+                )
+            }
+            EtherType::Ipv6 if ipv6() => {
+                let ip = Ipv6Packet::new_checked(eth.payload())
+                    .map_err(|e| format!("bad IPv6: {e:?}"))?;
+                if ip.next_header() != IpProtocol::Tcp {
+                    return Err(format!(
+                        "IPv6 {:?} {} > {}",
+                        ip.next_header(),
+                        ip.src_addr(),
+                        ip.dst_addr()
+                    ));
+                }
+                let (s, d) = (ip.src_addr(), ip.dst_addr());
+                let payload = &eth.payload()[40..40 + usize::from(ip.payload_len())];
+                (IpAddr::V6(s), IpAddr::V6(d), v4_of(d), payload)
+            }
+            other => return Err(format!("a frame of another family ({other})")),
+        };
+        let tcp = TcpPacket::new_checked(segment).map_err(|e| format!("bad TCP: {e:?}"))?;
         let r = TcpRepr::parse(&tcp, &src, &dst, ChecksumMode::Full)
             .map_err(|e| format!("TCP {e:?}"))?;
         let isn = self
             .isn
-            .get(&(r.src_port, ipr.dst_addr, r.dst_port))
+            .get(&(r.src_port, peer, r.dst_port))
             .copied()
             .unwrap_or(0);
         Ok(Got {
             at,
             stack_port: r.src_port,
             peer_port: r.dst_port,
-            peer_ip: ipr.dst_addr,
+            peer_ip: peer,
             flags: r.flags,
             seq: r.seq_number.to_u32().wrapping_sub(isn),
             raw_seq: r.seq_number.to_u32(),
@@ -704,34 +864,48 @@ impl Script {
         self.log.push(Event::Sent(self.now, line));
 
         let tcp_len = r.buffer_len();
-        let ipr = Ipv4Repr {
-            src_addr: peer_ip,
-            dst_addr: STACK_IP,
-            next_header: IpProtocol::Tcp,
-            payload_len: tcp_len,
-            hop_limit: 64,
-            dscp_ecn: 0,
-            ident: 0,
-            dont_frag: true,
-        };
-        let mac = if peer_ip == PEER_IP {
-            PEER_MAC
-        } else {
-            let o = peer_ip.octets();
-            [2, 0, 0, o[1], o[2], o[3]]
-        };
-        let mut buf = vec![0u8; 14 + 20 + tcp_len];
+        let mac = peer_mac(peer_ip);
+        let (src, dst) = (ip_of(peer_ip), ip_of(STACK_IP));
+        let ip_len = if ipv6() { 40 } else { 20 };
+        let mut buf = vec![0u8; 14 + ip_len + tcp_len];
         EthernetRepr {
             src_addr: EthernetAddress(mac),
             dst_addr: EthernetAddress(STACK_MAC),
-            ethertype: EtherType::Ipv4,
+            ethertype: if ipv6() {
+                EtherType::Ipv6
+            } else {
+                EtherType::Ipv4
+            },
         }
         .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
-        ipr.emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]));
+        if let (IpAddr::V6(s6), IpAddr::V6(d6)) = (src, dst) {
+            Ipv6Repr {
+                src_addr: s6,
+                dst_addr: d6,
+                next_header: IpProtocol::Tcp,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+            }
+            .emit(&mut Ipv6Packet::new_unchecked(&mut buf[14..54]));
+        } else {
+            Ipv4Repr {
+                src_addr: peer_ip,
+                dst_addr: STACK_IP,
+                next_header: IpProtocol::Tcp,
+                payload_len: tcp_len,
+                hop_limit: 64,
+                dscp_ecn: 0,
+                ident: 0,
+                dont_frag: true,
+            }
+            .emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]));
+        }
         r.emit(
-            &mut TcpPacket::new_unchecked(&mut buf[34..]),
-            &IpAddr::V4(peer_ip),
-            &IpAddr::V4(STACK_IP),
+            &mut TcpPacket::new_unchecked(&mut buf[14 + ip_len..]),
+            &src,
+            &dst,
             ChecksumMode::Full,
         );
         self.stack
@@ -762,7 +936,29 @@ impl Script {
                 self.pattern_str(&p)
             ));
         }
+        self.last_expected = frame;
         got
+    }
+
+    /// A router between the hosts (at `router`) answers the segment
+    /// `expect` took last with an ICMPv6 packet too big for `mtu` (RFC
+    /// 4443 3.2), quoting as much of it as fits in 1280 bytes.
+    pub fn inject_packet_too_big(&mut self, router: Ipv4Addr, mtu: u32) {
+        let last = std::mem::take(&mut self.last_expected);
+        let quote = &last[14.min(last.len())..];
+        let quote = &quote[..quote.len().min(1280 - 48)];
+        let Ok((header, data)) = Ipv6Repr::parse_quoted(quote) else {
+            self.fail("packet too big: the last expected frame is not IPv6");
+        };
+        let f = self.ndp_frame_hop(router, 64, Icmpv6Repr::PktTooBig { mtu, header, data });
+        self.note(format!(
+            "{} > {}: packet too big, mtu {mtu}",
+            v6_of(router),
+            v6_of(STACK_IP)
+        ));
+        self.stack
+            .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sink);
+        self.collect();
     }
 
     /// Runs the clock for `ms` and checks that the next segment is emitted
@@ -1017,7 +1213,7 @@ impl Script {
         self.flow.0 = port;
         match self
             .stack
-            .tcp_listen(SocketAddr::new(IpAddr::V4(STACK_IP), port), backlog)
+            .tcp_listen(SocketAddr::new(ip_of(STACK_IP), port), backlog)
         {
             Ok(h) => h,
             Err(e) => self.fail(&format!("listen: {e}")),
@@ -1057,8 +1253,8 @@ impl Script {
     ) -> SocketHandle {
         let r = self.stack.tcp_connect(
             self.now,
-            SocketAddr::new(IpAddr::V4(peer_ip), peer_port),
-            local_port.map(|p| SocketAddr::new(IpAddr::V4(STACK_IP), p)),
+            SocketAddr::new(ip_of(peer_ip), peer_port),
+            local_port.map(|p| SocketAddr::new(ip_of(STACK_IP), p)),
             &mut self.sink,
         );
         let h = match r {
@@ -1250,6 +1446,24 @@ fn arp_request_target(f: &[u8]) -> Option<Ipv4Addr> {
             target_protocol_addr,
             ..
         } => Some(target_protocol_addr),
+        _ => None,
+    }
+}
+
+/// The target of a neighbor solicitation the stack sent (resolution or a
+/// reachability probe).
+fn neighbor_solicit_target(f: &[u8]) -> Option<Ipv6Addr> {
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+    if ip.next_header() != IpProtocol::Icmpv6 {
+        return None;
+    }
+    let icmp = Icmpv6Packet::new_checked(ip.payload()).ok()?;
+    match Icmpv6Repr::parse(&icmp, &ip.src_addr(), &ip.dst_addr(), ChecksumMode::Full).ok()? {
+        Icmpv6Repr::NeighborSolicit { target_addr, .. } => Some(target_addr),
         _ => None,
     }
 }

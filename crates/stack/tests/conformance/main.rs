@@ -18,4 +18,5 @@ mod rfc9293;
 mod rto;
 mod sack;
 mod timers;
+mod v6;
 mod window;
