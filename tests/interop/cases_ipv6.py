@@ -169,3 +169,64 @@ def _(ctx):
     ping6_sizes(t)
     print(f"    {len(cats)} kinds of hostile IPv6 frames, each counted once by its reason; ping -6 works after")
     t.ustack.stop()
+
+
+SUBNETS.update({"pmtu6_router_af_packet": 196})
+
+
+@test("pmtu6_router_af_packet", budget=120)
+def _(ctx):
+    """ustack - router - kernel client, the router's link toward the client
+    1400 bytes while both hosts' links are 1500: ustack's full-sized
+    segments make the router send packet too big, ustack's path MTU to the
+    client goes down, and a 50 MB download completes intact."""
+    import os
+
+    import tcp_tools as tt
+    from cases import curl
+
+    n = SUBNETS["pmtu6_router_af_packet"]
+    ns_u, ns_r, ns_k = h.unique("u"), h.unique("r"), h.unique("k")
+    if_u, r_u, r_k, if_k = h.unique("u"), h.unique("ru"), h.unique("rk"), h.unique("k")
+    for ns in (ns_u, ns_r, ns_k):
+        h.add_netns(ns)
+    h.sh(["ip", "link", "add", if_u, "netns", ns_u, "type", "veth", "peer", "name", r_u, "netns", ns_r])
+    h.sh(["ip", "link", "add", r_k, "netns", ns_r, "type", "veth", "peer", "name", if_k, "netns", ns_k])
+    u_net, k_net = f"fd99:{n}::", f"fd99:{n}:1::"
+    # The router: IPv6 on, forwarding, the narrow link toward the client.
+    h.nsx(ns_r, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.default.disable_ipv6=0",
+          "net.ipv6.conf.all.forwarding=1")
+    h.nsx(ns_r, "sysctl", "-qw", f"net.ipv6.conf.{r_u}.disable_ipv6=0", f"net.ipv6.conf.{r_k}.disable_ipv6=0")
+    h.sh(["ip", "-n", ns_r, "-6", "addr", "add", f"{u_net}1/64", "dev", r_u, "nodad"])
+    h.sh(["ip", "-n", ns_r, "-6", "addr", "add", f"{k_net}1/64", "dev", r_k, "nodad"])
+    h.sh(["ip", "-n", ns_r, "link", "set", r_k, "mtu", "1400"])
+    for dev in (r_u, r_k):
+        h.sh(["ip", "-n", ns_r, "link", "set", dev, "up"])
+    # The client, its link at 1500 (it offers an MSS of 1440).
+    h.nsx(ns_k, "sysctl", "-qw", f"net.ipv6.conf.{if_k}.disable_ipv6=0")
+    h.sh(["ip", "-n", ns_k, "-6", "addr", "add", f"{k_net}2/64", "dev", if_k, "nodad"])
+    h.sh(["ip", "-n", ns_k, "link", "set", if_k, "up"])
+    h.sh(["ip", "-n", ns_k, "-6", "route", "add", "default", "via", f"{k_net}1"])
+    h.sh(["ip", "-n", ns_u, "link", "set", if_u, "up"])
+    config = h.ustack_config(f"af_packet:{if_u}", f"{h.NET_PREFIX}.{n}.2",
+                             extra_port=f"addr6={u_net}2/64\ngateway6={u_net}1\n")
+    u = h.Ustack(ctx.http, ctx.workdir, config, netns=ns_u).start()
+    addr = f"{u_net}2"
+    deadline = h.time.monotonic() + 10
+    while h.nsx(ns_k, "ping", "-6", "-c", "1", "-W", "0.3", "-q", addr, check_rc=False).returncode != 0:
+        check(u.running(), "ustack-http exited")
+        check(h.time.monotonic() < deadline, f"{addr} did not answer ping -6 through the router")
+    size = 50 * 1024 * 1024
+    out = os.path.join(ctx.workdir, "bytes6.bin")
+    t = type("T", (), {"ns_k": ns_k})
+    code, got, speed = curl(t, f"http://[{addr}]/bytes/{size}", out, timeout=90)
+    check(code == 200, f"/bytes/{size}: status {code}")
+    bad = tt.check_pattern_file(out, size)
+    check(bad is None, f"/bytes/{size}: {bad}")
+    os.unlink(out)
+    s = u.settled_stats()
+    check(s.get("ipv6_path_mtu_lowered", 0) >= 1, f"no path MTU lowered: {h.nonzero(s)}")
+    check(s.get("tcp_path_mtu_lowered", 0) >= 1, f"no connection's segments shrank: {h.nonzero(s)}")
+    print(f"    50 MB through a 1400-byte hop at {speed / 1e6:.1f} MB/s; "
+          f"path MTU lowered {s.get('ipv6_path_mtu_lowered')}x, connections shrunk {s.get('tcp_path_mtu_lowered')}")
+    u.stop()
