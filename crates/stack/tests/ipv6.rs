@@ -500,3 +500,104 @@ fn packet_too_big_shrinks_the_segments_of_a_connection() {
     }
     assert_eq!(got, 5000);
 }
+
+fn router_advert(router: Ipv6Addr, router_mac: [u8; 6], lifetime: u16) -> Vec<u8> {
+    let opt = wire::ndp::source_lladdr_option(EthernetAddress(router_mac));
+    let ra = icmp(
+        &Icmpv6Repr::RouterAdvert {
+            hop_limit: 64,
+            managed: false,
+            other: false,
+            router_lifetime: lifetime,
+            reachable_time: 0,
+            retrans_time: 0,
+            options: &opt,
+        },
+        router,
+        "ff02::1".parse().unwrap(),
+    );
+    frame(
+        router_mac,
+        [0x33, 0x33, 0, 0, 0, 1],
+        router,
+        "ff02::1".parse().unwrap(),
+        255,
+        IpProtocol::Icmpv6,
+        &ra,
+    )
+}
+
+#[test]
+fn routers_are_solicited_and_their_adverts_give_the_default_route() {
+    let mut w = Wire::new(stack(1, 1500), Stack::new(StackConfig::default()));
+    w.settle();
+    // Solicitations once the link-local address is in use: three, 4 s apart.
+    assert_eq!(w.a.counters().ndp_router_solicits_sent, 1);
+    w.advance(8100);
+    assert_eq!(w.a.counters().ndp_router_solicits_sent, 3);
+    w.advance(8000);
+    assert_eq!(w.a.counters().ndp_router_solicits_sent, 3);
+    let far = Ipv6Addr::new(0xfd98, 0, 0, 0, 0, 0, 0, 9);
+    let h =
+        w.a.udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
+            .unwrap();
+    let dst = SocketAddr::new(IpAddr::V6(far), 53);
+    assert_eq!(
+        w.a.udp_send_to(w.now, h, dst, None, b"q", &mut w.sa),
+        Err(stack::SocketError::NetworkUnreachable),
+        "no default route yet"
+    );
+    let router: Ipv6Addr = "fe80::1".parse().unwrap();
+    let f = router_advert(router, mac(9), 1800);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().ndp_default_routers_learned, 1);
+    // Off-link traffic goes to the router's MAC, known from its advert.
+    w.sa.frames.clear();
+    w.a.udp_send_to(w.now, h, dst, None, b"q", &mut w.sa)
+        .unwrap();
+    let (_, sent) = w.sa.frames.pop().expect("the datagram");
+    assert_eq!(&sent[..6], &mac(9));
+    // A lifetime of zero withdraws it.
+    let f = router_advert(router, mac(9), 0);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(
+        w.a.udp_send_to(w.now, h, dst, None, b"q", &mut w.sa),
+        Err(stack::SocketError::NetworkUnreachable)
+    );
+}
+
+#[test]
+fn router_adverts_are_ignored_when_told_or_when_a_gateway_is_set() {
+    let mut off = Stack::new(StackConfig {
+        ip6_accept_rtadv: false,
+        ..StackConfig::default()
+    });
+    off.add_interface(&InterfaceConfig {
+        name: "p1".into(),
+        mac: mac(1),
+        mtu: 1500,
+        addr: Ipv4Addr::new(10, 99, 1, 1),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    off.enable_ipv6(
+        Instant::ZERO,
+        IF0,
+        &Ipv6Config {
+            addrs: vec![(v6(1), 64)],
+            gateway: None,
+        },
+    )
+    .unwrap();
+    let mut w = Wire::new(off, Stack::new(StackConfig::default()));
+    w.settle();
+    w.advance(10_000);
+    assert_eq!(w.a.counters().ndp_router_solicits_sent, 0);
+    let f = router_advert("fe80::1".parse().unwrap(), mac(9), 1800);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().rx_accept_ndp_router_advert, 1);
+    assert_eq!(w.a.counters().ndp_default_routers_learned, 0);
+}
