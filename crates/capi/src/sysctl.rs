@@ -92,6 +92,11 @@ static KEYS: &[Key] = &[
         Kind::Int,
     ),
     key("net.inet.ip.ttl", &[4, 2, 0, 3], Kind::Int),
+    // net.inet6.ip6 is CTL_NET, PF_INET6 (28), IPPROTO_IPV6 (41); the leaf
+    // numbers are FreeBSD's IPV6CTL_DEFHLIM, _ACCEPT_RTADV and _DAD_COUNT.
+    key("net.inet6.ip6.hlim", &[4, 28, 41, 3], Kind::Int),
+    key("net.inet6.ip6.accept_rtadv", &[4, 28, 41, 12], Kind::Int),
+    key("net.inet6.ip6.dad_count", &[4, 28, 41, 16], Kind::Int),
     key("net.inet.ip.maxfragpackets", &[4, 2, 0, AUTO], Kind::Int),
     key(
         "net.inet.ip.maxfragsperpacket",
