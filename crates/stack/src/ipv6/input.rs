@@ -120,6 +120,12 @@ impl Stack {
                 return;
             }
         };
+        // The walk checked every header against the bytes present; a chain
+        // ending past them is malformed all the same, never a panic.
+        let Some(upper) = payload.get(chain.offset..) else {
+            self.ip.counters.rx_drop_ipv6_ext_malformed += 1;
+            return;
+        };
         let mut d = Ipv6Datagram {
             iface,
             src,
@@ -127,7 +133,7 @@ impl Stack {
             protocol: chain.next_header,
             hop_limit: packet.hop_limit(),
             packet: whole,
-            payload: &payload[chain.offset..],
+            payload: upper,
             meta,
         };
         if tentative && d.protocol != IpProtocol::Icmpv6 {
@@ -187,14 +193,17 @@ impl Stack {
             Ok(Ipv6HeaderChain {
                 fragment: Some(_), ..
             }) => self.ip.counters.rx_drop_ipv6_ext_malformed += 1,
-            Ok(chain) => {
-                let whole = Ipv6Datagram {
-                    protocol: chain.next_header,
-                    payload: &fragmentable[chain.offset..],
-                    ..*d
-                };
-                self.ipv6_deliver(now, &whole, sink);
-            }
+            Ok(chain) => match fragmentable.get(chain.offset..) {
+                Some(upper) => {
+                    let whole = Ipv6Datagram {
+                        protocol: chain.next_header,
+                        payload: upper,
+                        ..*d
+                    };
+                    self.ipv6_deliver(now, &whole, sink);
+                }
+                None => self.ip.counters.rx_drop_ipv6_ext_malformed += 1,
+            },
             Err(WireError::Unsupported) => self.ip.counters.rx_drop_ipv6_ext_unsupported += 1,
             Err(_) => self.ip.counters.rx_drop_ipv6_ext_malformed += 1,
         }
