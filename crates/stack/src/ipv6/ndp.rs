@@ -269,21 +269,7 @@ impl IpLayer {
         target: Ipv6Addr,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        let Some(mac) = self.interface(iface).map(|i| EthernetAddress(i.mac)) else {
-            return false;
-        };
-        let option = source_lladdr_option(mac);
-        let sent = self.send_ndp(
-            now,
-            iface,
-            None,
-            solicited_node(target),
-            Icmpv6Repr::NeighborSolicit {
-                target_addr: target,
-                options: &option,
-            },
-            sink,
-        );
+        let sent = self.solicit(now, iface, target, solicited_node(target), sink);
         if sent {
             self.counters.ndp_neighbor_solicits_sent += 1;
         }
@@ -299,25 +285,37 @@ impl IpLayer {
         target: Ipv6Addr,
         sink: &mut dyn FrameSink,
     ) -> bool {
+        let sent = self.solicit(now, iface, target, target, sink);
+        if sent {
+            self.counters.ndp_neighbor_probes_sent += 1;
+        }
+        sent
+    }
+
+    /// A neighbor solicitation for `target` to `to`, with our link address.
+    fn solicit(
+        &mut self,
+        now: Instant,
+        iface: IfaceId,
+        target: Ipv6Addr,
+        to: Ipv6Addr,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
         let Some(mac) = self.interface(iface).map(|i| EthernetAddress(i.mac)) else {
             return false;
         };
         let option = source_lladdr_option(mac);
-        let sent = self.send_ndp(
+        self.send_ndp(
             now,
             iface,
             None,
-            target,
+            to,
             Icmpv6Repr::NeighborSolicit {
                 target_addr: target,
                 options: &option,
             },
             sink,
-        );
-        if sent {
-            self.counters.ndp_neighbor_probes_sent += 1;
-        }
-        sent
+        )
     }
 
     /// A duplicate address probe for our tentative `target` (RFC 4862
