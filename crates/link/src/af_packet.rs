@@ -1137,4 +1137,132 @@ mod tests {
         a.tx_burst(&mut v).unwrap();
         assert_eq!(a.stats().tx_dropped, 1, "a 10-byte frame is not Ethernet");
     }
+
+    /// The kernel takes the fanout program and spreads frames as
+    /// `stack::steer` hashes them: IPv4 and IPv6 TCP/UDP by addresses and
+    /// ports, IPv6 behind an extension header by addresses, IPv6 multicast
+    /// and ARP to the first socket.
+    #[test]
+    fn fanout_program_spreads_frames_by_the_stacks_hash() {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        if !is_root() {
+            eprintln!("skipped: AF_PACKET test needs root");
+            return;
+        }
+        let pid = std::process::id();
+        let (na, nb) = (format!("uvfA{pid}"), format!("uvfB{pid}"));
+        let _cleanup = Cleanup::new(vec![vec![
+            "ip".into(),
+            "link".into(),
+            "del".into(),
+            na.clone(),
+        ]]);
+        run(&[
+            "ip", "link", "add", &na, "type", "veth", "peer", "name", &nb,
+        ]);
+        for n in [&na, &nb] {
+            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{n}/disable_ipv6"), "1");
+        }
+        let open = |name: &str| {
+            AfPacketLink::open(name, PacketPool::new(2048, 512), &RingConfig::default()).unwrap()
+        };
+        let mut engines = [open(&na), open(&na)];
+        let group = engines[0].join_fanout(None).unwrap();
+        engines[1].join_fanout(Some(group)).unwrap();
+        engines[0].set_fanout_program().unwrap();
+        let mut sender = open(&nb);
+        let (ma, mb) = (engines[0].info().mac, sender.info().mac);
+
+        // Frames, each told apart by its first port, with the socket
+        // (engine of 2) the stack's hash gives it.
+        let eth = |ethertype: u16| {
+            let mut f = ma.to_vec();
+            f.extend_from_slice(&mb);
+            f.extend_from_slice(&ethertype.to_be_bytes());
+            f
+        };
+        let ip6 = |next: u8, s: Ipv6Addr, d: Ipv6Addr, l4: &[u8]| {
+            let mut f = eth(0x86dd);
+            f.extend_from_slice(&[0x60, 0, 0, 0]);
+            f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[next, 64]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+            f.extend_from_slice(l4);
+            f
+        };
+        let a6 = Ipv6Addr::new(0xfd00, 0x99, 0, 3, 0, 0, 0, 1);
+        let b6 = Ipv6Addr::new(0xfd00, 0x99, 0, 3, 0, 0x77, 0, 2);
+        let (a4, b4) = (Ipv4Addr::new(10, 99, 3, 1), Ipv4Addr::new(10, 99, 3, 2));
+        let engine = |h: u32| (h % 2) as usize;
+        let mut frames: Vec<(u16, Vec<u8>, usize)> = Vec::new();
+        for i in 0..48u16 {
+            let sport = 40_000 + i;
+            let mut l4 = sport.to_be_bytes().to_vec();
+            l4.extend_from_slice(&[0, 80, 0, 0, 0, 0]);
+            let f = match i % 4 {
+                0 => {
+                    let h = stack::steer::flow_hash(IpAddr::V6(a6), sport, IpAddr::V6(b6), 80);
+                    (ip6(if i % 8 == 0 { 6 } else { 17 }, a6, b6, &l4), engine(h))
+                }
+                1 => {
+                    // Port-less: the addresses vary so both engines get some.
+                    let s = Ipv6Addr::new(0xfd00, 0x99, 0, 3, 0, 0, i, 9);
+                    let mut frag = vec![6, 0, 0, 1, 0, 0, 0, 7];
+                    frag.extend_from_slice(&l4);
+                    let h = stack::steer::address_hash(IpAddr::V6(s), IpAddr::V6(b6));
+                    (ip6(44, s, b6, &frag), engine(h))
+                }
+                2 => {
+                    let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+                    (ip6(17, a6, all_nodes, &l4), 0)
+                }
+                _ => {
+                    let mut f = eth(0x0800);
+                    let mut ip = [0u8; 20];
+                    ip[0] = 0x45;
+                    ip[2..4].copy_from_slice(&(20 + l4.len() as u16).to_be_bytes());
+                    ip[8] = 64;
+                    ip[9] = 6;
+                    ip[12..16].copy_from_slice(&a4.octets());
+                    ip[16..20].copy_from_slice(&b4.octets());
+                    f.extend_from_slice(&ip);
+                    f.extend_from_slice(&l4);
+                    let h = stack::steer::flow_hash(IpAddr::V4(a4), sport, IpAddr::V4(b4), 80);
+                    (f, engine(h))
+                }
+            };
+            frames.push((sport, f.0, f.1));
+        }
+        let mut spread = [0usize; 2];
+        for (_, f, e) in &frames {
+            let mut buf = sender.alloc_tx().unwrap();
+            assert!(buf.fill_from(f));
+            let mut v = vec![buf];
+            sender.tx_burst(&mut v).unwrap();
+            assert!(v.is_empty());
+            spread[*e] += 1;
+        }
+        assert!(spread.iter().all(|&n| n > 4), "{spread:?}");
+        // The first port, wherever the frame put it.
+        let sport_of = |d: &[u8]| {
+            let l3 = 14;
+            let l4 = match (d[12], d[13]) {
+                (0x86, 0xdd) if d[l3 + 6] == 44 => l3 + 48,
+                (0x86, 0xdd) => l3 + 40,
+                _ => l3 + 20,
+            };
+            u16::from_be_bytes([d[l4], d[l4 + 1]])
+        };
+        for (e, link) in engines.iter_mut().enumerate() {
+            let want = frames.iter().filter(|f| f.2 == e).count();
+            let got = receive(link, want, Duration::from_secs(5), |b| {
+                b.data().len() > 14 && b.data()[6..12] == mb
+            });
+            let mut got: Vec<u16> = got.iter().map(|(d, _)| sport_of(d)).collect();
+            got.sort_unstable();
+            let expect: Vec<u16> = frames.iter().filter(|f| f.2 == e).map(|f| f.0).collect();
+            assert_eq!(got, expect, "engine {e}");
+        }
+    }
 }

@@ -14,14 +14,26 @@
 //! ```text
 //! IPv4 TCP/UDP, not a fragment:  fold(saddr ^ daddr) + (sport >> 1) + (dport >> 1)
 //! other IPv4 (ICMP, fragments):  fold(saddr ^ daddr)
-//! not IPv4 (ARP...):             0
+//! IPv6 to a multicast address:   0
+//! IPv6 TCP/UDP (next header of
+//!   the fixed header):           fold(xor of the 8 address words) + (sport >> 1) + (dport >> 1)
+//! other IPv6 (ICMPv6, extension
+//!   headers, fragments):         fold(xor of the 8 address words)
+//! neither (ARP...):              0
 //! ```
 //!
 //! with `fold(x) = (x >> 16) + (x & 0xffff)`; the kernel takes the result
 //! modulo the number of sockets in the group and delivers to the socket
 //! that joined in that position, so engine `i` must join `i`-th. Frames the
-//! program sends to socket 0 that belong elsewhere (ARP is for every engine)
-//! are handed on by the runtime's software steering.
+//! program sends to socket 0 that belong elsewhere (ARP and NDP are for
+//! every engine) are handed on by the runtime's software steering.
+//!
+//! IPv6 behind extension headers is steered by its addresses: walking the
+//! chain needs a loop, which classic BPF has not, and every fragment of a
+//! datagram must reach the engine that reassembles it, though only the
+//! first carries ports. A multicast destination is no flow of one
+//! engine's (neighbour discovery, which is for all engines, is the most of
+//! it), so it goes where the runtime sends it anyway, without a hop.
 //!
 //! The group id is chosen by the kernel (`PACKET_FANOUT_FLAG_UNIQUEID`) when
 //! the first socket joins, and read back for the others.
@@ -88,41 +100,93 @@ const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> BpfInsn {
 }
 
 /// The flow-hash program. Offsets are from the network header, where the
-/// receive path has `skb->data` when fanout runs.
-pub const FLOW_HASH_PROGRAM: [BpfInsn; 33] = [
+/// receive path has `skb->data` when fanout runs. Classic BPF jumps only
+/// forward, so each family has its own copy of the folding and port code.
+pub const FLOW_HASH_PROGRAM: [BpfInsn; 82] = [
     /* 0 */ insn(LD | H | ABS, 0, 0, AD_PROTOCOL),
-    /* 1 */ insn(JMP | JEQ | K, 1, 0, 0x0800),
-    /* 2 */ insn(RET | K, 0, 0, 0),
-    /* 3 */ insn(LD | W | ABS, 0, 0, 12), // saddr
-    /* 4 */ insn(MISC | TAX, 0, 0, 0),
-    /* 5 */ insn(LD | W | ABS, 0, 0, 16), // daddr
-    /* 6 */ insn(ALU | XOR | X, 0, 0, 0),
-    /* 7 */ insn(MISC | TAX, 0, 0, 0),
-    /* 8 */ insn(ALU | RSH | K, 0, 0, 16),
-    /* 9 */ insn(ST, 0, 0, 0), // M[0] = high half
-    /* 10 */ insn(MISC | TXA, 0, 0, 0),
-    /* 11 */ insn(ALU | AND | K, 0, 0, 0xffff),
-    /* 12 */ insn(LDX | MEM, 0, 0, 0),
-    /* 13 */ insn(ALU | ADD | X, 0, 0, 0),
-    /* 14 */ insn(ST, 0, 0, 1), // M[1] = fold(saddr ^ daddr)
-    /* 15 */ insn(LD | B | ABS, 0, 0, 9), // protocol
-    /* 16 */ insn(JMP | JEQ | K, 1, 0, 6),
-    /* 17 */ insn(JMP | JEQ | K, 0, 13, 17), // neither TCP nor UDP: 31
-    /* 18 */ insn(LD | H | ABS, 0, 0, 6), // flags and fragment offset
-    /* 19 */ insn(JMP | JSET | K, 11, 0, 0x3fff), // MF or offset: 31
-    /* 20 */ insn(LDX | B | MSH, 0, 0, 0), // X = header length
-    /* 21 */ insn(LD | H | IND, 0, 0, 0), // sport
-    /* 22 */ insn(ALU | RSH | K, 0, 0, 1),
-    /* 23 */ insn(ST, 0, 0, 2),
-    /* 24 */ insn(LD | H | IND, 0, 0, 2), // dport
-    /* 25 */ insn(ALU | RSH | K, 0, 0, 1),
-    /* 26 */ insn(LDX | MEM, 0, 0, 2),
-    /* 27 */ insn(ALU | ADD | X, 0, 0, 0),
-    /* 28 */ insn(LDX | MEM, 0, 0, 1),
-    /* 29 */ insn(ALU | ADD | X, 0, 0, 0),
-    /* 30 */ insn(RET | RET_A, 0, 0, 0),
-    /* 31 */ insn(LD | MEM, 0, 0, 1),
-    /* 32 */ insn(RET | RET_A, 0, 0, 0),
+    /* 1 */ insn(JMP | JEQ | K, 2, 0, 0x0800),
+    /* 2 */ insn(JMP | JEQ | K, 31, 0, 0x86dd), // IPv6: 34
+    /* 3 */ insn(RET | K, 0, 0, 0),
+    // IPv4.
+    /* 4 */ insn(LD | W | ABS, 0, 0, 12), // saddr
+    /* 5 */ insn(MISC | TAX, 0, 0, 0),
+    /* 6 */ insn(LD | W | ABS, 0, 0, 16), // daddr
+    /* 7 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 8 */ insn(MISC | TAX, 0, 0, 0),
+    /* 9 */ insn(ALU | RSH | K, 0, 0, 16),
+    /* 10 */ insn(ST, 0, 0, 0), // M[0] = high half
+    /* 11 */ insn(MISC | TXA, 0, 0, 0),
+    /* 12 */ insn(ALU | AND | K, 0, 0, 0xffff),
+    /* 13 */ insn(LDX | MEM, 0, 0, 0),
+    /* 14 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 15 */ insn(ST, 0, 0, 1), // M[1] = fold(saddr ^ daddr)
+    /* 16 */ insn(LD | B | ABS, 0, 0, 9), // protocol
+    /* 17 */ insn(JMP | JEQ | K, 1, 0, 6),
+    /* 18 */ insn(JMP | JEQ | K, 0, 13, 17), // neither TCP nor UDP: 32
+    /* 19 */ insn(LD | H | ABS, 0, 0, 6), // flags and fragment offset
+    /* 20 */ insn(JMP | JSET | K, 11, 0, 0x3fff), // MF or offset: 32
+    /* 21 */ insn(LDX | B | MSH, 0, 0, 0), // X = header length
+    /* 22 */ insn(LD | H | IND, 0, 0, 0), // sport
+    /* 23 */ insn(ALU | RSH | K, 0, 0, 1),
+    /* 24 */ insn(ST, 0, 0, 2),
+    /* 25 */ insn(LD | H | IND, 0, 0, 2), // dport
+    /* 26 */ insn(ALU | RSH | K, 0, 0, 1),
+    /* 27 */ insn(LDX | MEM, 0, 0, 2),
+    /* 28 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 29 */ insn(LDX | MEM, 0, 0, 1),
+    /* 30 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 31 */ insn(RET | RET_A, 0, 0, 0),
+    /* 32 */ insn(LD | MEM, 0, 0, 1),
+    /* 33 */ insn(RET | RET_A, 0, 0, 0),
+    // IPv6.
+    /* 34 */ insn(LD | B | ABS, 0, 0, 24), // daddr's first byte
+    /* 35 */ insn(JMP | JEQ | K, 0, 1, 0xff),
+    /* 36 */ insn(RET | K, 0, 0, 0), // multicast: engine 0
+    /* 37 */ insn(LD | W | ABS, 0, 0, 8), // saddr, 4 words
+    /* 38 */ insn(MISC | TAX, 0, 0, 0),
+    /* 39 */ insn(LD | W | ABS, 0, 0, 12),
+    /* 40 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 41 */ insn(MISC | TAX, 0, 0, 0),
+    /* 42 */ insn(LD | W | ABS, 0, 0, 16),
+    /* 43 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 44 */ insn(MISC | TAX, 0, 0, 0),
+    /* 45 */ insn(LD | W | ABS, 0, 0, 20),
+    /* 46 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 47 */ insn(MISC | TAX, 0, 0, 0),
+    /* 48 */ insn(LD | W | ABS, 0, 0, 24), // daddr, 4 words
+    /* 49 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 50 */ insn(MISC | TAX, 0, 0, 0),
+    /* 51 */ insn(LD | W | ABS, 0, 0, 28),
+    /* 52 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 53 */ insn(MISC | TAX, 0, 0, 0),
+    /* 54 */ insn(LD | W | ABS, 0, 0, 32),
+    /* 55 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 56 */ insn(MISC | TAX, 0, 0, 0),
+    /* 57 */ insn(LD | W | ABS, 0, 0, 36),
+    /* 58 */ insn(ALU | XOR | X, 0, 0, 0),
+    /* 59 */ insn(MISC | TAX, 0, 0, 0),
+    /* 60 */ insn(ALU | RSH | K, 0, 0, 16),
+    /* 61 */ insn(ST, 0, 0, 0), // M[0] = high half
+    /* 62 */ insn(MISC | TXA, 0, 0, 0),
+    /* 63 */ insn(ALU | AND | K, 0, 0, 0xffff),
+    /* 64 */ insn(LDX | MEM, 0, 0, 0),
+    /* 65 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 66 */ insn(ST, 0, 0, 1), // M[1] = fold(xor of the 8 words)
+    /* 67 */ insn(LD | B | ABS, 0, 0, 6), // next header
+    /* 68 */ insn(JMP | JEQ | K, 1, 0, 6),
+    /* 69 */ insn(JMP | JEQ | K, 0, 10, 17), // neither TCP nor UDP: 80
+    /* 70 */ insn(LD | H | ABS, 0, 0, 40), // sport
+    /* 71 */ insn(ALU | RSH | K, 0, 0, 1),
+    /* 72 */ insn(ST, 0, 0, 2),
+    /* 73 */ insn(LD | H | ABS, 0, 0, 42), // dport
+    /* 74 */ insn(ALU | RSH | K, 0, 0, 1),
+    /* 75 */ insn(LDX | MEM, 0, 0, 2),
+    /* 76 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 77 */ insn(LDX | MEM, 0, 0, 1),
+    /* 78 */ insn(ALU | ADD | X, 0, 0, 0),
+    /* 79 */ insn(RET | RET_A, 0, 0, 0),
+    /* 80 */ insn(LD | MEM, 0, 0, 1),
+    /* 81 */ insn(RET | RET_A, 0, 0, 0),
 ];
 
 fn set_fanout(fd: RawFd, arg: u32) -> io::Result<()> {
@@ -193,6 +257,8 @@ pub fn set_program(fd: RawFd, program: &[BpfInsn]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stack::steer;
+    use std::net::{IpAddr, Ipv6Addr};
 
     /// Runs a classic BPF program over `pkt` (network header first) with
     /// `proto` as `skb->protocol`: just the instructions used above, with
@@ -310,5 +376,95 @@ mod tests {
             run(&FLOW_HASH_PROGRAM, &ipv4(6, s, d, 0, 5, &[1]), 0x0800),
             0
         );
+    }
+
+    fn ipv6(next: u8, src: Ipv6Addr, dst: Ipv6Addr, rest: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&(rest.len() as u16).to_be_bytes());
+        p[6] = next;
+        p[7] = 64;
+        p[8..24].copy_from_slice(&src.octets());
+        p[24..40].copy_from_slice(&dst.octets());
+        p.extend_from_slice(rest);
+        p
+    }
+
+    #[test]
+    fn program_computes_the_ipv6_flow_hash() {
+        let pairs = [
+            (
+                Ipv6Addr::new(0xfd00, 0x99, 0, 2, 0, 0, 0, 1),
+                Ipv6Addr::new(0xfd00, 0x99, 0, 2, 0, 0, 0, 2),
+            ),
+            (
+                Ipv6Addr::new(
+                    0x2001, 0xdb8, 0xffff, 0x1234, 0xabcd, 0xef01, 0x2345, 0x6789,
+                ),
+                Ipv6Addr::new(0xfe80, 0, 0, 0, 0x200, 0xff, 0xfe00, 0x202),
+            ),
+        ];
+        for (s, d) in pairs {
+            let (is, id) = (IpAddr::V6(s), IpAddr::V6(d));
+            let addrs = steer::address_hash(is, id);
+            for (sport, dport) in [(40000u16, 7u16), (1, 65535), (443, 51234)] {
+                let want = steer::flow_hash(is, sport, id, dport);
+                let mut ports = sport.to_be_bytes().to_vec();
+                ports.extend_from_slice(&dport.to_be_bytes());
+                for next in [6u8, 17] {
+                    let p = ipv6(next, s, d, &ports);
+                    assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x86dd), want);
+                    // The reply hashes the same.
+                    let mut back = dport.to_be_bytes().to_vec();
+                    back.extend_from_slice(&sport.to_be_bytes());
+                    let r = ipv6(next, d, s, &back);
+                    assert_eq!(run(&FLOW_HASH_PROGRAM, &r, 0x86dd), want);
+                }
+                // Behind a fragment or hop-by-hop header, ICMPv6: addresses.
+                for next in [44u8, 0, 58, 60] {
+                    let mut rest = vec![6u8, 0, 0, 1, 0, 0, 0, 9];
+                    rest.extend_from_slice(&ports);
+                    let p = ipv6(next, s, d, &rest);
+                    assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x86dd), addrs);
+                }
+            }
+            // To a multicast address: 0, whatever it carries.
+            let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+            for next in [6u8, 17, 58] {
+                let p = ipv6(next, s, all_nodes, &[0x9c, 0x40, 0x00, 0x07]);
+                assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x86dd), 0);
+            }
+            // Truncated: 0, as for IPv4 (an out-of-bounds load ends the
+            // program with 0).
+            let full = ipv6(6, s, d, &[0x9c, 0x40, 0x00, 0x07]);
+            for n in 0..full.len() {
+                assert_eq!(run(&FLOW_HASH_PROGRAM, &full[..n], 0x86dd), 0, "{n}");
+            }
+            // ICMPv6 needs no ports: a bare header hashes by addresses.
+            let p = ipv6(58, s, d, &[]);
+            assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x86dd), addrs);
+        }
+        // Other EtherTypes (VLAN not taken off, ARP): 0.
+        let p = ipv6(6, pairs[0].0, pairs[0].1, &[0, 1, 0, 2]);
+        assert_eq!(run(&FLOW_HASH_PROGRAM, &p, 0x8100), 0);
+    }
+
+    /// What the kernel's checker (`bpf_check_classic`) insists on: every
+    /// jump lands inside the program, memory cells exist, and the last
+    /// instruction returns.
+    #[test]
+    fn program_is_well_formed() {
+        let n = FLOW_HASH_PROGRAM.len();
+        assert!(n <= 4096);
+        for (pc, i) in FLOW_HASH_PROGRAM.iter().enumerate() {
+            if i.code & 7 == JMP {
+                assert!(pc + 1 + usize::from(i.jt) < n, "{pc}");
+                assert!(pc + 1 + usize::from(i.jf) < n, "{pc}");
+            }
+            if matches!(i.code, c if c == ST || c == LD | MEM || c == LDX | MEM) {
+                assert!(i.k < 16, "{pc}");
+            }
+        }
+        assert_eq!(FLOW_HASH_PROGRAM[n - 1].code & 7, RET);
     }
 }
