@@ -6,14 +6,15 @@
 //!   lock-free SPSC ring (`link::spsc`), the buffer itself, no copy; the
 //!   owner gives the buffer back on a return ring once its stack is done
 //!   with it, so every buffer goes home to the pool it came from.
-//! - ARP is for every engine: the engine that receives it answers, and
-//!   hands a copy to each other engine, which learns from it with its ARP
-//!   transmissions muted (one answer on the wire, every neighbor table up to
+//! - ARP and IPv6 neighbour discovery are for every engine: the engine
+//!   that receives such a frame answers, and hands a copy to each other
+//!   engine, which learns from it with its ARP and NDP transmissions muted
+//!   (one answer on the wire, every neighbor table and default router up to
 //!   date, and a reply reaches the engine that asked).
 //! - The exception path (`[kni]`, F-Stack's KNI): frames the filter gives
 //!   the kernel are written to a TAP device (engine 0 owns it; the other
 //!   engines hand such frames to engine 0), and what the kernel sends on the
-//!   TAP leaves through the port. ARP goes to both.
+//!   TAP leaves through the port. ARP and neighbour discovery go to both.
 //! - The application's frame hook (F-Stack's `ff_regist_packet_dispatcher`,
 //!   [`FrameHook`]): it sees every received frame before all of the above
 //!   and may take it, answer it in place (the frame goes back out of the
@@ -32,8 +33,8 @@ use crate::steer::{classify, FrameClass, KniFilter, KniVerdict};
 pub enum ForwardKind {
     /// Its flow belongs to the receiving engine.
     Stack,
-    /// An ARP copy: learn, answer nothing.
-    ArpCopy,
+    /// A copy of ARP or neighbour discovery: learn, answer nothing.
+    NeighborCopy,
     /// For the kernel, through engine 0's exception path.
     Kernel,
 }
@@ -190,6 +191,11 @@ pub struct DispatchCounters {
     pub steer_arp_copies: u64,
     /// ARP copies dropped (no buffer, or the ring was full).
     pub steer_arp_copy_drops: u64,
+    /// Neighbour discovery (IPv6) copies handed to the other engines.
+    pub steer_ndp_copies: u64,
+    /// Neighbour discovery copies dropped (no buffer, or the ring was
+    /// full).
+    pub steer_ndp_copy_drops: u64,
     /// Buffers whose return ring was full when first tried.
     pub steer_return_waits: u64,
     /// Frames given to the kernel (exception path).
@@ -244,6 +250,8 @@ impl DispatchCounters {
         f("steer_drop_ring_full", self.steer_drop_ring_full);
         f("steer_arp_copies", self.steer_arp_copies);
         f("steer_arp_copy_drops", self.steer_arp_copy_drops);
+        f("steer_ndp_copies", self.steer_ndp_copies);
+        f("steer_ndp_copy_drops", self.steer_ndp_copy_drops);
         f("steer_return_waits", self.steer_return_waits);
         f("kni_to_kernel", self.kni_to_kernel);
         f("kni_from_kernel", self.kni_from_kernel);
@@ -277,7 +285,7 @@ pub struct Dispatcher<B> {
     /// Per port, on the engine that owns the exception path.
     kni: Vec<Option<KniPort>>,
     counters: DispatchCounters,
-    /// Where a muted ARP copy's output is looked at.
+    /// Where a muted neighbour copy's output is looked at.
     scratch: Vec<u8>,
     /// The application's frame hook, first to see each frame.
     hook: Option<Box<dyn FrameHook>>,
@@ -475,20 +483,20 @@ fn flush_kni(k: &mut KniPort, counters: &mut DispatchCounters) {
     }
 }
 
-/// A sink that lets everything but ARP through: an engine learning from an
-/// ARP copy must not answer it too (the receiving engine did), but frames
-/// that waited for the neighbor go out.
-struct ArpMuted<'a> {
+/// A sink that lets everything but ARP and neighbour discovery through:
+/// an engine learning from a copy must not answer it too (the receiving
+/// engine did), but frames that waited for the neighbor go out.
+struct NeighborMuted<'a> {
     inner: &'a mut dyn FrameSink,
     scratch: &'a mut Vec<u8>,
 }
 
-impl FrameSink for ArpMuted<'_> {
+impl FrameSink for NeighborMuted<'_> {
     fn transmit(&mut self, iface: IfaceId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
         self.scratch.clear();
         self.scratch.resize(len, 0);
         fill(self.scratch);
-        if self.scratch.get(12..14) == Some(&[0x08, 0x06]) {
+        if classify(self.scratch).is_neighbor_discovery() {
             return true;
         }
         let frame = &self.scratch[..];
@@ -519,9 +527,9 @@ pub(super) fn route<L: Link>(
         .kni_filter
         .as_ref()
         .map_or(KniVerdict::Stack, |f| f.verdict(&class));
-    if class == FrameClass::Arp {
+    if class.is_neighbor_discovery() {
         if d.engines > 1 {
-            copy_arp(d, ports, i, &buf);
+            copy_neighbor(d, ports, i, &buf, class == FrameClass::Arp);
         }
         if verdict == KniVerdict::Both && d.engine == 0 {
             d.give_kernel(i, buf.data(), false);
@@ -617,32 +625,48 @@ fn hand_on<L: Link>(
     }
 }
 
-fn copy_arp<L: Link>(d: &mut Dispatcher<L::Buf>, ports: &mut [Port<L>], i: usize, buf: &L::Buf) {
+/// Hands a copy of an ARP (`arp`) or neighbour discovery frame to every
+/// other engine.
+fn copy_neighbor<L: Link>(
+    d: &mut Dispatcher<L::Buf>,
+    ports: &mut [Port<L>],
+    i: usize,
+    buf: &L::Buf,
+    arp: bool,
+) {
+    let count = |c: &mut DispatchCounters, copied: bool| {
+        *match (arp, copied) {
+            (true, true) => &mut c.steer_arp_copies,
+            (true, false) => &mut c.steer_arp_copy_drops,
+            (false, true) => &mut c.steer_ndp_copies,
+            (false, false) => &mut c.steer_ndp_copy_drops,
+        } += 1;
+    };
     let frame = buf.data();
     for e in 0..d.engines {
         if e == d.engine {
             continue;
         }
         let Some(mut copy) = ports[i].link.alloc_tx_reserved() else {
-            d.counters.steer_arp_copy_drops += 1;
+            count(&mut d.counters, false);
             continue;
         };
         if frame.len() > copy.capacity() {
             ports[i].link.recycle(copy);
-            d.counters.steer_arp_copy_drops += 1;
+            count(&mut d.counters, false);
             continue;
         }
         copy.set_len(frame.len());
         copy.data_mut().copy_from_slice(frame);
         let f = Forward {
             port: i as u16,
-            kind: ForwardKind::ArpCopy,
+            kind: ForwardKind::NeighborCopy,
             buf: copy,
         };
         match d.push(e, f) {
-            Ok(()) => d.counters.steer_arp_copies += 1,
+            Ok(()) => count(&mut d.counters, true),
             Err(f) => {
-                d.counters.steer_arp_copy_drops += 1;
+                count(&mut d.counters, false);
                 ports[i].link.recycle(f.buf);
             }
         }
@@ -673,7 +697,7 @@ pub(super) fn serve<L: Link>(
                 let port = usize::from(f.port);
                 match f.kind {
                     ForwardKind::Kernel => d.give_kernel(port, f.buf.data(), f.buf.csum_partial()),
-                    ForwardKind::Stack | ForwardKind::ArpCopy if port < ports.len() => {
+                    ForwardKind::Stack | ForwardKind::NeighborCopy if port < ports.len() => {
                         let meta = RxMeta {
                             csum_partial: f.buf.csum_partial(),
                         };
@@ -682,8 +706,8 @@ pub(super) fn serve<L: Link>(
                             now,
                             counters,
                         };
-                        if f.kind == ForwardKind::ArpCopy {
-                            let mut muted = ArpMuted {
+                        if f.kind == ForwardKind::NeighborCopy {
+                            let mut muted = NeighborMuted {
                                 inner: &mut sink,
                                 scratch: &mut d.scratch,
                             };
@@ -695,7 +719,7 @@ pub(super) fn serve<L: Link>(
                             stack.receive(now, IfaceId(f.port), f.buf.data(), meta, &mut sink);
                         }
                     }
-                    ForwardKind::Stack | ForwardKind::ArpCopy => {}
+                    ForwardKind::Stack | ForwardKind::NeighborCopy => {}
                 }
                 let r = Returned {
                     port: f.port,
@@ -760,7 +784,7 @@ pub(super) fn serve<L: Link>(
                 now,
                 counters,
             };
-            let mut muted = ArpMuted {
+            let mut muted = NeighborMuted {
                 inner: &mut sink,
                 scratch: &mut d.scratch,
             };
