@@ -13,6 +13,13 @@
 //! engine   = hash % engines
 //! ```
 //!
+//! Over IPv6, `saddr ^ daddr` is the XOR of the eight 32-bit words of the
+//! two addresses, and the ports count only when TCP or UDP follows the
+//! fixed header: behind extension headers (a fragment header among them)
+//! the steering reads addresses alone, since a classic BPF program cannot
+//! walk the chain.  Connections this stack opens put nothing between the
+//! header and TCP or UDP, so their replies carry ports in the hash.
+//!
 //! XOR and addition commute, so swapping source and destination leaves the
 //! hash unchanged. The lowest bit of a port is left out because Linux
 //! gives `connect()` even source ports only (and `bind()` odd ones): with it
@@ -195,6 +202,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn residue_brings_ipv6_flows_home() {
+        let local = IpAddr::V6(Ipv6Addr::new(0xfd00, 0x99, 0, 1, 0, 0, 0, 2));
+        for engines in 1..=7u16 {
+            for engine in 0..engines {
+                let s = FlowSteering::new(engines, engine);
+                for (remote, rport) in [
+                    (Ipv6Addr::new(0xfd00, 0x99, 0, 1, 0, 0, 0, 1), 80u16),
+                    (Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 1, 2, 3, 4, 5), 65535),
+                    (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0xff), 1),
+                ] {
+                    let remote = IpAddr::V6(remote);
+                    let r = s.port_residue(local, remote, rport);
+                    assert!(r < engines);
+                    for lport in (40_000u16..40_100).filter(|p| (p >> 1) % engines == r) {
+                        assert!(s.reply_reaches_us(local, lport, remote, rport));
+                        let back = flow_hash(remote, rport, local, lport);
+                        assert_eq!(FlowSteering::engine_of(back, engines), engine);
+                    }
+                }
+            }
+        }
+        // The address part, by hand: the eight words XORed, folded.
+        let a = IpAddr::V6(Ipv6Addr::new(0x0001, 0x0002, 0, 0, 0, 0, 0, 0x0010));
+        let b = IpAddr::V6(Ipv6Addr::new(0, 0, 0x0100, 0x0200, 0, 0, 0, 0x0001));
+        // Words: 0x00010002 ^ 0x01000200 ^ 0x00000011 = 0x01010213.
+        assert_eq!(address_hash(a, b), 0x0101 + 0x0213);
     }
 
     #[test]

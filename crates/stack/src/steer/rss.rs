@@ -306,6 +306,43 @@ mod tests {
         }
     }
 
+    /// IPv6 input is the 16-byte source and destination addresses, then
+    /// the ports (the suite's IPv6 and IPv6-with-TCP columns).
+    #[test]
+    fn matches_the_verification_suite_over_ipv6() {
+        let t = Toeplitz::new(&MS_KEY).unwrap();
+        let v6 = |s: &str| IpAddr::V6(s.parse::<Ipv6Addr>().unwrap());
+        for (src, sport, dst, dport, ip, tcp) in [
+            (
+                v6("3ffe:2501:200:1fff::7"),
+                2794,
+                v6("3ffe:2501:200:3::1"),
+                1766,
+                0x2cc1_8cd5u32,
+                0x4020_7d3du32,
+            ),
+            (
+                v6("3ffe:501:8::260:97ff:fe40:efab"),
+                14230,
+                v6("ff02::1"),
+                4739,
+                0x0f0c_461c,
+                0xdde5_1bbf,
+            ),
+            (
+                v6("3ffe:1900:4545:3:200:f8ff:fe21:67cf"),
+                44251,
+                v6("fe80::200:f8ff:fe21:67cf"),
+                38024,
+                0x4b61_e985,
+                0x02d1_feef,
+            ),
+        ] {
+            assert_eq!(t.addresses(src, dst), ip, "{src} -> {dst}");
+            assert_eq!(t.flow(src, sport, dst, dport), tcp, "{src} -> {dst}");
+        }
+    }
+
     #[test]
     fn tables_agree_with_the_bitwise_definition() {
         let mut rng = crate::rand::Rng::new(7);

@@ -677,6 +677,57 @@ mod tests {
         assert_eq!(p.pick(local, v4(9, 80), |_| false), Some(5000));
     }
 
+    /// The flow hash is the same sum over IPv6 (the address part folds
+    /// the XOR of the addresses' words), so the residue arithmetic that
+    /// picks IPv4 ports picks IPv6 ones too: each reply, as the peer sends
+    /// it, hashes to the engine that opened the connection.
+    #[test]
+    fn steered_ipv6_ports_hash_back_to_their_engine() {
+        use crate::steer::flow_hash;
+        let locals = [
+            IpAddr::V6(Ipv6Addr::new(0xfd00, 0x99, 0, 2, 0, 0, 0, 2)),
+            IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0x200, 0xff, 0xfe00, 0x202)),
+        ];
+        for engines in [2u16, 3, 4] {
+            for engine in 0..engines {
+                let steering = FlowSteering::new(engines, engine);
+                let mut p =
+                    PortAllocator::new(key(24), 10_000, 65_535).with_steering(Some(steering));
+                let mut used = std::collections::HashSet::new();
+                let mut per_remote = std::collections::HashMap::new();
+                for i in 0..500u16 {
+                    let local = locals[usize::from(i % 2)];
+                    let remote = SocketAddr::new(
+                        IpAddr::V6(Ipv6Addr::new(0xfd00, 0x99, i % 5, 0, 0, 0, i % 7, 1)),
+                        [80, 443, 8080][usize::from(i % 3)],
+                    );
+                    let port = p.pick(local, remote, |q| used.contains(&q)).unwrap();
+                    assert!(port >= 10_000 && used.insert(port));
+                    let back = flow_hash(remote.ip(), remote.port(), local, port);
+                    assert_eq!(
+                        FlowSteering::engine_of(back, engines),
+                        engine,
+                        "{engines} engines: {local} port {port} to {remote}"
+                    );
+                    assert!(steering_of(&p).reply_reaches_us(
+                        local,
+                        port,
+                        remote.ip(),
+                        remote.port()
+                    ));
+                    *per_remote.entry((local, remote)).or_insert(0u32) += 1;
+                }
+                // Many destinations, each with several ports: not a
+                // degenerate single choice.
+                assert!(per_remote.len() > 20, "{}", per_remote.len());
+            }
+        }
+    }
+
+    fn steering_of(p: &PortAllocator) -> &FlowSteering {
+        p.steering.as_ref().unwrap()
+    }
+
     #[test]
     fn under_rss_ports_bring_replies_to_the_nic_queue_of_their_engine() {
         use crate::steer::{RssSteering, SYMMETRIC_KEY};
