@@ -61,41 +61,54 @@ pub struct BpfInsn {
 
 /// `struct sock_fprog`.
 #[repr(C)]
-struct SockFprog {
+pub(crate) struct SockFprog {
     len: u16,
     filter: *const BpfInsn,
 }
 
-// Classic BPF opcodes (<linux/filter.h>, <linux/bpf_common.h>).
-const LD: u16 = 0x00;
-const LDX: u16 = 0x01;
-const ST: u16 = 0x02;
-const ALU: u16 = 0x04;
-const JMP: u16 = 0x05;
-const RET: u16 = 0x06;
-const MISC: u16 = 0x07;
-const W: u16 = 0x00;
-const H: u16 = 0x08;
-const B: u16 = 0x10;
-const ABS: u16 = 0x20;
-const IND: u16 = 0x40;
-const MEM: u16 = 0x60;
-const MSH: u16 = 0xa0;
-const ADD: u16 = 0x00;
-const AND: u16 = 0x50;
-const RSH: u16 = 0x70;
-const XOR: u16 = 0xa0;
-const JEQ: u16 = 0x10;
-const JSET: u16 = 0x40;
-const K: u16 = 0x00;
-const X: u16 = 0x08;
-const RET_A: u16 = 0x10;
-const TAX: u16 = 0x00;
-const TXA: u16 = 0x80;
-/// `SKF_AD_OFF + SKF_AD_PROTOCOL`: loads `skb->protocol` (the EtherType).
-const AD_PROTOCOL: u32 = (-0x1000i32) as u32;
+impl SockFprog {
+    /// Points at `program`, which must outlive every use of the result.
+    pub(crate) fn new(program: &[BpfInsn]) -> io::Result<SockFprog> {
+        Ok(SockFprog {
+            len: u16::try_from(program.len())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?,
+            filter: program.as_ptr(),
+        })
+    }
+}
 
-const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> BpfInsn {
+// Classic BPF opcodes (<linux/filter.h>, <linux/bpf_common.h>).
+pub(crate) const LD: u16 = 0x00;
+pub(crate) const LDX: u16 = 0x01;
+pub(crate) const ST: u16 = 0x02;
+pub(crate) const ALU: u16 = 0x04;
+pub(crate) const JMP: u16 = 0x05;
+pub(crate) const RET: u16 = 0x06;
+pub(crate) const MISC: u16 = 0x07;
+pub(crate) const W: u16 = 0x00;
+pub(crate) const H: u16 = 0x08;
+pub(crate) const B: u16 = 0x10;
+pub(crate) const ABS: u16 = 0x20;
+pub(crate) const IND: u16 = 0x40;
+pub(crate) const MEM: u16 = 0x60;
+pub(crate) const MSH: u16 = 0xa0;
+pub(crate) const ADD: u16 = 0x00;
+pub(crate) const AND: u16 = 0x50;
+pub(crate) const RSH: u16 = 0x70;
+pub(crate) const XOR: u16 = 0xa0;
+pub(crate) const JEQ: u16 = 0x10;
+pub(crate) const JSET: u16 = 0x40;
+pub(crate) const JGT: u16 = 0x20;
+pub(crate) const JGE: u16 = 0x30;
+pub(crate) const K: u16 = 0x00;
+pub(crate) const X: u16 = 0x08;
+pub(crate) const RET_A: u16 = 0x10;
+pub(crate) const TAX: u16 = 0x00;
+pub(crate) const TXA: u16 = 0x80;
+/// `SKF_AD_OFF + SKF_AD_PROTOCOL`: loads `skb->protocol` (the EtherType).
+pub(crate) const AD_PROTOCOL: u32 = (-0x1000i32) as u32;
+
+pub(crate) const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> BpfInsn {
     BpfInsn { code, jt, jf, k }
 }
 
@@ -235,11 +248,7 @@ pub fn join(fd: RawFd, group: Option<u16>) -> io::Result<u16> {
 
 /// Installs `program` as the group's demultiplexer (through any member).
 pub fn set_program(fd: RawFd, program: &[BpfInsn]) -> io::Result<()> {
-    let prog = SockFprog {
-        len: u16::try_from(program.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?,
-        filter: program.as_ptr(),
-    };
+    let prog = SockFprog::new(program)?;
     // SAFETY: `prog` points at `program`, live and of `len` instructions,
     // for the duration of the call; the kernel copies it.
     cvt(unsafe {

@@ -361,7 +361,8 @@ impl<L: Link> Engine<L> {
             && self.cfg.pkt_tx_delay.is_zero();
     }
 
-    /// Reads port `port`'s ARP frames from `tap` as well, learning from
+    /// Reads port `port`'s ARP frames and IPv6 neighbour discovery from
+    /// `tap` as well, learning from
     /// them without answering (see `Dispatcher::add_arp_tap`); gives the
     /// engine a dispatcher if it has none.
     pub fn add_arp_tap(&mut self, port: u16, tap: link::ArpTap) {

@@ -3,8 +3,9 @@
 //! multi-process mode.  Each process's AF_PACKET socket on the interface
 //! joins one fanout group whose program computes ustack's flow hash
 //! (`link::fanout`), so each flow reaches exactly one process; each
-//! process reads the interface's ARP on a tap of its own (`link::ArpTap`),
-//! so every neighbour table learns what any process asked.  While
+//! process reads the interface's ARP and IPv6 neighbour discovery on a tap
+//! of its own (`link::ArpTap`), so every neighbour table learns what any
+//! process asked.  While
 //! processes join and leave the group, the hash sends some flows to a
 //! process that does not have them: it hands such frames to the others
 //! (`link::handoff`) instead of resetting the connection, and the process

@@ -214,7 +214,8 @@ pub struct DispatchCounters {
     pub hook_answered: u64,
     /// Answers dropped: longer than the buffer, or the port's queue full.
     pub hook_answer_drops: u64,
-    /// ARP frames read from the ARP taps (learned from, not answered).
+    /// Frames read from the ARP taps, ARP and IPv6 neighbour discovery
+    /// (learned from, not answered).
     pub arp_tap_frames: u64,
     /// Frames of no flow of ours offered to the group's other processes.
     pub handoff_offered: u64,
@@ -409,8 +410,8 @@ impl<B: PacketBuffer> Dispatcher<B> {
         }
     }
 
-    /// Reads port `port`'s ARP frames from `tap` too: every one is
-    /// learned from, none answered (the process the fanout group gave the
+    /// Reads port `port`'s ARP frames and neighbour discovery from `tap`
+    /// too: every one is learned from, none answered (the process the fanout group gave the
     /// frame to answers it).
     pub fn add_arp_tap(&mut self, port: u16, tap: link::ArpTap) {
         self.arp_taps.push((port, tap));
@@ -431,7 +432,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             .iter()
             .flatten()
             .filter_map(|k| k.tap.rx_fd())
-            .chain(self.arp_taps.iter().map(|(_, t)| t.fd()))
+            .chain(self.arp_taps.iter().flat_map(|(_, t)| t.fds()))
             .chain(self.handoff.iter().map(|h| h.fd()))
     }
 
@@ -761,13 +762,14 @@ pub(super) fn serve<L: Link>(
     if side {
         d.next_side_read = now + SIDE_READ_EVERY;
     }
-    // ARP seen by the other processes of the fanout group: learned, muted.
-    let mut frame = [0u8; ARP_TAP_FRAME];
+    // ARP and neighbour discovery seen by the other processes of the
+    // fanout group: learned, muted.
     let taps: &mut [(u16, link::ArpTap)] = if side { &mut d.arp_taps } else { &mut [] };
     for (port, tap) in taps {
         if usize::from(*port) >= ports.len() {
             continue;
         }
+        let mut frame = [0u8; TAP_FRAME];
         for _ in 0..INBOUND_BUDGET {
             let n = match tap.recv(&mut frame) {
                 Ok(Some(n)) => n,
@@ -919,9 +921,10 @@ pub(super) fn serve<L: Link>(
 /// How often the group's side channels are read.
 const SIDE_READ_EVERY: stack::Duration = stack::Duration::from_millis(1);
 
-/// Room for one ARP frame from a tap (an ARP frame is 42 bytes, 60 with
-/// padding; a VLAN tag or trailer adds little).
-const ARP_TAP_FRAME: usize = 128;
+/// Room for one frame from an ARP tap: an ARP frame is 42 bytes, but a
+/// router advertisement with its options or a redirect quoting a packet
+/// can fill an Ethernet frame (and a VLAN tag).
+const TAP_FRAME: usize = 1518;
 
 type Pending<B> = Vec<(usize, Returned<B>)>;
 
