@@ -13,7 +13,8 @@ import tcp_tools as tt
 from cases import SUBNETS, test
 from harness import check
 
-SUBNETS.update({"cores_tcp_echo_af_packet": 120, "cores_kni_af_packet": 121, "cores_connect_af_packet": 122})
+SUBNETS.update({"cores_tcp_echo_af_packet": 120, "cores_kni_af_packet": 121, "cores_connect_af_packet": 122,
+                "cores_ping6_af_packet": 123})
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -175,3 +176,57 @@ def _(ctx):
           f"frames handed between engines {fwd}")
     check(opens == [150, 150], f"active opens per engine: {opens}")
     check(fwd == [0, 0], f"replies reached another engine than the one that connected: {fwd}")
+
+
+@test("cores_ping6_af_packet", budget=120)
+def _(ctx):
+    """IPv6 over two engines: the kernel's fanout program hashes IPv6 as the
+    engines do (nothing handed over), neighbour discovery reaches both
+    engines (the one that answers a ping learned the kernel's MAC from a
+    copy), and each engine answers the pings its hash gives it, fragments
+    reassembled on one engine."""
+    subnet = SUBNETS["cores_ping6_af_packet"]
+    v = TwoQueueVeth(subnet)
+    ustack_ip6 = f"fd99:{subnet}::2"
+    # By ustack's hash, fd99:N::1 <-> ::2 is engine 1's (fold(1 ^ 2) = 3)
+    # and fd99:N::4 <-> ::2 engine 0's (fold(4 ^ 2) = 6).
+    sources = {f"fd99:{subnet}::1": 1, f"fd99:{subnet}::4": 0}
+    # The kernel's end speaks IPv6 (ustack's end stays without it, so only
+    # ustack answers for its addresses there).
+    h.nsx(v.ns_k, "sysctl", "-qw", f"net.ipv6.conf.{v.if_k}.disable_ipv6=0")
+    for src in sources:
+        h.sh(["ip", "-n", v.ns_k, "-6", "addr", "add", f"{src}/64", "dev", v.if_k, "nodad"])
+    u = h.Ustack(ctx.binary, ctx.workdir, v.config(f"addr6={ustack_ip6}/64\n"), netns=v.ns_u).start()
+    u.wait_output(r"2 engine\(s\) on cores 0,1")
+    v.wait_ping(u)
+    deadline = time.monotonic() + 10
+    for src in sources:
+        while True:
+            check(u.running(), f"ustack-echo exited (rc={u.proc.returncode})")
+            p = h.nsx(v.ns_k, "ping", "-6", "-c", "1", "-W", "0.3", "-q", "-I", src, ustack_ip6,
+                      check_rc=False, timeout=5)
+            if p.returncode == 0:
+                break
+            check(time.monotonic() < deadline, f"{ustack_ip6} did not answer ping -6 from {src} within 10s")
+    before = u.settled_stats()
+    for src in sources:
+        for size in (56, 4000):
+            p = h.nsx(v.ns_k, "ping", "-6", "-c", "5", "-i", "0.05", "-s", str(size), "-W", "1", "-w", "5",
+                      "-I", src, ustack_ip6, check_rc=False, timeout=20)
+            out = p.stdout + p.stderr
+            check(p.returncode == 0 and " 0% packet loss" in out and "5 received" in out,
+                  f"ping -6 -s {size} from {src}: expected 5 of 5 answered:\n{out}")
+            check("DUP!" not in out, f"ping -6 -s {size} from {src}: answered twice:\n{out}")
+    st = u.settled_stats()
+    replies = [st.get(f"engine{e}.icmpv6_echo_replies_sent", 0) - before.get(f"engine{e}.icmpv6_echo_replies_sent", 0)
+               for e in (0, 1)]
+    copies = engines_share(st, "steer_ndp_copies")
+    fwd = engines_share(st, "steer_forwarded")
+    print(f"    ping -6 56 and 4000 bytes from 2 sources: echo replies per engine {replies}; "
+          f"NDP copies per engine {copies}; frames handed between engines {fwd}")
+    # 10 pings per source, each engine its source's.
+    check(replies == [10, 10], f"each engine answers the pings of its source: {replies}")
+    check(sum(copies) > 0, f"neighbour discovery was not copied between engines: {h.nonzero(st)}")
+    check(engines_share(st, "steer_ndp_copy_drops") == [0, 0], "NDP copies dropped")
+    check(fwd == [0, 0], f"frames handed between engines (kernel and ustack hashes disagree over IPv6): {fwd}")
+    u.stop()
