@@ -1,61 +1,58 @@
-//! An ARP tap: packet sockets on an interface that receive a copy of
+//! An ARP tap: a packet socket on an interface that receives a copy of
 //! every ARP frame and of every IPv6 neighbour discovery message, outside
 //! any fanout group.  When several processes share an interface through
 //! one AF_PACKET fanout group, the group's program hands each such frame
 //! to one member only; each process reads its own tap so that every
 //! neighbour table learns the replies to its requests.
 //!
-//! ARP has an EtherType of its own, which the socket binds to.  Neighbour
-//! discovery is ICMPv6 inside IPv6: its socket binds to IPv6 and a socket
-//! filter keeps the messages a node accepts (RFC 4861 section 6.1 and
-//! 7.1: hop limit 255, types 133 to 137, right after the fixed header),
-//! so the rest of the IPv6 traffic is not copied to the process.
+//! One socket takes both, so a process needs no more packet sockets than
+//! it made before it dropped its privileges (`packet_socket`): it is bound
+//! to every protocol, and a socket filter keeps ARP and the neighbour
+//! discovery a node accepts (RFC 4861 sections 6.1 and 7.1: hop limit
+//! 255, types 133 to 137, right after the fixed header), so the rest of
+//! the traffic is not copied to the process.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use crate::fanout::{insn, BpfInsn, SockFprog, ABS, B, JEQ, JGE, JGT, JMP, K, LD, RET};
+use crate::fanout::{insn, BpfInsn, SockFprog, ABS, B, H, JEQ, JGE, JGT, JMP, K, LD, RET};
 use crate::ifreq::{cvt, CtlSocket};
 
-const ETH_P_ARP: u16 = 0x0806;
-const ETH_P_IPV6: u16 = 0x86dd;
+const ETH_P_ALL: u16 = 0x0003;
 
-/// The filter of the neighbour discovery socket, over the Ethernet frame
-/// (a packet socket's filter sees the link header).
-pub(crate) const NDP_FILTER: [BpfInsn; 9] = [
-    /* 0 */ insn(LD | B | ABS, 0, 0, 14 + 6), // next header
-    /* 1 */ insn(JMP | JEQ | K, 0, 6, 58), // not ICMPv6: 8
-    /* 2 */ insn(LD | B | ABS, 0, 0, 14 + 7), // hop limit
-    /* 3 */ insn(JMP | JEQ | K, 0, 4, 255), // forwarded: 8
-    /* 4 */ insn(LD | B | ABS, 0, 0, 14 + 40), // ICMPv6 type
-    /* 5 */ insn(JMP | JGE | K, 0, 2, 133), // below router solicitation: 8
-    /* 6 */ insn(JMP | JGT | K, 1, 0, 137), // past redirect: 8
-    /* 7 */ insn(RET | K, 0, 0, u32::MAX), // the whole frame
-    /* 8 */ insn(RET | K, 0, 0, 0),
+/// The tap's filter, over the Ethernet frame (a packet socket's filter
+/// sees the link header).
+pub(crate) const TAP_FILTER: [BpfInsn; 12] = [
+    /* 0 */ insn(LD | H | ABS, 0, 0, 12), // EtherType
+    /* 1 */ insn(JMP | JEQ | K, 8, 0, 0x0806), // ARP: 10
+    /* 2 */ insn(JMP | JEQ | K, 0, 8, 0x86dd), // not IPv6: 11
+    /* 3 */ insn(LD | B | ABS, 0, 0, 14 + 6), // next header
+    /* 4 */ insn(JMP | JEQ | K, 0, 6, 58), // not ICMPv6: 11
+    /* 5 */ insn(LD | B | ABS, 0, 0, 14 + 7), // hop limit
+    /* 6 */ insn(JMP | JEQ | K, 0, 4, 255), // forwarded: 11
+    /* 7 */ insn(LD | B | ABS, 0, 0, 14 + 40), // ICMPv6 type
+    /* 8 */ insn(JMP | JGE | K, 0, 2, 133), // below router solicitation: 11
+    /* 9 */ insn(JMP | JGT | K, 1, 0, 137), // past redirect: 11
+    /* 10 */ insn(RET | K, 0, 0, u32::MAX), // the whole frame
+    /* 11 */ insn(RET | K, 0, 0, 0),
 ];
 
-/// Non-blocking packet sockets receiving the interface's ARP frames and
+/// A non-blocking packet socket receiving the interface's ARP frames and
 /// neighbour discovery messages.
 #[derive(Debug)]
 pub struct ArpTap {
     fd: OwnedFd,
-    ndp: OwnedFd,
 }
 
-/// A non-blocking packet socket on interface `index` receiving
-/// `protocol`, not its own transmissions.
-fn tap_socket(
-    index: libc::c_int,
-    protocol: u16,
-    filter: Option<&[BpfInsn]>,
-) -> io::Result<OwnedFd> {
-    // Protocol 0 until the bind below names one: nothing arrives before
-    // the filter is on.
-    let fd = crate::packet_socket::packet_socket()?;
-    if let Some(program) = filter {
-        let prog = SockFprog::new(program)?;
-        // SAFETY: `prog` points at `program`, live and of `len`
-        // instructions, for the duration of the call; the kernel copies it.
+impl ArpTap {
+    pub fn open(ifname: &str) -> io::Result<ArpTap> {
+        let index = CtlSocket::new()?.index(ifname)?;
+        // Protocol 0 until the bind below names one: nothing arrives
+        // before the filter is on.
+        let fd = crate::packet_socket::packet_socket()?;
+        let prog = SockFprog::new(&TAP_FILTER)?;
+        // SAFETY: `prog` points at `TAP_FILTER`, a static of `len`
+        // instructions; the kernel copies it.
         cvt(unsafe {
             libc::setsockopt(
                 fd.as_raw_fd(),
@@ -65,78 +62,61 @@ fn tap_socket(
                 std::mem::size_of::<SockFprog>() as libc::socklen_t,
             )
         })?;
-    }
-    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = protocol.to_be();
-    sll.sll_ifindex = index;
-    // SAFETY: `sll` is a live sockaddr_ll and its size is passed.
-    cvt(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    })?;
-    // Our own transmissions are not news.
-    let one: libc::c_int = 1;
-    // SAFETY: an int option of its size.
-    let _ = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            263, // SOL_PACKET
-            23,  // PACKET_IGNORE_OUTGOING
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    Ok(fd)
-}
-
-impl ArpTap {
-    pub fn open(ifname: &str) -> io::Result<ArpTap> {
-        let index = CtlSocket::new()?.index(ifname)?;
-        Ok(ArpTap {
-            fd: tap_socket(index, ETH_P_ARP, None)?,
-            ndp: tap_socket(index, ETH_P_IPV6, Some(&NDP_FILTER))?,
-        })
+        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_ifindex = index;
+        // SAFETY: `sll` is a live sockaddr_ll and its size is passed.
+        cvt(unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        })?;
+        // Our own transmissions are not news.
+        let one: libc::c_int = 1;
+        // SAFETY: an int option of its size.
+        let _ = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                263, // SOL_PACKET
+                23,  // PACKET_IGNORE_OUTGOING
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        Ok(ArpTap { fd })
     }
 
     /// The next ARP frame or neighbour discovery message into `buf` (its
     /// length; a frame longer than `buf` is cut), `None` when there is
     /// none now.
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match recv_one(&self.fd, buf)? {
-            Some(n) => Ok(Some(n)),
-            None => recv_one(&self.ndp, buf),
-        }
-    }
-
-    /// The sockets, for an idle wait.
-    pub fn fds(&self) -> [RawFd; 2] {
-        [self.fd.as_raw_fd(), self.ndp.as_raw_fd()]
-    }
-}
-
-fn recv_one(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    // SAFETY: `buf` is writable for its length.
-    let n = unsafe {
-        libc::recv(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-            _ => Err(e),
+        // SAFETY: `buf` is writable for its length.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
         };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Some(n as usize))
     }
-    Ok(Some(n as usize))
+
+    /// The socket, for an idle wait.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +169,13 @@ mod tests {
             f.resize(len, 0);
             f
         };
+        // Another EtherType, with what would be an NDP header at the
+        // offsets the filter reads.
+        let other = |ethertype: u16| {
+            let mut f = ipv6(58, 255, 135, 100);
+            f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            f
+        };
         let frames = [
             (arp_request(mac, [10, 99, 9, 2], [10, 99, 9, 1]), true),
             (ipv6(58, 255, 135, 86), true),
@@ -202,6 +189,8 @@ mod tests {
             (ipv6(0, 255, 135, 100), false), // behind hop-by-hop
             (ipv6(6, 255, 135, 100), false),
             (ipv6(17, 255, 136, 100), false),
+            (other(0x0800), false),
+            (other(0x88b5), false),
         ];
         let frames: Vec<(Vec<u8>, bool)> = frames
             .into_iter()
@@ -248,6 +237,5 @@ mod tests {
         for (g, w) in got.iter().zip(want) {
             assert_eq!(g, w);
         }
-        assert_eq!(tap.fds().len(), 2);
     }
 }

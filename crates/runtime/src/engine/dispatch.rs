@@ -432,7 +432,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             .iter()
             .flatten()
             .filter_map(|k| k.tap.rx_fd())
-            .chain(self.arp_taps.iter().flat_map(|(_, t)| t.fds()))
+            .chain(self.arp_taps.iter().map(|(_, t)| t.fd()))
             .chain(self.handoff.iter().map(|h| h.fd()))
     }
 
