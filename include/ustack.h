@@ -6,7 +6,11 @@
  * the same arguments, the same constants (from the system's headers:
  * AF_INET, SOCK_STREAM, SOL_SOCKET, MSG_DONTWAIT, EPOLLIN, FIONBIO, ...),
  * the same results, and on failure -1 with errno set to Linux's value.
- * Sockets are IPv4 (AF_INET6 fails with EAFNOSUPPORT).
+ * Sockets are AF_INET or AF_INET6 (struct sockaddr_in6; Linux's dual stack:
+ * an AF_INET6 socket on [::] takes IPv4 too, shown as ::ffff:a.b.c.d,
+ * unless IPV6_V6ONLY is set before bind).  Options: IPV6_V6ONLY,
+ * IPV6_RECVPKTINFO (an IPV6_PKTINFO cmsg on ustack_recvmsg; on
+ * ustack_sendmsg it picks the source), IPV6_TCLASS, IPV6_UNICAST_HOPS.
  *
  * A program:
  *
@@ -29,7 +33,7 @@
  * ustack_epoll_wait / ustack_kevent with a zero timeout.
  *
  * Zero-copy send: ustack_zc_send_get / ustack_zc_send_commit (below).
- * Not offered: zero-copy receive, select/poll, IPv6.
+ * Not offered: zero-copy receive, select/poll.
  */
 #ifndef USTACK_H
 #define USTACK_H
@@ -141,10 +145,12 @@ ssize_t ustack_recvfrom(int fd, void *buf, size_t n, int flags,
 #define USTACK_IP_RECVDSTADDR 0x75000007
 #define USTACK_IP_SENDSRCADDR USTACK_IP_RECVDSTADDR
 
-/* sendmsg(2): ancillary data IP_PKTINFO and USTACK_IP_SENDSRCADDR. */
+/* sendmsg(2): ancillary data IP_PKTINFO, USTACK_IP_SENDSRCADDR and
+ * (level IPPROTO_IPV6) IPV6_PKTINFO. */
 ssize_t ustack_sendmsg(int fd, const struct msghdr *msg, int flags);
-/* recvmsg(2): ancillary data IP_PKTINFO and USTACK_IP_RECVDSTADDR when
- * the socket asked for them; MSG_CTRUNC when msg_control was too small. */
+/* recvmsg(2): ancillary data IP_PKTINFO, USTACK_IP_RECVDSTADDR and
+ * IPV6_PKTINFO when the socket asked for them; MSG_CTRUNC when msg_control
+ * was too small. */
 ssize_t ustack_recvmsg(int fd, struct msghdr *msg, int flags);
 
 /* how: SHUT_RD, SHUT_WR, SHUT_RDWR. */
@@ -159,7 +165,8 @@ int ustack_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
  * SO_LINGER, SO_KEEPALIVE, SO_ERROR, SO_TYPE, SO_RCVTIMEO, SO_SNDTIMEO,
  * SO_ACCEPTCONN, SO_BROADCAST ...; IPPROTO_TCP TCP_NODELAY, TCP_MAXSEG,
  * TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_INFO; IPPROTO_IP IP_TOS,
- * IP_TTL, IP_PKTINFO, USTACK_IP_RECVDSTADDR.
+ * IP_TTL, IP_PKTINFO, USTACK_IP_RECVDSTADDR; IPPROTO_IPV6 (AF_INET6)
+ * IPV6_V6ONLY, IPV6_RECVPKTINFO, IPV6_TCLASS, IPV6_UNICAST_HOPS.
  */
 int ustack_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 int ustack_setsockopt(int fd, int level, int name, const void *val, socklen_t len);

@@ -14,11 +14,16 @@
  * ff_epoll_wait, ff_poll and ff_select never block (their timeout is
  * ignored, as in F-Stack; outside the loop it is honoured).  A socket from
  * ff_accept inherits the listener's non-blocking mode (FreeBSD's rule).
+ * IPv6: ff_socket(AF_INET6, ...) with Linux's struct sockaddr_in6 (AF_INET6
+ * is AF_INET6_LINUX); such a socket is v6-only (IPV6_V6ONLY 1, FreeBSD's
+ * default) unless the program sets IPV6_V6ONLY to 0, so "[::]:80" and
+ * "0.0.0.0:80" can both be bound.  IPV6_RECVPKTINFO / IPV6_PKTINFO cmsgs
+ * use Linux's numbers.
  * Any thread may make these calls (ff_pthread_create is pthread_create).
  *
  * Where ustack differs: epoll has Linux's exact semantics (edge triggered,
  * EPOLLONESHOT, EPOLLRDHUP); message flags (MSG_DONTWAIT, ...) are Linux's;
- * sockets are IPv4 only; one process serves the configuration
+ * one process serves the configuration
  * (--proc-type secondary is refused); ff_sysctl reads the keys ustack has
  * (below) and changes none; not offered: ff_dpdk_raw_packet_send,
  * ff_regist_pcblddr_fun, ff_rtioctl, ff_ngctl and the *_freebsd calls.

@@ -139,7 +139,7 @@ int main(int argc, char *argv[])
     FAILS(ustack_init(argc, argv), EALREADY);
 
     /* Sockets, options, errno values. */
-    FAILS(ustack_socket(AF_INET6, SOCK_STREAM, 0), EAFNOSUPPORT);
+    FAILS(ustack_socket(AF_PACKET, SOCK_STREAM, 0), EAFNOSUPPORT);
     int t = ustack_socket(AF_INET, SOCK_STREAM, 0);
     CHECK(t >= 0 && ustack_is_fd(t) == 1 && ustack_is_fd(0) == 0);
     FAILS(ustack_close(0), ENOTSOCK);

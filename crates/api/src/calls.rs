@@ -6,7 +6,7 @@
 //! again, until it can go on or SO_RCVTIMEO / SO_SNDTIMEO pass.
 
 use std::io::{IoSlice, IoSliceMut};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -303,7 +303,7 @@ pub fn socket_at(fd: RawFd, domain: i32, ty: i32, protocol: i32) -> Result<()> {
     Owner::for_new()?.exec(|w| w.new_socket_at(fd, domain, ty, protocol))?
 }
 
-pub fn bind(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
+pub fn bind(fd: RawFd, addr: &SocketAddr) -> Result<()> {
     let addr = *addr;
     Owner::of(fd)?.exec(|w| w.bind(w.key(fd), addr))?
 }
@@ -312,12 +312,12 @@ pub fn listen(fd: RawFd, backlog: i32) -> Result<()> {
     Owner::of(fd)?.exec(|w| w.listen(w.key(fd), backlog))?
 }
 
-pub fn accept(fd: RawFd) -> Result<(RawFd, SocketAddrV4)> {
+pub fn accept(fd: RawFd) -> Result<(RawFd, SocketAddr)> {
     accept4(fd, 0)
 }
 
 /// accept4: `flags` may hold SOCK_NONBLOCK and SOCK_CLOEXEC.
-pub fn accept4(fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddrV4)> {
+pub fn accept4(fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddr)> {
     let owner = Owner::of(fd)?;
     blocking(&owner, fd, Dir::Read, 0, |w| w.accept(w.key(fd), flags))
 }
@@ -325,7 +325,7 @@ pub fn accept4(fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddrV4)> {
 /// connect: a non-blocking TCP socket returns EINPROGRESS and completes in
 /// the background (poll for writability, then SO_ERROR); a blocking one
 /// drives the engine until the handshake ends.
-pub fn connect(fd: RawFd, addr: &SocketAddrV4) -> Result<()> {
+pub fn connect(fd: RawFd, addr: &SocketAddr) -> Result<()> {
     let owner = Owner::of(fd)?;
     let addr = *addr;
     let (r, wait) = owner.exec(|w| {
@@ -370,11 +370,11 @@ pub fn send(fd: RawFd, buf: &[u8], flags: i32) -> Result<usize> {
     sendmsg(fd, &[IoSlice::new(buf)], flags, &SendMsg::default())
 }
 
-pub fn recvfrom(fd: RawFd, buf: &mut [u8], flags: i32) -> Result<(usize, Option<SocketAddrV4>)> {
+pub fn recvfrom(fd: RawFd, buf: &mut [u8], flags: i32) -> Result<(usize, Option<SocketAddr>)> {
     recvmsg(fd, &mut [IoSliceMut::new(buf)], flags).map(|m| (m.len, m.addr))
 }
 
-pub fn sendto(fd: RawFd, buf: &[u8], flags: i32, addr: Option<&SocketAddrV4>) -> Result<usize> {
+pub fn sendto(fd: RawFd, buf: &[u8], flags: i32, addr: Option<&SocketAddr>) -> Result<usize> {
     let msg = SendMsg {
         addr: addr.copied(),
         ..SendMsg::default()
@@ -496,11 +496,11 @@ pub fn close(fd: RawFd) -> Result<()> {
     Owner::of(fd)?.exec(|w| w.close_number(fd, true))?
 }
 
-pub fn getsockname(fd: RawFd) -> Result<SocketAddrV4> {
+pub fn getsockname(fd: RawFd) -> Result<SocketAddr> {
     Owner::of(fd)?.exec(|w| w.getsockname(w.key(fd)))?
 }
 
-pub fn getpeername(fd: RawFd) -> Result<SocketAddrV4> {
+pub fn getpeername(fd: RawFd) -> Result<SocketAddr> {
     Owner::of(fd)?.exec(|w| w.getpeername(w.key(fd)))?
 }
 

@@ -3,7 +3,7 @@
 //! the caller (`calls.rs`) to drive the engine and retry.
 
 use std::io::{IoSlice, IoSliceMut};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 
 use stack::{SocketError, TcpState};
@@ -11,7 +11,8 @@ use stack::{SocketError, TcpState};
 use crate::consts::*;
 use crate::driver;
 use crate::errno::{Errno, Result};
-use crate::sock_ops::{parts, v4};
+use crate::family::{self, Domain, Use};
+use crate::sock_ops::parts;
 use crate::socket::State;
 use crate::worker::Worker;
 
@@ -26,31 +27,47 @@ pub struct PktInfo {
     pub addr: Ipv4Addr,
 }
 
+/// IPV6_PKTINFO of a received datagram (`struct in6_pktinfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pkt6Info {
+    /// The interface it came in on (1 is the stack's first).
+    pub ifindex: u32,
+    /// The destination address in its header (IPv4-mapped for an IPv4
+    /// datagram on a dual-stack socket).
+    pub addr: Ipv6Addr,
+}
+
 /// What recvmsg returns besides the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecvMsg {
     /// Bytes copied (with MSG_TRUNC on a datagram socket: the datagram's
     /// whole length).
     pub len: usize,
-    /// The sender (datagram sockets).
-    pub addr: Option<SocketAddrV4>,
+    /// The sender (datagram sockets), in the socket's family.
+    pub addr: Option<SocketAddr>,
     /// MSG_TRUNC when a datagram did not fit.
     pub flags: i32,
-    /// With IP_PKTINFO on.
+    /// With IP_PKTINFO on, for an IPv4 datagram.
     pub pktinfo: Option<PktInfo>,
-    /// With IP_RECVDSTADDR on: the datagram's destination address.
+    /// With IP_RECVDSTADDR on, for an IPv4 datagram: its destination.
     pub dstaddr: Option<Ipv4Addr>,
+    /// With IPV6_RECVPKTINFO on (AF_INET6 sockets).
+    pub pktinfo6: Option<Pkt6Info>,
 }
 
 /// What sendmsg takes besides the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SendMsg {
     /// The destination (`msg_name`); `None` on a connected socket.
-    pub addr: Option<SocketAddrV4>,
-    /// The source address: IP_PKTINFO's `ipi_spec_dst`, or
-    /// IP_SENDSRCADDR.  It must be one of the stack's addresses.
-    pub src: Option<Ipv4Addr>,
-    /// IP_PKTINFO's `ipi_ifindex` (0 or `None`: routed).
+    pub addr: Option<SocketAddr>,
+    /// The source address: IP_PKTINFO's `ipi_spec_dst`, IP_SENDSRCADDR,
+    /// or IPV6_PKTINFO's `ipi6_addr` (IPv4-mapped for an IPv4 datagram of
+    /// an AF_INET6 socket).  It must be one of the stack's addresses.  An
+    /// AF_INET socket ignores an IPv6 one, as Linux ignores IPv6 cmsgs
+    /// there; an IPv4 one for an IPv6 datagram is ignored too.
+    pub src: Option<IpAddr>,
+    /// IP_PKTINFO's `ipi_ifindex` or IPV6_PKTINFO's `ipi6_ifindex` (0 or
+    /// `None`: routed).
     pub ifindex: Option<u32>,
 }
 
@@ -187,7 +204,7 @@ impl Worker {
                         sock.totals.consumed += 1;
                     }
                     // A connected socket takes datagrams from its peer only.
-                    if peer.is_some_and(|p| SocketAddr::V4(p) != r.meta.src) {
+                    if peer.is_some_and(|p| p != r.meta.src) {
                         if flags & MSG_PEEK != 0 {
                             let _ = stack.udp_recv_from(h, &mut []);
                             sock.totals.consumed += 1;
@@ -201,13 +218,29 @@ impl Worker {
             }
         };
         let opts = (sock.opts.pktinfo, sock.opts.recvdstaddr);
+        let pktinfo6 = sock.domain == Domain::V6 && sock.opts.recvpktinfo6;
+        let domain = sock.domain;
         let out = match got {
             Ok(r) => {
                 scatter(&scratch[..r.len], bufs);
-                let dst = match r.meta.dst {
-                    SocketAddr::V4(a) => *a.ip(),
-                    SocketAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+                let ifindex = u32::from(r.meta.iface.0) + 1;
+                let dst4 = match r.meta.dst {
+                    SocketAddr::V4(a) => Some(*a.ip()),
+                    SocketAddr::V6(_) => None,
                 };
+                let dst6 = match r.meta.dst {
+                    SocketAddr::V4(a) => a.ip().to_ipv6_mapped(),
+                    SocketAddr::V6(a) => *a.ip(),
+                };
+                let mut src = r.meta.src;
+                // A link-local sender means something only with its
+                // interface (RFC 4007): the scope id a reply needs.
+                if let SocketAddr::V6(a) = &mut src {
+                    let ip = a.ip().segments()[0];
+                    if ip & 0xffc0 == 0xfe80 && a.scope_id() == 0 {
+                        a.set_scope_id(ifindex);
+                    }
+                }
                 let truncated = r.datagram_len > r.len;
                 Ok(RecvMsg {
                     len: if flags & MSG_TRUNC != 0 {
@@ -215,14 +248,18 @@ impl Worker {
                     } else {
                         r.len
                     },
-                    addr: Some(v4(r.meta.src)),
+                    addr: Some(family::present(domain, src)),
                     flags: if truncated { MSG_TRUNC } else { 0 },
-                    pktinfo: opts.0.then_some(PktInfo {
-                        ifindex: u32::from(r.meta.iface.0) + 1,
+                    pktinfo: dst4.filter(|_| opts.0).map(|dst| PktInfo {
+                        ifindex,
                         spec_dst: dst,
                         addr: dst,
                     }),
-                    dstaddr: opts.1.then_some(dst),
+                    dstaddr: dst4.filter(|_| opts.1),
+                    pktinfo6: pktinfo6.then_some(Pkt6Info {
+                        ifindex,
+                        addr: dst6,
+                    }),
                 })
             }
             Err(None) => Ok(RecvMsg::default()),
@@ -310,19 +347,30 @@ impl Worker {
         if sock.shut_wr {
             return Err(Errno::EPIPE);
         }
-        let dst = msg.addr.or(peer).ok_or(Errno::EDESTADDRREQ)?;
-        if dst.ip().is_broadcast() && !sock.opts.broadcast {
+        let dst = match msg.addr {
+            Some(a) => family::remote_addr(sock.domain, sock.opts.v6only, Use::UdpSend, a)?,
+            None => peer.ok_or(Errno::EDESTADDRREQ)?,
+        };
+        if matches!(dst, SocketAddr::V4(a) if a.ip().is_broadcast()) && !sock.opts.broadcast {
             return Err(Errno(libc::EACCES));
         }
+        let src = source(sock.domain, msg.src, dst)?;
+        family::local_for(sock.bound, dst)?;
+        let domain = sock.domain;
+        let ip = sock.ip_options(dst.is_ipv6());
         if !matches!(sock.state, State::Udp { .. }) {
-            let engine = self
-                .engine_for_remote(*dst.ip())
-                .ok_or(Errno::ENETUNREACH)?;
-            self.udp_bind(fd, engine, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+            let engine = self.engine_for_remote(dst.ip()).ok_or(Errno::ENETUNREACH)?;
+            self.udp_bind(fd, engine, domain.any(0))?;
         }
         let State::Udp { h, .. } = self.socket(fd)?.state else {
             return Err(Errno::EINVAL);
         };
+        if domain == Domain::V6 {
+            // One stack socket sends both families: the hop limit and
+            // class of the datagram's own.
+            let (_, d) = parts(self, fd)?;
+            d.stack_mut().udp_set_ip_options(h, ip.0, ip.1)?;
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         let data: &[u8] = if bufs.len() == 1 {
             &bufs[0]
@@ -334,18 +382,62 @@ impl Worker {
             &scratch
         };
         let (_, d) = parts(self, fd)?;
-        let src = msg.src.filter(|ip| !ip.is_unspecified());
         let r = driver::call(d, |now, stack, sink| {
-            stack.udp_send_to(
-                now,
-                h,
-                SocketAddr::V4(dst),
-                src.map(std::net::IpAddr::V4),
-                data,
-                sink,
-            )
+            stack.udp_send_to(now, h, dst, src, data, sink)
         });
         self.scratch = scratch;
         r.map_err(Errno::from)
+    }
+}
+
+/// The source a sendmsg asked for, for a datagram to `dst` (the stack's
+/// form): IPv4-mapped is IPv4; the any address is no choice.  Linux's
+/// rules: an AF_INET socket ignores IPv6 cmsgs, an IPv6 datagram ignores
+/// IPv4 ones, and an IPV6_PKTINFO source for an IPv4 datagram must be
+/// IPv4-mapped (EINVAL).
+fn source(domain: Domain, src: Option<IpAddr>, dst: SocketAddr) -> Result<Option<IpAddr>> {
+    let Some(src) = src else { return Ok(None) };
+    let src = match (domain, src) {
+        (Domain::V4, IpAddr::V6(_)) => return Ok(None),
+        (_, s) => family::unmap_ip(s),
+    };
+    if src.is_unspecified() {
+        return Ok(None);
+    }
+    match (src, dst) {
+        (IpAddr::V4(_), SocketAddr::V4(_)) | (IpAddr::V6(_), SocketAddr::V6(_)) => Ok(Some(src)),
+        (IpAddr::V4(_), SocketAddr::V6(_)) => Ok(None),
+        (IpAddr::V6(_), SocketAddr::V4(_)) => Err(Errno::EINVAL),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chosen_source_follows_the_datagrams_family() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let v4dst: SocketAddr = "10.0.0.1:53".parse().unwrap();
+        let v6dst: SocketAddr = "[fd99::1]:53".parse().unwrap();
+        assert_eq!(
+            source(Domain::V6, Some(ip("::ffff:10.0.0.2")), v4dst),
+            Ok(Some(ip("10.0.0.2")))
+        );
+        assert_eq!(
+            source(Domain::V6, Some(ip("fd99::2")), v4dst),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            source(Domain::V6, Some(ip("fd99::2")), v6dst),
+            Ok(Some(ip("fd99::2")))
+        );
+        assert_eq!(source(Domain::V6, Some(ip("10.0.0.2")), v6dst), Ok(None));
+        assert_eq!(source(Domain::V6, Some(ip("::")), v6dst), Ok(None));
+        assert_eq!(source(Domain::V4, Some(ip("fd99::2")), v4dst), Ok(None));
+        assert_eq!(
+            source(Domain::V4, Some(ip("10.0.0.2")), v4dst),
+            Ok(Some(ip("10.0.0.2")))
+        );
     }
 }

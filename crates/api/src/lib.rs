@@ -6,14 +6,30 @@
 //! # Shape of the calls
 //!
 //! The calls mirror the C ones: an fd is an `i32`, an error is an
-//! [`Errno`] holding the Linux value, addresses are [`SocketAddrV4`],
+//! [`Errno`] holding the Linux value, addresses are [`SocketAddr`]s,
 //! flags and option names are Linux's constants ([`consts`]), option
 //! values are the bytes of their C structs ([`setsockopt`],
 //! [`getsockopt`]; [`setsockopt_int`] for ints).  The ancillary data of
 //! [`recvmsg`] and [`sendmsg`] comes typed ([`RecvMsg::pktinfo`],
-//! [`RecvMsg::dstaddr`], [`SendMsg::src`]); a C wrapper encodes it as
-//! cmsgs (`IP_PKTINFO` for Linux programs, `IP_RECVDSTADDR` /
-//! `IP_SENDSRCADDR` for F-Stack ones).
+//! [`RecvMsg::dstaddr`], [`RecvMsg::pktinfo6`], [`SendMsg::src`]); a C
+//! wrapper encodes it as cmsgs (`IP_PKTINFO` and `IPV6_PKTINFO` for Linux
+//! programs, `IP_RECVDSTADDR` / `IP_SENDSRCADDR` for F-Stack ones).
+//!
+//! # IPv4 and IPv6
+//!
+//! A socket is AF_INET or AF_INET6, as Linux's: an AF_INET one takes and
+//! shows IPv4 addresses only (an IPv6 one is EAFNOSUPPORT); an AF_INET6
+//! one takes IPv6 addresses, and reaches IPv4 through IPv4-mapped ones
+//! (`::ffff:a.b.c.d`).  Bound to `[::]` without IPV6_V6ONLY (off by
+//! default, as on Linux; it must be set before the socket has a port) it
+//! also takes IPv4 connections and datagrams, which it shows mapped; such
+//! a socket conflicts with one on `0.0.0.0` and the same port.  Bound to
+//! one IPv6 address it is v6-only.  IPV6_UNICAST_HOPS and IPV6_TCLASS
+//! mark its IPv6 packets, IP_TTL and IP_TOS its IPv4 ones;
+//! IPV6_RECVPKTINFO reports each datagram's destination (`struct
+//! in6_pktinfo`, mapped for IPv4) and IPV6_PKTINFO on send picks the
+//! source.  The errno for a mismatched family is Linux's for each call
+//! (see `family.rs`).
 //!
 //! Every ustack fd is a number reserved from the kernel (a duplicate of
 //! one placeholder socket: an fd-table slot, not a kernel object per
@@ -65,11 +81,14 @@
 //!
 //! # Not yet
 //!
-//! IPv6 (EAFNOSUPPORT); SO_LINGER with a timeout closes in the background (only a zero timeout
-//! changes close: it resets); SO_REUSEPORT sockets share one listener (or
-//! one UDP socket) and its queue rather than splitting the flows; UDP
-//! sockets get no ICMP errors; epoll sets cannot hold kernel fds or other
-//! epoll sets; an epoll or kqueue watches sockets of its own worker only.
+//! Of IPv6's options only those above: not the sticky IPV6_PKTINFO,
+//! IPV6_RECVTCLASS, IPV6_RECVHOPLIMIT, extension headers (IPV6_HOPOPTS,
+//! IPV6_RTHDR, ...), multicast or flow labels (ENOPROTOOPT); SO_LINGER
+//! with a timeout closes in the background (only a zero timeout changes
+//! close: it resets); SO_REUSEPORT sockets share one listener (or one UDP
+//! socket) and its queue rather than splitting the flows; UDP sockets get
+//! no ICMP errors; epoll sets cannot hold kernel fds or other epoll sets;
+//! an epoll or kqueue watches sockets of its own worker only.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -80,6 +99,7 @@ mod dup;
 mod epoll;
 mod errno;
 mod events;
+mod family;
 mod fdtable;
 mod io;
 mod kqueue;
@@ -88,6 +108,7 @@ mod poll;
 mod sock_ops;
 mod socket;
 mod sockopt;
+mod stack_ip;
 mod worker;
 mod zero_copy;
 
@@ -96,11 +117,11 @@ pub use driver::Driver;
 pub use dup::{dup, dup2, dup3, dup_from, fd_limit};
 pub use epoll::epoll_event;
 pub use errno::{Errno, Result};
-pub use io::{PktInfo, RecvMsg, SendMsg};
+pub use io::{Pkt6Info, PktInfo, RecvMsg, SendMsg};
 pub use kqueue::KEvent;
 pub use os::{move_placeholder, placeholder_fd};
 pub use poll::{idle_wait, poll, readiness};
 pub use sockopt::TCP_INFO_LEN;
-pub use std::net::SocketAddrV4;
+pub use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 pub use worker::{hold_for_fork, ForkHold, Inherited, ProgressWatch};
 pub use zero_copy::{zc_send_commit, zc_send_reserve, ZcSendBuf};

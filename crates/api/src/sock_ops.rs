@@ -4,7 +4,7 @@
 //! and the caller (`calls.rs`) drives the engine and retries.
 
 use std::hash::{BuildHasher, Hasher};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use stack::{Duration, FrameSink, Instant, Shutdown, SocketError, SocketHandle, Stack, TcpState};
@@ -12,36 +12,26 @@ use stack::{Duration, FrameSink, Instant, Shutdown, SocketError, SocketHandle, S
 use crate::consts::*;
 use crate::driver::{self, Driver};
 use crate::errno::{Errno, Result};
+use crate::family::{self, Binding, Domain, Use};
 use crate::fdtable;
 use crate::os;
 use crate::socket::{Options, Phase, Socket, State};
+use crate::stack_ip;
 use crate::worker::{self, Object, Worker};
 
 /// Linux's `ip_local_port_range`: ports bind() picks for port 0.
 const BIND_PORTS: core::ops::RangeInclusive<u16> = 32768..=60999;
 
-pub(crate) fn v4(a: SocketAddr) -> SocketAddrV4 {
-    match a {
-        SocketAddr::V4(a) => a,
-        SocketAddr::V6(a) => SocketAddrV4::new(
-            a.ip().to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
-            a.port(),
-        ),
-    }
-}
-
-fn overlap(a: &Ipv4Addr, b: &Ipv4Addr) -> bool {
-    a.is_unspecified() || b.is_unspecified() || a == b
-}
-
 /// Applies the options set before the connection existed (or inherited
-/// from its listener) to a stack connection.
+/// from its listener) to a stack connection; `ip` is IP_TTL and IP_TOS or
+/// their IPv6 twins, as the connection's family takes ([`Socket::ip_options`]).
 pub(crate) fn apply_tcp_options(
     now: Instant,
     stack: &mut Stack,
     sink: &mut dyn FrameSink,
     h: SocketHandle,
     o: &Options,
+    ip: (Option<u8>, u8),
 ) {
     if o.nodelay {
         let _ = stack.tcp_set_nodelay(now, h, true, sink);
@@ -61,7 +51,7 @@ pub(crate) fn apply_tcp_options(
     if let Some(b) = o.rcvbuf {
         let _ = stack.tcp_set_recv_buffer(h, b / 2);
     }
-    let _ = stack.tcp_set_ip_options(h, o.ttl, o.tos as u8);
+    let _ = stack.tcp_set_ip_options(h, ip.0, ip.1);
     let secs = |s: Option<u32>| s.map(|s| Duration::from_secs(u64::from(s)));
     let _ = stack.tcp_set_keepalive_timing(h, secs(o.keepidle), secs(o.keepintvl), o.keepcnt);
 }
@@ -93,9 +83,7 @@ impl Worker {
     /// The socket `socket(domain, ty, protocol)` makes, and whether it
     /// asked for close-on-exec.
     fn socket_object(&mut self, domain: i32, ty: i32, protocol: i32) -> Result<(Socket, bool)> {
-        if domain != AF_INET {
-            return Err(Errno::EAFNOSUPPORT);
-        }
+        let domain = Domain::of(domain)?;
         let flags = ty & (SOCK_NONBLOCK | SOCK_CLOEXEC);
         let stream = match ty & !(SOCK_NONBLOCK | SOCK_CLOEXEC) {
             SOCK_STREAM => true,
@@ -115,28 +103,28 @@ impl Worker {
         if self.engines.is_empty() {
             return Err(Errno::ENODEV);
         }
-        let sock = Socket::new(stream, flags & SOCK_NONBLOCK != 0);
+        let sock = Socket::new(domain, stream, flags & SOCK_NONBLOCK != 0);
         Ok((sock, flags & SOCK_CLOEXEC != 0))
     }
 
     /// Whether binding `fd` to `addr` would collide with another TCP
     /// socket (Linux's inet_csk_bind_conflict: both SO_REUSEADDR and the
     /// other not listening, or both SO_REUSEPORT, may share).
-    fn tcp_conflict(&self, engine: usize, fd: RawFd, addr: SocketAddrV4) -> bool {
+    fn tcp_conflict(&self, engine: usize, fd: RawFd, me_at: Binding) -> bool {
         let Ok(me) = self.socket(fd) else {
             return true;
         };
-        let Some(holders) = self.engines[engine].tcp_binds.get(&addr.port()) else {
+        let Some(holders) = self.engines[engine].tcp_binds.get(&me_at.addr.port()) else {
             return false;
         };
         holders.iter().filter(|&&o| o != fd).any(|&o| {
             let Ok(other) = self.socket(o) else {
                 return false;
             };
-            let Some(oaddr) = other.bound else {
+            let Some(other_at) = other.binding() else {
                 return false;
             };
-            if !overlap(oaddr.ip(), addr.ip()) {
+            if !other_at.overlaps(&me_at) {
                 return false;
             }
             let listening = matches!(other.state, State::Listening { .. });
@@ -146,22 +134,33 @@ impl Worker {
         })
     }
 
+    /// The binding `fd` would have at `addr`.
+    fn binding_at(&self, fd: RawFd, addr: SocketAddr) -> Result<Binding> {
+        let s = self.socket(fd)?;
+        let dual = s.domain == Domain::V6
+            && !s.opts.v6only
+            && matches!(addr, SocketAddr::V6(a) if a.ip().is_unspecified());
+        Ok(Binding { addr, dual })
+    }
+
     /// A port for bind(port 0) or an unbound listen().
-    fn pick_tcp_port(&mut self, engine: usize, fd: RawFd, ip: Ipv4Addr) -> Result<u16> {
+    fn pick_tcp_port(&mut self, engine: usize, fd: RawFd, at: Binding) -> Result<u16> {
         let span = u32::from(BIND_PORTS.end() - BIND_PORTS.start()) + 1;
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_i32(fd);
         let start = (h.finish() % u64::from(span)) as u32;
+        let ip = at.addr.ip();
         for i in 0..span {
             let port = BIND_PORTS.start() + ((start + i) % span) as u16;
-            let addr = SocketAddrV4::new(ip, port);
-            let in_stack = self.engines[engine]
-                .driver
-                .stack_mut()
-                .tcp_port_in_use(IpAddr::V4(ip), port);
+            let mut b = at;
+            b.addr.set_port(port);
+            let stack = self.engines[engine].driver.stack_mut();
+            // A dual-stack socket needs the port free in IPv4 too.
+            let in_stack = stack.tcp_port_in_use(ip, port)
+                || (at.dual && stack.tcp_port_in_use(Domain::V4.any(0).ip(), port));
             if !in_stack
                 && !self.engines[engine].tcp_binds.contains_key(&port)
-                && !self.tcp_conflict(engine, fd, addr)
+                && !self.tcp_conflict(engine, fd, b)
             {
                 return Ok(port);
             }
@@ -169,26 +168,38 @@ impl Worker {
         Err(Errno::EADDRINUSE)
     }
 
-    pub(crate) fn bind(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+    pub(crate) fn bind(&mut self, fd: RawFd, addr: SocketAddr) -> Result<()> {
         let sock = self.socket(fd)?;
+        let (domain, stream, v6only) = (sock.domain, sock.stream, sock.opts.v6only);
+        let addr = family::bind_addr(domain, stream, v6only, addr)?;
         if !matches!(sock.state, State::Fresh) {
             return Err(Errno::EINVAL);
         }
-        let stream = sock.stream;
         let engine = self
-            .engine_for_local(*addr.ip())
+            .engine_for_local(addr.ip())
             .ok_or(Errno::EADDRNOTAVAIL)?;
-        if stream {
+        // Linux (inet6_bind): a socket bound to one IPv6 address is
+        // v6-only from then on, which IPV6_V6ONLY then reports.
+        let specific_v6 = matches!(addr, SocketAddr::V6(a) if !a.ip().is_unspecified());
+        if specific_v6 {
+            self.socket_mut(fd)?.opts.v6only = true;
+        }
+        let r = if stream {
             self.tcp_bind(fd, engine, addr)
         } else {
             self.udp_bind(fd, engine, addr).map(|_| ())
+        };
+        if r.is_err() && specific_v6 {
+            self.socket_mut(fd)?.opts.v6only = v6only;
         }
+        r
     }
 
-    fn tcp_bind(&mut self, fd: RawFd, engine: usize, mut addr: SocketAddrV4) -> Result<()> {
+    fn tcp_bind(&mut self, fd: RawFd, engine: usize, mut addr: SocketAddr) -> Result<()> {
+        let at = self.binding_at(fd, addr)?;
         if addr.port() == 0 {
-            addr.set_port(self.pick_tcp_port(engine, fd, *addr.ip())?);
-        } else if self.tcp_conflict(engine, fd, addr) {
+            addr.set_port(self.pick_tcp_port(engine, fd, at)?);
+        } else if self.tcp_conflict(engine, fd, at) {
             return Err(Errno::EADDRINUSE);
         }
         let sock = self.socket_mut(fd)?;
@@ -211,21 +222,22 @@ impl Worker {
         &mut self,
         fd: RawFd,
         engine: usize,
-        addr: SocketAddrV4,
+        addr: SocketAddr,
     ) -> Result<SocketHandle> {
-        let (reuseaddr, reuseport, rcvbuf, ttl, tos) = {
+        let (reuseaddr, reuseport, rcvbuf, v6only, ip) = {
             let s = self.socket(fd)?;
             let o = &s.opts;
-            (o.reuseaddr, o.reuseport, o.rcvbuf, o.ttl, o.tos)
+            let ip = s.ip_options(addr.is_ipv6());
+            (o.reuseaddr, o.reuseport, o.rcvbuf, o.v6only, ip)
         };
         let slot = &mut self.engines[engine];
-        let h = match slot.driver.stack_mut().udp_bind(SocketAddr::V4(addr)) {
+        let h = match stack_ip::udp_bind(slot.driver.stack_mut(), addr, v6only) {
             Ok(h) => {
                 let stack = slot.driver.stack_mut();
                 if let Some(b) = rcvbuf {
                     let _ = stack.udp_set_recv_buffer(h, b / 2);
                 }
-                let _ = stack.udp_set_ip_options(h, ttl, tos as u8);
+                let _ = stack.udp_set_ip_options(h, ip.0, ip.1);
                 h
             }
             Err(SocketError::AddrInUse) if addr.port() != 0 => {
@@ -246,12 +258,7 @@ impl Worker {
             Err(e) => return Err(e.into()),
         };
         let slot = &mut self.engines[engine];
-        let local = slot
-            .driver
-            .stack_mut()
-            .udp_local_addr(h)
-            .map(v4)
-            .unwrap_or(addr);
+        let local = slot.driver.stack_mut().udp_local_addr(h).unwrap_or(addr);
         slot.udp_binds.insert(local, h);
         slot.fds.entry(h).or_default().push(fd);
         let sock = self.socket_mut(fd)?;
@@ -272,10 +279,9 @@ impl Worker {
             State::Tcp { .. } => return Err(Errno::EINVAL),
             State::Bound(a) => a,
             State::Fresh => {
-                let engine = self
-                    .engine_for_local(Ipv4Addr::UNSPECIFIED)
-                    .ok_or(Errno::ENODEV)?;
-                self.tcp_bind(fd, engine, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+                let any = sock.domain.any(0);
+                let engine = self.engine_for_local(any.ip()).ok_or(Errno::ENODEV)?;
+                self.tcp_bind(fd, engine, any)?;
                 match self.socket(fd)?.state {
                     State::Bound(a) => a,
                     _ => return Err(Errno::EINVAL),
@@ -286,12 +292,13 @@ impl Worker {
         let engine = self.socket(fd)?.engine.ok_or(Errno::EINVAL)?;
         // Linux checks the bind conflicts again (another socket may have
         // started listening on a shared port meanwhile).
-        if self.tcp_conflict(engine, fd, addr) {
+        if self.tcp_conflict(engine, fd, self.binding_at(fd, addr)?) {
             return Err(Errno::EADDRINUSE);
         }
+        let v6only = self.socket(fd)?.opts.v6only;
         let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
         let stack = self.engines[engine].driver.stack_mut();
-        let h = match stack.tcp_listen(SocketAddr::V4(addr), backlog) {
+        let h = match stack_ip::tcp_listen(stack, addr, backlog, v6only) {
             Ok(h) => h,
             Err(SocketError::AddrInUse) => {
                 // A SO_REUSEPORT group: the sockets share one listener and
@@ -311,7 +318,7 @@ impl Worker {
         &self,
         engine: usize,
         fd: RawFd,
-        addr: SocketAddrV4,
+        addr: SocketAddr,
     ) -> Result<SocketHandle> {
         let me = self.socket(fd)?;
         let holders = self.engines[engine]
@@ -323,7 +330,11 @@ impl Worker {
             .filter_map(|&o| self.socket(o).ok())
             .find_map(|o| match o.state {
                 State::Listening { h, local }
-                    if local == addr && o.opts.reuseport && me.opts.reuseport =>
+                    if local == addr
+                        && o.opts.reuseport
+                        && me.opts.reuseport
+                        && o.domain == me.domain
+                        && o.opts.v6only == me.opts.v6only =>
                 {
                     Some(h)
                 }
@@ -332,7 +343,7 @@ impl Worker {
             .ok_or(Errno::EADDRINUSE)
     }
 
-    pub(crate) fn accept(&mut self, fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddrV4)> {
+    pub(crate) fn accept(&mut self, fd: RawFd, flags: i32) -> Result<(RawFd, SocketAddr)> {
         if flags & !(SOCK_NONBLOCK | SOCK_CLOEXEC) != 0 {
             return Err(Errno::EINVAL);
         }
@@ -345,6 +356,8 @@ impl Worker {
         };
         let engine = sock.engine.ok_or(Errno::EINVAL)?;
         let opts = sock.opts.clone();
+        let domain = sock.domain;
+        let (ip4, ip6) = (sock.ip_options(false), sock.ip_options(true));
         if self.engines[engine]
             .driver
             .stack_mut()
@@ -362,12 +375,13 @@ impl Worker {
                 return Err(e.into());
             }
         };
+        let ip = if peer.is_ipv6() { ip6 } else { ip4 };
         driver::call(slot.driver.as_mut(), |now, stack, sink| {
-            apply_tcp_options(now, stack, sink, ch, &opts)
+            apply_tcp_options(now, stack, sink, ch, &opts, ip)
         });
-        let local = slot.driver.stack_mut().tcp_local_addr(ch).map(v4).ok();
+        let local = slot.driver.stack_mut().tcp_local_addr(ch).ok();
         slot.fds.entry(ch).or_default().push(newfd);
-        let mut child = Socket::new(true, flags & SOCK_NONBLOCK != 0);
+        let mut child = Socket::new(domain, true, flags & SOCK_NONBLOCK != 0);
         // An accepted socket inherits its listener's options (sk_clone),
         // but not its file flags (O_NONBLOCK).
         child.opts = opts;
@@ -382,16 +396,18 @@ impl Worker {
         self.socket_mut(fd)?.totals.accepted += 1;
         self.touch(newfd);
         self.touch(fd);
-        Ok((newfd, v4(peer)))
+        Ok((newfd, family::present(domain, peer)))
     }
 
     /// connect(): starts a TCP connection (EINPROGRESS) or reports on one
     /// started before; sets a UDP socket's peer.
-    pub(crate) fn connect(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+    pub(crate) fn connect(&mut self, fd: RawFd, addr: SocketAddr) -> Result<()> {
         let sock = self.socket(fd)?;
         if !sock.stream {
+            let addr = family::remote_addr(sock.domain, sock.opts.v6only, Use::UdpConnect, addr)?;
             return self.udp_connect(fd, addr);
         }
+        let addr = family::remote_addr(sock.domain, sock.opts.v6only, Use::TcpConnect, addr)?;
         match sock.state {
             State::Listening { .. } => Err(Errno::EISCONN),
             State::Tcp {
@@ -410,31 +426,32 @@ impl Worker {
         }
     }
 
-    fn tcp_connect(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+    fn tcp_connect(&mut self, fd: RawFd, addr: SocketAddr) -> Result<()> {
         let sock = self.socket(fd)?;
         let bound = match sock.state {
             State::Bound(a) => Some(a),
             _ => None,
         };
+        let local = family::local_for(bound, addr)?;
         let opts = sock.opts.clone();
+        let ip = sock.ip_options(addr.is_ipv6());
         let engine = match sock.engine {
             Some(e) => e,
             None => self
-                .engine_for_remote(*addr.ip())
+                .engine_for_remote(addr.ip())
                 .ok_or(Errno::ENETUNREACH)?,
         };
         let slot = &mut self.engines[engine];
         let h = driver::call(slot.driver.as_mut(), |now, stack, sink| {
-            let h =
-                stack.tcp_connect(now, SocketAddr::V4(addr), bound.map(SocketAddr::V4), sink)?;
-            apply_tcp_options(now, stack, sink, h, &opts);
+            let h = stack.tcp_connect(now, addr, local, sink)?;
+            apply_tcp_options(now, stack, sink, h, &opts, ip);
             Ok::<_, SocketError>(h)
         })
         .map_err(|e| match e {
             SocketError::NoFreePort => Errno::EADDRNOTAVAIL,
             e => e.into(),
         })?;
-        let local = slot.driver.stack_mut().tcp_local_addr(h).map(v4).ok();
+        let local = slot.driver.stack_mut().tcp_local_addr(h).ok();
         slot.fds.entry(h).or_default().push(fd);
         let sock = self.socket_mut(fd)?;
         sock.engine = Some(engine);
@@ -502,14 +519,18 @@ impl Worker {
         self.touch(fd);
     }
 
-    fn udp_connect(&mut self, fd: RawFd, addr: SocketAddrV4) -> Result<()> {
+    /// Connects a UDP socket to `addr` (the stack's form of it).
+    fn udp_connect(&mut self, fd: RawFd, addr: SocketAddr) -> Result<()> {
         let sock = self.socket(fd)?;
         if !matches!(sock.state, State::Udp { .. }) {
+            let any = sock.domain.any(0);
             let engine = self
-                .engine_for_remote(*addr.ip())
+                .engine_for_remote(addr.ip())
                 .ok_or(Errno::ENETUNREACH)?;
-            self.udp_bind(fd, engine, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+            self.udp_bind(fd, engine, any)?;
         }
+        let sock = self.socket(fd)?;
+        family::local_for(sock.bound, addr)?;
         let sock = self.socket_mut(fd)?;
         if let State::Udp { peer, .. } = &mut sock.state {
             *peer = Some(addr);
@@ -691,45 +712,50 @@ impl Worker {
         }
     }
 
-    pub(crate) fn getsockname(&mut self, fd: RawFd) -> Result<SocketAddrV4> {
+    pub(crate) fn getsockname(&mut self, fd: RawFd) -> Result<SocketAddr> {
         let sock = self.socket(fd)?;
-        let unspecified = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
-        Ok(match sock.state {
-            State::Fresh => unspecified,
+        let domain = sock.domain;
+        let local = match sock.state {
+            State::Fresh => domain.any(0),
             State::Bound(a) | State::Listening { local: a, .. } => a,
             State::Tcp { h, .. } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
-                v4(self.engines[engine].driver.stack_mut().tcp_local_addr(h)?)
+                self.engines[engine].driver.stack_mut().tcp_local_addr(h)?
             }
             State::Udp { h, peer } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
                 let stack = self.engines[engine].driver.stack_mut();
-                let mut local = v4(stack.udp_local_addr(h)?);
-                // A connected socket reports the source its route picks.
+                let mut local = stack.udp_local_addr(h)?;
+                // A connected socket reports the source its route picks
+                // (in the peer's family: a dual-stack socket on [::]
+                // connected to an IPv4 peer shows that IPv4 source).
                 if let (true, Some(p)) = (local.ip().is_unspecified(), peer) {
-                    if let Some(src) = stack.ipv4_source_for(*p.ip()) {
-                        local.set_ip(src);
+                    if let Some(src) = stack_ip::source_for(stack, p.ip()) {
+                        local = SocketAddr::new(src, local.port());
                     }
                 }
                 local
             }
-        })
+        };
+        Ok(family::present(domain, local))
     }
 
-    pub(crate) fn getpeername(&mut self, fd: RawFd) -> Result<SocketAddrV4> {
+    pub(crate) fn getpeername(&mut self, fd: RawFd) -> Result<SocketAddr> {
         let sock = self.socket(fd)?;
-        match sock.state {
+        let domain = sock.domain;
+        let peer = match sock.state {
             State::Tcp { h, .. } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
                 let stack = self.engines[engine].driver.stack_mut();
                 match stack.tcp_state(h)? {
-                    TcpState::Closed | TcpState::SynSent => Err(Errno::ENOTCONN),
-                    _ => Ok(v4(stack.tcp_peer_addr(h)?)),
+                    TcpState::Closed | TcpState::SynSent => return Err(Errno::ENOTCONN),
+                    _ => stack.tcp_peer_addr(h)?,
                 }
             }
-            State::Udp { peer: Some(p), .. } => Ok(p),
-            _ => Err(Errno::ENOTCONN),
-        }
+            State::Udp { peer: Some(p), .. } => p,
+            _ => return Err(Errno::ENOTCONN),
+        };
+        Ok(family::present(domain, peer))
     }
 
     pub(crate) fn ioctl(&mut self, fd: RawFd, request: u64, arg: &mut i32) -> Result<()> {

@@ -2,13 +2,14 @@
 //! (fresh, bound, listening, connecting, connected), its options, and
 //! what the readiness machinery last saw of it.
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
 use stack::{SocketHandle, Stack, TcpState};
 
 use crate::consts::*;
+use crate::family::{Binding, Domain};
 
 /// Where a connection is, as Linux's `socket->state` tracks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,10 +24,11 @@ pub(crate) enum State {
     /// No address, no stack socket.
     Fresh,
     /// A TCP socket bound by bind(), neither listening nor connected.
-    Bound(SocketAddrV4),
+    /// Addresses in states are the stack's (IPv4 for an IPv4-mapped one).
+    Bound(SocketAddr),
     Listening {
         h: SocketHandle,
-        local: SocketAddrV4,
+        local: SocketAddr,
     },
     /// A TCP connection (active or accepted).  `bound`: the local port
     /// came from bind() and is in the engine's bind table.
@@ -38,7 +40,7 @@ pub(crate) enum State {
     /// A UDP socket with its stack socket (bound, perhaps connected).
     Udp {
         h: SocketHandle,
-        peer: Option<SocketAddrV4>,
+        peer: Option<SocketAddr>,
     },
 }
 
@@ -65,6 +67,15 @@ pub(crate) struct Options {
     /// IP_PKTINFO and IP_RECVDSTADDR on receive.
     pub pktinfo: bool,
     pub recvdstaddr: bool,
+    /// IPV6_V6ONLY (AF_INET6): `[::]` takes IPv6 only.
+    pub v6only: bool,
+    /// IPV6_RECVPKTINFO.
+    pub recvpktinfo6: bool,
+    /// IPV6_UNICAST_HOPS (`None`: the stack's default) and IPV6_TCLASS:
+    /// an AF_INET6 socket's IPv6 packets carry these, its IPv4 ones (to
+    /// mapped peers) IP_TTL and IP_TOS.
+    pub hops: Option<u8>,
+    pub tclass: i32,
     pub keepidle: Option<u32>,
     pub keepintvl: Option<u32>,
     pub keepcnt: Option<u32>,
@@ -90,12 +101,14 @@ pub(crate) struct Seen {
 }
 
 pub(crate) struct Socket {
+    pub domain: Domain,
     pub stream: bool,
     /// The engine (index in the worker) once the socket has one.
     pub engine: Option<usize>,
     pub state: State,
-    /// The local address once bound (by bind, listen, connect or accept).
-    pub bound: Option<SocketAddrV4>,
+    /// The local address once bound (by bind, listen, connect or
+    /// accept), as the stack has it.
+    pub bound: Option<SocketAddr>,
     pub nonblock: bool,
     pub opts: Options,
     pub shut_rd: bool,
@@ -107,8 +120,9 @@ pub(crate) struct Socket {
 }
 
 impl Socket {
-    pub(crate) fn new(stream: bool, nonblock: bool) -> Self {
+    pub(crate) fn new(domain: Domain, stream: bool, nonblock: bool) -> Self {
         Socket {
+            domain,
             stream,
             engine: None,
             state: State::Fresh,
@@ -120,6 +134,25 @@ impl Socket {
             totals: Totals::default(),
             seen: Seen::default(),
             watchers: Vec::new(),
+        }
+    }
+
+    /// Its binding as the bind-conflict rules see it.
+    pub(crate) fn binding(&self) -> Option<Binding> {
+        let addr = self.bound?;
+        let dual = self.domain == Domain::V6
+            && !self.opts.v6only
+            && matches!(addr, SocketAddr::V6(a) if a.ip().is_unspecified());
+        Some(Binding { addr, dual })
+    }
+
+    /// IP_TTL and IP_TOS, or for IPv6 packets IPV6_UNICAST_HOPS and
+    /// IPV6_TCLASS: what the stack socket's packets to `peer_v6` carry.
+    pub(crate) fn ip_options(&self, peer_v6: bool) -> (Option<u8>, u8) {
+        if peer_v6 {
+            (self.opts.hops, self.opts.tclass as u8)
+        } else {
+            (self.opts.ttl, self.opts.tos as u8)
         }
     }
 

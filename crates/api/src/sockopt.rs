@@ -10,6 +10,7 @@ use stack::{TcpInfo, TcpState};
 use crate::consts::*;
 use crate::driver;
 use crate::errno::{Errno, Result};
+use crate::family::Domain;
 use crate::socket::{Socket, State};
 use crate::worker::Worker;
 
@@ -136,6 +137,8 @@ impl Worker {
     ) -> Result<()> {
         let sock = self.socket(fd)?;
         let stream = sock.stream;
+        let v6 = sock.domain == Domain::V6;
+        let has_port = sock.bound.is_some();
         let conn = is_tcp_conn(sock);
         let engine = sock.engine;
         match (level, name) {
@@ -266,18 +269,73 @@ impl Worker {
                     IP_RECVDSTADDR => o.recvdstaddr = v != 0,
                     _ => return Err(Errno::ENOPROTOOPT),
                 }
-                let sock = self.socket(fd)?;
-                let (ttl, tos, state) = (sock.opts.ttl, sock.opts.tos as u8, sock.state);
-                if let Some(e) = engine {
-                    let stack = self.engines[e].driver.stack_mut();
-                    match state {
-                        State::Tcp { h, .. } => stack.tcp_set_ip_options(h, ttl, tos)?,
-                        State::Udp { h, .. } => stack.udp_set_ip_options(h, ttl, tos)?,
-                        _ => {}
+                self.apply_ip_options(fd)?;
+            }
+            (IPPROTO_IPV6, n) if v6 => {
+                if !matches!(
+                    n,
+                    IPV6_V6ONLY | IPV6_RECVPKTINFO | IPV6_TCLASS | IPV6_UNICAST_HOPS
+                ) {
+                    return Err(Errno::ENOPROTOOPT);
+                }
+                let v = int_arg(val)?;
+                let o = &mut self.socket_mut(fd)?.opts;
+                match n {
+                    IPV6_V6ONLY => {
+                        // Linux: only before the socket has a port.
+                        if has_port {
+                            return Err(Errno::EINVAL);
+                        }
+                        o.v6only = v != 0;
+                    }
+                    IPV6_RECVPKTINFO => o.recvpktinfo6 = v != 0,
+                    IPV6_TCLASS => {
+                        // RFC 3542 6.5: -1 is the default class, 0.
+                        let v = match v {
+                            -1 => 0,
+                            0..=255 => v,
+                            _ => return Err(Errno::EINVAL),
+                        };
+                        // TCP keeps the ECN bits to itself, as with IP_TOS.
+                        o.tclass = if stream { (v & !3) | (o.tclass & 3) } else { v };
+                    }
+                    _ => {
+                        o.hops = match v {
+                            -1 => None,
+                            0..=255 => Some(v as u8),
+                            _ => return Err(Errno::EINVAL),
+                        }
                     }
                 }
+                self.apply_ip_options(fd)?;
             }
             _ => return Err(Errno::ENOPROTOOPT),
+        }
+        Ok(())
+    }
+
+    /// Gives the stack socket the IP options of its family: IP_TTL and
+    /// IP_TOS for IPv4, IPV6_UNICAST_HOPS and IPV6_TCLASS for IPv6.  (An
+    /// AF_INET6 UDP socket, which may send both, sets them again for each
+    /// datagram whose family differs.)
+    fn apply_ip_options(&mut self, fd: RawFd) -> Result<()> {
+        let sock = self.socket(fd)?;
+        let Some(e) = sock.engine else { return Ok(()) };
+        let (state, bound) = (sock.state, sock.bound);
+        let (ip4, ip6) = (sock.ip_options(false), sock.ip_options(true));
+        let stack = self.engines[e].driver.stack_mut();
+        match state {
+            State::Tcp { h, .. } => {
+                let v6 = stack.tcp_peer_addr(h).is_ok_and(|a| a.is_ipv6());
+                let (ttl, tos) = if v6 { ip6 } else { ip4 };
+                stack.tcp_set_ip_options(h, ttl, tos)?;
+            }
+            State::Udp { h, peer } => {
+                let v6 = peer.or(bound).is_some_and(|a| a.is_ipv6());
+                let (ttl, tos) = if v6 { ip6 } else { ip4 };
+                stack.udp_set_ip_options(h, ttl, tos)?;
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -291,6 +349,7 @@ impl Worker {
     ) -> Result<usize> {
         let sock = self.socket(fd)?;
         let stream = sock.stream;
+        let domain = sock.domain;
         let engine = sock.engine;
         let state = sock.state;
         let o = sock.opts.clone();
@@ -304,7 +363,7 @@ impl Worker {
         let int = |v: i32, out: &mut [u8]| Ok(put(out, &v.to_ne_bytes()));
         match (level, name) {
             (SOL_SOCKET, SO_TYPE) => int(if stream { SOCK_STREAM } else { SOCK_DGRAM }, out),
-            (SOL_SOCKET, SO_DOMAIN) => int(AF_INET, out),
+            (SOL_SOCKET, SO_DOMAIN) => int(domain.af(), out),
             (SOL_SOCKET, SO_PROTOCOL) => int(if stream { IPPROTO_TCP } else { IPPROTO_UDP }, out),
             (SOL_SOCKET, SO_ACCEPTCONN) => {
                 int(matches!(state, State::Listening { .. }) as i32, out)
@@ -401,6 +460,15 @@ impl Worker {
                 IP_RECVDSTADDR => int(o.recvdstaddr as i32, out),
                 _ => Err(Errno::ENOPROTOOPT),
             },
+            (IPPROTO_IPV6, n) if domain == Domain::V6 => match n {
+                IPV6_V6ONLY => int(o.v6only as i32, out),
+                IPV6_RECVPKTINFO => int(o.recvpktinfo6 as i32, out),
+                IPV6_TCLASS => int(o.tclass, out),
+                IPV6_UNICAST_HOPS => int(i32::from(o.hops.unwrap_or(ip_ttl)), out),
+                _ => Err(Errno::ENOPROTOOPT),
+            },
+            // ipv6_getsockopt: a level it does not know.
+            _ if domain == Domain::V6 => Err(Errno::ENOPROTOOPT),
             // ip_getsockopt: a level it does not know.
             _ => Err(Errno::EOPNOTSUPP),
         }

@@ -11,7 +11,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
@@ -28,6 +28,7 @@ use crate::fdtable::{self, Entry, Kind};
 use crate::kqueue::Kqueue;
 use crate::os;
 use crate::socket::Socket;
+use crate::stack_ip;
 
 /// One engine of a worker and the socket layer's view of its sockets.
 pub(crate) struct EngineSlot {
@@ -38,7 +39,7 @@ pub(crate) struct EngineSlot {
     /// bound address: port -> fds.
     pub tcp_binds: HashMap<u16, Vec<RawFd>>,
     /// Bound UDP sockets by local address (for SO_REUSEADDR/PORT groups).
-    pub udp_binds: HashMap<SocketAddrV4, SocketHandle>,
+    pub udp_binds: HashMap<SocketAddr, SocketHandle>,
 }
 
 /// A ustack object behind an fd.
@@ -496,23 +497,23 @@ impl Worker {
         os::release_fd(fd);
     }
 
-    /// The engine whose stack owns `ip`, else the first.
-    pub(crate) fn engine_for_local(&mut self, ip: Ipv4Addr) -> Option<usize> {
+    /// The engine whose stack owns `ip`; for the any address, the first.
+    pub(crate) fn engine_for_local(&mut self, ip: IpAddr) -> Option<usize> {
         if ip.is_unspecified() {
             return (!self.engines.is_empty()).then_some(0);
         }
         self.engines
             .iter_mut()
-            .position(|e| e.driver.stack_mut().is_local_addr(ip))
+            .position(|e| stack_ip::is_local_ip(e.driver.stack_mut(), ip))
     }
 
     /// The engine that reaches `dst`: one with a route that does not own
     /// the address itself (a stack does not talk to itself).
-    pub(crate) fn engine_for_remote(&mut self, dst: Ipv4Addr) -> Option<usize> {
-        let routed = |e: &mut EngineSlot| e.driver.stack_mut().ipv4_source_for(dst).is_some();
+    pub(crate) fn engine_for_remote(&mut self, dst: IpAddr) -> Option<usize> {
+        let routed = |e: &mut EngineSlot| stack_ip::source_for(e.driver.stack_mut(), dst).is_some();
         self.engines
             .iter_mut()
-            .position(|e| routed(e) && !e.driver.stack_mut().is_local_addr(dst))
+            .position(|e| routed(e) && !stack_ip::is_local_ip(e.driver.stack_mut(), dst))
             .or_else(|| self.engines.iter_mut().position(routed))
     }
 }
@@ -559,8 +560,13 @@ impl Drop for ProgressWatch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inherited {
     pub fd: RawFd,
+    /// AF_INET or AF_INET6.
+    pub domain: i32,
     pub stream: bool,
-    pub local: SocketAddrV4,
+    /// As the socket shows it (IPv4-mapped on an AF_INET6 socket).
+    pub local: SocketAddr,
+    /// IPV6_V6ONLY (AF_INET6).
+    pub v6only: bool,
     pub nonblock: bool,
     pub reuseaddr: bool,
     pub reuseport: bool,
@@ -641,8 +647,10 @@ fn take_apart(w: &mut Worker, fds: &mut Vec<RawFd>, inherited: &mut Vec<Inherite
         };
         inherited.push(Inherited {
             fd: fd as RawFd,
+            domain: s.domain.af(),
             stream: s.stream,
-            local,
+            local: crate::family::present(s.domain, local),
+            v6only: s.opts.v6only,
             nonblock: s.nonblock,
             reuseaddr: s.opts.reuseaddr,
             reuseport: s.opts.reuseport,

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use api::consts::*;
@@ -95,8 +95,8 @@ fn both(scenario: fn(&mut dyn Fds, &mut Trace)) {
     compare(&ustack, &linux);
 }
 
-fn at(n: &dyn Fds, port: u16) -> SocketAddrV4 {
-    SocketAddrV4::new(n.server_ip(), port)
+fn at(n: &dyn Fds, port: u16) -> SocketAddr {
+    SocketAddr::from((n.server_ip(), port))
 }
 
 /// A listener on `port` and a connected pair: (listener, client, server).

@@ -6,7 +6,7 @@
 mod common;
 
 use std::io::{IoSlice, IoSliceMut};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use api::consts::*;
 use api::{epoll_event, SendMsg};
@@ -27,8 +27,8 @@ fn both(scenario: fn(&mut dyn Net, &mut Trace)) {
     compare(&ustack, &linux);
 }
 
-fn at(n: &dyn Net, port: u16) -> SocketAddrV4 {
-    SocketAddrV4::new(n.server_ip(), port)
+fn at(n: &dyn Net, port: u16) -> SocketAddr {
+    SocketAddr::from((n.server_ip(), port))
 }
 
 /// A connected pair: (client, accepted server side); `l` listens.
@@ -74,7 +74,7 @@ fn tcp_calls_match_linux() {
             "bind not local",
             &n.bind(
                 other,
-                &SocketAddrV4::new(Ipv4Addr::new(10, 99, 1, 77), 7102),
+                &SocketAddr::from((Ipv4Addr::new(10, 99, 1, 77), 7102)),
             ),
         );
         t.val("bind taken", &n.bind(other, &s));
@@ -418,8 +418,8 @@ fn udp_calls_match_linux() {
             format!(
                 "len {} spec_dst {} addr {} ifindex>0 {}",
                 m.len,
-                nm.addr(&SocketAddrV4::new(p.spec_dst, 1)),
-                nm.addr(&SocketAddrV4::new(p.addr, 1)),
+                nm.addr(&SocketAddr::from((p.spec_dst, 1))),
+                nm.addr(&SocketAddr::from((p.addr, 1))),
                 p.ifindex > 0
             )
         });
@@ -435,7 +435,7 @@ fn udp_calls_match_linux() {
         t.val("recv", &n.recvfrom(srv, &mut buf, 0).map(|(l, _)| l));
         let msg = SendMsg {
             addr: Some(client),
-            src: Some(n.server_ip()),
+            src: Some(IpAddr::V4(n.server_ip())),
             ifindex: None,
         };
         t.val(

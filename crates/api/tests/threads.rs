@@ -104,7 +104,7 @@ fn calls_from_other_threads_reach_the_engine_thread() {
         c
     });
     let (s, peer) = api::accept(l).unwrap();
-    assert_eq!(peer.ip(), &CLIENT);
+    assert_eq!(peer.ip(), std::net::IpAddr::V4(CLIENT));
     let c = connector.join().unwrap();
     let ep = api::epoll_create1(0).unwrap();
     let ev = epoll_event {

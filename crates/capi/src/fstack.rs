@@ -15,6 +15,12 @@
 //! - `ff_epoll_create` takes any size (F-Stack's examples pass 0).
 //! - IP_RECVDSTADDR / IP_SENDSRCADDR have FreeBSD's number, 7, at level
 //!   IPPROTO_IP in `ff_setsockopt` and in cmsgs.
+//! - An AF_INET6 socket from `ff_socket` is v6-only (IPV6_V6ONLY on until
+//!   the program turns it off): FreeBSD's default (`net.inet6.ip6.v6only`
+//!   is 1), which F-Stack's own example relies on when it binds `[::]:80`
+//!   beside `0.0.0.0:80`.  Addresses are Linux's `sockaddr_in6` (AF_INET6
+//!   10, F-Stack's AF_INET6_LINUX); IPV6_PKTINFO cmsgs have Linux's
+//!   numbers too.
 //! - `ff_init` exits the process when it fails, as F-Stack's does.
 //! - `ff_run` returns only after `ff_stop_run`; the loop's result is not
 //!   looked at.
@@ -97,7 +103,12 @@ pub extern "C" fn ff_stop_run() {
 
 #[no_mangle]
 pub extern "C" fn ff_socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
-    ustack_socket(domain, ty, protocol)
+    let fd = ustack_socket(domain, ty, protocol);
+    if fd >= 0 && domain == libc::AF_INET6 {
+        // A fresh socket takes the option; nothing can refuse it.
+        let _ = api::setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1);
+    }
+    fd
 }
 
 /// # Safety

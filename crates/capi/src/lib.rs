@@ -37,7 +37,7 @@
 //! source ports whose replies come back to the process that opened them,
 //! ARP reaches all (`runtime::procgroup`).
 //!
-//! Not offered: zero-copy receive, IPv6, several processes on `af_xdp`,
+//! Not offered: zero-copy receive, several processes on `af_xdp`,
 //! `dpdk` or `tap` ports, `ff_dpdk_raw_packet_send`,
 //! `ff_regist_pcblddr_fun`, `ff_rtioctl`, `ff_ngctl`, the `*_freebsd`
 //! calls.

@@ -10,14 +10,18 @@
 //!   the destination of a received datagram, and the source of one sent.
 //!   Their cmsg type is `USTACK_IP_RECVDSTADDR` on the native API and
 //!   FreeBSD's 7 on the F-Stack one ([`CmsgNames`]).
+//! - IPV6_PKTINFO (`struct in6_pktinfo`, level IPPROTO_IPV6, Linux's
+//!   numbers on both APIs): received with IPV6_RECVPKTINFO on (the
+//!   destination, IPv4-mapped for an IPv4 datagram); on send,
+//!   `ipi6_addr` picks the source and `ipi6_ifindex` the interface.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::raw::c_int;
 
 use api::{Errno, RecvMsg, Result, SendMsg};
 use libc::{msghdr, sockaddr, socklen_t};
 
-use crate::addr;
+use crate::addr::{self, as_bytes, Call};
 use crate::sockets::{iovecs, iovecs_mut};
 use crate::{ret_size, EFAULT};
 
@@ -73,10 +77,26 @@ fn parse_control(control: &[u8], names: CmsgNames, out: &mut SendMsg) -> Result<
             return Err(Errno::EINVAL);
         }
         let data = &control[off + cmsg_align(CMSG_HDR)..off + len];
-        if h.cmsg_level != libc::IPPROTO_IP {
+        if h.cmsg_level == libc::IPPROTO_IPV6 {
+            if h.cmsg_type != libc::IPV6_PKTINFO {
+                return Err(Errno::EINVAL);
+            }
+            if data.len() < std::mem::size_of::<libc::in6_pktinfo>() {
+                return Err(Errno::EINVAL);
+            }
+            // SAFETY: a whole in6_pktinfo is in `data` (checked above).
+            let p: libc::in6_pktinfo =
+                unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<libc::in6_pktinfo>()) };
+            let src = Ipv6Addr::from(p.ipi6_addr.s6_addr);
+            if !src.is_unspecified() {
+                out.src = Some(IpAddr::V6(src));
+            }
+            if p.ipi6_ifindex != 0 {
+                out.ifindex = Some(p.ipi6_ifindex);
+            }
+        } else if h.cmsg_level != libc::IPPROTO_IP {
             return Err(Errno::EINVAL);
-        }
-        if h.cmsg_type == libc::IP_PKTINFO {
+        } else if h.cmsg_type == libc::IP_PKTINFO {
             if data.len() < std::mem::size_of::<libc::in_pktinfo>() {
                 return Err(Errno::EINVAL);
             }
@@ -85,7 +105,7 @@ fn parse_control(control: &[u8], names: CmsgNames, out: &mut SendMsg) -> Result<
                 unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<libc::in_pktinfo>()) };
             let src = from_in_addr(p.ipi_spec_dst);
             if !src.is_unspecified() {
-                out.src = Some(src);
+                out.src = Some(IpAddr::V4(src));
             }
             if p.ipi_ifindex != 0 {
                 out.ifindex = Some(p.ipi_ifindex as u32);
@@ -97,7 +117,7 @@ fn parse_control(control: &[u8], names: CmsgNames, out: &mut SendMsg) -> Result<
             // SAFETY: a whole in_addr is in `data` (checked above).
             let a: libc::in_addr =
                 unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<libc::in_addr>()) };
-            out.src = Some(from_in_addr(a));
+            out.src = Some(IpAddr::V4(from_in_addr(a)));
         } else {
             return Err(Errno::EINVAL);
         }
@@ -111,7 +131,7 @@ fn parse_control(control: &[u8], names: CmsgNames, out: &mut SendMsg) -> Result<
 fn build_control(m: &RecvMsg, names: CmsgNames, control: &mut [u8]) -> (usize, bool) {
     let mut off = 0;
     let mut truncated = false;
-    let mut put = |ty: c_int, data: &[u8]| {
+    let mut put = |level: c_int, ty: c_int, data: &[u8]| {
         let space = cmsg_space(data.len());
         // Linux writes a cmsg only when all of it fits (the last one
         // without its padding).
@@ -121,7 +141,7 @@ fn build_control(m: &RecvMsg, names: CmsgNames, control: &mut [u8]) -> (usize, b
         }
         let h = libc::cmsghdr {
             cmsg_len: cmsg_len(data.len()),
-            cmsg_level: libc::IPPROTO_IP,
+            cmsg_level: level,
             cmsg_type: ty,
         };
         // SAFETY: CMSG_HDR bytes at `off` are in the slice (checked
@@ -133,25 +153,29 @@ fn build_control(m: &RecvMsg, names: CmsgNames, control: &mut [u8]) -> (usize, b
         control[d..d + data.len()].copy_from_slice(data);
         off = (off + space).min(control.len());
     };
+    // Linux's order: the IPv6 cmsgs of a dual-stack socket first
+    // (ip6_datagram_recv_common_ctl), then the IPv4 ones.
+    if let Some(p) = m.pktinfo6 {
+        let v = libc::in6_pktinfo {
+            ipi6_addr: libc::in6_addr {
+                s6_addr: p.addr.octets(),
+            },
+            ipi6_ifindex: p.ifindex,
+        };
+        put(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, as_bytes(&v));
+    }
     if let Some(p) = m.pktinfo {
         let v = libc::in_pktinfo {
             ipi_ifindex: p.ifindex as c_int,
             ipi_spec_dst: in_addr(p.spec_dst),
             ipi_addr: in_addr(p.addr),
         };
-        put(libc::IP_PKTINFO, as_bytes(&v));
+        put(libc::IPPROTO_IP, libc::IP_PKTINFO, as_bytes(&v));
     }
     if let Some(a) = m.dstaddr {
-        put(names.recvdstaddr, as_bytes(&in_addr(a)));
+        put(libc::IPPROTO_IP, names.recvdstaddr, as_bytes(&in_addr(a)));
     }
     (off, truncated)
-}
-
-/// The bytes of a plain C struct.
-fn as_bytes<T: Copy>(v: &T) -> &[u8] {
-    // SAFETY: `v` is a valid T; T is one of the libc structs above, plain
-    // data without padding (in_pktinfo and in_addr are made of ints).
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
 /// A msghdr's iovec count: above UIO_MAXIOV is EMSGSIZE, as on Linux.
@@ -182,11 +206,6 @@ pub(crate) unsafe fn sendmsg_with(
         // SAFETY: the msghdr's iovecs describe readable memory.
         let bufs = unsafe { iovecs(m.msg_iov, iov_count(m)?)? };
         let mut out = SendMsg::default();
-        if !m.msg_name.is_null() {
-            // SAFETY: `msg_namelen` readable bytes at `msg_name`.
-            out.addr =
-                Some(unsafe { addr::read_v4(m.msg_name.cast::<sockaddr>(), m.msg_namelen)? });
-        }
         if m.msg_controllen > 0 {
             if m.msg_control.is_null() {
                 return Err(EFAULT);
@@ -196,7 +215,22 @@ pub(crate) unsafe fn sendmsg_with(
                 unsafe { std::slice::from_raw_parts(m.msg_control.cast::<u8>(), m.msg_controllen) };
             parse_control(control, names, &mut out)?;
         }
-        api::sendmsg(fd, &bufs, flags, &out)
+        if m.msg_name.is_null() {
+            return api::sendmsg(fd, &bufs, flags, &out);
+        }
+        // SAFETY: `msg_namelen` readable bytes at `msg_name`.
+        unsafe {
+            addr::with(
+                fd,
+                m.msg_name.cast::<sockaddr>(),
+                m.msg_namelen,
+                Call::Send,
+                |dest| {
+                    out.addr = dest;
+                    api::sendmsg(fd, &bufs, flags, &out)
+                },
+            )
+        }
     })();
     ret_size(r)
 }
@@ -235,7 +269,7 @@ pub(crate) unsafe fn recvmsg_with(
             _ => m.msg_namelen = 0,
         }
         if m.msg_control.is_null() || m.msg_controllen == 0 {
-            if got.pktinfo.is_some() || got.dstaddr.is_some() {
+            if got.pktinfo.is_some() || got.dstaddr.is_some() || got.pktinfo6.is_some() {
                 msg_flags |= libc::MSG_CTRUNC;
             }
             m.msg_controllen = 0;
@@ -280,14 +314,17 @@ pub unsafe extern "C" fn ustack_recvmsg(fd: c_int, msg: *mut msghdr, flags: c_in
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::PktInfo;
-    use std::net::SocketAddrV4;
+    use api::{Pkt6Info, PktInfo};
+    use std::net::{SocketAddr, SocketAddrV4};
 
     #[test]
     fn cmsgs_round_trip() {
         let m = RecvMsg {
             len: 3,
-            addr: Some(SocketAddrV4::new(Ipv4Addr::new(10, 99, 0, 1), 5)),
+            addr: Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::new(10, 99, 0, 1),
+                5,
+            ))),
             flags: 0,
             pktinfo: Some(PktInfo {
                 ifindex: 1,
@@ -295,6 +332,7 @@ mod tests {
                 addr: Ipv4Addr::new(10, 99, 0, 2),
             }),
             dstaddr: Some(Ipv4Addr::new(10, 99, 0, 3)),
+            pktinfo6: None,
         };
         let mut control = [0u8; 64];
         let (n, truncated) = build_control(&m, NATIVE, &mut control);
@@ -304,7 +342,7 @@ mod tests {
         // dstaddr cmsg has the receive type, which is also the send type.
         let mut out = SendMsg::default();
         parse_control(&control[..n], NATIVE, &mut out).unwrap();
-        assert_eq!(out.src, Some(Ipv4Addr::new(10, 99, 0, 3)));
+        assert_eq!(out.src, Some(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 3))));
         assert_eq!(out.ifindex, Some(1));
 
         // Room for the first only: it is written, the flag says the rest
@@ -318,6 +356,54 @@ mod tests {
         bad[0] = 200;
         assert_eq!(
             parse_control(&bad[..n], NATIVE, &mut out),
+            Err(Errno::EINVAL)
+        );
+    }
+
+    #[test]
+    fn ipv6_pktinfo_round_trip() {
+        let dst: Ipv6Addr = "fd99::2".parse().unwrap();
+        let m = RecvMsg {
+            len: 1,
+            pktinfo6: Some(Pkt6Info {
+                ifindex: 2,
+                addr: dst,
+            }),
+            pktinfo: Some(PktInfo {
+                ifindex: 2,
+                spec_dst: Ipv4Addr::new(10, 99, 0, 2),
+                addr: Ipv4Addr::new(10, 99, 0, 2),
+            }),
+            ..RecvMsg::default()
+        };
+        let mut control = [0u8; 128];
+        let (n, truncated) = build_control(&m, NATIVE, &mut control);
+        assert!(!truncated);
+        assert_eq!(n, cmsg_space(20) + cmsg_space(12));
+        // SAFETY: the first cmsg header is in the buffer.
+        let h: libc::cmsghdr =
+            unsafe { std::ptr::read_unaligned(control.as_ptr().cast::<libc::cmsghdr>()) };
+        assert_eq!(
+            (h.cmsg_level, h.cmsg_type, h.cmsg_len),
+            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, cmsg_len(20))
+        );
+        // Sent back, the IPv6 one picks the source; the IPv4 one after it
+        // too (the socket layer keeps the one of the datagram's family).
+        let mut out = SendMsg::default();
+        parse_control(&control[..cmsg_space(20)], NATIVE, &mut out).unwrap();
+        assert_eq!(out.src, Some(IpAddr::V6(dst)));
+        assert_eq!(out.ifindex, Some(2));
+        // An in6_pktinfo cut short, or another IPv6 cmsg type, is refused.
+        let mut bad = control;
+        bad[..8].copy_from_slice(&cmsg_len(19).to_ne_bytes());
+        assert_eq!(
+            parse_control(&bad[..cmsg_space(20)], NATIVE, &mut out),
+            Err(Errno::EINVAL)
+        );
+        let mut bad = control;
+        bad[12..16].copy_from_slice(&libc::IPV6_TCLASS.to_ne_bytes());
+        assert_eq!(
+            parse_control(&bad[..cmsg_space(20)], NATIVE, &mut out),
             Err(Errno::EINVAL)
         );
     }

@@ -7,7 +7,7 @@ use std::os::raw::{c_int, c_ulong, c_void};
 use api::{Errno, Result};
 use libc::{iovec, sockaddr, socklen_t};
 
-use crate::addr::{self, Addr};
+use crate::addr::{self, Call};
 use crate::{ret_int, ret_size, ret_unit, EFAULT};
 
 /// Linux's limit on the number of iovecs of one call (UIO_MAXIOV).
@@ -110,7 +110,12 @@ pub extern "C" fn ustack_socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
 #[no_mangle]
 pub unsafe extern "C" fn ustack_bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     // SAFETY: passed on from the caller.
-    let r = unsafe { addr::read_v4(addr, len) }.and_then(|a| api::bind(fd, &a));
+    let r = unsafe {
+        addr::with(fd, addr, len, Call::Bind, |a| match a {
+            Some(a) => api::bind(fd, &a),
+            None => Err(Errno::EAFNOSUPPORT),
+        })
+    };
     ret_unit(r)
 }
 
@@ -157,10 +162,12 @@ pub unsafe extern "C" fn ustack_accept4(
 #[no_mangle]
 pub unsafe extern "C" fn ustack_connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     // SAFETY: passed on from the caller.
-    let r = unsafe { addr::read(addr, len) }.and_then(|a| match a {
-        Addr::V4(a) => api::connect(fd, &a),
-        Addr::Unspec => api::disconnect(fd),
-    });
+    let r = unsafe {
+        addr::with(fd, addr, len, Call::Connect, |a| match a {
+            Some(a) => api::connect(fd, &a),
+            None => api::disconnect(fd),
+        })
+    };
     ret_unit(r)
 }
 
@@ -236,13 +243,15 @@ pub unsafe extern "C" fn ustack_sendto(
     let r = (|| {
         // SAFETY: passed on from the caller.
         let b = unsafe { bytes(buf, n)? };
-        let dest = if to.is_null() {
-            None
-        } else {
-            // SAFETY: passed on from the caller.
-            Some(unsafe { addr::read_v4(to, tolen)? })
-        };
-        api::sendto(fd, b, flags, dest.as_ref())
+        if to.is_null() {
+            return api::sendto(fd, b, flags, None);
+        }
+        // SAFETY: passed on from the caller.
+        unsafe {
+            addr::with(fd, to, tolen, Call::Send, |dest| {
+                api::sendto(fd, b, flags, dest.as_ref())
+            })
+        }
     })();
     ret_size(r)
 }
@@ -321,7 +330,7 @@ pub unsafe extern "C" fn ustack_getpeername(
 unsafe fn name_call(
     addr: *mut sockaddr,
     len: *mut socklen_t,
-    f: impl FnOnce() -> Result<std::net::SocketAddrV4>,
+    f: impl FnOnce() -> Result<std::net::SocketAddr>,
 ) -> c_int {
     // getsockname/getpeername need somewhere to write.
     let r = if addr.is_null() || len.is_null() {

@@ -91,7 +91,7 @@ pub fn on_ustack(fd: RawFd) -> Result<(), Errno> {
         }
     }
     if let Some(a) = p.bound {
-        api::bind(fd, &a)?;
+        api::bind(fd, &std::net::SocketAddr::V4(a))?;
     }
     if let Some(b) = p.backlog {
         api::listen(fd, b)?;

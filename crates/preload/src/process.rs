@@ -523,6 +523,11 @@ pub extern "C" fn child_after_fork() {
         s.ustack = None;
     }
     for i in inherited {
+        // This library puts AF_INET sockets only on ustack: only they
+        // come back.
+        let std::net::SocketAddr::V4(local) = i.local else {
+            continue;
+        };
         let int = |on: bool| (on as libc::c_int).to_ne_bytes().to_vec();
         t.add_pending(
             i.fd,
@@ -539,7 +544,7 @@ pub extern "C" fn child_after_fork() {
                     (libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
                     (libc::SOL_SOCKET, libc::SO_REUSEPORT, int(i.reuseport)),
                 ],
-                bound: Some(i.local),
+                bound: Some(local),
                 backlog: i.stream.then_some(INHERITED_BACKLOG),
             },
         );

@@ -6,7 +6,7 @@
 
 pub mod net;
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use link::MemoryLink;
@@ -75,6 +75,6 @@ pub fn settle_ms(ms: u64) {
     }
 }
 
-pub fn server(port: u16) -> SocketAddrV4 {
-    SocketAddrV4::new(SERVER, port)
+pub fn server(port: u16) -> SocketAddr {
+    SocketAddr::from((SERVER, port))
 }

@@ -5,40 +5,42 @@
 
 use std::fmt::Debug;
 use std::io::{IoSlice, IoSliceMut};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
-use api::{epoll_event, Errno, PktInfo, RecvMsg, Result, SendMsg};
+use api::{epoll_event, Errno, Pkt6Info, PktInfo, RecvMsg, Result, SendMsg};
 
 pub trait Net {
     /// The address servers bind.
     fn server_ip(&self) -> Ipv4Addr;
     /// The local address of a client socket.
     fn client_ip(&self) -> Ipv4Addr;
+    /// An IPv6 address of the server's (`None`: it has none yet).
+    fn server_ip6(&self) -> Option<Ipv6Addr>;
     /// Lets the network deliver what is in flight.
     fn settle(&mut self);
     fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32>;
-    fn bind(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()>;
+    fn bind(&mut self, fd: i32, a: &SocketAddr) -> Result<()>;
     fn listen(&mut self, fd: i32, backlog: i32) -> Result<()>;
-    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddrV4)>;
-    fn connect(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()>;
+    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddr)>;
+    fn connect(&mut self, fd: i32, a: &SocketAddr) -> Result<()>;
     fn send(&mut self, fd: i32, b: &[u8], flags: i32) -> Result<usize>;
     fn recv(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<usize>;
-    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddrV4>) -> Result<usize>;
+    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddr>) -> Result<usize>;
     fn recvfrom(
         &mut self,
         fd: i32,
         b: &mut [u8],
         flags: i32,
-    ) -> Result<(usize, Option<SocketAddrV4>)>;
+    ) -> Result<(usize, Option<SocketAddr>)>;
     fn readv(&mut self, fd: i32, bufs: &mut [IoSliceMut<'_>]) -> Result<usize>;
     fn writev(&mut self, fd: i32, bufs: &[IoSlice<'_>]) -> Result<usize>;
     fn recvmsg(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<RecvMsg>;
     fn sendmsg(&mut self, fd: i32, b: &[u8], flags: i32, m: &SendMsg) -> Result<usize>;
     fn shutdown(&mut self, fd: i32, how: i32) -> Result<()>;
     fn close(&mut self, fd: i32) -> Result<()>;
-    fn getsockname(&mut self, fd: i32) -> Result<SocketAddrV4>;
-    fn getpeername(&mut self, fd: i32) -> Result<SocketAddrV4>;
+    fn getsockname(&mut self, fd: i32) -> Result<SocketAddr>;
+    fn getpeername(&mut self, fd: i32) -> Result<SocketAddr>;
     fn getsockopt(&mut self, fd: i32, level: i32, name: i32, v: &mut [u8]) -> Result<usize>;
     fn setsockopt(&mut self, fd: i32, level: i32, name: i32, v: &[u8]) -> Result<()>;
     fn ioctl(&mut self, fd: i32, req: u64, arg: &mut i32) -> Result<()>;
@@ -61,6 +63,7 @@ pub struct Trace {
 #[derive(Default)]
 pub struct Names {
     pub local: Vec<Ipv4Addr>,
+    pub local6: Vec<Ipv6Addr>,
 }
 
 /// The name of an errno.
@@ -106,6 +109,7 @@ impl Trace {
             lines: Vec::new(),
             names: Names {
                 local: vec![net.server_ip(), net.client_ip()],
+                local6: net.server_ip6().into_iter().collect(),
             },
         }
     }
@@ -135,12 +139,23 @@ impl Trace {
 }
 
 impl Names {
-    /// An address as both implementations can agree on it.
-    pub fn addr(&self, a: &SocketAddrV4) -> String {
-        let ip = if self.local.contains(a.ip()) {
-            "LOCAL".to_string()
-        } else {
-            a.ip().to_string()
+    /// An address as both implementations can agree on it (IPv6 ones in
+    /// brackets; IPv4-mapped ones of ours as `[::ffff:LOCAL]`).
+    pub fn addr(&self, a: &SocketAddr) -> String {
+        let v4 = |ip: &Ipv4Addr| {
+            if self.local.contains(ip) {
+                "LOCAL".to_string()
+            } else {
+                ip.to_string()
+            }
+        };
+        let ip = match a {
+            SocketAddr::V4(a) => v4(a.ip()),
+            SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+                Some(m) => format!("[::ffff:{}]", v4(&m)),
+                None if self.local6.contains(a.ip()) => "[LOCAL6]".to_string(),
+                None => format!("[{}]", a.ip()),
+            },
         };
         // Test ports are below 10000; ephemeral ones are not.
         let port = if a.port() >= 10000 {
@@ -195,22 +210,25 @@ impl Net for Ustack {
     fn client_ip(&self) -> Ipv4Addr {
         super::CLIENT
     }
+    fn server_ip6(&self) -> Option<Ipv6Addr> {
+        None
+    }
     fn settle(&mut self) {
         super::settle_ms(30);
     }
     fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32> {
         api::socket(d, t, p)
     }
-    fn bind(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
+    fn bind(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
         api::bind(fd, a)
     }
     fn listen(&mut self, fd: i32, backlog: i32) -> Result<()> {
         api::listen(fd, backlog)
     }
-    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddrV4)> {
+    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddr)> {
         api::accept4(fd, flags)
     }
-    fn connect(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
+    fn connect(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
         api::connect(fd, a)
     }
     fn send(&mut self, fd: i32, b: &[u8], flags: i32) -> Result<usize> {
@@ -219,7 +237,7 @@ impl Net for Ustack {
     fn recv(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<usize> {
         api::recv(fd, b, flags)
     }
-    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddrV4>) -> Result<usize> {
+    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddr>) -> Result<usize> {
         api::sendto(fd, b, flags, a)
     }
     fn recvfrom(
@@ -227,7 +245,7 @@ impl Net for Ustack {
         fd: i32,
         b: &mut [u8],
         flags: i32,
-    ) -> Result<(usize, Option<SocketAddrV4>)> {
+    ) -> Result<(usize, Option<SocketAddr>)> {
         api::recvfrom(fd, b, flags)
     }
     fn readv(&mut self, fd: i32, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
@@ -248,10 +266,10 @@ impl Net for Ustack {
     fn close(&mut self, fd: i32) -> Result<()> {
         api::close(fd)
     }
-    fn getsockname(&mut self, fd: i32) -> Result<SocketAddrV4> {
+    fn getsockname(&mut self, fd: i32) -> Result<SocketAddr> {
         api::getsockname(fd)
     }
-    fn getpeername(&mut self, fd: i32) -> Result<SocketAddrV4> {
+    fn getpeername(&mut self, fd: i32) -> Result<SocketAddr> {
         api::getpeername(fd)
     }
     fn getsockopt(&mut self, fd: i32, level: i32, name: i32, v: &mut [u8]) -> Result<usize> {
@@ -318,28 +336,62 @@ fn cvt(r: isize) -> Result<isize> {
     }
 }
 
-fn to_sa(a: &SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*a.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
+/// An address in C (a sockaddr_in or sockaddr_in6 in a sockaddr_storage)
+/// and its length.
+pub fn to_sa(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match a {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            unsafe { std::ptr::write((&mut st as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            unsafe { std::ptr::write((&mut st as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (st, len as libc::socklen_t)
+}
+
+pub fn from_sa(s: &libc::sockaddr_storage) -> SocketAddr {
+    if i32::from(s.ss_family) == libc::AF_INET6 {
+        let s = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+        SocketAddr::V6(SocketAddrV6::new(
+            Ipv6Addr::from(s.sin6_addr.s6_addr),
+            u16::from_be(s.sin6_port),
+            u32::from_be(s.sin6_flowinfo),
+            s.sin6_scope_id,
+        ))
+    } else {
+        let s = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+            u16::from_be(s.sin_port),
+        ))
     }
 }
 
-fn from_sa(s: &libc::sockaddr_in) -> SocketAddrV4 {
-    SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
-        u16::from_be(s.sin_port),
-    )
-}
+const SA_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
 
-const SA_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-
-fn zero_sa() -> libc::sockaddr_in {
-    to_sa(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+fn zero_sa() -> libc::sockaddr_storage {
+    unsafe { std::mem::zeroed() }
 }
 
 // SAFETY (for every call below): the pointers passed are to live locals or
@@ -351,21 +403,24 @@ impl Net for Kernel {
     fn client_ip(&self) -> Ipv4Addr {
         Ipv4Addr::LOCALHOST
     }
+    fn server_ip6(&self) -> Option<Ipv6Addr> {
+        Some(Ipv6Addr::LOCALHOST)
+    }
     fn settle(&mut self) {
         std::thread::sleep(Duration::from_millis(30));
     }
     fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32> {
         cvt(unsafe { libc::socket(d, t, p) } as isize).map(|f| f as i32)
     }
-    fn bind(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
-        let sa = to_sa(a);
-        cvt(unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, SA_LEN) } as isize)
+    fn bind(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
+        let (sa, len) = to_sa(a);
+        cvt(unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len) } as isize)
             .map(|_| ())
     }
     fn listen(&mut self, fd: i32, backlog: i32) -> Result<()> {
         cvt(unsafe { libc::listen(fd, backlog) } as isize).map(|_| ())
     }
-    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddrV4)> {
+    fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddr)> {
         let mut sa = zero_sa();
         let mut len = SA_LEN;
         let r = unsafe {
@@ -378,9 +433,9 @@ impl Net for Kernel {
         };
         cvt(r as isize).map(|f| (f as i32, from_sa(&sa)))
     }
-    fn connect(&mut self, fd: i32, a: &SocketAddrV4) -> Result<()> {
-        let sa = to_sa(a);
-        cvt(unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, SA_LEN) } as isize)
+    fn connect(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
+        let (sa, len) = to_sa(a);
+        cvt(unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, len) } as isize)
             .map(|_| ())
     }
     fn send(&mut self, fd: i32, b: &[u8], flags: i32) -> Result<usize> {
@@ -389,10 +444,10 @@ impl Net for Kernel {
     fn recv(&mut self, fd: i32, b: &mut [u8], flags: i32) -> Result<usize> {
         cvt(unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), flags) }).map(|n| n as usize)
     }
-    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddrV4>) -> Result<usize> {
+    fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddr>) -> Result<usize> {
         let sa = a.map(to_sa);
         let (p, l) = match &sa {
-            Some(s) => (s as *const _ as *const libc::sockaddr, SA_LEN),
+            Some((s, len)) => (s as *const _ as *const libc::sockaddr, *len),
             None => (std::ptr::null(), 0),
         };
         cvt(unsafe { libc::sendto(fd, b.as_ptr().cast(), b.len(), flags, p, l) })
@@ -403,7 +458,7 @@ impl Net for Kernel {
         fd: i32,
         b: &mut [u8],
         flags: i32,
-    ) -> Result<(usize, Option<SocketAddrV4>)> {
+    ) -> Result<(usize, Option<SocketAddr>)> {
         let mut sa = zero_sa();
         let mut len = SA_LEN;
         let r = unsafe {
@@ -433,7 +488,7 @@ impl Net for Kernel {
         };
         let mut control = [0u64; 16];
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = (&mut sa as *mut libc::sockaddr_in).cast();
+        msg.msg_name = (&mut sa as *mut libc::sockaddr_storage).cast();
         msg.msg_namelen = SA_LEN;
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
@@ -449,6 +504,13 @@ impl Net for Kernel {
         let mut c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
         while !c.is_null() {
             let h = unsafe { &*c };
+            if h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_PKTINFO {
+                let p = unsafe { &*(libc::CMSG_DATA(c) as *const libc::in6_pktinfo) };
+                out.pktinfo6 = Some(Pkt6Info {
+                    ifindex: p.ipi6_ifindex,
+                    addr: Ipv6Addr::from(p.ipi6_addr.s6_addr),
+                });
+            }
             if h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_PKTINFO {
                 let p = unsafe { &*(libc::CMSG_DATA(c) as *const libc::in_pktinfo) };
                 out.pktinfo = Some(PktInfo {
@@ -469,28 +531,47 @@ impl Net for Kernel {
         };
         let mut control = [0u64; 8];
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        if let Some(s) = sa.as_mut() {
-            msg.msg_name = (s as *mut libc::sockaddr_in).cast();
-            msg.msg_namelen = SA_LEN;
+        if let Some((s, len)) = sa.as_mut() {
+            msg.msg_name = (s as *mut libc::sockaddr_storage).cast();
+            msg.msg_namelen = *len;
         }
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
-        if let Some(src) = m.src {
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen =
-                unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::in_pktinfo>() as u32) }
-                    as usize;
-            let c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
-            unsafe {
-                (*c).cmsg_level = libc::IPPROTO_IP;
-                (*c).cmsg_type = libc::IP_PKTINFO;
-                (*c).cmsg_len =
-                    libc::CMSG_LEN(std::mem::size_of::<libc::in_pktinfo>() as u32) as usize;
-                let p = libc::CMSG_DATA(c) as *mut libc::in_pktinfo;
-                (*p).ipi_ifindex = 0;
-                (*p).ipi_spec_dst.s_addr = u32::from(src).to_be();
-                (*p).ipi_addr.s_addr = 0;
+        match m.src {
+            Some(IpAddr::V4(src)) => {
+                msg.msg_control = control.as_mut_ptr().cast();
+                msg.msg_controllen =
+                    unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::in_pktinfo>() as u32) }
+                        as usize;
+                let c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+                unsafe {
+                    (*c).cmsg_level = libc::IPPROTO_IP;
+                    (*c).cmsg_type = libc::IP_PKTINFO;
+                    (*c).cmsg_len =
+                        libc::CMSG_LEN(std::mem::size_of::<libc::in_pktinfo>() as u32) as usize;
+                    let p = libc::CMSG_DATA(c) as *mut libc::in_pktinfo;
+                    (*p).ipi_ifindex = 0;
+                    (*p).ipi_spec_dst.s_addr = u32::from(src).to_be();
+                    (*p).ipi_addr.s_addr = 0;
+                }
             }
+            Some(IpAddr::V6(src)) => {
+                msg.msg_control = control.as_mut_ptr().cast();
+                msg.msg_controllen =
+                    unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::in6_pktinfo>() as u32) }
+                        as usize;
+                let c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+                unsafe {
+                    (*c).cmsg_level = libc::IPPROTO_IPV6;
+                    (*c).cmsg_type = libc::IPV6_PKTINFO;
+                    (*c).cmsg_len =
+                        libc::CMSG_LEN(std::mem::size_of::<libc::in6_pktinfo>() as u32) as usize;
+                    let p = libc::CMSG_DATA(c) as *mut libc::in6_pktinfo;
+                    (*p).ipi6_ifindex = 0;
+                    (*p).ipi6_addr.s6_addr = src.octets();
+                }
+            }
+            None => {}
         }
         cvt(unsafe { libc::sendmsg(fd, &msg, flags) }).map(|n| n as usize)
     }
@@ -500,7 +581,7 @@ impl Net for Kernel {
     fn close(&mut self, fd: i32) -> Result<()> {
         cvt(unsafe { libc::close(fd) } as isize).map(|_| ())
     }
-    fn getsockname(&mut self, fd: i32) -> Result<SocketAddrV4> {
+    fn getsockname(&mut self, fd: i32) -> Result<SocketAddr> {
         let mut sa = zero_sa();
         let mut len = SA_LEN;
         cvt(
@@ -509,7 +590,7 @@ impl Net for Kernel {
         )
         .map(|_| from_sa(&sa))
     }
-    fn getpeername(&mut self, fd: i32) -> Result<SocketAddrV4> {
+    fn getpeername(&mut self, fd: i32) -> Result<SocketAddr> {
         let mut sa = zero_sa();
         let mut len = SA_LEN;
         cvt(

@@ -1,5 +1,5 @@
 //! `ustack-async-client --config FILE [--connections N] [--bytes N]
-//! [--timeout SECS] A.B.C.D:PORT`: a TCP echo client written as
+//! [--timeout SECS] ADDRESS:PORT` (`10.0.0.1:7` or `[fd99::1]:7`): a TCP echo client written as
 //! straight-line async Rust on ustack's runtime (crates/rt).  N
 //! connections (default 10) at once, each in its own task: connect (bounded
 //! by the timeout, default 5 s), send N bytes (default 100000) of a pattern
@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 
 use std::io;
-use std::net::{Shutdown, SocketAddrV4};
+use std::net::{Shutdown, SocketAddr};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use rt::TcpStream;
 const PROGRAM: &str = "ustack-async-client";
 
 struct Opts {
-    remote: SocketAddrV4,
+    remote: SocketAddr,
     connections: usize,
     bytes: usize,
     timeout: Duration,
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
 
 fn parse(rest: &[String]) -> Result<Opts, String> {
     let mut o = Opts {
-        remote: SocketAddrV4::new([0, 0, 0, 0].into(), 0),
+        remote: SocketAddr::from(([0, 0, 0, 0], 0)),
         connections: 10,
         bytes: 100_000,
         timeout: Duration::from_secs(5),
@@ -69,14 +69,14 @@ fn parse(rest: &[String]) -> Result<Opts, String> {
             r if remote.is_none() => {
                 remote = Some(
                     r.parse()
-                        .map_err(|_| format!("{r:?} is not A.B.C.D:PORT"))?,
+                        .map_err(|_| format!("{r:?} is not ADDRESS:PORT"))?,
                 )
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     o.remote = remote.ok_or(format!(
-        "usage: {PROGRAM} --config FILE [--connections N] [--bytes N] [--timeout SECS] A.B.C.D:PORT"
+        "usage: {PROGRAM} --config FILE [--connections N] [--bytes N] [--timeout SECS] ADDRESS:PORT"
     ))?;
     Ok(o)
 }
@@ -97,7 +97,7 @@ fn say(e: &io::Error) -> String {
 
 /// One connection: connect, echo `bytes`, check.
 async fn exchange(
-    remote: SocketAddrV4,
+    remote: SocketAddr,
     conn: usize,
     bytes: usize,
     limit: Duration,

@@ -15,7 +15,7 @@ pub use udp::UdpSocket;
 
 use std::io;
 use std::marker::PhantomData;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::task::{Context, Poll};
 
@@ -34,9 +34,12 @@ pub(crate) struct Socket {
 }
 
 impl Socket {
-    /// A new non-blocking socket of type `ty` (SOCK_STREAM, SOCK_DGRAM).
-    pub(crate) fn new(ty: i32) -> io::Result<Socket> {
-        let fd = api::socket(AF_INET, ty | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)?;
+    /// A new non-blocking socket of type `ty` (SOCK_STREAM, SOCK_DGRAM)
+    /// for addresses like `addr`: AF_INET for IPv4, AF_INET6 for IPv6
+    /// (which reaches IPv4 too, through IPv4-mapped addresses).
+    pub(crate) fn new(ty: i32, addr: &SocketAddr) -> io::Result<Socket> {
+        let domain = if addr.is_ipv4() { AF_INET } else { AF_INET6 };
+        let fd = api::socket(domain, ty | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)?;
         Socket::adopt(fd)
     }
 
@@ -86,11 +89,11 @@ impl Socket {
     }
 
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(SocketAddr::V4(api::getsockname(self.fd)?))
+        Ok(api::getsockname(self.fd)?)
     }
 
     pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
-        Ok(SocketAddr::V4(api::getpeername(self.fd)?))
+        Ok(api::getpeername(self.fd)?)
     }
 }
 
@@ -108,12 +111,4 @@ impl Drop for Socket {
 
 fn no_runtime() -> io::Error {
     io::Error::other("no rt::Runtime on this thread")
-}
-
-/// The socket layer is IPv4 only.
-pub(crate) fn v4(addr: SocketAddr) -> io::Result<SocketAddrV4> {
-    match addr {
-        SocketAddr::V4(a) => Ok(a),
-        SocketAddr::V6(_) => Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)),
-    }
 }

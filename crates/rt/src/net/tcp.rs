@@ -11,7 +11,7 @@ use api::consts::*;
 use api::{Errno, SendMsg};
 use futures_io::{AsyncRead, AsyncWrite};
 
-use super::{v4, Socket};
+use super::Socket;
 use crate::reactor::Dir;
 
 /// How many connections may wait to be accepted (the stack caps it at
@@ -25,11 +25,13 @@ pub struct TcpListener {
 
 impl TcpListener {
     /// Listens on `addr` (port 0: an ephemeral port; address 0.0.0.0: every
-    /// address of the engines).  SO_REUSEADDR is set, as servers do, so a
-    /// restarted server does not wait for old connections' TIME-WAIT.
+    /// IPv4 address of the engines; `[::]`: every address, IPv4 ones too,
+    /// whose peers are then shown IPv4-mapped).  SO_REUSEADDR is set, as
+    /// servers do, so a restarted server does not wait for old
+    /// connections' TIME-WAIT.
     pub fn bind(addr: impl Into<SocketAddr>) -> io::Result<TcpListener> {
-        let addr = v4(addr.into())?;
-        let sock = Socket::new(SOCK_STREAM)?;
+        let addr = addr.into();
+        let sock = Socket::new(SOCK_STREAM, &addr)?;
         api::setsockopt_int(sock.fd(), SOL_SOCKET, SO_REUSEADDR, 1)?;
         api::bind(sock.fd(), &addr)?;
         api::listen(sock.fd(), BACKLOG)?;
@@ -50,7 +52,7 @@ impl TcpListener {
             let stream = TcpStream {
                 sock: Socket::adopt(fd)?,
             };
-            Ok((stream, SocketAddr::V4(peer)))
+            Ok((stream, peer))
         })
     }
 
@@ -71,8 +73,8 @@ impl TcpStream {
     /// stack gives up on its SYNs (`ErrorKind::TimedOut`): wrap the call in
     /// [`crate::timeout`] to give up sooner.
     pub async fn connect(addr: impl Into<SocketAddr>) -> io::Result<TcpStream> {
-        let addr = v4(addr.into())?;
-        let sock = Socket::new(SOCK_STREAM)?;
+        let addr = addr.into();
+        let sock = Socket::new(SOCK_STREAM, &addr)?;
         match api::connect(sock.fd(), &addr) {
             Ok(()) => return Ok(TcpStream { sock }),
             Err(Errno::EINPROGRESS) => {}

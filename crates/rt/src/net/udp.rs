@@ -1,12 +1,12 @@
 //! UDP: datagrams to and from any peer, or a connected peer.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::task::{Context, Poll};
 
 use api::consts::*;
 
-use super::{v4, Socket};
+use super::Socket;
 use crate::reactor::Dir;
 
 /// A UDP socket.
@@ -15,22 +15,25 @@ pub struct UdpSocket {
 }
 
 /// The sender of a datagram (the socket layer always knows it for UDP).
-fn source(from: Option<SocketAddrV4>) -> SocketAddr {
-    SocketAddr::V4(from.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))
+fn source(from: Option<SocketAddr>) -> SocketAddr {
+    from.unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))
 }
 
 impl UdpSocket {
-    /// A socket bound to `addr` (port 0: an ephemeral port).
+    /// A socket bound to `addr` (port 0: an ephemeral port).  Bound to
+    /// an IPv6 address it is AF_INET6: on `[::]` it takes IPv4 datagrams
+    /// too (their senders IPv4-mapped) and sends to IPv4 peers given
+    /// either way.
     pub fn bind(addr: impl Into<SocketAddr>) -> io::Result<UdpSocket> {
-        let addr = v4(addr.into())?;
-        let sock = Socket::new(SOCK_DGRAM)?;
+        let addr = addr.into();
+        let sock = Socket::new(SOCK_DGRAM, &addr)?;
         api::bind(sock.fd(), &addr)?;
         Ok(UdpSocket { sock })
     }
 
     /// Sends `buf` as one datagram to `target`.
     pub async fn send_to(&self, buf: &[u8], target: impl Into<SocketAddr>) -> io::Result<usize> {
-        let target = v4(target.into())?;
+        let target = target.into();
         self.sock
             .io(Dir::Write, |fd| api::sendto(fd, buf, 0, Some(&target)))
             .await
@@ -58,10 +61,6 @@ impl UdpSocket {
         buf: &[u8],
         target: SocketAddr,
     ) -> Poll<io::Result<usize>> {
-        let target = match v4(target) {
-            Ok(t) => t,
-            Err(e) => return Poll::Ready(Err(e)),
-        };
         self.sock
             .poll_io(cx, Dir::Write, |fd| api::sendto(fd, buf, 0, Some(&target)))
     }
@@ -69,7 +68,7 @@ impl UdpSocket {
     /// Sets the peer: [`send`](Self::send) goes there and only its
     /// datagrams are received.
     pub fn connect(&self, addr: impl Into<SocketAddr>) -> io::Result<()> {
-        let addr = v4(addr.into())?;
+        let addr = addr.into();
         Ok(api::connect(self.sock.fd(), &addr)?)
     }
 
