@@ -353,10 +353,10 @@ impl Worker {
         let engine = sock.engine;
         let state = sock.state;
         let o = sock.opts.clone();
-        let (tcp_cfg, ip_ttl, udp_space) = match self.engines.first_mut() {
+        let (tcp_cfg, ip_ttl, hop_limit, udp_space) = match self.engines.first_mut() {
             Some(e) => {
                 let c = e.driver.stack_mut().config();
-                (c.tcp.clone(), c.ip_ttl, c.udp_recv_space)
+                (c.tcp.clone(), c.ip_ttl, c.ip6_hop_limit, c.udp_recv_space)
             }
             None => return Err(Errno::ENODEV),
         };
@@ -464,7 +464,7 @@ impl Worker {
                 IPV6_V6ONLY => int(o.v6only as i32, out),
                 IPV6_RECVPKTINFO => int(o.recvpktinfo6 as i32, out),
                 IPV6_TCLASS => int(o.tclass, out),
-                IPV6_UNICAST_HOPS => int(i32::from(o.hops.unwrap_or(ip_ttl)), out),
+                IPV6_UNICAST_HOPS => int(i32::from(o.hops.unwrap_or(hop_limit)), out),
                 _ => Err(Errno::ENOPROTOOPT),
             },
             // ipv6_getsockopt: a level it does not know.

@@ -1,31 +1,36 @@
 //! The stack calls whose meaning depends on the address family, in one
 //! place: which addresses are ours, which source reaches a destination,
 //! and binding with or without IPV6_V6ONLY.
-//!
-//! The stack answers these for IPv4 today; its IPv6 half (NDP, IPv6 in
-//! and out, `Stack::is_local_ip`, `Stack::tcp_listen_v6only`,
-//! `Stack::udp_bind_v6only`) is being built beside this layer.  Until it
-//! is here an IPv6 address is never ours, no IPv6 destination has a
-//! source, and the stack refuses an IPv6 bind (EAFNOSUPPORT): AF_INET6
-//! sockets then work for IPv4-mapped peers only.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use stack::{SocketError, SocketHandle, Stack};
 
-/// Whether `ip` is one of the stack's addresses.
+/// Whether `ip` is one of the stack's (usable) addresses.
 pub(crate) fn is_local_ip(stack: &Stack, ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => stack.is_local_addr(v4),
-        IpAddr::V6(_) => false,
-    }
+    stack.is_local_ip(ip)
 }
 
 /// The source address the stack's routes pick for `dst` (`None`: no route).
 pub(crate) fn source_for(stack: &Stack, dst: IpAddr) -> Option<IpAddr> {
     match dst {
         IpAddr::V4(v4) => stack.ipv4_source_for(v4).map(IpAddr::V4),
-        IpAddr::V6(_) => None,
+        IpAddr::V6(v6) => ipv6_source_for(stack, v6).map(IpAddr::V6),
+    }
+}
+
+/// As the stack's IPv6 output picks it: a link-local or multicast
+/// destination from the first interface with IPv6, others by the route.
+fn ipv6_source_for(stack: &Stack, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+    let link_scope = dst.is_multicast() || dst.segments()[0] & 0xffc0 == 0xfe80;
+    let iface = if link_scope {
+        stack.interfaces().iter().find(|i| i.ipv6.is_some())?
+    } else {
+        stack.interface(stack.routes().next_hop(IpAddr::V6(dst))?.iface)?
+    };
+    match iface.source_for(IpAddr::V6(dst))? {
+        IpAddr::V6(src) => Some(src),
+        IpAddr::V4(_) => None,
     }
 }
 
@@ -36,13 +41,7 @@ pub(crate) fn tcp_listen(
     backlog: usize,
     v6only: bool,
 ) -> Result<SocketHandle, SocketError> {
-    match local {
-        SocketAddr::V4(_) => stack.tcp_listen(local, backlog),
-        SocketAddr::V6(_) => {
-            let _dual = !v6only;
-            stack.tcp_listen(local, backlog)
-        }
-    }
+    stack.tcp_listen_v6only(local, backlog, v6only)
 }
 
 /// A UDP socket bound to `local`; on `[::]` it takes IPv4 too unless
@@ -52,11 +51,5 @@ pub(crate) fn udp_bind(
     local: SocketAddr,
     v6only: bool,
 ) -> Result<SocketHandle, SocketError> {
-    match local {
-        SocketAddr::V4(_) => stack.udp_bind(local),
-        SocketAddr::V6(_) => {
-            let _dual = !v6only;
-            stack.udp_bind(local)
-        }
-    }
+    stack.udp_bind_v6only(local, v6only)
 }

@@ -1,12 +1,13 @@
 //! The same calls against ustack and against the Linux kernel, compared
 //! result by result and errno by errno: TCP and UDP calls, options, epoll.
 //! ustack runs as two engines on the test's thread (client 10.99.1.1,
-//! server 10.99.1.2, joined in memory); Linux over loopback.
+//! server 10.99.1.2, fd99:1::1 and fd99:1::2, joined in memory); Linux
+//! over loopback (127.0.0.1, ::1).
 
 mod common;
 
 use std::io::{IoSlice, IoSliceMut};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use api::consts::*;
 use api::{epoll_event, SendMsg};
@@ -29,6 +30,19 @@ fn both(scenario: fn(&mut dyn Net, &mut Trace)) {
 
 fn at(n: &dyn Net, port: u16) -> SocketAddr {
     SocketAddr::from((n.server_ip(), port))
+}
+
+fn at6(n: &dyn Net, port: u16) -> SocketAddr {
+    SocketAddr::from((n.server_ip6().expect("an IPv6 address"), port))
+}
+
+/// The server's IPv4 address as an AF_INET6 socket gives it.
+fn mapped(n: &dyn Net, port: u16) -> SocketAddr {
+    SocketAddr::from((n.server_ip().to_ipv6_mapped(), port))
+}
+
+fn any6(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
 }
 
 /// A connected pair: (client, accepted server side); `l` listens.
@@ -716,5 +730,338 @@ fn epoll_edge_triggered_writer_matches_linux() {
         let _ = n.close(c);
         let _ = n.close(l);
         let _ = n.close(ep);
+    });
+}
+
+#[test]
+fn ipv6_tcp_calls_match_linux() {
+    both(|n, t| {
+        t.val(
+            "socket AF_INET6 stream with UDP",
+            &n.socket(AF_INET6, SOCK_STREAM, IPPROTO_UDP).map(|_| ()),
+        );
+        let l = n.socket(AF_INET6, SOCK_STREAM, 0).unwrap();
+        t.val("SO_DOMAIN", &get_int(n, l, SOL_SOCKET, SO_DOMAIN));
+        let r = n.getsockname(l);
+        t.rec("getsockname fresh", &r, |nm, a| nm.addr(a));
+        t.val("getpeername fresh", &n.getpeername(l).map(|_| ()));
+        t.val("IPV6_V6ONLY", &get_int(n, l, IPPROTO_IPV6, IPV6_V6ONLY));
+        let hops = get_int(n, l, IPPROTO_IPV6, IPV6_UNICAST_HOPS);
+        t.val("IPV6_UNICAST_HOPS", &hops);
+        t.val("IPV6_TCLASS", &get_int(n, l, IPPROTO_IPV6, IPV6_TCLASS));
+        t.val(
+            "IPV6_TCLASS 0x2f",
+            &set_int(n, l, IPPROTO_IPV6, IPV6_TCLASS, 0x2f),
+        );
+        t.val("IPV6_TCLASS set", &get_int(n, l, IPPROTO_IPV6, IPV6_TCLASS));
+        t.val(
+            "IPV6_TCLASS 256",
+            &set_int(n, l, IPPROTO_IPV6, IPV6_TCLASS, 256),
+        );
+        t.val(
+            "IPV6_TCLASS -1",
+            &set_int(n, l, IPPROTO_IPV6, IPV6_TCLASS, -1),
+        );
+        t.val(
+            "IPV6_TCLASS after -1",
+            &get_int(n, l, IPPROTO_IPV6, IPV6_TCLASS),
+        );
+        t.val(
+            "IPV6_UNICAST_HOPS 300",
+            &set_int(n, l, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 300),
+        );
+        t.val(
+            "IPV6_UNICAST_HOPS 7",
+            &set_int(n, l, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 7),
+        );
+        t.val(
+            "IPV6_UNICAST_HOPS set",
+            &get_int(n, l, IPPROTO_IPV6, IPV6_UNICAST_HOPS),
+        );
+        t.val(
+            "IPV6_UNICAST_HOPS -1",
+            &set_int(n, l, IPPROTO_IPV6, IPV6_UNICAST_HOPS, -1),
+        );
+        t.val(
+            "IPV6_UNICAST_HOPS back to the default",
+            &Ok::<_, api::Errno>(get_int(n, l, IPPROTO_IPV6, IPV6_UNICAST_HOPS) == hops),
+        );
+        t.val(
+            "IPV6_V6ONLY one byte",
+            &n.setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &[1]),
+        );
+        t.val("IPv6 option unknown", &set_int(n, l, IPPROTO_IPV6, 9999, 1));
+        let mut b4 = [0u8; 4];
+        t.val(
+            "getsockopt IPv6 option unknown",
+            &n.getsockopt(l, IPPROTO_IPV6, 9999, &mut b4),
+        );
+        t.val(
+            "getsockopt level unknown",
+            &n.getsockopt(l, 9999, 1, &mut b4),
+        );
+        t.val("IP_TTL on AF_INET6", &get_int(n, l, IPPROTO_IP, IP_TTL));
+        let f4 = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val(
+            "IPV6_V6ONLY on AF_INET",
+            &set_int(n, f4, IPPROTO_IPV6, IPV6_V6ONLY, 1),
+        );
+        t.val(
+            "getsockopt IPV6_V6ONLY on AF_INET",
+            &n.getsockopt(f4, IPPROTO_IPV6, IPV6_V6ONLY, &mut b4),
+        );
+        t.val("AF_INET bind IPv6", &n.bind(f4, &any6(7601)));
+        t.val("AF_INET connect IPv6", &n.connect(f4, &at6(n, 7601)));
+        let _ = n.close(f4);
+
+        // Bind: the family, v6-only and scope rules.
+        t.val("bind AF_INET address", &n.bind(l, &at(n, 7601)));
+        let b = n.socket(AF_INET6, SOCK_STREAM, 0).unwrap();
+        t.val("V6ONLY on", &set_int(n, b, IPPROTO_IPV6, IPV6_V6ONLY, 1));
+        t.val("bind mapped, v6-only", &n.bind(b, &mapped(n, 7601)));
+        t.val("connect mapped, v6-only", &n.connect(b, &mapped(n, 7601)));
+        t.val(
+            "bind link-local without scope",
+            &n.bind(b, &"[fe80::1]:7601".parse().unwrap()),
+        );
+        t.val(
+            "bind multicast",
+            &n.bind(b, &"[ff02::1]:7601".parse().unwrap()),
+        );
+        t.val(
+            "bind not local",
+            &n.bind(b, &"[fd99:1::77]:7601".parse().unwrap()),
+        );
+        let _ = n.close(b);
+
+        // [::] takes IPv4 too unless v6-only.
+        t.val("bind [::]", &n.bind(l, &any6(7602)));
+        t.val(
+            "IPV6_V6ONLY after bind",
+            &set_int(n, l, IPPROTO_IPV6, IPV6_V6ONLY, 1),
+        );
+        let a4 = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val(
+            "AF_INET bind 0.0.0.0 beside [::]",
+            &n.bind(a4, &SocketAddr::from((Ipv4Addr::UNSPECIFIED, 7602))),
+        );
+        let _ = n.close(a4);
+        let only = n.socket(AF_INET6, SOCK_STREAM, 0).unwrap();
+        t.val("V6ONLY", &set_int(n, only, IPPROTO_IPV6, IPV6_V6ONLY, 1));
+        t.val("bind [::] v6-only", &n.bind(only, &any6(7603)));
+        let a4 = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val(
+            "AF_INET bind 0.0.0.0 beside v6-only [::]",
+            &n.bind(a4, &SocketAddr::from((Ipv4Addr::UNSPECIFIED, 7603))),
+        );
+        t.val("listen beside", &n.listen(a4, 4));
+        t.val("listen v6-only", &n.listen(only, 4));
+        let _ = n.close(a4);
+        let _ = n.close(only);
+        let s6 = n.socket(AF_INET6, SOCK_STREAM, 0).unwrap();
+        t.val("bind one address", &n.bind(s6, &at6(n, 0)));
+        t.val(
+            "a bound address makes it v6-only",
+            &get_int(n, s6, IPPROTO_IPV6, IPV6_V6ONLY),
+        );
+        let r = n.getsockname(s6);
+        t.rec("getsockname bound", &r, |nm, a| nm.addr(a));
+        let _ = n.close(s6);
+
+        t.val("listen", &n.listen(l, 16));
+        let r = n.getsockname(l);
+        t.rec("getsockname listening", &r, |nm, a| nm.addr(a));
+
+        // An IPv6 client.
+        let c6 = n.socket(AF_INET6, SOCK_STREAM, 0).unwrap();
+        t.val("connect AF_INET address", &n.connect(c6, &at(n, 7602)));
+        t.val("connect IPv6 (blocking)", &n.connect(c6, &at6(n, 7602)));
+        n.settle();
+        let r = n.accept4(l, 0);
+        t.rec("accept IPv6", &r, |nm, (_, a)| nm.addr(a));
+        let a6 = r.map_or(-1, |(fd, _)| fd);
+        let r = n.getpeername(c6);
+        t.rec("getpeername IPv6", &r, |nm, a| nm.addr(a));
+        let r = n.getsockname(a6);
+        t.rec("getsockname accepted IPv6", &r, |nm, a| nm.addr(a));
+        t.val("SO_DOMAIN accepted", &get_int(n, a6, SOL_SOCKET, SO_DOMAIN));
+        t.val(
+            "IPV6_UNICAST_HOPS 9 connected",
+            &set_int(n, c6, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 9),
+        );
+        t.val("send IPv6", &n.send(c6, b"over six", 0));
+        n.settle();
+        let mut buf = [0u8; 64];
+        t.val("recv IPv6", &n.recv(a6, &mut buf, 0));
+
+        // An IPv4 client of the dual-stack listener: shown mapped.
+        let c4 = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val("connect IPv4 to [::]", &n.connect(c4, &at(n, 7602)));
+        n.settle();
+        let r = n.accept4(l, 0);
+        t.rec("accept IPv4 on [::]", &r, |nm, (_, a)| nm.addr(a));
+        let a4 = r.map_or(-1, |(fd, _)| fd);
+        let r = n.getsockname(a4);
+        t.rec("getsockname accepted IPv4", &r, |nm, a| nm.addr(a));
+        t.val("send IPv4", &n.send(c4, b"over four", 0));
+        n.settle();
+        t.val("recv IPv4", &n.recv(a4, &mut buf, 0));
+
+        // An AF_INET6 client of an IPv4 server, through a mapped address.
+        let cm = n.socket(AF_INET6, SOCK_STREAM, 0).unwrap();
+        t.val("connect mapped", &n.connect(cm, &mapped(n, 7602)));
+        let r = n.getsockname(cm);
+        t.rec("getsockname mapped client", &r, |nm, a| nm.addr(a));
+        let r = n.getpeername(cm);
+        t.rec("getpeername mapped client", &r, |nm, a| nm.addr(a));
+        n.settle();
+        let r = n.accept4(l, 0);
+        t.rec("accept mapped", &r, |nm, (_, a)| nm.addr(a));
+        let am = r.map_or(-1, |(fd, _)| fd);
+        for fd in [c6, a6, c4, a4, cm, am, l] {
+            let _ = n.close(fd);
+        }
+    });
+}
+
+#[test]
+fn ipv6_udp_calls_match_linux() {
+    both(|n, t| {
+        let srv = n.socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("bind [::]", &n.bind(srv, &any6(7701)));
+        t.val(
+            "IPV6_V6ONLY after bind",
+            &set_int(n, srv, IPPROTO_IPV6, IPV6_V6ONLY, 1),
+        );
+        t.val(
+            "IPV6_RECVPKTINFO on",
+            &set_int(n, srv, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1),
+        );
+        t.val(
+            "IPV6_RECVPKTINFO",
+            &get_int(n, srv, IPPROTO_IPV6, IPV6_RECVPKTINFO),
+        );
+        let u6 = n.socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        let u4 = n.socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("sendto IPv6", &n.sendto(u6, b"six", 0, Some(&at6(n, 7701))));
+        let r = n.getsockname(u6);
+        t.rec("getsockname after sendto", &r, |nm, a| nm.addr(a));
+        n.settle();
+        t.val("sendto IPv4", &n.sendto(u4, b"four", 0, Some(&at(n, 7701))));
+        t.val(
+            "AF_INET sendto IPv6",
+            &n.sendto(u4, b"x", 0, Some(&at6(n, 7701))),
+        );
+        n.settle();
+        let mut buf = [0u8; 64];
+        let show = |nm: &common::net::Names, m: &api::RecvMsg| {
+            let p = m.pktinfo6.unwrap();
+            format!(
+                "len {} from {} to {} ifindex>0 {}",
+                m.len,
+                nm.addr(&m.addr.unwrap()),
+                nm.addr(&SocketAddr::from((p.addr, 1))),
+                p.ifindex > 0
+            )
+        };
+        let r = n.recvmsg(srv, &mut buf, 0);
+        t.rec("recvmsg IPv6", &r, show);
+        let from6 = r.ok().and_then(|m| m.addr);
+        let r = n.recvmsg(srv, &mut buf, 0);
+        t.rec("recvmsg IPv4 on [::]", &r, show);
+        let from4 = r.ok().and_then(|m| m.addr);
+        t.val("recvmsg empty", &n.recvmsg(srv, &mut buf, 0).map(|_| ()));
+
+        // Replies: to either family; an IPV6_PKTINFO source for IPv4 must
+        // be mapped.
+        t.val("reply IPv6", &n.sendto(srv, b"r6", 0, from6.as_ref()));
+        let msg = SendMsg {
+            addr: from4,
+            src: Some(IpAddr::V6(n.server_ip().to_ipv6_mapped())),
+            ifindex: None,
+        };
+        t.val(
+            "reply IPv4 from a mapped source",
+            &n.sendmsg(srv, b"r4", 0, &msg),
+        );
+        let bad = SendMsg {
+            src: Some(IpAddr::V6(n.server_ip6().unwrap())),
+            ..msg
+        };
+        t.val(
+            "reply IPv4 from an IPv6 source",
+            &n.sendmsg(srv, b"x", 0, &bad),
+        );
+        n.settle();
+        t.val("recv reply IPv6", &n.recv(u6, &mut buf, 0));
+        t.val("recv reply IPv4", &n.recv(u4, &mut buf, 0));
+        t.val("recv nothing more", &n.recv(u4, &mut buf, 0));
+
+        // An AF_INET6 socket also sends to a plain AF_INET address.
+        let v = n.socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val(
+            "sendto AF_INET address",
+            &n.sendto(v, b"plain", 0, Some(&at(n, 7701))),
+        );
+        n.settle();
+        let r = n.recvfrom(srv, &mut buf, 0);
+        t.rec("recvfrom", &r, |nm, (len, a)| {
+            format!("{len} from {}", nm.addr(&a.unwrap()))
+        });
+        let _ = n.close(v);
+
+        // v6-only: no IPv4 either way.
+        let o = n.socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("V6ONLY", &set_int(n, o, IPPROTO_IPV6, IPV6_V6ONLY, 1));
+        t.val(
+            "v6-only sendto mapped",
+            &n.sendto(o, b"x", 0, Some(&mapped(n, 7701))),
+        );
+        t.val(
+            "v6-only sendto AF_INET",
+            &n.sendto(o, b"x", 0, Some(&at(n, 7701))),
+        );
+        t.val("v6-only connect AF_INET", &n.connect(o, &at(n, 7701)));
+        t.val("v6-only connect mapped", &n.connect(o, &mapped(n, 7701)));
+        let _ = n.close(o);
+
+        // Connected: the source the route picks, in the peer's family.
+        let c = n.socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("connect mapped", &n.connect(c, &mapped(n, 7701)));
+        let r = n.getsockname(c);
+        t.rec("getsockname connected mapped", &r, |nm, a| nm.addr(a));
+        let r = n.getpeername(c);
+        t.rec("getpeername connected mapped", &r, |nm, a| nm.addr(a));
+        let _ = n.close(c);
+        let c = n.socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("connect IPv6", &n.connect(c, &at6(n, 7701)));
+        let r = n.getsockname(c);
+        t.rec("getsockname connected IPv6", &r, |nm, a| nm.addr(a));
+        t.val("send connected", &n.send(c, b"conn", 0));
+        n.settle();
+        let r = n.recvfrom(srv, &mut buf, 0);
+        t.rec("recvfrom connected", &r, |nm, (len, a)| {
+            format!("{len} from {}", nm.addr(&a.unwrap()))
+        });
+        let _ = n.close(c);
+
+        // A socket bound to a mapped address is IPv4's.
+        let m = n.socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK, 0).unwrap();
+        t.val("bind mapped", &n.bind(m, &mapped(n, 7702)));
+        let r = n.getsockname(m);
+        t.rec("getsockname bound mapped", &r, |nm, a| nm.addr(a));
+        t.val(
+            "sendto IPv4 to it",
+            &n.sendto(u4, b"m", 0, Some(&at(n, 7702))),
+        );
+        n.settle();
+        let r = n.recvfrom(m, &mut buf, 0);
+        t.rec("recvfrom on mapped", &r, |nm, (len, a)| {
+            format!("{len} from {}", nm.addr(&a.unwrap()))
+        });
+        let _ = n.close(m);
+        for fd in [u6, u4, srv] {
+            let _ = n.close(fd);
+        }
     });
 }

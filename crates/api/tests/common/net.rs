@@ -15,8 +15,12 @@ pub trait Net {
     fn server_ip(&self) -> Ipv4Addr;
     /// The local address of a client socket.
     fn client_ip(&self) -> Ipv4Addr;
-    /// An IPv6 address of the server's (`None`: it has none yet).
+    /// The server's IPv6 address.
     fn server_ip6(&self) -> Option<Ipv6Addr>;
+    /// The local IPv6 address of a client socket.
+    fn client_ip6(&self) -> Option<Ipv6Addr> {
+        self.server_ip6()
+    }
     /// Lets the network deliver what is in flight.
     fn settle(&mut self);
     fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32>;
@@ -109,7 +113,11 @@ impl Trace {
             lines: Vec::new(),
             names: Names {
                 local: vec![net.server_ip(), net.client_ip()],
-                local6: net.server_ip6().into_iter().collect(),
+                local6: net
+                    .server_ip6()
+                    .into_iter()
+                    .chain(net.client_ip6())
+                    .collect(),
             },
         }
     }
@@ -211,7 +219,10 @@ impl Net for Ustack {
         super::CLIENT
     }
     fn server_ip6(&self) -> Option<Ipv6Addr> {
-        None
+        Some(super::SERVER6)
+    }
+    fn client_ip6(&self) -> Option<Ipv6Addr> {
+        Some(super::CLIENT6)
     }
     fn settle(&mut self) {
         super::settle_ms(30);
@@ -390,6 +401,33 @@ pub fn from_sa(s: &libc::sockaddr_storage) -> SocketAddr {
 
 const SA_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
 
+/// An address for kernel socket `fd`.  The Rust calls have no length: an
+/// IPv4 address to an AF_INET6 socket goes as a program holding it in a
+/// sockaddr_storage would give it (a sockaddr_in6's length), so the kernel
+/// looks at its family rather than finding it short.
+fn to_sa_for(fd: i32, a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let (st, len) = to_sa(a);
+    let mut domain = 0i32;
+    let mut dlen = 4 as libc::socklen_t;
+    unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut i32).cast(),
+            &mut dlen,
+        )
+    };
+    if domain == libc::AF_INET6 && a.is_ipv4() {
+        (
+            st,
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    } else {
+        (st, len)
+    }
+}
+
 fn zero_sa() -> libc::sockaddr_storage {
     unsafe { std::mem::zeroed() }
 }
@@ -413,7 +451,7 @@ impl Net for Kernel {
         cvt(unsafe { libc::socket(d, t, p) } as isize).map(|f| f as i32)
     }
     fn bind(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
-        let (sa, len) = to_sa(a);
+        let (sa, len) = to_sa_for(fd, a);
         cvt(unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len) } as isize)
             .map(|_| ())
     }
@@ -434,7 +472,7 @@ impl Net for Kernel {
         cvt(r as isize).map(|f| (f as i32, from_sa(&sa)))
     }
     fn connect(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
-        let (sa, len) = to_sa(a);
+        let (sa, len) = to_sa_for(fd, a);
         cvt(unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, len) } as isize)
             .map(|_| ())
     }
@@ -445,7 +483,7 @@ impl Net for Kernel {
         cvt(unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), flags) }).map(|n| n as usize)
     }
     fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddr>) -> Result<usize> {
-        let sa = a.map(to_sa);
+        let sa = a.map(|a| to_sa_for(fd, a));
         let (p, l) = match &sa {
             Some((s, len)) => (s as *const _ as *const libc::sockaddr, *len),
             None => (std::ptr::null(), 0),
@@ -524,7 +562,7 @@ impl Net for Kernel {
         Ok(out)
     }
     fn sendmsg(&mut self, fd: i32, b: &[u8], flags: i32, m: &SendMsg) -> Result<usize> {
-        let mut sa = m.addr.map(|a| to_sa(&a));
+        let mut sa = m.addr.map(|a| to_sa_for(fd, &a));
         let mut iov = libc::iovec {
             iov_base: b.as_ptr() as *mut _,
             iov_len: b.len(),
