@@ -1,6 +1,6 @@
 //! The echo service (RFC 862) over UDP.  TCP echo arrives with TCP.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use runtime::{AppContext, Application};
 use stack::{SocketError, SocketHandle, Stack};
@@ -14,8 +14,17 @@ pub struct EchoApp {
 }
 
 impl EchoApp {
+    /// Echoes on `port` of every address, IPv4 and IPv6.
     pub fn new(stack: &mut Stack, port: u16) -> Result<EchoApp, SocketError> {
-        let udp = stack.udp_bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
+        EchoApp::bind(
+            stack,
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
+        )
+    }
+
+    /// Echoes on `local` (`[::]:p` takes IPv4 too: a dual-stack socket).
+    pub fn bind(stack: &mut Stack, local: SocketAddr) -> Result<EchoApp, SocketError> {
+        let udp = stack.udp_bind(local)?;
         Ok(EchoApp {
             udp,
             buf: vec![0u8; 65536],

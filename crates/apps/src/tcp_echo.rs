@@ -6,7 +6,7 @@
 //! take; should `tcp_send` still take less, the rest is kept (at most one
 //! read's worth) and the connection is not read again until it is sent.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::collections::HashMap;
 
 use runtime::{AppContext, Application};
@@ -57,12 +57,17 @@ enum Step {
 }
 
 impl TcpEchoApp {
-    /// Listens on `port` of every address.
+    /// Listens on `port` of every address, IPv4 and IPv6.
     pub fn new(stack: &mut Stack, port: u16) -> Result<TcpEchoApp, SocketError> {
-        let listener = stack.tcp_listen(
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
-            1024,
-        )?;
+        TcpEchoApp::bind(
+            stack,
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
+        )
+    }
+
+    /// Listens on `local` (`[::]:p` takes IPv4 too: a dual-stack listener).
+    pub fn bind(stack: &mut Stack, local: SocketAddr) -> Result<TcpEchoApp, SocketError> {
+        let listener = stack.tcp_listen(local, 1024)?;
         Ok(TcpEchoApp {
             listener,
             conns: HashMap::new(),

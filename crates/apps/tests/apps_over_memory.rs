@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
@@ -14,24 +14,35 @@ use apps::http::url::parse_url;
 use apps::tcp_echo::TcpEchoApp;
 use link::{FaultConfig, FaultLink, Link, MemoryLink};
 use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::{Duration, InterfaceConfig, Shutdown, SocketError, SocketHandle, Stack, StackConfig};
+use stack::{
+    Duration, InterfaceConfig, Ipv6Config, Shutdown, SocketError, SocketHandle, Stack, StackConfig,
+};
 
 fn stack(last: u8) -> Stack {
     let mut s = Stack::new(StackConfig {
         seed: u64::from(last) * 7919,
+        // fd99:3::N usable at once.
+        ip6_dad_count: 0,
+        ip6_accept_rtadv: false,
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
-        mac: [2, 0, 0, 0, 3, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 3, last),
-        prefix_len: 24,
-        broadcast: None,
+    let id = s
+        .add_interface(&InterfaceConfig {
+            name: format!("mem{last}"),
+            mac: [2, 0, 0, 0, 3, last],
+            mtu: 1500,
+            addr: Ipv4Addr::new(10, 99, 3, last),
+            prefix_len: 24,
+            broadcast: None,
+            gateway: None,
+            extra_addrs: vec![],
+        })
+        .unwrap();
+    let v6 = Ipv6Config {
+        addrs: vec![(Ipv6Addr::new(0xfd99, 3, 0, 0, 0, 0, 0, u16::from(last)), 64)],
         gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
+    };
+    s.enable_ipv6(stack::Instant::ZERO, id, &v6).unwrap();
     s
 }
 
@@ -135,6 +146,17 @@ fn http_get_of_three_megabytes() {
 }
 
 #[test]
+fn http_get_over_ipv6() {
+    let (a, b) = links();
+    let url = "http://[fd99:3::2]:80/bytes/1000000";
+    let (r, body) = get_done(engine(1, a), engine(2, b), url);
+    let f = r.expect("the fetch succeeds");
+    assert_eq!((f.status, f.bytes), (200, 1_000_000));
+    assert_eq!(body.len(), 1_000_000);
+    assert_eq!(check_pattern(0, &body), None);
+}
+
+#[test]
 fn http_get_through_loss_duplicates_and_reordering() {
     let (a, b) = links();
     let a = FaultLink::new(a, FAULTS);
@@ -178,6 +200,8 @@ fn http_get_times_out_when_nobody_answers() {
 /// Opens `conns` connections to port 7, sends `size` bytes on each, shuts
 /// the write side, and reads everything back until EOF.
 struct EchoClient {
+    /// Connection `i` goes to `servers[i % len]`.
+    servers: Vec<SocketAddr>,
     conns: usize,
     size: usize,
     socks: Vec<(SocketHandle, usize, Vec<u8>, bool)>,
@@ -187,7 +211,16 @@ struct EchoClient {
 
 impl EchoClient {
     fn new(conns: usize, size: usize) -> Self {
+        EchoClient::to(
+            vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 7)],
+            conns,
+            size,
+        )
+    }
+
+    fn to(servers: Vec<SocketAddr>, conns: usize, size: usize) -> Self {
         EchoClient {
+            servers,
             conns,
             size,
             socks: Vec::new(),
@@ -209,8 +242,8 @@ impl EchoClient {
 
 impl Application for EchoClient {
     fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        let server = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 7);
         while self.socks.len() < self.conns {
+            let server = self.servers[self.socks.len() % self.servers.len()];
             let h = ctx
                 .stack
                 .tcp_connect(ctx.now, server, None, ctx.sink)
@@ -262,14 +295,17 @@ impl Application for EchoClient {
     }
 }
 
-fn echo<L1: Link, L2: Link>(
+fn echo<L1: Link, L2: Link>(client: Engine<L1>, server: Engine<L2>, conns: usize, size: usize) {
+    echo_to(client, server, EchoClient::new(conns, size));
+}
+
+fn echo_to<L1: Link, L2: Link>(
     mut client: Engine<L1>,
     mut server: Engine<L2>,
-    conns: usize,
-    size: usize,
+    mut app: EchoClient,
 ) {
+    let (conns, size) = (app.conns, app.size);
     let mut echo = TcpEchoApp::new(&mut server.stack, 7).unwrap();
-    let mut app = EchoClient::new(conns, size);
     run_until(
         &mut client,
         &mut app,
@@ -317,6 +353,21 @@ fn echo<L1: Link, L2: Link>(
 fn tcp_echo_eight_connections_with_half_close() {
     let (a, b) = links();
     echo(engine(1, a), engine(2, b), 8, 1_000_000);
+}
+
+/// One dual-stack listener (`[::]:7`) echoes IPv6 and IPv4 connections.
+#[test]
+fn tcp_echo_over_ipv6_and_ipv4_to_one_listener() {
+    let (a, b) = links();
+    let servers = vec![
+        "[fd99:3::2]:7".parse().unwrap(),
+        "10.99.3.2:7".parse().unwrap(),
+    ];
+    echo_to(
+        engine(1, a),
+        engine(2, b),
+        EchoClient::to(servers, 6, 200_000),
+    );
 }
 
 #[test]

@@ -1,8 +1,12 @@
-//! `ustack-echo --config FILE [--port N]`: the echo service on ustack, on
-//! UDP and TCP port 7 (or N).
+//! `ustack-echo --config FILE [--port N | --listen ADDRESS:PORT]`: the
+//! echo service on ustack, on UDP and TCP port 7 (or N) of every address,
+//! IPv4 and IPv6 (`[::]`, dual stack), or on one address
+//! (`--listen 10.0.0.1:7`, `--listen [fd99::1]:7`; `--listen 0.0.0.0:7`
+//! for IPv4 only).
 
 #![forbid(unsafe_code)]
 
+use std::net::{Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 
 use apps::echo::EchoApp;
@@ -11,25 +15,33 @@ use apps::Both;
 
 fn main() -> ExitCode {
     apps::serve("ustack-echo", std::env::args().skip(1), |args, stack| {
-        let mut port = 7;
+        let mut at = SocketAddr::from((Ipv6Addr::UNSPECIFIED, 7));
         let mut it = args.rest.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
                 "--port" => {
-                    port = it
+                    let port = it
                         .next()
                         .and_then(|p| p.parse().ok())
                         .filter(|&p| p != 0)
                         .ok_or("--port needs a port number")?;
+                    at.set_port(port);
+                }
+                "--listen" => {
+                    at = it
+                        .next()
+                        .and_then(|a| a.parse::<SocketAddr>().ok())
+                        .filter(|a| a.port() != 0)
+                        .ok_or("--listen needs ADDRESS:PORT (IPv6 in brackets)")?;
                 }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
-        let udp =
-            EchoApp::new(stack, port).map_err(|e| format!("cannot open UDP port {port}: {e}"))?;
-        let tcp = TcpEchoApp::new(stack, port)
-            .map_err(|e| format!("cannot listen on TCP port {port}: {e}"))?;
-        eprintln!("ustack-echo: serving echo on UDP port {port} and TCP port {port}");
+        let udp = EchoApp::bind(stack, at).map_err(|e| format!("cannot open UDP {at}: {e}"))?;
+        let tcp =
+            TcpEchoApp::bind(stack, at).map_err(|e| format!("cannot listen on TCP {at}: {e}"))?;
+        let (port, ip) = (at.port(), at.ip());
+        eprintln!("ustack-echo: serving echo on UDP port {port} and TCP port {port} of {ip}");
         Ok(Box::new(Both(udp, tcp)))
     })
 }

@@ -1,6 +1,6 @@
 //! `ustack-get --config FILE [-o FILE] [--timeout SECS] [-v] URL`: fetches
-//! an `http://A.B.C.D[:PORT]/path` over ustack and writes the body to
-//! stdout (or FILE).  Exit status 0 when the server answered 2xx and the
+//! an `http://A.B.C.D[:PORT]/path` or `http://[IPV6][:PORT]/path` over
+//! ustack and writes the body to stdout (or FILE).  Exit status 0 when the server answered 2xx and the
 //! whole body arrived; 1 with a message on stderr otherwise (refused,
 //! reset, timed out, short body, non-2xx, bad response).
 //!
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
             }
         }
         let url = url.ok_or(format!(
-            "usage: {PROGRAM} --config FILE [-o FILE] [--timeout SECS] [-v] http://A.B.C.D[:PORT]/PATH"
+            "usage: {PROGRAM} --config FILE [-o FILE] [--timeout SECS] [-v] http://ADDRESS[:PORT]/PATH (IPv6 in brackets)"
         ))?;
         let path = out_path.clone();
         let open: OpenOutput = Box::new(move || -> std::io::Result<Box<dyn Write>> {

@@ -92,7 +92,7 @@ impl HttpGet {
     }
 
     fn peer(&self) -> SocketAddr {
-        SocketAddr::V4(self.url.addr)
+        self.url.addr
     }
 
     fn fail(&mut self, ctx: &mut AppContext<'_>, why: String) {
@@ -292,7 +292,7 @@ impl Application for HttpGet {
             self.last_progress = ctx.now;
             match ctx
                 .stack
-                .tcp_connect(ctx.now, SocketAddr::V4(self.url.addr), None, ctx.sink)
+                .tcp_connect(ctx.now, self.url.addr, None, ctx.sink)
             {
                 Ok(h) => {
                     self.sock = Some(h);

@@ -17,7 +17,7 @@
 //! A connection is not read while its response is being sent, so a client
 //! that pipelines faster than it reads waits in TCP's window.
 
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -44,6 +44,9 @@ const LINGER: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// The address listened on: `::` (the default) is every address,
+    /// IPv4 ones too (a dual-stack listener); `0.0.0.0` every IPv4 one.
+    pub addr: IpAddr,
     pub port: u16,
     pub limits: Limits,
     /// The largest N of `/bytes/N`.
@@ -55,6 +58,7 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
+            addr: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
             port: 80,
             limits: Limits::default(),
             max_bytes: 1 << 40,
@@ -165,10 +169,7 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub fn new(stack: &mut Stack, cfg: ServerConfig) -> Result<HttpServer, SocketError> {
-        let listener = stack.tcp_listen(
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), cfg.port),
-            4096,
-        )?;
+        let listener = stack.tcp_listen(SocketAddr::new(cfg.addr, cfg.port), 4096)?;
         Ok(HttpServer {
             cfg,
             listener,

@@ -1,17 +1,20 @@
-//! `http://` URLs whose host is an IPv4 address (nothing is resolved).
+//! `http://` URLs whose host is an IP address: IPv4, or IPv6 in brackets
+//! (RFC 3986 3.2.2; nothing is resolved).
 
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Url {
-    pub addr: SocketAddrV4,
+    pub addr: SocketAddr,
     /// The Host header: the address, and the port unless it is 80.
     pub host: String,
     /// The request target: path and query (`/` when the URL has none).
     pub target: String,
 }
 
-/// Parses `http://A.B.C.D[:PORT][/PATH][?QUERY]` (a fragment is dropped).
+/// Parses `http://A.B.C.D[:PORT][/PATH][?QUERY]` or
+/// `http://[IPV6][:PORT]/...` (a fragment is dropped; a zone id such as
+/// `%25eth0` is not taken: link-local addresses need one).
 pub fn parse_url(s: &str) -> Result<Url, String> {
     let bad = |why: &str| format!("bad URL {s:?}: {why}");
     let (scheme, rest) = s
@@ -26,21 +29,49 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
     if authority.contains('@') {
         return Err(bad("user information is not supported"));
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => {
+    // An IPv6 host is in brackets; the port, if any, follows them.
+    let (host, port_part) = match authority.strip_prefix('[') {
+        Some(rest) => {
+            let (h, after) = rest
+                .split_once(']')
+                .ok_or_else(|| bad("an IPv6 address needs its closing bracket"))?;
+            match after {
+                "" => (h, None),
+                a => (h, Some(a.strip_prefix(':').ok_or_else(|| bad("bad port"))?)),
+            }
+        }
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    let (host, port) = match port_part {
+        Some(p) => {
             let port: u16 = Some(p)
                 .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|p| p.parse().ok())
                 .filter(|&p| p != 0)
                 .ok_or_else(|| bad("bad port"))?;
-            (h, port)
+            (host, port)
         }
-        None => (authority, 80),
+        None => (host, 80),
     };
-    let ip: Ipv4Addr = host
-        .parse()
-        .map_err(|_| bad("the host must be an IPv4 address (ustack-get resolves no names)"))?;
-    if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+    let bracketed = authority.starts_with('[');
+    let ip: IpAddr = if bracketed {
+        IpAddr::V6(
+            host.parse::<Ipv6Addr>()
+                .map_err(|_| bad("bad IPv6 address"))?,
+        )
+    } else {
+        IpAddr::V4(host.parse().map_err(|_| {
+            bad("the host must be an IP address, IPv6 in brackets (ustack-get resolves no names)")
+        })?)
+    };
+    let unreachable = match ip {
+        IpAddr::V4(v4) => v4.is_broadcast(),
+        IpAddr::V6(v6) => v6.segments()[0] & 0xffc0 == 0xfe80,
+    };
+    if ip.is_unspecified() || ip.is_multicast() || unreachable {
         return Err(bad("the host cannot be reached by TCP"));
     }
     let target = match target {
@@ -53,12 +84,23 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
             "spaces and non-ASCII characters must be percent-encoded",
         ));
     }
+    // The Host header names the host as the URL does (RFC 9110 7.2).
+    let host = if bracketed {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    };
+    // The stack reaches an IPv4-mapped address as the IPv4 one.
+    let to = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    };
     Ok(Url {
-        addr: SocketAddrV4::new(ip, port),
+        addr: SocketAddr::new(to, port),
         host: if port == 80 {
-            ip.to_string()
+            host
         } else {
-            format!("{ip}:{port}")
+            format!("{host}:{port}")
         },
         target,
     })
@@ -83,6 +125,36 @@ mod tests {
             ("10.99.0.1:8080", "/")
         );
         assert_eq!(parse_url("http://10.99.0.1?x").unwrap().target, "/?x");
+    }
+
+    #[test]
+    fn ipv6_urls() {
+        let u = parse_url("http://[fd99::1]:8080/path?q").unwrap();
+        assert_eq!(u.addr, "[fd99::1]:8080".parse().unwrap());
+        assert_eq!(
+            (u.host.as_str(), u.target.as_str()),
+            ("[fd99::1]:8080", "/path?q")
+        );
+        let u = parse_url("http://[FD99:0::1]").unwrap();
+        assert_eq!(u.addr, "[fd99::1]:80".parse().unwrap());
+        assert_eq!((u.host.as_str(), u.target.as_str()), ("[fd99::1]", "/"));
+        let u = parse_url("http://[::ffff:10.99.0.1]/").unwrap();
+        assert_eq!(u.addr, "10.99.0.1:80".parse().unwrap());
+        assert_eq!(u.host, "[::ffff:10.99.0.1]");
+        for s in [
+            "http://fd99::1/",
+            "http://[fd99::1/",
+            "http://[fd99::1]x/",
+            "http://[fd99::1]:/",
+            "http://[fd99::1]:0/",
+            "http://[10.99.0.1]/",
+            "http://[::]/",
+            "http://[ff02::1]/",
+            "http://[fe80::1]/",
+            "http://[fe80::1%25eth0]/",
+        ] {
+            assert!(parse_url(s).is_err(), "{s}");
+        }
     }
 
     #[test]
