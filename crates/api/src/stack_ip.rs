@@ -2,7 +2,7 @@
 //! place: which addresses are ours, which source reaches a destination,
 //! and binding with or without IPV6_V6ONLY.
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use stack::{SocketError, SocketHandle, Stack};
 
@@ -15,22 +15,7 @@ pub(crate) fn is_local_ip(stack: &Stack, ip: IpAddr) -> bool {
 pub(crate) fn source_for(stack: &Stack, dst: IpAddr) -> Option<IpAddr> {
     match dst {
         IpAddr::V4(v4) => stack.ipv4_source_for(v4).map(IpAddr::V4),
-        IpAddr::V6(v6) => ipv6_source_for(stack, v6).map(IpAddr::V6),
-    }
-}
-
-/// As the stack's IPv6 output picks it: a link-local or multicast
-/// destination from the first interface with IPv6, others by the route.
-fn ipv6_source_for(stack: &Stack, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-    let link_scope = dst.is_multicast() || dst.segments()[0] & 0xffc0 == 0xfe80;
-    let iface = if link_scope {
-        stack.interfaces().iter().find(|i| i.ipv6.is_some())?
-    } else {
-        stack.interface(stack.routes().next_hop(IpAddr::V6(dst))?.iface)?
-    };
-    match iface.source_for(IpAddr::V6(dst))? {
-        IpAddr::V6(src) => Some(src),
-        IpAddr::V4(_) => None,
+        IpAddr::V6(v6) => stack.ipv6_source_for(v6).map(IpAddr::V6),
     }
 }
 

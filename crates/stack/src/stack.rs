@@ -426,4 +426,10 @@ impl Stack {
     pub fn ipv4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
         self.ip.ipv4_source_for(dst)
     }
+
+    /// The source address an IPv6 packet to `dst` would leave with (RFC
+    /// 6724 among the outgoing interface's usable addresses).
+    pub fn ipv6_source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        self.ip.ipv6_source_for(dst)
+    }
 }
