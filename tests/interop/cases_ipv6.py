@@ -230,3 +230,159 @@ def _(ctx):
     print(f"    50 MB through a 1400-byte hop at {speed / 1e6:.1f} MB/s; "
           f"path MTU lowered {s.get('ipv6_path_mtu_lowered')}x, connections shrunk {s.get('tcp_path_mtu_lowered')}")
     u.stop()
+
+
+# --------------------------------------------------------------------------
+# UDP and TCP over IPv6: ustack-echo and ustack-http listen on [::] (one
+# dual-stack socket each), and the kernel reaches them by fd99:N::2.
+
+SUBNETS.update({
+    "udp6_sizes_af_packet": 197, "tcp6_echo_af_packet": 198, "tcp6_echo_faults_af_packet": 199,
+    "http6_curl_wrk_af_packet": 189, "cores_tcp6_echo_af_packet": 188,
+})
+
+
+@test("udp6_sizes_af_packet", budget=120)
+def _(ctx):
+    import random
+    import socket
+
+    t = ctx.topo("af_packet", SUBNETS["udp6_sizes_af_packet"], ipv6=True).start()
+    t.wait_ready6()
+    s = h.netns_socket(t.ns_k, socket.AF_INET6, socket.SOCK_DGRAM)
+    s.bind((t.kernel_ip6, 0))
+    dest = (t.ustack_ip6, 7)
+    block = random.Random(6).randbytes(8000 + 256)
+    try:
+        for size in range(1, 8001):
+            payload = block[size % 251: size % 251 + size]
+            data, src = h.udp_echo(s, dest, payload, timeout=1.0)
+            check(data is not None, f"UDP echo of {size} bytes over IPv6: no reply within 1 s")
+            check(src[:2] == dest, f"UDP echo of {size} bytes: reply from {src}, expected {dest}")
+            check(data == payload, f"UDP echo of {size} bytes: reply differs ({len(data)} bytes back)")
+    finally:
+        s.close()
+    # The same socket answers IPv4 (dual stack).
+    s4 = t.udp_socket()
+    try:
+        data, _ = h.udp_echo(s4, (t.ustack_ip, 7), b"four", timeout=1.0)
+        check(data == b"four", f"the dual-stack socket did not answer IPv4: {data!r}")
+    finally:
+        s4.close()
+    st = t.ustack.settled_stats()
+    check(st.get("udp_datagrams_received", 0) >= 8000, f"counters: {h.nonzero(st)}")
+    check(st.get("ipv6_reassembled", 0) > 0 and st.get("ipv6_fragments_sent", 0) > 0,
+          f"no fragments either way: {h.nonzero(st)}")
+    print(f"    UDP echo of every size 1..8000 over IPv6, byte-identical; {st.get('ipv6_reassembled')} reassembled, "
+          f"{st.get('ipv6_fragments_sent')} fragments sent; IPv4 to the same socket answered")
+    t.ustack.stop()
+
+
+def tcp6_echo(t, seed, size):
+    import tcp_tools as tt
+    from cases import ECHO_CONNS, echo_payloads
+
+    payloads = echo_payloads(ECHO_CONNS, size, seed)
+    t0 = h.time.monotonic()
+    got = tt.echo_many(t.ns_k, (t.ustack_ip6, 7), payloads, timeout=60)
+    dt = h.time.monotonic() - t0
+    for i, (p, g) in enumerate(zip(payloads, got)):
+        check(g == p, f"connection {i}: {len(g)} bytes back of {len(p)}, not the bytes sent")
+    print(f"    {ECHO_CONNS} IPv6 connections x {size} bytes echoed intact with half-close in {dt:.2f} s")
+
+
+@test("tcp6_echo_af_packet", budget=90)
+def _(ctx):
+    from cases import ECHO_SIZE, no_tcp_trouble
+
+    t = ctx.topo("af_packet", SUBNETS["tcp6_echo_af_packet"], ipv6=True).start()
+    t.wait_ready6()
+    tcp6_echo(t, 61, ECHO_SIZE)
+    st = t.ustack.wait_stats(lambda s: s.get("tcp_connections", 0) == 0, timeout=5, what="every connection closed")
+    no_tcp_trouble(st, "echo over IPv6")
+    check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
+    check(st.get("tcp_predicted_segments", 0) > 1000, f"header prediction took few segments: {h.nonzero(st)}")
+    t.ustack.stop()
+
+
+@test("tcp6_echo_faults_af_packet", budget=120)
+def _(ctx):
+    t = ctx.topo("af_packet", SUBNETS["tcp6_echo_faults_af_packet"], ipv6=True,
+                 sets=["fault.loss=0.02", "fault.duplicate=0.02", "fault.reorder=0.02",
+                       "fault.corrupt=0.005"]).start()
+    t.wait_ready6(timeout=20)
+    tcp6_echo(t, 62, 2 * 1024 * 1024)
+    st = t.ustack.settled_stats()
+    for what in ("lost", "duplicated", "reordered", "corrupted"):
+        check(st.get(f"port0_fault_rx_{what}", 0) + st.get(f"port0_fault_tx_{what}", 0) > 0,
+              f"the fault layer {what} nothing: {h.nonzero(st)}")
+    check(st.get("tx_drop_too_big", 0) == 0, f"segments over the MTU: {h.nonzero(st)}")
+    print(f"    retransmitted {st.get('tcp_retransmitted_segments', 0)}, "
+          f"bad checksums dropped {st.get('rx_drop_tcp_bad_checksum', 0) + st.get('rx_drop_icmpv6_bad_checksum', 0)}")
+    t.ustack.stop()
+
+
+@test("http6_curl_wrk_af_packet", budget=120)
+def _(ctx):
+    import os
+
+    import tcp_tools as tt
+    from cases import curl, no_tcp_trouble
+
+    t = ctx.topo("af_packet", SUBNETS["http6_curl_wrk_af_packet"], binary=ctx.http, ipv6=True).start()
+    t.wait_ready6()
+    base = f"http://[{t.ustack_ip6}]"
+    out = os.path.join(ctx.workdir, "index6.html")
+    code, size, _ = curl(t, base + "/", out)
+    check(code == 200 and size == 600, f"curl -6 GET /: {code}, {size} bytes")
+    n = 50 * 1024 * 1024
+    out = os.path.join(ctx.workdir, "bytes6.bin")
+    code, size, speed = curl(t, f"{base}/bytes/{n}", out)
+    check(code == 200, f"/bytes/{n}: status {code}")
+    bad = tt.check_pattern_file(out, n)
+    check(bad is None, f"/bytes/{n} over IPv6: {bad}")
+    os.unlink(out)
+    print(f"    curl -6 /bytes/{n}: intact at {speed / 1e6:.1f} MB/s")
+    for what, extra in (("keep-alive", ()), ("Connection: close", ("-H", "Connection: close"))):
+        text, r = tt.run_wrk(t.ns_k, base + "/", connections=100, seconds=4, extra=extra)
+        h.log(text)
+        print(f"    wrk -c100 over IPv6 ({what}): {r['rps']:.0f} requests/s, "
+              f"socket errors {r['socket_errors']}, non-2xx {r['non_2xx']}")
+        check(r["requests"] > 1000, f"{what}: only {r['requests']} requests:\n{text}")
+        check(r["socket_errors"] == 0 and r["non_2xx"] == 0, f"{what}: errors:\n{text}")
+    no_tcp_trouble(t.ustack.settled_stats(), "HTTP over IPv6")
+    t.ustack.stop()
+
+
+@test("cores_tcp6_echo_af_packet", budget=120)
+def _(ctx):
+    """Two engines split IPv6 TCP flows as the kernel's fanout program does:
+    400 concurrent connections from two source addresses echoed intact,
+    each engine serving its share, nothing handed between them."""
+    import os
+
+    import tcp_tools as tt
+    from cases_cores import TwoQueueVeth, engines_share
+
+    subnet = SUBNETS["cores_tcp6_echo_af_packet"]
+    v = TwoQueueVeth(subnet)
+    ustack_ip6 = f"fd99:{subnet}::2"
+    h.nsx(v.ns_k, "sysctl", "-qw", f"net.ipv6.conf.{v.if_k}.disable_ipv6=0")
+    h.sh(["ip", "-n", v.ns_k, "-6", "addr", "add", f"fd99:{subnet}::1/64", "dev", v.if_k, "nodad"])
+    u = h.Ustack(ctx.binary, ctx.workdir, v.config(f"addr6={ustack_ip6}/64\n"), netns=v.ns_u).start()
+    u.wait_output(r"2 engine\(s\) on cores 0,1")
+    v.wait_ping(u)
+    deadline = h.time.monotonic() + 10
+    while h.nsx(v.ns_k, "ping", "-6", "-c", "1", "-W", "0.3", "-q", ustack_ip6, check_rc=False).returncode != 0:
+        check(h.time.monotonic() < deadline, f"{ustack_ip6} did not answer ping -6")
+    payloads = [os.urandom(1000 + 37 * i) for i in range(400)]
+    got = tt.echo_many(v.ns_k, (ustack_ip6, 7), payloads, timeout=90)
+    bad = [i for i, (a, b) in enumerate(zip(got, payloads)) if a != b]
+    check(not bad, f"{len(bad)} of {len(payloads)} IPv6 connections not echoed intact (first: {bad[:5]})")
+    st = u.settled_stats()
+    tcp = engines_share(st, "rx_accept_tcp")
+    fwd = engines_share(st, "steer_forwarded")
+    print(f"    400 concurrent IPv6 connections echoed; TCP segments per engine {tcp}; handed over {fwd}")
+    check(all(n > 0.25 * sum(tcp) for n in tcp), f"each engine must serve its share of the IPv6 flows: {tcp}")
+    check(fwd == [0, 0], f"IPv6 frames handed between engines: {fwd}")
+    u.stop()

@@ -63,7 +63,8 @@ def echo_many(ns, dest, payloads, timeout=60.0):
     conns = []
     try:
         for i, p in enumerate(payloads):
-            s = h.netns_socket(ns, socket.AF_INET, socket.SOCK_STREAM)
+            family = socket.AF_INET6 if ":" in dest[0] else socket.AF_INET
+            s = h.netns_socket(ns, family, socket.SOCK_STREAM)
             s.setblocking(False)
             st = {"i": i, "sock": s, "data": memoryview(p), "sent": 0, "got": bytearray(), "shut": False}
             conns.append(st)
