@@ -103,7 +103,7 @@ unsafe fn read(addr: *const sockaddr, len: socklen_t) -> Result<Addr> {
 
 /// What an address is given to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Call {
+pub enum Call {
     Bind,
     Connect,
     /// A datagram's destination (sendto, sendmsg's `msg_name`).
@@ -134,6 +134,52 @@ pub(crate) unsafe fn with<T>(
     f: impl FnOnce(Option<SocketAddr>) -> Result<T>,
 ) -> Result<T> {
     // SAFETY: passed on from our caller.
+    unsafe { with_socket(|| domain(fd), || stream(fd), addr, len, call, f) }
+}
+
+/// [`with`] for a socket the socket layer does not have yet (the preload
+/// library's sockets before they are placed): its `domain` and whether it
+/// is a stream one are given, and the address is checked as Linux checks
+/// it for such a socket before the call looks at the socket's state.  A
+/// family the socket cannot take is refused here (EAFNOSUPPORT, or EINVAL
+/// for a `sockaddr_in` too short for an AF_INET6 socket); what depends on
+/// its options is left to the call itself (an AF_INET6 datagram socket's
+/// connect or send to an IPv4 address is allowed unless IPV6_V6ONLY).
+///
+/// # Safety
+/// `addr` is null or points to `len` readable bytes.
+pub unsafe fn read_for(
+    domain: i32,
+    stream: bool,
+    addr: *const sockaddr,
+    len: socklen_t,
+    call: Call,
+) -> Result<Option<SocketAddr>> {
+    let takes = |a: Option<SocketAddr>| match (domain, a) {
+        (libc::AF_INET, Some(SocketAddr::V6(_))) => Err(Errno::EAFNOSUPPORT),
+        (libc::AF_INET6, Some(SocketAddr::V4(_))) if call == Call::Bind || stream => {
+            Err(Errno::EAFNOSUPPORT)
+        }
+        _ => Ok(a),
+    };
+    // SAFETY: passed on from our caller.
+    unsafe { with_socket(|| Ok(domain), || stream, addr, len, call, takes) }
+}
+
+/// [`with`], the socket's family and kind asked through `domain` and
+/// `stream` (only on the paths whose errno depends on them).
+///
+/// # Safety
+/// As [`with`].
+unsafe fn with_socket<T>(
+    domain: impl Fn() -> Result<i32>,
+    stream: impl Fn() -> bool,
+    addr: *const sockaddr,
+    len: socklen_t,
+    call: Call,
+    f: impl FnOnce(Option<SocketAddr>) -> Result<T>,
+) -> Result<T> {
+    // SAFETY: passed on from our caller.
     let parsed = unsafe { read(addr, len) };
     let long = |n: usize| len as usize >= n;
     match parsed {
@@ -144,7 +190,7 @@ pub(crate) unsafe fn with<T>(
         Err(Errno::EINVAL)
             if long(SIN_LEN)
                 && unsafe { family(addr, len) } == Ok(libc::AF_INET6)
-                && domain(fd) == Ok(libc::AF_INET) =>
+                && domain() == Ok(libc::AF_INET) =>
         {
             Err(Errno::EAFNOSUPPORT)
         }
@@ -156,14 +202,14 @@ pub(crate) unsafe fn with<T>(
                 if a.is_ipv4()
                     && !long(SIN6_LEN_RFC2133)
                     && call != Call::Send
-                    && domain(fd) == Ok(libc::AF_INET6)
-                    && (call == Call::Bind || stream(fd)) =>
+                    && domain() == Ok(libc::AF_INET6)
+                    && (call == Call::Bind || stream()) =>
             {
                 Err(Errno::EINVAL)
             }
             r => r,
         },
-        Ok(Addr::Unspec(sin)) => match (call, domain(fd)?) {
+        Ok(Addr::Unspec(sin)) => match (call, domain()?) {
             (Call::Connect, _) => f(None),
             // inet_bind and udp_sendmsg: AF_UNSPEC is AF_INET for the any
             // address (compatibility with old programs).
@@ -181,7 +227,7 @@ pub(crate) unsafe fn with<T>(
 }
 
 /// The C form of an IPv4 address.
-pub(crate) fn to_c4(a: &SocketAddrV4) -> sockaddr_in {
+pub fn to_c4(a: &SocketAddrV4) -> sockaddr_in {
     // SAFETY: sockaddr_in is plain data; all zeroes is a valid value.
     let mut sin: sockaddr_in = unsafe { std::mem::zeroed() };
     sin.sin_family = libc::AF_INET as libc::sa_family_t;
@@ -191,7 +237,7 @@ pub(crate) fn to_c4(a: &SocketAddrV4) -> sockaddr_in {
 }
 
 /// The C form of an IPv6 address.
-pub(crate) fn to_c6(a: &SocketAddrV6) -> sockaddr_in6 {
+pub fn to_c6(a: &SocketAddrV6) -> sockaddr_in6 {
     // SAFETY: sockaddr_in6 is plain data; all zeroes is a valid value.
     let mut sin6: sockaddr_in6 = unsafe { std::mem::zeroed() };
     sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
@@ -229,7 +275,7 @@ pub(crate) unsafe fn check_out(addr: *mut sockaddr, len: *mut socklen_t) -> Resu
 /// `addr` is null or points to `*len` writable bytes; `len` is null only
 /// when `addr` is, else points to a readable and writable socklen_t
 /// ([`check_out`] passed).
-pub(crate) unsafe fn write(a: &SocketAddr, addr: *mut sockaddr, len: *mut socklen_t) {
+pub unsafe fn write(a: &SocketAddr, addr: *mut sockaddr, len: *mut socklen_t) {
     if addr.is_null() || len.is_null() {
         return;
     }
@@ -255,7 +301,7 @@ pub(crate) unsafe fn write(a: &SocketAddr, addr: *mut sockaddr, len: *mut sockle
 }
 
 /// The bytes of a plain C struct.
-pub(crate) fn as_bytes<T: Copy>(v: &T) -> &[u8] {
+pub fn as_bytes<T: Copy>(v: &T) -> &[u8] {
     // SAFETY: `v` is a valid T; T is one of the libc address structs or
     // cmsg payloads, plain data whose padding (sin_zero) is zeroed by
     // their constructors here.
@@ -340,5 +386,60 @@ mod tests {
         // SAFETY: 16 writable bytes, `len` says so.
         unsafe { write(&SocketAddr::V6(a), small.as_mut_ptr().cast(), &mut len) };
         assert_eq!((len, &small[..],), (28, &out[..16]));
+    }
+
+    #[test]
+    fn addresses_for_a_socket_not_made_yet() {
+        let v4 = SocketAddrV4::new(Ipv4Addr::new(10, 99, 1, 2), 80);
+        let v6 = SocketAddrV6::new("fd99::2".parse().unwrap(), 80, 0, 0);
+        let (sin, sin6) = (to_c4(&v4), to_c6(&v6));
+        let mut unspec = sin;
+        unspec.sin_family = libc::AF_UNSPEC as libc::sa_family_t;
+        let (inet, inet6) = (libc::AF_INET, libc::AF_INET6);
+        // SAFETY (the block): the pointers are to live locals of at least
+        // the lengths given.
+        unsafe {
+            let r = |d, stream, a, len, call| read_for(d, stream, a, len, call);
+            assert_eq!(
+                r(inet6, true, p(&sin6), 28, Call::Bind),
+                Ok(Some(v6.into()))
+            );
+            assert_eq!(r(inet6, true, p(&sin6), 23, Call::Bind), Err(Errno::EINVAL));
+            // A sockaddr_in to an AF_INET6 socket's bind or TCP connect:
+            // too short first, then the wrong family.
+            for call in [Call::Bind, Call::Connect] {
+                assert_eq!(r(inet6, true, p(&sin), 16, call), Err(Errno::EINVAL));
+            }
+            let mut storage: libc::sockaddr_storage = std::mem::zeroed();
+            std::ptr::copy_nonoverlapping(
+                p(&sin).cast::<u8>(),
+                (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+                16,
+            );
+            assert_eq!(
+                r(inet6, true, p(&storage), 28, Call::Bind),
+                Err(Errno::EAFNOSUPPORT)
+            );
+            assert_eq!(r(inet6, false, p(&sin), 16, Call::Bind), Err(Errno::EINVAL));
+            // A datagram socket's connect and send take it (IPV6_V6ONLY is
+            // the call's to check).
+            for call in [Call::Connect, Call::Send] {
+                assert_eq!(r(inet6, false, p(&sin), 16, call), Ok(Some(v4.into())));
+            }
+            // AF_UNSPEC: no address for connect and an AF_INET6 send.
+            assert_eq!(r(inet6, true, p(&unspec), 16, Call::Connect), Ok(None));
+            assert_eq!(r(inet6, false, p(&unspec), 16, Call::Send), Ok(None));
+            // A sockaddr_in6 to an AF_INET socket.
+            for call in [Call::Bind, Call::Connect, Call::Send] {
+                assert_eq!(r(inet, true, p(&sin6), 28, call), Err(Errno::EAFNOSUPPORT));
+                // Shorter than a sockaddr_in6, as long as a sockaddr_in.
+                assert_eq!(r(inet, false, p(&sin6), 16, call), Err(Errno::EAFNOSUPPORT));
+                assert_eq!(r(inet, false, p(&sin6), 15, call), Err(Errno::EINVAL));
+            }
+            assert_eq!(
+                r(inet, true, p(&sin), 16, Call::Connect),
+                Ok(Some(v4.into()))
+            );
+        }
     }
 }

@@ -44,7 +44,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod addr;
+pub mod addr;
 mod events;
 pub mod fstack;
 mod hook;

@@ -128,7 +128,7 @@ unsafe fn place_for_send(fd: RawFd, addr: *const sockaddr, len: socklen_t) -> Re
         None
     } else {
         // SAFETY: the caller's address.
-        unsafe { place::inet_addr(addr, len) }?
+        unsafe { place::pending_addr(fd, addr, len, capi::addr::Call::Send) }?
     };
     inside(|| place::for_use(fd, dst))
 }

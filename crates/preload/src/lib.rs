@@ -3,11 +3,14 @@
 //! C library's socket, I/O and event functions, so the program's calls
 //! reach it first:
 //!
-//! - AF_INET stream and datagram sockets are ustack's, unless they bind to
-//!   or connect to an address ustack does not have (loopback, the host's
-//!   own): then they become kernel sockets under the same number, with the
-//!   options set so far.  Everything else (files, pipes, Unix sockets,
-//!   eventfd, timerfd, other families) is the kernel's, untouched.
+//! - AF_INET stream and datagram sockets are ustack's, and AF_INET6 ones
+//!   when a port of the configuration has an IPv6 address, unless they
+//!   bind to or connect to an address ustack does not have (loopback, the
+//!   host's own, IPv6 link-local ones, which need a scope id): then they
+//!   become kernel sockets under the same number, with the options set so
+//!   far.  An IPv4-mapped IPv6 address is decided as its IPv4 address.
+//!   Everything else (files, pipes, Unix sockets, eventfd, timerfd, other
+//!   families) is the kernel's, untouched.
 //! - One fd namespace: a ustack socket's number is a kernel fd number held
 //!   for it (a duplicate of one placeholder socket, see `api::reserve_fd`),
 //!   so the program's fds never collide.

@@ -1,12 +1,12 @@
 //! Placing a pending socket: on an engine of this process (the socket
 //! layer), or on the kernel under the same number.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::os::raw::c_int;
 
 use api::Errno;
-use libc::{sockaddr, sockaddr_in, socklen_t};
+use capi::addr::Call;
+use libc::{sockaddr, socklen_t};
 
 use crate::guard::Inside;
 use crate::notes;
@@ -14,49 +14,36 @@ use crate::process;
 use crate::real;
 use crate::table::{self, Pending};
 
-/// An AF_INET address from the caller, checked as Linux checks it for an
-/// AF_INET socket.  `Ok(None)`: AF_UNSPEC.
+/// The address a `call` on pending socket `fd` was given, checked as
+/// Linux checks it for a socket of that family and kind (the socket
+/// layer's own rules, `capi::addr`).  `Ok(None)`: AF_UNSPEC where it
+/// means no address (connect: dissolve; an AF_INET6 socket's send).
 ///
 /// # Safety
 /// `addr` is null or points to `len` readable bytes.
-pub unsafe fn inet_addr(
+pub unsafe fn pending_addr(
+    fd: RawFd,
     addr: *const sockaddr,
     len: socklen_t,
-) -> Result<Option<SocketAddrV4>, Errno> {
-    if addr.is_null() {
-        return Err(Errno(libc::EFAULT));
-    }
-    if (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
-        return Err(Errno::EINVAL);
-    }
-    // SAFETY: at least the family's bytes are readable.
-    let family = unsafe { (*addr).sa_family } as c_int;
-    if family == libc::AF_UNSPEC {
-        return Ok(None);
-    }
-    if family != libc::AF_INET {
-        return Err(Errno::EAFNOSUPPORT);
-    }
-    if (len as usize) < std::mem::size_of::<sockaddr_in>() {
-        return Err(Errno::EINVAL);
-    }
-    // SAFETY: `len` covers a sockaddr_in; read unaligned as the caller's
-    // buffer may be any bytes.
-    let sin = unsafe { std::ptr::read_unaligned(addr.cast::<sockaddr_in>()) };
-    Ok(Some(SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-        u16::from_be(sin.sin_port),
-    )))
+    call: Call,
+) -> Result<Option<SocketAddr>, Errno> {
+    let kind = inside(|| {
+        table::lock()
+            .get()
+            .pending
+            .get(&fd)
+            .map(|p| (p.domain, p.ty == libc::SOCK_STREAM))
+    });
+    let (domain, stream) = kind.ok_or(Errno::EBADF)?;
+    // SAFETY: the caller's promise, passed on.
+    unsafe { capi::addr::read_for(domain, stream, addr, len, call) }
 }
 
-fn sockaddr_of(a: SocketAddrV4) -> sockaddr_in {
-    sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*a.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
+/// The C form of `a`, as bytes for bind.
+fn sockaddr_bytes(a: &SocketAddr) -> Vec<u8> {
+    match a {
+        SocketAddr::V4(a) => capi::addr::as_bytes(&capi::addr::to_c4(a)).to_vec(),
+        SocketAddr::V6(a) => capi::addr::as_bytes(&capi::addr::to_c6(a)).to_vec(),
     }
 }
 
@@ -91,7 +78,7 @@ pub fn on_ustack(fd: RawFd) -> Result<(), Errno> {
         }
     }
     if let Some(a) = p.bound {
-        api::bind(fd, &std::net::SocketAddr::V4(a))?;
+        api::bind(fd, &a)?;
     }
     if let Some(b) = p.backlog {
         api::listen(fd, b)?;
@@ -137,15 +124,10 @@ fn kernel_socket(fd: RawFd, p: &Pending) -> Result<(), Errno> {
             }
         }
         if let Some(a) = p.bound {
-            let sin = sockaddr_of(a);
-            // SAFETY: `sin` is a live sockaddr_in of the length given.
-            let r = unsafe {
-                real::bind(
-                    k,
-                    (&sin as *const sockaddr_in).cast(),
-                    std::mem::size_of::<sockaddr_in>() as socklen_t,
-                )
-            };
+            let sa = sockaddr_bytes(&a);
+            // SAFETY: `sa` is a live sockaddr_in or sockaddr_in6 of the
+            // length given.
+            let r = unsafe { real::bind(k, sa.as_ptr().cast(), sa.len() as socklen_t) };
             if r < 0 {
                 return Err(crate::last_errno());
             }
@@ -186,9 +168,9 @@ pub fn inside<R>(f: impl FnOnce() -> R) -> R {
 /// Places a pending socket by what it is used for next: `dst` (a connect
 /// or send destination) decides between ustack and the kernel; without
 /// one, ustack.
-pub fn for_use(fd: RawFd, dst: Option<SocketAddrV4>) -> Result<(), Errno> {
+pub fn for_use(fd: RawFd, dst: Option<SocketAddr>) -> Result<(), Errno> {
     match dst {
-        Some(d) if !process::settings().is_some_and(|s| s.routes_here(*d.ip())) => on_kernel(fd),
+        Some(d) if !process::settings().is_some_and(|s| s.routes_here(d.ip())) => on_kernel(fd),
         _ => on_ustack(fd),
     }
 }

@@ -2,7 +2,7 @@
 //! engine (started on the first thread that needs it), where an address
 //! belongs (ustack or the kernel), the stats file, and fork.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -30,6 +30,14 @@ pub struct Settings {
     subnets: Vec<(u32, u32)>,
     /// Whether a port has a gateway (a default route).
     default_route: bool,
+    /// Every IPv6 address of ustack's interfaces (`addr6`, `vip_addr6`),
+    /// link-local ones aside.
+    locals6: Vec<Ipv6Addr>,
+    /// Their on-link prefixes: (network, mask).
+    subnets6: Vec<(u128, u128)>,
+    /// Whether a port has an IPv6 default router: `gateway6`, or one that
+    /// router advertisements may give it (`net.inet6.ip6.accept_rtadv`).
+    default_route6: bool,
     /// The configuration itself.
     cfg: Config,
 }
@@ -95,25 +103,7 @@ fn load() -> Option<Settings> {
         init_args.push("--set".into());
         init_args.push(s);
     }
-    let mut locals = Vec::new();
-    let mut subnets = Vec::new();
-    let mut default_route = false;
-    for p in &cfg.ports {
-        if let Some(v4) = &p.ipv4 {
-            locals.push(v4.addr);
-            let mask = u32::from(v4.netmask);
-            subnets.push((u32::from(v4.addr) & mask, mask));
-            default_route |= v4.gateway.is_some();
-        }
-        locals.extend(p.vip_addrs.iter().copied());
-    }
-    Some(Settings {
-        init_args,
-        locals,
-        subnets,
-        default_route,
-        cfg,
-    })
+    Some(Settings::new(cfg, init_args))
 }
 
 /// The settings, if this process runs under `ustack run` with a valid
@@ -127,17 +117,91 @@ pub fn settings() -> Option<&'static Settings> {
         .as_ref()
 }
 
+/// The network and mask of `addr/len`.
+fn prefix6(addr: Ipv6Addr, len: u8) -> (u128, u128) {
+    let mask = u128::MAX
+        .checked_shl(128 - u32::from(len.min(128)))
+        .unwrap_or(0);
+    (u128::from(addr) & mask, mask)
+}
+
+/// Whether an IPv6 address only means something with a scope id (an
+/// interface), which ustack's sockets do not take: link-local unicast
+/// (fe80::/10) and interface- or link-local multicast.
+fn needs_scope(ip: Ipv6Addr) -> bool {
+    let s = ip.segments()[0];
+    s & 0xffc0 == 0xfe80 || (ip.is_multicast() && s & 0x000f <= 2)
+}
+
 impl Settings {
+    /// The addresses and routes of `cfg`'s ports.
+    fn new(cfg: Config, init_args: Vec<String>) -> Settings {
+        let mut locals = Vec::new();
+        let mut subnets = Vec::new();
+        let mut default_route = false;
+        let (mut locals6, mut subnets6, mut default_route6) = (Vec::new(), Vec::new(), false);
+        for p in &cfg.ports {
+            if let Some(v4) = &p.ipv4 {
+                locals.push(v4.addr);
+                let mask = u32::from(v4.netmask);
+                subnets.push((u32::from(v4.addr) & mask, mask));
+                default_route |= v4.gateway.is_some();
+            }
+            locals.extend(p.vip_addrs.iter().copied());
+            if let Some(v6) = &p.ipv6 {
+                locals6.push(v6.addr);
+                subnets6.push(prefix6(v6.addr, v6.prefix_len));
+                for &vip in &p.vip_addrs6 {
+                    locals6.push(vip);
+                    subnets6.push(prefix6(vip, p.vip_prefix_len));
+                }
+                default_route6 |= v6.gateway.is_some() || cfg.sysctls.ip6_accept_rtadv;
+            }
+        }
+        Settings {
+            init_args,
+            locals,
+            subnets,
+            default_route,
+            locals6,
+            subnets6,
+            default_route6,
+            cfg,
+        }
+    }
+
+    /// Whether the configuration gives ustack an IPv6 address (its
+    /// AF_INET6 sockets are then ustack's).
+    pub fn has_ipv6(&self) -> bool {
+        !self.locals6.is_empty()
+    }
+
     /// Whether a socket bound to `ip` is ustack's: the unspecified
-    /// address or one of its interfaces' (loopback and the host's own
-    /// addresses are the kernel's).
-    pub fn binds_here(&self, ip: Ipv4Addr) -> bool {
-        ip.is_unspecified() || self.locals.contains(&ip)
+    /// address or one of its interfaces' (loopback, link-local and the
+    /// host's own addresses are the kernel's).  An IPv4-mapped IPv6
+    /// address is decided as its IPv4 address.
+    pub fn binds_here(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(v4) => v4.is_unspecified() || self.locals.contains(&v4),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => self.binds_here(IpAddr::V4(v4)),
+                None => v6.is_unspecified() || self.locals6.contains(&v6),
+            },
+        }
     }
 
     /// Whether a connection to `ip` goes through ustack: anything but
-    /// loopback that ustack has a route to.
-    pub fn routes_here(&self, ip: Ipv4Addr) -> bool {
+    /// loopback (and, for IPv6, the link-local addresses, which need a
+    /// scope id) that ustack has a route to.  An IPv4-mapped IPv6 address
+    /// is decided as its IPv4 address.
+    pub fn routes_here(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V4(v4) => v4,
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => v4,
+                None => return self.routes_here6(v6),
+            },
+        };
         if ip.is_loopback() || ip.is_unspecified() {
             return false;
         }
@@ -145,6 +209,16 @@ impl Settings {
         self.default_route
             || self.locals.contains(&ip)
             || self.subnets.iter().any(|&(net, mask)| a & mask == net)
+    }
+
+    fn routes_here6(&self, ip: Ipv6Addr) -> bool {
+        if ip.is_loopback() || ip.is_unspecified() || needs_scope(ip) {
+            return false;
+        }
+        let a = u128::from(ip);
+        self.default_route6
+            || self.locals6.contains(&ip)
+            || self.subnets6.iter().any(|&(net, mask)| a & mask == net)
     }
 }
 
@@ -523,16 +597,20 @@ pub extern "C" fn child_after_fork() {
         s.ustack = None;
     }
     for i in inherited {
-        // This library puts AF_INET sockets only on ustack: only they
-        // come back.
-        let std::net::SocketAddr::V4(local) = i.local else {
-            continue;
-        };
         let int = |on: bool| (on as libc::c_int).to_ne_bytes().to_vec();
+        let mut opts = vec![
+            (libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
+            (libc::SOL_SOCKET, libc::SO_REUSEPORT, int(i.reuseport)),
+        ];
+        // Before the bind, as the parent set it: it decides whether an
+        // AF_INET6 listener on [::] takes IPv4 connections too.
+        if i.domain == libc::AF_INET6 {
+            opts.push((libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, int(i.v6only)));
+        }
         t.add_pending(
             i.fd,
             crate::table::Pending {
-                domain: libc::AF_INET,
+                domain: i.domain,
                 ty: if i.stream {
                     libc::SOCK_STREAM
                 } else {
@@ -540,11 +618,8 @@ pub extern "C" fn child_after_fork() {
                 },
                 protocol: 0,
                 nonblock: i.nonblock,
-                opts: vec![
-                    (libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
-                    (libc::SOL_SOCKET, libc::SO_REUSEPORT, int(i.reuseport)),
-                ],
-                bound: Some(local),
+                opts,
+                bound: Some(i.local),
                 backlog: i.stream.then_some(INHERITED_BACKLOG),
             },
         );
@@ -586,3 +661,115 @@ pub extern "C" fn parent_after_fork() {
 /// The backlog of a listener set up again in a child (the parent's is not
 /// kept): the kernel's default ceiling, which `kern.ipc.somaxconn` caps.
 const INHERITED_BACKLOG: libc::c_int = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(ports: &str) -> Settings {
+        let text = format!("[dpdk]\nlcore_mask=1\nport_list=0\n\n{ports}");
+        let cfg = Config::parse(&text, "test.ini").unwrap_or_else(|e| panic!("{e}"));
+        Settings::new(cfg, Vec::new())
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn ipv4_only_has_no_ipv6() {
+        let s = settings("[port0]\naddr=10.99.1.2\nnetmask=255.255.255.0\n");
+        assert!(!s.has_ipv6());
+        assert!(s.binds_here(ip("10.99.1.2")) && s.binds_here(ip("0.0.0.0")));
+        assert!(!s.binds_here(ip("127.0.0.1")) && !s.binds_here(ip("10.99.1.3")));
+        assert!(s.routes_here(ip("10.99.1.1")));
+        // No gateway: off the subnet is the kernel's.
+        assert!(!s.routes_here(ip("10.98.0.1")));
+        assert!(!s.routes_here(ip("127.0.0.1")));
+        assert!(!s.routes_here(ip("fd99::1")), "no IPv6 route at all");
+    }
+
+    #[test]
+    fn ipv6_binds_to_its_addresses_and_the_unspecified_one() {
+        let s = settings(
+            "[port0]\naddr=10.99.1.2\nnetmask=255.255.255.0\naddr6=fd99:1::2/64\n\
+             vip_addr6=fd98::7\nvip_prefix_len=120\n",
+        );
+        assert!(s.has_ipv6());
+        for here in [
+            "::",
+            "fd99:1::2",
+            "fd98::7",
+            "::ffff:10.99.1.2",
+            "::ffff:0.0.0.0",
+        ] {
+            assert!(s.binds_here(ip(here)), "{here}");
+        }
+        for kernel in [
+            "::1",
+            "fe80::1",
+            "fd99:1::3",
+            "::ffff:127.0.0.1",
+            "::ffff:10.99.1.3",
+        ] {
+            assert!(!s.binds_here(ip(kernel)), "{kernel}");
+        }
+    }
+
+    #[test]
+    fn ipv6_routes_on_link_and_by_the_default_router() {
+        let no_rtadv = "[freebsd.sysctl]\nnet.inet6.ip6.accept_rtadv=0\n";
+        let s = settings(&format!(
+            "[port0]\naddr=10.99.1.2\nnetmask=255.255.255.0\naddr6=fd99:1::2/64\n\
+             vip_addr6=fd98::7\nvip_prefix_len=120\n{no_rtadv}"
+        ));
+        for here in [
+            "fd99:1::1",
+            "fd99:1::ffff:1",
+            "fd98::80",
+            "::ffff:10.99.1.1",
+        ] {
+            assert!(s.routes_here(ip(here)), "{here}");
+        }
+        // Loopback, the unspecified address, what needs a scope id, off
+        // link without a router, and mapped addresses by their IPv4 rule.
+        for kernel in [
+            "::1",
+            "::",
+            "fe80::1",
+            "febf::1",
+            "ff02::1",
+            "fd99:2::1",
+            "fd98::1:0",
+            "2001:db8::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.98.0.1",
+        ] {
+            assert!(!s.routes_here(ip(kernel)), "{kernel}");
+        }
+
+        // gateway6 is a default route ...
+        let s = settings(&format!(
+            "[port0]\naddr6=fd99:1::2/64\ngateway6=fd99:1::1\n{no_rtadv}"
+        ));
+        assert!(s.routes_here(ip("2001:db8::1")) && s.routes_here(ip("ff05::1")));
+        assert!(!s.routes_here(ip("fe80::1")) && !s.routes_here(ip("::1")));
+        // ... and so is a router that advertisements may bring.
+        let s = settings("[port0]\naddr6=fd99:1::2/64\n");
+        assert!(s.routes_here(ip("2001:db8::1")));
+        assert!(!s.routes_here(ip("10.0.0.1")), "no IPv4 route");
+    }
+
+    #[test]
+    fn prefixes() {
+        let a: Ipv6Addr = "fd99:1:2:3:4:5:6:7".parse().unwrap();
+        assert_eq!(prefix6(a, 128), (u128::from(a), u128::MAX));
+        assert_eq!(prefix6(a, 0), (0, 0));
+        let (net, mask) = prefix6(a, 64);
+        assert_eq!(
+            Ipv6Addr::from(net),
+            "fd99:1:2:3::".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(mask, u128::MAX << 64);
+    }
+}

@@ -1,10 +1,12 @@
 //! The socket calls: socket, bind, listen, accept, connect, shutdown,
 //! close, names, options, fcntl, ioctl and dup.
 
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_ulong, c_void};
 
 use api::Errno;
+use capi::addr::Call;
 use libc::{sockaddr, socklen_t};
 
 use crate::guard::{self, Inside};
@@ -57,15 +59,23 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         return kernel();
     }
     let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-    if domain == libc::AF_INET6 && (base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM) {
-        if process::settings().is_some() {
+    let Some(settings) = process::settings() else {
+        return kernel();
+    };
+    let name = match domain {
+        libc::AF_INET => "AF_INET",
+        libc::AF_INET6 => "AF_INET6",
+        _ => return kernel(),
+    };
+    if domain == libc::AF_INET6 && !settings.has_ipv6() {
+        if base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM {
             inside(|| {
-                notes::once("AF_INET6 sockets stay with the kernel (ustack has no IPv6 yet)")
+                notes::once(
+                    "AF_INET6 sockets stay with the kernel (no port of the configuration has \
+                     an IPv6 address: addr6)",
+                )
             });
         }
-        return kernel();
-    }
-    if domain != libc::AF_INET || process::settings().is_none() {
         return kernel();
     }
     let proto_ok = match protocol {
@@ -78,7 +88,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         if base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM {
             inside(|| {
                 notes::once(format!(
-                    "AF_INET socket type {base} protocol {protocol} stays with the kernel"
+                    "{name} socket type {base} protocol {protocol} stays with the kernel"
                 ))
             });
         }
@@ -115,13 +125,15 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         Fd::Ustack => inside(|| unsafe { capi::ustack_bind(fd, addr, len) }),
         Fd::Pending => {
             // SAFETY: the caller's address and length.
-            let a = match unsafe { place::inet_addr(addr, len) } {
+            let a = match unsafe { place::pending_addr(fd, addr, len, Call::Bind) } {
                 Ok(Some(a)) => a,
+                // The rules give no address to bind only for connect and
+                // an AF_INET6 socket's send.
                 Ok(None) => return ret(Err(Errno::EAFNOSUPPORT)),
                 Err(e) => return ret(Err(e)),
             };
             let settings = process::settings();
-            if !settings.is_some_and(|s| s.binds_here(*a.ip())) {
+            if !settings.is_some_and(|s| s.binds_here(a.ip())) {
                 return match inside(|| place::on_kernel(fd)) {
                     Ok(()) => kernel(),
                     Err(e) => ret(Err(e)),
@@ -136,7 +148,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
 /// bind on a pending ustack socket: placed at once when the process has
 /// its engine or the port is to be chosen (the caller may ask which);
 /// else recorded, with the conflicts Linux would see among the recorded.
-fn bind_pending(fd: RawFd, a: std::net::SocketAddrV4) -> Result<c_int, Errno> {
+fn bind_pending(fd: RawFd, a: SocketAddr) -> Result<c_int, Errno> {
     {
         let mut t = table::lock();
         let tab = t.get();
@@ -149,14 +161,12 @@ fn bind_pending(fd: RawFd, a: std::net::SocketAddrV4) -> Result<c_int, Errno> {
                 |p: &Pending| p.int_opt(libc::SOL_SOCKET, libc::SO_REUSEPORT).unwrap_or(0) != 0;
             let mine = reuseport(me);
             let ty = me.ty;
+            let me_v6only = v6only(me);
             let clash = tab.pending.iter().any(|(&other, p)| {
                 other != fd
                     && p.ty == ty
                     && p.bound.is_some_and(|b| {
-                        b.port() == a.port()
-                            && (b.ip() == a.ip()
-                                || b.ip().is_unspecified()
-                                || a.ip().is_unspecified())
+                        b.port() == a.port() && overlap((a, me_v6only), (b, v6only(p)))
                     })
                     && !(mine && reuseport(p))
             });
@@ -173,6 +183,48 @@ fn bind_pending(fd: RawFd, a: std::net::SocketAddrV4) -> Result<c_int, Errno> {
         }
     }
     place::on_ustack(fd).map(|()| 0)
+}
+
+/// Whether a pending socket is AF_INET6 with IPV6_V6ONLY set (the
+/// kernel's default, net.ipv6.bindv6only, is off).
+fn v6only(p: &Pending) -> bool {
+    p.domain == libc::AF_INET6
+        && p.int_opt(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
+            .unwrap_or(0)
+            != 0
+}
+
+/// The IPv4 addresses a socket bound to `a` takes (with IPV6_V6ONLY when
+/// `v6only`): `Some(None)` for every one.
+fn v4_side(a: SocketAddr, v6only: bool) -> Option<Option<Ipv4Addr>> {
+    match a {
+        SocketAddr::V4(a) => Some((!a.ip().is_unspecified()).then_some(*a.ip())),
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => Some((!v4.is_unspecified()).then_some(v4)),
+            None if a.ip().is_unspecified() && !v6only => Some(None),
+            None => None,
+        },
+    }
+}
+
+/// Whether two sockets bound to one port, each (address, IPV6_V6ONLY),
+/// would take the same packets, as Linux decides a bind conflict: IPv4
+/// addresses (an AF_INET6 [::] without IPV6_V6ONLY takes them all) or
+/// IPv6 ones.
+fn overlap((a, a6only): (SocketAddr, bool), (b, b6only): (SocketAddr, bool)) -> bool {
+    // `None`: every address of the family.
+    fn same<T: PartialEq>(x: Option<T>, y: Option<T>) -> bool {
+        x.is_none() || y.is_none() || x == y
+    }
+    let v6_side = |s: SocketAddr| match s {
+        SocketAddr::V6(s) if s.ip().to_ipv4_mapped().is_none() => {
+            Some((!s.ip().is_unspecified()).then_some(*s.ip()))
+        }
+        _ => None,
+    };
+    let v4 = matches!((v4_side(a, a6only), v4_side(b, b6only)), (Some(x), Some(y)) if same(x, y));
+    let v6 = matches!((v6_side(a), v6_side(b)), (Some(x), Some(y)) if same(x, y));
+    v4 || v6
 }
 
 /// # Safety
@@ -251,7 +303,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         Fd::Ustack => inside(|| crate::io::sent(unsafe { capi::ustack_connect(fd, addr, len) })),
         Fd::Pending => {
             // SAFETY: the caller's address and length.
-            let dst = match unsafe { place::inet_addr(addr, len) } {
+            let dst = match unsafe { place::pending_addr(fd, addr, len, Call::Connect) } {
                 Ok(Some(a)) => a,
                 // Dissolving an association that does not exist.
                 Ok(None) => return 0,
@@ -331,11 +383,22 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
         // SAFETY: the caller's arguments.
         Fd::Ustack => inside(|| unsafe { capi::ustack_getsockname(fd, addr, len) }),
         Fd::Pending => {
-            let bound = inside(|| table::lock().get().pending.get(&fd).map(|p| p.bound));
-            let a = bound.flatten().unwrap_or(std::net::SocketAddrV4::new(
-                std::net::Ipv4Addr::UNSPECIFIED,
-                0,
-            ));
+            let p = inside(|| {
+                table::lock()
+                    .get()
+                    .pending
+                    .get(&fd)
+                    .map(|p| (p.domain, p.bound))
+            });
+            let Some((domain, bound)) = p else {
+                return ret(Err(Errno::EBADF));
+            };
+            // Not bound yet: the any address of the socket's family, port 0.
+            let a = bound.unwrap_or(if domain == libc::AF_INET6 {
+                SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))
+            } else {
+                SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))
+            });
             // SAFETY: the caller's buffer and length.
             ret(unsafe { write_addr(a, addr, len) })
         }
@@ -343,13 +406,14 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     }
 }
 
-/// Writes `a` as a sockaddr_in into the caller's buffer, truncated to its
-/// length, and the full length into `*len`, as the kernel does.
+/// Writes `a` (a sockaddr_in or sockaddr_in6) into the caller's buffer,
+/// truncated to its length, and the full length into `*len`, as the
+/// kernel does.
 ///
 /// # Safety
 /// `len` is null or points to a socklen_t; `addr` to `*len` writable bytes.
 pub(crate) unsafe fn write_addr(
-    a: std::net::SocketAddrV4,
+    a: SocketAddr,
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> Result<c_int, Errno> {
@@ -357,29 +421,12 @@ pub(crate) unsafe fn write_addr(
         return Err(Errno(libc::EFAULT));
     }
     // SAFETY: `len` points to a socklen_t (the caller's promise).
-    let have = unsafe { *len };
-    if (have as c_int) < 0 {
+    if (unsafe { len.read_unaligned() } as c_int) < 0 {
         return Err(Errno::EINVAL);
     }
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*a.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let full = std::mem::size_of::<libc::sockaddr_in>();
-    let n = full.min(have as usize);
-    // SAFETY: `addr` has `have` >= `n` writable bytes; `sin` has `full`.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            (&sin as *const libc::sockaddr_in).cast::<u8>(),
-            addr.cast::<u8>(),
-            n,
-        );
-        *len = full as socklen_t;
-    }
+    // SAFETY: `addr` has `*len` writable bytes and `len` is readable and
+    // writable (the caller's promise); both checked non-null above.
+    unsafe { capi::addr::write(&a, addr, len) };
     Ok(0)
 }
 
@@ -772,4 +819,36 @@ unsafe fn forget_number(fd: RawFd) -> Result<(), Errno> {
         Fd::Kernel => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn bind_conflicts_across_families() {
+        let clash = |x: &str, x6: bool, y: &str, y6: bool| {
+            let r = overlap((a(x), x6), (a(y), y6));
+            assert_eq!(r, overlap((a(y), y6), (a(x), x6)), "symmetric: {x} {y}");
+            r
+        };
+        // [::] takes IPv4 too unless IPV6_V6ONLY (nginx's `listen 80;
+        // listen [::]:80 ipv6only=on;`).
+        assert!(clash("0.0.0.0:80", false, "[::]:80", false));
+        assert!(!clash("0.0.0.0:80", false, "[::]:80", true));
+        assert!(clash("10.0.0.2:80", false, "[::]:80", false));
+        assert!(clash("[::]:80", true, "[::]:80", true));
+        assert!(clash("[::]:80", true, "[fd99::2]:80", false));
+        assert!(!clash("[fd99::2]:80", false, "[fd99::3]:80", false));
+        assert!(!clash("[fd99::2]:80", false, "0.0.0.0:80", false));
+        // IPv4-mapped: the IPv4 address it names.
+        assert!(clash("[::ffff:10.0.0.2]:80", false, "10.0.0.2:80", false));
+        assert!(!clash("[::ffff:10.0.0.2]:80", false, "10.0.0.3:80", false));
+        assert!(clash("[::ffff:10.0.0.2]:80", false, "[::]:80", false));
+        assert!(!clash("[::ffff:10.0.0.2]:80", false, "[::]:80", true));
+    }
 }

@@ -5,7 +5,7 @@
 //! loads (this and the socket layer's).
 
 use std::collections::HashMap;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -66,7 +66,9 @@ pub struct Pending {
     pub nonblock: bool,
     /// setsockopt calls, in order: (level, name, value).
     pub opts: Vec<(c_int, c_int, Vec<u8>)>,
-    pub bound: Option<SocketAddrV4>,
+    /// Always of the socket's family (an AF_INET6 socket's IPv4 peers are
+    /// IPv4-mapped IPv6 addresses).
+    pub bound: Option<SocketAddr>,
     pub backlog: Option<c_int>,
 }
 
