@@ -80,6 +80,7 @@ c-examples: build
 	set -e; export PKG_CONFIG_PATH=$(CAPI_PREFIX)/lib/pkgconfig; rpath=-Wl,-rpath,$(CAPI_PREFIX)/lib; \
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/fstack_api_test tests/c/fstack_api_test.c $$(pkg-config --cflags --libs ustack-fstack) -lpthread $$rpath; \
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/helloworld tests/c/fstack_example/helloworld.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath; \
+	cc $(C_FLAGS) -DINET6 -o $(C_EXAMPLES)/helloworld6 tests/c/fstack_example/helloworld.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath; \
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/fstack_multiproc tests/c/fstack_multiproc.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath
 	set -e; export PKG_CONFIG_PATH=$(CAPI_PREFIX)/lib/pkgconfig; rpath=-Wl,-rpath,$(CAPI_PREFIX)/lib; \
 	for ex in echo_native http_native; do \

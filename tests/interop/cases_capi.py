@@ -26,6 +26,7 @@ SUBNETS.update({
     "capi_echo_fstack_af_packet": 212, "capi_http_fstack_af_packet": 213,
     "capi_abi_af_packet": 214,
     "capi_fstack_api_af_packet": 215, "capi_fstack_example_af_packet": 216,
+    "capi_fstack_example_inet6_af_packet": 218,
     "capi_fstack_multiproc_af_packet": 217,
 })
 
@@ -232,6 +233,33 @@ def _(ctx):
     with open(log_path) as f:
         text = f.read()
     check("listening on port 80" in text, f"helloworld's log (ff_log to its own file): {text!r}")
+
+
+@test("capi_fstack_example_inet6_af_packet", budget=60)
+def _(ctx):
+    """F-Stack's example built with -DINET6: an IPv4 listener on 0.0.0.0:80
+    and an IPv6 one on [::]:80 (ff_socket(AF_INET6) is v6-only, as
+    FreeBSD's), each serving the kernel's curl."""
+    log_path = os.path.join(ctx.workdir, "helloworld6.log")
+    name = "capi_fstack_example_inet6_af_packet"
+    t = ctx.topo("af_packet", SUBNETS[name], binary=c_program(ctx, "helloworld6"), ipv6=True)
+    t.ustack = h.Ustack(t.binary, t.workdir, t.config(), netns=t.ns_u, extra_args=("--log", log_path),
+                        name="helloworld6").start()
+    t.ustack_mac = t.ustack.mac()
+    t.wait_ready()
+    t.wait_ready6()
+    out = os.path.join(ctx.workdir, "page6.html")
+    for url in (f"http://{t.ustack_ip}/", f"http://[{t.ustack_ip6}]/"):
+        for i in range(2):
+            code, size, _ = curl(t, f"{url}{i}", out)
+            with open(out, "rb") as f:
+                page = f.read()
+            check(code == 200 and size == 54 and b"Hello from ff_*" in page, f"GET {url}{i}: {code}, {size}: {page!r}")
+    check(t.ustack.running(), "helloworld6 exited")
+    with open(log_path) as f:
+        text = f.read()
+    check("listening on [::]:80 too" in text, f"helloworld6's log: {text!r}")
+    print("    one F-Stack program, IPv4 and IPv6 listeners on port 80: both served")
 
 
 def fetch_proc(ns, addr, timeout=3.0):

@@ -9,6 +9,8 @@
  *
  * Answers every request on port 80 with a fixed page; the log (default
  * ./helloworld.log) gets a line per thread start and per accept error.
+ * Built with -DINET6, it also listens on [::]:80, as F-Stack's example
+ * does: an IPv4 and an IPv6 listener on one port.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,9 @@ static __thread struct kevent change;
 static __thread struct kevent events[MAX_EVENTS];
 static __thread int kq = -1;
 static __thread int listener = -1;
+#ifdef INET6
+static __thread int listener6 = -1;
+#endif
 
 static const char page[] =
     "HTTP/1.1 200 OK\r\n"
@@ -76,7 +81,35 @@ static void start_thread(void)
     EV_SET(&change, listener, EVFILT_READ, EV_ADD, 0, MAX_EVENTS, NULL);
     if (ff_kevent(kq, &change, 1, NULL, 0, NULL) < 0)
         fail("ff_kevent");
+#ifdef INET6
+    listener6 = ff_socket(AF_INET6, SOCK_STREAM, 0);
+    if (listener6 < 0)
+        fail("ff_socket(AF_INET6)");
+    ff_ioctl(listener6, FIONBIO, &on);
+    struct sockaddr_in6 addr6;
+    bzero(&addr6, sizeof(addr6));
+    addr6.sin6_family = AF_INET6;
+    addr6.sin6_port = htons(80);
+    addr6.sin6_addr = in6addr_any;
+    if (ff_bind(listener6, (struct linux_sockaddr *)&addr6, sizeof(addr6)) < 0)
+        fail("ff_bind(AF_INET6)");
+    if (ff_listen(listener6, MAX_EVENTS) < 0)
+        fail("ff_listen(AF_INET6)");
+    EV_SET(&change, listener6, EVFILT_READ, EV_ADD, 0, MAX_EVENTS, NULL);
+    if (ff_kevent(kq, &change, 1, NULL, 0, NULL) < 0)
+        fail("ff_kevent");
+    ff_log(FF_LOG_INFO, FF_LOGTYPE_FSTACK_APP, "listening on [::]:80 too\n");
+#endif
     ff_log(FF_LOG_INFO, FF_LOGTYPE_FSTACK_APP, "listening on port 80, kqueue %d\n", kq);
+}
+
+static int is_listener(int fd)
+{
+#ifdef INET6
+    if (fd == listener6)
+        return 1;
+#endif
+    return fd == listener;
 }
 
 static int loop(void *arg)
@@ -94,7 +127,7 @@ static int loop(void *arg)
         int fd = (int)ev.ident;
         if (ev.flags & EV_EOF) {
             ff_close(fd);
-        } else if (fd == listener) {
+        } else if (is_listener(fd)) {
             int pending = (int)ev.data;
             do {
                 int c = ff_accept(fd, NULL, NULL);
