@@ -167,7 +167,16 @@ def _(ctx):
     s = u.settled_stats()
     check(h.outcome_sum(s) == s.get("rx_frames"), f"outcome counters do not add up to rx_frames: {h.nonzero(s)}")
     ping6_sizes(t)
-    print(f"    {len(cats)} kinds of hostile IPv6 frames, each counted once by its reason; ping -6 works after")
+    import socket
+    us = h.netns_socket(t.ns_k, socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        for size in (1, 1400, 4000):
+            payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+            data, _ = h.udp_echo(us, (t.ustack_ip6, 7), payload, timeout=1.0)
+            check(data == payload, f"UDP echo of {size} bytes over IPv6 after the hostile frames: {data and len(data)}")
+    finally:
+        us.close()
+    print(f"    {len(cats)} kinds of hostile IPv6 frames, each counted once by its reason; ping -6 and UDP echo work after")
     t.ustack.stop()
 
 
