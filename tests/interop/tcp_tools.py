@@ -214,7 +214,7 @@ def kernel_http_server(ns, addr, port, directory, workdir):
     h.on_cleanup(f"http.server pid {p.pid}", stop)
     deadline = time.monotonic() + 10
     while True:
-        s = h.netns_socket(ns, socket.AF_INET, socket.SOCK_STREAM)
+        s = h.netns_socket(ns, socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
         try:
             s.settimeout(0.5)
             if s.connect_ex((addr, port)) == 0:

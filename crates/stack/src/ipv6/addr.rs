@@ -132,17 +132,21 @@ pub fn is_link_local(ip: Ipv6Addr) -> bool {
 }
 
 /// The address a packet to `dst` leaves with, among `addrs` (RFC 6724 5):
-/// only preferred addresses; the same scope as the destination first (a
+/// preferred addresses first; the same scope as the destination first (a
 /// link-local destination gets the link-local source); then the longest
-/// prefix shared with it.
+/// prefix shared with it.  An address still under duplicate detection is
+/// taken only when no checked one will do, as an optimistic address (RFC
+/// 4429): a program that connects as soon as its engine starts is not
+/// refused for the second detection takes (the reply reaches it once the
+/// address is checked; see `ndp.rs` for what such a source may not say).
 pub fn select_source(addrs: &[Ipv6IfAddr], dst: Ipv6Addr) -> Option<Ipv6Addr> {
     let link_scope = is_link_local(dst) || (dst.is_multicast() && dst.segments()[0] & 0x000f <= 2);
     addrs
         .iter()
-        .filter(|a| a.is_preferred())
+        .filter(|a| a.state != AddrState::Duplicate)
         .max_by_key(|a| {
             let same_scope = is_link_local(a.addr) == link_scope;
-            (same_scope, common_prefix_len(a.addr, dst))
+            (a.is_preferred(), same_scope, common_prefix_len(a.addr, dst))
         })
         .map(|a| a.addr)
 }
@@ -186,10 +190,24 @@ mod tests {
         assert_eq!(pick("ff02::1").as_deref(), Some("fe80::1"));
         assert_eq!(pick("fd99::9").as_deref(), Some("fd99::2"));
         assert_eq!(pick("fd98::9").as_deref(), Some("fd98::2"));
-        // The tentative address shares more bits but may not be used.
+        // The tentative address shares more bits but a checked one wins.
         assert_eq!(pick("fd97::9").as_deref(), Some("fd98::2"));
         let only_dup = [addr("fd99::2", 64, AddrState::Duplicate)];
         assert_eq!(select_source(&only_dup, "fd99::9".parse().unwrap()), None);
+        // With nothing checked yet, a tentative address is used
+        // optimistically (RFC 4429).
+        let early = [addr(
+            "fd99::2",
+            64,
+            AddrState::Tentative {
+                probes_left: 1,
+                next: Instant::ZERO,
+            },
+        )];
+        assert_eq!(
+            select_source(&early, "fd99::9".parse().unwrap()),
+            Some("fd99::2".parse().unwrap())
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use wire::ndp::{find_lladdr, source_lladdr_option, target_lladdr_option};
 
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
-use crate::ipv6::addr::{solicited_node, AddrState, ALL_NODES, ALL_ROUTERS};
+use crate::ipv6::addr::{select_source, solicited_node, AddrState, ALL_NODES, ALL_ROUTERS};
 use crate::ipv6::{Ipv6Datagram, Ipv6Send};
 use crate::neighbor::{Learned, NdpNews};
 use crate::route::{IpCidr, Route};
@@ -292,7 +292,10 @@ impl IpLayer {
         sent
     }
 
-    /// A neighbor solicitation for `target` to `to`, with our link address.
+    /// A neighbor solicitation for `target` to `to`, with our link address
+    /// unless it leaves from an address still under duplicate detection
+    /// (RFC 4429 3.3: an optimistic address must not enter other nodes'
+    /// caches, in case it is another node's).
     fn solicit(
         &mut self,
         now: Instant,
@@ -301,10 +304,16 @@ impl IpLayer {
         to: Ipv6Addr,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        let Some(mac) = self.interface(iface).map(|i| EthernetAddress(i.mac)) else {
+        let Some(ifc) = self.interface(iface) else {
             return false;
         };
-        let option = source_lladdr_option(mac);
+        let optimistic = ifc.ipv6.as_ref().is_some_and(|v6| {
+            select_source(&v6.addrs, to)
+                .and_then(|src| v6.find(src))
+                .is_some_and(|a| a.is_tentative())
+        });
+        let option = source_lladdr_option(EthernetAddress(ifc.mac));
+        let options: &[u8] = if optimistic { &[] } else { &option };
         self.send_ndp(
             now,
             iface,
@@ -312,7 +321,7 @@ impl IpLayer {
             to,
             Icmpv6Repr::NeighborSolicit {
                 target_addr: target,
-                options: &option,
+                options,
             },
             sink,
         )
