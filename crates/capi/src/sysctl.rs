@@ -97,6 +97,8 @@ static KEYS: &[Key] = &[
     key("net.inet6.ip6.hlim", &[4, 28, 41, 3], Kind::Int),
     key("net.inet6.ip6.accept_rtadv", &[4, 28, 41, 12], Kind::Int),
     key("net.inet6.ip6.dad_count", &[4, 28, 41, 16], Kind::Int),
+    // net.inet6.icmp6 is IPPROTO_ICMPV6 (58); ICMPV6CTL_REDIRACCEPT is 2.
+    key("net.inet6.icmp6.rediraccept", &[4, 28, 58, 2], Kind::Int),
     key("net.inet.ip.maxfragpackets", &[4, 2, 0, AUTO], Kind::Int),
     key(
         "net.inet.ip.maxfragsperpacket",

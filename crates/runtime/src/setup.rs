@@ -93,6 +93,7 @@ pub fn stack_config(cfg: &Config, seed: u64) -> StackConfig {
         ip6_hop_limit: s.ip6_hlim,
         ip6_dad_count: s.ip6_dad_count,
         ip6_accept_rtadv: s.ip6_accept_rtadv,
+        ip6_redirect_accept: s.ip6_redirect_accept,
         arp_maxhold: s.arp_maxhold as usize,
         arp_max_age: s.arp_max_age,
         reass_max_packets: s.reass_max_packets as usize,

@@ -43,6 +43,9 @@ pub struct StackConfig {
     /// Take a default router from router advertisements on interfaces
     /// without `gateway6` (`net.inet6.ip6.accept_rtadv`).
     pub ip6_accept_rtadv: bool,
+    /// Follow valid redirects from a destination's router
+    /// (`net.inet6.icmp6.rediraccept`).
+    pub ip6_redirect_accept: bool,
     /// Destinations whose lowered path MTU is remembered, at most.
     pub ip6_pmtu_cache_size: usize,
     /// TCP's tunables.
@@ -69,6 +72,7 @@ impl Default for StackConfig {
             ip6_hop_limit: 64,
             ip6_dad_count: 1,
             ip6_accept_rtadv: true,
+            ip6_redirect_accept: true,
             ip6_pmtu_cache_size: 4096,
             tcp: TcpConfig::default(),
         }

@@ -145,7 +145,10 @@ counters! {
         rx_accept_ndp_neighbor_advert,
         rx_accept_ndp_router_solicit,
         rx_accept_ndp_router_advert,
-        rx_accept_ndp_redirect_ignored,
+        /// Redirects, taken or (`net.inet6.icmp6.rediraccept=0`, or not
+        /// from the destination's router) ignored; see
+        /// `ndp_redirects_applied`.
+        rx_accept_ndp_redirect,
     }
     others {
         // Frames before bytes: a frame's two counts are then not side by
@@ -196,6 +199,8 @@ counters! {
         /// Another node advertised an address we hold.
         ndp_address_conflicts,
         ndp_default_routers_learned,
+        /// Redirects that set a destination's first hop (RFC 4861 8.3).
+        ndp_redirects_applied,
         ndp_resolution_failed,
         ipv6_reassembled,
         ipv6_reassembly_timeout,

@@ -601,3 +601,103 @@ fn router_adverts_are_ignored_when_told_or_when_a_gateway_is_set() {
     assert_eq!(w.a.counters().rx_accept_ndp_router_advert, 1);
     assert_eq!(w.a.counters().ndp_default_routers_learned, 0);
 }
+
+fn redirect_frame(
+    router: Ipv6Addr,
+    router_mac: [u8; 6],
+    target: Ipv6Addr,
+    dst: Ipv6Addr,
+) -> Vec<u8> {
+    let opt = wire::ndp::target_lladdr_option(EthernetAddress(mac(8)));
+    let msg = icmp(
+        &Icmpv6Repr::Redirect {
+            target_addr: target,
+            dst_addr: dst,
+            options: &opt,
+        },
+        router,
+        v6(1),
+    );
+    frame(
+        router_mac,
+        mac(1),
+        router,
+        v6(1),
+        255,
+        IpProtocol::Icmpv6,
+        &msg,
+    )
+}
+
+#[test]
+fn a_redirect_from_the_destinations_router_sets_its_first_hop() {
+    let mut w = Wire::new(stack(1, 1500), Stack::new(StackConfig::default()));
+    w.settle();
+    let router: Ipv6Addr = "fe80::1".parse().unwrap();
+    let f = router_advert(router, mac(9), 1800);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    let far = Ipv6Addr::new(0xfd98, 0, 0, 0, 0, 0, 0, 9);
+    let better: Ipv6Addr = "fe80::8".parse().unwrap();
+    // From another node than the router: ignored.
+    let f = redirect_frame(better, mac(8), better, far);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().rx_accept_ndp_redirect, 1);
+    assert_eq!(w.a.counters().ndp_redirects_applied, 0);
+    // From the router: the destination's packets go to the better hop,
+    // whose link address the redirect carried.
+    let f = redirect_frame(router, mac(9), better, far);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().ndp_redirects_applied, 1);
+    let h =
+        w.a.udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
+            .unwrap();
+    w.sa.frames.clear();
+    w.a.udp_send_to(
+        w.now,
+        h,
+        SocketAddr::new(IpAddr::V6(far), 53),
+        None,
+        b"q",
+        &mut w.sa,
+    )
+    .unwrap();
+    let (_, sent) = w.sa.frames.pop().expect("the datagram");
+    assert_eq!(&sent[..6], &mac(8));
+}
+
+#[test]
+fn redirects_are_ignored_when_rediraccept_is_off() {
+    let mut a = Stack::new(StackConfig {
+        ip6_redirect_accept: false,
+        ..StackConfig::default()
+    });
+    a.add_interface(&InterfaceConfig {
+        name: "p1".into(),
+        mac: mac(1),
+        mtu: 1500,
+        addr: Ipv4Addr::new(10, 99, 1, 1),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![],
+    })
+    .unwrap();
+    let router: Ipv6Addr = "fe80::1".parse().unwrap();
+    a.enable_ipv6(
+        Instant::ZERO,
+        IF0,
+        &Ipv6Config {
+            addrs: vec![(v6(1), 64)],
+            gateway: Some(router),
+        },
+    )
+    .unwrap();
+    let mut w = Wire::new(a, Stack::new(StackConfig::default()));
+    w.settle();
+    let far = Ipv6Addr::new(0xfd98, 0, 0, 0, 0, 0, 0, 9);
+    let better: Ipv6Addr = "fe80::8".parse().unwrap();
+    let f = redirect_frame(router, mac(9), better, far);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert_eq!(w.a.counters().rx_accept_ndp_redirect, 1);
+    assert_eq!(w.a.counters().ndp_redirects_applied, 0);
+}

@@ -164,6 +164,9 @@ sysctls! {
     /// routers and take the default router from their advertisements
     /// (default 1).
     ip6_accept_rtadv: bool = "net.inet6.ip6.accept_rtadv", flag(), default true;
+    /// `net.inet6.icmp6.rediraccept`: follow valid redirects from a
+    /// destination's router (default 1, as FreeBSD).
+    ip6_redirect_accept: bool = "net.inet6.icmp6.rediraccept", flag(), default true;
     /// `net.link.ether.inet.maxhold`: packets held per unresolved neighbor
     /// (1..=4096, 16; FreeBSD's default is 1, too few for a burst).
     arp_maxhold: u32 = "net.link.ether.inet.maxhold", int(1, 4096), default 16;

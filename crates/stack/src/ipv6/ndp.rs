@@ -12,7 +12,9 @@ use wire::ndp::{find_lladdr, source_lladdr_option, target_lladdr_option};
 
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
-use crate::ipv6::addr::{select_source, solicited_node, AddrState, ALL_NODES, ALL_ROUTERS};
+use crate::ipv6::addr::{
+    is_link_local, select_source, solicited_node, AddrState, ALL_NODES, ALL_ROUTERS,
+};
 use crate::ipv6::{Ipv6Datagram, Ipv6Send};
 use crate::neighbor::{Learned, NdpNews};
 use crate::route::{IpCidr, Route};
@@ -58,9 +60,58 @@ impl IpLayer {
             } => self.router_advert_input(now, d, router_lifetime, options, sink),
             // A host sends solicitations; it does not answer them.
             Icmpv6Repr::RouterSolicit { .. } => self.counters.rx_accept_ndp_router_solicit += 1,
-            // RFC 4861 8.3 lets a host ignore redirects; we do, as a host
-            // whose routes come from its configuration.
-            _ => self.counters.rx_accept_ndp_redirect_ignored += 1,
+            Icmpv6Repr::Redirect {
+                target_addr,
+                dst_addr,
+                options,
+            } => self.redirect_input(now, d, target_addr, dst_addr, options, sink),
+            // Not neighbor discovery (the caller sends only that here).
+            _ => self.counters.rx_accept_icmpv6_other += 1,
+        }
+    }
+
+    /// RFC 4861 8.1, 8.3: the router we send `dst`'s packets to says a
+    /// better first hop is `target` (or, when `target` is `dst`, that
+    /// `dst` is on the link): a host route for `dst` says so from now on.
+    fn redirect_input(
+        &mut self,
+        now: Instant,
+        d: &Ipv6Datagram<'_>,
+        target: Ipv6Addr,
+        dst: Ipv6Addr,
+        options: &[u8],
+        sink: &mut dyn FrameSink,
+    ) {
+        self.counters.rx_accept_ndp_redirect += 1;
+        if !self.cfg.ip6_redirect_accept {
+            return;
+        }
+        // Only from the router now used for `dst`, for a unicast `dst`,
+        // to a link-local router or to `dst` itself (8.1).
+        let from_our_router = self
+            .ipv6_route(dst, None)
+            .is_some_and(|(iface, hop)| iface == d.iface && hop == d.src && hop != dst);
+        let on_link = target == dst;
+        if !from_our_router || dst.is_multicast() || !(on_link || is_link_local(target)) {
+            return;
+        }
+        if let Some(mac) = find_lladdr(options, true).filter(|m| m.is_unicast()) {
+            let learned =
+                self.neighbors
+                    .learn_ndp(d.iface, IpAddr::V6(target), mac.0, NdpNews::Source, now);
+            self.after_learning(now, d.iface, mac, learned, sink);
+        }
+        let Ok(host) = IpCidr::new(IpAddr::V6(dst), 128) else {
+            return;
+        };
+        let _ = self.routes.remove(host);
+        let route = Route {
+            dest: host,
+            gateway: (!on_link).then_some(IpAddr::V6(target)),
+            iface: d.iface,
+        };
+        if self.routes.add(route).is_ok() {
+            self.counters.ndp_redirects_applied += 1;
         }
     }
 
