@@ -830,7 +830,9 @@ fn page_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_net::{arp_request, is_arp_reply_from, is_root, receive, run, Cleanup};
+    use crate::test_net::{
+        arp_request, is_arp_reply_from, is_root, quiet_veth_pair, receive, run, Cleanup,
+    };
     use std::net::UdpSocket;
     use std::time::Duration;
 
@@ -1073,20 +1075,7 @@ mod tests {
             return;
         }
         // Both ends in this namespace, no addresses: only our frames move.
-        let pid = std::process::id();
-        let (na, nb) = (format!("uvqA{pid}"), format!("uvqB{pid}"));
-        let _cleanup = Cleanup::new(vec![vec![
-            "ip".into(),
-            "link".into(),
-            "del".into(),
-            na.clone(),
-        ]]);
-        run(&[
-            "ip", "link", "add", &na, "type", "veth", "peer", "name", &nb,
-        ]);
-        for n in [&na, &nb] {
-            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{n}/disable_ipv6"), "1");
-        }
+        let (na, nb, _cleanup) = quiet_veth_pair("uvq");
         let mut a =
             AfPacketLink::open(&na, PacketPool::new(2048, 64), &RingConfig::default()).unwrap();
         let mut b =
@@ -1149,20 +1138,7 @@ mod tests {
             eprintln!("skipped: AF_PACKET test needs root");
             return;
         }
-        let pid = std::process::id();
-        let (na, nb) = (format!("uvfA{pid}"), format!("uvfB{pid}"));
-        let _cleanup = Cleanup::new(vec![vec![
-            "ip".into(),
-            "link".into(),
-            "del".into(),
-            na.clone(),
-        ]]);
-        run(&[
-            "ip", "link", "add", &na, "type", "veth", "peer", "name", &nb,
-        ]);
-        for n in [&na, &nb] {
-            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{n}/disable_ipv6"), "1");
-        }
+        let (na, nb, _cleanup) = quiet_veth_pair("uvf");
         let open = |name: &str| {
             AfPacketLink::open(name, PacketPool::new(2048, 512), &RingConfig::default()).unwrap()
         };

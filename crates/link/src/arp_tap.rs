@@ -123,7 +123,7 @@ impl ArpTap {
 mod tests {
     use super::*;
     use crate::af_packet::{AfPacketLink, RingConfig};
-    use crate::test_net::{arp_request, is_root, run, Cleanup};
+    use crate::test_net::{arp_request, is_root, quiet_veth_pair, run};
     use crate::{Link, PacketPool};
     use std::time::{Duration, Instant};
 
@@ -135,19 +135,8 @@ mod tests {
             eprintln!("skipped: packet socket test needs root");
             return;
         }
-        let pid = std::process::id();
-        let (na, nb) = (format!("uvtA{pid}"), format!("uvtB{pid}"));
-        let _cleanup = Cleanup::new(vec![vec![
-            "ip".into(),
-            "link".into(),
-            "del".into(),
-            na.clone(),
-        ]]);
-        run(&[
-            "ip", "link", "add", &na, "type", "veth", "peer", "name", &nb,
-        ]);
+        let (na, nb, _cleanup) = quiet_veth_pair("uvt");
         for n in [&na, &nb] {
-            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{n}/disable_ipv6"), "1");
             run(&["ip", "link", "set", n, "up"]);
         }
         let mut tap = ArpTap::open(&na).unwrap();

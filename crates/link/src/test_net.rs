@@ -21,6 +21,27 @@ pub fn run(args: &[&str]) {
     );
 }
 
+/// A veth pair in this namespace named `<tag>A<pid>` and `<tag>B<pid>`,
+/// IPv6 off on both ends so that only the test's frames cross it, and
+/// the guard that deletes it.
+pub fn quiet_veth_pair(tag: &str) -> (String, String, Cleanup) {
+    let pid = std::process::id();
+    let (na, nb) = (format!("{tag}A{pid}"), format!("{tag}B{pid}"));
+    let cleanup = Cleanup::new(vec![vec![
+        "ip".into(),
+        "link".into(),
+        "del".into(),
+        na.clone(),
+    ]]);
+    run(&[
+        "ip", "link", "add", &na, "type", "veth", "peer", "name", &nb,
+    ]);
+    for n in [&na, &nb] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{n}/disable_ipv6"), "1");
+    }
+    (na, nb, cleanup)
+}
+
 /// Runs its commands when dropped (also when a test panics), ignoring
 /// their failures: the things they remove may already be gone.
 pub struct Cleanup(Vec<Vec<String>>);
