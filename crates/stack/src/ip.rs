@@ -49,7 +49,7 @@ pub(crate) struct IpLayer {
     pub(crate) icmp_errors: TokenBucket,
     pub(crate) counters: Counters,
     pub(crate) next_ip_ident: u16,
-    /// Counts interface changes (see [`IpLayer::path_epoch`]).
+    /// Counts interface and path MTU changes (see [`IpLayer::path_epoch`]).
     pub(crate) iface_epoch: u64,
     /// When the neighbor and reassembly tables are next scanned.
     next_scan: Instant,

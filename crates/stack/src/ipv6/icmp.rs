@@ -148,6 +148,8 @@ impl Stack {
         let link = self.ip.interface(iface).map_or(0, |i| i.mtu);
         if self.ip.pmtu6.lower(header.dst_addr, mtu, link, now) {
             self.ip.counters.ipv6_path_mtu_lowered += 1;
+            // Paths cached with the old MTU (TCP's templates) are stale.
+            self.ip.iface_epoch += 1;
         }
         // Also when the MTU was known: a connection opened before it
         // was may still send larger segments.

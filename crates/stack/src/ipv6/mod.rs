@@ -10,6 +10,7 @@ mod output;
 pub mod pmtu;
 
 pub(crate) use input::Ipv6Datagram;
+pub(crate) use output::flow_label;
 pub use output::Ipv6Send;
 
 use core::net::Ipv6Addr;

@@ -304,7 +304,13 @@ impl IpLayer {
 /// RFC 6437: a flow's label, the same for every packet of it and hard to
 /// guess: a keyed hash of the addresses, the protocol and, for TCP and
 /// UDP, the ports (the payload's first four bytes).
-fn flow_label(key: u64, src: Ipv6Addr, dst: Ipv6Addr, protocol: IpProtocol, payload: &[u8]) -> u32 {
+pub(crate) fn flow_label(
+    key: u64,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    protocol: IpProtocol,
+    payload: &[u8],
+) -> u32 {
     let ports = match protocol {
         IpProtocol::Tcp | IpProtocol::Udp => payload
             .get(..4)

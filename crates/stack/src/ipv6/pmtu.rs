@@ -37,6 +37,15 @@ impl PathMtuCache {
             .map(|(mtu, _)| *mtu)
     }
 
+    /// When the lowered MTU toward `dst` lapses, if one holds at `now`:
+    /// what was cached along the path holds until then.
+    pub fn expiry(&self, dst: Ipv6Addr, now: Instant) -> Option<Instant> {
+        self.entries
+            .get(&dst)
+            .map(|(_, until)| *until)
+            .filter(|until| now < *until)
+    }
+
     /// A packet too big said `mtu` toward `dst`: keeps the lower of it
     /// (at least 1280, RFC 8200 5) and what is known.  Returns whether the
     /// path MTU went down.

@@ -6,44 +6,58 @@
 //! writes; the simulation compares the two bit for bit
 //! (`net.inet.tcp.fast_path`).
 
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use wire::checksum;
 use wire::ip::IpProtocol;
+use wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use wire::tcp::{SeqNumber, TcpFlags};
 
 use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::ipv4::{Ipv4Path, ATOMIC_IDENT};
+use crate::ipv6::flow_label;
 use crate::sink::{FrameSink, TxMeta};
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::conn::TcpConnection;
 use crate::time::Instant;
 
 const ETH_LEN: usize = 14;
-const IP_LEN: usize = 20;
-/// Where the TCP header starts in the frame.
-const TCP_AT: usize = ETH_LEN + IP_LEN;
+const IPV4_LEN: usize = 20;
+const IPV6_LEN: usize = 40;
+/// Where the TCP header starts in the frame, by family.
+const TCP_AT_V4: usize = ETH_LEN + IPV4_LEN;
+const TCP_AT_V6: usize = ETH_LEN + IPV6_LEN;
 /// A TCP header without options, and with the NOP, NOP, timestamps
 /// layout every segment of a connection with timestamps carries.
 const PLAIN_HEADER_LEN: usize = 20;
 const TIMESTAMP_HEADER_LEN: usize = 32;
-const MAX_HEADERS: usize = TCP_AT + TIMESTAMP_HEADER_LEN;
+const HEADERS_V4: usize = TCP_AT_V4 + TIMESTAMP_HEADER_LEN;
+const HEADERS_V6: usize = TCP_AT_V6 + TIMESTAMP_HEADER_LEN;
 
-/// The headers every segment of a connection along one path shares:
-/// the Ethernet header, the IPv4 header but for its length, identification
-/// and checksum, and the TCP header but for its numbers, flags, window,
-/// timestamps and checksum (which hold the last segment's values: each
-/// segment writes them all); with the sums of the fixed IPv4 words and of
-/// the pseudo header's addresses and protocol.
+/// The headers every segment of a connection along one path shares, by
+/// family.  The IPv6 one is boxed: IPv4's is the common case and sets the
+/// size every connection pays for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SegmentTemplate {
+pub(crate) enum SegmentTemplate {
+    V4(Ipv4Template),
+    V6(Box<Ipv6Template>),
+}
+
+/// An IPv4 connection's template: the Ethernet header, the IPv4 header
+/// but for its length, identification and checksum, and the TCP header
+/// but for its numbers, flags, window, timestamps and checksum (which hold
+/// the last segment's values: each segment writes them all); with the
+/// sums of the fixed IPv4 words and of the pseudo header's addresses and
+/// protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ipv4Template {
     /// The stamp of the path it was built on: while current, the path is
     /// the one below.  (The addresses and ports of a connection do not
     /// change; what else it was built from, [`TemplateOptions`], drops
     /// it when it changes.)
     stamp: (u64, Instant),
-    bytes: [u8; MAX_HEADERS],
+    bytes: [u8; HEADERS_V4],
     ip_sum: u16,
     pseudo_sum: u16,
     /// The IP length the length and sum fields hold now, with the pseudo
@@ -57,32 +71,63 @@ pub(crate) struct SegmentTemplate {
     offload: bool,
 }
 
+/// An IPv6 connection's template: the Ethernet header, the IPv6 header
+/// but for its payload length (the flow label is the flow's, RFC 6437),
+/// and the TCP header as in [`Ipv4Template`].  IPv6 has no header
+/// checksum; the stamp is the path epoch and the neighbor's reachable
+/// time, as for IPv4, or the path MTU's expiry when sooner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ipv6Template {
+    stamp: (u64, Instant),
+    bytes: [u8; HEADERS_V6],
+    pseudo_sum: u16,
+    /// The payload length the length field holds now, with the pseudo
+    /// header's sum for it (0 before the first segment).
+    patched: (u16, u16),
+    iface: IfaceId,
+    mtu: usize,
+    offload: bool,
+}
+
 /// What a template is built from besides the path: the connection's IP
 /// options and whether it uses timestamps.  Not kept nor compared on each
 /// segment: whatever changes them drops the template
 /// ([`TcpConnection::drop_template`]).
 #[derive(Debug, Clone, Copy)]
 struct TemplateOptions {
+    /// The IPv4 TTL or the IPv6 hop limit.
     ttl: u8,
+    /// The IPv4 TOS or the IPv6 traffic class.
     tos: u8,
     ts_ok: bool,
 }
 
-impl SegmentTemplate {
+/// Writes the parts of a TCP header every segment shares: the ports, the
+/// header length and the timestamp option's layout.
+fn write_tcp_template(tcp: &mut [u8], options: TemplateOptions, ports: (u16, u16)) {
+    let tcp_len = if options.ts_ok {
+        TIMESTAMP_HEADER_LEN
+    } else {
+        PLAIN_HEADER_LEN
+    };
+    tcp[0..2].copy_from_slice(&ports.0.to_be_bytes());
+    tcp[2..4].copy_from_slice(&ports.1.to_be_bytes());
+    tcp[12] = ((tcp_len / 4) as u8) << 4;
+    if options.ts_ok {
+        tcp[20..24].copy_from_slice(&[1, 1, 8, 10]);
+    }
+}
+
+impl Ipv4Template {
     fn new(
         options: TemplateOptions,
         path: &Ipv4Path,
         (src, dst): (Ipv4Addr, Ipv4Addr),
         ports: (u16, u16),
-    ) -> SegmentTemplate {
-        let tcp_len = if options.ts_ok {
-            TIMESTAMP_HEADER_LEN
-        } else {
-            PLAIN_HEADER_LEN
-        };
-        let mut b = [0u8; MAX_HEADERS];
+    ) -> Ipv4Template {
+        let mut b = [0u8; HEADERS_V4];
         b[..ETH_LEN].copy_from_slice(path.eth());
-        let ip = &mut b[ETH_LEN..TCP_AT];
+        let ip = &mut b[ETH_LEN..TCP_AT_V4];
         ip[0] = 0x45;
         ip[1] = options.tos;
         ip[6] = 0x40; // DF, offset 0
@@ -94,14 +139,8 @@ impl SegmentTemplate {
         // fixed.  The length and checksum are still zero.
         ip[4..6].copy_from_slice(&ATOMIC_IDENT.to_be_bytes());
         let ip_sum = checksum::data(ip);
-        let tcp = &mut b[TCP_AT..];
-        tcp[0..2].copy_from_slice(&ports.0.to_be_bytes());
-        tcp[2..4].copy_from_slice(&ports.1.to_be_bytes());
-        tcp[12] = ((tcp_len / 4) as u8) << 4;
-        if options.ts_ok {
-            tcp[20..24].copy_from_slice(&[1, 1, 8, 10]);
-        }
-        SegmentTemplate {
+        write_tcp_template(&mut b[TCP_AT_V4..], options, ports);
+        Ipv4Template {
             stamp: path.stamp(),
             bytes: b,
             ip_sum,
@@ -114,6 +153,62 @@ impl SegmentTemplate {
     }
 }
 
+impl Ipv6Template {
+    /// Builds the template toward `dst` on the path the IP layer gives
+    /// now; `None` when there is none to cache (no route, or a neighbor
+    /// that is not reachable: the general path resolves it, RFC 4861 7.3).
+    fn new(
+        now: Instant,
+        ip: &IpLayer,
+        options: TemplateOptions,
+        (src, dst): (Ipv6Addr, Ipv6Addr),
+        ports: (u16, u16),
+    ) -> Option<Ipv6Template> {
+        if dst.is_multicast() {
+            return None;
+        }
+        let (iface, neighbor) = ip.ipv6_route(dst, None)?;
+        let ifc = ip.interface(iface)?;
+        let (mac, reachable_until) = ip.neighbors.resolved(iface, IpAddr::V6(neighbor), now)?;
+        let expires = ip
+            .pmtu6
+            .expiry(dst, now)
+            .map_or(reachable_until, |e| e.min(reachable_until));
+        let mut b = [0u8; HEADERS_V6];
+        b[..6].copy_from_slice(&mac);
+        b[6..12].copy_from_slice(&ifc.mac);
+        b[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let repr = Ipv6Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: 0,
+            hop_limit: options.ttl,
+            traffic_class: options.tos,
+            flow_label: 0,
+        };
+        let mut packet = Ipv6Packet::new_unchecked(&mut b[ETH_LEN..TCP_AT_V6]);
+        repr.emit(&mut packet);
+        // The label the general path gives the flow: its hash covers the
+        // ports, the first four bytes of the TCP header.
+        let mut port_bytes = [0u8; 4];
+        port_bytes[..2].copy_from_slice(&ports.0.to_be_bytes());
+        port_bytes[2..].copy_from_slice(&ports.1.to_be_bytes());
+        let label = flow_label(ip.flow_label_key, src, dst, IpProtocol::Tcp, &port_bytes);
+        packet.set_flow_label(label);
+        write_tcp_template(&mut b[TCP_AT_V6..], options, ports);
+        Some(Ipv6Template {
+            stamp: (ip.path_epoch(), expires),
+            bytes: b,
+            pseudo_sum: checksum::pseudo_header_v6(&src, &dst, IpProtocol::Tcp, 0),
+            patched: (0, 0),
+            iface,
+            mtu: ip.ipv6_path_mtu(iface, dst, now),
+            offload: ifc.tx_checksum_offload,
+        })
+    }
+}
+
 fn put16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
@@ -122,10 +217,33 @@ fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
-/// What goes into a segment's frame: the patched headers, and the payload
-/// from the send buffer.
-struct Segment<'a> {
-    headers: &'a [u8; MAX_HEADERS],
+/// The fields of one segment's TCP header.
+struct SegmentFields {
+    seq: u32,
+    ack: u32,
+    flags: TcpFlags,
+    window: u16,
+    tsval: u32,
+    tsecr: u32,
+}
+
+impl SegmentFields {
+    /// Writes them into headers whose TCP header starts at `TCP_AT`.
+    #[inline(always)]
+    fn patch<const TCP_AT: usize, const N: usize>(&self, h: &mut [u8; N]) {
+        put32(h, TCP_AT + 4, self.seq);
+        put32(h, TCP_AT + 8, self.ack);
+        h[TCP_AT + 13] = (self.flags | TcpFlags::ACK).bits() as u8;
+        put16(h, TCP_AT + 14, self.window);
+        put32(h, TCP_AT + 24, self.tsval);
+        put32(h, TCP_AT + 28, self.tsecr);
+    }
+}
+
+/// What goes into a segment's frame: the patched headers (`N` bytes, the
+/// TCP header at `TCP_AT`), and the payload from the send buffer.
+struct Segment<'a, const TCP_AT: usize, const N: usize> {
+    headers: &'a [u8; N],
     ts_ok: bool,
     send: &'a ByteRing,
     /// Where the payload starts in the send buffer.
@@ -136,12 +254,12 @@ struct Segment<'a> {
     pseudo: u16,
 }
 
-impl Segment<'_> {
+impl<const TCP_AT: usize, const N: usize> Segment<'_, TCP_AT, N> {
     /// Writes the whole frame (`frame` is exactly its length).
     #[inline(always)]
     fn write(&self, frame: &mut [u8]) {
         let payload = if self.ts_ok {
-            let (head, payload) = frame.split_at_mut(MAX_HEADERS);
+            let (head, payload) = frame.split_at_mut(N);
             head.copy_from_slice(self.headers);
             payload
         } else {
@@ -158,13 +276,55 @@ impl Segment<'_> {
     }
 }
 
+/// Hands the segment `segment` makes to the sink, as a frame of
+/// `frame_len` bytes out of `iface`, and counts it (or its loss, when
+/// the sink had no buffer).  Always `true`: the segment is dealt with.
+// `segment` makes the segment in each branch: a value made before the
+// branches would keep the lent branch's copy in memory too.
+#[inline(always)]
+fn transmit_segment<'a, const TCP_AT: usize, const N: usize>(
+    ip: &mut IpLayer,
+    sink: &mut dyn FrameSink,
+    iface: IfaceId,
+    frame_len: usize,
+    offload: bool,
+    segment: impl Fn() -> Segment<'a, TCP_AT, N>,
+) -> bool {
+    let meta = TxMeta {
+        csum_partial: offload,
+    };
+    let sent = if let Some(buf) = sink.frame(iface, frame_len, meta) {
+        segment().write(buf);
+        true
+    } else if sink.lends_frames() {
+        false
+    } else {
+        let segment = segment();
+        // A sink hands `fill` at least `frame_len` bytes; a shorter
+        // buffer is left unwritten rather than indexed past.
+        sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
+            if let Some(frame) = buf.get_mut(..frame_len) {
+                segment.write(frame);
+            }
+        })
+    };
+    if sent {
+        ip.counters.tx_frames += 1;
+        ip.counters.tx_bytes += frame_len as u64;
+        ip.counters.tcp_segments_sent += 1;
+        ip.counters.tcp_direct_segments += 1;
+    } else {
+        ip.counters.tx_drop_no_buffer += 1;
+    }
+    true
+}
+
 impl TcpConnection {
     /// Sends `len` bytes of the send buffer from `seq` with `flags` (ACK
     /// is always set), our ACK, window and timestamps, written in place.
     /// `false`, with nothing sent, when the general path must build the
     /// segment: the fast path is off, SACK blocks are due, the connection
-    /// is not IPv4 or has no cached path, or the packet is larger than the
-    /// path's MTU.
+    /// has no cached path, or the packet is larger than the path's MTU.
     #[inline(always)]
     pub(crate) fn send_direct(
         &mut self,
@@ -181,16 +341,76 @@ impl TcpConnection {
         // A template whose path stamp is current stands for the path: the
         // epoch covers interfaces, routes and neighbors, and the remote
         // address never changes. Only a stale or missing one looks the
-        // path up.
+        // path up; IPv6 takes that way too, out of IPv4's line.
         let fresh = match &self.template {
-            Some(t) => t.stamp.0 == ip.path_epoch() && now < t.stamp.1,
-            None => false,
+            Some(SegmentTemplate::V4(t)) => t.stamp.0 == ip.path_epoch() && now < t.stamp.1,
+            _ => false,
         };
-        if !fresh && !self.rebuild_template(now, ip) {
-            return false;
+        if !fresh {
+            return self.send_direct_unprepared(now, flags, seq, len, ip, sink);
         }
+        self.send_on_ipv4_template(now, flags, seq, len, ip, sink)
+    }
+
+    /// [`Self::send_direct`] for a connection without a current IPv4
+    /// template: builds one and sends on it, or sends over IPv6.
+    #[cold]
+    #[inline(never)]
+    fn send_direct_unprepared(
+        &mut self,
+        now: Instant,
+        flags: TcpFlags,
+        seq: SeqNumber,
+        len: usize,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        if self.remote.is_ipv6() {
+            return self.send_direct_v6(now, flags, seq, len, ip, sink);
+        }
+        self.rebuild_template(now, ip) && self.send_on_ipv4_template(now, flags, seq, len, ip, sink)
+    }
+
+    /// The options a template is built with.
+    fn template_options(&self, ip: &IpLayer) -> TemplateOptions {
+        let hop_limit = if self.remote.is_ipv6() {
+            ip.cfg.ip6_hop_limit
+        } else {
+            ip.cfg.ip_ttl
+        };
+        TemplateOptions {
+            ttl: self.ip_opts.ttl.unwrap_or(hop_limit),
+            tos: self.ip_opts.tos,
+            ts_ok: self.ts_ok,
+        }
+    }
+
+    /// The segment's fields but its length.
+    #[inline(always)]
+    fn segment_fields(&mut self, now: Instant, flags: TcpFlags, seq: SeqNumber) -> SegmentFields {
+        SegmentFields {
+            seq: seq.0 as u32,
+            ack: self.rcv_nxt.0 as u32,
+            flags,
+            window: self.advertise_window(),
+            tsval: self.ts_now(now),
+            tsecr: self.ts_recent,
+        }
+    }
+
+    /// Sends on the connection's current IPv4 template.
+    #[inline(always)]
+    fn send_on_ipv4_template(
+        &mut self,
+        now: Instant,
+        flags: TcpFlags,
+        seq: SeqNumber,
+        len: usize,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
         let ts_ok = self.ts_ok;
-        let Some(t) = &self.template else {
+        let Some(SegmentTemplate::V4(t)) = &self.template else {
             return false;
         };
         let header_len = if ts_ok {
@@ -199,16 +419,14 @@ impl TcpConnection {
             PLAIN_HEADER_LEN
         };
         let tcp_len = header_len + len;
-        let ip_len = IP_LEN + tcp_len;
+        let ip_len = IPV4_LEN + tcp_len;
         if ip_len > t.mtu {
             return false;
         }
         let (iface, offload) = (t.iface, t.offload);
-        let window = self.advertise_window();
-        let (tsval, tsecr) = (self.ts_now(now), self.ts_recent);
-        let ack = self.rcv_nxt.0 as u32;
+        let fields = self.segment_fields(now, flags, seq);
         let offset = seq - self.data_start();
-        let Some(t) = &mut self.template else {
+        let Some(SegmentTemplate::V4(t)) = &mut self.template else {
             return false;
         };
         // The segment's fields are patched into the template itself (each
@@ -225,68 +443,101 @@ impl TcpConnection {
             let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
             if offload {
                 // Without offload the field stays zero, as the sum needs.
-                put16(h, TCP_AT + 16, pseudo);
+                put16(h, TCP_AT_V4 + 16, pseudo);
             }
             t.patched = (ip_len as u16, pseudo);
             pseudo
         };
-        put32(h, TCP_AT + 4, seq.0 as u32);
-        put32(h, TCP_AT + 8, ack);
-        h[TCP_AT + 13] = (flags | TcpFlags::ACK).bits() as u8;
-        put16(h, TCP_AT + 14, window);
-        put32(h, TCP_AT + 24, tsval);
-        put32(h, TCP_AT + 28, tsecr);
+        fields.patch::<TCP_AT_V4, HEADERS_V4>(h);
         let frame_len = ETH_LEN + ip_len;
-        let meta = TxMeta {
-            csum_partial: offload,
-        };
-        // Made in each branch: the closure's borrow would keep the lent
-        // branch's copy in memory too.
-        let segment = || Segment {
-            headers: &t.bytes,
-            ts_ok: self.ts_ok,
-            send: &self.send,
+        let headers = &t.bytes;
+        let send = &self.send;
+        transmit_segment(ip, sink, iface, frame_len, offload, || Segment::<
+            TCP_AT_V4,
+            HEADERS_V4,
+        > {
+            headers,
+            ts_ok,
+            send,
             offset,
             offload,
             pseudo,
+        })
+    }
+
+    /// [`Self::send_direct`] over IPv6: on the connection's IPv6 template,
+    /// built again when its stamp is stale.
+    fn send_direct_v6(
+        &mut self,
+        now: Instant,
+        flags: TcpFlags,
+        seq: SeqNumber,
+        len: usize,
+        ip: &mut IpLayer,
+        sink: &mut dyn FrameSink,
+    ) -> bool {
+        let fresh = match &self.template {
+            Some(SegmentTemplate::V6(t)) => t.stamp.0 == ip.path_epoch() && now < t.stamp.1,
+            _ => false,
         };
-        let sent = if let Some(buf) = sink.frame(iface, frame_len, meta) {
-            segment().write(buf);
-            true
-        } else if sink.lends_frames() {
-            false
-        } else {
-            let segment = segment();
-            // A sink hands `fill` at least `frame_len` bytes; a shorter
-            // buffer is left unwritten rather than indexed past.
-            sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
-                if let Some(frame) = buf.get_mut(..frame_len) {
-                    segment.write(frame);
-                }
-            })
-        };
-        if sent {
-            ip.counters.tx_frames += 1;
-            ip.counters.tx_bytes += frame_len as u64;
-            ip.counters.tcp_segments_sent += 1;
-            ip.counters.tcp_direct_segments += 1;
-        } else {
-            ip.counters.tx_drop_no_buffer += 1;
+        if !fresh && !self.rebuild_template_v6(now, ip) {
+            return false;
         }
-        true
+        let ts_ok = self.ts_ok;
+        let Some(SegmentTemplate::V6(t)) = &self.template else {
+            return false;
+        };
+        let header_len = if ts_ok {
+            TIMESTAMP_HEADER_LEN
+        } else {
+            PLAIN_HEADER_LEN
+        };
+        let tcp_len = header_len + len;
+        if IPV6_LEN + tcp_len > t.mtu {
+            return false;
+        }
+        let (iface, offload) = (t.iface, t.offload);
+        let fields = self.segment_fields(now, flags, seq);
+        let offset = seq - self.data_start();
+        let Some(SegmentTemplate::V6(t)) = &mut self.template else {
+            return false;
+        };
+        let h = &mut t.bytes;
+        let pseudo = if t.patched.0 == tcp_len as u16 {
+            t.patched.1
+        } else {
+            put16(h, ETH_LEN + 4, tcp_len as u16);
+            let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
+            if offload {
+                put16(h, TCP_AT_V6 + 16, pseudo);
+            }
+            t.patched = (tcp_len as u16, pseudo);
+            pseudo
+        };
+        fields.patch::<TCP_AT_V6, HEADERS_V6>(h);
+        let frame_len = TCP_AT_V6 + tcp_len;
+        let headers = &t.bytes;
+        let send = &self.send;
+        transmit_segment(ip, sink, iface, frame_len, offload, || Segment::<
+            TCP_AT_V6,
+            HEADERS_V6,
+        > {
+            headers,
+            ts_ok,
+            send,
+            offset,
+            offload,
+            pseudo,
+        })
     }
 
     /// Looks the path up again and builds the connection's template on
-    /// it; `false` when there is none (not IPv4, or no path yet): the
-    /// general path sends, and resolves the neighbor.
+    /// it; `false` when there is none (no path yet): the general path
+    /// sends, and resolves the neighbor.
     #[cold]
     #[inline(never)]
     fn rebuild_template(&mut self, now: Instant, ip: &IpLayer) -> bool {
-        let (ttl, tos, ts_ok) = (
-            self.ip_opts.ttl.unwrap_or(ip.cfg.ip_ttl),
-            self.ip_opts.tos,
-            self.ts_ok,
-        );
+        let options = self.template_options(ip);
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (self.local.ip(), self.remote.ip()) else {
             return false;
         };
@@ -295,9 +546,34 @@ impl TcpConnection {
             self.template = None;
             return false;
         };
-        let options = TemplateOptions { ttl, tos, ts_ok };
         let ports = (self.local.port(), self.remote.port());
-        self.template = Some(SegmentTemplate::new(options, &path, (src, dst), ports));
+        self.template = Some(SegmentTemplate::V4(Ipv4Template::new(
+            options,
+            &path,
+            (src, dst),
+            ports,
+        )));
+        true
+    }
+
+    /// [`Self::rebuild_template`] over IPv6 (in the box the connection
+    /// already has, when it has one).
+    #[cold]
+    #[inline(never)]
+    fn rebuild_template_v6(&mut self, now: Instant, ip: &IpLayer) -> bool {
+        let options = self.template_options(ip);
+        let (IpAddr::V6(src), IpAddr::V6(dst)) = (self.local.ip(), self.remote.ip()) else {
+            return false;
+        };
+        let ports = (self.local.port(), self.remote.port());
+        let Some(built) = Ipv6Template::new(now, ip, options, (src, dst), ports) else {
+            self.template = None;
+            return false;
+        };
+        match &mut self.template {
+            Some(SegmentTemplate::V6(t)) => **t = built,
+            slot => *slot = Some(SegmentTemplate::V6(Box::new(built))),
+        }
         true
     }
 }
