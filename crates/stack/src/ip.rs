@@ -196,8 +196,12 @@ impl IpLayer {
         for (iface, ip) in probes6 {
             self.send_neighbor_probe(now, iface, ip, sink);
         }
-        self.counters.ipv4_reassembly_timeout += self.reass_v4.poll(now) as u64;
-        self.counters.ipv6_reassembly_timeout += self.reass_v6.poll(now) as u64;
+        self.counters.ipv4_reassembly_timeout += self.reass_v4.poll(now).count as u64;
+        let expired = self.reass_v6.poll(now);
+        self.counters.ipv6_reassembly_timeout += expired.count as u64;
+        for (iface, first) in expired.first_fragments {
+            self.send_reassembly_time_exceeded(now, iface, &first, sink);
+        }
         self.ipv6_poll(now, sink);
     }
 

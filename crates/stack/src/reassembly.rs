@@ -8,6 +8,7 @@
 
 use core::hash::Hash;
 
+use crate::iface::IfaceId;
 use crate::rand::{KeyedMap, KeyedState};
 use crate::time::{Duration, Instant};
 
@@ -54,12 +55,30 @@ struct Datagram {
     /// The datagram's length once the last fragment is known.
     total: Option<usize>,
     expires: Instant,
+    /// The first fragment's packet as received (its start), kept to quote
+    /// when time runs out, and the interface it came in on.
+    first: Option<(IfaceId, Vec<u8>)>,
 }
 
 impl Datagram {
     fn cost(&self) -> usize {
-        self.received + self.fragments.len() * FRAGMENT_OVERHEAD
+        let first = self.first.as_ref().map_or(0, |(_, q)| q.len());
+        self.received + self.fragments.len() * FRAGMENT_OVERHEAD + first
     }
+}
+
+/// The most of a first fragment kept to quote: what an ICMPv6 error can
+/// carry within the minimum MTU (RFC 4443 2.4 (c)).
+pub const MAX_FIRST_QUOTE: usize = 1280 - 40 - 8;
+
+/// What ran out of time in one [`Reassembler::poll`].
+#[derive(Debug, Default)]
+pub struct Expired {
+    /// Datagrams dropped.
+    pub count: usize,
+    /// The first fragments of those that had one, to tell their senders
+    /// (RFC 8200 4.5), with the interface each came in on.
+    pub first_fragments: Vec<(IfaceId, Vec<u8>)>,
 }
 
 /// Datagrams under reassembly.
@@ -124,6 +143,7 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
                     received: 0,
                     total: None,
                     expires: now + self.cfg.timeout,
+                    first: None,
                 },
             );
         }
@@ -218,19 +238,39 @@ impl<K: Hash + Eq + Copy> Reassembler<K> {
         }
     }
 
-    /// Drops datagrams whose time ran out; returns how many.
-    pub fn poll(&mut self, now: Instant) -> usize {
-        let before = self.datagrams.len();
+    /// Keeps the start of the packet that carried the first fragment of
+    /// the datagram under `key` (one being reassembled), to quote if its
+    /// time runs out; not when the byte budget has no room for it.
+    pub fn keep_first(&mut self, key: &K, iface: IfaceId, packet: &[u8]) {
+        let quote = &packet[..packet.len().min(MAX_FIRST_QUOTE)];
+        if self.bytes + quote.len() > self.cfg.max_bytes {
+            return;
+        }
+        if let Some(d) = self.datagrams.get_mut(key) {
+            if d.first.is_none() {
+                d.first = Some((iface, quote.to_vec()));
+                self.bytes += quote.len();
+            }
+        }
+    }
+
+    /// Drops datagrams whose time ran out.
+    pub fn poll(&mut self, now: Instant) -> Expired {
+        let mut expired = Expired::default();
         let mut freed = 0;
         self.datagrams.retain(|_, d| {
             let keep = d.expires > now;
             if !keep {
                 freed += d.cost();
+                expired.count += 1;
+                if let Some(first) = d.first.take() {
+                    expired.first_fragments.push(first);
+                }
             }
             keep
         });
         self.bytes -= freed;
-        before - self.datagrams.len()
+        expired
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -411,8 +451,30 @@ mod tests {
         );
         assert_eq!(r.len(), 1);
         assert_eq!(r.next_deadline(), Some(Instant::from_secs(30)));
-        assert_eq!(r.poll(Instant::from_secs(29)), 0);
-        assert_eq!(r.poll(Instant::from_secs(30)), 1);
+        assert_eq!(r.poll(Instant::from_secs(29)).count, 0);
+        assert_eq!(r.poll(Instant::from_secs(30)).count, 1);
+        assert_eq!(r.bytes(), 0);
+    }
+
+    #[test]
+    fn the_first_fragment_is_handed_back_when_time_runs_out() {
+        let mut r = r();
+        let p = payload(3000);
+        let packet = [7u8; 2000];
+        // Datagram 1 has its first fragment, 2 only a later one.
+        r.insert(Instant::ZERO, 1u32, 0, &p[..1000], true).unwrap();
+        r.keep_first(&1, IfaceId(3), &packet);
+        r.insert(Instant::ZERO, 2u32, 1000, &p[1000..2000], true)
+            .unwrap();
+        // Kept once, cut to what an ICMPv6 error can quote, charged.
+        r.keep_first(&1, IfaceId(3), &[9u8; 10]);
+        assert_eq!(r.bytes(), 2000 + 2 * FRAGMENT_OVERHEAD + MAX_FIRST_QUOTE);
+        let expired = r.poll(Instant::from_secs(30));
+        assert_eq!(expired.count, 2);
+        assert_eq!(
+            expired.first_fragments,
+            vec![(IfaceId(3), packet[..MAX_FIRST_QUOTE].to_vec())]
+        );
         assert_eq!(r.bytes(), 0);
     }
 }

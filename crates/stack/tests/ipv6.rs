@@ -705,3 +705,133 @@ fn redirects_are_ignored_when_rediraccept_is_off() {
     assert_eq!(w.a.counters().rx_accept_ndp_redirect, 1);
     assert_eq!(w.a.counters().ndp_redirects_applied, 0);
 }
+
+/// `w.a` after it has talked to `w.b`, so that it knows b's link address
+/// and its ICMPv6 errors to b leave at once.
+fn acquainted() -> Wire {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    let h =
+        w.a.udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
+            .unwrap();
+    let to = SocketAddr::new(IpAddr::V6(v6(2)), 9);
+    w.a.udp_send_to(w.now, h, to, None, b"hello", &mut w.sa)
+        .unwrap();
+    w.run();
+    w
+}
+
+/// What `w.a` sends back to b about `packet` (from b to `dst`, the
+/// payload after the fixed header starting with `next`): the ICMPv6
+/// errors' type, code and pointer (0 for a time exceeded).
+fn icmp_errors(
+    w: &mut Wire,
+    dst: Ipv6Addr,
+    next: IpProtocol,
+    payload: &[u8],
+) -> Vec<(u8, u8, u32)> {
+    let f = frame(mac(2), mac(1), v6(2), dst, 64, next, payload);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    collect_errors(w)
+}
+
+fn collect_errors(w: &mut Wire) -> Vec<(u8, u8, u32)> {
+    let mut out = Vec::new();
+    for (_, f) in std::mem::take(&mut w.sa.frames) {
+        let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+        // Neighbor discovery goes on beside (after a timeout, probes).
+        let is_error = ip.next_header() == IpProtocol::Icmpv6 && ip.payload()[0] < 128;
+        if !is_error {
+            continue;
+        }
+        assert_eq!(ip.dst_addr(), v6(2));
+        // From our unicast address, also about a packet to a group.
+        assert_eq!(ip.src_addr(), v6(1));
+        let p = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+        match Icmpv6Repr::parse(&p, &v6(1), &v6(2), wire::ChecksumMode::Full).unwrap() {
+            Icmpv6Repr::ParamProblem {
+                reason, pointer, ..
+            } => out.push((4, u8::from(reason), pointer)),
+            Icmpv6Repr::TimeExceeded { reason, .. } => out.push((3, u8::from(reason), 0)),
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn refused_extension_headers_get_a_parameter_problem_pointing_at_the_fault() {
+    let mut w = acquainted();
+    let before = w.a.counters().rx_drop_ipv6_ext_unsupported;
+    // Destination options -> UDP: an unknown option at packet offset 42
+    // whose action bits are 10 (discard, report even to a group).
+    let opts = [17, 0, 0x85, 4, 0, 0, 0, 0];
+    assert_eq!(
+        icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Opts, &opts),
+        [(4, 2, 42)]
+    );
+    let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    assert_eq!(
+        icmp_errors(&mut w, all_nodes, IpProtocol::Ipv6Opts, &opts),
+        [(4, 2, 42)]
+    );
+    // Action 11: reported, but not about a packet to a group.
+    let opts = [17, 0, 0xc5, 4, 0, 0, 0, 0];
+    assert_eq!(
+        icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Opts, &opts),
+        [(4, 2, 42)]
+    );
+    assert_eq!(
+        icmp_errors(&mut w, all_nodes, IpProtocol::Ipv6Opts, &opts),
+        []
+    );
+    // Action 01: dropped without a word.
+    let opts = [17, 0, 0x45, 4, 0, 0, 0, 0];
+    assert_eq!(icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Opts, &opts), []);
+    // A type 0 routing header with segments left (RFC 5095): the pointer
+    // names its routing type.
+    let mut rh0 = vec![17, 2, 0, 1, 0, 0, 0, 0];
+    rh0.extend_from_slice(&v6(7).octets());
+    assert_eq!(
+        icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Route, &rh0),
+        [(4, 0, 42)]
+    );
+    assert_eq!(w.a.counters().rx_drop_ipv6_ext_unsupported, before + 6);
+    // Hop-by-hop after destination options: the field that named it.
+    let late_hbh = [0, 0, 1, 4, 0, 0, 0, 0, 17, 0, 1, 4, 0, 0, 0, 0];
+    assert_eq!(
+        icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Opts, &late_hbh),
+        [(4, 1, 40)]
+    );
+    // An unknown upper layer after an extension header: its next header
+    // field, not the fixed header's.
+    let unknown = [253, 0, 1, 4, 0, 0, 0, 0, 1, 2, 3, 4];
+    assert_eq!(
+        icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Opts, &unknown),
+        [(4, 1, 40)]
+    );
+    assert_eq!(
+        icmp_errors(&mut w, v6(1), IpProtocol::Unknown(253), &unknown),
+        [(4, 1, 6)]
+    );
+}
+
+#[test]
+fn a_datagram_whose_fragments_never_all_come_is_reported_to_its_sender() {
+    let mut w = acquainted();
+    // Fragment header -> UDP, offset 0, more to come; ident 5.
+    let mut first = vec![17, 0, 0, 1, 0, 0, 0, 5];
+    first.extend_from_slice(&[0u8; 64]);
+    assert_eq!(icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Frag, &first), []);
+    // Another datagram (ident 6) of which only a later piece came.
+    let mut later = vec![17, 0, 0, 65, 0, 0, 0, 6];
+    later.extend_from_slice(&[0u8; 64]);
+    assert_eq!(icmp_errors(&mut w, v6(1), IpProtocol::Ipv6Frag, &later), []);
+    let timeouts = w.a.counters().ipv6_reassembly_timeout;
+    w.now = w.now.add_micros(31_000_000);
+    w.a.poll(w.now, &mut w.sa);
+    assert_eq!(w.a.counters().ipv6_reassembly_timeout, timeouts + 2);
+    // One time exceeded, code 1, about the datagram whose first fragment
+    // came (RFC 8200 4.5).
+    assert_eq!(collect_errors(&mut w), [(3, 1, 0)]);
+}

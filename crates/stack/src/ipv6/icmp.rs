@@ -2,15 +2,17 @@
 //! and the hand-off of neighbor discovery to `ndp.rs`.
 
 use wire::icmpv6::{
-    Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr, MAX_ERROR_LEN,
+    Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr, Icmpv6TimeExceeded,
+    MAX_ERROR_LEN,
 };
 use wire::ip::IpProtocol;
-use wire::ipv6::Ipv6Repr;
+use wire::ipv6::{HeaderProblem, Ipv6Repr};
 use wire::{ChecksumMode, Error as WireError};
 
+use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::ipv6::{Ipv6Datagram, Ipv6Send};
-use crate::sink::FrameSink;
+use crate::sink::{FrameSink, RxMeta};
 use crate::stack::Stack;
 use crate::time::Instant;
 
@@ -21,6 +23,11 @@ pub(crate) enum Icmpv6Error {
     PortUnreachable,
     /// Parameter problem, unrecognized next header.
     UnknownNextHeader,
+    /// Parameter problem found walking the extension headers.
+    HeaderProblem(HeaderProblem),
+    /// Time exceeded: a datagram's fragments did not all arrive in time
+    /// (sent about its first fragment).
+    ReassemblyTimeExceeded,
 }
 
 /// NDP messages are valid only from the link itself (RFC 4861 6.1, 7.1).
@@ -159,6 +166,33 @@ impl Stack {
 }
 
 impl IpLayer {
+    /// RFC 8200 4.5: a datagram's time ran out after its first fragment
+    /// came (`first`, the start of that packet, in on `iface`): its sender
+    /// hears of it.
+    pub(crate) fn send_reassembly_time_exceeded(
+        &mut self,
+        now: Instant,
+        iface: IfaceId,
+        first: &[u8],
+        sink: &mut dyn FrameSink,
+    ) {
+        let Ok((header, _)) = Ipv6Repr::parse_quoted(first) else {
+            return;
+        };
+        let d = Ipv6Datagram {
+            iface,
+            src: header.src_addr,
+            dst: header.dst_addr,
+            protocol: IpProtocol::Ipv6Frag,
+            hop_limit: header.hop_limit,
+            packet: first,
+            payload: &[],
+            next_header_at: None,
+            meta: RxMeta::default(),
+        };
+        self.send_icmpv6_error(now, &d, Icmpv6Error::ReassemblyTimeExceeded, sink);
+    }
+
     /// Sends `kind` about `d`, unless RFC 4443 2.4 (e) forbids it (about an
     /// error, to a multicast destination, from an address that is no
     /// host's) or the rate limit (`net.inet.icmp.icmplim`) is reached.
@@ -169,7 +203,11 @@ impl IpLayer {
         kind: Icmpv6Error,
         sink: &mut dyn FrameSink,
     ) {
-        if d.dst.is_multicast() || d.src.is_unspecified() || d.src.is_multicast() {
+        // RFC 4443 2.4 (e.3): an option that says so is reported even
+        // when the packet went to a multicast group.
+        let to_multicast = matches!(kind, Icmpv6Error::HeaderProblem(p) if p.to_multicast);
+        if (d.dst.is_multicast() && !to_multicast) || d.src.is_unspecified() || d.src.is_multicast()
+        {
             return;
         }
         if d.protocol == IpProtocol::Icmpv6 && d.payload.first().is_some_and(|&t| t < 128) {
@@ -185,10 +223,15 @@ impl IpLayer {
         let room = MAX_ERROR_LEN - wire::icmpv6::HEADER_LEN - header.buffer_len();
         let data = &after[..after.len().min(room)];
         // The pointer names the next header field that named the unknown
-        // protocol: the fixed header's when no extension header came
-        // before, else the start of the last extension header, which we do
-        // not keep; the start of the upper layer is then the best we know.
-        let upper_at = (d.packet.len() - d.payload.len()) as u32;
+        // protocol; in a reassembled part the packet quoted does not
+        // show, the start of the upper layer is the best we know.
+        let named_at = d.next_header_at.map_or_else(
+            || match d.packet.len() - d.payload.len() {
+                40 => 6,
+                upper_at => upper_at as u32,
+            },
+            |at| at as u32,
+        );
         let error = match kind {
             Icmpv6Error::PortUnreachable => Icmpv6Repr::DstUnreachable {
                 reason: Icmpv6DstUnreachable::PortUnreachable,
@@ -197,7 +240,18 @@ impl IpLayer {
             },
             Icmpv6Error::UnknownNextHeader => Icmpv6Repr::ParamProblem {
                 reason: Icmpv6ParamProblem::UnrecognizedNxtHdr,
-                pointer: if upper_at == 40 { 6 } else { upper_at },
+                pointer: named_at,
+                header,
+                data,
+            },
+            Icmpv6Error::ReassemblyTimeExceeded => Icmpv6Repr::TimeExceeded {
+                reason: Icmpv6TimeExceeded::FragReassemblyExceeded,
+                header,
+                data,
+            },
+            Icmpv6Error::HeaderProblem(p) => Icmpv6Repr::ParamProblem {
+                reason: p.code.into(),
+                pointer: p.pointer as u32,
                 header,
                 data,
             },
@@ -205,7 +259,8 @@ impl IpLayer {
         let len = error.buffer_len();
         let to = d.src;
         let hdr = Ipv6Send {
-            src: Some(d.dst),
+            // Never from a multicast group: then from our address there.
+            src: (!d.dst.is_multicast()).then_some(d.dst),
             iface: Some(d.iface),
             ..Ipv6Send::new(to, IpProtocol::Icmpv6)
         };

@@ -5,7 +5,9 @@
 use core::net::{IpAddr, Ipv6Addr};
 
 use wire::ip::IpProtocol;
-use wire::ipv6::{walk_extension_headers, Ipv6HeaderChain, Ipv6Packet};
+use wire::ipv6::{
+    walk_extension_headers, walk_extension_headers_reporting, Ipv6HeaderChain, Ipv6Packet,
+};
 use wire::tcp::TcpPacket;
 use wire::Error as WireError;
 
@@ -32,6 +34,9 @@ pub(crate) struct Ipv6Datagram<'a> {
     pub packet: &'a [u8],
     /// The upper-layer header and data.
     pub payload: &'a [u8],
+    /// Where the field that named `protocol` is in `packet` (`None` when
+    /// it lies in a reassembled part that `packet` does not show).
+    pub next_header_at: Option<usize>,
     pub meta: RxMeta,
 }
 
@@ -109,14 +114,30 @@ impl Stack {
         }
         let whole = &bytes[..wire::ipv6::HEADER_LEN + usize::from(packet.payload_len())];
         let payload = packet.payload();
-        let chain = match walk_extension_headers(packet.next_header(), payload) {
+        let chain = match walk_extension_headers_reporting(packet.next_header(), payload) {
             Ok(c) => c,
-            Err(WireError::Unsupported) => {
-                self.ip.counters.rx_drop_ipv6_ext_unsupported += 1;
-                return;
-            }
-            Err(_) => {
-                self.ip.counters.rx_drop_ipv6_ext_malformed += 1;
+            Err(e) => {
+                if e.error == WireError::Unsupported {
+                    self.ip.counters.rx_drop_ipv6_ext_unsupported += 1;
+                } else {
+                    self.ip.counters.rx_drop_ipv6_ext_malformed += 1;
+                }
+                if let Some(problem) = e.problem {
+                    // RFC 8200 4: the sender hears where the problem is.
+                    let d = Ipv6Datagram {
+                        iface,
+                        src,
+                        dst,
+                        protocol: packet.next_header(),
+                        hop_limit: packet.hop_limit(),
+                        packet: whole,
+                        payload,
+                        next_header_at: None,
+                        meta,
+                    };
+                    self.ip
+                        .send_icmpv6_error(now, &d, Icmpv6Error::HeaderProblem(problem), sink);
+                }
                 return;
             }
         };
@@ -134,6 +155,7 @@ impl Stack {
             hop_limit: packet.hop_limit(),
             packet: whole,
             payload: upper,
+            next_header_at: Some(chain.next_header_at),
             meta,
         };
         if tentative && d.protocol != IpProtocol::Icmpv6 {
@@ -165,7 +187,12 @@ impl Stack {
             d.payload,
             frag.more_frags,
         ) {
-            Ok(None) => self.ip.counters.rx_accept_ipv6_fragment += 1,
+            Ok(None) => {
+                self.ip.counters.rx_accept_ipv6_fragment += 1;
+                if frag.frag_offset == 0 {
+                    self.ip.reass_v6.keep_first(&key, iface, whole);
+                }
+            }
             Ok(Some(reassembled)) => {
                 self.ip.counters.ipv6_reassembled += 1;
                 self.ipv6_after_fragment(now, &d, &reassembled, sink);
@@ -195,9 +222,13 @@ impl Stack {
             }) => self.ip.counters.rx_drop_ipv6_ext_malformed += 1,
             Ok(chain) => match fragmentable.get(chain.offset..) {
                 Some(upper) => {
+                    // With no extension header in the fragmentable part,
+                    // the fragment header named the upper layer.
+                    let named_by_fragment_header = chain.offset == 0;
                     let whole = Ipv6Datagram {
                         protocol: chain.next_header,
                         payload: upper,
+                        next_header_at: d.next_header_at.filter(|_| named_by_fragment_header),
                         ..*d
                     };
                     self.ipv6_deliver(now, &whole, sink);

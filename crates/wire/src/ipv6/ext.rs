@@ -249,20 +249,62 @@ pub struct Ipv6HeaderChain {
     pub offset: usize,
     /// The Fragment header, if the walk met one (the walk stops there).
     pub fragment: Option<Ipv6FragmentRepr>,
+    /// Where the field naming `next_header` is, from the start of the
+    /// IPv6 packet: what a parameter problem about it points to (RFC 8200
+    /// 4; 6, the fixed header's, when no extension header came first).
+    pub next_header_at: usize,
 }
+
+/// Why an extension header chain was refused: the error, and what to tell
+/// the sender when RFC 8200 4 asks for a parameter problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtHeaderError {
+    pub error: Error,
+    pub problem: Option<HeaderProblem>,
+}
+
+impl From<Error> for ExtHeaderError {
+    fn from(error: Error) -> Self {
+        ExtHeaderError {
+            error,
+            problem: None,
+        }
+    }
+}
+
+/// A parameter problem to report (RFC 8200 4, 4.2, 4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderProblem {
+    /// The ICMPv6 parameter problem code: 0 erroneous header field, 1
+    /// unrecognized next header, 2 unrecognized option.
+    pub code: u8,
+    /// The offending octet, from the start of the IPv6 packet.
+    pub pointer: usize,
+    /// Sent even when the packet's destination was multicast (an option
+    /// whose action bits are 10, RFC 8200 4.2).
+    pub to_multicast: bool,
+}
+
+/// The fixed IPv6 header's length and where its next header field is.
+const FIXED_HEADER_LEN: usize = 40;
+const FIXED_NEXT_HEADER_AT: usize = 6;
 
 /// Check the options of a Hop-by-Hop or Destination Options header
 /// (RFC 8200 section 4.2). Pad1, PadN and Router Alert are accepted, as are
 /// unknown options whose action bits are 00 ("skip"); other unknown options
-/// require the packet to be discarded: `Unsupported`. An option running past
-/// the header: `Malformed`.
-fn check_options(mut rest: &[u8]) -> Result<()> {
+/// require the packet to be discarded: `Unsupported`, with a parameter
+/// problem pointing to the option's type for action bits 10 and 11 (`at`
+/// is where the options start in the packet). An option running past the
+/// header: `Malformed`.
+fn check_options(mut rest: &[u8], at: usize) -> core::result::Result<(), ExtHeaderError> {
     const PAD1: u8 = 0;
     const PADN: u8 = 1;
     const ROUTER_ALERT: u8 = 5;
+    let mut pointer = at;
     while let Some((&ty, after)) = rest.split_first() {
         if ty == PAD1 {
             rest = after;
+            pointer += 1;
             continue;
         }
         let (&len, after) = after.split_first().ok_or(Error::Malformed)?;
@@ -272,9 +314,20 @@ fn check_options(mut rest: &[u8]) -> Result<()> {
         match ty {
             PADN | ROUTER_ALERT => {}
             t if t >> 6 == 0 => {}
-            _ => return Err(Error::Unsupported),
+            t => {
+                let action = t >> 6;
+                return Err(ExtHeaderError {
+                    error: Error::Unsupported,
+                    problem: (action >= 2).then_some(HeaderProblem {
+                        code: 2,
+                        pointer,
+                        to_multicast: action == 2,
+                    }),
+                });
+            }
         }
         rest = after;
+        pointer += 2 + usize::from(len);
     }
     Ok(())
 }
@@ -294,33 +347,63 @@ fn check_options(mut rest: &[u8]) -> Result<()> {
 /// (this host does not forward), an option that demands discarding, or
 /// more than [`MAX_EXTENSION_HEADERS`] headers.
 pub fn walk_extension_headers(first: IpProtocol, payload: &[u8]) -> Result<Ipv6HeaderChain> {
+    walk_extension_headers_reporting(first, payload).map_err(|e| e.error)
+}
+
+/// [`walk_extension_headers`], saying where the problem is when RFC 8200
+/// asks for a parameter problem: an option that demands one (code 2), a
+/// Routing header with segments left, which this host does not forward
+/// (code 0, at its routing type, 4.4), or a Hop-by-Hop header after the
+/// first (code 1, at the field that named it).  The payload is the IPv6
+/// packet's, after its 40-byte fixed header.
+pub fn walk_extension_headers_reporting(
+    first: IpProtocol,
+    payload: &[u8],
+) -> core::result::Result<Ipv6HeaderChain, ExtHeaderError> {
     let mut next = first;
+    let mut next_at = FIXED_NEXT_HEADER_AT;
     let mut offset = 0usize;
     for index in 0..=MAX_EXTENSION_HEADERS {
         let rest = payload.get(offset..).ok_or(Error::Truncated)?;
+        let header_at = FIXED_HEADER_LEN + offset;
         match next {
             IpProtocol::HopByHop | IpProtocol::Ipv6Opts | IpProtocol::Ipv6Route => {
                 if index == MAX_EXTENSION_HEADERS {
-                    return Err(Error::Unsupported);
+                    return Err(Error::Unsupported.into());
                 }
                 if next == IpProtocol::HopByHop && index != 0 {
-                    return Err(Error::Malformed);
+                    return Err(ExtHeaderError {
+                        error: Error::Malformed,
+                        problem: Some(HeaderProblem {
+                            code: 1,
+                            pointer: next_at,
+                            to_multicast: false,
+                        }),
+                    });
                 }
                 let h = Ipv6ExtHeader::new_checked(rest)?;
                 if next == IpProtocol::Ipv6Route {
                     let segments_left = rest.get(field::SEGMENTS_LEFT).copied().unwrap_or(0);
                     if segments_left != 0 {
-                        return Err(Error::Unsupported);
+                        return Err(ExtHeaderError {
+                            error: Error::Unsupported,
+                            problem: Some(HeaderProblem {
+                                code: 0,
+                                pointer: header_at + field::EXT_DATA_START,
+                                to_multicast: false,
+                            }),
+                        });
                     }
                 } else {
-                    check_options(h.data())?;
+                    check_options(h.data(), header_at + field::EXT_DATA_START)?;
                 }
                 next = h.next_header();
+                next_at = header_at + field::NXT_HDR;
                 offset += h.header_len();
             }
             IpProtocol::Ipv6Frag => {
                 if index == MAX_EXTENSION_HEADERS {
-                    return Err(Error::Unsupported);
+                    return Err(Error::Unsupported.into());
                 }
                 let h = Ipv6FragmentHeader::new_checked(rest)?;
                 let frag = Ipv6FragmentRepr::parse(&h)?;
@@ -328,6 +411,7 @@ pub fn walk_extension_headers(first: IpProtocol, payload: &[u8]) -> Result<Ipv6H
                     next_header: frag.next_header,
                     offset: offset + FRAGMENT_HEADER_LEN,
                     fragment: Some(frag),
+                    next_header_at: header_at + field::NXT_HDR,
                 });
             }
             other => {
@@ -335,9 +419,10 @@ pub fn walk_extension_headers(first: IpProtocol, payload: &[u8]) -> Result<Ipv6H
                     next_header: other,
                     offset,
                     fragment: None,
+                    next_header_at: next_at,
                 })
             }
         }
     }
-    Err(Error::Unsupported)
+    Err(Error::Unsupported.into())
 }

@@ -11,8 +11,9 @@
 mod ext;
 
 pub use ext::{
-    walk_extension_headers, Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6HeaderChain,
-    FRAGMENT_HEADER_LEN, MAX_EXTENSION_HEADERS,
+    walk_extension_headers, walk_extension_headers_reporting, ExtHeaderError, HeaderProblem,
+    Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6HeaderChain, FRAGMENT_HEADER_LEN,
+    MAX_EXTENSION_HEADERS,
 };
 
 use core::net::Ipv6Addr;

@@ -39,7 +39,8 @@ fn parse_linux_ns() {
         Ipv6HeaderChain {
             next_header: IpProtocol::Icmpv6,
             offset: 0,
-            fragment: None
+            fragment: None,
+            next_header_at: 6,
         }
     );
 }
@@ -292,4 +293,51 @@ fn fragment_and_ext_header_truncated() {
     assert_eq!(h.next_header(), IpProtocol::Ipv6Opts);
     assert_eq!(h.header_len(), 8);
     assert_eq!(h.data(), &[5, 2, 0, 0, 1, 0]);
+}
+
+#[test]
+fn refused_chains_say_where_the_problem_is() {
+    let walk = |first, v: &[u8]| walk_extension_headers_reporting(first, v).unwrap_err();
+    // DestOpts -> TCP: Pad1, then an unknown option (type 0x85: action 10,
+    // "discard and tell even a multicast sender") at payload offset 3, the
+    // packet's 43.
+    let v = [6, 0, 0, 0x85, 2, 0, 0, 0];
+    assert_eq!(
+        walk(IpProtocol::Ipv6Opts, &v),
+        ExtHeaderError {
+            error: Error::Unsupported,
+            problem: Some(HeaderProblem {
+                code: 2,
+                pointer: 43,
+                to_multicast: true
+            })
+        }
+    );
+    // Action 11: not to multicast.  Action 01: discarded silently.
+    let v = [6, 0, 0xc9, 4, 0, 0, 0, 0];
+    let e = walk(IpProtocol::Ipv6Opts, &v);
+    assert_eq!(
+        e.problem.map(|p| (p.pointer, p.to_multicast)),
+        Some((42, false))
+    );
+    let v = [6, 0, 0x49, 4, 0, 0, 0, 0];
+    assert_eq!(walk(IpProtocol::Ipv6Opts, &v).problem, None);
+    // A routing header with segments left, after an empty DestOpts: its
+    // routing type is at payload offset 8 + 2.
+    let v = [43, 0, 1, 4, 0, 0, 0, 0, 6, 0, 0, 1, 0, 0, 0, 0];
+    let e = walk(IpProtocol::Ipv6Opts, &v);
+    assert_eq!(
+        e.problem.map(|p| (p.code, p.pointer)),
+        Some((0, 40 + 8 + 2))
+    );
+    // Hop-by-Hop after DestOpts: the DestOpts' next header field named it.
+    let v = [0, 0, 1, 4, 0, 0, 0, 0, 6, 0, 1, 4, 0, 0, 0, 0];
+    let e = walk(IpProtocol::Ipv6Opts, &v);
+    assert_eq!(e.problem.map(|p| (p.code, p.pointer)), Some((1, 40)));
+    // Where the upper layer was named: the fixed header, then the last
+    // extension header.
+    let c = walk_extension_headers_reporting(IpProtocol::Tcp, &[]).unwrap();
+    assert_eq!(c.next_header_at, 6);
+    let c = walk_extension_headers_reporting(IpProtocol::HopByHop, &chained_payload()).unwrap();
+    assert_eq!(c.next_header_at, 40 + 16);
 }
