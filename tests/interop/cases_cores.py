@@ -13,7 +13,7 @@ import tcp_tools as tt
 from cases import SUBNETS, test
 from harness import check
 
-SUBNETS.update({"cores_tcp_echo_af_packet": 120, "cores_kni_af_packet": 121, "cores_connect_af_packet": 122,
+SUBNETS.update({"cores_tcp_echo_af_packet": 120, "cores_kni_af_packet": 121, "cores_kni6_af_packet": 126, "cores_connect_af_packet": 122,
                 "cores_ping6_af_packet": 123})
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -137,6 +137,77 @@ def _(ctx):
     check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
           f"exception path counters: {h.nonzero({k: v for k, v in st.items() if k.startswith('kni')})}")
     check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    u.stop()
+
+
+@test("cores_kni6_af_packet", budget=120)
+def _(ctx):
+    """The exception path over IPv6: the kernel behind the TAP holds
+    ustack's IPv6 address too and serves HTTP on a port ustack does not
+    take; curl -6 from the peer reaches it, while ustack's own ports answer
+    over IPv6 on both engines.  Neighbour discovery goes to both sides."""
+    subnet = SUBNETS["cores_kni6_af_packet"]
+    v = TwoQueueVeth(subnet)
+    kernel_ip6, ustack_ip6 = f"fd99:{subnet}::1", f"fd99:{subnet}::2"
+    h.nsx(v.ns_k, "sysctl", "-qw", f"net.ipv6.conf.{v.if_k}.disable_ipv6=0")
+    h.sh(["ip", "-n", v.ns_k, "-6", "addr", "add", f"{kernel_ip6}/64", "dev", v.if_k, "nodad"])
+    kni = f"kn{os.getpid() % 100000}"
+    extra = f"addr6={ustack_ip6}/64\n[kni]\nenable=1\nmethod=reject\ntcp_port=7\nudp_port=7\nifname={kni}\n"
+    u = h.Ustack(ctx.binary, ctx.workdir, v.config(extra), netns=v.ns_u).start()
+    u.wait_output(r"exception path")
+    tap = f"{kni}0"
+    deadline = time.monotonic() + 5
+    while h.sh(["ip", "-n", v.ns_u, "link", "show", tap], check_rc=False).returncode != 0:
+        check(time.monotonic() < deadline, f"the exception path's TAP {tap} did not appear")
+        time.sleep(0.05)
+    # As over IPv4 (cores_kni_af_packet), the TAP gets a namespace of its
+    # own, and there the kernel speaks IPv6 with ustack's address (nodad:
+    # ustack holds it too, by design).
+    ns_x = h.unique("x")
+    h.add_netns(ns_x)
+    h.sh(["ip", "-n", v.ns_u, "link", "set", tap, "netns", ns_x])
+    # IPv6 on lo as well: the kernel's own address is delivered there.
+    h.nsx(ns_x, "sysctl", "-qw", f"net.ipv6.conf.{tap}.disable_ipv6=0", "net.ipv6.conf.lo.disable_ipv6=0")
+    h.sh(["ip", "-n", ns_x, "link", "set", tap, "up"])
+    h.sh(["ip", "-n", ns_x, "-6", "addr", "add", f"{ustack_ip6}/64", "dev", tap, "nodad"])
+    srv = os.path.join(ctx.workdir, "srv6")
+    os.mkdir(srv)
+    body = os.urandom(300_000)
+    with open(os.path.join(srv, "f.bin"), "wb") as f:
+        f.write(body)
+    tt.kernel_http_server(ns_x, ustack_ip6, 8080, srv, ctx.workdir)
+    # ustack's own port first: its address is usable once its duplicate
+    # detection ends (about a second).
+    payloads = [os.urandom(1500 + i) for i in range(40)]
+    deadline = time.monotonic() + 15
+    while True:
+        check(u.running(), f"ustack-echo exited (rc={u.proc.returncode})")
+        s = h.netns_socket(v.ns_k, socket.AF_INET6, socket.SOCK_DGRAM)
+        s.settimeout(0.3)
+        s.bind((kernel_ip6, 0))
+        s.sendto(b"up?", (ustack_ip6, 7))
+        try:
+            up = s.recv(100) == b"up?"
+        except socket.timeout:
+            up = False
+        s.close()
+        if up:
+            break
+        check(time.monotonic() < deadline, f"UDP echo on [{ustack_ip6}]:7 did not answer within 15s")
+    got = tt.echo_many(v.ns_k, (ustack_ip6, 7), payloads, timeout=60)
+    check(got == payloads, "TCP echo over IPv6 on ustack with the exception path on")
+    out = os.path.join(ctx.workdir, "got6.bin")
+    p = h.nsx(v.ns_k, "curl", "-6", "-sS", "--max-time", "20", "-o", out, f"http://[{ustack_ip6}]:8080/f.bin",
+              check_rc=False, timeout=30)
+    check(p.returncode == 0, f"curl -6 to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
+    with open(out, "rb") as f:
+        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact over IPv6")
+    st = u.settled_stats()
+    print(f"    HTTP over IPv6 from the kernel through {tap}: {len(body)} bytes intact; "
+          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
+          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
+    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
+          f"exception path counters: {h.nonzero({k: x for k, x in st.items() if k.startswith('kni')})}")
     u.stop()
 
 
