@@ -174,7 +174,10 @@ impl Stack {
 impl TcpConnection {
     /// Takes `seg` in as `input` would, if it is the segment predicted;
     /// `false`, with nothing changed, if the general path must take it.
-    #[inline]
+    /// Inlined into each family's caller: called from two places, the
+    /// compiler would otherwise keep it apart, at some 30 instructions a
+    /// segment.
+    #[inline(always)]
     pub(crate) fn input_predicted(
         &mut self,
         now: Instant,
