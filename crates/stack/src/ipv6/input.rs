@@ -101,12 +101,16 @@ impl Stack {
             return;
         }
         // A tentative address takes nothing but neighbor discovery (RFC
-        // 4862 5.4), which `ndp.rs` tells apart.
-        let tentative = v6.find(dst).is_some_and(|a| a.is_tentative());
-        let ours = if dst.is_multicast() {
-            v6.listens_to(dst)
+        // 4862 5.4), which `ndp.rs` tells apart.  The interface's own
+        // addresses first: another interface's is the rare case.
+        let (ours, tentative) = if dst.is_multicast() {
+            (v6.listens_to(dst), false)
         } else {
-            self.ip.is_local_ipv6(dst) || tentative
+            match v6.find(dst) {
+                Some(a) if a.is_preferred() => (true, false),
+                Some(a) if a.is_tentative() => (true, true),
+                _ => (self.ip.is_local_ipv6(dst), false),
+            }
         };
         if !ours {
             self.ip.counters.rx_drop_ipv6_not_for_us += 1;
@@ -114,7 +118,18 @@ impl Stack {
         }
         let whole = &bytes[..wire::ipv6::HEADER_LEN + usize::from(packet.payload_len())];
         let payload = packet.payload();
-        let chain = match walk_extension_headers_reporting(packet.next_header(), payload) {
+        let next_header = packet.next_header();
+        let chain = match next_header {
+            // The usual packet has no extension header: nothing to walk.
+            IpProtocol::Tcp | IpProtocol::Udp | IpProtocol::Icmpv6 => Ok(Ipv6HeaderChain {
+                next_header,
+                offset: 0,
+                fragment: None,
+                next_header_at: 6,
+            }),
+            _ => walk_extension_headers_reporting(next_header, payload),
+        };
+        let chain = match chain {
             Ok(c) => c,
             Err(e) => {
                 if e.error == WireError::Unsupported {

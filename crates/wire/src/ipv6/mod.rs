@@ -99,26 +99,31 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
 
     /// Payload length (everything after the fixed header, extension headers included).
+    #[inline]
     pub fn payload_len(&self) -> u16 {
         let b = &self.b()[field::LENGTH];
         u16::from_be_bytes([b[0], b[1]])
     }
 
     /// The next header field of the fixed header.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol::from(self.b()[field::NXT_HDR])
     }
 
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.b()[field::HOP_LIMIT]
     }
 
+    #[inline]
     pub fn src_addr(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.b()[field::SRC_ADDR]);
         Ipv6Addr::from(a)
     }
 
+    #[inline]
     pub fn dst_addr(&self) -> Ipv6Addr {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.b()[field::DST_ADDR]);
@@ -126,6 +131,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
 
     /// The payload: 40 to `40 + payload_len` (padding excluded).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         self.b()
             .get(HEADER_LEN..HEADER_LEN + usize::from(self.payload_len()))
