@@ -2,16 +2,24 @@
 //! on loopback.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 
-use crate::net::Net;
+use crate::net::{Family, Net};
 
 /// Loopback.
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::LOCALHOST;
+
+/// The server's address in `family`: loopback.
+pub fn server_ip(family: Family) -> IpAddr {
+    match family {
+        Family::V4 => IpAddr::V4(SERVER_IP),
+        Family::V6 => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    }
+}
 
 enum Sock {
     Listener(TcpListener),
@@ -87,8 +95,8 @@ impl Net for KernelNet {
         self.start.elapsed()
     }
 
-    fn tcp_listen(&mut self, port: u16) -> io::Result<usize> {
-        let l = TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
+    fn tcp_listen(&mut self, at: SocketAddr) -> io::Result<usize> {
+        let l = TcpListener::bind(at)?;
         self.add(Sock::Listener(l))
     }
 
@@ -122,8 +130,8 @@ impl Net for KernelNet {
         }
     }
 
-    fn udp_bind(&mut self, port: u16) -> io::Result<usize> {
-        let u = UdpSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
+    fn udp_bind(&mut self, at: SocketAddr) -> io::Result<usize> {
+        let u = UdpSocket::bind(at)?;
         self.add(Sock::Udp(u))
     }
 

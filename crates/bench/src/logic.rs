@@ -16,7 +16,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::net::{would_block, Net, SockKey, SockMap};
+use crate::net::{would_block, Family, Net, SockKey, SockMap};
 
 /// The size of a ping-pong request and reply.
 pub const MSG: usize = 64;
@@ -243,7 +243,9 @@ impl<S: SockKey> Client<S> {
             work = true;
             self.to_open -= 1;
             let opened = match self.workload {
-                Workload::UdpReqResp { .. } => net.udp_bind(0),
+                Workload::UdpReqResp { .. } => {
+                    net.udp_bind(SocketAddr::new(Family::of(self.server).unspecified(), 0))
+                }
                 Workload::Stream => net.tcp_connect(self.addr(SOURCE)),
                 Workload::ShortConn { .. } => net.tcp_connect(self.addr(ONESHOT)),
                 Workload::PingPong { .. } | Workload::IdleConns { .. } => {
@@ -547,14 +549,20 @@ pub struct Server<S> {
 }
 
 impl<S: SockKey> Server<S> {
-    /// Opens the listeners and the UDP socket from `base_port`.
-    pub fn new<N: Net<Sock = S>>(net: &mut N, base_port: u16) -> io::Result<Server<S>> {
+    /// Opens the listeners and the UDP socket from `base_port`, on every
+    /// address of `family`.
+    pub fn new<N: Net<Sock = S>>(
+        net: &mut N,
+        family: Family,
+        base_port: u16,
+    ) -> io::Result<Server<S>> {
+        let at = |port| SocketAddr::new(family.unspecified(), port);
         let mut roles = SockMap::default();
         for off in [ECHO, SOURCE, ONESHOT] {
-            let l = net.tcp_listen(base_port + off)?;
+            let l = net.tcp_listen(at(base_port + off))?;
             roles.insert(l, Role::Listener(off));
         }
-        roles.insert(net.udp_bind(base_port + ECHO)?, Role::Udp);
+        roles.insert(net.udp_bind(at(base_port + ECHO))?, Role::Udp);
         Ok(Server {
             roles,
             ready: Vec::new(),

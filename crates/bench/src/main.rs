@@ -3,10 +3,10 @@
 //! ```text
 //! ustack-bench run [--runs N] [--warmup-ms MS] [--window-ms MS] [--out DIR]
 //!                  [--only NAME,...] [--callgrind-count N] [--nginx-seconds S]
-//! ustack-bench server --stack ustack|linux --port P [--link FILE] [--cpu N]
-//! ustack-bench client --stack ustack|linux --port P --workload W [--link FILE]
+//! ustack-bench server --stack ustack|linux --port P [--link FILE] [--cpu N] [--family 4|6]
+//! ustack-bench client --stack ustack|linux --port P --workload W [--link FILE] [--family 4|6]
 //!                     [--cpu N] [--warmup-ms MS --window-ms MS | --count N | --settle-ms MS]
-//! ustack-bench pair --workload W --count N [--step-us US]
+//! ustack-bench pair --workload W --count N [--step-us US] [--family 4|6]
 //! ```
 //!
 //! `run` is what `make bench` calls: every workload, on both stacks, a few
@@ -93,6 +93,7 @@ fn proc_args(f: &Flags) -> Result<ProcArgs, String> {
         "count",
         "settle-ms",
         "epoll-timeout-us",
+        "family",
     ])?;
     let which: Which = f.get("stack").ok_or("--stack is needed")?.parse()?;
     let budget = if let Some(n) = f.get("count") {
@@ -123,6 +124,7 @@ fn proc_args(f: &Flags) -> Result<ProcArgs, String> {
         workload: f.get("workload").unwrap_or("pingpong:1").parse()?,
         budget,
         epoll_timeout: Duration::from_micros(f.parse_or("epoll-timeout-us", 0u64)?),
+        family: f.get("family").unwrap_or("4").parse()?,
     })
 }
 
@@ -136,13 +138,14 @@ fn main_inner() -> Result<(), String> {
         "server" => proc::server(&proc_args(&flags)?),
         "client" => proc::client(&proc_args(&flags)?),
         "pair" => {
-            flags.check_known(&["workload", "count", "port", "step-us"])?;
+            flags.check_known(&["workload", "count", "port", "step-us", "family"])?;
             let w: Workload = flags.get("workload").unwrap_or("pingpong:1").parse()?;
             proc::pair(
                 w,
                 flags.parse_or("count", 20_000u64)?,
                 flags.parse_or("port", 7000u16)?,
                 Duration::from_micros(flags.parse_or("step-us", 1u64)?),
+                flags.get("family").unwrap_or("4").parse()?,
             )
         }
         "run" => run::main(&flags),

@@ -7,8 +7,56 @@
 //! the socket to be named again.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::str::FromStr;
 use std::time::Duration;
+
+/// The IP version a benchmark runs over (`--family 4|6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Family {
+    #[default]
+    V4,
+    V6,
+}
+
+impl Family {
+    /// The unspecified address of the family: what servers bind.
+    pub fn unspecified(self) -> IpAddr {
+        match self {
+            Family::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            Family::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        }
+    }
+
+    /// The family of `ip`.
+    pub fn of(ip: IpAddr) -> Family {
+        if ip.is_ipv6() {
+            Family::V6
+        } else {
+            Family::V4
+        }
+    }
+
+    /// The `--family` argument for it.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Family::V4 => "4",
+            Family::V6 => "6",
+        }
+    }
+}
+
+impl FromStr for Family {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Family, String> {
+        match s {
+            "4" => Ok(Family::V4),
+            "6" => Ok(Family::V6),
+            _ => Err(format!("--family {s}: 4 or 6")),
+        }
+    }
+}
 
 /// A network to run a benchmark program on.
 pub trait Net {
@@ -18,8 +66,8 @@ pub trait Net {
     /// Time since the program started.
     fn now(&self) -> Duration;
 
-    /// Listens on `port` of every local address.
-    fn tcp_listen(&mut self, port: u16) -> io::Result<Self::Sock>;
+    /// Listens on `at` (the unspecified address: every local one).
+    fn tcp_listen(&mut self, at: SocketAddr) -> io::Result<Self::Sock>;
     /// Takes a connection from the listener; `WouldBlock` when none waits.
     /// The connection has `TCP_NODELAY` on.
     fn tcp_accept(&mut self, listener: Self::Sock) -> io::Result<Self::Sock>;
@@ -32,8 +80,8 @@ pub trait Net {
     /// Closes the socket; the handle is dead afterwards.
     fn tcp_close(&mut self, s: Self::Sock);
 
-    /// A UDP socket on `port` (0: an ephemeral port) of every address.
-    fn udp_bind(&mut self, port: u16) -> io::Result<Self::Sock>;
+    /// A UDP socket on `at` (port 0: an ephemeral port).
+    fn udp_bind(&mut self, at: SocketAddr) -> io::Result<Self::Sock>;
     fn udp_send_to(&mut self, s: Self::Sock, data: &[u8], to: SocketAddr) -> io::Result<usize>;
     fn udp_recv_from(&mut self, s: Self::Sock, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)>;
 

@@ -19,6 +19,7 @@ use stack::SocketHandle;
 use crate::kernel::{self, KernelNet};
 use crate::logic::{Budget, Client, Measure, Server, Workload};
 use crate::mem;
+use crate::net::Family;
 use crate::us::{self, UsNet};
 
 /// Which stack a process runs on.
@@ -51,6 +52,8 @@ pub struct ProcArgs {
     pub budget: Budget,
     /// The kernel side's `epoll_wait` timeout when nothing is ready.
     pub epoll_timeout: Duration,
+    /// IPv4 or IPv6.
+    pub family: Family,
 }
 
 /// The orchestrator's requests, read from standard input by a thread.
@@ -146,9 +149,9 @@ pub fn server(a: &ProcArgs) -> Result<(), String> {
     match a.which {
         Which::Ustack => {
             let seed = link::os::random_seed().map_err(|e| e.to_string())?;
-            let mut engine = us::server_engine(&a.link, seed, us::TIMER_TICK)
+            let mut engine = us::server_engine(&a.link, seed, us::TIMER_TICK, a.family)
                 .map_err(|e| format!("{}: {e}", a.link.display()))?;
-            let server = us::with_net(&mut engine, |net| Server::new(net, a.port))
+            let server = us::with_net(&mut engine, |net| Server::new(net, a.family, a.port))
                 .map_err(|e| format!("cannot listen: {e}"))?;
             let mut app = ServerApp(server);
             engine.announce();
@@ -170,8 +173,8 @@ pub fn server(a: &ProcArgs) -> Result<(), String> {
         }
         Which::Linux => {
             let mut net = KernelNet::new(a.epoll_timeout).map_err(|e| e.to_string())?;
-            let mut server =
-                Server::new(&mut net, a.port).map_err(|e| format!("cannot listen: {e}"))?;
+            let mut server = Server::new(&mut net, a.family, a.port)
+                .map_err(|e| format!("cannot listen: {e}"))?;
             say(&format!("ready rss_kb={}", mem::rss_kb().unwrap_or(0)));
             while !ctl.stop() {
                 server.step(&mut net);
@@ -198,10 +201,10 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
     match a.which {
         Which::Ustack => {
             let seed = link::os::random_seed().map_err(|e| e.to_string())?;
-            let mut engine = us::client_engine(&a.link, seed, us::TIMER_TICK)
+            let mut engine = us::client_engine(&a.link, seed, us::TIMER_TICK, a.family)
                 .map_err(|e| format!("{}: {e}", a.link.display()))?;
             let rss_before = mem::rss_kb().unwrap_or(0);
-            let server = std::net::IpAddr::V4(us::SERVER_IP);
+            let server = us::server_ip(a.family);
             let mut app = ClientApp(Client::new(a.workload, server, a.port, a.budget));
             engine.announce();
             let mut turns = 0u64;
@@ -237,7 +240,7 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
                 None
             };
             let mut net = KernelNet::new(a.epoll_timeout).map_err(|e| e.to_string())?;
-            let server = std::net::IpAddr::V4(kernel::SERVER_IP);
+            let server = kernel::server_ip(a.family);
             let mut c = Client::new(a.workload, server, a.port, a.budget);
             let mut steps = 0u64;
             while c.result().is_none() {
@@ -294,14 +297,20 @@ fn client_turn<A: Application>(
 /// slower, real time would fire the stack's timers (the tick, delayed
 /// ACKs, the wheel) that many times more often per packet than at full
 /// speed. A step of 1 µs is about what a turn takes at full speed.
-pub fn pair(workload: Workload, count: u64, port: u16, step: Duration) -> Result<(), String> {
+pub fn pair(
+    workload: Workload,
+    count: u64,
+    port: u16,
+    step: Duration,
+    family: Family,
+) -> Result<(), String> {
     let path = PathBuf::from(format!("/dev/shm/ustack-bench-pair-{}", std::process::id()));
-    let mut se = us::server_engine(&path, 1, us::TIMER_TICK).map_err(|e| e.to_string())?;
-    let mut ce = us::client_engine(&path, 2, us::TIMER_TICK).map_err(|e| e.to_string())?;
-    let server = us::with_net(&mut se, |net| Server::new(net, port))
+    let mut se = us::server_engine(&path, 1, us::TIMER_TICK, family).map_err(|e| e.to_string())?;
+    let mut ce = us::client_engine(&path, 2, us::TIMER_TICK, family).map_err(|e| e.to_string())?;
+    let server = us::with_net(&mut se, |net| Server::new(net, family, port))
         .map_err(|e| format!("cannot listen: {e}"))?;
     let mut sapp = ServerApp(server);
-    let server_ip = std::net::IpAddr::V4(us::SERVER_IP);
+    let server_ip = us::server_ip(family);
     let mut capp = ClientApp(Client::new(workload, server_ip, port, Budget::Count(count)));
     se.announce();
     ce.announce();

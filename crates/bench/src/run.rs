@@ -27,6 +27,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::net::Family;
 use crate::nginx::{self, NginxBench, RunFigures};
 use crate::stream::{self, StreamBench, StreamFigures};
 use crate::Flags;
@@ -87,6 +88,8 @@ struct Spec {
     goal: Goal,
     /// Higher figures are better (else lower).
     higher_better: bool,
+    /// IPv4 or IPv6 (rate and instruction workloads).
+    family: Family,
 }
 
 const SPECS: &[Spec] = &[
@@ -98,6 +101,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::None,
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "tcp_pingpong_64b_100conn",
@@ -107,6 +111,17 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::RatioAtLeast(10.0),
         higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_pingpong_64b_100conn_ipv6",
+        kind: Kind::Rate,
+        workload: "pingpong:100",
+        unit: "round trips/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(10.0),
+        higher_better: true,
+        family: Family::V6,
     },
     Spec {
         name: "tcp_pingpong_64b_1000conn",
@@ -116,6 +131,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::RatioAtLeast(10.0),
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "tcp_short_conn",
@@ -125,6 +141,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::RatioAtLeast(10.0),
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "tcp_stream_1conn",
@@ -134,6 +151,7 @@ const SPECS: &[Spec] = &[
         scale: 8e-9,
         goal: Goal::RatioAtLeast(1.0),
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "tcp_stream_preload_af_packet",
@@ -143,6 +161,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::RatioAtLeast(1.0),
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "udp_reqresp_64b",
@@ -152,6 +171,17 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::RatioAtLeast(10.0),
         higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "udp_reqresp_64b_ipv6",
+        kind: Kind::Rate,
+        workload: "udp:100",
+        unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(10.0),
+        higher_better: true,
+        family: Family::V6,
     },
     Spec {
         name: "nginx_preload_keepalive_600b",
@@ -161,6 +191,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::RatioAtLeast(2.0),
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "nginx_preload_keepalive_600b_af_xdp",
@@ -170,6 +201,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::RatioAtLeast(2.0),
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "nginx_preload_keepalive_600b_rps_server",
@@ -179,6 +211,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::None,
         higher_better: true,
+        family: Family::V4,
     },
     Spec {
         name: "mem_per_idle_conn",
@@ -188,6 +221,7 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::Below(2048.0),
         higher_better: false,
+        family: Family::V4,
     },
     Spec {
         name: "instr_per_pingpong",
@@ -197,6 +231,17 @@ const SPECS: &[Spec] = &[
         scale: 1.0,
         goal: Goal::Below(1500.0),
         higher_better: false,
+        family: Family::V4,
+    },
+    Spec {
+        name: "instr_per_pingpong_ipv6",
+        kind: Kind::Instructions,
+        workload: "pingpong:1",
+        unit: "instructions",
+        scale: 1.0,
+        goal: Goal::Below(1500.0),
+        higher_better: false,
+        family: Family::V6,
     },
 ];
 
@@ -405,10 +450,12 @@ impl Ctx {
         )
     }
 
-    fn common(&mut self, which: &str, cpu: usize) -> (Vec<String>, u16, String) {
+    fn common(&mut self, which: &str, cpu: usize, family: Family) -> (Vec<String>, u16, String) {
         let port = self.next_port();
         let link = self.link_path();
         let args = vec![
+            "--family".into(),
+            family.arg().into(),
             "--stack".into(),
             which.into(),
             "--cpu".into(),
@@ -425,13 +472,20 @@ impl Ctx {
 
     /// Starts a server and a client for one run; returns them once the
     /// client is started.
-    fn start(&mut self, which: &str, client_extra: &[String]) -> Result<(Proc, Proc), String> {
-        let (mut sargs, port, link) = self.common(which, 0);
+    fn start(
+        &mut self,
+        which: &str,
+        family: Family,
+        client_extra: &[String],
+    ) -> Result<(Proc, Proc), String> {
+        let (mut sargs, port, link) = self.common(which, 0, family);
         sargs.insert(0, "server".into());
         let mut server = Proc::spawn(&self.exe, &sargs, &format!("{which} server"))?;
         server.expect("ready", Duration::from_secs(20))?;
         let mut cargs: Vec<String> = vec![
             "client".into(),
+            "--family".into(),
+            family.arg().into(),
             "--stack".into(),
             which.into(),
             "--cpu".into(),
@@ -463,7 +517,7 @@ impl Ctx {
             "--window-ms".into(),
             self.opt.window_ms.to_string(),
         ];
-        let (server, mut client) = self.start(which, &extra)?;
+        let (server, mut client) = self.start(which, spec.family, &extra)?;
         let limit = Duration::from_millis(self.opt.warmup_ms + self.opt.window_ms + 20_000);
         let got = client.expect("result", limit);
         client.stop();
@@ -485,7 +539,7 @@ impl Ctx {
             "--settle-ms".into(),
             "1000".into(),
         ];
-        let (mut server, mut client) = self.start(which, &extra)?;
+        let (mut server, mut client) = self.start(which, spec.family, &extra)?;
         let outcome = (|| {
             let limit = Duration::from_secs(90);
             let result = words(&client.expect("result", limit)?);
@@ -721,13 +775,23 @@ fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration) {
 
 /// Runs callgrind on `pair` with `count` round trips; each side's
 /// instructions (server, client).
-fn callgrind(exe: &Path, out_dir: &Path, count: u64) -> Result<(f64, f64), String> {
-    let out = out_dir.join(format!("callgrind.pingpong.{count}.out"));
+fn callgrind(exe: &Path, out_dir: &Path, count: u64, family: Family) -> Result<(f64, f64), String> {
+    let out = out_dir.join(format!(
+        "callgrind.pingpong.ipv{}.{count}.out",
+        family.arg()
+    ));
     let status = Command::new("valgrind")
         .args(["--tool=callgrind", "--dump-instr=no", "--collect-jumps=no"])
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(exe)
-        .args(["pair", "--workload", "pingpong:1", "--count"])
+        .args([
+            "pair",
+            "--workload",
+            "pingpong:1",
+            "--family",
+            family.arg(),
+            "--count",
+        ])
         .arg(count.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -898,8 +962,8 @@ pub fn main(f: &Flags) -> Result<(), String> {
                 // The profiles stay there for a look (callgrind_annotate).
                 let dir = std::env::temp_dir().join("ustack-bench");
                 let _ = std::fs::create_dir_all(&dir);
-                let once = callgrind(&exe, &dir, n);
-                let twice = callgrind(&exe, &dir, 2 * n);
+                let once = callgrind(&exe, &dir, n, spec.family);
+                let twice = callgrind(&exe, &dir, 2 * n, spec.family);
                 match (once, twice) {
                     (Ok((s1, c1)), Ok((s2, c2))) => {
                         let server = (s2 - s1) / n as f64;

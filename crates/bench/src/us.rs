@@ -8,20 +8,33 @@
 //! received burst of up to 32 frames is answered by one transmit burst).
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
 use link::{Link, ShmConfig, ShmLink};
 use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::{InterfaceConfig, SocketError, SocketHandle, Stack, StackConfig, TcpConfig};
+use stack::{
+    Instant, InterfaceConfig, Ipv6Config, SocketError, SocketHandle, Stack, StackConfig, TcpConfig,
+};
 
-use crate::net::Net;
+use crate::net::{Family, Net};
 
 /// The server's address on the link.
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// The client's.
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// Their IPv6 addresses, when the run is over IPv6 (`--family 6`).
+pub const SERVER_IP6: Ipv6Addr = Ipv6Addr::new(0xfd99, 0x77, 0, 0, 0, 0, 0, 1);
+pub const CLIENT_IP6: Ipv6Addr = Ipv6Addr::new(0xfd99, 0x77, 0, 0, 0, 0, 0, 2);
+
+/// The server's address in `family`.
+pub fn server_ip(family: Family) -> IpAddr {
+    match family {
+        Family::V4 => IpAddr::V4(SERVER_IP),
+        Family::V6 => IpAddr::V6(SERVER_IP6),
+    }
+}
 /// The link's MTU. Linux loopback has 65536, and the link and the stack
 /// take up to 65535, but the shm link uses its slots in turn, so a ring
 /// whose slots span more than the last-level cache sends every frame of a
@@ -57,14 +70,8 @@ impl Net for UsNet<'_, '_> {
         Duration::from_micros(self.ctx.now.total_micros())
     }
 
-    fn tcp_listen(&mut self, port: u16) -> io::Result<SocketHandle> {
-        self.ctx
-            .stack
-            .tcp_listen(
-                SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
-                4096,
-            )
-            .map_err(sock_err)
+    fn tcp_listen(&mut self, at: SocketAddr) -> io::Result<SocketHandle> {
+        self.ctx.stack.tcp_listen(at, 4096).map_err(sock_err)
     }
 
     fn tcp_accept(&mut self, listener: SocketHandle) -> io::Result<SocketHandle> {
@@ -107,11 +114,8 @@ impl Net for UsNet<'_, '_> {
         let _ = ctx.stack.tcp_close(ctx.now, s, ctx.sink);
     }
 
-    fn udp_bind(&mut self, port: u16) -> io::Result<SocketHandle> {
-        self.ctx
-            .stack
-            .udp_bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
-            .map_err(sock_err)
+    fn udp_bind(&mut self, at: SocketAddr) -> io::Result<SocketHandle> {
+        self.ctx.stack.udp_bind(at).map_err(sock_err)
     }
 
     fn udp_send_to(&mut self, s: SocketHandle, data: &[u8], to: SocketAddr) -> io::Result<usize> {
@@ -148,8 +152,14 @@ pub fn engine_config(timer_tick: Duration) -> EngineConfig {
 /// The engines' usual timer tick.
 pub const TIMER_TICK: Duration = Duration::from_millis(1);
 
-/// A stack with one interface, `ip`/24, on `link`.
-pub fn stack_on(link: &ShmLink, ip: Ipv4Addr, seed: u64) -> io::Result<Stack> {
+/// A stack with one interface, `ip`/24 (and `ip6`/64 when given), on
+/// `link`.
+pub fn stack_on(
+    link: &ShmLink,
+    ip: Ipv4Addr,
+    ip6: Option<Ipv6Addr>,
+    seed: u64,
+) -> io::Result<Stack> {
     let defaults = StackConfig::default();
     let mut stack = Stack::new(StackConfig {
         seed,
@@ -157,6 +167,8 @@ pub fn stack_on(link: &ShmLink, ip: Ipv4Addr, seed: u64) -> io::Result<Stack> {
             recv_space: RECV_SPACE,
             ..defaults.tcp.clone()
         },
+        // Nobody else is on the link: the addresses are usable at once.
+        ip6_dad_count: 0,
         ..defaults
     });
     stack
@@ -171,6 +183,15 @@ pub fn stack_on(link: &ShmLink, ip: Ipv4Addr, seed: u64) -> io::Result<Stack> {
             extra_addrs: Vec::new(),
         })
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    if let Some(ip6) = ip6 {
+        let v6 = Ipv6Config {
+            addrs: vec![(ip6, 64)],
+            gateway: None,
+        };
+        stack
+            .enable_ipv6(Instant::ZERO, stack::IfaceId(0), &v6)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    }
     Ok(stack)
 }
 
@@ -180,18 +201,30 @@ pub fn shm_config() -> ShmConfig {
 }
 
 /// The server side's engine: creates the link file at `path`.
-pub fn server_engine(path: &Path, seed: u64, tick: Duration) -> io::Result<Engine<ShmLink>> {
+pub fn server_engine(
+    path: &Path,
+    seed: u64,
+    tick: Duration,
+    family: Family,
+) -> io::Result<Engine<ShmLink>> {
     let link = ShmLink::create(path, &shm_config())?;
-    let stack = stack_on(&link, SERVER_IP, seed)?;
+    let ip6 = (family == Family::V6).then_some(SERVER_IP6);
+    let stack = stack_on(&link, SERVER_IP, ip6, seed)?;
     Ok(Engine::new(stack, vec![link], engine_config(tick)))
 }
 
 /// The client side's engine: opens the link file the server made.
-pub fn client_engine(path: &Path, seed: u64, tick: Duration) -> io::Result<Engine<ShmLink>> {
+pub fn client_engine(
+    path: &Path,
+    seed: u64,
+    tick: Duration,
+    family: Family,
+) -> io::Result<Engine<ShmLink>> {
     let mut link = ShmLink::open_wait(path, Duration::from_secs(10))?;
     // Both ends are attached: nobody else needs the name.
     let _ = link.unlink();
-    let stack = stack_on(&link, CLIENT_IP, seed)?;
+    let ip6 = (family == Family::V6).then_some(CLIENT_IP6);
+    let stack = stack_on(&link, CLIENT_IP, ip6, seed)?;
     Ok(Engine::new(stack, vec![link], engine_config(tick)))
 }
 
