@@ -54,7 +54,7 @@ SUBNETS.update({
     "preload_mixed_wait": 240, "preload_nginx": 241, "preload_redis": 242, "preload_knot_dns": 243,
     "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246, "preload_fork_after_engine": 247,
     "preload_rtw_http_server": 248, "preload_fork_clients": 249, "preload_rtw_fork_after_engine": 233,
-    "preload_http_server6": 124, "preload_v6only_fork": 125,
+    "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
 })
 
 _libc = h._libc
@@ -1515,3 +1515,39 @@ def _(ctx):
             # second joins may take the handoff.
             check(st.get("handoff_claimed", 0) <= 3, f"process {pid}: {st.get('handoff_claimed')} replies handed "
                                                      f"over: its source ports do not hash back to it")
+
+
+# --------------------------------------------------------------------------
+# 10. Threads that each wait in their own epoll, the engine's thread away
+
+@test("preload_wrk_threads", budget=60)
+def _(ctx):
+    """wrk under ustack run, run to completion: its main thread makes the
+    first socket (so the engine starts there), starts two threads that
+    each run an epoll loop over their own connections, and then only
+    sleeps and joins them.  The waiting threads drive the engine its own
+    thread left: every request completes, with no socket error."""
+    p = Preload(ctx, "preload_wrk_threads")
+    srv_dir = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv_dir)
+    page = random.Random(36).randbytes(600)
+    with open(os.path.join(srv_dir, "page.bin"), "wb") as f:
+        f.write(page)
+    tt.kernel_http_server(p.ns_k, p.kernel_ip, 8080, srv_dir, ctx.workdir)
+    url = f"http://{p.kernel_ip}:8080/page.bin"
+    r = p.run(["wrk", "-t2", "-c8", "-d2s", "--timeout", "5s", url], timeout=20, name="wrk")
+    out = r.stdout + r.stderr
+    check(r.returncode == 0, f"wrk under ustack run: rc={r.returncode}:\n{out[-3000:]}")
+    m = re.search(r"(\d+) requests in", out)
+    check(m, f"cannot read wrk's report:\n{out[-3000:]}")
+    requests = int(m.group(1))
+    errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    print(f"    wrk -t2 -c8 -d2s: {requests} requests, {rps.group(1) if rps else '?'} requests/s, "
+          f"{errs.group(0) if errs else 'no socket errors'}")
+    check(requests >= 20, f"wrk completed only {requests} requests:\n{out[-2000:]}")
+    check(not errs and not non2xx, f"wrk saw errors:\n{out[-2000:]}")
+    # python's http.server closes each connection after its answer: one
+    # connection per request, every one opened by ustack.
+    p.carried("wrk's connections", {"tcp_active_opens": requests, "rx_bytes": requests * len(page)})
