@@ -279,7 +279,7 @@ impl WorkerShared {
     }
 }
 
-/// What [`WorkerShared::drive_if_left`] did.
+/// What a thread waiting on a worker did about driving it ([`ProgressWatch::drive`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drive {
     /// It drove the worker; so many of the extra fds are ready.
@@ -723,7 +723,7 @@ impl ProgressWatch {
     }
 
     /// Drives the watched worker from this thread if its own thread has
-    /// left it (see [`WorkerShared::drive_if_left`]): a wait on its
+    /// left it (after `ADOPT_AFTER` away; see the module): a wait on its
     /// objects calls this before it sleeps on [`ProgressWatch::fd`].
     pub fn drive(&self, extra: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<Drive> {
         self.shared.drive_if_left(extra, timeout)
