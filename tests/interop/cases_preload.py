@@ -55,6 +55,7 @@ SUBNETS.update({
     "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246, "preload_fork_after_engine": 247,
     "preload_rtw_http_server": 248, "preload_fork_clients": 249, "preload_rtw_fork_after_engine": 233,
     "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
+    "preload_prefork": 237, "preload_rtw_prefork": 238,
 })
 
 _libc = h._libc
@@ -1551,3 +1552,119 @@ def _(ctx):
     # python's http.server closes each connection after its answer: one
     # connection per request, every one opened by ustack.
     p.carried("wrk's connections", {"tcp_active_opens": requests, "rx_bytes": requests * len(page)})
+
+
+# --------------------------------------------------------------------------
+# 11. Pre-fork: a parent that served from its engine forks two workers and
+#     closes its listener; each worker serves it on an engine of its own.
+
+PREFORK_SERVER = r"""
+import os, select, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8091))
+s.listen(64)
+c, _ = s.accept()
+c.recv(1000)
+c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
+c.close()
+kids = []
+for k in range(2):
+    pid = os.fork()
+    if pid == 0:
+        served = 0
+        end = time.monotonic() + float(sys.argv[1])
+        while time.monotonic() < end:
+            if not select.select([s], [], [], 0.1)[0]:
+                continue
+            c, _ = s.accept()
+            c.recv(1000)
+            c.sendall(b"HTTP/1.0 200 OK\r\n\r\nworker %d\n" % os.getpid())
+            c.close()
+            served += 1
+        print("worker", os.getpid(), "served", served, flush=True)
+        os._exit(0)
+    kids.append(pid)
+# The parent only waits for its workers now, as a pre-fork master does.
+s.close()
+print("workers", *kids, "parent", os.getpid(), flush=True)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("parent done", flush=True)
+"""
+
+
+@test("preload_prefork", budget=60)
+def _(ctx):
+    """A server that served from its engine forks two workers and closes
+    its listener, then waits for them in waitpid: its engine, which
+    nobody drives now, stops and leaves the port's group, so no flow waits
+    in its ring; each worker sets the inherited listener up again on an
+    engine of its own, and the kernel's requests are answered by both."""
+    prefork_test(ctx, "preload_prefork", ())
+
+
+@test("preload_rtw_prefork", budget=60)
+def _(ctx):
+    """preload_prefork in run to wait ([preload] mode=rtw): the parent's
+    engine thread is held across each fork, so each worker takes the
+    parent's engine apart and starts an engine thread of its own; the
+    parent's engine thread stops when its last socket closes (an engine
+    without a listener in the group would take a share of the new
+    connections and offer them to both workers, which would each answer)."""
+    prefork_test(ctx, "preload_rtw_prefork", ("preload.mode=rtw",))
+
+
+def prefork_test(ctx, name, sets):
+    p = Preload(ctx, name, sets=sets)
+    script = os.path.join(ctx.workdir, "prefork_server.py")
+    with open(script, "w") as f:
+        f.write(PREFORK_SERVER)
+    srv = p.start(["/usr/bin/python3", script, "3"], "prefork-server")
+    url = f"http://{p.ustack_ip}:8091/"
+    deadline = time.monotonic() + 20
+    while True:
+        r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+        if r.returncode == 0:
+            break
+        check(srv.running() and time.monotonic() < deadline and r.returncode == 7,
+              f"no answer from the parent: rc={r.returncode} {r.stderr.strip()!r}; {srv.stderr()[-1500:]}")
+        time.sleep(0.1)
+    check(r.stdout.strip() == "parent", f"the parent's reply: {r.stdout!r}")
+    m = srv.wait_line(r"^workers (\d+) (\d+) parent (\d+)$", timeout=10)
+    workers = {int(m.group(1)), int(m.group(2))}
+    parent = int(m.group(3))
+    for w in workers:
+        h.on_cleanup(f"prefork worker {w}", lambda w=w: h.pid_alive(w) and os.kill(w, signal.SIGKILL))
+    if p.ustack:
+        # The parent's engine is gone with its last socket: its link and
+        # ARP tap closed, it is no member of the port's group.
+        deadline = time.monotonic() + 5
+        while (held := packet_sockets_of(parent)) != 0:
+            check(time.monotonic() < deadline, f"the parent still holds {held} packet sockets after closing "
+                                               f"its last socket: {srv.stderr()[-1000:]}")
+            time.sleep(0.02)
+    answered = collections.Counter()
+    for i in range(16):
+        r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+        got = r.stdout.strip()
+        if not (r.returncode == 0 and re.fullmatch(r"worker \d+", got) and int(got.split()[1]) in workers):
+            time.sleep(0.3)
+            counters = {pid: {k: v for k, v in st.items() if v and ("handoff" in k or "reset" in k
+                                                                   or "passive" in k or "no_socket" in k)}
+                        for pid, st in p.stats().items()} if p.ustack else {}
+            raise TestFailure(f"request {i} after the fork: rc={r.returncode} {got!r} {r.stderr.strip()!r}; "
+                              f"the server said: {srv.stdout()[-1000:]}; counters per process: {counters}")
+        answered[int(got.split()[1])] += 1
+    print(f"    16 requests after the fork, answered per worker: {dict(answered)}")
+    check(set(answered) == workers, f"only {sorted(answered)} of the workers {sorted(workers)} answered")
+    srv.wait_line(r"^parent done$", timeout=15)
+    check(srv.wait_exit(5) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
+    if p.ustack:
+        per = p.stats()
+        opens = {pid: per.get(pid, {}).get("tcp_passive_opens", 0) for pid in workers}
+        print(f"    connections accepted per worker engine (--stats): {opens}")
+        check(all(opens[w] >= answered[w] for w in workers),
+              f"the workers' engines counted fewer connections than they answered: {opens} {dict(answered)}")
+        check("closed its last ustack socket after forking" in srv.stderr(),
+              f"the library's note on the parent's engine is missing: {srv.stderr()[-1000:]}")

@@ -280,6 +280,12 @@ pub fn attached() -> bool {
     worker::current_id() != 0
 }
 
+/// How many ustack fds (sockets, epoll and kqueue instances, and their
+/// duplicates) the process holds, on every worker.
+pub fn live_fds() -> usize {
+    fdtable::live()
+}
+
 /// Whether `fd` is a ustack fd (socket, epoll or kqueue).
 pub fn is_ustack_fd(fd: RawFd) -> bool {
     fdtable::lookup(fd).is_some()

@@ -436,11 +436,18 @@ pub extern "C" fn ustack_fini() -> c_int {
             .collect();
         eprintln!("ustack: stopped; counters: {}", nonzero.join(" "));
     }
+    stop_engine();
+    0
+}
+
+/// Ends the calling thread's engine quietly: its counters written a last
+/// time, its objects closed, the engine dropped (its links closed), so
+/// that [`init`] may start one again.
+pub fn stop_engine() {
     write_stats();
-    STATS.with(|s| *s.borrow_mut() = None);
+    let _ = STATS.try_with(|s| *s.borrow_mut() = None);
     api::detach();
     INITIALIZED.store(false, Ordering::SeqCst);
-    0
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! belongs (ustack or the kernel), the stats file, and fork.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -229,6 +229,61 @@ const ENGINE_FAILED: u8 = 2;
 /// Whether this process has its engine.
 static ENGINE: AtomicU8 = AtomicU8::new(ENGINE_NONE);
 
+/// Held while a thread starts or stops this process's engine.
+static STARTING: Mutex<()> = Mutex::new(());
+
+/// Set in a process that forked while it had its engine (the parent).
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// After the program closed a ustack fd.  A process that forked while it
+/// had its engine (a pre-fork server's parent) and now holds no ustack fd
+/// at all stops its engine: its packet sockets leave the port's fanout
+/// group, so the flows the group's hash gave it go to its children, which
+/// serve the listeners, instead of waiting in a ring nobody reads (its
+/// thread is in waitpid) or meeting an engine without a listener.  A
+/// socket it makes later starts an engine again.  In run to completion
+/// only the thread that drives the engine stops it.
+pub fn after_close() {
+    if !FORKED.load(Ordering::Acquire) || api::live_fds() != 0 || !engine_up() {
+        return;
+    }
+    let Some(s) = settings() else { return };
+    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if !engine_up() || api::live_fds() != 0 {
+        return;
+    }
+    match s.cfg.preload.mode {
+        PreloadMode::Rtc => {
+            if !api::attached() {
+                return;
+            }
+            capi::stop_engine();
+        }
+        PreloadMode::Rtw => {
+            RTW_EXITING.store(RTW_RELEASE, Ordering::Release);
+            let end = Instant::now() + RELEASE_WAIT;
+            while RTW_EXITING.load(Ordering::Acquire) != RTW_STOPPED {
+                if Instant::now() >= end {
+                    notes::once(
+                        "the engine's thread did not stop after the last socket closed: it                          stays",
+                    );
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            RTW_EXITING.store(RTW_RUNNING, Ordering::Release);
+        }
+    }
+    ENGINE.store(ENGINE_NONE, Ordering::Release);
+    notes::once(
+        "closed its last ustack socket after forking: its engine stopped and left the port to          the processes it forked (a new socket starts one again)",
+    );
+}
+
+/// How long [`after_close`] waits for the engine's thread (run to wait)
+/// to stop.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
 /// Whether this process has started its engine.
 pub fn engine_up() -> bool {
     ENGINE.load(Ordering::Acquire) == ENGINE_UP
@@ -239,7 +294,6 @@ pub fn engine_up() -> bool {
 /// Called inside the guard.
 pub fn ensure_engine() -> Result<(), Errno> {
     // One thread starts it; the others wait for it.
-    static STARTING: Mutex<()> = Mutex::new(());
     let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     match ENGINE.load(Ordering::Acquire) {
         ENGINE_UP => return Ok(()),
@@ -371,6 +425,9 @@ static RTW_EXITING: AtomicU8 = AtomicU8::new(0);
 const RTW_RUNNING: u8 = 0;
 const RTW_STOP: u8 = 1;
 const RTW_STOPPED: u8 = 2;
+/// The engine thread stops and drops its engine, the process living on
+/// ([`after_close`]).
+const RTW_RELEASE: u8 = 3;
 
 /// Run to wait: the engine on a thread of its own, which runs its loop for
 /// the life of the process; the program's threads post their calls to it.
@@ -391,8 +448,13 @@ fn start_engine_thread(s: &'static Settings) -> Result<(), Errno> {
                 tick_stats();
                 RTW_EXITING.load(Ordering::Acquire) == RTW_RUNNING
             });
+            let release = RTW_EXITING.load(Ordering::Acquire) == RTW_RELEASE;
             close_for_exit();
-            capi::write_stats();
+            if release {
+                capi::stop_engine();
+            } else {
+                capi::write_stats();
+            }
             RTW_EXITING.store(RTW_STOPPED, Ordering::Release);
         });
     if let Err(e) = spawned {
@@ -576,6 +638,8 @@ impl Settings {
 /// connections stay the parent's (their numbers, still held, fail).
 pub extern "C" fn child_after_fork() {
     crate::privileges::forget_after_fork();
+    // The parent's forks are not the child's.
+    FORKED.store(false, Ordering::Release);
     let held = FORK_HOLD.lock().unwrap_or_else(|e| e.into_inner()).take();
     if ENGINE.load(Ordering::Acquire) != ENGINE_UP {
         return;
@@ -655,6 +719,9 @@ pub extern "C" fn parent_after_fork() {
     if let Some(h) = held {
         let _g = Inside::enter();
         h.release();
+    }
+    if engine_up() {
+        FORKED.store(true, Ordering::Release);
     }
 }
 
