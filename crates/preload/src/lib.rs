@@ -25,7 +25,11 @@
 //!   posted to it (the socket layer's run to wait).  When that thread
 //!   stays away (a main thread that started worker threads and joins
 //!   them: wrk), the threads waiting in the library drive the engine
-//!   instead (the socket layer's adoption).
+//!   instead (the socket layer's adoption).  With several cores in
+//!   `lcore_mask`, another thread that starts using the network gets an
+//!   engine of its own on a free core: its own member of the port's
+//!   fanout group, its outgoing connections' source ports chosen so that
+//!   their replies reach it (`process::ensure_engine`).
 //! - A socket that is only set up (bound, listening) waits to be placed on
 //!   an engine until it is used, so a process that forks workers after
 //!   opening its listeners (nginx, NSD) never runs an engine itself: each
