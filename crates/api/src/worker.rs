@@ -101,17 +101,22 @@ pub(crate) struct WorkerShared {
     /// The owning thread waits for [`WorkerShared::home`]: its holder,
     /// if asleep on the worker, wakes (as for a posted job) and lets go.
     pub(crate) owner_waiting: AtomicBool,
-    /// When the owning thread last held the worker (microseconds since
-    /// [`epoch`]): after [`ADOPT_AFTER`] without it, a waiting thread
-    /// drives the worker.
-    owner_seen: AtomicU64,
+    /// Counts the owning thread's holds (only that thread writes it: a
+    /// plain store, no clock read on the fast path).
+    owner_holds: AtomicU64,
+    /// What a waiting thread last saw of [`WorkerShared::owner_holds`],
+    /// and when (microseconds since [`epoch`]): unchanged for
+    /// [`ADOPT_AFTER`], the owner is away and a waiting thread drives the
+    /// worker.
+    holds_seen: AtomicU64,
+    holds_seen_at: AtomicU64,
 }
 
 /// How long a worker's own thread may be away (not in a call, step or
 /// sleep on it) before a thread waiting on the worker drives it.
 pub const ADOPT_AFTER: Duration = Duration::from_millis(1);
 
-/// The origin of [`WorkerShared::owner_seen`].
+/// The origin of [`WorkerShared::holds_seen_at`].
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
@@ -225,7 +230,8 @@ impl WorkerShared {
             }
         };
         if owner {
-            self.owner_seen.store(micros_now(), Ordering::Relaxed);
+            let n = self.owner_holds.load(Ordering::Relaxed);
+            self.owner_holds.store(n.wrapping_add(1), Ordering::Relaxed);
         }
         HOLDING.with(|h| h.set(true));
         Ok(Some(Held { guard }))
@@ -250,8 +256,15 @@ impl WorkerShared {
         extra: &mut [libc::pollfd],
         timeout: Option<Duration>,
     ) -> Result<Drive> {
-        let away = micros_now().saturating_sub(self.owner_seen.load(Ordering::Relaxed));
+        let now = micros_now();
+        let holds = self.owner_holds.load(Ordering::Relaxed);
         let after = ADOPT_AFTER.as_micros() as u64;
+        if self.holds_seen.swap(holds, Ordering::Relaxed) != holds {
+            // The owner was there since the last look: from now on.
+            self.holds_seen_at.store(now, Ordering::Relaxed);
+            return Ok(Drive::Later(Some(ADOPT_AFTER)));
+        }
+        let away = now.saturating_sub(self.holds_seen_at.load(Ordering::Relaxed));
         if away < after {
             return Ok(Drive::Later(Some(Duration::from_micros(after - away))));
         }
@@ -377,13 +390,14 @@ pub(crate) fn default_worker() -> Option<Arc<WorkerShared>> {
 pub(crate) fn with_current<R>(f: impl FnOnce(&mut Worker) -> R) -> Result<R> {
     // A thread past its thread-locals' end (an exit handler) has no
     // worker any more.
-    let shared = CURRENT
-        .try_with(|c| c.borrow().as_ref().map(|o| o.0.clone()))
-        .ok()
-        .flatten()
-        .ok_or(Errno::EBADF)?;
-    let mut held = shared.hold(true)?.ok_or(Errno(libc::EDEADLK))?;
-    Ok(f(held.worker()?))
+    CURRENT
+        .try_with(|c| {
+            let cur = c.borrow();
+            let own = cur.as_ref().ok_or(Errno::EBADF)?;
+            let mut held = own.0.hold(true)?.ok_or(Errno(libc::EDEADLK))?;
+            Ok(f(held.worker()?))
+        })
+        .unwrap_or(Err(Errno::EBADF))
 }
 
 /// Adds an engine to the calling thread's worker (creating the worker on
@@ -428,7 +442,9 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             },
             home: Mutex::new(None),
             owner_waiting: AtomicBool::new(false),
-            owner_seen: AtomicU64::new(micros_now()),
+            owner_holds: AtomicU64::new(0),
+            holds_seen: AtomicU64::new(u64::MAX),
+            holds_seen_at: AtomicU64::new(micros_now()),
         });
         if index == reg.len() {
             reg.push(Some(shared.clone()));
