@@ -56,6 +56,7 @@ SUBNETS.update({
     "preload_rtw_http_server": 248, "preload_fork_clients": 249, "preload_rtw_fork_after_engine": 233,
     "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
     "preload_prefork": 237, "preload_rtw_prefork": 238, "preload_wrk_thread_engines": 234,
+    "preload_rtw_wrk_threads": 239,
 })
 
 _libc = h._libc
@@ -1527,11 +1528,24 @@ def _(ctx):
     first socket (so the engine starts there), starts two threads that
     each run an epoll loop over their own connections, and then only
     sleeps and joins them.  The waiting threads drive the engine its own
-    thread left: every request completes, with no socket error."""
-    p, _, _ = wrk_threads(ctx, "preload_wrk_threads", ())
+    thread left: every request completes, with no socket error.  The
+    server (python's http.server, HTTP/1.0) closes each connection after
+    its answer, so wrk opens one per request and numbers come back at
+    once for the next connection (the same epoll item closed and added
+    again)."""
+    p, _, _ = wrk_threads(ctx, "preload_wrk_threads", (), keepalive=False)
     if p.ustack:
         per = p.stats()
         check(len(per) == 1, f"one engine (lcore_mask has one core), got counters of {sorted(per)}")
+
+
+@test("preload_rtw_wrk_threads", budget=60)
+def _(ctx):
+    """preload_wrk_threads in run to wait: every call of wrk's threads goes
+    to the engine's thread (or runs in place when it is free), and a
+    number closed and given back for the next connection gets its epoll
+    events once, not the old connection's too."""
+    wrk_threads(ctx, "preload_rtw_wrk_threads", ("preload.mode=rtw",), keepalive=False)
 
 
 @test("preload_wrk_thread_engines", budget=60)
@@ -1543,7 +1557,7 @@ def _(ctx):
     it), the other shares the main thread's.  Each engine's counters show
     its share of the connections, and replies reached the engine that
     opened them (almost no frame handed between them)."""
-    p, requests, size = wrk_threads(ctx, "preload_wrk_thread_engines", ("dpdk.lcore_mask=3",))
+    p, requests, size = wrk_threads(ctx, "preload_wrk_thread_engines", ("dpdk.lcore_mask=3",), keepalive=True)
     if not p.ustack:
         return
     per = p.stats()
@@ -1571,10 +1585,11 @@ http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), handler).serve_
 """
 
 
-def wrk_threads(ctx, name, sets):
-    """wrk -t2 -c8 under ustack run against a keep-alive python server on
-    the kernel peer; checks every request completed and ustack carried
-    the connections.  Returns (Preload, requests)."""
+def wrk_threads(ctx, name, sets, keepalive):
+    """wrk -t2 -c8 under ustack run against a python server on the kernel
+    peer (HTTP/1.1 keep-alive, or HTTP/1.0: a connection per request);
+    checks every request completed and ustack carried the connections.
+    Returns (Preload, requests, page size)."""
     p = Preload(ctx, name, sets=sets)
     srv_dir = os.path.join(ctx.workdir, "srv")
     os.mkdir(srv_dir)
@@ -1584,12 +1599,16 @@ def wrk_threads(ctx, name, sets):
     script = os.path.join(ctx.workdir, "keepalive_server.py")
     with open(script, "w") as f:
         f.write(KEEPALIVE_SERVER)
-    srv = p.kernel_start(["/usr/bin/python3", script, p.kernel_ip, "8080", srv_dir], "kernel-http")
     url = f"http://{p.kernel_ip}:8080/page.bin"
-    deadline = time.monotonic() + 10
-    while p.kernel("curl", "-sS", "-o", "/dev/null", "--max-time", "2", url, timeout=5).returncode != 0:
-        check(srv.running() and time.monotonic() < deadline, f"the kernel's server does not answer: {srv.stderr()}")
-        time.sleep(0.05)
+    if keepalive:
+        srv = p.kernel_start(["/usr/bin/python3", script, p.kernel_ip, "8080", srv_dir], "kernel-http")
+        deadline = time.monotonic() + 10
+        while p.kernel("curl", "-sS", "-o", "/dev/null", "--max-time", "2", url, timeout=5).returncode != 0:
+            check(srv.running() and time.monotonic() < deadline,
+                  f"the kernel's server does not answer: {srv.stderr()}")
+            time.sleep(0.05)
+    else:
+        tt.kernel_http_server(p.ns_k, p.kernel_ip, 8080, srv_dir, ctx.workdir)
     r = p.run(["wrk", "-t2", "-c8", "-d2s", "--timeout", "5s", url], timeout=20, name="wrk")
     out = r.stdout + r.stderr
     check(r.returncode == 0, f"wrk under ustack run: rc={r.returncode}:\n{out[-3000:]}")
@@ -1604,8 +1623,10 @@ def wrk_threads(ctx, name, sets):
     check(requests >= 20, f"wrk completed only {requests} requests:\n{out[-2000:]}")
     check(not errs and not non2xx, f"wrk saw errors:\n{out[-2000:]}\nustack's counters: "
                                    f"{h.nonzero(dict(p.stats_sum())) if p.ustack else '-'}")
-    # Keep-alive: wrk's 8 connections carry every request.
-    p.carried("wrk's connections", {"tcp_active_opens": 8, "rx_bytes": requests * len(page)})
+    # Keep-alive: wrk's 8 connections carry every request; else one
+    # connection per request.
+    p.carried("wrk's connections", {"tcp_active_opens": 8 if keepalive else requests,
+                                    "rx_bytes": requests * len(page)})
     return p, requests, len(page)
 
 
