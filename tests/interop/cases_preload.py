@@ -54,7 +54,9 @@ SUBNETS.update({
     "preload_mixed_wait": 240, "preload_nginx": 241, "preload_redis": 242, "preload_knot_dns": 243,
     "preload_iperf3": 244, "preload_curl_client": 245, "preload_http_server": 246, "preload_fork_after_engine": 247,
     "preload_rtw_http_server": 248, "preload_fork_clients": 249, "preload_rtw_fork_after_engine": 233,
-    "preload_http_server6": 124, "preload_v6only_fork": 125,
+    "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
+    "preload_prefork": 237, "preload_rtw_prefork": 238, "preload_wrk_thread_engines": 234,
+    "preload_rtw_wrk_threads": 239,
 })
 
 _libc = h._libc
@@ -1515,3 +1517,230 @@ def _(ctx):
             # second joins may take the handoff.
             check(st.get("handoff_claimed", 0) <= 3, f"process {pid}: {st.get('handoff_claimed')} replies handed "
                                                      f"over: its source ports do not hash back to it")
+
+
+# --------------------------------------------------------------------------
+# 10. Threads that each wait in their own epoll, the engine's thread away
+
+@test("preload_wrk_threads", budget=60)
+def _(ctx):
+    """wrk under ustack run, run to completion: its main thread makes the
+    first socket (so the engine starts there), starts two threads that
+    each run an epoll loop over their own connections, and then only
+    sleeps and joins them.  The waiting threads drive the engine its own
+    thread left: every request completes, with no socket error.  The
+    server (python's http.server, HTTP/1.0) closes each connection after
+    its answer, so wrk opens one per request and numbers come back at
+    once for the next connection (the same epoll item closed and added
+    again)."""
+    p, _, _ = wrk_threads(ctx, "preload_wrk_threads", (), keepalive=False)
+    if p.ustack:
+        per = p.stats()
+        check(len(per) == 1, f"one engine (lcore_mask has one core), got counters of {sorted(per)}")
+
+
+@test("preload_rtw_wrk_threads", budget=60)
+def _(ctx):
+    """preload_wrk_threads in run to wait: every call of wrk's threads goes
+    to the engine's thread (or runs in place when it is free), and a
+    number closed and given back for the next connection gets its epoll
+    events once, not the old connection's too."""
+    wrk_threads(ctx, "preload_rtw_wrk_threads", ("preload.mode=rtw",), keepalive=False)
+
+
+@test("preload_wrk_thread_engines", budget=60)
+def _(ctx):
+    """preload_wrk_threads with lcore_mask=3 (two cores): the main
+    thread's engine takes the first, the first wrk thread that connects
+    gets an engine of its own on the second (its own member of the port's
+    fanout group, its source ports chosen so that replies come back to
+    it), the other shares the main thread's.  Each engine's counters show
+    its share of the connections, and replies reached the engine that
+    opened them (almost no frame handed between them)."""
+    p, requests, size = wrk_threads(ctx, "preload_wrk_thread_engines", ("dpdk.lcore_mask=3",), keepalive=True)
+    if not p.ustack:
+        return
+    per = p.stats()
+    carried = {k: (st.get("tcp_active_opens", 0), st.get("rx_bytes", 0)) for k, st in per.items()}
+    handed = {k: st.get("handoff_claimed", 0) for k, st in per.items()}
+    print(f"    per engine (--stats file): (connections opened, bytes received) {carried}; "
+          f"replies handed over {handed}")
+    check(len(per) == 2, f"two engines' counters (the main thread's, a wrk thread's), got {sorted(per)}")
+    # Each wrk thread has 4 of the 8 connections and makes about half
+    # of the requests.
+    check(all(o >= 4 and b >= requests * size // 4 for o, b in carried.values()),
+          f"an engine did not carry its share (4 connections, a quarter of {requests} answers): {carried}")
+    check(sum(handed.values()) <= 4, f"replies reached the other engine and were handed over: {handed}")
+
+
+KEEPALIVE_SERVER = r"""
+import functools, http.server, sys
+class Handler(http.server.SimpleHTTPRequestHandler):
+    # HTTP/1.1: the connections stay open from one request to the next.
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Handler, directory=sys.argv[3])
+http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), handler).serve_forever()
+"""
+
+
+def wrk_threads(ctx, name, sets, keepalive):
+    """wrk -t2 -c8 under ustack run against a python server on the kernel
+    peer (HTTP/1.1 keep-alive, or HTTP/1.0: a connection per request);
+    checks every request completed and ustack carried the connections.
+    Returns (Preload, requests, page size)."""
+    p = Preload(ctx, name, sets=sets)
+    srv_dir = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv_dir)
+    page = random.Random(36).randbytes(600)
+    with open(os.path.join(srv_dir, "page.bin"), "wb") as f:
+        f.write(page)
+    script = os.path.join(ctx.workdir, "keepalive_server.py")
+    with open(script, "w") as f:
+        f.write(KEEPALIVE_SERVER)
+    url = f"http://{p.kernel_ip}:8080/page.bin"
+    if keepalive:
+        srv = p.kernel_start(["/usr/bin/python3", script, p.kernel_ip, "8080", srv_dir], "kernel-http")
+        deadline = time.monotonic() + 10
+        while p.kernel("curl", "-sS", "-o", "/dev/null", "--max-time", "2", url, timeout=5).returncode != 0:
+            check(srv.running() and time.monotonic() < deadline,
+                  f"the kernel's server does not answer: {srv.stderr()}")
+            time.sleep(0.05)
+    else:
+        tt.kernel_http_server(p.ns_k, p.kernel_ip, 8080, srv_dir, ctx.workdir)
+    r = p.run(["wrk", "-t2", "-c8", "-d2s", "--timeout", "5s", url], timeout=20, name="wrk")
+    out = r.stdout + r.stderr
+    check(r.returncode == 0, f"wrk under ustack run: rc={r.returncode}:\n{out[-3000:]}")
+    m = re.search(r"(\d+) requests in", out)
+    check(m, f"cannot read wrk's report:\n{out[-3000:]}")
+    requests = int(m.group(1))
+    errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    print(f"    wrk -t2 -c8 -d2s: {requests} requests, {rps.group(1) if rps else '?'} requests/s, "
+          f"{errs.group(0) if errs else 'no socket errors'}")
+    check(requests >= 20, f"wrk completed only {requests} requests:\n{out[-2000:]}")
+    check(not errs and not non2xx, f"wrk saw errors:\n{out[-2000:]}\nustack's counters: "
+                                   f"{h.nonzero(dict(p.stats_sum())) if p.ustack else '-'}")
+    # Keep-alive: wrk's 8 connections carry every request; else one
+    # connection per request.
+    p.carried("wrk's connections", {"tcp_active_opens": 8 if keepalive else requests,
+                                    "rx_bytes": requests * len(page)})
+    return p, requests, len(page)
+
+
+# --------------------------------------------------------------------------
+# 11. Pre-fork: a parent that served from its engine forks two workers and
+#     closes its listener; each worker serves it on an engine of its own.
+
+PREFORK_SERVER = r"""
+import os, select, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8091))
+s.listen(64)
+c, _ = s.accept()
+c.recv(1000)
+c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
+c.close()
+kids = []
+for k in range(2):
+    pid = os.fork()
+    if pid == 0:
+        served = 0
+        end = time.monotonic() + float(sys.argv[1])
+        while time.monotonic() < end:
+            if not select.select([s], [], [], 0.1)[0]:
+                continue
+            c, _ = s.accept()
+            c.recv(1000)
+            c.sendall(b"HTTP/1.0 200 OK\r\n\r\nworker %d\n" % os.getpid())
+            c.close()
+            served += 1
+        print("worker", os.getpid(), "served", served, flush=True)
+        os._exit(0)
+    kids.append(pid)
+# The parent only waits for its workers now, as a pre-fork master does.
+s.close()
+print("workers", *kids, "parent", os.getpid(), flush=True)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("parent done", flush=True)
+"""
+
+
+@test("preload_prefork", budget=60)
+def _(ctx):
+    """A server that served from its engine forks two workers and closes
+    its listener, then waits for them in waitpid: its engine, which
+    nobody drives now, stops and leaves the port's group, so no flow waits
+    in its ring; each worker sets the inherited listener up again on an
+    engine of its own, and the kernel's requests are answered by both."""
+    prefork_test(ctx, "preload_prefork", ())
+
+
+@test("preload_rtw_prefork", budget=60)
+def _(ctx):
+    """preload_prefork in run to wait ([preload] mode=rtw): the parent's
+    engine thread is held across each fork, so each worker takes the
+    parent's engine apart and starts an engine thread of its own; the
+    parent's engine thread stops when its last socket closes (an engine
+    without a listener in the group would take a share of the new
+    connections and offer them to both workers, which would each answer)."""
+    prefork_test(ctx, "preload_rtw_prefork", ("preload.mode=rtw",))
+
+
+def prefork_test(ctx, name, sets):
+    p = Preload(ctx, name, sets=sets)
+    script = os.path.join(ctx.workdir, "prefork_server.py")
+    with open(script, "w") as f:
+        f.write(PREFORK_SERVER)
+    srv = p.start(["/usr/bin/python3", script, "3"], "prefork-server")
+    url = f"http://{p.ustack_ip}:8091/"
+    deadline = time.monotonic() + 20
+    while True:
+        r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+        if r.returncode == 0:
+            break
+        check(srv.running() and time.monotonic() < deadline and r.returncode == 7,
+              f"no answer from the parent: rc={r.returncode} {r.stderr.strip()!r}; {srv.stderr()[-1500:]}")
+        time.sleep(0.1)
+    check(r.stdout.strip() == "parent", f"the parent's reply: {r.stdout!r}")
+    m = srv.wait_line(r"^workers (\d+) (\d+) parent (\d+)$", timeout=10)
+    workers = {int(m.group(1)), int(m.group(2))}
+    parent = int(m.group(3))
+    for w in workers:
+        h.on_cleanup(f"prefork worker {w}", lambda w=w: h.pid_alive(w) and os.kill(w, signal.SIGKILL))
+    if p.ustack:
+        # The parent's engine is gone with its last socket: its link and
+        # ARP tap closed, it is no member of the port's group.
+        deadline = time.monotonic() + 5
+        while (held := packet_sockets_of(parent)) != 0:
+            check(time.monotonic() < deadline, f"the parent still holds {held} packet sockets after closing "
+                                               f"its last socket: {srv.stderr()[-1000:]}")
+            time.sleep(0.02)
+    answered = collections.Counter()
+    for i in range(16):
+        r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+        got = r.stdout.strip()
+        if not (r.returncode == 0 and re.fullmatch(r"worker \d+", got) and int(got.split()[1]) in workers):
+            time.sleep(0.3)
+            counters = {pid: {k: v for k, v in st.items() if v and ("handoff" in k or "reset" in k
+                                                                   or "passive" in k or "no_socket" in k)}
+                        for pid, st in p.stats().items()} if p.ustack else {}
+            raise TestFailure(f"request {i} after the fork: rc={r.returncode} {got!r} {r.stderr.strip()!r}; "
+                              f"the server said: {srv.stdout()[-1000:]}; counters per process: {counters}")
+        answered[int(got.split()[1])] += 1
+    print(f"    16 requests after the fork, answered per worker: {dict(answered)}")
+    check(set(answered) == workers, f"only {sorted(answered)} of the workers {sorted(workers)} answered")
+    srv.wait_line(r"^parent done$", timeout=15)
+    check(srv.wait_exit(5) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
+    if p.ustack:
+        per = p.stats()
+        opens = {pid: per.get(pid, {}).get("tcp_passive_opens", 0) for pid in workers}
+        print(f"    connections accepted per worker engine (--stats): {opens}")
+        check(all(opens[w] >= answered[w] for w in workers),
+              f"the workers' engines counted fewer connections than they answered: {opens} {dict(answered)}")
+        check("closed its last ustack socket after forking" in srv.stderr(),
+              f"the library's note on the parent's engine is missing: {srv.stderr()[-1000:]}")

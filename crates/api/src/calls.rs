@@ -75,7 +75,17 @@ impl Owner {
                     let _ = worker::with_current(|w| w.idle());
                 }
             }
-            Owner::Remote(s) => s.wait_progress(seen, deadline),
+            Owner::Remote(s) => match s.drive_if_left(
+                &mut [],
+                deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            ) {
+                Ok(worker::Drive::Drove(_)) => {}
+                Ok(worker::Drive::Later(Some(d))) => {
+                    let soon = Instant::now() + d;
+                    s.wait_progress(seen, Some(deadline.map_or(soon, |dl| dl.min(soon))))
+                }
+                Ok(worker::Drive::Later(None)) | Err(_) => s.wait_progress(seen, deadline),
+            },
         }
     }
 }
@@ -139,7 +149,7 @@ pub(crate) fn blocking<T: Send>(
 /// (the first engine creates it).  Sockets made on this thread, and by
 /// threads without a worker, live on this worker's engines.  Returns the
 /// worker's id.
-pub fn attach<L: Link + 'static>(engine: Engine<L>) -> u32 {
+pub fn attach<L: Link + Send + 'static>(engine: Engine<L>) -> u32 {
     worker::attach(Box::new(engine))
 }
 
@@ -268,6 +278,12 @@ pub fn flush_tx() {
 /// Whether the calling thread has a worker (it drives engines).
 pub fn attached() -> bool {
     worker::current_id() != 0
+}
+
+/// How many ustack fds (sockets, epoll and kqueue instances, and their
+/// duplicates) the process holds, on every worker.
+pub fn live_fds() -> usize {
+    fdtable::live()
 }
 
 /// Whether `fd` is a ustack fd (socket, epoll or kqueue).

@@ -7,8 +7,10 @@ use link::Link;
 use runtime::{AppContext, Application, Engine, IdlePlan};
 use stack::{FrameSink, Instant, Stack};
 
-/// An engine the socket layer drives.
-pub trait Driver {
+/// An engine the socket layer drives.  `Send`: a worker whose thread has
+/// left it (blocked outside the socket layer) is driven by another thread
+/// waiting on it (see `worker.rs`).
+pub trait Driver: Send {
     /// The stack, for calls that send nothing.
     fn stack_mut(&mut self) -> &mut Stack;
     /// Runs `f` with the clock, the stack and the transmit queues.
@@ -48,7 +50,7 @@ impl Application for BetweenTurns {
     }
 }
 
-impl<L: Link + 'static> Driver for Engine<L> {
+impl<L: Link + Send + 'static> Driver for Engine<L> {
     fn stack_mut(&mut self) -> &mut Stack {
         &mut self.stack
     }

@@ -71,11 +71,20 @@ impl Epoll {
         }
     }
 
-    /// Socket `target` was closed (its last number): its items go.
+    /// Socket `target` was closed (its last number): its items go, and
+    /// their places on the ready list (an item added again later under
+    /// the same key must be listed once: see [`Epoll::remove`]).
     pub(crate) fn forget(&mut self, target: RawFd) {
-        self.items.remove(&(target, target));
+        let queued = self
+            .items
+            .remove(&(target, target))
+            .is_some_and(|it| it.queued);
+        let mut any = queued;
         for n in self.others.remove(&target).unwrap_or_default() {
-            self.items.remove(&(target, n));
+            any |= self.items.remove(&(target, n)).is_some_and(|it| it.queued);
+        }
+        if any {
+            self.ready.retain(|r| r.0 != target);
         }
     }
 
@@ -124,8 +133,15 @@ impl Epoll {
         }
     }
 
+    /// Removes an item, and its place on the ready list: an item added
+    /// again under the same key (a number closed and given back for the
+    /// next connection) would otherwise be listed twice and reported twice
+    /// in one wait, which Linux never does.
     fn remove(&mut self, reg: Reg) -> Option<Item> {
         let it = self.items.remove(&reg)?;
+        if it.queued {
+            self.ready.retain(|r| *r != reg);
+        }
         if reg.0 != reg.1 {
             if let Some(v) = self.others.get_mut(&reg.0) {
                 v.retain(|&n| n != reg.1);

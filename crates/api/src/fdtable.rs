@@ -4,7 +4,7 @@
 //! worker).
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 const CHUNK: usize = 4096;
@@ -14,6 +14,9 @@ const CHUNKS: usize = 1024;
 pub(crate) const MAX_FDS: usize = CHUNK * CHUNKS;
 
 static TABLE: [OnceLock<Box<[AtomicU32]>>; CHUNKS] = [const { OnceLock::new() }; CHUNKS];
+
+/// How many numbers the table holds.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// What a ustack fd stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +77,9 @@ pub(crate) fn lookup(fd: RawFd) -> Option<Entry> {
 pub(crate) fn insert(fd: RawFd, entry: Entry) -> bool {
     match slot(fd, true) {
         Some(s) => {
-            s.store(entry.pack(), Ordering::Release);
+            if s.swap(entry.pack(), Ordering::AcqRel) == 0 {
+                LIVE.fetch_add(1, Ordering::AcqRel);
+            }
             true
         }
         None => false,
@@ -84,8 +89,15 @@ pub(crate) fn insert(fd: RawFd, entry: Entry) -> bool {
 /// Forgets `fd` (before its number goes back to the kernel).
 pub(crate) fn remove(fd: RawFd) {
     if let Some(s) = slot(fd, false) {
-        s.store(0, Ordering::Release);
+        if s.swap(0, Ordering::AcqRel) != 0 {
+            LIVE.fetch_sub(1, Ordering::AcqRel);
+        }
     }
+}
+
+/// How many ustack fd numbers the process holds.
+pub(crate) fn live() -> usize {
+    LIVE.load(Ordering::Acquire)
 }
 
 /// Forgets every fd (a child after fork: the objects are its parent's).
@@ -95,4 +107,5 @@ pub(crate) fn clear() {
             s.store(0, Ordering::Release);
         }
     }
+    LIVE.store(0, Ordering::Release);
 }

@@ -125,12 +125,20 @@ impl Kqueue {
         }
     }
 
-    /// Socket `target` was closed (its last number): its knotes go.
+    /// Socket `target` was closed (its last number): its knotes go, and
+    /// their places on the queue (see [`Kqueue::remove`]).
     pub(crate) fn forget(&mut self, target: RawFd) {
+        let mut gone = Vec::new();
         for ident in std::iter::once(target).chain(self.others.remove(&target).unwrap_or_default())
         {
-            self.notes.remove(&(ident, EVFILT_READ));
-            self.notes.remove(&(ident, EVFILT_WRITE));
+            for f in [EVFILT_READ, EVFILT_WRITE] {
+                if self.notes.remove(&(ident, f)).is_some_and(|kn| kn.queued) {
+                    gone.push((ident, f));
+                }
+            }
+        }
+        if !gone.is_empty() {
+            self.queue.retain(|k| !gone.contains(k));
         }
     }
 
@@ -189,8 +197,15 @@ impl Kqueue {
         }
     }
 
+    /// Removes a knote, and its place on the queue: a knote added again
+    /// under the same key (EV_DELETE then EV_ADD, or a number closed and
+    /// given back) would otherwise be queued twice and reported twice in
+    /// one kevent, which FreeBSD never does.
     fn remove(&mut self, key: (RawFd, i16)) -> Option<Knote> {
         let kn = self.notes.remove(&key)?;
+        if kn.queued {
+            self.queue.retain(|k| *k != key);
+        }
         let ident = key.0;
         let other = (
             ident,

@@ -56,8 +56,17 @@
 //!   its next step, and the caller waits for the answer.  The socket's
 //!   state lives only on its worker; this is a transport, not a second
 //!   implementation.  Objects created by a thread that has no worker go to
-//!   the first worker.  The owning thread must keep stepping (in [`run`],
-//!   [`step`], or a blocking call) for other threads' calls to progress.
+//!   the first worker.  A call from another thread runs in place when
+//!   nobody holds the worker at that moment (the worker is behind a lock
+//!   its thread takes for each call, step and sleep).
+//! - **Adoption**: when the owning thread has left the socket layer for
+//!   [`ADOPT_AFTER`] (blocked in a join, a sleep, a file), a thread waiting
+//!   on one of the worker's objects (a blocking call, `epoll_wait`,
+//!   [`poll`], [`ProgressWatch::drive`]) steps the worker and sleeps on its
+//!   links in its place, trying the lock, never waiting for it.  The
+//!   owning thread, back, takes its worker again (a thread asleep on it
+//!   wakes and lets go).  So no engine is left undriven while a thread
+//!   waits for it.
 //!
 //! A blocking call (a blocking socket without MSG_DONTWAIT, `epoll_wait`
 //! or `kevent` with a timeout) on the engine's thread drives the engine
@@ -123,5 +132,5 @@ pub use os::{move_placeholder, placeholder_fd};
 pub use poll::{idle_wait, poll, readiness};
 pub use sockopt::TCP_INFO_LEN;
 pub use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
-pub use worker::{hold_for_fork, ForkHold, Inherited, ProgressWatch};
+pub use worker::{hold_for_fork, Drive, ForkHold, Inherited, ProgressWatch, ADOPT_AFTER};
 pub use zero_copy::{zc_send_commit, zc_send_reserve, ZcSendBuf};

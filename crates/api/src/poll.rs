@@ -200,7 +200,11 @@ pub(crate) fn sleep(
     shared
         .sleeping
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    if shared.has_jobs() {
+    if shared.has_jobs()
+        || shared
+            .owner_waiting
+            .load(std::sync::atomic::Ordering::SeqCst)
+    {
         limit = Some(Duration::ZERO);
     }
     let r = poll_fds(extra, limit, Some(&fds));

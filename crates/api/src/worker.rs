@@ -2,20 +2,30 @@
 //! kqueue) that lives on them, plus the request queue through which other
 //! threads reach them.
 //!
-//! A worker is thread-local: its thread calls into it directly (run to
-//! completion).  Another thread posts a job on the worker's request queue
-//! and waits for it (run to wait); the worker runs posted jobs on every
-//! step of its loop.  The job borrows the caller's buffers: the caller
-//! waits until the job has run or been dropped, so the borrow outlives
-//! every use (see [`run_on`]).
+//! A worker belongs to the thread that attached its first engine: that
+//! thread calls into it directly (run to completion).  Another thread
+//! calls into it directly too when nobody holds it at that moment (the
+//! worker sits behind a lock, which its own thread takes for each call,
+//! step and sleep); else it posts a job on the worker's request queue and
+//! waits for it (run to wait): the holder runs posted jobs when it lets
+//! the worker go and on every step.  The job borrows the caller's
+//! buffers: the caller waits until the job has run or been dropped, so
+//! the borrow outlives every use (see [`run_on`]).
+//!
+//! Adoption: a worker whose thread has not held it for [`ADOPT_AFTER`]
+//! (blocked outside the socket layer: in a join, a sleep, a file) is
+//! driven by a thread that waits on one of its objects (a blocking call,
+//! an epoll or poll wait): that thread steps it and sleeps on its links
+//! in its place, never blocking on the lock to do so.  So no engine is
+//! left without a driver while a thread waits for it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use stack::SocketHandle;
@@ -84,6 +94,36 @@ pub(crate) struct WorkerShared {
     /// An eventfd that ends the worker's idle sleep when a job is posted;
     /// -1 if it could not be made (the sleep then ends by its timeout).
     pub(crate) jobs_wake: RawFd,
+    /// The worker itself, held by whichever thread calls into it, steps
+    /// it or sleeps on it (see [`WorkerShared::hold`]).  `None` once
+    /// detached.
+    home: Mutex<Option<Box<Worker>>>,
+    /// The owning thread waits for [`WorkerShared::home`]: its holder,
+    /// if asleep on the worker, wakes (as for a posted job) and lets go.
+    pub(crate) owner_waiting: AtomicBool,
+    /// Counts the owning thread's holds (only that thread writes it: a
+    /// plain store, no clock read on the fast path).
+    owner_holds: AtomicU64,
+    /// What a waiting thread last saw of [`WorkerShared::owner_holds`],
+    /// and when (microseconds since [`epoch`]): unchanged for
+    /// [`ADOPT_AFTER`], the owner is away and a waiting thread drives the
+    /// worker.
+    holds_seen: AtomicU64,
+    holds_seen_at: AtomicU64,
+}
+
+/// How long a worker's own thread may be away (not in a call, step or
+/// sleep on it) before a thread waiting on the worker drives it.
+pub const ADOPT_AFTER: Duration = Duration::from_millis(1);
+
+/// The origin of [`WorkerShared::holds_seen_at`].
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn micros_now() -> u64 {
+    epoch().elapsed().as_micros() as u64
 }
 
 impl Drop for WorkerShared {
@@ -163,11 +203,126 @@ impl WorkerShared {
         }
     }
 
+    /// Takes the worker for a call, a step or a sleep.  `owner`: the
+    /// worker's own thread, which waits for the lock (waking a thread that
+    /// sleeps on the worker in its place); another thread only tries
+    /// (`Ok(None)`: someone holds it).  EDEADLK for the owner already
+    /// holding a worker (a call from inside a call); another thread that
+    /// does gets `Ok(None)`.
+    pub(crate) fn hold(&self, owner: bool) -> Result<Option<Held<'_>>> {
+        if HOLDING.with(|h| h.get()) {
+            return if owner {
+                Err(Errno(libc::EDEADLK))
+            } else {
+                Ok(None)
+            };
+        }
+        let guard = match self.home.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) if !owner => return Ok(None),
+            Err(TryLockError::WouldBlock) => {
+                self.owner_waiting.store(true, Ordering::SeqCst);
+                self.wake_sleeper();
+                let g = self.home.lock().unwrap_or_else(|e| e.into_inner());
+                self.owner_waiting.store(false, Ordering::SeqCst);
+                g
+            }
+        };
+        if owner {
+            let n = self.owner_holds.load(Ordering::Relaxed);
+            self.owner_holds.store(n.wrapping_add(1), Ordering::Relaxed);
+        }
+        HOLDING.with(|h| h.set(true));
+        Ok(Some(Held { guard }))
+    }
+
+    /// Ends the idle sleep of the thread holding the worker, if it sleeps.
+    fn wake_sleeper(&self) {
+        if self.sleeping.load(Ordering::SeqCst) && self.jobs_wake >= 0 {
+            let one = 1u64;
+            // SAFETY: writes 8 bytes from a live u64 to the worker's eventfd.
+            unsafe { libc::write(self.jobs_wake, (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    /// A thread waiting on one of the worker's objects drives it if its
+    /// own thread has been away for [`ADOPT_AFTER`] and nobody holds it:
+    /// a step, and if that found nothing, a sleep on the worker's links
+    /// and `extra` (as [`crate::idle_wait`]) up to `timeout`, then a step
+    /// for what woke it.  See [`Drive`].
+    pub(crate) fn drive_if_left(
+        &self,
+        extra: &mut [libc::pollfd],
+        timeout: Option<Duration>,
+    ) -> Result<Drive> {
+        let now = micros_now();
+        let holds = self.owner_holds.load(Ordering::Relaxed);
+        let after = ADOPT_AFTER.as_micros() as u64;
+        if self.holds_seen.swap(holds, Ordering::Relaxed) != holds {
+            // The owner was there since the last look: from now on.
+            self.holds_seen_at.store(now, Ordering::Relaxed);
+            return Ok(Drive::Later(Some(ADOPT_AFTER)));
+        }
+        let away = now.saturating_sub(self.holds_seen_at.load(Ordering::Relaxed));
+        if away < after {
+            return Ok(Drive::Later(Some(Duration::from_micros(after - away))));
+        }
+        let Some(mut held) = self.hold(false)? else {
+            return Ok(Drive::Later(None));
+        };
+        let w = held.worker()?;
+        if w.step() {
+            return Ok(Drive::Drove(0));
+        }
+        let ready = crate::poll::sleep(w, extra, timeout)?;
+        w.step();
+        drop(held);
+        // Another waiting thread takes over while this one goes back to
+        // its program.
+        self.wake_pollers();
+        Ok(Drive::Drove(ready))
+    }
+
     fn bump(&self) {
         if self.waiters.load(Ordering::Acquire) > 0 {
             *self.progress.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             self.progressed.notify_all();
         }
+    }
+}
+
+/// What a thread waiting on a worker did about driving it ([`ProgressWatch::drive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drive {
+    /// It drove the worker; so many of the extra fds are ready.
+    Drove(usize),
+    /// Not now: its own thread was there within this time (look again
+    /// then), or (`None`) another thread holds it (its steps wake the
+    /// progress watch).
+    Later(Option<Duration>),
+}
+
+/// A worker held by the calling thread (see [`WorkerShared::hold`]).
+/// Jobs posted meanwhile by threads that found it held run when it is
+/// let go.
+pub(crate) struct Held<'a> {
+    guard: MutexGuard<'a, Option<Box<Worker>>>,
+}
+
+impl Held<'_> {
+    /// The worker; EBADF once detached.
+    pub(crate) fn worker(&mut self) -> Result<&mut Worker> {
+        self.guard.as_deref_mut().ok_or(Errno::EBADF)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(w) = self.guard.as_deref_mut() {
+            w.run_jobs();
+        }
+        HOLDING.with(|h| h.set(false));
     }
 }
 
@@ -189,9 +344,25 @@ pub(crate) struct Worker {
 
 static REGISTRY: Mutex<Vec<Option<Arc<WorkerShared>>>> = Mutex::new(Vec::new());
 
+/// The calling thread's own worker; when the thread ends, so does the
+/// worker (its engines dropped; its objects' numbers stay held).
+struct Own(Arc<WorkerShared>);
+
+impl Drop for Own {
+    fn drop(&mut self) {
+        if let Ok(Some(mut held)) = self.0.hold(true) {
+            let w = held.guard.take();
+            drop(held);
+            drop(w);
+        }
+    }
+}
+
 thread_local! {
-    static CURRENT: RefCell<Option<Box<Worker>>> = const { RefCell::new(None) };
+    static CURRENT: RefCell<Option<Own>> = const { RefCell::new(None) };
     static CURRENT_ID: Cell<u32> = const { Cell::new(0) };
+    /// Whether the calling thread holds a worker now (inside a call on it).
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
 }
 
 fn registry() -> std::sync::MutexGuard<'static, Vec<Option<Arc<WorkerShared>>>> {
@@ -221,11 +392,10 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&mut Worker) -> R) -> Result<R> {
     // worker any more.
     CURRENT
         .try_with(|c| {
-            let mut w = c.try_borrow_mut().map_err(|_| Errno(libc::EDEADLK))?;
-            match w.as_mut() {
-                Some(w) => Ok(f(w)),
-                None => Err(Errno::EBADF),
-            }
+            let cur = c.borrow();
+            let own = cur.as_ref().ok_or(Errno::EBADF)?;
+            let mut held = own.0.hold(true)?.ok_or(Errno(libc::EDEADLK))?;
+            Ok(f(held.worker()?))
         })
         .unwrap_or(Err(Errno::EBADF))
 }
@@ -242,9 +412,13 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
     };
     CURRENT.with(|c| {
         let mut cur = c.borrow_mut();
-        if let Some(w) = cur.as_mut() {
-            w.engines.push(slot);
-            return w.shared.id;
+        if let Some(own) = cur.as_ref() {
+            let mut held = own.0.hold(true).ok().flatten();
+            if let Some(w) = held.as_mut().and_then(|h| h.worker().ok()) {
+                w.engines.push(slot);
+                return own.0.id;
+            }
+            // Its worker went with a detach or a fork: a new one.
         }
         let mut reg = registry();
         let index = reg.iter().position(|w| w.is_none()).unwrap_or(reg.len());
@@ -266,6 +440,11 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
                     libc::EFD_NONBLOCK | libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE,
                 )
             },
+            home: Mutex::new(None),
+            owner_waiting: AtomicBool::new(false),
+            owner_holds: AtomicU64::new(0),
+            holds_seen: AtomicU64::new(u64::MAX),
+            holds_seen_at: AtomicU64::new(micros_now()),
         });
         if index == reg.len() {
             reg.push(Some(shared.clone()));
@@ -273,8 +452,8 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             reg[index] = Some(shared.clone());
         }
         let id = shared.id;
-        *cur = Some(Box::new(Worker {
-            shared,
+        *shared.home.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(Worker {
+            shared: shared.clone(),
             engines: vec![slot],
             objects: Vec::new(),
             dups: Dups::default(),
@@ -282,6 +461,7 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             ready_scratch: Vec::new(),
             scratch: Vec::new(),
         }));
+        *cur = Some(Own(shared));
         CURRENT_ID.with(|i| i.set(id));
         id
     })
@@ -290,10 +470,12 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
 /// Tears down the calling thread's worker: every object on it is closed
 /// (its fd number goes back to the kernel) and its engines are dropped.
 pub(crate) fn detach() {
-    let worker = CURRENT.with(|c| c.borrow_mut().take());
+    let own = CURRENT.with(|c| c.borrow_mut().take());
     CURRENT_ID.with(|i| i.set(0));
+    let Some(own) = own else { return };
+    registry()[own.0.id as usize - 1] = None;
+    let worker = own.0.home.lock().unwrap_or_else(|e| e.into_inner()).take();
     let Some(mut w) = worker else { return };
-    registry()[w.shared.id as usize - 1] = None;
     w.close_all();
     // Jobs still queued are dropped unrun: their callers see EBADF.
     let jobs = std::mem::take(&mut *w.shared.jobs.lock().unwrap_or_else(|e| e.into_inner()));
@@ -315,6 +497,15 @@ pub(crate) fn run_on<R: Send>(
     target: &WorkerShared,
     f: impl FnOnce(&mut Worker) -> R + Send,
 ) -> Result<R> {
+    // Nobody holds the worker: the call runs here, now.
+    if let Some(mut held) = target.hold(false)? {
+        let w = held.worker()?;
+        let r = f(w);
+        for e in &mut w.engines {
+            e.driver.flush_if_immediate();
+        }
+        return Ok(r);
+    }
     let mut f = Some(f);
     let mut out: Option<R> = None;
     let (done, finished) = sync_channel(1);
@@ -340,6 +531,13 @@ pub(crate) fn run_on<R: Send>(
                     // own queue, so two workers calling each other do not
                     // wait for ever.
                     let _ = with_current(|w| w.run_jobs());
+                    // The worker is free now but the job did not run (it
+                    // was posted as its holder let go): run it.
+                    if let Ok(Some(mut held)) = target.hold(false) {
+                        if let Ok(w) = held.worker() {
+                            w.step();
+                        }
+                    }
                 }
             }
         }
@@ -540,6 +738,13 @@ impl ProgressWatch {
         self.shared.wake
     }
 
+    /// Drives the watched worker from this thread if its own thread has
+    /// left it (after `ADOPT_AFTER` away; see the module): a wait on its
+    /// objects calls this before it sleeps on [`ProgressWatch::fd`].
+    pub fn drive(&self, extra: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<Drive> {
+        self.shared.drive_if_left(extra, timeout)
+    }
+
     /// Takes one wakeup (after the fd polled readable).
     pub fn clear(&self) {
         let mut v = 0u64;
@@ -583,8 +788,22 @@ pub struct Inherited {
 pub(crate) fn forget_after_fork(held: Option<ForkHold>) -> (Vec<RawFd>, Vec<Inherited>) {
     let mut fds = Vec::new();
     let mut inherited = Vec::new();
-    let worker = CURRENT.try_with(|c| c.borrow_mut().take()).ok().flatten();
+    let own = CURRENT.try_with(|c| c.borrow_mut().take()).ok().flatten();
     let _ = CURRENT_ID.try_with(|i| i.set(0));
+    let _ = HOLDING.try_with(|h| h.set(false));
+    // The forking thread held no worker (a thread adopting its own one at
+    // the fork exists no more in the child: then the worker is forgotten
+    // whole, its lock never released).
+    let worker = own.and_then(|own| {
+        let w = match own.0.home.try_lock() {
+            Ok(mut g) => g.take(),
+            Err(TryLockError::Poisoned(e)) => e.into_inner().take(),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        // Its drop would take the worker out again.
+        std::mem::forget(own);
+        w
+    });
     if let Some(mut w) = worker {
         take_apart(&mut w, &mut fds, &mut inherited);
         // Its drop would close sockets and engines: the parent's.
@@ -596,8 +815,9 @@ pub(crate) fn forget_after_fork(held: Option<ForkHold>) -> (Vec<RawFd>, Vec<Inhe
             if at.is_null() {
                 continue;
             }
-            // SAFETY: the worker's thread published this pointer to its
-            // own worker from inside a job and then waited, touching
+            // SAFETY: the thread that ran the job (the worker's own, or
+            // the helper when it found the worker free) published this
+            // pointer to the worker it held and then waited, touching
             // nothing, until released; the fork came in that wait, so the
             // child's copy of the worker is whole, and its thread does not
             // exist here: this is the only reference.  The worker stays

@@ -254,3 +254,37 @@ fn eof_with_pending_data_and_after_reset() {
         ]
     );
 }
+
+/// A knote deleted while it waits on the queue and added again (a number
+/// closed and given back for the next connection) is reported once per
+/// kevent, as FreeBSD reports it; so is a knote whose socket was closed
+/// while it waited.
+#[test]
+fn a_knote_added_again_is_reported_once() {
+    let _e = two_engines();
+    let (l, c, s) = pair(7611);
+    let kq = api::kqueue().unwrap();
+    // Writable at once: queued by the EV_ADD.
+    apply(kq, &[change(c, EVFILT_WRITE, EV_ADD)]);
+    apply(kq, &[change(c, EVFILT_WRITE, EV_DELETE)]);
+    apply(kq, &[change(c, EVFILT_WRITE, EV_ADD)]);
+    let got = poll(kq);
+    assert_eq!(got.len(), 1, "one report of the write filter: {got:?}");
+    assert_eq!((got[0].0, got[0].1), (c, EVFILT_WRITE));
+    // Closed while queued; the number comes back for a new socket, whose
+    // knote reports the new socket's state alone.
+    apply(kq, &[change(s, EVFILT_WRITE, EV_ADD)]);
+    api::close(s).unwrap();
+    let again = api::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+    assert_eq!(again, s, "the lowest free number comes back");
+    apply(kq, &[change(again, EVFILT_READ, EV_ADD)]);
+    let got = poll(kq);
+    assert!(
+        got.iter().all(|e| e.0 != again || e.1 == EVFILT_READ),
+        "no write report of the closed socket under its number: {got:?}"
+    );
+    assert!(got.iter().filter(|e| e.0 == again).count() <= 1, "{got:?}");
+    for fd in [again, c, l, kq] {
+        api::close(fd).unwrap();
+    }
+}

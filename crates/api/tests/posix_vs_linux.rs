@@ -1065,3 +1065,47 @@ fn ipv6_udp_calls_match_linux() {
         }
     });
 }
+
+/// An item removed while it waits on the ready list and added again (a
+/// program that closes a connection and gets its number back for the
+/// next one, with the same epoll) is reported once per wait, as Linux
+/// reports it; so is an item whose socket was closed while it waited.
+#[test]
+fn epoll_item_added_again_is_reported_once_like_linux() {
+    both(|n, t| {
+        let l = n.socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+        n.bind(l, &at(n, 7511)).unwrap();
+        n.listen(l, 8).unwrap();
+        let (c, s) = pair(n, t, l, 7511, true);
+        let ep = n.epoll_create1(0).unwrap();
+        // Writable at once: on the ready list from the ADD.
+        t.val(
+            "ADD",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, c, Some(&ev(EPOLLOUT, 7))),
+        );
+        t.val("DEL while ready", &n.epoll_ctl(ep, EPOLL_CTL_DEL, c, None));
+        t.val(
+            "ADD again",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, c, Some(&ev(EPOLLOUT, 8))),
+        );
+        wait(n, t, "once, with the new data", ep);
+        wait(n, t, "level-triggered: again, once", ep);
+        // MOD while ready, then DEL and ADD again with other events.
+        t.val(
+            "MOD",
+            &n.epoll_ctl(ep, EPOLL_CTL_MOD, c, Some(&ev(EPOLLOUT | EPOLLIN, 9))),
+        );
+        t.val("DEL", &n.epoll_ctl(ep, EPOLL_CTL_DEL, c, None));
+        t.val(
+            "ADD IN only",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, c, Some(&ev(EPOLLIN, 10))),
+        );
+        wait(n, t, "nothing to read: nothing", ep);
+        t.val("send", &n.send(s, b"x", 0));
+        n.settle();
+        wait(n, t, "readable, once", ep);
+        for fd in [c, s, l, ep] {
+            let _ = n.close(fd);
+        }
+    });
+}

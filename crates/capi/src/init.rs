@@ -254,6 +254,25 @@ pub fn init(args: &[String]) -> Result<(), (String, Errno)> {
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err((format!("{program}: already initialised"), Errno::EALREADY));
     }
+    init_engine(args).inspect_err(|_| INITIALIZED.store(false, Ordering::SeqCst))
+}
+
+/// Builds one more engine as [`init`] builds the first, and makes the
+/// calling thread (which has none) its engine thread: a process with an
+/// engine per thread (the LD_PRELOAD library, a thread of a program that
+/// waits in its own epoll).  Its `--stats` file is its own.
+pub fn init_another(args: &[String]) -> Result<(), (String, Errno)> {
+    if api::attached() {
+        return Err((
+            format!("{}: this thread has an engine already", program(args)),
+            Errno::EALREADY,
+        ));
+    }
+    init_engine(args)
+}
+
+fn init_engine(args: &[String]) -> Result<(), (String, Errno)> {
+    let program = program(args);
     let r = (|| {
         let a = InitArgs::parse(args)?;
         let engine = build(&a, &program)?;
@@ -264,10 +283,7 @@ pub fn init(args: &[String]) -> Result<(), (String, Errno)> {
         STATS.with(|s| *s.borrow_mut() = file);
         Ok(())
     })();
-    r.map_err(|InitError(msg, e): InitError| {
-        INITIALIZED.store(false, Ordering::SeqCst);
-        (format!("{program}: {msg}"), e)
-    })
+    r.map_err(|InitError(msg, e): InitError| (format!("{program}: {msg}"), e))
 }
 
 /// # Safety
@@ -436,11 +452,23 @@ pub extern "C" fn ustack_fini() -> c_int {
             .collect();
         eprintln!("ustack: stopped; counters: {}", nonzero.join(" "));
     }
-    write_stats();
-    STATS.with(|s| *s.borrow_mut() = None);
-    api::detach();
-    INITIALIZED.store(false, Ordering::SeqCst);
+    stop_engine();
     0
+}
+
+/// Ends the calling thread's engine quietly: its counters written a last
+/// time, its objects closed, the engine dropped (its links closed), so
+/// that [`init`] may start one again.
+pub fn stop_engine() {
+    stop_thread_engine();
+    INITIALIZED.store(false, Ordering::SeqCst);
+}
+
+/// [`stop_engine`] for an engine of [`init_another`].
+pub fn stop_thread_engine() {
+    write_stats();
+    let _ = STATS.try_with(|s| *s.borrow_mut() = None);
+    api::detach();
 }
 
 #[cfg(test)]

@@ -10,13 +10,15 @@
 //! sender's `tx_dropped`; an empty receiver pool is the receiver's
 //! `rx_dropped` (and its pool's `exhausted`).
 //!
-//! Single-threaded: the two sides share state through `Rc<RefCell<..>>`, so
-//! both live on one thread (tests and deterministic simulation).
+//! The two sides share state through `Arc<Mutex<..>>`: they may live on
+//! different threads, and an engine over one may be driven by any thread
+//! (the socket layer hands an engine whose thread left it to another).
+//! Each call takes the locks of its own side and, when sending, the
+//! receiving side's, never two of one side: no call waits for another.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
@@ -59,11 +61,17 @@ struct Side {
     rx_dropped: u64,
 }
 
-type Shared = Rc<RefCell<Side>>;
+type Shared = Arc<Mutex<Side>>;
+
+/// A side's state (a panic elsewhere leaves it usable: its fields are
+/// each consistent).
+fn lock(s: &Shared) -> MutexGuard<'_, Side> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Picks the receive queue of a frame (a NIC's RSS): its result is taken
 /// modulo the number of queues.
-pub type QueueChooser = Rc<dyn Fn(&[u8]) -> usize>;
+pub type QueueChooser = Arc<dyn Fn(&[u8]) -> usize + Send + Sync>;
 
 /// Where a side's frames go.
 enum Peer {
@@ -102,7 +110,7 @@ pub struct MemoryLink {
 }
 
 fn new_side(config: &MemoryConfig) -> Shared {
-    Rc::new(RefCell::new(Side {
+    Arc::new(Mutex::new(Side {
         queue: VecDeque::with_capacity(config.queue_len),
         queue_len: config.queue_len,
         pool: PacketPool::with_reserve(
@@ -189,18 +197,18 @@ impl MemoryLink {
 
     /// Frames waiting to be received on this side.
     pub fn rx_pending(&self) -> usize {
-        self.me.borrow().queue.len()
+        lock(&self.me).queue.len()
     }
 
     /// This side's pool levels and counters.
     pub fn pool_stats(&self) -> PoolStats {
-        self.me.borrow().pool.stats()
+        lock(&self.me).pool.stats()
     }
 
     /// Takes a buffer from this side's pool, reserve included (for ARP and
     /// ICMP replies).
     pub fn alloc_reserved(&mut self) -> Option<PoolBuf> {
-        self.me.borrow_mut().pool.alloc_reserved()
+        lock(&self.me).pool.alloc_reserved()
     }
 }
 
@@ -209,7 +217,7 @@ impl Link for MemoryLink {
 
     fn rx_burst(&mut self, out: &mut Vec<PoolBuf>, max: usize) -> io::Result<usize> {
         let max = max.min(MAX_BURST);
-        let mut me = self.me.borrow_mut();
+        let mut me = lock(&self.me);
         let mut n = 0;
         while n < max {
             let Some(buf) = me.queue.pop_front() else {
@@ -224,7 +232,7 @@ impl Link for MemoryLink {
     }
 
     fn alloc_tx(&mut self) -> Option<PoolBuf> {
-        self.me.borrow_mut().pool.alloc()
+        lock(&self.me).pool.alloc()
     }
 
     fn alloc_tx_reserved(&mut self) -> Option<PoolBuf> {
@@ -233,10 +241,10 @@ impl Link for MemoryLink {
 
     fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
         let taken = bufs.len();
-        let mut me = self.me.borrow_mut();
+        let mut me = lock(&self.me);
         for buf in bufs.drain(..) {
             let len = buf.data().len();
-            let mut peer = self.peer.for_frame(buf.data()).borrow_mut();
+            let mut peer = lock(self.peer.for_frame(buf.data()));
             if peer.queue.len() >= peer.queue_len {
                 self.tx_dropped += 1;
             } else if let Some(mut copy) = peer.pool.alloc_reserved() {
@@ -261,7 +269,7 @@ impl Link for MemoryLink {
     }
 
     fn recycle(&mut self, buf: PoolBuf) {
-        self.me.borrow_mut().pool.free(buf);
+        lock(&self.me).pool.free(buf);
     }
 
     fn info(&self) -> &LinkInfo {
@@ -269,7 +277,7 @@ impl Link for MemoryLink {
     }
 
     fn stats(&self) -> LinkStats {
-        let me = self.me.borrow();
+        let me = lock(&self.me);
         LinkStats {
             rx_frames: self.rx_frames,
             rx_bytes: self.rx_bytes,
@@ -377,7 +385,7 @@ mod tests {
     fn a_multi_queue_nic_spreads_what_the_wire_sends_and_merges_what_it_receives() {
         let cfg = MemoryConfig::new(1500, 64);
         let (mut wire, mut queues) =
-            MemoryLink::multi_queue(&cfg, 3, Rc::new(|f: &[u8]| usize::from(f[0])));
+            MemoryLink::multi_queue(&cfg, 3, Arc::new(|f: &[u8]| usize::from(f[0])));
         assert_eq!(queues.len(), 3);
         for i in 0..9u8 {
             send(&mut wire, &[i, 0xee]);

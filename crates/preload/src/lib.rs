@@ -21,7 +21,15 @@
 //!   fds together, so neither side starves and an idle wait uses no CPU.
 //! - Run to completion: the first thread that needs the network starts the
 //!   process's engine and drives it whenever it waits; other threads'
-//!   calls are posted to it (the socket layer's run to wait).
+//!   calls run in place when it is not inside the library, else are
+//!   posted to it (the socket layer's run to wait).  When that thread
+//!   stays away (a main thread that started worker threads and joins
+//!   them: wrk), the threads waiting in the library drive the engine
+//!   instead (the socket layer's adoption).  With several cores in
+//!   `lcore_mask`, another thread that starts using the network gets an
+//!   engine of its own on a free core: its own member of the port's
+//!   fanout group, its outgoing connections' source ports chosen so that
+//!   their replies reach it (`process::ensure_engine`).
 //! - A socket that is only set up (bound, listening) waits to be placed on
 //!   an engine until it is used, so a process that forks workers after
 //!   opening its listeners (nginx, NSD) never runs an engine itself: each

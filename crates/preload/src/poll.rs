@@ -14,9 +14,10 @@ use libc::{fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
 use crate::guard::{self, Inside};
 use crate::{classify, place, process, real, ret, Fd};
 
-/// A wait on another thread's engine cannot sleep on its links: it sleeps
-/// on the engine's progress fd (`api::watch_progress`) and looks again at
-/// least this often; without one, every millisecond.
+/// A wait on another thread's engine sleeps on the engine's progress fd
+/// (`api::watch_progress`) while that thread drives it, and looks again at
+/// least this often (sooner when the engine may need this thread to drive
+/// it: `api::ADOPT_AFTER`); without a progress fd, every millisecond.
 pub(crate) const REMOTE_RECHECK: Duration = Duration::from_millis(10);
 pub(crate) const REMOTE_RECHECK_BLIND: Duration = Duration::from_millis(1);
 
@@ -37,12 +38,20 @@ pub(crate) fn sleep_mixed(
         api::idle_wait(kernel, Some(cap))?;
         return Ok(());
     };
+    // The engine's own thread has left it (blocked elsewhere: a join, a
+    // sleep): this thread drives it, and sleeps on its links and the
+    // kernel fds.
+    let recheck = match w.drive(kernel, left)? {
+        api::Drive::Drove(_) => return Ok(()),
+        api::Drive::Later(Some(d)) => d.min(REMOTE_RECHECK),
+        api::Drive::Later(None) => REMOTE_RECHECK,
+    };
     kernel.push(pollfd {
         fd: w.fd(),
         events: libc::POLLIN,
         revents: 0,
     });
-    let cap = left.map_or(REMOTE_RECHECK, |l| l.min(REMOTE_RECHECK));
+    let cap = left.map_or(recheck, |l| l.min(recheck));
     let r = api::idle_wait(kernel, Some(cap));
     if kernel.pop().is_some_and(|p| p.revents != 0) {
         w.clear();

@@ -3,7 +3,7 @@
 //! belongs (ustack or the kernel), the stats file, and fork.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -229,6 +229,61 @@ const ENGINE_FAILED: u8 = 2;
 /// Whether this process has its engine.
 static ENGINE: AtomicU8 = AtomicU8::new(ENGINE_NONE);
 
+/// Held while a thread starts or stops this process's engine.
+static STARTING: Mutex<()> = Mutex::new(());
+
+/// Set in a process that forked while it had its engine (the parent).
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// After the program closed a ustack fd.  A process that forked while it
+/// had its engine (a pre-fork server's parent) and now holds no ustack fd
+/// at all stops its engine: its packet sockets leave the port's fanout
+/// group, so the flows the group's hash gave it go to its children, which
+/// serve the listeners, instead of waiting in a ring nobody reads (its
+/// thread is in waitpid) or meeting an engine without a listener.  A
+/// socket it makes later starts an engine again.  In run to completion
+/// only the thread that drives the engine stops it.
+pub fn after_close() {
+    if !FORKED.load(Ordering::Acquire) || api::live_fds() != 0 || !engine_up() {
+        return;
+    }
+    let Some(s) = settings() else { return };
+    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if !engine_up() || api::live_fds() != 0 {
+        return;
+    }
+    match s.cfg.preload.mode {
+        PreloadMode::Rtc => {
+            if !api::attached() {
+                return;
+            }
+            capi::stop_engine();
+        }
+        PreloadMode::Rtw => {
+            RTW_EXITING.store(RTW_RELEASE, Ordering::Release);
+            let end = Instant::now() + RELEASE_WAIT;
+            while RTW_EXITING.load(Ordering::Acquire) != RTW_STOPPED {
+                if Instant::now() >= end {
+                    notes::once(
+                        "the engine's thread did not stop after the last socket closed: it                          stays",
+                    );
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            RTW_EXITING.store(RTW_RUNNING, Ordering::Release);
+        }
+    }
+    ENGINE.store(ENGINE_NONE, Ordering::Release);
+    notes::once(
+        "closed its last ustack socket after forking: its engine stopped and left the port to          the processes it forked (a new socket starts one again)",
+    );
+}
+
+/// How long [`after_close`] waits for the engine's thread (run to wait)
+/// to stop.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
 /// Whether this process has started its engine.
 pub fn engine_up() -> bool {
     ENGINE.load(Ordering::Acquire) == ENGINE_UP
@@ -239,10 +294,14 @@ pub fn engine_up() -> bool {
 /// Called inside the guard.
 pub fn ensure_engine() -> Result<(), Errno> {
     // One thread starts it; the others wait for it.
-    static STARTING: Mutex<()> = Mutex::new(());
     let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     match ENGINE.load(Ordering::Acquire) {
-        ENGINE_UP => return Ok(()),
+        ENGINE_UP => {
+            if let Some(s) = settings() {
+                start_thread_engine(s);
+            }
+            return Ok(());
+        }
         ENGINE_FAILED => return Err(Errno(libc::ENETDOWN)),
         _ => {}
     }
@@ -308,6 +367,49 @@ fn group_lock() -> Option<std::os::fd::OwnedFd> {
 
 /// Starts the engine on the calling thread.
 fn start_here(s: &'static Settings) -> Result<(), Errno> {
+    let r = start_on_this_thread(s, None);
+    if r.is_ok() {
+        ENGINES.store(1, Ordering::Release);
+    }
+    r
+}
+
+/// The engines this process has started (its first, and those of threads
+/// that got one of their own).
+static ENGINES: AtomicUsize = AtomicUsize::new(0);
+
+/// Run to completion, a thread without an engine that starts using the
+/// network while the process has its engine already (a thread of a
+/// program whose threads each wait in their own epoll: wrk): it gets an
+/// engine of its own, on a core of `lcore_mask` that no engine of the
+/// port's group holds yet, its own member of the port's fanout group
+/// (its outgoing connections' source ports chosen so that their replies
+/// reach it).  Without a free core (or without a shared AF_PACKET port)
+/// it shares the process's engine, as before.
+fn start_thread_engine(s: &'static Settings) {
+    thread_local! {
+        static TRIED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if s.cfg.preload.mode != PreloadMode::Rtc || api::attached() || TRIED.with(|t| t.replace(true))
+    {
+        return;
+    }
+    let cores = runtime::cores::engine_cores(&s.cfg);
+    if cores.len() < 2 || handed().group.is_none() || s.packet_sockets_needed() == 0 {
+        return;
+    }
+    let _turn = group_lock();
+    let index = ENGINES.load(Ordering::Acquire);
+    if start_on_this_thread(s, Some(index)).is_ok() {
+        ENGINES.store(index + 1, Ordering::Release);
+    }
+}
+
+/// Starts an engine on the calling thread: the process's first
+/// (`thread_engine` None) or one more (`Some(index)`, its place among
+/// the process's engines), which needs a free core and is not started
+/// without one (EBUSY).
+fn start_on_this_thread(s: &'static Settings, thread_engine: Option<usize>) -> Result<(), Errno> {
     let mut args = s.init_args.clone();
     // lcore_mask: the processes of a run take its cores in turn (the
     // engines already in the group count), one engine each.
@@ -319,7 +421,12 @@ fn start_here(s: &'static Settings) -> Result<(), Errno> {
             .as_deref()
             .and_then(|g| g.parse().ok())
             .unwrap_or(0);
-        let k = runtime::procgroup::members(group) % cores.len();
+        let joined = runtime::procgroup::members(group);
+        if thread_engine.is_some() && joined >= cores.len() {
+            // Every core has its engine: the thread shares the process's.
+            return Err(Errno(libc::EBUSY));
+        }
+        let k = joined % cores.len();
         place = Some(stack::steer::FlowSteering::new(
             cores.len() as u16,
             k as u16,
@@ -334,15 +441,36 @@ fn start_here(s: &'static Settings) -> Result<(), Errno> {
         }
     }
     if let Some(stats) = &handed().stats {
+        // A thread's engine writes a file named by its thread id (ids of
+        // threads and processes are of one space: no two alike).
+        let id = match thread_engine {
+            None => std::process::id(),
+            // SAFETY: gettid takes no arguments.
+            Some(_) => (unsafe { libc::gettid() }) as u32,
+        };
         args.push("--stats".into());
-        args.push(format!("{stats}.{}", std::process::id()));
+        args.push(format!("{stats}.{id}"));
     }
-    match capi::init(&args) {
+    let started = match thread_engine {
+        None => capi::init(&args),
+        Some(_) => capi::init_another(&args),
+    };
+    match started {
         Ok(()) => {
-            if let Err(e) = share_ports(s) {
+            if let Err(e) = share_ports(s, thread_engine.unwrap_or(0)) {
                 eprintln!("libustack_preload[{}]: {e}", std::process::id());
-                capi::ustack_fini();
+                match thread_engine {
+                    None => {
+                        capi::ustack_fini();
+                    }
+                    Some(_) => capi::stop_thread_engine(),
+                }
                 return Err(Errno(libc::ENETDOWN));
+            }
+            if let Some(i) = thread_engine {
+                notes::once(format!(
+                    "a thread that waits on its own got an engine of its own (engine {i} of this                      process, its own member of the port's group)"
+                ));
             }
             // As the k-th of the lcore_mask's N processes to join, its
             // outgoing connections' replies hash to it once all N have.
@@ -356,6 +484,12 @@ fn start_here(s: &'static Settings) -> Result<(), Errno> {
             // before its atexit handlers run).
             FINAL_STATS.with(|_| ());
             Ok(())
+        }
+        Err((msg, e)) if thread_engine.is_some() => {
+            notes::once(format!(
+                "a thread's own engine did not start ({msg}): it shares the process's"
+            ));
+            Err(e)
         }
         Err((msg, e)) => {
             eprintln!("{msg}");
@@ -371,6 +505,9 @@ static RTW_EXITING: AtomicU8 = AtomicU8::new(0);
 const RTW_RUNNING: u8 = 0;
 const RTW_STOP: u8 = 1;
 const RTW_STOPPED: u8 = 2;
+/// The engine thread stops and drops its engine, the process living on
+/// ([`after_close`]).
+const RTW_RELEASE: u8 = 3;
 
 /// Run to wait: the engine on a thread of its own, which runs its loop for
 /// the life of the process; the program's threads post their calls to it.
@@ -391,8 +528,13 @@ fn start_engine_thread(s: &'static Settings) -> Result<(), Errno> {
                 tick_stats();
                 RTW_EXITING.load(Ordering::Acquire) == RTW_RUNNING
             });
+            let release = RTW_EXITING.load(Ordering::Acquire) == RTW_RELEASE;
             close_for_exit();
-            capi::write_stats();
+            if release {
+                capi::stop_engine();
+            } else {
+                capi::write_stats();
+            }
             RTW_EXITING.store(RTW_STOPPED, Ordering::Release);
         });
     if let Err(e) = spawned {
@@ -430,7 +572,7 @@ extern "C" fn rtw_at_exit() {
 
 /// Joins this process's engine to the fanout group of the `ustack run`
 /// it belongs to, so that the processes it forks share its ports.
-fn share_ports(s: &Settings) -> Result<(), String> {
+fn share_ports(s: &Settings, index: usize) -> Result<(), String> {
     let Some(group) = handed().group.clone() else {
         return Ok(());
     };
@@ -455,7 +597,7 @@ fn share_ports(s: &Settings) -> Result<(), String> {
         return Ok(());
     }
     api::with_engine::<runtime::PortLink, _>(0, |e| {
-        runtime::procgroup::share_ports(e, &s.cfg, group)
+        runtime::procgroup::share_ports_engine(e, &s.cfg, group, index)
     })
     .map_err(|e| format!("the engine: {e}"))?
     .ok_or("the engine is not of the configured kind")?
@@ -576,6 +718,8 @@ impl Settings {
 /// connections stay the parent's (their numbers, still held, fail).
 pub extern "C" fn child_after_fork() {
     crate::privileges::forget_after_fork();
+    // The parent's forks are not the child's.
+    FORKED.store(false, Ordering::Release);
     let held = FORK_HOLD.lock().unwrap_or_else(|e| e.into_inner()).take();
     if ENGINE.load(Ordering::Acquire) != ENGINE_UP {
         return;
@@ -655,6 +799,9 @@ pub extern "C" fn parent_after_fork() {
     if let Some(h) = held {
         let _g = Inside::enter();
         h.release();
+    }
+    if engine_up() {
+        FORKED.store(true, Ordering::Release);
     }
 }
 

@@ -345,7 +345,11 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         return kernel();
     }
     match classify(fd) {
-        Fd::Ustack => inside(|| crate::io::sent(capi::ustack_close(fd))),
+        Fd::Ustack => inside(|| {
+            let r = crate::io::sent(capi::ustack_close(fd));
+            crate::process::after_close();
+            r
+        }),
         Fd::Pending => {
             inside(|| table::lock().take_pending(fd));
             kernel()
@@ -353,7 +357,10 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         Fd::Epoll => {
             let shadow = inside(|| table::lock().take_epoll(fd));
             if let Some(ep) = shadow.and_then(|s| s.ustack) {
-                inside(|| capi::ustack_close(ep));
+                inside(|| {
+                    capi::ustack_close(ep);
+                    crate::process::after_close();
+                });
             }
             kernel()
         }

@@ -11,9 +11,8 @@
 //!   engine 1's own connections work because their neighbour
 //!   advertisements are copied to it.
 
-use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use link::{MemoryConfig, MemoryLink};
@@ -163,24 +162,24 @@ struct Setup {
     /// Frames the NIC put on queue 0 that belong to engine 1 by the flow
     /// hash (neighbour discovery, which is for both, left out): what
     /// software steering hands over when the NIC has one queue.
-    for_engine_1_on_queue_0: Rc<Cell<u64>>,
+    for_engine_1_on_queue_0: Arc<AtomicU64>,
 }
 
 impl Setup {
     fn new(nic: Nic) -> Setup {
         let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, ENGINES as u16).unwrap());
-        let misplaced = Rc::new(Cell::new(0u64));
+        let misplaced = Arc::new(AtomicU64::new(0));
         let choose = {
             let rss = rss.clone();
             let misplaced = misplaced.clone();
-            Rc::new(move |f: &[u8]| {
+            Arc::new(move |f: &[u8]| {
                 let q = match nic {
                     Nic::Rss => nic_queue(&rss, f),
                     Nic::OneQueue => 0,
                 };
                 let class = classify(f);
                 if q == 0 && class != FrameClass::Ndp && class.engine(ENGINES as u16) == 1 {
-                    misplaced.set(misplaced.get() + 1);
+                    misplaced.fetch_add(1, Ordering::Relaxed);
                 }
                 q
             })
@@ -317,7 +316,7 @@ fn ipv6_on_one_queue_is_handed_to_its_engine_in_software() {
     // Engine 0 reads every frame and hands on exactly engine 1's: the
     // SYNs of the connections the hash gives engine 1, and the replies to
     // engine 1's own connections.
-    let expected = setup.for_engine_1_on_queue_0.get();
+    let expected = setup.for_engine_1_on_queue_0.load(Ordering::Relaxed);
     assert!(expected > 0);
     assert_eq!(d0.steer_forwarded, expected, "{d0:?}");
     // What engine 1 received: those, and the neighbour discovery copies.

@@ -6,7 +6,6 @@
 //! engines open (their source ports are chosen so the replies hash home).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::rc::Rc;
 use std::sync::Arc;
 
 use link::{MemoryConfig, MemoryLink};
@@ -141,7 +140,7 @@ impl Setup {
         let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap());
         let choose = {
             let rss = rss.clone();
-            Rc::new(move |f: &[u8]| nic_queue(&rss, f))
+            Arc::new(move |f: &[u8]| nic_queue(&rss, f))
         };
         let (wire, queues) =
             MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), engines, choose);
