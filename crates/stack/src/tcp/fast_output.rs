@@ -12,7 +12,8 @@ use wire::checksum;
 use wire::ip::IpProtocol;
 use wire::tcp::{SeqNumber, TcpFlags};
 
-use crate::iface::IfaceId;
+use crate::ethernet::transmit_tagged;
+use crate::iface::LinkOut;
 use crate::ip::IpLayer;
 use crate::ipv4::{Ipv4Path, ATOMIC_IDENT};
 use crate::sink::{FrameSink, TxMeta};
@@ -51,8 +52,9 @@ pub(crate) struct SegmentTemplate {
     /// of the same length, the usual case in a request/reply exchange or
     /// a stream of full segments, leaves them as they are.
     patched: (u16, u16),
-    /// The path's interface, MTU and checksum offload.
-    iface: IfaceId,
+    /// How the path's frames leave (interface, port, VLAN tag), its MTU
+    /// and checksum offload.
+    out: LinkOut,
     mtu: usize,
     offload: bool,
 }
@@ -107,7 +109,7 @@ impl SegmentTemplate {
             ip_sum,
             pseudo_sum: checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 0),
             patched: (0, 0),
-            iface: path.iface(),
+            out: path.out(),
             mtu: path.mtu(),
             offload: path.offload(),
         }
@@ -203,7 +205,7 @@ impl TcpConnection {
         if ip_len > t.mtu {
             return false;
         }
-        let (iface, offload) = (t.iface, t.offload);
+        let (out, offload) = (t.out, t.offload);
         let window = self.advertise_window();
         let (tsval, tsecr) = (self.ts_now(now), self.ts_recent);
         let ack = self.rcv_nxt.0 as u32;
@@ -250,7 +252,18 @@ impl TcpConnection {
             offload,
             pseudo,
         };
-        let sent = if let Some(buf) = sink.frame(iface, frame_len, meta) {
+        let sent = if out.vid.is_some() {
+            // A VLAN interface's frame is written whole, then tagged.
+            let segment = segment();
+            match ip.links.get_mut(usize::from(out.iface.0)) {
+                Some(link) => transmit_tagged(link, sink, frame_len, meta, &mut |buf| {
+                    if let Some(frame) = buf.get_mut(..frame_len) {
+                        segment.write(frame);
+                    }
+                }),
+                None => false,
+            }
+        } else if let Some(buf) = sink.frame(out.port, frame_len, meta) {
             segment().write(buf);
             true
         } else if sink.lends_frames() {
@@ -259,7 +272,7 @@ impl TcpConnection {
             let segment = segment();
             // A sink hands `fill` at least `frame_len` bytes; a shorter
             // buffer is left unwritten rather than indexed past.
-            sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
+            sink.transmit_with(out.port, frame_len, meta, &mut |buf: &mut [u8]| {
                 if let Some(frame) = buf.get_mut(..frame_len) {
                     segment.write(frame);
                 }
@@ -290,7 +303,7 @@ impl TcpConnection {
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (self.local.ip(), self.remote.ip()) else {
             return false;
         };
-        ip.refresh_path(&mut self.path, dst, now);
+        ip.refresh_path(&mut self.path, src, dst, now);
         let Some(path) = self.path else {
             self.template = None;
             return false;
