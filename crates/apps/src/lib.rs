@@ -95,6 +95,15 @@ pub(crate) fn describe(engine: &Engine<PortLink>) -> Vec<String> {
                 }
             )
         })
+        .chain(
+            // VLAN interfaces, after the ports.
+            engine
+                .stack
+                .interfaces()
+                .iter()
+                .filter(|i| i.vlan.is_some())
+                .map(|i| format!("{} {} mtu {} fib {}", i.name, i.addr_text(), i.mtu, i.fib)),
+        )
         .collect()
 }
 
