@@ -562,3 +562,87 @@ fn vlan_setup_errors_are_refused() {
         "10.99.10.2/24 vlan 10 on if0"
     );
 }
+
+#[test]
+fn ipv6_on_a_vlan_resolves_its_neighbours_there_and_replies_tagged() {
+    let mut n = Net::new();
+    let v6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap();
+    let (server6, peer6) = (v6("fd99:20::2"), v6("fd99:20::1"));
+    let peer20 = n.peer.interfaces()[2].id;
+    n.server
+        .enable_ipv6(
+            n.now,
+            n.s20,
+            &stack::Ipv6Config {
+                addrs: vec![(server6, 64)],
+                gateway: None,
+            },
+        )
+        .unwrap();
+    n.peer
+        .enable_ipv6(
+            n.now,
+            peer20,
+            &stack::Ipv6Config {
+                addrs: vec![(peer6, 64)],
+                gateway: None,
+            },
+        )
+        .unwrap();
+    // Duplicate address detection (one probe, a second) on both.
+    n.run(1500);
+    let server = n
+        .server
+        .udp_bind(SocketAddr::new(
+            IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            53,
+        ))
+        .unwrap();
+    let client = n
+        .peer
+        .udp_bind(SocketAddr::new(IpAddr::V6(peer6), 5353))
+        .unwrap();
+    n.peer
+        .udp_send_to(
+            n.now,
+            client,
+            SocketAddr::new(IpAddr::V6(server6), 53),
+            None,
+            b"q6",
+            &mut n.sp,
+        )
+        .unwrap();
+    n.run(5);
+    let mut buf = [0u8; 8];
+    let got = n.server.udp_recv_from(server, &mut buf).unwrap();
+    assert_eq!(&buf[..got.len], b"q6");
+    n.server_tags.clear();
+    n.server
+        .udp_send_to(
+            n.now,
+            server,
+            got.meta.src,
+            Some(got.meta.dst.ip()),
+            b"a6",
+            &mut n.ss,
+        )
+        .unwrap();
+    n.run(5);
+    let back = n.peer.udp_recv_from(client, &mut buf).unwrap();
+    assert_eq!(&buf[..back.len], b"a6");
+    assert!(!n.server_tags.is_empty());
+    assert!(
+        n.server_tags.iter().all(|t| *t == Some(20)),
+        "{:?}",
+        n.server_tags
+    );
+    // The peer's address is known on VLAN 20 only.
+    let found = |iface| {
+        matches!(
+            n.server.neighbors().lookup(iface, IpAddr::V6(peer6), n.now),
+            Lookup::Found(_)
+        )
+    };
+    assert!(found(n.s20));
+    assert!(!found(n.s10));
+}
