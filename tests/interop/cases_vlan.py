@@ -47,8 +47,8 @@ def gateway_mac(vid):
     return f"02:99:00:00:00:{vid:02x}"
 
 
-def config(if_u):
-    text = "[dpdk]\nidle_sleep=100\npkt_tx_delay=0\nvlan_filter=10,20,30\n"
+def config(if_u, lcore_mask):
+    text = f"[dpdk]\nlcore_mask={lcore_mask}\nidle_sleep=100\npkt_tx_delay=0\nvlan_filter=10,20,30\n"
     text += f"[port0]\nlink=af_packet:{if_u}\n"
     for vid, (subnet, vip, _) in VLANS.items():
         text += (f"[vlan{vid}]\nportid=0\naddr=10.99.{subnet}.2\nnetmask=255.255.255.0\n"
@@ -181,6 +181,17 @@ def udp_echo(ns, src, dst, payload):
 
 @test("vlan_vip_policy_af_packet", budget=60)
 def _(ctx):
+    vlan_vip_policy(ctx, "1")
+
+
+# Two engines: a VLAN's flows and ARP are steered as the port's own (the
+# kernel's fanout program looks past the tag; so must ustack's dispatcher).
+@test("vlan_vip_policy_cores_af_packet", budget=60)
+def _(ctx):
+    vlan_vip_policy(ctx, "3")
+
+
+def vlan_vip_policy(ctx, lcore_mask):
     ns_s, ns_u, if_u, trunk = h.unique("s"), h.unique("u"), h.unique("u"), h.unique("t")
     h.add_netns(ns_s)
     h.add_netns(ns_u)
@@ -204,11 +215,11 @@ def _(ctx):
     switch = VlanSwitch(ns_s, trunk, access)
     h.on_cleanup("vlan switch", switch.close)
 
-    u = h.Ustack(ctx.binary, ctx.workdir, config(if_u), netns=ns_u).start()
+    u = h.Ustack(ctx.binary, ctx.workdir, config(if_u, lcore_mask), netns=ns_u).start()
     u.wait_output(r"serving echo on UDP port 7")
-    # Each VLAN interface is listed with its address and FIB.
+    # Each VLAN interface is listed with its address.
     for vid, (subnet, _, _) in VLANS.items():
-        u.wait_output(rf"ustack0\.{vid} 10\.99\.{subnet}\.2/24 vlan {vid} on if0 mtu \d+ fib {vid // 10}")
+        u.wait_output(rf"ustack0\.{vid} 10\.99\.{subnet}\.2/24 vlan {vid} on if0 ")
 
     # Ping each VLAN address from its gateway until all answer.
     deadline = time.monotonic() + 10
@@ -230,6 +241,12 @@ def _(ctx):
             reply, frm = udp_echo(gw, client, vip, data)
             check(reply == data and frm == (vip, 7), f"vlan {vid}: UDP echo {client} -> {vip}: {reply!r:.40} from {frm}")
         print(f"    vlan {vid}: ping, TCP (200 KB) and UDP from {client} to {vip} echoed")
+        if lcore_mask != "1":
+            # More connections, whose source ports spread them over the
+            # engines.
+            for i in range(8):
+                data = os.urandom(3000 + i)
+                check(tcp_echo(gw, client, vip, data) == data, f"vlan {vid}: short TCP echo {i}")
 
     # The unknown VLAN: ustack drops and counts what arrives on it.
     before = u.stats().get("rx_drop_vlan_unknown_id", 0)
@@ -265,6 +282,11 @@ def _(ctx):
     print(f"    replies on the trunk, each on its VIP's VLAN to its gateway's MAC: {seen}")
     print(f"    tagged TCP super-frames to ustack (gateways' TSO): {super_frames}; "
           f"VLAN {UNKNOWN_VLAN} frames dropped: rx_drop_vlan_unknown_id={st['rx_drop_vlan_unknown_id']}")
+    if lcore_mask != "1":
+        st = u.wait_stats(lambda s: s.get("tcp_passive_opens", 0) >= 27, timeout=5, what="27 connections accepted")
+        opens = [st.get(f"engine{e}.tcp_passive_opens", 0) for e in (0, 1)]
+        print(f"    connections accepted per engine: {opens}")
+        check(all(opens) and sum(opens) == 27, f"a VLAN's connections are spread over the engines: {opens}")
     check(st.get("rx_drop_untagged_no_address", 0) == 0, f"untagged frames reached ustack: {h.nonzero(st)}")
     check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
     u.stop()
