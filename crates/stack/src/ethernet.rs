@@ -52,8 +52,14 @@ impl Stack {
         }
         let payload = eth.payload();
         match eth.ethertype() {
-            EtherType::Vlan => self.vlan_input(now, iface, dst.is_broadcast(), payload, meta, sink),
-            EtherType::QinQ => self.ip.counters.rx_drop_vlan_service_tag += 1,
+            t @ (EtherType::Vlan | EtherType::QinQ) => {
+                let tag = VlanFrame {
+                    port: iface,
+                    service: t == EtherType::QinQ,
+                    broadcast: dst.is_broadcast(),
+                };
+                self.vlan_input(now, tag, payload, meta, sink)
+            }
             // A port that only carries VLAN interfaces has no address for
             // an untagged frame.
             _ if bare => self.ip.counters.rx_drop_untagged_no_address += 1,
@@ -88,17 +94,22 @@ impl Stack {
     /// An 802.1Q-tagged frame on port `port`: stripped of its tag and
     /// handed to the port's VLAN interface of that id, or dropped (counted)
     /// when the port has none.  VLAN id 0 marks a priority-tagged frame of
-    /// the port itself (802.1Q 9.6).
+    /// the port itself (802.1Q 9.6).  An 802.1ad service tag outermost is
+    /// no interface's.
     #[inline(never)]
     fn vlan_input(
         &mut self,
         now: Instant,
-        port: IfaceId,
-        broadcast: bool,
+        frame: VlanFrame,
         payload: &[u8],
         meta: RxMeta,
         sink: &mut dyn FrameSink,
     ) {
+        let VlanFrame {
+            port,
+            service,
+            broadcast,
+        } = frame;
         let tag = match VlanHeader::new_checked(payload) {
             Ok(tag) => tag,
             Err(_) => {
@@ -109,6 +120,10 @@ impl Stack {
         let (vid, inner) = (tag.vid(), tag.ethertype());
         if matches!(inner, EtherType::Vlan | EtherType::QinQ) {
             self.ip.counters.rx_drop_vlan_nested += 1;
+            return;
+        }
+        if service {
+            self.ip.counters.rx_drop_vlan_service_tag += 1;
             return;
         }
         let Some(ifc) = self.ip.interface(port) else {
@@ -135,6 +150,16 @@ impl Stack {
         }
         self.l3_input(now, iface, inner, broadcast, tag.payload(), meta, sink);
     }
+}
+
+/// Where a tagged frame came from, for [`Stack::vlan_input`].
+#[derive(Debug, Clone, Copy)]
+struct VlanFrame {
+    port: IfaceId,
+    /// The outer tag is 802.1ad's (0x88a8).
+    service: bool,
+    /// Sent to the Ethernet broadcast address.
+    broadcast: bool,
 }
 
 /// Hands a frame of `len` bytes for interface `iface` to the sink: as it

@@ -500,6 +500,15 @@ fn unknown_vlans_and_untagged_frames_on_a_bare_port_are_dropped_and_counted() {
         n.server.counters().rx_drop_vlan_truncated,
         c.rx_drop_vlan_truncated + 1
     );
+    // An 802.1ad service tag outermost, with VLAN 10's id.
+    let mut service = udp_frame(Some(10), vip(10));
+    service[12..14].copy_from_slice(&[0x88, 0xa8]);
+    n.server
+        .receive(n.now, PORT, &service, RxMeta::default(), &mut n.ss);
+    assert_eq!(
+        n.server.counters().rx_drop_vlan_service_tag,
+        c.rx_drop_vlan_service_tag + 1
+    );
     assert!(n.server.udp_recv_from(sock, &mut buf).is_err());
     assert!(n.ss.frames.is_empty());
     // The same datagram on VLAN 10 arrives.
