@@ -280,6 +280,11 @@ def vlan_vip_policy(ctx, lcore_mask):
     for vid, counts in seen.items():
         check(all(counts.values()), f"vlan {vid}: replies seen on the trunk per protocol: {counts}")
     print(f"    replies on the trunk, each on its VIP's VLAN to its gateway's MAC: {seen}")
+    # Each VLAN interface counted its own traffic, tags included.
+    for vid, counts in seen.items():
+        rx, tx = st.get(f"port0_vlan{vid}_rx_frames", 0), st.get(f"port0_vlan{vid}_tx_frames", 0)
+        check(rx > 0 and tx >= sum(counts.values()) and st.get(f"port0_vlan{vid}_tx_bytes", 0) >= 64 * tx,
+              f"vlan {vid}: counters rx {rx}, tx {tx} for {counts} replies seen: {h.nonzero(st)}")
     print(f"    tagged TCP super-frames to ustack (gateways' TSO): {super_frames}; "
           f"VLAN {UNKNOWN_VLAN} frames dropped: rx_drop_vlan_unknown_id={st['rx_drop_vlan_unknown_id']}")
     if lcore_mask != "1":
