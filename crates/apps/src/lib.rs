@@ -76,12 +76,11 @@ pub(crate) fn describe(engine: &Engine<PortLink>) -> Vec<String> {
         .map(|(i, l)| {
             let m = i.mac;
             format!(
-                "{} {}:{} {}/{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {}{}",
+                "{} {}:{} {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {}{}",
                 i.name,
                 l.kind(),
                 l.info().name,
-                i.addr(),
-                i.prefix_len,
+                i.addr_text(),
                 m[0],
                 m[1],
                 m[2],
@@ -96,6 +95,15 @@ pub(crate) fn describe(engine: &Engine<PortLink>) -> Vec<String> {
                 }
             )
         })
+        .chain(
+            // VLAN interfaces, after the ports.
+            engine
+                .stack
+                .interfaces()
+                .iter()
+                .filter(|i| i.vlan.is_some())
+                .map(|i| format!("{} {} mtu {} fib {}", i.name, i.addr_text(), i.mtu, i.fib)),
+        )
         .collect()
 }
 
@@ -267,8 +275,8 @@ pub fn run_engines<A: Application + Send>(
                 for i in stack.interfaces() {
                     let m = i.mac;
                     eprintln!(
-                        "{program}: {} {}/{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {} ({engines} engines)",
-                        i.name, i.addr(), i.prefix_len, m[0], m[1], m[2], m[3], m[4], m[5], i.mtu
+                        "{program}: {} {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {} ({engines} engines)",
+                        i.name, i.addr_text(), m[0], m[1], m[2], m[3], m[4], m[5], i.mtu
                     );
                 }
             }

@@ -230,12 +230,11 @@ fn describe(engine: &Engine<PortLink>, program: &str) {
     for (i, l) in engine.stack.interfaces().iter().zip(engine.ports()) {
         let m = i.mac;
         eprintln!(
-            "{program}: {} {}:{} {}/{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {}",
+            "{program}: {} {}:{} {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} mtu {}",
             i.name,
             l.kind(),
             l.info().name,
-            i.addr(),
-            i.prefix_len,
+            i.addr_text(),
             m[0],
             m[1],
             m[2],

@@ -8,7 +8,8 @@
 //!   default) fires; we copy each frame into a pool buffer and give the block
 //!   back when all its frames are taken. A frame received with a partial
 //!   checksum (`TP_STATUS_CSUMNOTREADY`) is flagged `csum_partial`. A VLAN
-//!   tag the kernel took out into metadata is put back into the frame.
+//!   tag the kernel took out into metadata is put back into the frame (into
+//!   each segment of a TCP super-frame, which `gso.rs` cuts).
 //! - TX: TPACKET_V3 frames of fixed size (the kernel has no block mode for
 //!   transmit; each slot is a `tpacket3_hdr` followed by the frame at offset
 //!   48). We copy a frame in, mark it `TP_STATUS_SEND_REQUEST`, and kick the
@@ -191,6 +192,21 @@ struct BlockCursor {
     left: u32,
     /// Offset of the next frame from the block's start.
     offset: usize,
+}
+
+/// A VLAN tag the kernel moved out of a received frame into metadata.
+#[derive(Debug, Clone, Copy)]
+struct VlanTag {
+    tpid: u16,
+    tci: u16,
+}
+
+impl VlanTag {
+    /// Writes the tag's 4 bytes (TPID, TCI) into `out`.
+    fn write(&self, out: &mut [u8]) {
+        out[..2].copy_from_slice(&self.tpid.to_be_bytes());
+        out[2..4].copy_from_slice(&self.tci.to_be_bytes());
+    }
 }
 
 /// A link over an AF_PACKET socket with TPACKET_V3 rings.
@@ -544,10 +560,23 @@ impl AfPacketLink {
             return false;
         }
         let tagged = hdr.tp_status & abi::TP_STATUS_VLAN_VALID != 0 && snap >= 12;
+        // The 802.1Q tag the kernel moved into metadata, to be put back.
+        let tag = tagged.then(|| {
+            let tpid =
+                if hdr.tp_status & abi::TP_STATUS_VLAN_TPID_VALID != 0 && hdr.tp_vlan_tpid != 0 {
+                    hdr.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+            VlanTag {
+                tpid,
+                tci: hdr.tp_vlan_tci as u16,
+            }
+        });
         let len = snap + if tagged { 4 } else { 0 };
         if len > buf.capacity() {
             let partial = hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0;
-            if !tagged && self.cut_super_frame(block_off + data_off, snap, partial) {
+            if self.cut_super_frame(block_off + data_off, snap, partial, tag) {
                 return false;
             }
             self.rx_oversize += 1;
@@ -556,17 +585,9 @@ impl AfPacketLink {
         let src = self.bytes(block_off + data_off, snap);
         buf.set_len(len);
         let dst = buf.data_mut();
-        if tagged {
-            // Put back the 802.1Q tag the kernel moved into metadata.
-            let tpid =
-                if hdr.tp_status & abi::TP_STATUS_VLAN_TPID_VALID != 0 && hdr.tp_vlan_tpid != 0 {
-                    hdr.tp_vlan_tpid
-                } else {
-                    0x8100
-                };
+        if let Some(tag) = tag {
             dst[..12].copy_from_slice(&src[..12]);
-            dst[12..14].copy_from_slice(&tpid.to_be_bytes());
-            dst[14..16].copy_from_slice(&(hdr.tp_vlan_tci as u16).to_be_bytes());
+            tag.write(&mut dst[12..16]);
             dst[16..].copy_from_slice(&src[12..]);
         } else {
             dst.copy_from_slice(src);
@@ -579,7 +600,13 @@ impl AfPacketLink {
     /// of the MTU, queued in `rx_segments`. Returns whether the frame was
     /// dealt with (cut, or dropped for a bad checksum); false leaves it to
     /// be counted as oversize.
-    fn cut_super_frame(&mut self, offset: usize, snap: usize, partial: bool) -> bool {
+    fn cut_super_frame(
+        &mut self,
+        offset: usize,
+        snap: usize,
+        partial: bool,
+        tag: Option<VlanTag>,
+    ) -> bool {
         let frame = self.bytes(offset, snap);
         let sf = match TcpSuperFrame::parse(frame, self.info.mtu, partial) {
             Ok(sf) => sf,
@@ -596,14 +623,25 @@ impl AfPacketLink {
                 // full ring would lose it.
                 break;
             };
-            let len = sf.segment_len(i);
+            let seg_len = sf.segment_len(i);
+            let len = seg_len + if tag.is_some() { 4 } else { 0 };
             if len > b.capacity() {
                 self.pool.free(b);
                 self.rx_oversize += 1;
                 break;
             }
             b.set_len(len);
-            sf.write_segment(self.bytes(offset, snap), i, b.data_mut());
+            let out = b.data_mut();
+            match tag {
+                None => sf.write_segment(self.bytes(offset, snap), i, out),
+                Some(tag) => {
+                    // Each segment carries the super-frame's tag: written
+                    // 4 bytes in, its addresses moved ahead of the tag.
+                    sf.write_segment(self.bytes(offset, snap), i, &mut out[4..]);
+                    out.copy_within(4..16, 0);
+                    tag.write(&mut out[12..16]);
+                }
+            }
             b.set_csum_partial(true);
             self.rx_segments.push_back(b);
         }

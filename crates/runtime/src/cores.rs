@@ -38,9 +38,7 @@ use stack::Stack;
 use crate::config::{Config, LinkSpec, PortConfig};
 use crate::engine::{mesh, open_kni, AppContext, Application, Dispatcher, Engine, KniPort};
 use crate::ports::PortLink;
-use crate::setup::{
-    engine_config, fault_config, interface_config, link_name, port_pool, stack_config, SetupError,
-};
+use crate::setup::{engine_config, fault_config, link_name, port_pool, stack_config, SetupError};
 use crate::steer::KniFilter;
 
 /// Frames a ring between two engines holds.
@@ -265,10 +263,7 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
             });
         }
         let mut stack = Stack::new(sc);
-        for (port, link) in cfg.ports.iter().zip(&links) {
-            let iface = interface_config(port, link)?;
-            crate::setup::add_port_interface(&mut stack, port, &iface)?;
-        }
+        crate::setup::add_interfaces(&mut stack, cfg, &links)?;
         let kni: Vec<Option<KniPort>> = if cfg.kni.enable && e == 0 {
             cfg.ports
                 .iter()

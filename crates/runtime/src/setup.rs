@@ -4,9 +4,16 @@
 use std::fmt;
 
 use link::{AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, RingConfig, TapLink};
-use stack::{CcAlgorithm, InterfaceConfig, Stack, StackConfig, TcpConfig};
+use std::net::IpAddr;
 
-use crate::config::{Config, CongestionControl, DpdkConfig, LinkSpec, PortConfig, Sysctls};
+use stack::route::IpCidr;
+use stack::{
+    CcAlgorithm, IfaceId, InterfaceConfig, PolicyRule, RuleMatch, Stack, StackConfig, TcpConfig,
+};
+
+use crate::config::{
+    Config, CongestionControl, DpdkConfig, LinkSpec, PortConfig, SourcePrefix, Sysctls,
+};
 use crate::engine::{Engine, EngineConfig};
 use crate::ports::PortLink;
 
@@ -45,6 +52,10 @@ pub enum SetupError {
         asked: usize,
         link: usize,
     },
+    Vlan {
+        vlan: u16,
+        error: stack::StackError,
+    },
 }
 
 impl fmt::Display for SetupError {
@@ -72,6 +83,7 @@ impl fmt::Display for SetupError {
                 write!(f, "[port{port}] link={link}: cannot open: {error}")
             }
             SetupError::Stack { port, error } => write!(f, "[port{port}]: {error}"),
+            SetupError::Vlan { vlan, error } => write!(f, "[vlan{vlan}]: {error}"),
             SetupError::Mtu { port, asked, link } => {
                 write!(
                     f,
@@ -233,24 +245,9 @@ pub fn interface_config(
         port: port.id,
         what: "no addr= (IPv4 address)",
     })?;
-    let link_mtu = link.mtu();
-    let mtu = match port.mtu {
-        Some(m) if usize::from(m) > link_mtu => {
-            return Err(SetupError::Mtu {
-                port: port.id,
-                asked: usize::from(m),
-                link: link_mtu,
-            })
-        }
-        Some(m) => usize::from(m),
-        None => link_mtu,
-    };
+    let mtu = port_mtu(port, link)?;
     Ok(InterfaceConfig {
-        name: if port.if_name.is_empty() {
-            format!("port{}", port.id)
-        } else {
-            port.if_name.clone()
-        },
+        name: port_name(port),
         mac: link.mac(),
         mtu,
         addr: ip.addr,
@@ -291,6 +288,137 @@ pub fn add_port_interface(
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// Adds the stack's interfaces: one per port, in order (interface i is
+/// port i; a port that carries VLANs gets one without addresses), then
+/// the VLAN interfaces, then a FIB for each interface with `ipfw_pr` (the
+/// first FIB 1, the next 2 ..., ports before VLANs) holding its connected
+/// routes and gateways, with a rule (priority 100) per prefix sending
+/// packets from it there.
+pub fn add_interfaces<L: LinkInfoSource>(
+    stack: &mut Stack,
+    cfg: &Config,
+    links: &[L],
+) -> Result<(), SetupError> {
+    for (i, (port, link)) in cfg.ports.iter().zip(links).enumerate() {
+        if cfg.vlans.iter().any(|v| v.portid == port.id) {
+            let mtu = port_mtu(port, link)?;
+            let id = stack
+                .add_port(&port_name(port), link.mac(), mtu)
+                .map_err(|error| SetupError::Stack {
+                    port: port.id,
+                    error,
+                })?;
+            debug_assert_eq!(usize::from(id.0), i);
+        } else {
+            let iface = interface_config(port, link)?;
+            add_port_interface(stack, port, &iface)?;
+        }
+    }
+    let mut next_fib = 1u16;
+    for (i, port) in cfg.ports.iter().enumerate() {
+        if port.ipfw_pr.is_empty() {
+            continue;
+        }
+        let err = |error| SetupError::Stack {
+            port: port.id,
+            error,
+        };
+        source_policy(stack, IfaceId(i as u16), next_fib, &port.ipfw_pr).map_err(err)?;
+        next_fib += 1;
+    }
+    for v in &cfg.vlans {
+        let err = |error| SetupError::Vlan { vlan: v.id, error };
+        let Some(at) = cfg.ports.iter().position(|p| p.id == v.portid) else {
+            return Err(err(stack::StackError::NoSuchInterface));
+        };
+        let port_id = IfaceId(at as u16);
+        let (mac, mtu) = match stack.interface(port_id) {
+            Some(p) => (p.mac, p.mtu),
+            None => return Err(err(stack::StackError::NoSuchInterface)),
+        };
+        let Some(ip) = v.ipv4 else {
+            return Err(SetupError::PortIncomplete {
+                port: v.portid,
+                what: "a [vlanN] without addr=",
+            });
+        };
+        let ic = InterfaceConfig {
+            name: v.if_name(&cfg.ports[at]),
+            mac,
+            mtu,
+            addr: ip.addr,
+            prefix_len: ip.prefix_len,
+            broadcast: Some(ip.broadcast),
+            gateway: ip.gateway,
+            extra_addrs: v.vip_addrs.clone(),
+        };
+        let id = stack.add_vlan(port_id, v.id, &ic).map_err(err)?;
+        if let Some(v6) = v.ipv6 {
+            let mut addrs = vec![(v6.addr, v6.prefix_len)];
+            addrs.extend(v.vip_addrs6.iter().map(|&a| (a, v.vip_prefix_len)));
+            let c = stack::Ipv6Config {
+                addrs,
+                gateway: v6.gateway,
+            };
+            stack
+                .enable_ipv6(stack::Instant::ZERO, id, &c)
+                .map_err(err)?;
+        }
+        if !v.ipfw_pr.is_empty() {
+            source_policy(stack, id, next_fib, &v.ipfw_pr).map_err(err)?;
+            next_fib += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Gives interface `id` FIB `fib` and sends packets from `prefixes`
+/// there (F-Stack's `ipfw_pr`: `ipfw add 100 setfib N ip from P to any
+/// out`).
+fn source_policy(
+    stack: &mut Stack,
+    id: IfaceId,
+    fib: u16,
+    prefixes: &[SourcePrefix],
+) -> Result<(), stack::StackError> {
+    stack.set_interface_fib(id, fib)?;
+    for p in prefixes {
+        let dest = IpCidr::new(IpAddr::V4(p.addr), p.prefix_len)
+            .map_err(|e| stack::StackError::BadPrefixLen(e.0))?;
+        stack.add_rule(PolicyRule {
+            priority: IPFW_PR_RULE,
+            matches: RuleMatch::Source(dest),
+            fib,
+        })?;
+    }
+    Ok(())
+}
+
+/// The priority (ipfw rule number) of the rules `ipfw_pr` makes.
+pub const IPFW_PR_RULE: u32 = 100;
+
+fn port_name(port: &PortConfig) -> String {
+    if port.if_name.is_empty() {
+        format!("port{}", port.id)
+    } else {
+        port.if_name.clone()
+    }
+}
+
+/// The port's MTU: `mtu=`, at most the link's, else the link's.
+fn port_mtu(port: &PortConfig, link: &dyn LinkInfoSource) -> Result<usize, SetupError> {
+    let link_mtu = link.mtu();
+    match port.mtu {
+        Some(m) if usize::from(m) > link_mtu => Err(SetupError::Mtu {
+            port: port.id,
+            asked: usize::from(m),
+            link: link_mtu,
+        }),
+        Some(m) => Ok(usize::from(m)),
+        None => Ok(link_mtu),
+    }
 }
 
 /// What [`interface_config`] needs to know of a link.
@@ -350,10 +478,9 @@ pub fn build_engine_steered(
                 link = PortLink::Faulty(Box::new(FaultLink::new(link, fc)));
             }
         }
-        let iface = interface_config(port, &link)?;
-        add_port_interface(&mut stack, port, &iface)?;
         links.push(link);
     }
+    add_interfaces(&mut stack, cfg, &links)?;
     Ok(Engine::new(stack, links, engine_config(cfg)))
 }
 
@@ -413,5 +540,80 @@ mod tests {
         let e = engine_config(&cfg);
         assert_eq!(e.idle_sleep, std::time::Duration::from_micros(50));
         assert_eq!(e.pkt_tx_delay, std::time::Duration::from_micros(20));
+    }
+
+    struct FakeLink;
+
+    impl LinkInfoSource for FakeLink {
+        fn mtu(&self) -> usize {
+            1500
+        }
+        fn mac(&self) -> [u8; 6] {
+            [2, 0, 0, 0, 0, 9]
+        }
+    }
+
+    #[test]
+    fn vlans_fibs_and_rules_from_the_config() {
+        let cfg = Config::parse(
+            "[dpdk]\nvlan_filter=10,20\n\
+             [port0]\nlink=af_packet:v0\naddr=10.99.1.2/24\n\
+             [port1]\nlink=af_packet:v1\naddr=10.99.2.2/24\ngateway=10.99.2.1\n\
+             ipfw_pr=10.99.102.0 255.255.255.0\n\
+             [vlan20]\nportid=0\naddr=10.99.20.2/24\ngateway=10.99.20.1\n\
+             vip_addr=10.99.120.10\nipfw_pr=10.99.120.10 255.255.255.255\n\
+             addr6=fd99:20::2/64\ngateway6=fd99:20::1\n\
+             [vlan10]\nportid=0\naddr=10.99.10.2/24\ngateway=10.99.10.1\n",
+            "t.ini",
+        )
+        .unwrap();
+        let mut stack = Stack::new(StackConfig::default());
+        add_interfaces(&mut stack, &cfg, &[FakeLink, FakeLink]).unwrap();
+        let ifs = stack.interfaces();
+        assert_eq!(ifs.len(), 4);
+        // Port 0 carries the VLANs and has no address; port 1 keeps its.
+        assert!(ifs[0].bare() && ifs[0].addr().is_none());
+        assert_eq!(ifs[1].addr(), Some(std::net::Ipv4Addr::new(10, 99, 2, 2)));
+        assert_eq!(ifs[2].name, "ustack0.10");
+        assert_eq!(
+            ifs[2].vlan,
+            Some(stack::Vlan {
+                port: IfaceId(0),
+                vid: 10
+            })
+        );
+        assert_eq!(ifs[3].name, "ustack0.20");
+        assert!(ifs[3].has_addr(std::net::Ipv4Addr::new(10, 99, 120, 10)));
+        assert!(ifs[3].ipv6.is_some());
+        assert_eq!((ifs[1].fib, ifs[2].fib, ifs[3].fib), (1, 0, 2));
+        // FIB 2 holds VLAN 20's subnets and gateways, both families.
+        let fib2: Vec<String> = stack
+            .fib(2)
+            .unwrap()
+            .iter()
+            .map(|r| format!("{} {:?} {}", r.dest, r.gateway, r.iface))
+            .collect();
+        assert!(
+            fib2.contains(&"10.99.20.0/24 None if3".to_string()),
+            "{fib2:?}"
+        );
+        assert!(
+            fib2.contains(&"0.0.0.0/0 Some(10.99.20.1) if3".to_string()),
+            "{fib2:?}"
+        );
+        assert!(
+            fib2.contains(&"::/0 Some(fd99:20::1) if3".to_string()),
+            "{fib2:?}"
+        );
+        let rules: Vec<String> = stack.rules().iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            rules,
+            [
+                "100 setfib 1 from 10.99.102.0/24",
+                "100 setfib 2 from 10.99.120.10/32"
+            ]
+        );
+        let vip = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 99, 120, 10));
+        assert_eq!(stack.fib_of_source(vip), 2);
     }
 }

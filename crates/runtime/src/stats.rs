@@ -76,6 +76,21 @@ pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
             }
         }
     }
+    // Each VLAN interface's traffic, by port and VLAN id.
+    for iface in engine.stack.interfaces() {
+        let (Some(vlan), Some(t)) = (iface.vlan, engine.stack.interface_traffic(iface.id)) else {
+            continue;
+        };
+        for (name, v) in [
+            ("rx_frames", t.rx_frames),
+            ("rx_bytes", t.rx_bytes),
+            ("tx_frames", t.tx_frames),
+            ("tx_bytes", t.tx_bytes),
+            ("tx_drop_no_buffer", t.tx_drop_no_buffer),
+        ] {
+            out.push((format!("port{}_vlan{}_{name}", vlan.port.0, vlan.vid), v));
+        }
+    }
     out
 }
 

@@ -23,6 +23,8 @@ const ETH_HLEN: usize = 14;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_ARP: u16 = 0x0806;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const VLAN_HLEN: usize = 4;
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 const PROTO_ICMPV6: u8 = 58;
@@ -167,8 +169,15 @@ fn addr16(b: &[u8], at: usize) -> Option<[u8; 16]> {
 
 /// Classifies an Ethernet frame.
 pub fn classify(frame: &[u8]) -> FrameClass {
-    let ip = frame.get(ETH_HLEN..).unwrap_or_default();
-    match be16(frame, 12) {
+    // Through one 802.1Q tag (a VLAN interface's frame), as the NIC's RSS
+    // and the kernel's fanout program see past it: a VLAN's flows and
+    // neighbour discovery are steered as a port's own.
+    let (ethertype, l3) = match be16(frame, 12) {
+        Some(ETHERTYPE_VLAN) => (be16(frame, 16), ETH_HLEN + VLAN_HLEN),
+        other => (other, ETH_HLEN),
+    };
+    let ip = frame.get(l3..).unwrap_or_default();
+    match ethertype {
         Some(ETHERTYPE_ARP) => FrameClass::Arp,
         Some(ETHERTYPE_IPV4) => classify_ipv4(ip).unwrap_or(FrameClass::Ipv4 {
             hash: 0,
@@ -471,6 +480,14 @@ mod tests {
         );
         assert_eq!(classify(&frame(0x0806, &[0; 28])), FrameClass::Arp);
         assert_eq!(classify(&frame(0x8100, &[0; 40])), FrameClass::Other);
+        // A tagged frame is classified by what the tag carries.
+        let mut tagged_arp = vec![0u8, 10, 0x08, 0x06];
+        tagged_arp.extend_from_slice(&[0; 28]);
+        assert_eq!(classify(&frame(0x8100, &tagged_arp)), FrameClass::Arp);
+        let mut tagged_tcp = vec![0u8, 10, 0x08, 0x00];
+        tagged_tcp.extend_from_slice(&ipv4(6, a, b, 0x4000, &ports));
+        let t = classify(&frame(0x8100, &tagged_tcp));
+        assert_eq!(t, c, "a VLAN's flow is steered as the port's own");
     }
 
     #[test]

@@ -111,7 +111,11 @@ impl IpLayer {
         let source = if ifc.has_addr(target) {
             target
         } else {
-            ifc.addr()
+            match ifc.addr() {
+                Some(a) => a,
+                // No address to ask from (a port that only carries VLANs).
+                None => return false,
+            }
         };
         let request = ArpRepr::EthernetIpv4 {
             operation: ArpOperation::Request,
@@ -144,6 +148,7 @@ impl IpLayer {
         };
         send_frame(
             &mut self.counters,
+            &mut self.links,
             sink,
             iface,
             header,

@@ -55,6 +55,11 @@ counters! {
         rx_drop_vlan_truncated,
         rx_drop_vlan_unknown_id,
         rx_drop_vlan_nested,
+        /// An 802.1ad service tag (0x88a8) outermost: no interface takes them.
+        rx_drop_vlan_service_tag,
+        /// An untagged (or priority-tagged) frame on a port that only
+        /// carries VLAN interfaces.
+        rx_drop_untagged_no_address,
         // ARP
         rx_drop_arp_malformed,
         rx_drop_arp_unsupported,

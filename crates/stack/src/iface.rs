@@ -30,6 +30,56 @@ pub struct InterfaceConfig {
     pub extra_addrs: Vec<Ipv4Addr>,
 }
 
+/// What makes an interface an 802.1Q VLAN interface: the port it rides
+/// on and its VLAN id.  Its frames carry the tag on the wire; the stack
+/// inserts and strips it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Vlan {
+    pub port: IfaceId,
+    /// 1..=4094.
+    pub vid: u16,
+}
+
+/// Frames and bytes through one VLAN interface (a port's own traffic is
+/// the stack's [`Counters`](crate::Counters)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IfaceTraffic {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames not sent: the link had no free buffer.
+    pub tx_drop_no_buffer: u64,
+}
+
+/// Where an interface's frames leave: through which port, with which
+/// tag.  A port's own interface has no tag and is its own port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkOut {
+    pub iface: IfaceId,
+    pub port: IfaceId,
+    pub vid: Option<u16>,
+}
+
+impl LinkOut {
+    pub(crate) fn untagged(iface: IfaceId) -> Self {
+        LinkOut {
+            iface,
+            port: iface,
+            vid: None,
+        }
+    }
+}
+
+/// The per-interface state the transmit side writes: kept apart from
+/// [`Interface`] so that a frame can be counted while an interface is
+/// borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkState {
+    pub out: LinkOut,
+    pub traffic: IfaceTraffic,
+}
+
 /// An interface of the stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interface {
@@ -37,7 +87,8 @@ pub struct Interface {
     pub name: String,
     pub mac: [u8; 6],
     pub mtu: usize,
-    /// The primary address first, then the extra ones.
+    /// The primary address first, then the extra ones; empty for a port
+    /// that only carries VLAN interfaces ([`Stack::add_port`](crate::Stack::add_port)).
     addrs: Vec<Ipv4Addr>,
     pub prefix_len: u8,
     pub broadcast: Ipv4Addr,
@@ -50,6 +101,15 @@ pub struct Interface {
     pub rx_ip_checksum_offload: bool,
     /// IPv6 on this interface; `None` until `Stack::enable_ipv6`.
     pub ipv6: Option<crate::ipv6::addr::Ipv6Iface>,
+    /// Set on a VLAN interface.
+    pub vlan: Option<Vlan>,
+    /// On a port: its VLAN interfaces by VLAN id, ascending.
+    pub(crate) vlans: Vec<(u16, IfaceId)>,
+    /// A port made by `Stack::add_port`: untagged frames are not for it.
+    bare: bool,
+    /// The FIB packets from this interface's addresses use (0, the main
+    /// table, unless a policy rule says otherwise).
+    pub fib: u16,
 }
 
 impl Interface {
@@ -76,12 +136,83 @@ impl Interface {
             tx_checksum_offload: false,
             rx_ip_checksum_offload: false,
             ipv6: None,
+            vlan: None,
+            vlans: Vec::new(),
+            bare: false,
+            fib: 0,
         }
     }
 
-    /// The primary address.
-    pub fn addr(&self) -> Ipv4Addr {
-        self.addrs[0]
+    /// A port's interface without addresses, which only carries VLAN
+    /// interfaces: untagged frames find no address on it.
+    pub(crate) fn new_bare(id: IfaceId, name: &str, mac: [u8; 6], mtu: usize) -> Self {
+        Interface {
+            id,
+            name: name.to_string(),
+            mac,
+            mtu,
+            addrs: Vec::new(),
+            prefix_len: 32,
+            broadcast: Ipv4Addr::BROADCAST,
+            gateway: None,
+            tx_checksum_offload: false,
+            rx_ip_checksum_offload: false,
+            ipv6: None,
+            vlan: None,
+            vlans: Vec::new(),
+            bare: true,
+            fib: 0,
+        }
+    }
+
+    /// Whether this is a port without addresses of its own, which only
+    /// carries VLAN interfaces.
+    pub fn bare(&self) -> bool {
+        self.bare
+    }
+
+    /// The VLAN interfaces this port carries, by VLAN id.
+    pub fn vlan_interfaces(&self) -> &[(u16, IfaceId)] {
+        &self.vlans
+    }
+
+    /// The primary address; `None` on a port without addresses.
+    pub fn addr(&self) -> Option<Ipv4Addr> {
+        self.addrs.first().copied()
+    }
+
+    /// The primary address and prefix length (`10.99.1.2/24`), `none`
+    /// on a port without addresses; `vlan N` after a VLAN interface's.
+    pub fn addr_text(&self) -> String {
+        let addr = match self.addr() {
+            Some(a) => format!("{a}/{}", self.prefix_len),
+            None => "none".to_string(),
+        };
+        match self.vlan {
+            Some(v) => format!("{addr} vlan {} on {}", v.vid, v.port),
+            None => addr,
+        }
+    }
+
+    /// The VLAN interface of `vid` on this port.
+    pub(crate) fn vlan_iface(&self, vid: u16) -> Option<IfaceId> {
+        self.vlans
+            .binary_search_by_key(&vid, |&(v, _)| v)
+            .ok()
+            .and_then(|at| self.vlans.get(at))
+            .map(|&(_, id)| id)
+    }
+
+    /// Where this interface's frames leave.
+    pub(crate) fn link_out(&self) -> LinkOut {
+        match self.vlan {
+            None => LinkOut::untagged(self.id),
+            Some(v) => LinkOut {
+                iface: self.id,
+                port: v.port,
+                vid: Some(v.vid),
+            },
+        }
     }
 
     /// Every address of the interface, the primary first.
@@ -105,13 +236,14 @@ impl Interface {
     /// Whether `ip` is on this interface's subnet.
     pub fn on_link(&self, ip: Ipv4Addr) -> bool {
         let m = netmask(self.prefix_len);
-        u32::from(ip) & m == u32::from(self.addr()) & m
+        self.addr()
+            .is_some_and(|a| u32::from(ip) & m == u32::from(a) & m)
     }
 
     /// The source address to use toward `dst`.
     pub fn source_for(&self, dst: IpAddr) -> Option<IpAddr> {
         match dst {
-            IpAddr::V4(_) => Some(IpAddr::V4(self.addr())),
+            IpAddr::V4(_) => self.addr().map(IpAddr::V4),
             IpAddr::V6(d) => self
                 .ipv6
                 .as_ref()

@@ -6,10 +6,11 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::config::StackConfig;
 use crate::counters::Counters;
-use crate::iface::{IfaceId, Interface};
+use crate::iface::{IfaceId, Interface, LinkState};
 use crate::ipv6::pmtu::PathMtuCache;
 use crate::ipv6::Ipv6FragKey;
 use crate::neighbor::{NeighborCache, NeighborConfig, NeighborEvent};
+use crate::policy::Policy;
 use crate::rand::{KeyedState, Rng};
 use crate::ratelimit::TokenBucket;
 use crate::reassembly::{Reassembler, ReassemblyConfig};
@@ -37,6 +38,11 @@ pub(crate) struct L4Datagram<'a> {
 pub(crate) struct IpLayer {
     pub(crate) cfg: StackConfig,
     pub(crate) ifaces: Vec<Interface>,
+    /// Where each interface's frames leave, and a VLAN interface's
+    /// traffic; indexed like `ifaces`.
+    pub(crate) links: Vec<LinkState>,
+    /// The FIBs beside the main one and the rules that pick them.
+    pub(crate) policy: Policy,
     pub(crate) routes: RouteTable,
     pub(crate) neighbors: NeighborCache,
     pub(crate) reass_v4: Reassembler<Ipv4FragKey>,
@@ -102,6 +108,8 @@ impl IpLayer {
             iface_epoch: 0,
             cfg,
             ifaces: Vec::new(),
+            links: Vec::new(),
+            policy: Policy::default(),
             routes: RouteTable::new(4096),
             neighbors,
             reass_v4,
@@ -119,6 +127,50 @@ impl IpLayer {
 
     pub(crate) fn interface(&self, id: IfaceId) -> Option<&Interface> {
         self.ifaces.get(usize::from(id.0))
+    }
+
+    /// Whether port `port` or one of its VLAN interfaces runs IPv6 (and
+    /// so listens to IPv6 multicast).
+    pub(crate) fn listens_ipv6(&self, port: IfaceId) -> bool {
+        self.interface(port).is_some_and(|p| {
+            p.ipv6.is_some()
+                || p.vlans
+                    .iter()
+                    .any(|&(_, v)| self.interface(v).is_some_and(|i| i.ipv6.is_some()))
+        })
+    }
+
+    /// The routing table for a packet from `src` (FreeBSD's `setfib`):
+    /// the FIB of the first policy rule that matches, else the main one.
+    /// A rule's FIB is used alone: no route in it is no route.
+    #[inline]
+    pub(crate) fn fib_for(&self, src: Option<IpAddr>) -> &RouteTable {
+        if self.policy.is_empty() {
+            return &self.routes;
+        }
+        self.fib_by_policy(src)
+    }
+
+    #[inline(never)]
+    fn fib_by_policy(&self, src: Option<IpAddr>) -> &RouteTable {
+        let Some(src) = src else {
+            return &self.routes;
+        };
+        match self.fib_number(src) {
+            0 => &self.routes,
+            // Rules make their FIBs; the main one stands in for none.
+            n => self.policy.fib(n).unwrap_or(&self.routes),
+        }
+    }
+
+    /// The FIB number the rules give a packet from `src`.
+    pub(crate) fn fib_number(&self, src: IpAddr) -> u16 {
+        self.policy.fib_of(src, |iface, ip| {
+            self.interface(iface).is_some_and(|i| match ip {
+                IpAddr::V4(a) => i.has_addr(a),
+                IpAddr::V6(a) => i.ipv6.as_ref().is_some_and(|v6| v6.has_addr(a)),
+            })
+        })
     }
 
     /// Whether `ip` is one of our addresses on any interface.

@@ -36,6 +36,15 @@ pub enum StackError {
     Ipv6AlreadyOn,
     NoSuchInterface,
     Route(RouteError),
+    Policy(crate::policy::PolicyError),
+    /// VLAN ids are 1..=4094.
+    BadVlanId(u16),
+    /// The port has a VLAN interface of this id already.
+    VlanExists(u16),
+    /// A VLAN interface rides on a port, not on another VLAN interface.
+    NotAPort,
+    /// A VLAN interface takes its port's MAC and at most its MTU.
+    VlanLinkDiffers,
 }
 
 impl fmt::Display for StackError {
@@ -56,7 +65,20 @@ impl fmt::Display for StackError {
             StackError::Ipv6AlreadyOn => f.write_str("IPv6 is already on for this interface"),
             StackError::NoSuchInterface => f.write_str("no such interface"),
             StackError::Route(e) => write!(f, "route: {e}"),
+            StackError::Policy(e) => write!(f, "policy: {e}"),
+            StackError::BadVlanId(v) => write!(f, "VLAN id {v} is outside 1..=4094"),
+            StackError::VlanExists(v) => write!(f, "the port has VLAN {v} already"),
+            StackError::NotAPort => f.write_str("a VLAN interface rides on a port"),
+            StackError::VlanLinkDiffers => {
+                f.write_str("a VLAN interface has its port's MAC and at most its MTU")
+            }
         }
+    }
+}
+
+impl From<crate::policy::PolicyError> for StackError {
+    fn from(e: crate::policy::PolicyError) -> Self {
+        StackError::Policy(e)
     }
 }
 
@@ -168,17 +190,32 @@ impl Stack {
     /// Adds an interface with its connected route and, if it has a gateway,
     /// a default route (unless one exists).
     pub fn add_interface(&mut self, cfg: &InterfaceConfig) -> Result<IfaceId, StackError> {
+        let id = self.next_iface_id()?;
+        self.install_interface(Interface::new(id, cfg), cfg)
+    }
+
+    /// The id the next interface gets.
+    pub(crate) fn next_iface_id(&self) -> Result<IfaceId, StackError> {
         if self.ip.ifaces.len() >= MAX_INTERFACES {
             return Err(StackError::TooManyInterfaces);
         }
+        Ok(IfaceId(self.ip.ifaces.len() as u16))
+    }
+
+    /// Checks `cfg` and adds `iface` (made from it) with its routes in the
+    /// main FIB.
+    pub(crate) fn install_interface(
+        &mut self,
+        iface: Interface,
+        cfg: &InterfaceConfig,
+    ) -> Result<IfaceId, StackError> {
+        let id = iface.id;
         if !(68..=65535).contains(&cfg.mtu) {
             return Err(StackError::BadMtu(cfg.mtu));
         }
         if cfg.prefix_len > 32 {
             return Err(StackError::BadPrefixLen(cfg.prefix_len));
         }
-        let id = IfaceId(self.ip.ifaces.len() as u16);
-        let iface = Interface::new(id, cfg);
         if let Some(gw) = cfg.gateway {
             if !iface.on_link(gw) {
                 return Err(StackError::GatewayNotOnLink(gw));
@@ -186,14 +223,14 @@ impl Stack {
         }
         let subnet = IpCidr::new(IpAddr::V4(cfg.addr), cfg.prefix_len)
             .map_err(|e| StackError::BadPrefixLen(e.0))?;
-        self.ip.routes.add(Route {
+        let connected = Route {
             dest: subnet,
             gateway: None,
             iface: id,
-        })?;
+        };
+        self.ip.routes.add(connected)?;
         if let Some(gw) = cfg.gateway {
-            let default = IpCidr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
-                .map_err(|e| StackError::BadPrefixLen(e.0))?;
+            let default = IpCidr::default_route(false);
             if self.ip.routes.iter().all(|r| r.dest != default) {
                 self.ip.routes.add(Route {
                     dest: default,
@@ -202,9 +239,18 @@ impl Stack {
                 })?;
             }
         }
+        self.push_interface(iface);
+        Ok(id)
+    }
+
+    /// Appends `iface` (whose id is the next one) and its link state.
+    pub(crate) fn push_interface(&mut self, iface: Interface) {
+        self.ip.links.push(crate::iface::LinkState {
+            out: iface.link_out(),
+            traffic: Default::default(),
+        });
         self.ip.ifaces.push(iface);
         self.ip.iface_epoch += 1;
-        Ok(id)
     }
 
     pub fn interfaces(&self) -> &[Interface] {

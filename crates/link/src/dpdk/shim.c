@@ -392,8 +392,9 @@ uint16_t ustack_dpdk_rx_burst(uint16_t port, uint16_t queue, struct ustack_rx *o
         default:
             break;
         }
-        /* The stack has no VLAN interfaces yet: a tag the NIC stripped goes
-         * back into the frame so the stack sees what was on the wire. */
+        /* The stack strips VLAN tags itself (its VLAN interfaces): a tag
+         * the NIC stripped goes back into the frame so the stack sees what
+         * was on the wire. */
         if (ol & RTE_MBUF_F_RX_VLAN_STRIPPED) {
             if (rte_vlan_insert(&m) == 0) {
                 flags |= USTACK_RX_VLAN_REINSERTED;

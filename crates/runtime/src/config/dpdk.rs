@@ -32,6 +32,9 @@ pub struct DpdkConfig {
     pub tso: bool,
     /// `vlan_strip` (default on): the NIC removes VLAN tags on receive.
     pub vlan_strip: bool,
+    /// `vlan_filter`: the VLAN ids of the `[vlanN]` sections, ascending
+    /// (ids and ranges: `10,20,30-32`).
+    pub vlan_filter: Vec<u16>,
     /// `idle_sleep`: sleep this long after a loop turn that received nothing
     /// (0, the default: poll without sleeping).
     pub idle_sleep: Duration,
@@ -74,6 +77,7 @@ impl Default for DpdkConfig {
             tx_csum_offload_skip: false,
             tso: false,
             vlan_strip: true,
+            vlan_filter: Vec::new(),
             idle_sleep: Duration::ZERO,
             pkt_tx_delay: Duration::from_micros(PKT_TX_DELAY_MAX_US),
             symmetric_rss: false,
@@ -105,6 +109,7 @@ const KEYS: &[&str] = &[
     "tx_csum_offoad_skip",
     "tso",
     "vlan_strip",
+    "vlan_filter",
     "idle_sleep",
     "pkt_tx_delay",
     "symmetric_rss",
@@ -127,7 +132,6 @@ const IGNORED: &[(&str, &str)] = &[
     ),
     ("nb_bond", "bonding is not supported"),
     ("lro", "large receive offload is not used"),
-    ("vlan_filter", "VLAN sub-interfaces are not supported yet"),
     (
         "thread_mode",
         "ustack always runs one engine thread per core in one process",
@@ -153,6 +157,7 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section) -> Result<DpdkConfig, Confi
             "tx_csum_offoad_skip" => d.tx_csum_offload_skip = cx.value(S, e, value::flag)?,
             "tso" => d.tso = cx.value(S, e, value::flag)?,
             "vlan_strip" => d.vlan_strip = cx.value(S, e, value::flag)?,
+            "vlan_filter" => d.vlan_filter = cx.value(S, e, super::vlan::filter_list)?,
             "idle_sleep" => {
                 let us = cx.value(S, e, |v| value::int(v, 0, IDLE_SLEEP_MAX_US))?;
                 d.idle_sleep = Duration::from_micros(us);

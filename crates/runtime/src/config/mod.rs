@@ -22,6 +22,7 @@
 //! `[bondN]`, `[vlanN]`, `[rss_check]` and `[stack]` are accepted with a
 //! warning that ustack does not support them.
 
+mod addrs;
 mod dpdk;
 mod freebsd;
 mod ini;
@@ -29,6 +30,7 @@ mod port;
 mod sections;
 mod types;
 mod value;
+mod vlan;
 
 #[cfg(test)]
 mod tests;
@@ -38,6 +40,7 @@ use std::path::Path;
 
 use ini::{Document, Entry, Origin, Section};
 
+pub use addrs::SourcePrefix;
 pub use dpdk::DpdkConfig;
 pub use freebsd::{BootParams, SysctlEntry, Sysctls};
 pub use port::{Ipv4Config, Ipv6Config, PortConfig};
@@ -48,6 +51,7 @@ pub use types::{
     CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType, XdpBindSetting,
     XdpModeSetting,
 };
+pub use vlan::VlanConfig;
 
 /// The `file` of errors and warnings about command-line overrides.
 pub const OVERRIDE_ORIGIN: &str = "--set";
@@ -106,6 +110,10 @@ pub struct Config {
     pub dpdk: DpdkConfig,
     /// `[portN]`, ascending by id; exactly the ports of `dpdk.port_list`.
     pub ports: Vec<PortConfig>,
+    /// `[vlanN]`, ascending by id; each in `dpdk.vlan_filter`, on a port
+    /// of `ports` (whose own addresses are then cleared, as F-Stack
+    /// ignores them, with a warning).
+    pub vlans: Vec<VlanConfig>,
     /// `[pcap]`.
     pub pcap: PcapConfig,
     /// `[kni]` (defaults, disabled, when the section is absent).
@@ -217,7 +225,6 @@ const UNSUPPORTED_SECTIONS: &[(&str, &str)] = &[
         "container vhost-user devices are configured with [dpdk] vdev=",
     ),
     ("bond", "bonding is not supported"),
-    ("vlan", "VLAN sub-interfaces are not supported yet"),
     (
         "rss_check",
         "ustack computes the port's RSS itself (DPDK: the key and indirection table it \
@@ -251,6 +258,7 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
     let mut dpdk = DpdkConfig::default();
     let mut dpdk_section: Option<&Section> = None;
     let mut ports: Vec<(PortConfig, &Section)> = Vec::new();
+    let mut vlans: Vec<(VlanConfig, &Section)> = Vec::new();
     let mut pcap = PcapConfig::default();
     let mut kni = KniConfig::default();
     let mut kni_section: Option<&Section> = None;
@@ -303,9 +311,30 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
                         }
                     };
                     ports.push((port::build(&mut cx, sec, id)?, sec));
+                } else if let Some(digits) = numbered(name, "vlan") {
+                    let id = match digits.parse::<u16>() {
+                        Ok(id)
+                            if digits == id.to_string()
+                                && (1..=vlan::MAX_VLAN_ID).contains(&id) =>
+                        {
+                            id
+                        }
+                        _ => {
+                            return Err(cx.error(
+                                sec.origin,
+                                format!(
+                                    "[{name}]: the VLAN id is 1..={} without leading zeros",
+                                    vlan::MAX_VLAN_ID
+                                ),
+                            ))
+                        }
+                    };
+                    if vlans.iter().any(|(v, _)| v.id == id) {
+                        return Err(cx.error(sec.origin, format!("[{name}] appears twice")));
+                    }
+                    vlans.push((vlan::build(&mut cx, sec, id)?, sec));
                 } else if let Some((_, why)) = UNSUPPORTED_SECTIONS.iter().find(|(p, _)| {
-                    name == *p
-                        || (matches!(*p, "vdev" | "bond" | "vlan") && numbered(name, p).is_some())
+                    name == *p || (matches!(*p, "vdev" | "bond") && numbered(name, p).is_some())
                 }) {
                     cx.warn(
                         sec.origin,
@@ -383,6 +412,15 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
         }
     }
     port::check_distinct(&mut cx, &ports)?;
+    vlans.sort_by_key(|(v, _)| v.id);
+    vlan::check(&mut cx, &dpdk.vlan_filter, dpdk_section, &vlans, &ports)?;
+    for (p, sec) in &mut ports {
+        if vlans.iter().any(|(v, _)| v.portid == p.id) {
+            clear_port_addresses(&mut cx, p, sec);
+        } else {
+            port::check_has_address(&cx, p, sec)?;
+        }
+    }
     if let Some(sec) = kni_section {
         sections::check_kni(&cx, sec, &kni)?;
     }
@@ -391,12 +429,14 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
     }
 
     let ports = ports.into_iter().map(|(p, _)| p).collect();
+    let vlans = vlans.into_iter().map(|(v, _)| v).collect();
     let mut warnings = cx.warnings;
     warnings.sort_by_key(|w| w.line.unwrap_or(usize::MAX));
     Ok(Config {
         file: file.to_string(),
         dpdk,
         ports,
+        vlans,
         pcap,
         kni,
         fault,
@@ -408,6 +448,34 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
         warnings,
         source: doc,
     })
+}
+
+/// A port that carries VLAN interfaces has no addresses of its own (F-Stack
+/// ignores them then): they are dropped, with a warning naming the keys.
+fn clear_port_addresses(cx: &mut Ctx<'_>, p: &mut PortConfig, sec: &Section) {
+    let keys: Vec<&str> = sec
+        .entries
+        .iter()
+        .map(|e| e.key.as_str())
+        .filter(|k| addrs::KEYS.contains(k))
+        .collect();
+    if keys.is_empty() {
+        return;
+    }
+    cx.warn(
+        sec.origin,
+        format!(
+            "[port{}] ignores {}: VLAN interfaces ride on this port and carry the addresses, \
+             as in F-Stack (untagged frames on it are dropped)",
+            p.id,
+            keys.join(", ")
+        ),
+    );
+    p.ipv4 = None;
+    p.ipv6 = None;
+    p.vip_addrs.clear();
+    p.vip_addrs6.clear();
+    p.ipfw_pr.clear();
 }
 
 impl Section {

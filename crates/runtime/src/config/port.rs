@@ -2,9 +2,10 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use super::addrs::{self, AddressKeys, SourcePrefix};
 use super::ini::{Entry, Section};
 use super::types::{LinkSpec, PoolSize, XdpBindSetting, XdpModeSetting};
-use super::value::{self, Reason, MAX_CORES};
+use super::value::{self, MAX_CORES};
 use super::{ConfigError, Ctx};
 
 /// The IPv4 side of a port (`addr`, `netmask`, `broadcast`, `gateway`).
@@ -51,6 +52,9 @@ pub struct PortConfig {
     pub vip_addrs6: Vec<Ipv6Addr>,
     /// `vip_prefix_len`: prefix length of every `vip_addr6` (default 64).
     pub vip_prefix_len: u8,
+    /// `ipfw_pr`: packets from these prefixes use the port's own FIB (its
+    /// connected routes and gateway), as F-Stack sets with ipfw `setfib`.
+    pub ipfw_pr: Vec<SourcePrefix>,
     /// `lcore_list`: the cores whose engines serve this port; `None` (the
     /// default) means every core of `lcore_mask`.
     pub lcore_list: Option<Vec<u32>>,
@@ -66,24 +70,13 @@ pub struct PortConfig {
     pub xdp_bind: XdpBindSetting,
 }
 
-/// F-Stack's limit on `vip_addr` and `vip_addr6`.
-pub const MAX_VIPS: usize = 64;
 /// The smallest MTU (IPv4's minimum), and F-Stack's.
 pub const MTU_MIN: u16 = 68;
 /// The smallest MTU of a link carrying IPv6.
 pub const MTU_MIN_IPV6: u16 = 1280;
 
+/// The keys of `[portN]` beside the address keys.
 const KEYS: &[&str] = &[
-    "addr",
-    "netmask",
-    "broadcast",
-    "gateway",
-    "addr6",
-    "prefix_len",
-    "gateway6",
-    "vip_addr",
-    "vip_addr6",
-    "vip_prefix_len",
     "if_name",
     "lcore_list",
     "link",
@@ -100,61 +93,11 @@ const IGNORED: &[(&str, &str)] = &[
         "vip_ifname",
         "virtual addresses are added to the port's own interface",
     ),
-    ("ipfw_pr", "ipfw is not supported"),
 ];
 
-fn unicast4(a: Ipv4Addr) -> Result<Ipv4Addr, Reason> {
-    if a.is_unspecified() || a.is_multicast() || a.is_broadcast() || a.is_loopback() {
-        return Err("is not a unicast address".into());
-    }
-    Ok(a)
-}
-
-fn unicast6(a: Ipv6Addr) -> Result<Ipv6Addr, Reason> {
-    if a.is_unspecified() || a.is_multicast() || a.is_loopback() {
-        return Err("is not a unicast address".into());
-    }
-    Ok(a)
-}
-
-fn vip4_list(v: &str) -> Result<Vec<Ipv4Addr>, Reason> {
-    let mut out: Vec<Ipv4Addr> = Vec::new();
-    for item in value::semicolon_items(v) {
-        let a = value::ipv4(item)
-            .and_then(unicast4)
-            .map_err(|r| format!("has {item:?}, which {r}"))?;
-        if out.contains(&a) {
-            return Err(format!("lists {a} twice"));
-        }
-        out.push(a);
-    }
-    if out.len() > MAX_VIPS {
-        return Err(format!("has {} addresses, more than {MAX_VIPS}", out.len()));
-    }
-    Ok(out)
-}
-
-fn vip6_list(v: &str) -> Result<Vec<Ipv6Addr>, Reason> {
-    let mut out: Vec<Ipv6Addr> = Vec::new();
-    for item in value::semicolon_items(v) {
-        let a = value::ipv6(item)
-            .and_then(unicast6)
-            .map_err(|r| format!("has {item:?}, which {r}"))?;
-        if out.contains(&a) {
-            return Err(format!("lists {a} twice"));
-        }
-        out.push(a);
-    }
-    if out.len() > MAX_VIPS {
-        return Err(format!("has {} addresses, more than {MAX_VIPS}", out.len()));
-    }
-    Ok(out)
-}
-
-/// A subnet for messages: `10.99.1.0/24`.
-fn subnet(addr: Ipv4Addr, prefix_len: u8) -> String {
-    let net = u32::from(addr) & u32::from(value::mask_of(prefix_len));
-    format!("{}/{prefix_len}", Ipv4Addr::from(net))
+/// Every key of `[portN]`, for the hint of an unknown one.
+fn all_keys() -> Vec<&'static str> {
+    addrs::KEYS.iter().chain(KEYS).copied().collect()
 }
 
 pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConfig, ConfigError> {
@@ -168,6 +111,7 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         vip_addrs: Vec::new(),
         vip_addrs6: Vec::new(),
         vip_prefix_len: 64,
+        ipfw_pr: Vec::new(),
         lcore_list: None,
         memory: None,
         mtu: None,
@@ -176,58 +120,20 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         xdp_bind: XdpBindSetting::Auto,
     };
     // Raw values with their entries, validated together below.
-    let mut addr: Option<(&Entry, Ipv4Addr, Option<u8>)> = None;
-    let mut mask: Option<(&Entry, Ipv4Addr, u8)> = None;
-    let mut bcast: Option<(&Entry, Ipv4Addr)> = None;
-    let mut gw: Option<(&Entry, Ipv4Addr)> = None;
-    let mut addr6: Option<(&Entry, Ipv6Addr, Option<u8>)> = None;
-    let mut plen6: Option<(&Entry, u8)> = None;
-    let mut gw6: Option<(&Entry, Ipv6Addr)> = None;
-    let mut link: Option<&Entry> = None;
+    let mut keys = AddressKeys::default();
     let mut mtu: Option<&Entry> = None;
 
     for e in &sec.entries {
+        if keys.take(cx, s, e)? {
+            continue;
+        }
         match e.key.as_str() {
-            "addr" => {
-                let (a, p) = cx.value(s, e, |v| {
-                    let (a, p) = value::ipv4_cidr(v)?;
-                    Ok((unicast4(a)?, p))
-                })?;
-                addr = Some((e, a, p));
-            }
-            "netmask" => {
-                let (m, l) = cx.value(s, e, value::netmask)?;
-                mask = Some((e, m, l));
-            }
-            "broadcast" => bcast = Some((e, cx.value(s, e, value::ipv4)?)),
-            "gateway" => {
-                gw = Some((e, cx.value(s, e, |v| value::ipv4(v).and_then(unicast4))?));
-            }
-            "addr6" => {
-                let (a, p) = cx.value(s, e, |v| {
-                    let (a, p) = value::ipv6_cidr(v)?;
-                    Ok((unicast6(a)?, p))
-                })?;
-                addr6 = Some((e, a, p));
-            }
-            "prefix_len" => {
-                plen6 = Some((e, cx.value(s, e, |v| value::int(v, 1, 128))? as u8));
-            }
-            "gateway6" => {
-                gw6 = Some((e, cx.value(s, e, |v| value::ipv6(v).and_then(unicast6))?));
-            }
-            "vip_addr" => p.vip_addrs = cx.value(s, e, vip4_list)?,
-            "vip_addr6" => p.vip_addrs6 = cx.value(s, e, vip6_list)?,
-            "vip_prefix_len" => {
-                p.vip_prefix_len = cx.value(s, e, |v| value::int(v, 1, 128))? as u8;
-            }
             "if_name" => p.if_name = cx.value(s, e, value::ifname)?,
             "lcore_list" => {
                 p.lcore_list = Some(cx.value(s, e, |v| value::num_list(v, MAX_CORES - 1))?);
             }
             "link" => {
                 p.link = cx.value(s, e, LinkSpec::parse)?;
-                link = Some(e);
             }
             "memory" => p.memory = Some(cx.value(s, e, PoolSize::parse)?),
             "mtu" => {
@@ -237,145 +143,17 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
             "mac" => p.mac = Some(cx.value(s, e, value::mac)?),
             "xdp_mode" => p.xdp_mode = cx.value(s, e, XdpModeSetting::parse)?,
             "xdp_bind" => p.xdp_bind = cx.value(s, e, XdpBindSetting::parse)?,
-            _ => cx.other_key(s, e, KEYS, IGNORED)?,
+            _ => cx.other_key(s, e, &all_keys(), IGNORED)?,
         }
     }
 
-    // IPv4.
-    match addr {
-        None => {
-            if let Some(e) = [mask.map(|m| m.0), bcast.map(|b| b.0), gw.map(|g| g.0)]
-                .into_iter()
-                .flatten()
-                .next()
-            {
-                return Err(cx.error(e.origin, format!("[{s}] {} is set but addr is not", e.key)));
-            }
-        }
-        Some((ae, a, cidr)) => {
-            let prefix_len = match (cidr, mask) {
-                (Some(p), None) => p,
-                (None, Some((_, _, l))) => l,
-                (Some(p), Some((_, _, l))) if p == l => p,
-                (Some(p), Some((me, _, l))) => {
-                    return Err(cx.error(
-                        me.origin,
-                        format!(
-                            "[{s}] netmask: {:?} (/{l}) contradicts addr's /{p}",
-                            me.value
-                        ),
-                    ))
-                }
-                (None, None) => {
-                    return Err(cx.error(
-                        ae.origin,
-                        format!("[{s}] addr: netmask= is required (or write addr as {a}/24)"),
-                    ))
-                }
-            };
-            let m = u32::from(value::mask_of(prefix_len));
-            let net = u32::from(a) & m;
-            let bc = net | !m;
-            let net_str = subnet(a, prefix_len);
-            // On /31 and /32 there is no network or broadcast address.
-            let special = |x: u32| prefix_len <= 30 && (x == net || x == bc);
-            if special(u32::from(a)) {
-                let what = if u32::from(a) == net {
-                    "network"
-                } else {
-                    "broadcast"
-                };
-                return Err(cx.invalid(s, ae, &format!("is the {what} address of {net_str}")));
-            }
-            let broadcast = match bcast {
-                None => Ipv4Addr::from(bc),
-                Some((be, b)) => {
-                    if u32::from(b) & m != net {
-                        return Err(cx.invalid(s, be, &format!("is not inside {net_str}")));
-                    }
-                    b
-                }
-            };
-            let gateway = match gw {
-                None => None,
-                Some((ge, g)) => {
-                    let gu = u32::from(g);
-                    if gu & m != net {
-                        return Err(cx.invalid(
-                            s,
-                            ge,
-                            &format!("is not inside the port's subnet {net_str}"),
-                        ));
-                    }
-                    if g == a {
-                        return Err(cx.invalid(s, ge, "is the port's own address"));
-                    }
-                    if special(gu) {
-                        let what = if gu == net { "network" } else { "broadcast" };
-                        return Err(cx.invalid(
-                            s,
-                            ge,
-                            &format!("is the {what} address of {net_str}"),
-                        ));
-                    }
-                    Some(g)
-                }
-            };
-            p.ipv4 = Some(Ipv4Config {
-                addr: a,
-                netmask: Ipv4Addr::from(m),
-                prefix_len,
-                broadcast,
-                gateway,
-            });
-        }
-    }
-    if let Some(a) = p.ipv4.map(|c| c.addr).filter(|a| p.vip_addrs.contains(a)) {
-        let e = sec.entry("vip_addr").expect("vip_addr was parsed");
-        return Err(cx.invalid(s, e, &format!("lists {a}, the port's addr")));
-    }
-
-    // IPv6.
-    match addr6 {
-        None => {
-            if let Some(e) = [plen6.map(|x| x.0), gw6.map(|x| x.0)]
-                .into_iter()
-                .flatten()
-                .next()
-            {
-                return Err(cx.error(e.origin, format!("[{s}] {} is set but addr6 is not", e.key)));
-            }
-        }
-        Some((_, a, cidr)) => {
-            let prefix_len = match (cidr, plen6) {
-                (Some(p), None) => p,
-                (None, Some((_, l))) => l,
-                (None, None) => 64,
-                (Some(p), Some((_, l))) if p == l => p,
-                (Some(p), Some((pe, l))) => {
-                    return Err(cx.error(
-                        pe.origin,
-                        format!("[{s}] prefix_len: {l} contradicts addr6's /{p}"),
-                    ))
-                }
-            };
-            let gateway = match gw6 {
-                Some((ge, g)) if g == a => {
-                    return Err(cx.invalid(s, ge, "is the port's own address"))
-                }
-                other => other.map(|(_, g)| g),
-            };
-            p.ipv6 = Some(Ipv6Config {
-                addr: a,
-                prefix_len,
-                gateway,
-            });
-        }
-    }
-    if let Some(a) = p.ipv6.map(|c| c.addr).filter(|a| p.vip_addrs6.contains(a)) {
-        let e = sec.entry("vip_addr6").expect("vip_addr6 was parsed");
-        return Err(cx.invalid(s, e, &format!("lists {a}, the port's addr6")));
-    }
+    let a = keys.finish(cx, s, sec, "port")?;
+    p.ipv4 = a.ipv4;
+    p.ipv6 = a.ipv6;
+    p.vip_addrs = a.vip_addrs;
+    p.vip_addrs6 = a.vip_addrs6;
+    p.vip_prefix_len = a.vip_prefix_len;
+    p.ipfw_pr = a.ipfw_pr;
 
     if let (Some(e), Some(m)) = (mtu, p.mtu) {
         if p.ipv6.is_some() && m < MTU_MIN_IPV6 {
@@ -387,9 +165,19 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         }
     }
 
-    // An address is what makes a port usable.
+    Ok(p)
+}
+
+/// An address is what makes a port usable, unless VLAN interfaces ride
+/// on it (checked once the `[vlanN]` sections are known).
+pub(crate) fn check_has_address(
+    cx: &Ctx<'_>,
+    p: &PortConfig,
+    sec: &Section,
+) -> Result<(), ConfigError> {
+    let s = sec.name.as_str();
     if p.ipv4.is_none() {
-        if let Some(le) = link {
+        if let Some(le) = sec.entry("link") {
             return Err(cx.error(
                 le.origin,
                 format!("[{s}] addr is required when link= is set"),
@@ -398,11 +186,15 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         if p.ipv6.is_none() {
             return Err(cx.error(
                 sec.origin,
-                format!("[{s}] has no address: set addr= and netmask= (or addr6=)"),
+                format!(
+                    "[{s}] has no address: set addr= and netmask= (or addr6=), or give it \
+                     [vlanN] sections with portid={}",
+                    p.id
+                ),
             ));
         }
     }
-    Ok(p)
+    Ok(())
 }
 
 /// Checks what must differ between ports: names, link interfaces, addresses.

@@ -81,6 +81,14 @@ fn example_parses_without_warnings() {
     );
     assert_eq!(p0.vip_addrs6.len(), 2);
     assert_eq!(p0.vip_prefix_len, 64);
+    assert_eq!(
+        p0.ipfw_pr,
+        [SourcePrefix {
+            addr: Ipv4Addr::new(10, 99, 1, 3),
+            prefix_len: 32
+        }]
+    );
+    assert!(c.vlans.is_empty() && d.vlan_filter.is_empty());
     assert_eq!(p0.lcore_list.as_deref(), Some(&[0, 1][..]));
     assert_eq!(p0.memory, Some(PoolSize::Buffers(8192)));
     assert_eq!(p0.mtu, Some(1500));
@@ -156,6 +164,40 @@ fn example_fault_section() {
     assert_eq!(f.delay_us, 500);
     assert_eq!(f.jitter_us, 100);
     assert_eq!(f.seed, 42);
+}
+
+#[test]
+fn example_vlan_sections() {
+    // The example's vlan_filter and [vlanN] blocks, uncommented.
+    let mut in_vlans = false;
+    let text: String = EXAMPLE
+        .lines()
+        .map(|l| {
+            in_vlans |= l.starts_with("#[vlan10]");
+            if in_vlans && l.is_empty() {
+                in_vlans = false;
+            }
+            match l.strip_prefix('#') {
+                Some(rest) if in_vlans || rest.starts_with("vlan_filter=") => rest,
+                _ => l,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.dpdk.vlan_filter, [10, 20, 30]);
+    let ids: Vec<(u16, u16)> = c.vlans.iter().map(|v| (v.id, v.portid)).collect();
+    assert_eq!(ids, [(10, 1), (20, 1), (30, 1)]);
+    assert!(c
+        .vlans
+        .iter()
+        .all(|v| v.ipfw_pr.len() == 1 && v.vip_addrs.len() == 1));
+    assert!(c.vlans[1].ipv6.is_some());
+    // Port 1's own address is now ignored, by name.
+    assert_eq!(c.port(1).unwrap().ipv4, None);
+    let w: Vec<String> = c.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("[port1] ignores addr, gateway"), "{w:?}");
 }
 
 #[test]
@@ -262,7 +304,7 @@ fn invalid_values_name_file_line_section_key() {
         ),
         (
             "[port0]\nmtu=1500\n",
-            "config.ini:1: [port0] has no address: set addr= and netmask= (or addr6=)",
+            "config.ini:1: [port0] has no address: set addr= and netmask= (or addr6=), or give it [vlanN] sections with portid=0",
         ),
         (
             "[port0]\nlink=tap\naddr=10.0.0.2/24\n",
@@ -439,7 +481,7 @@ fn ignored_fstack_keys_warn_by_name() {
 fn unsupported_sections_warn_by_name() {
     let w = warnings(
         "[dpdk]\nnb_vdev=1\n[vdev0]\npath=/var/run/openvswitch/vhost-user0\nqueues=1\n\
-         [bond0]\nmode=4\n[vlan10]\nportid=0\n",
+         [bond0]\nmode=4\n",
     );
     assert_eq!(
         w,
@@ -447,7 +489,6 @@ fn unsupported_sections_warn_by_name() {
             "config.ini:2: [dpdk] nb_vdev is ignored by ustack (DPDK virtual devices are configured with [dpdk] vdev=)",
             "config.ini:3: [vdev0] is not supported by ustack and is ignored (container vhost-user devices are configured with [dpdk] vdev=)",
             "config.ini:6: [bond0] is not supported by ustack and is ignored (bonding is not supported)",
-            "config.ini:8: [vlan10] is not supported by ustack and is ignored (VLAN sub-interfaces are not supported yet)",
         ]
     );
 }
@@ -1003,4 +1044,167 @@ fn preload_section() {
     assert_eq!(c.preload.exit_linger, Duration::from_millis(250));
     let e = err(&format!("{base}[preload]\nexit_linger=5s\n"));
     assert!(e.contains("exit_linger"), "{e}");
+}
+
+/// Three VLANs on port 0, as the seed's multi-VLAN VIP setup has them.
+const VLANS: &str = "\
+[dpdk]
+vlan_filter=10,20-21
+[port0]
+link=af_packet:veth0
+addr=10.99.1.2/24
+[vlan10]
+portid=0
+addr=10.99.10.2
+netmask=255.255.255.0
+gateway=10.99.10.1
+vip_addr=10.99.110.10;10.99.110.11
+ipfw_pr=10.99.110.0 255.255.255.0;10.99.111.7/32
+[vlan20]
+portid=0
+addr=10.99.20.2/24
+broadcast=10.99.20.255
+gateway=10.99.20.1
+addr6=fd99:20::2/64
+gateway6=fd99:20::1
+vip_addr6=fd99:120::10
+vip_prefix_len=128
+";
+
+#[test]
+fn vlan_sections_as_f_stack_writes_them() {
+    let c = parse(VLANS).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.dpdk.vlan_filter, [10, 20, 21]);
+    assert_eq!(c.vlans.len(), 2);
+    let v10 = &c.vlans[0];
+    assert_eq!((v10.id, v10.portid), (10, 0));
+    let ip = v10.ipv4.unwrap();
+    assert_eq!((ip.addr, ip.prefix_len), (Ipv4Addr::new(10, 99, 10, 2), 24));
+    assert_eq!(ip.gateway, Some(Ipv4Addr::new(10, 99, 10, 1)));
+    assert_eq!(
+        v10.vip_addrs,
+        [
+            Ipv4Addr::new(10, 99, 110, 10),
+            Ipv4Addr::new(10, 99, 110, 11)
+        ]
+    );
+    assert_eq!(
+        v10.ipfw_pr,
+        [
+            SourcePrefix {
+                addr: Ipv4Addr::new(10, 99, 110, 0),
+                prefix_len: 24
+            },
+            SourcePrefix {
+                addr: Ipv4Addr::new(10, 99, 111, 7),
+                prefix_len: 32
+            }
+        ]
+    );
+    assert_eq!(v10.if_name(&c.ports[0]), "ustack0.10");
+    let v20 = &c.vlans[1];
+    let v6 = v20.ipv6.unwrap();
+    assert_eq!(v6.addr, "fd99:20::2".parse::<Ipv6Addr>().unwrap());
+    assert_eq!(v6.gateway, Some("fd99:20::1".parse().unwrap()));
+    assert_eq!(v20.vip_prefix_len, 128);
+    // The port's address is dropped, and the warnings say so by name; the
+    // filter's id without a section is named too.
+    assert_eq!(c.ports[0].ipv4, None);
+    assert_eq!(
+        c.warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+        [
+            "config.ini:2: [dpdk] vlan_filter: VLAN 21 has no [vlan21] section; its frames are dropped (counted in rx_drop_vlan_unknown_id)",
+            "config.ini:3: [port0] ignores addr: VLAN interfaces ride on this port and carry the addresses, as in F-Stack (untagged frames on it are dropped)",
+        ]
+    );
+}
+
+#[test]
+fn port_ipfw_pr_and_no_port_address_needed_under_vlans() {
+    let c =
+        parse("[port0]\naddr=10.99.1.2/24\ngateway=10.99.1.1\nipfw_pr=10.99.5.1 255.255.255.0\n")
+            .unwrap();
+    assert_eq!(
+        c.ports[0].ipfw_pr,
+        [SourcePrefix {
+            addr: Ipv4Addr::new(10, 99, 5, 0),
+            prefix_len: 24
+        }]
+    );
+    let c = parse(
+        "[dpdk]\nvlan_filter=7\n[port0]\nlink=af_packet:v\n[vlan7]\nportid=0\naddr=10.99.7.2/24\n",
+    )
+    .unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    assert_eq!(c.vlans[0].id, 7);
+}
+
+#[test]
+fn vlan_errors_name_section_and_key() {
+    let with = |extra: &str| format!("{VLANS}{extra}");
+    let cases: &[(String, &str)] = &[
+        (
+            VLANS.replace("vlan_filter=10,20-21", "vlan_filter=10,4095"),
+            "config.ini:2: [dpdk] vlan_filter: \"10,4095\" has 4095 above the maximum 4094",
+        ),
+        (
+            VLANS.replace("vlan_filter=10,20-21", "vlan_filter=0,10,20"),
+            "config.ini:2: [dpdk] vlan_filter: \"0,10,20\" has 0, which is not a VLAN id (1..=4094)",
+        ),
+        (
+            VLANS.replace("vlan_filter=10,20-21", "vlan_filter=10"),
+            "config.ini:13: [vlan20] is not in [dpdk] vlan_filter (10): add 20 there",
+        ),
+        (
+            VLANS.replace("vlan_filter=10,20-21\n", ""),
+            "config.ini:5: [vlan10] is not in [dpdk] vlan_filter (it is not set): add 10 there",
+        ),
+        (
+            VLANS.replace("[vlan20]\nportid=0", "[vlan20]\nportid=3"),
+            "config.ini:14: [vlan20] portid: port 3 has no [port3] section",
+        ),
+        (
+            VLANS.replace("[vlan20]\nportid=0\n", "[vlan20]\n"),
+            "config.ini:13: [vlan20] portid= is required (the port VLAN 20 rides on)",
+        ),
+        (
+            with("[vlan4095]\nportid=0\n"),
+            "config.ini:22: [vlan4095]: the VLAN id is 1..=4094 without leading zeros",
+        ),
+        (
+            with("[vlan021]\nportid=0\n"),
+            "config.ini:22: [vlan021]: the VLAN id is 1..=4094 without leading zeros",
+        ),
+        (
+            with("[vlan21]\nportid=0\naddr6=fd99::1\n"),
+            "config.ini:22: [vlan21] has no address: set addr= and netmask= (addr6= goes beside them)",
+        ),
+        (
+            with("[vlan21]\nportid=0\naddr=10.99.10.2/24\n"),
+            "config.ini:24: [vlan21] addr: 10.99.10.2 is also vlan10's",
+        ),
+        (
+            with("[vlan21]\nportid=0\naddr=10.99.21.2/24\ngateway=10.99.22.1\n"),
+            "config.ini:25: [vlan21] gateway: \"10.99.22.1\" is not inside the VLAN's subnet 10.99.21.0/24",
+        ),
+        (
+            with("[vlan21]\nportid=0\naddr=10.99.21.2/24\nipfw_pr=10.99.1.0\n"),
+            "config.ini:25: [vlan21] ipfw_pr: \"10.99.1.0\" has \"10.99.1.0\", which lacks its netmask (write ADDR NETMASK or ADDR/LEN)",
+        ),
+        (
+            with("[vlan21]\nportid=0\naddr=10.99.21.2/24\nipfw_pr=10.99.1.0 255.0.255.0\n"),
+            "config.ini:25: [vlan21] ipfw_pr: \"10.99.1.0 255.0.255.0\" has \"10.99.1.0 255.0.255.0\", which has a netmask that is not a contiguous netmask",
+        ),
+        (
+            with("[vlan21]\nportid=0\naddr=10.99.21.2/24\nipfw_pr=10.99.1.0 255.255.255.0 x\n"),
+            "config.ini:25: [vlan21] ipfw_pr: \"10.99.1.0 255.255.255.0 x\" has \"10.99.1.0 255.255.255.0 x\", which is not ADDR NETMASK",
+        ),
+        (
+            with("[vlan21]\nportid=0\naddr=10.99.21.2/24\nif_name=x\n"),
+            "config.ini:25: [vlan21] if_name is not a known key",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(&err(text), want, "for:\n{text}");
+    }
 }

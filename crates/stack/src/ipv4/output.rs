@@ -12,8 +12,8 @@ use wire::ip::IpProtocol;
 use wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
 use wire::ChecksumMode;
 
-use crate::ethernet::send_frame;
-use crate::iface::IfaceId;
+use crate::ethernet::{send_frame, transmit_tagged};
+use crate::iface::{IfaceId, LinkOut};
 use crate::ip::IpLayer;
 use crate::neighbor::Lookup;
 use crate::sink::{FrameSink, TxMeta};
@@ -64,6 +64,8 @@ pub(crate) struct Ipv4Path {
     expires: Instant,
     dst: Ipv4Addr,
     iface: IfaceId,
+    /// How frames leave (the port and the tag of a VLAN interface).
+    out: LinkOut,
     /// Destination and source MAC, then the EtherType: the frame's first
     /// 14 bytes.
     eth: [u8; 14],
@@ -79,9 +81,9 @@ impl Ipv4Path {
         (self.epoch, self.expires)
     }
 
-    /// The interface the packets leave by.
-    pub(crate) fn iface(&self) -> IfaceId {
-        self.iface
+    /// How the packets leave: through which port, with which tag.
+    pub(crate) fn out(&self) -> LinkOut {
+        self.out
     }
 
     /// The frame's first 14 bytes: destination and source MAC, EtherType.
@@ -156,9 +158,20 @@ impl IpLayer {
     }
 
     /// Where a packet to `dst` leaves: interface, the neighbor to send to,
-    /// and whether it is a link broadcast.
+    /// and whether it is a link broadcast (routed in the main FIB).
     pub(crate) fn ipv4_route(
         &self,
+        dst: Ipv4Addr,
+        iface: Option<IfaceId>,
+    ) -> Option<(IfaceId, Ipv4Addr, bool)> {
+        self.ipv4_route_from(None, dst, iface)
+    }
+
+    /// [`ipv4_route`](Self::ipv4_route) of a packet from `src`, in the FIB
+    /// the policy rules give that source.
+    pub(crate) fn ipv4_route_from(
+        &self,
+        src: Option<Ipv4Addr>,
         dst: Ipv4Addr,
         iface: Option<IfaceId>,
     ) -> Option<(IfaceId, Ipv4Addr, bool)> {
@@ -166,7 +179,9 @@ impl IpLayer {
             let id = iface.or_else(|| self.ifaces.first().map(|i| i.id))?;
             return Some((id, dst, true));
         }
-        let hop = self.routes.next_hop(IpAddr::V4(dst))?;
+        let hop = self
+            .fib_for(src.map(IpAddr::V4))
+            .next_hop(IpAddr::V4(dst))?;
         let IpAddr::V4(neighbor) = hop.neighbor else {
             return None;
         };
@@ -178,8 +193,8 @@ impl IpLayer {
 
     /// The path to `dst` if it can be cached: routed (not broadcast) and
     /// its next hop resolved.
-    pub(crate) fn ipv4_path(&self, dst: Ipv4Addr, now: Instant) -> Option<Ipv4Path> {
-        let (iface, neighbor, broadcast) = self.ipv4_route(dst, None)?;
+    pub(crate) fn ipv4_path(&self, src: Ipv4Addr, dst: Ipv4Addr, now: Instant) -> Option<Ipv4Path> {
+        let (iface, neighbor, broadcast) = self.ipv4_route_from(Some(src), dst, None)?;
         if broadcast {
             return None;
         }
@@ -194,25 +209,33 @@ impl IpLayer {
             expires,
             dst,
             iface,
+            out: ifc.link_out(),
             eth,
             mtu: ifc.mtu,
             offload: ifc.tx_checksum_offload,
         })
     }
 
-    /// Refreshes `slot` for a packet to `dst` at `now`: keeps a path that
-    /// is still right, looks it up again otherwise.
+    /// Refreshes `slot` for a packet from `src` to `dst` at `now`: keeps a
+    /// path that is still right, looks it up again otherwise.  A slot
+    /// belongs to one connection, whose source does not change.
     #[inline(always)]
-    pub(crate) fn refresh_path(&self, slot: &mut Option<Ipv4Path>, dst: Ipv4Addr, now: Instant) {
+    pub(crate) fn refresh_path(
+        &self,
+        slot: &mut Option<Ipv4Path>,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        now: Instant,
+    ) {
         let fresh = matches!(slot, Some(p) if p.epoch == self.path_epoch() && now < p.expires && p.dst == dst);
         if !fresh {
-            self.lookup_path(slot, dst, now);
+            self.lookup_path(slot, src, dst, now);
         }
     }
 
     #[inline(never)]
-    fn lookup_path(&self, slot: &mut Option<Ipv4Path>, dst: Ipv4Addr, now: Instant) {
-        *slot = self.ipv4_path(dst, now);
+    fn lookup_path(&self, slot: &mut Option<Ipv4Path>, src: Ipv4Addr, dst: Ipv4Addr, now: Instant) {
+        *slot = self.ipv4_path(src, dst, now);
     }
 
     /// Sends a TCP or UDP packet from `src` along a fresh cached path
@@ -254,13 +277,22 @@ impl IpLayer {
         let (meta, mode) = checksum_mode(path.offload);
         let len = ethernet::HEADER_LEN + total;
         let eth = &path.eth;
-        let sent = sink.transmit_with(path.iface, len, meta, &mut |buf: &mut [u8]| {
+        let mut write = |buf: &mut [u8]| {
             let (head, rest) = buf[..len].split_at_mut(ethernet::HEADER_LEN);
             head.copy_from_slice(eth);
             let (ip, payload) = rest.split_at_mut(ipv4::HEADER_LEN);
             ip.copy_from_slice(&h);
             fill(payload, mode);
-        });
+        };
+        // A port's own interface hands the frame over as it is; a VLAN
+        // interface's frame takes its tag on the way.
+        let sent = match path.out.vid {
+            None => sink.transmit_with(path.iface, len, meta, &mut write),
+            Some(_) => match self.links.get_mut(usize::from(path.iface.0)) {
+                Some(link) => transmit_tagged(link, sink, len, meta, &mut write),
+                None => false,
+            },
+        };
         if sent {
             self.counters.tx_frames += 1;
             self.counters.tx_bytes += len as u64;
@@ -274,7 +306,7 @@ impl IpLayer {
     /// The source address a packet to `dst` would leave with.
     pub(crate) fn ipv4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
         let (iface, _, _) = self.ipv4_route(dst, None)?;
-        self.interface(iface).map(|i| i.addr())
+        self.interface(iface).and_then(|i| i.addr())
     }
 
     /// Sends an IPv4 packet whose `payload_len` bytes of payload `fill`
@@ -288,7 +320,8 @@ impl IpLayer {
         fill: &mut dyn FnMut(&mut [u8], Ipv4Addr, ChecksumMode),
         sink: &mut dyn FrameSink,
     ) -> Result<(), SendError> {
-        let Some((iface, neighbor, broadcast)) = self.ipv4_route(hdr.dst, hdr.iface) else {
+        let Some((iface, neighbor, broadcast)) = self.ipv4_route_from(hdr.src, hdr.dst, hdr.iface)
+        else {
             self.counters.tx_drop_no_route += 1;
             return Err(SendError::NoRoute);
         };
@@ -297,7 +330,10 @@ impl IpLayer {
         };
         let (our_mac, mtu) = (ifc.mac, ifc.mtu);
         let offload = hdr.l4_checksum && ifc.tx_checksum_offload;
-        let src = hdr.src.unwrap_or(ifc.addr());
+        let Some(src) = hdr.src.or(ifc.addr()) else {
+            self.counters.tx_drop_no_source += 1;
+            return Err(SendError::NoRoute);
+        };
         let total = ipv4::HEADER_LEN + payload_len;
         if total > usize::from(u16::MAX) || (hdr.dont_frag && total > mtu) {
             self.counters.tx_drop_too_big += 1;
@@ -321,6 +357,7 @@ impl IpLayer {
             let (meta, mode) = checksum_mode(offload);
             let sent = send_frame(
                 &mut self.counters,
+                &mut self.links,
                 sink,
                 iface,
                 header,
@@ -395,6 +432,7 @@ impl IpLayer {
         if packet.len() <= mtu {
             return send_frame(
                 &mut self.counters,
+                &mut self.links,
                 sink,
                 iface,
                 header,
@@ -426,6 +464,7 @@ impl IpLayer {
             let len = header_len + data.len();
             let sent = send_frame(
                 &mut self.counters,
+                &mut self.links,
                 sink,
                 iface,
                 eth,

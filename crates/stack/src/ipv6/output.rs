@@ -69,13 +69,26 @@ impl IpLayer {
         dst: Ipv6Addr,
         iface: Option<IfaceId>,
     ) -> Option<(IfaceId, Ipv6Addr)> {
+        self.ipv6_route_from(None, dst, iface)
+    }
+
+    /// [`ipv6_route`](Self::ipv6_route) of a packet from `src`, in the FIB
+    /// the policy rules give that source.
+    pub(crate) fn ipv6_route_from(
+        &self,
+        src: Option<Ipv6Addr>,
+        dst: Ipv6Addr,
+        iface: Option<IfaceId>,
+    ) -> Option<(IfaceId, Ipv6Addr)> {
         if dst.is_multicast() || is_link_local(dst) {
             let id =
                 iface.or_else(|| self.ifaces.iter().find(|i| i.ipv6.is_some()).map(|i| i.id))?;
             self.interface(id)?.ipv6.as_ref()?;
             return Some((id, dst));
         }
-        let hop = self.routes.next_hop(IpAddr::V6(dst))?;
+        let hop = self
+            .fib_for(src.map(IpAddr::V6))
+            .next_hop(IpAddr::V6(dst))?;
         let IpAddr::V6(neighbor) = hop.neighbor else {
             return None;
         };
@@ -107,7 +120,7 @@ impl IpLayer {
         fill: &mut dyn FnMut(&mut [u8], Ipv6Addr, ChecksumMode),
         sink: &mut dyn FrameSink,
     ) -> Result<(), SendError> {
-        let Some((iface, neighbor)) = self.ipv6_route(hdr.dst, hdr.iface) else {
+        let Some((iface, neighbor)) = self.ipv6_route_from(hdr.src, hdr.dst, hdr.iface) else {
             self.counters.tx_drop_no_route += 1;
             return Err(SendError::NoRoute);
         };
@@ -172,6 +185,7 @@ impl IpLayer {
             };
             let sent = send_frame(
                 &mut self.counters,
+                &mut self.links,
                 sink,
                 iface,
                 header,
@@ -242,6 +256,7 @@ impl IpLayer {
         if packet.len() <= mtu {
             return send_frame(
                 &mut self.counters,
+                &mut self.links,
                 sink,
                 iface,
                 header,
@@ -270,6 +285,7 @@ impl IpLayer {
             let len = head + piece.len();
             let sent = send_frame(
                 &mut self.counters,
+                &mut self.links,
                 sink,
                 iface,
                 header,

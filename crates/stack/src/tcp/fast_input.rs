@@ -142,7 +142,7 @@ impl Stack {
         let src = Ipv4Addr::from(be32(ip, 12));
         let dst = Ipv4Addr::from(be32(ip, 16));
         // RFC 1122 3.2.1.3: a unicast source; our unicast address.
-        if dst != ifc.addr()
+        if ifc.addr() != Some(dst)
             || ifc.is_broadcast(dst)
             || src.is_broadcast()
             || src.is_multicast()

@@ -13,7 +13,8 @@ use wire::ip::IpProtocol;
 use wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use wire::tcp::{SeqNumber, TcpFlags};
 
-use crate::iface::IfaceId;
+use crate::ethernet::transmit_tagged;
+use crate::iface::LinkOut;
 use crate::ip::IpLayer;
 use crate::ipv4::{Ipv4Path, ATOMIC_IDENT};
 use crate::ipv6::flow_label;
@@ -65,8 +66,9 @@ pub(crate) struct Ipv4Template {
     /// of the same length, the usual case in a request/reply exchange or
     /// a stream of full segments, leaves them as they are.
     patched: (u16, u16),
-    /// The path's interface, MTU and checksum offload.
-    iface: IfaceId,
+    /// How the path's frames leave (interface, port, VLAN tag), its MTU
+    /// and checksum offload.
+    out: LinkOut,
     mtu: usize,
     offload: bool,
 }
@@ -84,7 +86,7 @@ pub(crate) struct Ipv6Template {
     /// The payload length the length field holds now, with the pseudo
     /// header's sum for it (0 before the first segment).
     patched: (u16, u16),
-    iface: IfaceId,
+    out: LinkOut,
     mtu: usize,
     offload: bool,
 }
@@ -146,7 +148,7 @@ impl Ipv4Template {
             ip_sum,
             pseudo_sum: checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 0),
             patched: (0, 0),
-            iface: path.iface(),
+            out: path.out(),
             mtu: path.mtu(),
             offload: path.offload(),
         }
@@ -169,6 +171,7 @@ impl Ipv6Template {
         }
         let (iface, neighbor) = ip.ipv6_route(dst, None)?;
         let ifc = ip.interface(iface)?;
+        let out = ip.links.get(usize::from(iface.0))?.out;
         let (mac, reachable_until) = ip.neighbors.resolved(iface, IpAddr::V6(neighbor), now)?;
         let expires = ip
             .pmtu6
@@ -202,7 +205,7 @@ impl Ipv6Template {
             bytes: b,
             pseudo_sum: checksum::pseudo_header_v6(&src, &dst, IpProtocol::Tcp, 0),
             patched: (0, 0),
-            iface,
+            out,
             mtu: ip.ipv6_path_mtu(iface, dst, now),
             offload: ifc.tx_checksum_offload,
         })
@@ -277,7 +280,7 @@ impl<const TCP_AT: usize, const N: usize> Segment<'_, TCP_AT, N> {
 }
 
 /// Hands the segment `segment` makes to the sink, as a frame of
-/// `frame_len` bytes out of `iface`, and counts it (or its loss, when
+/// `frame_len` bytes out by `out`, and counts it (or its loss, when
 /// the sink had no buffer).  Always `true`: the segment is dealt with.
 // `segment` makes the segment in each branch: a value made before the
 // branches would keep the lent branch's copy in memory too.
@@ -285,7 +288,7 @@ impl<const TCP_AT: usize, const N: usize> Segment<'_, TCP_AT, N> {
 fn transmit_segment<'a, const TCP_AT: usize, const N: usize>(
     ip: &mut IpLayer,
     sink: &mut dyn FrameSink,
-    iface: IfaceId,
+    out: LinkOut,
     frame_len: usize,
     offload: bool,
     segment: impl Fn() -> Segment<'a, TCP_AT, N>,
@@ -293,7 +296,18 @@ fn transmit_segment<'a, const TCP_AT: usize, const N: usize>(
     let meta = TxMeta {
         csum_partial: offload,
     };
-    let sent = if let Some(buf) = sink.frame(iface, frame_len, meta) {
+    let sent = if out.vid.is_some() {
+        // A VLAN interface's frame is written whole, then tagged.
+        let segment = segment();
+        match ip.links.get_mut(usize::from(out.iface.0)) {
+            Some(link) => transmit_tagged(link, sink, frame_len, meta, &mut |buf| {
+                if let Some(frame) = buf.get_mut(..frame_len) {
+                    segment.write(frame);
+                }
+            }),
+            None => false,
+        }
+    } else if let Some(buf) = sink.frame(out.port, frame_len, meta) {
         segment().write(buf);
         true
     } else if sink.lends_frames() {
@@ -302,7 +316,7 @@ fn transmit_segment<'a, const TCP_AT: usize, const N: usize>(
         let segment = segment();
         // A sink hands `fill` at least `frame_len` bytes; a shorter
         // buffer is left unwritten rather than indexed past.
-        sink.transmit_with(iface, frame_len, meta, &mut |buf: &mut [u8]| {
+        sink.transmit_with(out.port, frame_len, meta, &mut |buf: &mut [u8]| {
             if let Some(frame) = buf.get_mut(..frame_len) {
                 segment.write(frame);
             }
@@ -423,7 +437,7 @@ impl TcpConnection {
         if ip_len > t.mtu {
             return false;
         }
-        let (iface, offload) = (t.iface, t.offload);
+        let (out, offload) = (t.out, t.offload);
         let fields = self.segment_fields(now, flags, seq);
         let offset = seq - self.data_start();
         let Some(SegmentTemplate::V4(t)) = &mut self.template else {
@@ -452,7 +466,7 @@ impl TcpConnection {
         let frame_len = ETH_LEN + ip_len;
         let headers = &t.bytes;
         let send = &self.send;
-        transmit_segment(ip, sink, iface, frame_len, offload, || Segment::<
+        transmit_segment(ip, sink, out, frame_len, offload, || Segment::<
             TCP_AT_V4,
             HEADERS_V4,
         > {
@@ -496,7 +510,7 @@ impl TcpConnection {
         if IPV6_LEN + tcp_len > t.mtu {
             return false;
         }
-        let (iface, offload) = (t.iface, t.offload);
+        let (out, offload) = (t.out, t.offload);
         let fields = self.segment_fields(now, flags, seq);
         let offset = seq - self.data_start();
         let Some(SegmentTemplate::V6(t)) = &mut self.template else {
@@ -518,7 +532,7 @@ impl TcpConnection {
         let frame_len = TCP_AT_V6 + tcp_len;
         let headers = &t.bytes;
         let send = &self.send;
-        transmit_segment(ip, sink, iface, frame_len, offload, || Segment::<
+        transmit_segment(ip, sink, out, frame_len, offload, || Segment::<
             TCP_AT_V6,
             HEADERS_V6,
         > {
@@ -541,7 +555,7 @@ impl TcpConnection {
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (self.local.ip(), self.remote.ip()) else {
             return false;
         };
-        ip.refresh_path(&mut self.path, dst, now);
+        ip.refresh_path(&mut self.path, src, dst, now);
         let Some(path) = self.path else {
             self.template = None;
             return false;

@@ -65,7 +65,7 @@ pub(crate) fn send_tcp(
         );
     };
     let cached = path.and_then(|slot| {
-        ip.refresh_path(slot, dst, now);
+        ip.refresh_path(slot, src, dst, now);
         *slot
     });
     let on_path = cached.and_then(|p| {
