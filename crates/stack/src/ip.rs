@@ -7,7 +7,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::config::StackConfig;
 use crate::counters::Counters;
 use crate::iface::{IfaceId, Interface};
-use crate::ipv6::pmtu::PathMtuCache;
+use crate::ipv6::pmtu::{PathMtuCache, PMTU4_MIN};
 use crate::ipv6::Ipv6FragKey;
 use crate::neighbor::{NeighborCache, NeighborConfig, NeighborEvent};
 use crate::rand::{KeyedState, Rng};
@@ -43,6 +43,8 @@ pub(crate) struct IpLayer {
     pub(crate) reass_v6: Reassembler<Ipv6FragKey>,
     /// Lowered IPv6 path MTUs (packet too big).
     pub(crate) pmtu6: PathMtuCache,
+    /// Lowered IPv4 path MTUs (fragmentation needed).
+    pub(crate) pmtu4: PathMtuCache<Ipv4Addr>,
     pub(crate) next_ip6_ident: u32,
     /// Keys the IPv6 flow labels (RFC 6437).
     pub(crate) flow_label_key: u64,
@@ -92,9 +94,15 @@ impl IpLayer {
             KeyedState::from_rng(rng),
         );
         let pmtu6 = PathMtuCache::new(cfg.ip6_pmtu_cache_size, KeyedState::from_rng(rng));
+        let pmtu4 = PathMtuCache::with_floor(
+            cfg.ip4_pmtu_cache_size,
+            PMTU4_MIN,
+            KeyedState::from_rng(rng),
+        );
         IpLayer {
             reass_v6,
             pmtu6,
+            pmtu4,
             next_ip6_ident: rng.next_u32(),
             flow_label_key: rng.next_u64(),
             icmp_errors: TokenBucket::new(cfg.icmp_rate_limit),

@@ -134,6 +134,11 @@ pub(crate) struct TcpConnection {
     /// The headers the fast path writes its segments from.
     pub template: Option<SegmentTemplate>,
     pub error: Option<SocketError>,
+    /// The soft error of the last ICMP error and when it came: what a
+    /// timeout reports instead of ETIMEDOUT unless the peer was heard
+    /// since (see [`TcpConnection::timeout_error`]; a time, not a flag
+    /// cleared on input, so that header prediction does not pay for it).
+    pub soft_error: Option<(SocketError, Instant)>,
     /// The application closed its handle; the connection finishes alone.
     pub detached: bool,
     /// The listener slot (index, generation) of a connection not yet accepted.
@@ -237,6 +242,7 @@ impl TcpConnection {
             path: None,
             template: None,
             error: None,
+            soft_error: None,
             detached: false,
             parent: None,
             last_send: now,
@@ -436,6 +442,16 @@ impl TcpConnection {
 
     pub(crate) fn keep_cnt(&self, shared: &TcpShared) -> u32 {
         self.keep_cnt.unwrap_or(shared.cfg.keepcnt)
+    }
+
+    /// The error a connection that gave up reports: the soft error of an
+    /// ICMP error that came after the peer was last heard (RFC 1122
+    /// 4.2.3.9, as Linux's `sk_err_soft`), else ETIMEDOUT.
+    pub(crate) fn timeout_error(&self) -> SocketError {
+        match self.soft_error {
+            Some((e, at)) if at >= self.last_recv => e,
+            _ => SocketError::TimedOut,
+        }
     }
 
     /// Moves to CLOSED with an error for the application.

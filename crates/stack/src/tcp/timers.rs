@@ -72,7 +72,7 @@ impl TcpConnection {
             } else if self.keep_probes >= self.keep_cnt(shared) {
                 ip.counters.tcp_keepalive_timeouts += 1;
                 self.send_rst(now, ip, sink);
-                self.fail(SocketError::TimedOut);
+                self.fail(self.timeout_error());
                 return true;
             } else if self.keepalive && self.synchronized() {
                 self.keep_probes += 1;
@@ -140,7 +140,7 @@ impl TcpConnection {
             if !handshake {
                 self.send_rst(now, ip, sink);
             }
-            self.fail(SocketError::TimedOut);
+            self.fail(self.timeout_error());
             return true;
         }
         self.rtt.backoff();

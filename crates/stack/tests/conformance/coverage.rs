@@ -1,7 +1,8 @@
 //! Which scripts cover which RFC section.  Each entry names a test
 //! function (a path the compiler checks); the tests below check that every
 //! script is listed, that each script's doc comment names the sections it
-//! is listed under, and that the README's table is the one generated here.
+//! is listed under, and that `docs/tcp-conformance.md` is the document
+//! generated here.
 
 use crate::*;
 
@@ -132,6 +133,19 @@ coverage! {
     "RFC 4987" "2" listen::syn_queue_entry_expires;
     "RFC 4987" "3.6" listen::syn_cookie_when_syn_queue_full;
     "RFC 4987" "3.6" listen::syn_cookie_without_timestamps_and_bad_cookie;
+    "RFC 1122" "4.2.3.9" icmp::port_unreachable_refuses_connect;
+    "RFC 9293" "3.9.2.2" icmp::port_unreachable_refuses_connect;
+    "RFC 1122" "4.2.3.9" icmp::protocol_unreachable_refuses_connect;
+    "RFC 9293" "3.9.2.2" icmp::protocol_unreachable_refuses_connect;
+    "RFC 1122" "4.2.3.9" icmp::host_unreachable_is_soft_and_reported_at_timeout;
+    "RFC 9293" "3.9.2.2" icmp::host_unreachable_is_soft_and_reported_at_timeout;
+    "RFC 5927" "4.2" icmp::errors_on_established_connection_are_soft;
+    "RFC 1122" "4.2.3.9" icmp::errors_on_established_connection_are_soft;
+    "RFC 1122" "4.2.3.9" icmp::soft_error_forgotten_when_peer_answers;
+    "RFC 5927" "4.1" icmp::error_about_acknowledged_segment_ignored;
+    "RFC 1191" "6.4" icmp::frag_needed_shrinks_segments_and_resends_at_once;
+    "RFC 9293" "3.7.2" icmp::frag_needed_shrinks_segments_and_resends_at_once;
+    "RFC 5927" "7.2" icmp::frag_needed_shrinks_segments_and_resends_at_once;
 }
 
 /// The script sources, to find every `#[test]` and its doc comment.
@@ -148,6 +162,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("close", include_str!("close.rs")),
     ("isn", include_str!("isn.rs")),
     ("window", include_str!("window.rs")),
+    ("icmp", include_str!("icmp.rs")),
 ];
 
 /// A script found in the sources: module, name, doc comment (one line).
@@ -199,7 +214,7 @@ fn order(c: &Cover) -> (u32, Vec<u32>) {
     (rfc, c.section.split('.').map(num).collect())
 }
 
-/// The README table: one row per (RFC section, script), by RFC and
+/// The script table: one row per (RFC section, script), by RFC and
 /// section, scripts in list order.
 pub fn table() -> String {
     let found = scripts();
@@ -278,19 +293,39 @@ fn every_script_is_covered_and_names_its_sections() {
     }
 }
 
-/// Prints the coverage table (`make test` shows it) and checks the
-/// README's copy.
+/// Where the generated tables live (the README links to it).
+const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/tcp-conformance.md");
+
+/// The whole generated document.
+fn document() -> String {
+    format!(
+        "# TCP conformance\n\n\
+         Generated from `crates/stack/tests/conformance/coverage.rs` by the\n\
+         `coverage_table` test (`make test` prints it; run it with\n\
+         `USTACK_BLESS=1` to rewrite this file after changing the scripts).\n\n\
+         `crates/stack/tests/conformance` holds packetdrill-style scripts: each\n\
+         one injects segments from a fake peer into one stack on a simulated\n\
+         clock and checks the segments the stack emits, field by field, over\n\
+         IPv4 and again over IPv6 (`v6.rs`).\n\n\
+         ## Scripts by RFC section\n\n{}",
+        table()
+    )
+}
+
+/// Prints the coverage table (`make test` shows it) and checks the copy
+/// in `docs/tcp-conformance.md` (rewritten with `USTACK_BLESS=1`).
 #[test]
 fn coverage_table() {
-    let table = table();
-    println!("\nTCP conformance coverage\n\n{table}");
-    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
-    let section = readme
-        .split_once("## TCP conformance coverage")
-        .map(|(_, rest)| rest)
-        .unwrap_or_else(|| panic!("README.md has no \"## TCP conformance coverage\" section"));
+    let doc = document();
+    println!("\n{doc}");
+    if std::env::var_os("USTACK_BLESS").is_some() {
+        std::fs::write(DOC, &doc).expect("write docs/tcp-conformance.md");
+        return;
+    }
+    let have = std::fs::read_to_string(DOC).unwrap_or_default();
     assert!(
-        section.contains(&table),
-        "README.md's coverage table is out of date; replace it with:\n\n{table}"
+        have == doc,
+        "docs/tcp-conformance.md is out of date: run \
+         `USTACK_BLESS=1 cargo test --release -p stack --test conformance coverage_table`"
     );
 }

@@ -9,6 +9,7 @@ mod ack;
 mod close;
 mod coverage;
 mod harness;
+mod icmp;
 mod isn;
 mod listen;
 mod options;

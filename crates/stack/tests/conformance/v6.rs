@@ -13,6 +13,7 @@ fn every_script_runs_over_ipv6_too() {
     let files = [
         ("ack", include_str!("ack.rs")),
         ("close", include_str!("close.rs")),
+        ("icmp", include_str!("icmp.rs")),
         ("isn", include_str!("isn.rs")),
         ("listen", include_str!("listen.rs")),
         ("options", include_str!("options.rs")),
@@ -528,4 +529,39 @@ fn window_data_on_handshake_ack() {
 #[test]
 fn window_sender_sws_avoidance() {
     over_ipv6(crate::window::sender_sws_avoidance);
+}
+
+#[test]
+fn icmp_port_unreachable_refuses_connect() {
+    over_ipv6(crate::icmp::port_unreachable_refuses_connect);
+}
+
+#[test]
+fn icmp_protocol_unreachable_refuses_connect() {
+    over_ipv6(crate::icmp::protocol_unreachable_refuses_connect);
+}
+
+#[test]
+fn icmp_host_unreachable_is_soft_and_reported_at_timeout() {
+    over_ipv6(crate::icmp::host_unreachable_is_soft_and_reported_at_timeout);
+}
+
+#[test]
+fn icmp_errors_on_established_connection_are_soft() {
+    over_ipv6(crate::icmp::errors_on_established_connection_are_soft);
+}
+
+#[test]
+fn icmp_soft_error_forgotten_when_peer_answers() {
+    over_ipv6(crate::icmp::soft_error_forgotten_when_peer_answers);
+}
+
+#[test]
+fn icmp_error_about_acknowledged_segment_ignored() {
+    over_ipv6(crate::icmp::error_about_acknowledged_segment_ignored);
+}
+
+#[test]
+fn icmp_frag_needed_shrinks_segments_and_resends_at_once() {
+    over_ipv6(crate::icmp::frag_needed_shrinks_segments_and_resends_at_once);
 }
