@@ -146,6 +146,10 @@ coverage! {
     "RFC 1191" "6.4" icmp::frag_needed_shrinks_segments_and_resends_at_once;
     "RFC 9293" "3.7.2" icmp::frag_needed_shrinks_segments_and_resends_at_once;
     "RFC 5927" "7.2" icmp::frag_needed_shrinks_segments_and_resends_at_once;
+    "RFC 9293" "3.1" options::unknown_options_ignored;
+    "RFC 9293" "3.2" options::unaligned_options_read;
+    "RFC 9293" "3.1" options::illegal_option_length_dropped;
+    "RFC 9293" "3.7.1" options::local_mtu_bounds_segments;
 }
 
 /// The script sources, to find every `#[test]` and its doc comment.

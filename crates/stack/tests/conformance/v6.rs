@@ -565,3 +565,23 @@ fn icmp_error_about_acknowledged_segment_ignored() {
 fn icmp_frag_needed_shrinks_segments_and_resends_at_once() {
     over_ipv6(crate::icmp::frag_needed_shrinks_segments_and_resends_at_once);
 }
+
+#[test]
+fn options_unknown_options_ignored() {
+    over_ipv6(crate::options::unknown_options_ignored);
+}
+
+#[test]
+fn options_unaligned_options_read() {
+    over_ipv6(crate::options::unaligned_options_read);
+}
+
+#[test]
+fn options_illegal_option_length_dropped() {
+    over_ipv6(crate::options::illegal_option_length_dropped);
+}
+
+#[test]
+fn options_local_mtu_bounds_segments() {
+    over_ipv6(crate::options::local_mtu_bounds_segments);
+}
