@@ -194,7 +194,7 @@ impl TcpConnection {
             snd_wl1: SeqNumber(0),
             snd_wl2: iss,
             snd_wscale: 0,
-            snd_mss: usize::from(cfg.mss_default).min(mss),
+            snd_mss: cfg.default_mss(remote.ip()).min(mss),
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
             rcv_adv: SeqNumber(0),
@@ -214,7 +214,7 @@ impl TcpConnection {
             sack_ok: false,
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
             rtt_probe: None,
-            cc: Cc::new(cfg.cc, usize::from(cfg.mss_default).min(mss), now),
+            cc: Cc::new(cfg.cc, cfg.default_mss(remote.ip()).min(mss), now),
             dupacks: 0,
             recovery_point: None,
             high_rxt: iss,
@@ -274,7 +274,7 @@ impl TcpConnection {
         let cfg = &shared.cfg;
         let peer_mss = syn
             .max_seg_size
-            .map_or(usize::from(cfg.mss_default), usize::from);
+            .map_or(cfg.default_mss(self.remote.ip()), usize::from);
         self.snd_mss = peer_mss.min(self.rcv_mss).max(64);
         match (syn.window_scale, cfg.rfc1323 && we_offered) {
             (Some(shift), true) => {

@@ -63,7 +63,7 @@ pub(crate) fn send_cookie_syn_ack(
 ) {
     let peer_mss = syn
         .max_seg_size
-        .map_or(usize::from(shared.cfg.mss_default), usize::from);
+        .map_or(shared.cfg.default_mss(remote.ip()), usize::from);
     let our_mss = mss.min(peer_mss).min(65535) as u16;
     let isn = shared
         .cookies

@@ -70,7 +70,7 @@ coverage! {
     "RFC 5961" "7" rfc5961::challenge_acks_rate_limited;
     "RFC 9293" "3.7.1" options::mss_from_interface_mtu;
     "RFC 9293" "3.7.1" options::peer_mss_limits_segments;
-    "RFC 9293" "3.7.1" options::default_send_mss_is_536;
+    "RFC 9293" "3.7.1" options::default_send_mss;
     "RFC 6691" "2" options::timestamps_reduce_payload;
     "RFC 7323" "2.2" options::syn_ack_answers_offered_options;
     "RFC 2018" "2" options::syn_ack_answers_offered_options;
@@ -150,6 +150,18 @@ coverage! {
     "RFC 9293" "3.2" options::unaligned_options_read;
     "RFC 9293" "3.1" options::illegal_option_length_dropped;
     "RFC 9293" "3.7.1" options::local_mtu_bounds_segments;
+    "RFC 9293" "3.10.7.4" window::rst_processed_with_zero_window;
+    "RFC 5681" "3.1" recovery::congestion_avoidance_grows_one_segment_per_window;
+    "RFC 9293" "3.8.2" recovery::congestion_avoidance_grows_one_segment_per_window;
+    "RFC 9293" "3.1" rfc9293::bad_checksum_dropped;
+    "RFC 9293" "3.9.2.1" addresses::syn_to_broadcast_or_multicast_dropped;
+    "RFC 9293" "3.10.7.2" addresses::syn_to_broadcast_or_multicast_dropped;
+    "RFC 9293" "3.9.1.1" addresses::syn_from_invalid_source_dropped;
+    "RFC 1122" "4.2.3.10" addresses::syn_from_invalid_source_dropped;
+    "RFC 9293" "3.9.1.1" addresses::active_open_keeps_its_source_address;
+    "RFC 9293" "3.10.1" addresses::active_open_keeps_its_source_address;
+    "RFC 9293" "3.9.1.1" addresses::passive_open_answers_from_the_address_called;
+    "RFC 9293" "3.10.7.2" addresses::passive_open_answers_from_the_address_called;
 }
 
 /// The script sources, to find every `#[test]` and its doc comment.
@@ -167,6 +179,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("isn", include_str!("isn.rs")),
     ("window", include_str!("window.rs")),
     ("icmp", include_str!("icmp.rs")),
+    ("addresses", include_str!("addresses.rs")),
 ];
 
 /// A script found in the sources: module, name, doc comment (one line).

@@ -79,6 +79,9 @@ pub fn over_v6() -> bool {
 /// A multicast or broadcast address stands for all nodes (ff02::1), IPv6's
 /// broadcast.
 pub fn v6_of(ip: Ipv4Addr) -> Ipv6Addr {
+    if ip.is_unspecified() {
+        return Ipv6Addr::UNSPECIFIED;
+    }
     if ip.is_multicast() || ip.is_broadcast() || ip.octets()[3] == 255 {
         return Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
     }
@@ -314,7 +317,7 @@ impl Seg {
     }
     /// The stack's address: where an injected segment goes, and the
     /// source an expected one must have (default 10.99.1.2, checked on
-    /// every expected segment: RFC 9293 MUST-45).
+    /// every expected segment: RFC 9293 MUST-45; 0.0.0.0: any).
     pub fn stack_ip(mut self, ip: Ipv4Addr) -> Self {
         self.stack_ip = Some(ip);
         self
@@ -1319,7 +1322,7 @@ impl Script {
             ));
         }
         let want_src = p.stack_ip.unwrap_or(STACK_IP);
-        if g.stack_ip != want_src {
+        if g.stack_ip != want_src && !want_src.is_unspecified() {
             return Err(format!("source {}, expected {want_src}", g.stack_ip));
         }
         let mut flags = g.flags;
@@ -1397,6 +1400,44 @@ impl Script {
             Ok(h) => h,
             Err(e) => self.fail(&format!("listen: {e}")),
         }
+    }
+
+    /// Listens on `ip`:`port` (0.0.0.0: every address).
+    #[track_caller]
+    pub fn listen_on(&mut self, ip: Ipv4Addr, port: u16, backlog: usize) -> SocketHandle {
+        self.note(format!("listen({ip}:{port}, backlog {backlog})"));
+        self.flow.0 = port;
+        match self
+            .stack
+            .tcp_listen(SocketAddr::new(ip_of(ip), port), backlog)
+        {
+            Ok(h) => h,
+            Err(e) => self.fail(&format!("listen: {e}")),
+        }
+    }
+
+    /// Connects from `local_ip` (port chosen by the stack) to the peer;
+    /// the new flow becomes the default.
+    #[track_caller]
+    pub fn connect_bound(&mut self, local_ip: Ipv4Addr) -> SocketHandle {
+        let r = self.stack.tcp_connect(
+            self.now,
+            SocketAddr::new(ip_of(PEER_IP), PEER_PORT),
+            Some(SocketAddr::new(ip_of(local_ip), 0)),
+            &mut self.sink,
+        );
+        let h = match r {
+            Ok(h) => h,
+            Err(e) => self.fail(&format!("connect: {e}")),
+        };
+        let local = self.stack.tcp_local_addr(h).expect("local addr");
+        self.note(format!(
+            "connect({PEER_IP}:{PEER_PORT}) from {local_ip}:{}",
+            local.port()
+        ));
+        self.flow = (local.port(), PEER_PORT);
+        self.collect();
+        h
     }
 
     /// Accepts a connection; makes its flow the default one.

@@ -6,6 +6,7 @@
 //! from that list and checked against it.
 
 mod ack;
+mod addresses;
 mod close;
 mod coverage;
 mod harness;

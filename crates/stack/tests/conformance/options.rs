@@ -3,7 +3,7 @@
 
 use stack::{Duration, SocketError, SocketHandle};
 
-use crate::harness::{check, pattern, seg, Script, STACK_PORT};
+use crate::harness::{check, over_v6, pattern, seg, Script, STACK_PORT};
 
 /// Passive open with every option: MSS 1460, SACK-permitted, timestamps
 /// (peer TSval 100) and window scale `peer_shift`.
@@ -56,18 +56,20 @@ pub fn peer_mss_limits_segments() {
     s.expect_none();
 }
 
-/// RFC 9293 3.7.1: without an MSS option the send MSS is 536 for IPv4.
+/// RFC 9293 3.7.1 (MUST-15): without an MSS option the send MSS is 536
+/// over IPv4, 1220 over IPv6.
 #[test]
-pub fn default_send_mss_is_536() {
+pub fn default_send_mss() {
+    let mss = if over_v6() { 1220 } else { 536 };
     let mut s = Script::new();
     let l = s.listen(STACK_PORT, 4);
     s.inject(seg().syn().seq(0).no_mss());
     s.expect(seg().syn().ack(1).seq(0));
     s.inject(seg().ack(1).seq(1));
     let c = s.accept(l);
-    s.send_n(c, 1072);
-    s.expect(seg().ack(1).seq(1).len(536));
-    s.expect(seg().ack(1).seq(537).len(536));
+    s.send_n(c, 2 * mss);
+    s.expect(seg().ack(1).seq(1).len(mss));
+    s.expect(seg().ack(1).seq(1 + mss as u32).len(mss));
 }
 
 /// RFC 6691 2: the MSS counts no TCP options, so with timestamps (12

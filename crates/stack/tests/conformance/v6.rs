@@ -12,6 +12,7 @@ use crate::harness::{over_ipv6, seg, Script};
 fn every_script_runs_over_ipv6_too() {
     let files = [
         ("ack", include_str!("ack.rs")),
+        ("addresses", include_str!("addresses.rs")),
         ("close", include_str!("close.rs")),
         ("icmp", include_str!("icmp.rs")),
         ("isn", include_str!("isn.rs")),
@@ -182,8 +183,8 @@ fn options_peer_mss_limits_segments() {
 }
 
 #[test]
-fn options_default_send_mss_is_536() {
-    over_ipv6(crate::options::default_send_mss_is_536);
+fn options_default_send_mss() {
+    over_ipv6(crate::options::default_send_mss);
 }
 
 #[test]
@@ -584,4 +585,39 @@ fn options_illegal_option_length_dropped() {
 #[test]
 fn options_local_mtu_bounds_segments() {
     over_ipv6(crate::options::local_mtu_bounds_segments);
+}
+
+#[test]
+fn window_rst_processed_with_zero_window() {
+    over_ipv6(crate::window::rst_processed_with_zero_window);
+}
+
+#[test]
+fn rfc9293_bad_checksum_dropped() {
+    over_ipv6(crate::rfc9293::bad_checksum_dropped);
+}
+
+#[test]
+fn addresses_syn_to_broadcast_or_multicast_dropped() {
+    over_ipv6(crate::addresses::syn_to_broadcast_or_multicast_dropped);
+}
+
+#[test]
+fn addresses_syn_from_invalid_source_dropped() {
+    over_ipv6(crate::addresses::syn_from_invalid_source_dropped);
+}
+
+#[test]
+fn addresses_active_open_keeps_its_source_address() {
+    over_ipv6(crate::addresses::active_open_keeps_its_source_address);
+}
+
+#[test]
+fn addresses_passive_open_answers_from_the_address_called() {
+    over_ipv6(crate::addresses::passive_open_answers_from_the_address_called);
+}
+
+#[test]
+fn recovery_congestion_avoidance_grows_one_segment_per_window() {
+    over_ipv6(crate::recovery::congestion_avoidance_grows_one_segment_per_window);
 }
