@@ -115,6 +115,16 @@ pub(crate) struct TcpConnection {
     pub keep_idle: Option<Duration>,
     pub keep_intvl: Option<Duration>,
     pub keep_cnt: Option<u32>,
+    /// TCP_USER_TIMEOUT: how long data may stay unacknowledged (or a SYN
+    /// unanswered) before the connection gives up; `None`: the retry
+    /// counts decide.
+    pub user_timeout: Option<Duration>,
+    /// TCP_SYNCNT: SYN retransmissions before a connect gives up; `None`:
+    /// the stack's `syn_retries`.
+    pub syn_retries: Option<u32>,
+    /// When the segment the retransmission timer is resending was first
+    /// sent (set at the first timeout, read while `retries` > 0).
+    pub stall_since: Instant,
     pub linger_zero: bool,
     /// SO_RCVBUF was set: the receive buffer does not auto-tune.
     pub recv_locked: bool,
@@ -232,6 +242,9 @@ impl TcpConnection {
             keep_idle: None,
             keep_intvl: None,
             keep_cnt: None,
+            user_timeout: None,
+            syn_retries: None,
+            stall_since: now,
             linger_zero: false,
             recv_locked: false,
             rcv_tune_start: 0,

@@ -82,7 +82,26 @@ impl TcpConnection {
             }
         }
         self.output(now, ip, shared, sink);
+        self.clamp_to_user_timeout();
         self.state == TcpState::Closed
+    }
+
+    /// With a user timeout, the retransmission timer (backed off) fires no
+    /// later than the timeout itself, where the connection gives up (as
+    /// Linux's `tcp_clamp_rto_to_user_timeout`).
+    fn clamp_to_user_timeout(&mut self) {
+        let (Some(limit), Some(rtx)) = (self.user_timeout, self.timers.rtx()) else {
+            return;
+        };
+        if self.retries == 0 {
+            return;
+        }
+        let end = self
+            .stall_since
+            .add_micros(u64::try_from(limit.as_micros()).unwrap_or(u64::MAX));
+        if rtx > end {
+            self.timers.set_rtx(Some(end));
+        }
     }
 
     /// Nothing came from the peer for twice the largest RTO: probes of a
@@ -130,13 +149,24 @@ impl TcpConnection {
         if !handshake && self.snd_wnd == 0 && self.flight() > 0 {
             return self.zero_window_timeout(now, ip, shared, sink);
         }
+        if self.retries == 0 {
+            // The segment went out one RTO ago.
+            let sent = now.total_micros().saturating_sub(self.rtt.rto_us());
+            self.stall_since = crate::time::Instant::from_micros(sent);
+        }
         self.retries += 1;
         let limit = if handshake {
-            shared.cfg.syn_retries
+            self.syn_retries.unwrap_or(shared.cfg.syn_retries)
         } else {
             shared.cfg.max_retries
         };
-        if self.retries > limit {
+        // RFC 5482 (Linux's TCP_USER_TIMEOUT): a user timeout replaces the
+        // count, for SYNs as for data.
+        let given_up = match self.user_timeout {
+            Some(limit) => now.saturating_since(self.stall_since) >= limit,
+            None => self.retries > limit,
+        };
+        if given_up {
             if !handshake {
                 self.send_rst(now, ip, sink);
             }

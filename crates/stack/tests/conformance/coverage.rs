@@ -152,6 +152,11 @@ coverage! {
     "RFC 9293" "3.7.1" options::local_mtu_bounds_segments;
     "RFC 9293" "3.10.7.4" window::rst_processed_with_zero_window;
     "RFC 5681" "3.1" recovery::congestion_avoidance_grows_one_segment_per_window;
+    "RFC 9293" "3.8.3" rto::user_timeout_ends_retransmissions;
+    "RFC 5482" "3" rto::user_timeout_ends_retransmissions;
+    "RFC 9293" "3.8.3" rto::user_timeout_bounds_connect;
+    "RFC 5482" "3" rto::user_timeout_bounds_connect;
+    "RFC 9293" "3.8.3" rto::syn_retries_per_connection;
     "RFC 9293" "3.8.2" recovery::congestion_avoidance_grows_one_segment_per_window;
     "RFC 9293" "3.1" rfc9293::bad_checksum_dropped;
     "RFC 9293" "3.9.2.1" addresses::syn_to_broadcast_or_multicast_dropped;

@@ -1581,6 +1581,22 @@ impl Script {
             .expect("keepalive");
     }
 
+    /// TCP_USER_TIMEOUT of `ms` milliseconds.
+    pub fn set_user_timeout(&mut self, h: SocketHandle, ms: u64) {
+        self.note(format!("TCP_USER_TIMEOUT {ms}"));
+        self.stack
+            .tcp_set_user_timeout(h, Some(Duration::from_millis(ms)))
+            .expect("user timeout");
+    }
+
+    /// TCP_SYNCNT.
+    pub fn set_syn_retries(&mut self, h: SocketHandle, n: u32) {
+        self.note(format!("TCP_SYNCNT {n}"));
+        self.stack
+            .tcp_set_syn_retries(h, Some(n))
+            .expect("syn retries");
+    }
+
     pub fn set_linger_zero(&mut self, h: SocketHandle) {
         self.note("SO_LINGER {on, 0}");
         self.stack.tcp_set_linger_zero(h, true).expect("linger");

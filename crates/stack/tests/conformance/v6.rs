@@ -621,3 +621,18 @@ fn addresses_passive_open_answers_from_the_address_called() {
 fn recovery_congestion_avoidance_grows_one_segment_per_window() {
     over_ipv6(crate::recovery::congestion_avoidance_grows_one_segment_per_window);
 }
+
+#[test]
+fn rto_user_timeout_ends_retransmissions() {
+    over_ipv6(crate::rto::user_timeout_ends_retransmissions);
+}
+
+#[test]
+fn rto_user_timeout_bounds_connect() {
+    over_ipv6(crate::rto::user_timeout_bounds_connect);
+}
+
+#[test]
+fn rto_syn_retries_per_connection() {
+    over_ipv6(crate::rto::syn_retries_per_connection);
+}
