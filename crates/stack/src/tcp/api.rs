@@ -743,8 +743,14 @@ impl Stack {
         sink: &mut dyn FrameSink,
     ) -> Result<SocketHandle, SocketError> {
         let dst = remote.ip();
+        // RFC 9293 MUST-46: no connection to a broadcast (a subnet's
+        // directed one too) or multicast address.
         let bad_dst = match dst {
-            IpAddr::V4(d) => d.is_broadcast() || d.is_multicast(),
+            IpAddr::V4(d) => {
+                d.is_broadcast()
+                    || d.is_multicast()
+                    || self.ip.ifaces.iter().any(|i| i.is_broadcast(d))
+            }
             IpAddr::V6(d) => d.is_multicast() || d.to_ipv4_mapped().is_some(),
         };
         if remote.port() == 0 || dst.is_unspecified() || bad_dst {

@@ -117,3 +117,41 @@ pub fn passive_open_answers_from_the_address_called() {
     s.inject(seg().syn().seq(0).mss(1460));
     s.expect(seg().syn().ack(1).seq(0));
 }
+
+/// RFC 9293 3.9.1.1 (MUST-42): listeners on one port of two local
+/// addresses live side by side, each answering the SYNs to its address.
+#[test]
+pub fn listens_on_one_port_per_address() {
+    let mut s = Script::with_vip(VIP);
+    let a = s.listen_on(crate::harness::STACK_IP, STACK_PORT, 4);
+    let b = s.listen_on(VIP, STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1));
+    s.flow.1 = 40001;
+    s.inject(seg().syn().seq(0).mss(1460).stack_ip(VIP));
+    s.expect(seg().syn().ack(1).seq(0).stack_ip(VIP));
+    s.inject(seg().ack(1).seq(1).stack_ip(VIP));
+    s.accept(a);
+    s.accept(b);
+}
+
+/// RFC 9293 3.9.1.1 (MUST-46): an OPEN to a broadcast (the subnet's or
+/// the limited one) or multicast address is refused (EINVAL) and sends
+/// nothing.
+#[test]
+pub fn connect_to_broadcast_or_multicast_refused() {
+    let mut s = Script::new();
+    for to in [
+        Ipv4Addr::new(10, 99, 1, 255),
+        Ipv4Addr::BROADCAST,
+        Ipv4Addr::new(224, 0, 0, 1),
+    ] {
+        check!(
+            s,
+            s.try_connect_to(to, 80) == Err(SocketError::InvalidArgument),
+            "connect to {to} refused"
+        );
+        s.expect_none();
+    }
+}

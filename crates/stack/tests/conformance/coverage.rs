@@ -157,6 +157,10 @@ coverage! {
     "RFC 9293" "3.8.3" rto::user_timeout_bounds_connect;
     "RFC 5482" "3" rto::user_timeout_bounds_connect;
     "RFC 9293" "3.8.3" rto::syn_retries_per_connection;
+    "RFC 9293" "3.9.1.1" addresses::listens_on_one_port_per_address;
+    "RFC 9293" "3.9.1.1" addresses::connect_to_broadcast_or_multicast_refused;
+    "RFC 9293" "3.9.2.2" icmp::source_quench_ignored;
+    "RFC 9293" "3.5.3" rfc9293::rst_with_data_resets;
     "RFC 9293" "3.8.2" recovery::congestion_avoidance_grows_one_segment_per_window;
     "RFC 9293" "3.1" rfc9293::bad_checksum_dropped;
     "RFC 9293" "3.9.2.1" addresses::syn_to_broadcast_or_multicast_dropped;

@@ -1071,6 +1071,17 @@ impl Script {
         self.inject_icmpv4_error(router, 3, 4, mtu);
     }
 
+    /// Source quench (ICMPv4 type 4) about the segment `expect` took last;
+    /// IPv6 has none, so over IPv6 nothing is sent.
+    pub fn inject_source_quench(&mut self, router: Ipv4Addr) {
+        if ipv6() {
+            self.note("(no source quench in ICMPv6)");
+            return;
+        }
+        self.note(format!("{router} > {STACK_IP}: source quench"));
+        self.inject_icmpv4_error(router, 4, 0, 0);
+    }
+
     /// Time exceeded in transit about the segment `expect` took last.
     pub fn inject_time_exceeded(&mut self, router: Ipv4Addr) {
         self.note(format!("{router} > {STACK_IP}: time exceeded"));
@@ -1489,6 +1500,19 @@ impl Script {
         self.flow = (local.port(), peer_port);
         self.collect();
         h
+    }
+
+    /// connect() to `ip`:`port`, its result as is (no segment expected).
+    pub fn try_connect_to(&mut self, ip: Ipv4Addr, port: u16) -> Result<SocketHandle, SocketError> {
+        let r = self.stack.tcp_connect(
+            self.now,
+            SocketAddr::new(ip_of(ip), port),
+            None,
+            &mut self.sink,
+        );
+        self.note(format!("connect({ip}:{port}) = {r:?}"));
+        self.collect();
+        r
     }
 
     /// Connects to the peer (10.99.1.1:40000).

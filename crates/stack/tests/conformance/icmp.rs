@@ -168,3 +168,25 @@ pub fn frag_needed_shrinks_segments_and_resends_at_once() {
     s.expect_silence(1000);
     check!(s, s.info(c).snd_mss == 1260, "MSS {}", s.info(c).snd_mss);
 }
+
+/// RFC 9293 3.9.2.2 (MUST-55, RFC 6633): source quench is ignored: the
+/// window does not shrink, nothing is resent, data flows on.
+#[test]
+pub fn source_quench_ignored() {
+    let mut s = Script::new();
+    let c = s.active_open();
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    let before = s.info(c);
+    s.inject_source_quench(ROUTER);
+    s.expect_none();
+    let after = s.info(c);
+    check!(
+        s,
+        before.cwnd == after.cwnd && before.ssthresh == after.ssthresh,
+        "window unchanged: {before:?} -> {after:?}"
+    );
+    s.inject(seg().ack(101).seq(1));
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(101).len(100));
+}

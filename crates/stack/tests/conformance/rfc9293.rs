@@ -467,3 +467,19 @@ pub fn bad_checksum_dropped() {
         s.stack.counters().rx_drop_tcp_bad_checksum - before
     );
 }
+
+/// RFC 9293 3.5.3 (SHLD-2): a RST may carry data (a diagnostic): one at
+/// RCV.NXT resets the connection all the same, its data not delivered.
+#[test]
+pub fn rst_with_data_resets() {
+    let mut s = Script::new();
+    let (_, c) = s.passive_open();
+    s.inject(seg().rst().ack(1).seq(1).payload(b"no more, thank you"));
+    s.expect_none();
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::ConnectionReset),
+        "ECONNRESET"
+    );
+}

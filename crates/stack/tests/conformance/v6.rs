@@ -636,3 +636,23 @@ fn rto_user_timeout_bounds_connect() {
 fn rto_syn_retries_per_connection() {
     over_ipv6(crate::rto::syn_retries_per_connection);
 }
+
+#[test]
+fn addresses_listens_on_one_port_per_address() {
+    over_ipv6(crate::addresses::listens_on_one_port_per_address);
+}
+
+#[test]
+fn addresses_connect_to_broadcast_or_multicast_refused() {
+    over_ipv6(crate::addresses::connect_to_broadcast_or_multicast_refused);
+}
+
+#[test]
+fn icmp_source_quench_ignored() {
+    over_ipv6(crate::icmp::source_quench_ignored);
+}
+
+#[test]
+fn rfc9293_rst_with_data_resets() {
+    over_ipv6(crate::rfc9293::rst_with_data_resets);
+}
