@@ -333,7 +333,11 @@ fn document() -> String {
          one injects segments from a fake peer into one stack on a simulated\n\
          clock and checks the segments the stack emits, field by field, over\n\
          IPv4 and again over IPv6 (`v6.rs`).\n\n\
+         ## RFC 9293 requirements (Appendix B)\n\n\
+         Every MUST and SHOULD of RFC 9293's requirement summary, with the\n\
+         scripts that check it, or why none does (`requirements.rs`).\n\n{}\n\
          ## Scripts by RFC section\n\n{}",
+        crate::requirements::table(),
         table()
     )
 }
@@ -344,6 +348,11 @@ fn document() -> String {
 fn coverage_table() {
     let doc = document();
     println!("\n{doc}");
+    println!(
+        "RFC 9293 requirements: {}; {}",
+        crate::requirements::counts("MUST"),
+        crate::requirements::counts("SHLD")
+    );
     if std::env::var_os("USTACK_BLESS").is_some() {
         std::fs::write(DOC, &doc).expect("write docs/tcp-conformance.md");
         return;

@@ -15,6 +15,7 @@ mod isn;
 mod listen;
 mod options;
 mod recovery;
+mod requirements;
 mod rfc5961;
 mod rfc9293;
 mod rto;
