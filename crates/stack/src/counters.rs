@@ -228,6 +228,9 @@ counters! {
         tcp_retransmitted_segments,
         /// Connections whose segments shrank to a lowered path MTU.
         tcp_path_mtu_lowered,
+        /// Neighbors forgotten on a connection's negative advice (R1
+        /// retransmissions unanswered, RFC 9293 MUST-20).
+        neighbor_negative_advice,
         /// Fragmentation needed lowered an IPv4 destination's path MTU.
         ipv4_path_mtu_lowered,
         /// ICMP errors about TCP that name no connection of ours or quote

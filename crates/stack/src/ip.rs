@@ -139,6 +139,31 @@ impl IpLayer {
         self.next_ip_ident
     }
 
+    /// RFC 9293 3.8.3 (MUST-20), RFC 1122 4.2.3.5: "negative advice" from
+    /// a connection to `dst` whose retransmissions went unanswered R1
+    /// times: the next hop's link address is forgotten, so the next packet
+    /// resolves it again (a neighbor that changed its address, or a router
+    /// that is gone, is found out).  Returns whether an entry was dropped.
+    pub(crate) fn negative_advice(&mut self, dst: IpAddr) -> bool {
+        let hop = match dst {
+            IpAddr::V4(d) => self
+                .ipv4_route(d, None)
+                .filter(|&(_, _, broadcast)| !broadcast)
+                .map(|(iface, n, _)| (iface, IpAddr::V4(n))),
+            IpAddr::V6(d) => self
+                .ipv6_route(d, None)
+                .map(|(iface, n)| (iface, IpAddr::V6(n))),
+        };
+        let Some((iface, neighbor)) = hop else {
+            return false;
+        };
+        let dropped = self.neighbors.remove(iface, neighbor);
+        if dropped {
+            self.counters.neighbor_negative_advice += 1;
+        }
+        dropped
+    }
+
     /// Announces every address with a gratuitous ARP.
     pub(crate) fn announce(&mut self, sink: &mut dyn FrameSink) {
         for i in 0..self.ifaces.len() {

@@ -10,6 +10,10 @@ use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
 use crate::time::{Duration, Instant};
 
+/// R1 of RFC 9293 3.8.3: retransmissions after which TCP gives IP
+/// negative advice (RFC 1122 4.2.3.5: at least 3).
+const R1: u32 = 3;
+
 fn due(t: Option<Instant>, now: Instant) -> bool {
     t.is_some_and(|t| t <= now)
 }
@@ -172,6 +176,11 @@ impl TcpConnection {
             }
             self.fail(self.timeout_error());
             return true;
+        }
+        if self.retries == R1 {
+            ip.negative_advice(self.remote.ip());
+            self.path = None;
+            self.drop_template();
         }
         self.rtt.backoff();
         self.rtt_probe = None;

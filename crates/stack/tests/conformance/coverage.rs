@@ -157,6 +157,8 @@ coverage! {
     "RFC 9293" "3.8.3" rto::user_timeout_bounds_connect;
     "RFC 5482" "3" rto::user_timeout_bounds_connect;
     "RFC 9293" "3.8.3" rto::syn_retries_per_connection;
+    "RFC 9293" "3.8.3" rto::negative_advice_after_r1_retransmissions;
+    "RFC 1122" "4.2.3.5" rto::negative_advice_after_r1_retransmissions;
     "RFC 9293" "3.9.1.1" addresses::listens_on_one_port_per_address;
     "RFC 9293" "3.9.1.1" addresses::connect_to_broadcast_or_multicast_refused;
     "RFC 9293" "3.9.2.2" icmp::source_quench_ignored;

@@ -405,6 +405,8 @@ pub struct Script {
     pub flow: (u16, u16),
     /// The frame `expect` took last, for quoting in ICMP errors.
     last_expected: Vec<u8>,
+    /// ARP requests and neighbor solicitations the peer answered.
+    pub resolutions: usize,
 }
 
 fn flags_str(f: TcpFlags) -> String {
@@ -562,6 +564,7 @@ impl Script {
             last_tsval: HashMap::new(),
             flow: (STACK_PORT, PEER_PORT),
             last_expected: Vec::new(),
+            resolutions: 0,
         };
         if ipv6() {
             s.stack
@@ -744,6 +747,7 @@ impl Script {
                     // Resolution or a reachability probe: the peer answers.
                     let target = v4_of(target);
                     self.note(format!("NDP who-has {}: answered", v6_of(target)));
+                    self.resolutions += 1;
                     let na = self.ndp_frame(
                         target,
                         Icmpv6Repr::NeighborAdvert {
@@ -762,6 +766,7 @@ impl Script {
                 }
                 if let Some(target) = arp_request_target(&f) {
                     self.note(format!("ARP who-has {target}: answered"));
+                    self.resolutions += 1;
                     let mac = if target == PEER_IP {
                         PEER_MAC
                     } else {

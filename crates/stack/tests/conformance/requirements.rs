@@ -59,7 +59,7 @@ reqs! {
     "MUST-17" "application can disable Nagle" => scripts![ack::nodelay_sends_at_once];
     "MUST-18" "Karn's algorithm" => scripts![rto::no_rtt_sample_from_retransmission];
     "MUST-19" "exponential backoff, slow start, congestion avoidance" => scripts![rto::data_rto_minimum_and_backoff, rto::timeout_restarts_from_one_segment, recovery::congestion_avoidance_grows_one_segment_per_window];
-    "MUST-20" "close at R2 retransmissions (negative advice to IP at R1: not given)" => scripts![rto::retransmissions_give_up, rto::connect_times_out];
+    "MUST-20" "negative advice to IP at R1, close at R2 retransmissions" => scripts![rto::negative_advice_after_r1_retransmissions, rto::retransmissions_give_up, rto::connect_times_out];
     "MUST-21" "application can set R2" => scripts![rto::user_timeout_ends_retransmissions, rto::syn_retries_per_connection];
     "MUST-22" "same mechanism for SYNs" => scripts![rto::connect_times_out, rto::user_timeout_bounds_connect, rto::syn_retries_per_connection];
     "MUST-23" "R2 for a SYN at least 3 minutes" => NotMet("by default a SYN is given up after 127 s (net.inet.tcp.syn_retries=6: 1+2+4+8+16+32+64 s), as Linux does, so that a connect fails as fast as on the kernel the programs were written for; syn_retries=7 (255 s), TCP_SYNCNT or TCP_USER_TIMEOUT meet it");
@@ -118,7 +118,7 @@ reqs! {
     "SHLD-7" "Nagle algorithm" => scripts![ack::nagle_holds_small_segments, ack::nagle_sends_full_segments];
     "SHLD-8" "ECN" => NotMet("ECN is not implemented: ustack never offers it, so its peers send no ECN-marked segments to it");
     "SHLD-9" "application told when R1 <= retransmissions < R2" => NotMet("no notice at R1 (Linux gives none either); TCP_INFO's retransmits shows the count");
-    "SHLD-10" "R1 at least 3 retransmissions" => NotMet("nothing happens at R1 (see MUST-20)");
+    "SHLD-10" "R1 at least 3 retransmissions" => scripts![rto::negative_advice_after_r1_retransmissions];
     "SHLD-11" "R2 at least 100 s" => Met("net.inet.tcp.max_retries defaults to 15 (about 15 minutes with the RTO ceiling of 60 s, Linux's tcp_retries2); the mechanism: rto::retransmissions_give_up");
     "SHLD-12" "keep-alive without data" => scripts![timers::keepalive_probes_then_reset];
     "SHLD-13" "applications avoid the urgent mechanism" => NotApplicable("advice to applications");

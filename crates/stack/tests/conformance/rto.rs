@@ -256,3 +256,28 @@ pub fn syn_retries_per_connection() {
         "ETIMEDOUT"
     );
 }
+
+/// RFC 9293 3.8.3 (MUST-20), RFC 1122 4.2.3.5: after R1 (3)
+/// retransmissions unanswered TCP gives IP negative advice: the next hop's
+/// link address is resolved again before the next segment; the two
+/// retransmissions before it go without asking.
+#[test]
+pub fn negative_advice_after_r1_retransmissions() {
+    let mut s = Script::new();
+    let c = s.active_open();
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    let before = s.resolutions;
+    s.expect_after(200, seg().ack(1).seq(1).len(100));
+    s.expect_after(400, seg().ack(1).seq(1).len(100));
+    check!(s, s.resolutions == before, "no resolution before R1");
+    s.expect_after(800, seg().ack(1).seq(1).len(100));
+    check!(
+        s,
+        s.resolutions == before + 1 && s.stack.counters().neighbor_negative_advice == 1,
+        "the peer's address resolved again at R1: {} resolutions",
+        s.resolutions - before
+    );
+    s.inject(seg().ack(101).seq(1));
+    s.expect_state(c, TcpState::Established);
+}

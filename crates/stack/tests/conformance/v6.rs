@@ -656,3 +656,8 @@ fn icmp_source_quench_ignored() {
 fn rfc9293_rst_with_data_resets() {
     over_ipv6(crate::rfc9293::rst_with_data_resets);
 }
+
+#[test]
+fn rto_negative_advice_after_r1_retransmissions() {
+    over_ipv6(crate::rto::negative_advice_after_r1_retransmissions);
+}
