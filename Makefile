@@ -32,7 +32,8 @@ test-unit:
 	$(CARGO) test --workspace --release --all-features
 	@# Built without the dpdk feature, link=dpdk says what the build lacks.
 	$(CARGO) test -p runtime --lib setup::tests::dpdk_link_without_the_feature_says_so
-	@# Which TCP conformance scripts cover which RFC section (README table).
+	@# RFC 9293 requirements and which conformance scripts cover which RFC
+	@# section (docs/tcp-conformance.md; prints the counts).
 	$(CARGO) test --release -p stack --test conformance coverage_table -- --nocapture --quiet
 
 test-interop: build c-examples

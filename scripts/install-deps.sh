@@ -6,6 +6,8 @@ set -euo pipefail
 apt_packages=(
   build-essential pkg-config iproute2 iputils-ping ethtool socat netcat-openbsd procps
   tcpdump python3 python3-scapy valgrind curl wrk
+  # nft: firewall rules in the kernel's namespace (ICMP rejects, interop).
+  nftables
   # DPDK 22.11 for the dpdk feature (link=dpdk): libraries, PMDs, headers.
   dpdk dpdk-dev libdpdk-dev
   # Unmodified programs under `ustack run` (tests/interop/cases_preload.py):

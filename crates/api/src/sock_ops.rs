@@ -54,6 +54,13 @@ pub(crate) fn apply_tcp_options(
     let _ = stack.tcp_set_ip_options(h, ip.0, ip.1);
     let secs = |s: Option<u32>| s.map(|s| Duration::from_secs(u64::from(s)));
     let _ = stack.tcp_set_keepalive_timing(h, secs(o.keepidle), secs(o.keepintvl), o.keepcnt);
+    let _ = stack.tcp_set_user_timeout(h, user_timeout(o.user_timeout));
+    let _ = stack.tcp_set_syn_retries(h, o.syncnt);
+}
+
+/// TCP_USER_TIMEOUT's milliseconds as the stack takes them (0: off).
+pub(crate) fn user_timeout(ms: u32) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(u64::from(ms)))
 }
 
 impl Worker {

@@ -79,6 +79,10 @@ pub(crate) struct Options {
     pub keepidle: Option<u32>,
     pub keepintvl: Option<u32>,
     pub keepcnt: Option<u32>,
+    /// TCP_USER_TIMEOUT in milliseconds (0: off).
+    pub user_timeout: u32,
+    /// TCP_SYNCNT (`None`: the stack's `syn_retries`).
+    pub syncnt: Option<u32>,
 }
 
 /// Bytes (or datagrams, or connections) the application has taken or

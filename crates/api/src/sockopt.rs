@@ -11,6 +11,7 @@ use crate::consts::*;
 use crate::driver;
 use crate::errno::{Errno, Result};
 use crate::family::Domain;
+use crate::sock_ops::user_timeout;
 use crate::socket::{Socket, State};
 use crate::worker::Worker;
 
@@ -239,6 +240,28 @@ impl Worker {
                         }
                         o.keepcnt = Some(v as u32);
                     }
+                    // Linux: milliseconds, 0 off, negative EINVAL.
+                    TCP_USER_TIMEOUT => {
+                        if v < 0 {
+                            return Err(Errno::EINVAL);
+                        }
+                        o.user_timeout = v as u32;
+                        if let (Some(h), Some(e)) = (conn, engine) {
+                            let stack = self.engines[e].driver.stack_mut();
+                            stack.tcp_set_user_timeout(h, user_timeout(v as u32))?;
+                        }
+                    }
+                    // Linux: 1..=127 (MAX_TCP_SYNCNT).
+                    TCP_SYNCNT => {
+                        if !(1..=127).contains(&v) {
+                            return Err(Errno::EINVAL);
+                        }
+                        o.syncnt = Some(v as u32);
+                        if let (Some(h), Some(e)) = (conn, engine) {
+                            let stack = self.engines[e].driver.stack_mut();
+                            stack.tcp_set_syn_retries(h, Some(v as u32))?;
+                        }
+                    }
                     _ => return Err(Errno::ENOPROTOOPT),
                 }
                 let o = &self.socket(fd)?.opts;
@@ -438,6 +461,8 @@ impl Worker {
                     out,
                 ),
                 TCP_KEEPCNT => int(o.keepcnt.unwrap_or(tcp_cfg.keepcnt) as i32, out),
+                TCP_USER_TIMEOUT => int(o.user_timeout as i32, out),
+                TCP_SYNCNT => int(o.syncnt.unwrap_or(tcp_cfg.syn_retries) as i32, out),
                 TCP_INFO => {
                     let info = match (state, engine) {
                         (State::Tcp { h, .. }, Some(e)) => {

@@ -300,6 +300,8 @@ fn socket_options_match_linux() {
             ("TCP_KEEPIDLE", TCP_KEEPIDLE, 0, 30),
             ("TCP_KEEPINTVL", TCP_KEEPINTVL, 40000, 5),
             ("TCP_KEEPCNT", TCP_KEEPCNT, 200, 3),
+            ("TCP_SYNCNT", TCP_SYNCNT, 200, 3),
+            ("TCP_USER_TIMEOUT", TCP_USER_TIMEOUT, -1, 5000),
         ] {
             t.val(
                 &format!("{name} bad"),

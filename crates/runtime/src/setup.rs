@@ -134,6 +134,7 @@ pub fn tcp_config(s: &Sysctls) -> TcpConfig {
             CongestionControl::NewReno => CcAlgorithm::NewReno,
         },
         mss_default: s.tcp_mssdflt,
+        mss_default_v6: s.tcp_v6mssdflt,
         syncookies: s.tcp_syncookies,
         somaxconn: s.somaxconn as usize,
         keepidle: s.tcp_keepidle,

@@ -48,6 +48,9 @@ pub struct StackConfig {
     pub ip6_redirect_accept: bool,
     /// Destinations whose lowered path MTU is remembered, at most.
     pub ip6_pmtu_cache_size: usize,
+    /// IPv4 destinations whose lowered path MTU (fragmentation needed,
+    /// RFC 1191) is remembered, at most.
+    pub ip4_pmtu_cache_size: usize,
     /// TCP's tunables.
     pub tcp: TcpConfig,
 }
@@ -74,6 +77,7 @@ impl Default for StackConfig {
             ip6_accept_rtadv: true,
             ip6_redirect_accept: true,
             ip6_pmtu_cache_size: 4096,
+            ip4_pmtu_cache_size: 4096,
             tcp: TcpConfig::default(),
         }
     }

@@ -233,6 +233,22 @@ counters! {
         tcp_retransmitted_segments,
         /// Connections whose segments shrank to a lowered path MTU.
         tcp_path_mtu_lowered,
+        /// Neighbors forgotten on a connection's negative advice (R1
+        /// retransmissions unanswered, RFC 9293 MUST-20).
+        neighbor_negative_advice,
+        /// Fragmentation needed lowered an IPv4 destination's path MTU.
+        ipv4_path_mtu_lowered,
+        /// ICMP errors about TCP that name no connection of ours or quote
+        /// too little of the segment.
+        tcp_icmp_errors_ignored,
+        /// ICMP errors whose quoted sequence number is outside SND.UNA..
+        /// SND.NXT of their connection (RFC 5927 4.1), or about TIME-WAIT.
+        tcp_icmp_errors_out_of_window,
+        /// Connections in SYN-SENT that port or protocol unreachable
+        /// refused (ECONNREFUSED).
+        tcp_icmp_connects_refused,
+        /// ICMP errors kept as a connection's soft error.
+        tcp_icmp_soft_errors,
         tcp_resets_sent,
         tcp_resets_received,
         tcp_active_opens,

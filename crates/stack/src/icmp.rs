@@ -9,24 +9,59 @@ use crate::ip::IpLayer;
 use crate::ipv4::Ipv4Datagram;
 use crate::ipv4::Ipv4Send;
 use crate::sink::FrameSink;
+use crate::socket::SocketError;
+use crate::tcp::icmp_error::{frag_needed_mtu, IcmpErrorKind};
 use crate::time::Instant;
 
 /// How much of the offending datagram an error quotes: as much as keeps the
 /// error within the 576 bytes every host accepts (RFC 1812 4.3.2.3).
 const MAX_QUOTE: usize = 576 - 20 - 8;
 
+/// An error about a datagram we sent, for its transport protocol: what it
+/// says, the quoted IP header and the bytes that followed it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Icmpv4Error<'a> {
+    pub kind: IcmpErrorKind,
+    pub header: Ipv4Repr,
+    pub data: &'a [u8],
+}
+
+/// What destination unreachable with `reason` means to a transport
+/// (RFC 1122 4.2.3.9: codes 2 and 3 are hard, 4 asks for a smaller
+/// datagram, the rest are soft; the errno as Linux's `icmp_err_convert`).
+fn unreachable_kind(
+    reason: Icmpv4DstUnreachable,
+    next_hop_mtu: u16,
+    header: &Ipv4Repr,
+) -> IcmpErrorKind {
+    use Icmpv4DstUnreachable as U;
+    match reason {
+        U::ProtoUnreachable | U::PortUnreachable => IcmpErrorKind::Refused,
+        U::FragRequired => {
+            let total = (header.buffer_len() + header.payload_len).min(usize::from(u16::MAX));
+            IcmpErrorKind::PathMtu(frag_needed_mtu(next_hop_mtu, total as u16))
+        }
+        U::NetUnreachable | U::DstNetUnknown | U::NetProhibited | U::NetUnreachToS => {
+            IcmpErrorKind::Soft(SocketError::NetworkUnreachable)
+        }
+        _ => IcmpErrorKind::Soft(SocketError::HostUnreachable),
+    }
+}
+
 impl IpLayer {
-    pub(crate) fn icmpv4_input(
+    /// Answers echo; returns an error about one of our datagrams for its
+    /// transport to act on.
+    pub(crate) fn icmpv4_input<'a>(
         &mut self,
         now: Instant,
-        d: &Ipv4Datagram<'_>,
+        d: &Ipv4Datagram<'a>,
         sink: &mut dyn FrameSink,
-    ) {
+    ) -> Option<Icmpv4Error<'a>> {
         let packet = match Icmpv4Packet::new_checked(d.payload) {
             Ok(p) => p,
             Err(_) => {
                 self.counters.rx_drop_icmp_malformed += 1;
-                return;
+                return None;
             }
         };
         let mode = if d.meta.csum_partial {
@@ -44,7 +79,7 @@ impl IpLayer {
                 // Linux does by default (smurf amplification).
                 if d.broadcast {
                     self.counters.rx_drop_icmp_to_broadcast += 1;
-                    return;
+                    return None;
                 }
                 self.counters.rx_accept_icmp_echo_request += 1;
                 let reply = Icmpv4Repr::EchoReply {
@@ -69,15 +104,28 @@ impl IpLayer {
                 }
             }
             Ok(Icmpv4Repr::EchoReply { .. }) => self.counters.rx_accept_icmp_echo_reply += 1,
-            // Errors reach their sockets once TCP exists; until then they
-            // are counted.
-            Ok(Icmpv4Repr::DstUnreachable { .. } | Icmpv4Repr::TimeExceeded { .. }) => {
-                self.counters.rx_accept_icmp_error += 1
+            Ok(Icmpv4Repr::DstUnreachable {
+                reason,
+                header,
+                data,
+            }) => {
+                self.counters.rx_accept_icmp_error += 1;
+                let kind = unreachable_kind(reason, packet.next_hop_mtu(), &header);
+                return Some(Icmpv4Error { kind, header, data });
             }
+            // RFC 1122 4.2.3.9: soft, as Linux (EHOSTUNREACH).
+            Ok(Icmpv4Repr::TimeExceeded { header, data, .. }) => {
+                self.counters.rx_accept_icmp_error += 1;
+                let kind = IcmpErrorKind::Soft(SocketError::HostUnreachable);
+                return Some(Icmpv4Error { kind, header, data });
+            }
+            // Source quench among them: RFC 9293 MUST-55 (RFC 6633)
+            // ignores it.
             Err(WireError::Unsupported) => self.counters.rx_accept_icmp_other += 1,
             Err(WireError::BadChecksum) => self.counters.rx_drop_icmp_bad_checksum += 1,
             Err(_) => self.counters.rx_drop_icmp_malformed += 1,
         }
+        None
     }
 
     /// Sends destination unreachable with `code` about datagram `d`, unless

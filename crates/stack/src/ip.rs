@@ -7,7 +7,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::config::StackConfig;
 use crate::counters::Counters;
 use crate::iface::{IfaceId, Interface, LinkState};
-use crate::ipv6::pmtu::PathMtuCache;
+use crate::ipv6::pmtu::{PathMtuCache, PMTU4_MIN};
 use crate::ipv6::Ipv6FragKey;
 use crate::neighbor::{NeighborCache, NeighborConfig, NeighborEvent};
 use crate::policy::Policy;
@@ -49,6 +49,8 @@ pub(crate) struct IpLayer {
     pub(crate) reass_v6: Reassembler<Ipv6FragKey>,
     /// Lowered IPv6 path MTUs (packet too big).
     pub(crate) pmtu6: PathMtuCache,
+    /// Lowered IPv4 path MTUs (fragmentation needed).
+    pub(crate) pmtu4: PathMtuCache<Ipv4Addr>,
     pub(crate) next_ip6_ident: u32,
     /// Keys the IPv6 flow labels (RFC 6437).
     pub(crate) flow_label_key: u64,
@@ -98,9 +100,15 @@ impl IpLayer {
             KeyedState::from_rng(rng),
         );
         let pmtu6 = PathMtuCache::new(cfg.ip6_pmtu_cache_size, KeyedState::from_rng(rng));
+        let pmtu4 = PathMtuCache::with_floor(
+            cfg.ip4_pmtu_cache_size,
+            PMTU4_MIN,
+            KeyedState::from_rng(rng),
+        );
         IpLayer {
             reass_v6,
             pmtu6,
+            pmtu4,
             next_ip6_ident: rng.next_u32(),
             flow_label_key: rng.next_u64(),
             icmp_errors: TokenBucket::new(cfg.icmp_rate_limit),
@@ -181,6 +189,31 @@ impl IpLayer {
     pub(crate) fn next_ident(&mut self) -> u16 {
         self.next_ip_ident = self.next_ip_ident.wrapping_add(1);
         self.next_ip_ident
+    }
+
+    /// RFC 9293 3.8.3 (MUST-20), RFC 1122 4.2.3.5: "negative advice" from
+    /// a connection to `dst` whose retransmissions went unanswered R1
+    /// times: the next hop's link address is forgotten, so the next packet
+    /// resolves it again (a neighbor that changed its address, or a router
+    /// that is gone, is found out).  Returns whether an entry was dropped.
+    pub(crate) fn negative_advice(&mut self, dst: IpAddr) -> bool {
+        let hop = match dst {
+            IpAddr::V4(d) => self
+                .ipv4_route(d, None)
+                .filter(|&(_, _, broadcast)| !broadcast)
+                .map(|(iface, n, _)| (iface, IpAddr::V4(n))),
+            IpAddr::V6(d) => self
+                .ipv6_route(d, None)
+                .map(|(iface, n)| (iface, IpAddr::V6(n))),
+        };
+        let Some((iface, neighbor)) = hop else {
+            return false;
+        };
+        let dropped = self.neighbors.remove(iface, neighbor);
+        if dropped {
+            self.counters.neighbor_negative_advice += 1;
+        }
+        dropped
     }
 
     /// Announces every address with a gratuitous ARP.

@@ -224,6 +224,9 @@ sysctls! {
     /// `net.inet.tcp.mssdflt`: MSS when the peer sends none (216..=65495,
     /// 536).
     tcp_mssdflt: u16 = "net.inet.tcp.mssdflt", int(216, 65_495), default 536;
+    /// `net.inet.tcp.v6mssdflt`: the same over IPv6 (1220..=65475, 1220:
+    /// RFC 9293 MUST-15).
+    tcp_v6mssdflt: u16 = "net.inet.tcp.v6mssdflt", int(1220, 65_475), default 1220;
     /// `net.inet.tcp.syncookies` (default 1).
     tcp_syncookies: bool = "net.inet.tcp.syncookies", flag(), default true;
     /// `net.inet.tcp.keepidle`: idle time before the first keepalive,

@@ -12,6 +12,7 @@ use crate::ip::L4Datagram;
 use crate::reassembly::ReassemblyError;
 use crate::sink::{FrameSink, RxMeta};
 use crate::stack::Stack;
+use crate::tcp::icmp_error::QuotedSegment;
 use crate::time::Instant;
 
 /// A received IPv4 datagram, whole (reassembled if it came in fragments).
@@ -145,7 +146,21 @@ impl Stack {
 
     fn ipv4_deliver(&mut self, now: Instant, d: &Ipv4Datagram<'_>, sink: &mut dyn FrameSink) {
         match d.protocol {
-            IpProtocol::Icmp => self.ip.icmpv4_input(now, d, sink),
+            IpProtocol::Icmp => {
+                let Some(e) = self.ip.icmpv4_input(now, d, sink) else {
+                    return;
+                };
+                // Errors about TCP reach their connection; UDP keeps no
+                // connection state an error could change (counted only).
+                if e.header.next_header == IpProtocol::Tcp {
+                    let quoted = QuotedSegment {
+                        src: IpAddr::V4(e.header.src_addr),
+                        dst: IpAddr::V4(e.header.dst_addr),
+                        tcp: e.data,
+                    };
+                    self.tcp_icmp_error(now, d.iface, e.kind, quoted, sink);
+                }
+            }
             IpProtocol::Udp => {
                 if !self.udp_input(now, &d.l4(), sink) {
                     self.ip.send_icmpv4_unreachable(now, d, 3, sink);

@@ -191,6 +191,13 @@ impl IpLayer {
         Some((hop.iface, neighbor, broadcast))
     }
 
+    /// The largest datagram toward `dst` out of `iface`: the link's MTU,
+    /// or less where a fragmentation needed said so (RFC 1191).
+    pub(crate) fn ipv4_path_mtu(&self, iface: IfaceId, dst: Ipv4Addr, now: Instant) -> usize {
+        let link = self.interface(iface).map_or(576, |i| i.mtu);
+        self.pmtu4.get(dst, now).map_or(link, |m| m.min(link))
+    }
+
     /// The path to `dst` if it can be cached: routed (not broadcast) and
     /// its next hop resolved.
     pub(crate) fn ipv4_path(&self, src: Ipv4Addr, dst: Ipv4Addr, now: Instant) -> Option<Ipv4Path> {

@@ -13,7 +13,9 @@ use crate::iface::IfaceId;
 use crate::ip::IpLayer;
 use crate::ipv6::{Ipv6Datagram, Ipv6Send};
 use crate::sink::{FrameSink, RxMeta};
+use crate::socket::SocketError;
 use crate::stack::Stack;
+use crate::tcp::icmp_error::{IcmpErrorKind, QuotedSegment};
 use crate::time::Instant;
 
 /// An error we send about a received packet.
@@ -127,12 +129,68 @@ impl Stack {
                 }
             }
             Icmpv6Repr::EchoReply { .. } => self.ip.counters.rx_accept_icmpv6_echo_reply += 1,
-            Icmpv6Repr::PktTooBig { mtu, header, .. } => {
+            Icmpv6Repr::PktTooBig { mtu, header, data } => {
                 self.ip.counters.rx_accept_icmpv6_pkt_too_big += 1;
-                self.ipv6_path_mtu_lowered(now, d.iface, header, mtu as usize, sink);
+                self.ipv6_path_mtu_lowered(now, d.iface, header, data, mtu as usize, sink);
+            }
+            Icmpv6Repr::DstUnreachable {
+                reason,
+                header,
+                data,
+            } => {
+                self.ip.counters.rx_accept_icmpv6_error += 1;
+                let kind = match reason {
+                    Icmpv6DstUnreachable::PortUnreachable => IcmpErrorKind::Refused,
+                    Icmpv6DstUnreachable::NoRoute => {
+                        IcmpErrorKind::Soft(SocketError::NetworkUnreachable)
+                    }
+                    _ => IcmpErrorKind::Soft(SocketError::HostUnreachable),
+                };
+                self.icmpv6_error_to_tcp(now, d.iface, kind, header, data, sink);
+            }
+            Icmpv6Repr::TimeExceeded { header, data, .. } => {
+                self.ip.counters.rx_accept_icmpv6_error += 1;
+                let kind = IcmpErrorKind::Soft(SocketError::HostUnreachable);
+                self.icmpv6_error_to_tcp(now, d.iface, kind, header, data, sink);
+            }
+            // The destination does not know TCP: IPv6's protocol
+            // unreachable.  Other parameter problems are about headers we
+            // wrote as every packet is written: nothing to change.
+            Icmpv6Repr::ParamProblem {
+                reason: Icmpv6ParamProblem::UnrecognizedNxtHdr,
+                header,
+                data,
+                ..
+            } => {
+                self.ip.counters.rx_accept_icmpv6_error += 1;
+                let kind = IcmpErrorKind::Refused;
+                self.icmpv6_error_to_tcp(now, d.iface, kind, header, data, sink);
             }
             _ => self.ip.counters.rx_accept_icmpv6_error += 1,
         }
+    }
+
+    /// An error quoting a packet of ours: to its TCP connection if it was
+    /// a TCP segment (right after the fixed header: we send no extension
+    /// headers before TCP).  UDP keeps no state an error could change.
+    fn icmpv6_error_to_tcp(
+        &mut self,
+        now: Instant,
+        iface: crate::iface::IfaceId,
+        kind: IcmpErrorKind,
+        header: Ipv6Repr,
+        data: &[u8],
+        sink: &mut dyn FrameSink,
+    ) {
+        if header.next_header != IpProtocol::Tcp {
+            return;
+        }
+        let quoted = QuotedSegment {
+            src: header.src_addr.into(),
+            dst: header.dst_addr.into(),
+            tcp: data,
+        };
+        self.tcp_icmp_error(now, iface, kind, quoted, sink);
     }
 
     /// A packet too big about a packet of ours to `header.dst_addr`: the
@@ -143,6 +201,7 @@ impl Stack {
         now: Instant,
         iface: crate::iface::IfaceId,
         header: Ipv6Repr,
+        data: &[u8],
         mtu: usize,
         sink: &mut dyn FrameSink,
     ) {
@@ -151,6 +210,16 @@ impl Stack {
         if !self.ip.is_local_ipv6(header.src_addr) {
             self.ip.counters.icmpv6_pkt_too_big_ignored += 1;
             return;
+        }
+        // About a TCP segment: only if its connection has it in flight
+        // (RFC 5927 7.2), which `tcp_icmp_error` checks.
+        if header.next_header == IpProtocol::Tcp {
+            let quoted = QuotedSegment {
+                src: header.src_addr.into(),
+                dst: header.dst_addr.into(),
+                tcp: data,
+            };
+            return self.tcp_icmp_error(now, iface, IcmpErrorKind::PathMtu(mtu), quoted, sink);
         }
         let link = self.ip.interface(iface).map_or(0, |i| i.mtu);
         if self.ip.pmtu6.lower(header.dst_addr, mtu, link, now) {
@@ -161,7 +230,7 @@ impl Stack {
         // Also when the MTU was known: a connection opened before it
         // was may still send larger segments.
         let pmtu = self.ip.ipv6_path_mtu(iface, header.dst_addr, now);
-        self.tcp_path_mtu_changed(now, header.dst_addr, pmtu, sink);
+        self.tcp_path_mtu_changed(now, header.dst_addr.into(), pmtu, sink);
     }
 }
 

@@ -1,7 +1,9 @@
-//! Path MTU per IPv6 destination (RFC 8201): lowered by packet too big,
-//! never below 1280, forgotten after a while so that a path that widened
-//! is found again.
+//! Path MTU per destination: IPv6's (RFC 8201) lowered by packet too big,
+//! never below 1280; IPv4's (RFC 1191) by fragmentation needed, never below
+//! a floor (see `PMTU4_MIN`).  Forgotten after a while so that a path that
+//! widened is found again.
 
+use core::hash::Hash;
 use core::net::Ipv6Addr;
 
 use crate::rand::{KeyedMap, KeyedState};
@@ -11,26 +13,42 @@ use crate::time::{Duration, Instant};
 /// minutes; ten, as Linux and FreeBSD).
 pub const PMTU_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The lowered path MTUs, bounded.
+/// The smallest IPv4 path MTU a fragmentation needed can set: Linux's
+/// `min_pmtu` (552).  RFC 791's 68 would let a forged error make every
+/// segment tiny (RFC 5927 7.3).
+pub const PMTU4_MIN: usize = 552;
+
+/// The lowered path MTUs, bounded, keyed by destination address.
 #[derive(Debug)]
-pub struct PathMtuCache {
-    entries: KeyedMap<Ipv6Addr, (usize, Instant)>,
+pub struct PathMtuCache<A = Ipv6Addr> {
+    entries: KeyedMap<A, (usize, Instant)>,
     limit: usize,
+    /// No MTU below this is kept (a lower figure is raised to it).
+    floor: usize,
     /// Counts changes, for paths cached from it.
     epoch: u64,
 }
 
-impl PathMtuCache {
+impl PathMtuCache<Ipv6Addr> {
+    /// IPv6's: never below 1280 (RFC 8200 5).
     pub fn new(limit: usize, hasher: KeyedState) -> Self {
+        PathMtuCache::with_floor(limit, wire::ipv6::MIN_MTU, hasher)
+    }
+}
+
+impl<A: Copy + Eq + Hash> PathMtuCache<A> {
+    /// A cache that keeps no MTU below `floor`.
+    pub fn with_floor(limit: usize, floor: usize, hasher: KeyedState) -> Self {
         PathMtuCache {
             entries: KeyedMap::with_hasher(hasher),
             limit,
+            floor,
             epoch: 0,
         }
     }
 
     /// The lowered MTU toward `dst`, if one holds at `now`.
-    pub fn get(&self, dst: Ipv6Addr, now: Instant) -> Option<usize> {
+    pub fn get(&self, dst: A, now: Instant) -> Option<usize> {
         self.entries
             .get(&dst)
             .filter(|(_, until)| now < *until)
@@ -39,18 +57,18 @@ impl PathMtuCache {
 
     /// When the lowered MTU toward `dst` lapses, if one holds at `now`:
     /// what was cached along the path holds until then.
-    pub fn expiry(&self, dst: Ipv6Addr, now: Instant) -> Option<Instant> {
+    pub fn expiry(&self, dst: A, now: Instant) -> Option<Instant> {
         self.entries
             .get(&dst)
             .map(|(_, until)| *until)
             .filter(|until| now < *until)
     }
 
-    /// A packet too big said `mtu` toward `dst`: keeps the lower of it
-    /// (at least 1280, RFC 8200 5) and what is known.  Returns whether the
-    /// path MTU went down.
-    pub fn lower(&mut self, dst: Ipv6Addr, mtu: usize, link_mtu: usize, now: Instant) -> bool {
-        let mtu = mtu.max(wire::ipv6::MIN_MTU);
+    /// A packet too big (or fragmentation needed) said `mtu` toward
+    /// `dst`: keeps the lower of it (at least the floor) and what is
+    /// known.  Returns whether the path MTU went down.
+    pub fn lower(&mut self, dst: A, mtu: usize, link_mtu: usize, now: Instant) -> bool {
+        let mtu = mtu.max(self.floor);
         let current = self.get(dst, now).unwrap_or(link_mtu);
         if mtu >= current {
             return false;
@@ -103,6 +121,14 @@ mod tests {
         assert_eq!(c.get(a, t0), Some(1280));
         assert_eq!(c.get(a, t0 + PMTU_TIMEOUT), None);
         assert!(!c.lower(a, 1600, 1500, t0 + PMTU_TIMEOUT));
+    }
+
+    #[test]
+    fn ipv4_floor() {
+        let mut c = PathMtuCache::with_floor(2, PMTU4_MIN, KeyedState::from_rng(&mut Rng::new(1)));
+        let a = core::net::Ipv4Addr::new(10, 99, 1, 1);
+        assert!(c.lower(a, 68, 1500, Instant::ZERO));
+        assert_eq!(c.get(a, Instant::ZERO), Some(PMTU4_MIN));
     }
 
     #[test]

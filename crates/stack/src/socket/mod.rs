@@ -50,6 +50,9 @@ pub enum SocketError {
     MessageTooLong,
     /// No route to the destination (ENETUNREACH).
     NetworkUnreachable,
+    /// A router or the destination said the host cannot be reached
+    /// (EHOSTUNREACH).
+    HostUnreachable,
     /// Out of buffers (ENOBUFS).
     NoBufferSpace,
     /// An argument is invalid (EINVAL).
@@ -86,6 +89,7 @@ impl SocketError {
             SocketError::NoFreePort => 98,
             SocketError::MessageTooLong => 90,
             SocketError::NetworkUnreachable => 101,
+            SocketError::HostUnreachable => 113,
             SocketError::NoBufferSpace => 105,
             SocketError::InvalidArgument => 22,
             SocketError::TooManySockets => 24,
@@ -112,6 +116,7 @@ impl fmt::Display for SocketError {
             SocketError::NoFreePort => "no free local port",
             SocketError::MessageTooLong => "message too long",
             SocketError::NetworkUnreachable => "network unreachable",
+            SocketError::HostUnreachable => "no route to host",
             SocketError::NoBufferSpace => "no buffer space",
             SocketError::InvalidArgument => "invalid argument",
             SocketError::TooManySockets => "too many sockets",

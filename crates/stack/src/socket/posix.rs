@@ -1,7 +1,8 @@
 //! What a POSIX socket layer (crates/api) asks of sockets beyond the core
 //! calls: queue lengths for epoll, kqueue and FIONREAD, the pending error
 //! without taking it, MSG_PEEK on datagrams, and per-socket options:
-//! buffer sizes (SO_RCVBUF, SO_SNDBUF), keep-alive timing, IP_TTL, IP_TOS.
+//! buffer sizes (SO_RCVBUF, SO_SNDBUF), keep-alive timing, the user
+//! timeout and SYN count (TCP_USER_TIMEOUT, TCP_SYNCNT), IP_TTL, IP_TOS.
 
 use core::net::IpAddr;
 
@@ -91,6 +92,28 @@ impl Stack {
             c.keep_intvl = intvl;
             c.keep_cnt = cnt;
         })
+    }
+
+    /// TCP_USER_TIMEOUT (RFC 5482; RFC 9293 3.8.3's R2 set by the
+    /// application, MUST-21): how long sent data may stay unacknowledged,
+    /// or a SYN unanswered, before the connection gives up with ETIMEDOUT
+    /// (in place of the retry counts); `None` turns it off.
+    pub fn tcp_set_user_timeout(
+        &mut self,
+        h: SocketHandle,
+        timeout: Option<Duration>,
+    ) -> Result<(), SocketError> {
+        self.posix_tcp_mut(h).map(|c| c.user_timeout = timeout)
+    }
+
+    /// TCP_SYNCNT: SYN retransmissions before a connect gives up; `None`:
+    /// the stack's `syn_retries`.
+    pub fn tcp_set_syn_retries(
+        &mut self,
+        h: SocketHandle,
+        retries: Option<u32>,
+    ) -> Result<(), SocketError> {
+        self.posix_tcp_mut(h).map(|c| c.syn_retries = retries)
     }
 
     /// IP_TTL (`None`: the stack's) and IP_TOS of a connection's segments.

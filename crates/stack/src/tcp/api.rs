@@ -113,11 +113,10 @@ impl Stack {
     /// The MSS we can receive on the interface that reaches `remote`.
     fn tcp_mss_toward(&self, remote: IpAddr, now: Instant) -> usize {
         match remote {
-            IpAddr::V4(dst) => self
-                .ip
-                .ipv4_route(dst, None)
-                .and_then(|(iface, _, _)| self.ip.interface(iface))
-                .map_or(536, |i| mss_for_mtu(i.mtu)),
+            // The path's MTU where a fragmentation needed lowered it.
+            IpAddr::V4(dst) => self.ip.ipv4_route(dst, None).map_or(536, |(iface, _, _)| {
+                mss_for_mtu(self.ip.ipv4_path_mtu(iface, dst, now))
+            }),
             // The path's MTU where a packet too big lowered it: the
             // connection then starts with segments that fit.
             IpAddr::V6(dst) => self.ip.ipv6_route(dst, None).map_or(1220, |(iface, _)| {
@@ -126,22 +125,26 @@ impl Stack {
         }
     }
 
-    /// The path MTU toward `dst` is `mtu` (a packet too big said so): the
-    /// connections there send segments that fit, and resend at once the
-    /// first unacknowledged one, which did not (RFC 8201 5.4, RFC 1191's
-    /// "retransmit immediately").
+    /// The path MTU toward `dst` is `mtu` (a packet too big or a
+    /// fragmentation needed said so): the connections there send segments
+    /// that fit, and resend at once the first unacknowledged one, which did
+    /// not (RFC 8201 5.4, RFC 1191's "retransmit immediately").
     pub(crate) fn tcp_path_mtu_changed(
         &mut self,
         now: Instant,
-        dst: core::net::Ipv6Addr,
+        dst: IpAddr,
         mtu: usize,
         sink: &mut dyn FrameSink,
     ) {
+        let base = match dst {
+            IpAddr::V4(_) => mss_for_mtu(mtu),
+            IpAddr::V6(_) => mss_for_mtu_v6(mtu),
+        };
         let mut lowered = Vec::new();
         for (h, s) in self.sockets.iter() {
             if let Socket::Tcp(c) = s {
-                if c.remote.ip() == IpAddr::V6(dst) {
-                    let mss = mss_for_mtu_v6(mtu) - if c.ts_ok { 12 } else { 0 };
+                if c.remote.ip() == dst {
+                    let mss = base.saturating_sub(if c.ts_ok { 12 } else { 0 });
                     if mss < c.snd_mss {
                         lowered.push((h.index, mss));
                     }
@@ -740,8 +743,14 @@ impl Stack {
         sink: &mut dyn FrameSink,
     ) -> Result<SocketHandle, SocketError> {
         let dst = remote.ip();
+        // RFC 9293 MUST-46: no connection to a broadcast (a subnet's
+        // directed one too) or multicast address.
         let bad_dst = match dst {
-            IpAddr::V4(d) => d.is_broadcast() || d.is_multicast(),
+            IpAddr::V4(d) => {
+                d.is_broadcast()
+                    || d.is_multicast()
+                    || self.ip.ifaces.iter().any(|i| i.is_broadcast(d))
+            }
             IpAddr::V6(d) => d.is_multicast() || d.to_ipv4_mapped().is_some(),
         };
         if remote.port() == 0 || dst.is_unspecified() || bad_dst {

@@ -115,6 +115,16 @@ pub(crate) struct TcpConnection {
     pub keep_idle: Option<Duration>,
     pub keep_intvl: Option<Duration>,
     pub keep_cnt: Option<u32>,
+    /// TCP_USER_TIMEOUT: how long data may stay unacknowledged (or a SYN
+    /// unanswered) before the connection gives up; `None`: the retry
+    /// counts decide.
+    pub user_timeout: Option<Duration>,
+    /// TCP_SYNCNT: SYN retransmissions before a connect gives up; `None`:
+    /// the stack's `syn_retries`.
+    pub syn_retries: Option<u32>,
+    /// When the segment the retransmission timer is resending was first
+    /// sent (set at the first timeout, read while `retries` > 0).
+    pub stall_since: Instant,
     pub linger_zero: bool,
     /// SO_RCVBUF was set: the receive buffer does not auto-tune.
     pub recv_locked: bool,
@@ -134,6 +144,11 @@ pub(crate) struct TcpConnection {
     /// The headers the fast path writes its segments from.
     pub template: Option<SegmentTemplate>,
     pub error: Option<SocketError>,
+    /// The soft error of the last ICMP error and when it came: what a
+    /// timeout reports instead of ETIMEDOUT unless the peer was heard
+    /// since (see [`TcpConnection::timeout_error`]; a time, not a flag
+    /// cleared on input, so that header prediction does not pay for it).
+    pub soft_error: Option<(SocketError, Instant)>,
     /// The application closed its handle; the connection finishes alone.
     pub detached: bool,
     /// The listener slot (index, generation) of a connection not yet accepted.
@@ -189,7 +204,7 @@ impl TcpConnection {
             snd_wl1: SeqNumber(0),
             snd_wl2: iss,
             snd_wscale: 0,
-            snd_mss: usize::from(cfg.mss_default).min(mss),
+            snd_mss: cfg.default_mss(remote.ip()).min(mss),
             irs: SeqNumber(0),
             rcv_nxt: SeqNumber(0),
             rcv_adv: SeqNumber(0),
@@ -209,7 +224,7 @@ impl TcpConnection {
             sack_ok: false,
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
             rtt_probe: None,
-            cc: Cc::new(cfg.cc, usize::from(cfg.mss_default).min(mss), now),
+            cc: Cc::new(cfg.cc, cfg.default_mss(remote.ip()).min(mss), now),
             dupacks: 0,
             recovery_point: None,
             high_rxt: iss,
@@ -227,6 +242,9 @@ impl TcpConnection {
             keep_idle: None,
             keep_intvl: None,
             keep_cnt: None,
+            user_timeout: None,
+            syn_retries: None,
+            stall_since: now,
             linger_zero: false,
             recv_locked: false,
             rcv_tune_start: 0,
@@ -237,6 +255,7 @@ impl TcpConnection {
             path: None,
             template: None,
             error: None,
+            soft_error: None,
             detached: false,
             parent: None,
             last_send: now,
@@ -268,7 +287,7 @@ impl TcpConnection {
         let cfg = &shared.cfg;
         let peer_mss = syn
             .max_seg_size
-            .map_or(usize::from(cfg.mss_default), usize::from);
+            .map_or(cfg.default_mss(self.remote.ip()), usize::from);
         self.snd_mss = peer_mss.min(self.rcv_mss).max(64);
         match (syn.window_scale, cfg.rfc1323 && we_offered) {
             (Some(shift), true) => {
@@ -436,6 +455,16 @@ impl TcpConnection {
 
     pub(crate) fn keep_cnt(&self, shared: &TcpShared) -> u32 {
         self.keep_cnt.unwrap_or(shared.cfg.keepcnt)
+    }
+
+    /// The error a connection that gave up reports: the soft error of an
+    /// ICMP error that came after the peer was last heard (RFC 1122
+    /// 4.2.3.9, as Linux's `sk_err_soft`), else ETIMEDOUT.
+    pub(crate) fn timeout_error(&self) -> SocketError {
+        match self.soft_error {
+            Some((e, at)) if at >= self.last_recv => e,
+            _ => SocketError::TimedOut,
+        }
     }
 
     /// Moves to CLOSED with an error for the application.

@@ -63,7 +63,7 @@ pub(crate) fn send_cookie_syn_ack(
 ) {
     let peer_mss = syn
         .max_seg_size
-        .map_or(usize::from(shared.cfg.mss_default), usize::from);
+        .map_or(shared.cfg.default_mss(remote.ip()), usize::from);
     let our_mss = mss.min(peer_mss).min(65535) as u16;
     let isn = shared
         .cookies
@@ -140,7 +140,7 @@ pub(crate) fn connection_from_cookie(
     conn.snd_max = ack_number;
     conn.irs = ack.seq_number - 1;
     conn.rcv_nxt = ack.seq_number;
-    conn.snd_mss = usize::from(mss);
+    conn.snd_mss = usize::from(mss).min(mss_cap);
     if let (Some((tsval, tsecr)), true) = (ack.timestamp, shared.cfg.rfc1323) {
         let (wscale, sack) = crate::tcp::isn::SynCookies::decode_ts(tsecr);
         conn.ts_ok = true;

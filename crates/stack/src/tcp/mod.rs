@@ -11,6 +11,7 @@ pub(crate) mod conn;
 mod deadlines;
 pub(crate) mod fast_input;
 mod fast_output;
+pub(crate) mod icmp_error;
 mod input;
 pub mod isn;
 pub(crate) mod listen;

@@ -10,6 +10,10 @@ use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
 use crate::time::{Duration, Instant};
 
+/// R1 of RFC 9293 3.8.3: retransmissions after which TCP gives IP
+/// negative advice (RFC 1122 4.2.3.5: at least 3).
+const R1: u32 = 3;
+
 fn due(t: Option<Instant>, now: Instant) -> bool {
     t.is_some_and(|t| t <= now)
 }
@@ -72,7 +76,7 @@ impl TcpConnection {
             } else if self.keep_probes >= self.keep_cnt(shared) {
                 ip.counters.tcp_keepalive_timeouts += 1;
                 self.send_rst(now, ip, sink);
-                self.fail(SocketError::TimedOut);
+                self.fail(self.timeout_error());
                 return true;
             } else if self.keepalive && self.synchronized() {
                 self.keep_probes += 1;
@@ -82,7 +86,26 @@ impl TcpConnection {
             }
         }
         self.output(now, ip, shared, sink);
+        self.clamp_to_user_timeout();
         self.state == TcpState::Closed
+    }
+
+    /// With a user timeout, the retransmission timer (backed off) fires no
+    /// later than the timeout itself, where the connection gives up (as
+    /// Linux's `tcp_clamp_rto_to_user_timeout`).
+    fn clamp_to_user_timeout(&mut self) {
+        let (Some(limit), Some(rtx)) = (self.user_timeout, self.timers.rtx()) else {
+            return;
+        };
+        if self.retries == 0 {
+            return;
+        }
+        let end = self
+            .stall_since
+            .add_micros(u64::try_from(limit.as_micros()).unwrap_or(u64::MAX));
+        if rtx > end {
+            self.timers.set_rtx(Some(end));
+        }
     }
 
     /// Nothing came from the peer for twice the largest RTO: probes of a
@@ -130,18 +153,34 @@ impl TcpConnection {
         if !handshake && self.snd_wnd == 0 && self.flight() > 0 {
             return self.zero_window_timeout(now, ip, shared, sink);
         }
+        if self.retries == 0 {
+            // The segment went out one RTO ago.
+            let sent = now.total_micros().saturating_sub(self.rtt.rto_us());
+            self.stall_since = crate::time::Instant::from_micros(sent);
+        }
         self.retries += 1;
         let limit = if handshake {
-            shared.cfg.syn_retries
+            self.syn_retries.unwrap_or(shared.cfg.syn_retries)
         } else {
             shared.cfg.max_retries
         };
-        if self.retries > limit {
+        // RFC 5482 (Linux's TCP_USER_TIMEOUT): a user timeout replaces the
+        // count, for SYNs as for data.
+        let given_up = match self.user_timeout {
+            Some(limit) => now.saturating_since(self.stall_since) >= limit,
+            None => self.retries > limit,
+        };
+        if given_up {
             if !handshake {
                 self.send_rst(now, ip, sink);
             }
-            self.fail(SocketError::TimedOut);
+            self.fail(self.timeout_error());
             return true;
+        }
+        if self.retries == R1 {
+            ip.negative_advice(self.remote.ip());
+            self.path = None;
+            self.drop_template();
         }
         self.rtt.backoff();
         self.rtt_probe = None;

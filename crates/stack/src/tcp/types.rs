@@ -83,6 +83,9 @@ pub struct TcpConfig {
     pub cc: CcAlgorithm,
     /// `net.inet.tcp.mssdflt`: the MSS assumed when the peer sends none.
     pub mss_default: u16,
+    /// `net.inet.tcp.v6mssdflt`: the same over IPv6 (RFC 9293 MUST-15:
+    /// 1220, what the minimum IPv6 MTU holds).
+    pub mss_default_v6: u16,
     /// `net.inet.tcp.syncookies`.
     pub syncookies: bool,
     /// `kern.ipc.somaxconn`: the largest backlog.
@@ -117,6 +120,17 @@ pub struct TcpConfig {
     pub fast_path: bool,
 }
 
+impl TcpConfig {
+    /// The send MSS toward `remote` when its SYN names none (RFC 9293
+    /// 3.7.1, MUST-15: 536 over IPv4, 1220 over IPv6).
+    pub(crate) fn default_mss(&self, remote: core::net::IpAddr) -> usize {
+        usize::from(match remote {
+            core::net::IpAddr::V4(_) => self.mss_default,
+            core::net::IpAddr::V6(_) => self.mss_default_v6,
+        })
+    }
+}
+
 impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
@@ -129,6 +143,7 @@ impl Default for TcpConfig {
             recvbuf_max: 2 << 20,
             cc: CcAlgorithm::Cubic,
             mss_default: 536,
+            mss_default_v6: 1220,
             syncookies: true,
             somaxconn: 4096,
             keepidle: Duration::from_secs(7200),

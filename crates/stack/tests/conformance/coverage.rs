@@ -1,7 +1,8 @@
 //! Which scripts cover which RFC section.  Each entry names a test
 //! function (a path the compiler checks); the tests below check that every
 //! script is listed, that each script's doc comment names the sections it
-//! is listed under, and that the README's table is the one generated here.
+//! is listed under, and that `docs/tcp-conformance.md` is the document
+//! generated here.
 
 use crate::*;
 
@@ -69,7 +70,7 @@ coverage! {
     "RFC 5961" "7" rfc5961::challenge_acks_rate_limited;
     "RFC 9293" "3.7.1" options::mss_from_interface_mtu;
     "RFC 9293" "3.7.1" options::peer_mss_limits_segments;
-    "RFC 9293" "3.7.1" options::default_send_mss_is_536;
+    "RFC 9293" "3.7.1" options::default_send_mss;
     "RFC 6691" "2" options::timestamps_reduce_payload;
     "RFC 7323" "2.2" options::syn_ack_answers_offered_options;
     "RFC 2018" "2" options::syn_ack_answers_offered_options;
@@ -132,6 +133,46 @@ coverage! {
     "RFC 4987" "2" listen::syn_queue_entry_expires;
     "RFC 4987" "3.6" listen::syn_cookie_when_syn_queue_full;
     "RFC 4987" "3.6" listen::syn_cookie_without_timestamps_and_bad_cookie;
+    "RFC 1122" "4.2.3.9" icmp::port_unreachable_refuses_connect;
+    "RFC 9293" "3.9.2.2" icmp::port_unreachable_refuses_connect;
+    "RFC 1122" "4.2.3.9" icmp::protocol_unreachable_refuses_connect;
+    "RFC 9293" "3.9.2.2" icmp::protocol_unreachable_refuses_connect;
+    "RFC 1122" "4.2.3.9" icmp::host_unreachable_is_soft_and_reported_at_timeout;
+    "RFC 9293" "3.9.2.2" icmp::host_unreachable_is_soft_and_reported_at_timeout;
+    "RFC 5927" "4.2" icmp::errors_on_established_connection_are_soft;
+    "RFC 1122" "4.2.3.9" icmp::errors_on_established_connection_are_soft;
+    "RFC 1122" "4.2.3.9" icmp::soft_error_forgotten_when_peer_answers;
+    "RFC 5927" "4.1" icmp::error_about_acknowledged_segment_ignored;
+    "RFC 1191" "6.4" icmp::frag_needed_shrinks_segments_and_resends_at_once;
+    "RFC 9293" "3.7.2" icmp::frag_needed_shrinks_segments_and_resends_at_once;
+    "RFC 5927" "7.2" icmp::frag_needed_shrinks_segments_and_resends_at_once;
+    "RFC 9293" "3.1" options::unknown_options_ignored;
+    "RFC 9293" "3.2" options::unaligned_options_read;
+    "RFC 9293" "3.1" options::illegal_option_length_dropped;
+    "RFC 9293" "3.7.1" options::local_mtu_bounds_segments;
+    "RFC 9293" "3.10.7.4" window::rst_processed_with_zero_window;
+    "RFC 5681" "3.1" recovery::congestion_avoidance_grows_one_segment_per_window;
+    "RFC 9293" "3.8.3" rto::user_timeout_ends_retransmissions;
+    "RFC 5482" "3" rto::user_timeout_ends_retransmissions;
+    "RFC 9293" "3.8.3" rto::user_timeout_bounds_connect;
+    "RFC 5482" "3" rto::user_timeout_bounds_connect;
+    "RFC 9293" "3.8.3" rto::syn_retries_per_connection;
+    "RFC 9293" "3.8.3" rto::negative_advice_after_r1_retransmissions;
+    "RFC 1122" "4.2.3.5" rto::negative_advice_after_r1_retransmissions;
+    "RFC 9293" "3.9.1.1" addresses::listens_on_one_port_per_address;
+    "RFC 9293" "3.9.1.1" addresses::connect_to_broadcast_or_multicast_refused;
+    "RFC 9293" "3.9.2.2" icmp::source_quench_ignored;
+    "RFC 9293" "3.5.3" rfc9293::rst_with_data_resets;
+    "RFC 9293" "3.8.2" recovery::congestion_avoidance_grows_one_segment_per_window;
+    "RFC 9293" "3.1" rfc9293::bad_checksum_dropped;
+    "RFC 9293" "3.9.2.1" addresses::syn_to_broadcast_or_multicast_dropped;
+    "RFC 9293" "3.10.7.2" addresses::syn_to_broadcast_or_multicast_dropped;
+    "RFC 9293" "3.9.1.1" addresses::syn_from_invalid_source_dropped;
+    "RFC 1122" "4.2.3.10" addresses::syn_from_invalid_source_dropped;
+    "RFC 9293" "3.9.1.1" addresses::active_open_keeps_its_source_address;
+    "RFC 9293" "3.10.1" addresses::active_open_keeps_its_source_address;
+    "RFC 9293" "3.9.1.1" addresses::passive_open_answers_from_the_address_called;
+    "RFC 9293" "3.10.7.2" addresses::passive_open_answers_from_the_address_called;
 }
 
 /// The script sources, to find every `#[test]` and its doc comment.
@@ -148,6 +189,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("close", include_str!("close.rs")),
     ("isn", include_str!("isn.rs")),
     ("window", include_str!("window.rs")),
+    ("icmp", include_str!("icmp.rs")),
+    ("addresses", include_str!("addresses.rs")),
 ];
 
 /// A script found in the sources: module, name, doc comment (one line).
@@ -199,7 +242,7 @@ fn order(c: &Cover) -> (u32, Vec<u32>) {
     (rfc, c.section.split('.').map(num).collect())
 }
 
-/// The README table: one row per (RFC section, script), by RFC and
+/// The script table: one row per (RFC section, script), by RFC and
 /// section, scripts in list order.
 pub fn table() -> String {
     let found = scripts();
@@ -278,19 +321,48 @@ fn every_script_is_covered_and_names_its_sections() {
     }
 }
 
-/// Prints the coverage table (`make test` shows it) and checks the
-/// README's copy.
+/// Where the generated tables live (the README links to it).
+const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/tcp-conformance.md");
+
+/// The whole generated document.
+fn document() -> String {
+    format!(
+        "# TCP conformance\n\n\
+         Generated from `crates/stack/tests/conformance/coverage.rs` by the\n\
+         `coverage_table` test (`make test` prints it; run it with\n\
+         `USTACK_BLESS=1` to rewrite this file after changing the scripts).\n\n\
+         `crates/stack/tests/conformance` holds packetdrill-style scripts: each\n\
+         one injects segments from a fake peer into one stack on a simulated\n\
+         clock and checks the segments the stack emits, field by field, over\n\
+         IPv4 and again over IPv6 (`v6.rs`).\n\n\
+         ## RFC 9293 requirements (Appendix B)\n\n\
+         Every MUST and SHOULD of RFC 9293's requirement summary, with the\n\
+         scripts that check it, or why none does (`requirements.rs`).\n\n{}\n\
+         ## Scripts by RFC section\n\n{}",
+        crate::requirements::table(),
+        table()
+    )
+}
+
+/// Prints the coverage table (`make test` shows it) and checks the copy
+/// in `docs/tcp-conformance.md` (rewritten with `USTACK_BLESS=1`).
 #[test]
 fn coverage_table() {
-    let table = table();
-    println!("\nTCP conformance coverage\n\n{table}");
-    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
-    let section = readme
-        .split_once("## TCP conformance coverage")
-        .map(|(_, rest)| rest)
-        .unwrap_or_else(|| panic!("README.md has no \"## TCP conformance coverage\" section"));
+    let doc = document();
+    println!("\n{doc}");
+    println!(
+        "RFC 9293 requirements: {}; {}",
+        crate::requirements::counts("MUST"),
+        crate::requirements::counts("SHLD")
+    );
+    if std::env::var_os("USTACK_BLESS").is_some() {
+        std::fs::write(DOC, &doc).expect("write docs/tcp-conformance.md");
+        return;
+    }
+    let have = std::fs::read_to_string(DOC).unwrap_or_default();
     assert!(
-        section.contains(&table),
-        "README.md's coverage table is out of date; replace it with:\n\n{table}"
+        have == doc,
+        "docs/tcp-conformance.md is out of date: run \
+         `USTACK_BLESS=1 cargo test --release -p stack --test conformance coverage_table`"
     );
 }

@@ -32,7 +32,9 @@ use stack::{
 };
 use wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
-use wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
+use wire::icmpv6::{
+    Icmpv6DstUnreachable, Icmpv6Packet, Icmpv6ParamProblem, Icmpv6Repr, Icmpv6TimeExceeded,
+};
 use wire::ip::IpProtocol;
 use wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use wire::ipv6::{Ipv6Packet, Ipv6Repr};
@@ -68,8 +70,21 @@ fn ipv6() -> bool {
     IPV6.with(Cell::get)
 }
 
+/// Whether the script runs over IPv6 (for the few numbers that differ).
+pub fn over_v6() -> bool {
+    ipv6()
+}
+
 /// The IPv6 address an IPv4 host address stands for.
+/// A multicast or broadcast address stands for all nodes (ff02::1), IPv6's
+/// broadcast.
 pub fn v6_of(ip: Ipv4Addr) -> Ipv6Addr {
+    if ip.is_unspecified() {
+        return Ipv6Addr::UNSPECIFIED;
+    }
+    if ip.is_multicast() || ip.is_broadcast() || ip.octets()[3] == 255 {
+        return Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    }
     Ipv6Addr::from((0xfd99_u128 << 112) | u128::from(u32::from(ip)))
 }
 
@@ -147,6 +162,9 @@ pub struct Seg {
     len: Option<usize>,
     payload: Option<Vec<u8>>,
     stack_port: Option<u16>,
+    stack_ip: Option<Ipv4Addr>,
+    raw_options: Option<Vec<u8>>,
+    bad_checksum: bool,
     peer_port: Option<u16>,
     peer_ip: Option<Ipv4Addr>,
 }
@@ -171,6 +189,9 @@ pub fn seg() -> Seg {
         len: None,
         payload: None,
         stack_port: None,
+        stack_ip: None,
+        raw_options: None,
+        bad_checksum: false,
         peer_port: None,
         peer_ip: None,
     }
@@ -294,6 +315,24 @@ impl Seg {
         self.payload = Some(data.to_vec());
         self
     }
+    /// The stack's address: where an injected segment goes, and the
+    /// source an expected one must have (default 10.99.1.2, checked on
+    /// every expected segment: RFC 9293 MUST-45; 0.0.0.0: any).
+    pub fn stack_ip(mut self, ip: Ipv4Addr) -> Self {
+        self.stack_ip = Some(ip);
+        self
+    }
+    /// These bytes as the options, in place of those the pattern names
+    /// (inject; padded with zeros, end of list, to a multiple of 4).
+    pub fn raw_options(mut self, bytes: &[u8]) -> Self {
+        self.raw_options = Some(bytes.to_vec());
+        self
+    }
+    /// A checksum that does not verify (inject).
+    pub fn bad_checksum(mut self) -> Self {
+        self.bad_checksum = true;
+        self
+    }
     /// The stack's port of the segment (default: the script's flow).
     pub fn stack_port(mut self, port: u16) -> Self {
         self.stack_port = Some(port);
@@ -321,6 +360,8 @@ pub fn pattern(seq: u32, len: usize) -> Vec<u8> {
 #[derive(Debug, Clone)]
 pub struct Got {
     pub at: Instant,
+    /// The source address (RFC 9293 MUST-44, 45).
+    pub stack_ip: Ipv4Addr,
     pub stack_port: u16,
     pub peer_port: u16,
     pub peer_ip: Ipv4Addr,
@@ -364,6 +405,8 @@ pub struct Script {
     pub flow: (u16, u16),
     /// The frame `expect` took last, for quoting in ICMP errors.
     last_expected: Vec<u8>,
+    /// ARP requests and neighbor solicitations the peer answered.
+    pub resolutions: usize,
 }
 
 fn flags_str(f: TcpFlags) -> String {
@@ -443,7 +486,7 @@ impl fmt::Display for Got {
         let opts = options_str(self.mss, self.sack_perm, self.ts, self.wscale, &self.sack);
         let ports = format!(
             "{}:{} > {}:{}",
-            STACK_IP, self.stack_port, self.peer_ip, self.peer_port
+            self.stack_ip, self.stack_port, self.peer_ip, self.peer_port
         );
         f.write_str(&summary(
             self.flags,
@@ -476,6 +519,16 @@ impl Script {
 
     /// A stack on an interface of `mtu` whose configuration `tune` adjusts.
     pub fn with_mtu(mtu: usize, tune: impl FnOnce(&mut StackConfig)) -> Script {
+        Script::build(mtu, None, tune)
+    }
+
+    /// A stack whose interface has `vip` as a second address (a VIP, as
+    /// F-Stack's `vip_addr`; over IPv6 its `vip_addr6`).
+    pub fn with_vip(vip: Ipv4Addr) -> Script {
+        Script::build(1500, Some(vip), |_| {})
+    }
+
+    fn build(mtu: usize, vip: Option<Ipv4Addr>, tune: impl FnOnce(&mut StackConfig)) -> Script {
         let mut cfg = StackConfig {
             seed: 7,
             ..StackConfig::default()
@@ -498,7 +551,7 @@ impl Script {
                 prefix_len: 24,
                 broadcast: None,
                 gateway: None,
-                extra_addrs: vec![],
+                extra_addrs: vip.into_iter().collect(),
             })
             .expect("interface");
         let mut s = Script {
@@ -511,6 +564,7 @@ impl Script {
             last_tsval: HashMap::new(),
             flow: (STACK_PORT, PEER_PORT),
             last_expected: Vec::new(),
+            resolutions: 0,
         };
         if ipv6() {
             s.stack
@@ -518,7 +572,10 @@ impl Script {
                     s.now,
                     IF0,
                     &Ipv6Config {
-                        addrs: vec![(v6_of(STACK_IP), 64)],
+                        addrs: std::iter::once(STACK_IP)
+                            .chain(vip)
+                            .map(|a| (v6_of(a), 64))
+                            .collect(),
                         gateway: None,
                     },
                 )
@@ -690,6 +747,7 @@ impl Script {
                     // Resolution or a reachability probe: the peer answers.
                     let target = v4_of(target);
                     self.note(format!("NDP who-has {}: answered", v6_of(target)));
+                    self.resolutions += 1;
                     let na = self.ndp_frame(
                         target,
                         Icmpv6Repr::NeighborAdvert {
@@ -708,6 +766,7 @@ impl Script {
                 }
                 if let Some(target) = arp_request_target(&f) {
                     self.note(format!("ARP who-has {target}: answered"));
+                    self.resolutions += 1;
                     let mac = if target == PEER_IP {
                         PEER_MAC
                     } else {
@@ -781,6 +840,10 @@ impl Script {
             }
             other => return Err(format!("a frame of another family ({other})")),
         };
+        let src_host = match src {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(a) => v4_of(a),
+        };
         let tcp = TcpPacket::new_checked(segment).map_err(|e| format!("bad TCP: {e:?}"))?;
         let r = TcpRepr::parse(&tcp, &src, &dst, ChecksumMode::Full)
             .map_err(|e| format!("TCP {e:?}"))?;
@@ -791,6 +854,7 @@ impl Script {
             .unwrap_or(0);
         Ok(Got {
             at,
+            stack_ip: src_host,
             stack_port: r.src_port,
             peer_port: r.dst_port,
             peer_ip: peer,
@@ -863,9 +927,18 @@ impl Script {
         );
         self.log.push(Event::Sent(self.now, line));
 
-        let tcp_len = r.buffer_len();
+        let to = p.stack_ip.unwrap_or(STACK_IP);
+        let (src, dst) = (ip_of(peer_ip), ip_of(to));
+        let tcp = tcp_segment(&r, p.raw_options.as_deref(), &src, &dst, p.bad_checksum);
+        if p.raw_options.is_some() || p.bad_checksum || to != STACK_IP {
+            self.note(format!(
+                "(that segment: to {to}, options {:?}{})",
+                p.raw_options,
+                if p.bad_checksum { ", bad checksum" } else { "" }
+            ));
+        }
+        let tcp_len = tcp.len();
         let mac = peer_mac(peer_ip);
-        let (src, dst) = (ip_of(peer_ip), ip_of(STACK_IP));
         let ip_len = if ipv6() { 40 } else { 20 };
         let mut buf = vec![0u8; 14 + ip_len + tcp_len];
         EthernetRepr {
@@ -892,7 +965,7 @@ impl Script {
         } else {
             Ipv4Repr {
                 src_addr: peer_ip,
-                dst_addr: STACK_IP,
+                dst_addr: to,
                 next_header: IpProtocol::Tcp,
                 payload_len: tcp_len,
                 hop_limit: 64,
@@ -902,12 +975,7 @@ impl Script {
             }
             .emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]));
         }
-        r.emit(
-            &mut TcpPacket::new_unchecked(&mut buf[14 + ip_len..]),
-            &src,
-            &dst,
-            ChecksumMode::Full,
-        );
+        buf[14 + ip_len..].copy_from_slice(&tcp);
         self.stack
             .receive(self.now, IF0, &buf, RxMeta::default(), &mut self.sink);
         self.collect();
@@ -956,6 +1024,132 @@ impl Script {
             v6_of(router),
             v6_of(STACK_IP)
         ));
+        self.stack
+            .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sink);
+        self.collect();
+    }
+
+    /// A router at `router` (or the peer itself) answers the segment
+    /// `expect` took last with destination unreachable of ICMPv4 `code`
+    /// (RFC 792), quoting its IP header and the first 8 bytes of TCP, the
+    /// least a router quotes.  Over IPv6 the ICMPv6 error that means the
+    /// same (RFC 4443): 0 no route, 1 address unreachable, 3 port
+    /// unreachable, and 2 (protocol) a parameter problem, unrecognized
+    /// next header.
+    pub fn inject_unreachable(&mut self, router: Ipv4Addr, code: u8) {
+        self.note(format!("{router} > {STACK_IP}: unreachable, code {code}"));
+        if ipv6() {
+            let reason = match code {
+                0 => Icmpv6DstUnreachable::NoRoute,
+                3 => Icmpv6DstUnreachable::PortUnreachable,
+                2 => {
+                    return self.inject_icmpv6_error(router, |header, data| {
+                        Icmpv6Repr::ParamProblem {
+                            reason: Icmpv6ParamProblem::UnrecognizedNxtHdr,
+                            pointer: 6,
+                            header,
+                            data,
+                        }
+                    })
+                }
+                _ => Icmpv6DstUnreachable::AddrUnreachable,
+            };
+            return self.inject_icmpv6_error(router, |header, data| Icmpv6Repr::DstUnreachable {
+                reason,
+                header,
+                data,
+            });
+        }
+        self.inject_icmpv4_error(router, 3, code, 0);
+    }
+
+    /// A router answers the segment `expect` took last with fragmentation
+    /// needed and a next-hop MTU of `mtu` (RFC 1191); over IPv6, packet
+    /// too big for `mtu` + 20 (the scripts' sizes stay the same).
+    pub fn inject_frag_needed(&mut self, router: Ipv4Addr, mtu: u16) {
+        if ipv6() {
+            return self.inject_packet_too_big(router, u32::from(mtu) + 20);
+        }
+        self.note(format!(
+            "{router} > {STACK_IP}: fragmentation needed, mtu {mtu}"
+        ));
+        self.inject_icmpv4_error(router, 3, 4, mtu);
+    }
+
+    /// Source quench (ICMPv4 type 4) about the segment `expect` took last;
+    /// IPv6 has none, so over IPv6 nothing is sent.
+    pub fn inject_source_quench(&mut self, router: Ipv4Addr) {
+        if ipv6() {
+            self.note("(no source quench in ICMPv6)");
+            return;
+        }
+        self.note(format!("{router} > {STACK_IP}: source quench"));
+        self.inject_icmpv4_error(router, 4, 0, 0);
+    }
+
+    /// Time exceeded in transit about the segment `expect` took last.
+    pub fn inject_time_exceeded(&mut self, router: Ipv4Addr) {
+        self.note(format!("{router} > {STACK_IP}: time exceeded"));
+        if ipv6() {
+            return self.inject_icmpv6_error(router, |header, data| Icmpv6Repr::TimeExceeded {
+                reason: Icmpv6TimeExceeded::HopLimitExceeded,
+                header,
+                data,
+            });
+        }
+        self.inject_icmpv4_error(router, 11, 0, 0);
+    }
+
+    /// An ICMPv4 error of `ty`/`code` (with `mtu` in the next-hop MTU
+    /// field) quoting the last expected frame's header and 8 bytes.
+    fn inject_icmpv4_error(&mut self, router: Ipv4Addr, ty: u8, code: u8, mtu: u16) {
+        let last = self.last_expected.clone();
+        let ip = last.get(14..).unwrap_or(&[]);
+        let hl = ip.first().map_or(20, |b| usize::from(b & 0xf) * 4);
+        let quote = &ip[..ip.len().min(hl + 8)];
+        let mut icmp = vec![ty, code, 0, 0, 0, 0];
+        icmp.extend_from_slice(&mtu.to_be_bytes());
+        icmp.extend_from_slice(quote);
+        let sum = !wire::checksum::data(&icmp);
+        icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+        let mut buf = vec![0u8; 14 + 20 + icmp.len()];
+        EthernetRepr {
+            src_addr: EthernetAddress(peer_mac(router)),
+            dst_addr: EthernetAddress(STACK_MAC),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        Ipv4Repr {
+            src_addr: router,
+            dst_addr: STACK_IP,
+            next_header: IpProtocol::Icmp,
+            payload_len: icmp.len(),
+            hop_limit: 64,
+            dscp_ecn: 0,
+            ident: 0,
+            dont_frag: false,
+        }
+        .emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]));
+        buf[34..].copy_from_slice(&icmp);
+        self.stack
+            .receive(self.now, IF0, &buf, RxMeta::default(), &mut self.sink);
+        self.collect();
+    }
+
+    /// An ICMPv6 error `make` builds from the last expected packet's
+    /// header and the bytes after it.
+    fn inject_icmpv6_error(
+        &mut self,
+        router: Ipv4Addr,
+        make: impl for<'a> FnOnce(Ipv6Repr, &'a [u8]) -> Icmpv6Repr<'a>,
+    ) {
+        let last = self.last_expected.clone();
+        let quote = &last[14.min(last.len())..];
+        let quote = &quote[..quote.len().min(1280 - 48)];
+        let Ok((header, data)) = Ipv6Repr::parse_quoted(quote) else {
+            self.fail("ICMPv6 error: the last expected frame is not IPv6");
+        };
+        let f = self.ndp_frame_hop(router, 64, make(header, data));
         self.stack
             .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sink);
         self.collect();
@@ -1143,6 +1337,10 @@ impl Script {
                 peer_port
             ));
         }
+        let want_src = p.stack_ip.unwrap_or(STACK_IP);
+        if g.stack_ip != want_src && !want_src.is_unspecified() {
+            return Err(format!("source {}, expected {want_src}", g.stack_ip));
+        }
         let mut flags = g.flags;
         let mut want = p.flags;
         match p.psh {
@@ -1220,6 +1418,44 @@ impl Script {
         }
     }
 
+    /// Listens on `ip`:`port` (0.0.0.0: every address).
+    #[track_caller]
+    pub fn listen_on(&mut self, ip: Ipv4Addr, port: u16, backlog: usize) -> SocketHandle {
+        self.note(format!("listen({ip}:{port}, backlog {backlog})"));
+        self.flow.0 = port;
+        match self
+            .stack
+            .tcp_listen(SocketAddr::new(ip_of(ip), port), backlog)
+        {
+            Ok(h) => h,
+            Err(e) => self.fail(&format!("listen: {e}")),
+        }
+    }
+
+    /// Connects from `local_ip` (port chosen by the stack) to the peer;
+    /// the new flow becomes the default.
+    #[track_caller]
+    pub fn connect_bound(&mut self, local_ip: Ipv4Addr) -> SocketHandle {
+        let r = self.stack.tcp_connect(
+            self.now,
+            SocketAddr::new(ip_of(PEER_IP), PEER_PORT),
+            Some(SocketAddr::new(ip_of(local_ip), 0)),
+            &mut self.sink,
+        );
+        let h = match r {
+            Ok(h) => h,
+            Err(e) => self.fail(&format!("connect: {e}")),
+        };
+        let local = self.stack.tcp_local_addr(h).expect("local addr");
+        self.note(format!(
+            "connect({PEER_IP}:{PEER_PORT}) from {local_ip}:{}",
+            local.port()
+        ));
+        self.flow = (local.port(), PEER_PORT);
+        self.collect();
+        h
+    }
+
     /// Accepts a connection; makes its flow the default one.
     #[track_caller]
     pub fn accept(&mut self, l: SocketHandle) -> SocketHandle {
@@ -1269,6 +1505,19 @@ impl Script {
         self.flow = (local.port(), peer_port);
         self.collect();
         h
+    }
+
+    /// connect() to `ip`:`port`, its result as is (no segment expected).
+    pub fn try_connect_to(&mut self, ip: Ipv4Addr, port: u16) -> Result<SocketHandle, SocketError> {
+        let r = self.stack.tcp_connect(
+            self.now,
+            SocketAddr::new(ip_of(ip), port),
+            None,
+            &mut self.sink,
+        );
+        self.note(format!("connect({ip}:{port}) = {r:?}"));
+        self.collect();
+        r
     }
 
     /// Connects to the peer (10.99.1.1:40000).
@@ -1359,6 +1608,22 @@ impl Script {
         self.stack
             .tcp_set_keepalive(self.now, h, on)
             .expect("keepalive");
+    }
+
+    /// TCP_USER_TIMEOUT of `ms` milliseconds.
+    pub fn set_user_timeout(&mut self, h: SocketHandle, ms: u64) {
+        self.note(format!("TCP_USER_TIMEOUT {ms}"));
+        self.stack
+            .tcp_set_user_timeout(h, Some(Duration::from_millis(ms)))
+            .expect("user timeout");
+    }
+
+    /// TCP_SYNCNT.
+    pub fn set_syn_retries(&mut self, h: SocketHandle, n: u32) {
+        self.note(format!("TCP_SYNCNT {n}"));
+        self.stack
+            .tcp_set_syn_retries(h, Some(n))
+            .expect("syn retries");
     }
 
     pub fn set_linger_zero(&mut self, h: SocketHandle) {
@@ -1466,4 +1731,39 @@ fn neighbor_solicit_target(f: &[u8]) -> Option<Ipv6Addr> {
         Icmpv6Repr::NeighborSolicit { target_addr, .. } => Some(target_addr),
         _ => None,
     }
+}
+
+/// The bytes of segment `r` from `src` to `dst`: with `raw` as its
+/// options instead of `r`'s when given (padded with zeros to a multiple of
+/// 4), and its checksum spoilt when `bad_checksum`.
+fn tcp_segment(
+    r: &TcpRepr<'_>,
+    raw: Option<&[u8]>,
+    src: &IpAddr,
+    dst: &IpAddr,
+    bad_checksum: bool,
+) -> Vec<u8> {
+    let mut out = vec![0u8; r.buffer_len()];
+    r.emit(
+        &mut TcpPacket::new_unchecked(&mut out[..]),
+        src,
+        dst,
+        ChecksumMode::Full,
+    );
+    if let Some(raw) = raw {
+        let old_header = usize::from(TcpPacket::new_unchecked(&out[..]).header_len());
+        let mut opts = raw.to_vec();
+        opts.resize(raw.len().div_ceil(4) * 4, 0);
+        let mut seg = out[..20].to_vec();
+        seg.extend_from_slice(&opts);
+        seg.extend_from_slice(&out[old_header..]);
+        let mut pkt = TcpPacket::new_unchecked(&mut seg[..]);
+        pkt.set_header_len((20 + opts.len()) as u8);
+        pkt.fill_checksum(src, dst);
+        out = seg;
+    }
+    if bad_checksum {
+        out[16] ^= 0x5a;
+    }
+    out
 }

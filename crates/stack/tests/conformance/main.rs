@@ -6,13 +6,16 @@
 //! from that list and checked against it.
 
 mod ack;
+mod addresses;
 mod close;
 mod coverage;
 mod harness;
+mod icmp;
 mod isn;
 mod listen;
 mod options;
 mod recovery;
+mod requirements;
 mod rfc5961;
 mod rfc9293;
 mod rto;

@@ -3,7 +3,7 @@
 
 use stack::{Duration, SocketError, SocketHandle};
 
-use crate::harness::{check, pattern, seg, Script, STACK_PORT};
+use crate::harness::{check, over_v6, pattern, seg, Script, STACK_PORT};
 
 /// Passive open with every option: MSS 1460, SACK-permitted, timestamps
 /// (peer TSval 100) and window scale `peer_shift`.
@@ -39,7 +39,7 @@ pub fn mss_from_interface_mtu() {
 }
 
 /// RFC 9293 3.7.1: the stack never sends segments larger than the MSS the
-/// peer announced.
+/// peer announced, and sends the MSS option in SYNs only (MUST-65).
 #[test]
 pub fn peer_mss_limits_segments() {
     let mut s = Script::new();
@@ -50,24 +50,26 @@ pub fn peer_mss_limits_segments() {
     let c = s.accept(l);
     s.set_nodelay(c, true);
     s.send_n(c, 1200);
-    s.expect(seg().ack(1).seq(1).len(536));
-    s.expect(seg().ack(1).seq(537).len(536));
-    s.expect(seg().ack(1).seq(1073).len(128));
+    s.expect(seg().ack(1).seq(1).len(536).no_mss());
+    s.expect(seg().ack(1).seq(537).len(536).no_mss());
+    s.expect(seg().ack(1).seq(1073).len(128).no_mss());
     s.expect_none();
 }
 
-/// RFC 9293 3.7.1: without an MSS option the send MSS is 536 for IPv4.
+/// RFC 9293 3.7.1 (MUST-15): without an MSS option the send MSS is 536
+/// over IPv4, 1220 over IPv6.
 #[test]
-pub fn default_send_mss_is_536() {
+pub fn default_send_mss() {
+    let mss = if over_v6() { 1220 } else { 536 };
     let mut s = Script::new();
     let l = s.listen(STACK_PORT, 4);
     s.inject(seg().syn().seq(0).no_mss());
     s.expect(seg().syn().ack(1).seq(0));
     s.inject(seg().ack(1).seq(1));
     let c = s.accept(l);
-    s.send_n(c, 1072);
-    s.expect(seg().ack(1).seq(1).len(536));
-    s.expect(seg().ack(1).seq(537).len(536));
+    s.send_n(c, 2 * mss);
+    s.expect(seg().ack(1).seq(1).len(mss));
+    s.expect(seg().ack(1).seq(1 + mss as u32).len(mss));
 }
 
 /// RFC 6691 2: the MSS counts no TCP options, so with timestamps (12
@@ -273,4 +275,126 @@ pub fn window_scale_above_14_is_14() {
         i.snd_wscale == 14 && i.snd_wnd == 1 << 14,
         "shift 14: {i:?}"
     );
+}
+
+/// RFC 9293 3.1 (MUST-5, MUST-6): a SYN carrying options the stack does
+/// not know (an experimental option, MPTCP's capable option, Fast Open's
+/// cookie request) is answered, the unknown options ignored and the known
+/// ones (MSS 1000) taken; a data segment with an unknown option is taken.
+#[test]
+pub fn unknown_options_ignored() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    let opts = [
+        254, 6, 0xf9, 0x89, 0, 0, // RFC 6994 experimental, ExID 0xf989
+        30, 4, 0x00, 0x81, // MPTCP MP_CAPABLE (RFC 8684), version 1
+        34, 2, // TCP Fast Open cookie request (RFC 7413)
+        2, 4, 0x03, 0xe8, // MSS 1000
+    ];
+    s.inject(seg().syn().seq(0).raw_options(&opts));
+    s.expect(seg().syn().ack(1).seq(0).no_ts().no_sack_perm().no_wscale());
+    s.inject(seg().ack(1).seq(1).raw_options(&[77, 3, 9, 1]));
+    let c = s.accept(l);
+    s.inject(seg().ack(1).seq(1).len(10).raw_options(&[1, 253, 4, 0, 0]));
+    s.expect_within(0, 500, seg().ack(11).seq(1));
+    check!(
+        s,
+        s.recv(c, 100) == Ok(pattern(1, 10)),
+        "the data of the segment with an unknown option"
+    );
+    s.set_nodelay(c, true);
+    s.send_n(c, 1500);
+    s.expect(seg().ack(11).seq(1).len(1000));
+    s.expect(seg().ack(11).seq(1001).len(500));
+}
+
+/// RFC 9293 3.2 (MUST-64): options that do not begin on a word boundary
+/// are read: MSS 1000 after one NOP, window scale after three.
+#[test]
+pub fn unaligned_options_read() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(
+        seg()
+            .syn()
+            .seq(0)
+            .win(100)
+            .raw_options(&[1, 2, 4, 0x03, 0xe8, 1, 1, 1, 3, 3, 2]),
+    );
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1).win(100));
+    let c = s.accept(l);
+    check!(
+        s,
+        s.info(c).snd_wscale == 2 && s.info(c).snd_wnd == 400,
+        "window scale 2 read: {:?}",
+        s.info(c)
+    );
+    s.set_nodelay(c, true);
+    s.send_n(c, 400);
+    s.expect(seg().ack(1).seq(1).len(400));
+    s.inject(seg().ack(401).seq(1).win(1000));
+    s.send_n(c, 1500);
+    s.expect(seg().ack(1).seq(401).len(1000));
+    s.expect(seg().ack(1).seq(1401).len(500));
+}
+
+/// RFC 9293 3.1 (MUST-7): an option whose length is zero, one, or reaches
+/// past the header cannot be read, nor can the options after it: the
+/// segment is dropped and counted (a reset would let a forged segment end
+/// a connection), and the stack carries on: the same SYN without the bad
+/// option is answered, and on the connection a data segment with a bad
+/// option is dropped while its clean retransmission is taken.
+#[test]
+pub fn illegal_option_length_dropped() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    let before = s.stack.counters().rx_drop_tcp_malformed;
+    for bad in [
+        &[2, 4, 5, 180, 99, 0][..],
+        &[2, 4, 5, 180, 99, 1],
+        &[2, 4, 5, 180, 99, 40],
+        &[2, 0, 5, 180],
+        &[8, 10, 0, 0],
+    ] {
+        s.inject(seg().syn().seq(0).raw_options(bad));
+        s.expect_none();
+    }
+    check!(
+        s,
+        s.stack.counters().rx_drop_tcp_malformed == before + 5,
+        "five dropped as malformed: {}",
+        s.stack.counters().rx_drop_tcp_malformed - before
+    );
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1));
+    let c = s.accept(l);
+    s.inject(seg().ack(1).seq(1).len(10).raw_options(&[1, 1, 5, 0]));
+    s.expect_none();
+    s.inject(seg().ack(1).seq(1).len(10));
+    s.expect_within(0, 500, seg().ack(11).seq(1));
+    check!(
+        s,
+        s.recv(c, 100) == Ok(pattern(1, 10)),
+        "the clean copy's data"
+    );
+}
+
+/// RFC 9293 3.7.1 (MUST-16): the segment size is bounded by the local
+/// MTU as well as the peer's MSS: a peer announcing 1460 over a link of
+/// MTU 1300 gets segments of 1260 bytes.
+#[test]
+pub fn local_mtu_bounds_segments() {
+    let mut s = Script::with_mtu(1300, |_| {});
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0).mss(1260));
+    s.inject(seg().ack(1).seq(1));
+    let c = s.accept(l);
+    s.set_nodelay(c, true);
+    s.send_n(c, 2600);
+    s.expect(seg().ack(1).seq(1).len(1260));
+    s.expect(seg().ack(1).seq(1261).len(1260));
+    s.expect(seg().ack(1).seq(2521).len(80));
 }

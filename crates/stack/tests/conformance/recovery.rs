@@ -152,3 +152,48 @@ pub fn fast_recovery_inflates_window() {
     s.expect(seg().ack(1).seq(11_001).len(1000));
     s.expect_none();
 }
+
+/// RFC 5681 3.1 (RFC 9293 3.8.2, MUST-19): above ssthresh the window grows
+/// by one segment per window of data acknowledged (congestion avoidance),
+/// not one per ACK as in slow start: after a loss leaves cwnd at ssthresh
+/// (5000, NewReno), five ACKs of one segment each add 1000, and each ACK
+/// before the fifth only lets the next segment go.
+#[test]
+pub fn congestion_avoidance_grows_one_segment_per_window() {
+    let mut s = Script::with_config(|c| c.tcp.cc = CcAlgorithm::NewReno);
+    let c = open_plain(&mut s);
+    send_segments(&mut s, c, 10);
+    for _ in 0..3 {
+        s.inject(seg().ack(1).seq(1));
+    }
+    s.expect(seg().ack(1).seq(1).len(1000));
+    s.inject(seg().ack(10_001).seq(1));
+    let info = s.info(c);
+    check!(
+        s,
+        info.cwnd == 5000 && info.ssthresh == 5000,
+        "recovery over, cwnd at ssthresh: {info:?}"
+    );
+    s.send_n(c, 20_000);
+    for i in 0..5 {
+        s.expect(seg().ack(1).seq(10_001 + 1000 * i).len(1000));
+    }
+    s.expect_none();
+    for i in 1..=4u32 {
+        s.inject(seg().ack(10_001 + 1000 * i).seq(1));
+        s.expect(seg().ack(1).seq(14_001 + 1000 * i).len(1000));
+        s.expect_none();
+        let cwnd = s.info(c).cwnd;
+        check!(s, cwnd == 5000, "after ACK {i} cwnd {cwnd}, still 5000");
+    }
+    s.inject(seg().ack(15_001).seq(1));
+    s.expect(seg().ack(1).seq(19_001).len(1000));
+    s.expect(seg().ack(1).seq(20_001).len(1000));
+    s.expect_none();
+    let cwnd = s.info(c).cwnd;
+    check!(
+        s,
+        cwnd == 6000,
+        "a window acknowledged: cwnd {cwnd}, one segment more"
+    );
+}

@@ -432,3 +432,54 @@ pub fn data_in_syn_ack_taken() {
     s.expect(seg().ack(7).seq(1));
     s.expect_state(c, TcpState::CloseWait);
 }
+
+/// RFC 9293 3.1 (MUST-3): a segment whose checksum does not verify is
+/// dropped and counted, whatever it carries: a SYN gets no SYN-ACK, data
+/// is neither taken nor ACKed, a RST resets nothing; the same segments
+/// with a good checksum are taken.
+#[test]
+pub fn bad_checksum_dropped() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    let before = s.stack.counters().rx_drop_tcp_bad_checksum;
+    s.inject(seg().syn().seq(0).mss(1460).bad_checksum());
+    s.expect_silence(100);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1));
+    let c = s.accept(l);
+    s.inject(seg().ack(1).seq(1).len(100).bad_checksum());
+    s.expect_silence(1000);
+    check!(
+        s,
+        s.recv(c, 1000) == Err(SocketError::WouldBlock),
+        "nothing taken"
+    );
+    s.inject(seg().rst().seq(1).bad_checksum());
+    s.expect_state(c, TcpState::Established);
+    s.inject(seg().ack(1).seq(1).len(100));
+    s.expect_within(0, 500, seg().ack(101).seq(1));
+    check!(s, s.recv(c, 1000) == Ok(pattern(1, 100)), "the good copy");
+    check!(
+        s,
+        s.stack.counters().rx_drop_tcp_bad_checksum == before + 3,
+        "three counted: {}",
+        s.stack.counters().rx_drop_tcp_bad_checksum - before
+    );
+}
+
+/// RFC 9293 3.5.3 (SHLD-2): a RST may carry data (a diagnostic): one at
+/// RCV.NXT resets the connection all the same, its data not delivered.
+#[test]
+pub fn rst_with_data_resets() {
+    let mut s = Script::new();
+    let (_, c) = s.passive_open();
+    s.inject(seg().rst().ack(1).seq(1).payload(b"no more, thank you"));
+    s.expect_none();
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::ConnectionReset),
+        "ECONNRESET"
+    );
+}

@@ -190,3 +190,94 @@ pub fn no_rtt_sample_from_retransmission() {
         "SRTT 7/8 * 0 + 1/8 * 50 ms: {i:?}"
     );
 }
+
+/// RFC 9293 3.8.3 (MUST-20, MUST-21), RFC 5482 3: an application sets R2
+/// for its connection as a time (TCP_USER_TIMEOUT, 1 s here): unacknowledged
+/// data is retransmitted with backoff until then, the timer's last wait cut
+/// short to end exactly at the timeout, where the connection sends a RST
+/// and fails with ETIMEDOUT, long before the stack's retry count (15).
+#[test]
+pub fn user_timeout_ends_retransmissions() {
+    let mut s = Script::new();
+    let c = s.active_open();
+    s.set_user_timeout(c, 1000);
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    s.expect_after(200, seg().ack(1).seq(1).len(100));
+    s.expect_after(400, seg().ack(1).seq(1).len(100));
+    s.expect_after(400, seg().rst().ack(1).seq(101));
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::TimedOut),
+        "ETIMEDOUT"
+    );
+}
+
+/// RFC 9293 3.8.3 (MUST-21, MUST-22), RFC 5482 3: the user timeout bounds
+/// a connect as well (1.5 s: SYNs at 0 and 1 s, then ETIMEDOUT at 1.5 s,
+/// without a RST in SYN-SENT).
+#[test]
+pub fn user_timeout_bounds_connect() {
+    let mut s = Script::new();
+    let c = s.connect();
+    s.set_user_timeout(c, 1500);
+    s.expect(seg().syn().seq(0));
+    s.expect_after(1000, seg().syn().seq(0));
+    s.expect_silence(499);
+    s.expect_state(c, TcpState::SynSent);
+    s.advance(1);
+    s.expect_none();
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::TimedOut),
+        "ETIMEDOUT"
+    );
+}
+
+/// RFC 9293 3.8.3 (MUST-21, MUST-22): the SYN retry count is set per
+/// connection (TCP_SYNCNT 1: one retransmission, then ETIMEDOUT after its
+/// backed-off timeout), whatever the stack's default.
+#[test]
+pub fn syn_retries_per_connection() {
+    let mut s = Script::new();
+    let c = s.connect();
+    s.set_syn_retries(c, 1);
+    s.expect(seg().syn().seq(0));
+    s.expect_after(1000, seg().syn().seq(0));
+    s.expect_silence(1999);
+    s.expect_state(c, TcpState::SynSent);
+    s.advance(1);
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::TimedOut),
+        "ETIMEDOUT"
+    );
+}
+
+/// RFC 9293 3.8.3 (MUST-20), RFC 1122 4.2.3.5: after R1 (3)
+/// retransmissions unanswered TCP gives IP negative advice: the next hop's
+/// link address is resolved again before the next segment; the two
+/// retransmissions before it go without asking.
+#[test]
+pub fn negative_advice_after_r1_retransmissions() {
+    let mut s = Script::new();
+    let c = s.active_open();
+    s.send_n(c, 100);
+    s.expect(seg().ack(1).seq(1).len(100));
+    let before = s.resolutions;
+    s.expect_after(200, seg().ack(1).seq(1).len(100));
+    s.expect_after(400, seg().ack(1).seq(1).len(100));
+    check!(s, s.resolutions == before, "no resolution before R1");
+    s.expect_after(800, seg().ack(1).seq(1).len(100));
+    check!(
+        s,
+        s.resolutions == before + 1 && s.stack.counters().neighbor_negative_advice == 1,
+        "the peer's address resolved again at R1: {} resolutions",
+        s.resolutions - before
+    );
+    s.inject(seg().ack(101).seq(1));
+    s.expect_state(c, TcpState::Established);
+}

@@ -12,7 +12,9 @@ use crate::harness::{over_ipv6, seg, Script};
 fn every_script_runs_over_ipv6_too() {
     let files = [
         ("ack", include_str!("ack.rs")),
+        ("addresses", include_str!("addresses.rs")),
         ("close", include_str!("close.rs")),
+        ("icmp", include_str!("icmp.rs")),
         ("isn", include_str!("isn.rs")),
         ("listen", include_str!("listen.rs")),
         ("options", include_str!("options.rs")),
@@ -181,8 +183,8 @@ fn options_peer_mss_limits_segments() {
 }
 
 #[test]
-fn options_default_send_mss_is_536() {
-    over_ipv6(crate::options::default_send_mss_is_536);
+fn options_default_send_mss() {
+    over_ipv6(crate::options::default_send_mss);
 }
 
 #[test]
@@ -528,4 +530,134 @@ fn window_data_on_handshake_ack() {
 #[test]
 fn window_sender_sws_avoidance() {
     over_ipv6(crate::window::sender_sws_avoidance);
+}
+
+#[test]
+fn icmp_port_unreachable_refuses_connect() {
+    over_ipv6(crate::icmp::port_unreachable_refuses_connect);
+}
+
+#[test]
+fn icmp_protocol_unreachable_refuses_connect() {
+    over_ipv6(crate::icmp::protocol_unreachable_refuses_connect);
+}
+
+#[test]
+fn icmp_host_unreachable_is_soft_and_reported_at_timeout() {
+    over_ipv6(crate::icmp::host_unreachable_is_soft_and_reported_at_timeout);
+}
+
+#[test]
+fn icmp_errors_on_established_connection_are_soft() {
+    over_ipv6(crate::icmp::errors_on_established_connection_are_soft);
+}
+
+#[test]
+fn icmp_soft_error_forgotten_when_peer_answers() {
+    over_ipv6(crate::icmp::soft_error_forgotten_when_peer_answers);
+}
+
+#[test]
+fn icmp_error_about_acknowledged_segment_ignored() {
+    over_ipv6(crate::icmp::error_about_acknowledged_segment_ignored);
+}
+
+#[test]
+fn icmp_frag_needed_shrinks_segments_and_resends_at_once() {
+    over_ipv6(crate::icmp::frag_needed_shrinks_segments_and_resends_at_once);
+}
+
+#[test]
+fn options_unknown_options_ignored() {
+    over_ipv6(crate::options::unknown_options_ignored);
+}
+
+#[test]
+fn options_unaligned_options_read() {
+    over_ipv6(crate::options::unaligned_options_read);
+}
+
+#[test]
+fn options_illegal_option_length_dropped() {
+    over_ipv6(crate::options::illegal_option_length_dropped);
+}
+
+#[test]
+fn options_local_mtu_bounds_segments() {
+    over_ipv6(crate::options::local_mtu_bounds_segments);
+}
+
+#[test]
+fn window_rst_processed_with_zero_window() {
+    over_ipv6(crate::window::rst_processed_with_zero_window);
+}
+
+#[test]
+fn rfc9293_bad_checksum_dropped() {
+    over_ipv6(crate::rfc9293::bad_checksum_dropped);
+}
+
+#[test]
+fn addresses_syn_to_broadcast_or_multicast_dropped() {
+    over_ipv6(crate::addresses::syn_to_broadcast_or_multicast_dropped);
+}
+
+#[test]
+fn addresses_syn_from_invalid_source_dropped() {
+    over_ipv6(crate::addresses::syn_from_invalid_source_dropped);
+}
+
+#[test]
+fn addresses_active_open_keeps_its_source_address() {
+    over_ipv6(crate::addresses::active_open_keeps_its_source_address);
+}
+
+#[test]
+fn addresses_passive_open_answers_from_the_address_called() {
+    over_ipv6(crate::addresses::passive_open_answers_from_the_address_called);
+}
+
+#[test]
+fn recovery_congestion_avoidance_grows_one_segment_per_window() {
+    over_ipv6(crate::recovery::congestion_avoidance_grows_one_segment_per_window);
+}
+
+#[test]
+fn rto_user_timeout_ends_retransmissions() {
+    over_ipv6(crate::rto::user_timeout_ends_retransmissions);
+}
+
+#[test]
+fn rto_user_timeout_bounds_connect() {
+    over_ipv6(crate::rto::user_timeout_bounds_connect);
+}
+
+#[test]
+fn rto_syn_retries_per_connection() {
+    over_ipv6(crate::rto::syn_retries_per_connection);
+}
+
+#[test]
+fn addresses_listens_on_one_port_per_address() {
+    over_ipv6(crate::addresses::listens_on_one_port_per_address);
+}
+
+#[test]
+fn addresses_connect_to_broadcast_or_multicast_refused() {
+    over_ipv6(crate::addresses::connect_to_broadcast_or_multicast_refused);
+}
+
+#[test]
+fn icmp_source_quench_ignored() {
+    over_ipv6(crate::icmp::source_quench_ignored);
+}
+
+#[test]
+fn rfc9293_rst_with_data_resets() {
+    over_ipv6(crate::rfc9293::rst_with_data_resets);
+}
+
+#[test]
+fn rto_negative_advice_after_r1_retransmissions() {
+    over_ipv6(crate::rto::negative_advice_after_r1_retransmissions);
 }

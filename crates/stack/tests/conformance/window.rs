@@ -172,3 +172,25 @@ pub fn sender_sws_avoidance() {
     s.inject(seg().ack(3001).seq(1).win(5000));
     s.expect(seg().ack(1).seq(3001).len(1000));
 }
+
+/// RFC 9293 3.10.7.4 (MUST-66): with the receive window at zero, a RST at
+/// RCV.NXT is still processed: the connection is reset (ECONNRESET),
+/// while a RST beyond it, outside the (empty) window, is dropped.
+#[test]
+pub fn rst_processed_with_zero_window() {
+    let (mut s, c) = open_small(2000);
+    s.inject(seg().ack(1).seq(1).len(1000));
+    s.inject(seg().ack(1).seq(1001).len(1000));
+    s.expect(seg().ack(2001).seq(1).win(0));
+    s.inject(seg().rst().seq(2002));
+    s.expect_none();
+    s.expect_state(c, TcpState::Established);
+    s.inject(seg().rst().seq(2001));
+    s.expect_none();
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::ConnectionReset),
+        "ECONNRESET"
+    );
+}
