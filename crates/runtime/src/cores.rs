@@ -36,6 +36,7 @@ use stack::steer::FlowSteering;
 use stack::Stack;
 
 use crate::config::{Config, LinkSpec, PortConfig};
+use crate::control::ControlSpec;
 use crate::engine::{mesh, open_kni, AppContext, Application, Dispatcher, Engine, KniPort};
 use crate::ports::PortLink;
 use crate::setup::{
@@ -98,6 +99,7 @@ pub struct EngineSlot {
     fault: Option<link::FaultConfig>,
     dispatcher: Option<Dispatcher<<PortLink as Link>::Buf>>,
     cfg: crate::engine::EngineConfig,
+    control: Option<ControlSpec>,
 }
 
 impl EngineSlot {
@@ -119,6 +121,9 @@ impl EngineSlot {
         let mut engine = Engine::new(self.stack, links, self.cfg);
         if let Some(d) = self.dispatcher {
             engine.set_dispatcher(d);
+        }
+        if let Some(spec) = &self.control {
+            crate::control::attach(&mut engine, spec, engine_snapshot);
         }
         engine
     }
@@ -309,6 +314,7 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
             }),
             dispatcher,
             cfg: engine_config(cfg),
+            control: ControlSpec::from_config(cfg, e as u32),
         });
     }
     Ok(slots)

@@ -354,7 +354,11 @@ pub fn build_engine_steered(
         add_port_interface(&mut stack, port, &iface)?;
         links.push(link);
     }
-    Ok(Engine::new(stack, links, engine_config(cfg)))
+    let mut engine = Engine::new(stack, links, engine_config(cfg));
+    if let Some(spec) = crate::control::ControlSpec::from_config(cfg, 0) {
+        crate::control::attach(&mut engine, &spec, crate::cores::engine_snapshot);
+    }
+    Ok(engine)
 }
 
 #[cfg(test)]
