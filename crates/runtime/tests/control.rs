@@ -406,3 +406,194 @@ fn a_second_engine_on_a_taken_name_uses_its_pid() {
     let spec1 = ControlSpec { engine: 1, ..spec };
     assert_eq!(spec1.bind().unwrap().path(), stale);
 }
+
+fn engine_error(r: Result<Reply, AskError>) -> ErrorKind {
+    match r {
+        Err(AskError::Engine(e)) => e.kind,
+        other => panic!("expected an engine's error, got {other:?}"),
+    }
+}
+
+fn done(r: Result<Reply, AskError>) -> String {
+    match r {
+        Ok(Reply::Done { message }) => message,
+        other => panic!("expected done, got {other:?}"),
+    }
+}
+
+#[test]
+fn changes_reach_the_running_stack() {
+    use runtime::control::proto::{Family, InterfaceChange};
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("changes");
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                // Sysctls: every key, which are live; a live one set, a
+                // config-only one refused, bad values refused.
+                let Ok(Reply::Sysctls { sysctls }) = ask(&path, Request::SysctlGet { name: None })
+                else {
+                    panic!("sysctls");
+                };
+                let find = |n: &str| sysctls.iter().find(|s| s.name == n).unwrap().clone();
+                assert_eq!(find("net.inet.ip.ttl").value, "64");
+                assert!(find("net.inet.ip.ttl").live);
+                assert!(!find("net.inet.ip.portrange.first").live);
+                let set = |n: &str, v: &str| {
+                    ask(
+                        &path,
+                        Request::SysctlSet {
+                            name: n.into(),
+                            value: v.into(),
+                        },
+                    )
+                };
+                assert_eq!(done(set("net.inet.ip.ttl", "32")), "net.inet.ip.ttl: 32");
+                assert_eq!(
+                    done(set("net.inet.tcp.cc.algorithm", "newreno")),
+                    "net.inet.tcp.cc.algorithm: newreno"
+                );
+                assert_eq!(
+                    engine_error(set("net.inet.ip.portrange.first", "2000")),
+                    ErrorKind::ConfigOnly
+                );
+                assert_eq!(
+                    engine_error(set("net.inet.ip.ttl", "999")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(set("net.inet.tcp.sendspace", "999999999")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(engine_error(set("net.inet.nope", "1")), ErrorKind::NotFound);
+                let Ok(Reply::Sysctls { sysctls }) = ask(
+                    &path,
+                    Request::SysctlGet {
+                        name: Some("net.inet.ip.ttl".into()),
+                    },
+                ) else {
+                    panic!("one sysctl");
+                };
+                assert_eq!(sysctls[0].value, "32");
+
+                // Neighbours: a permanent entry, shown, deleted; a flush.
+                let add = Request::NeighborAdd {
+                    ip: "10.99.3.50".parse().unwrap(),
+                    mac: "02:00:00:00:03:50".into(),
+                    iface: None,
+                };
+                done(ask(&path, add.clone()));
+                let Ok(Reply::Neighbors { neighbors }) = ask(&path, Request::Neighbors) else {
+                    panic!("neighbors");
+                };
+                let n = neighbors
+                    .iter()
+                    .find(|n| n.ip.to_string() == "10.99.3.50")
+                    .unwrap();
+                assert_eq!(
+                    (n.state.as_str(), n.mac.as_deref()),
+                    ("permanent", Some("02:00:00:00:03:50"))
+                );
+                let del = Request::NeighborDelete {
+                    ip: "10.99.3.50".parse().unwrap(),
+                    iface: None,
+                };
+                done(ask(&path, del.clone()));
+                assert_eq!(engine_error(ask(&path, del)), ErrorKind::NotFound);
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::NeighborAdd {
+                            ip: "10.99.3.50".parse().unwrap(),
+                            mac: "02:00".into(),
+                            iface: None,
+                        }
+                    )),
+                    ErrorKind::Invalid
+                );
+                done(ask(&path, add));
+                let flushed = done(ask(
+                    &path,
+                    Request::NeighborFlush {
+                        family: Family::Inet,
+                    },
+                ));
+                assert!(flushed.starts_with("flushed 2"), "{flushed}");
+
+                // Interface: an alias added and removed, the primary kept,
+                // the MTU within the link's.
+                let set_if = |change| {
+                    ask(
+                        &path,
+                        Request::InterfaceSet {
+                            iface: "mem2".into(),
+                            change,
+                        },
+                    )
+                };
+                done(set_if(InterfaceChange::AddAddr {
+                    addr: "10.99.3.77".parse().unwrap(),
+                    prefix_len: None,
+                }));
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::AddAddr {
+                        addr: "10.99.3.77".parse().unwrap(),
+                        prefix_len: None,
+                    })),
+                    ErrorKind::Exists
+                );
+                let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces) else {
+                    panic!("interfaces");
+                };
+                assert_eq!(interfaces[0].vips, vec!["10.99.3.102", "10.99.3.77"]);
+                done(set_if(InterfaceChange::RemoveAddr {
+                    addr: "10.99.3.77".parse().unwrap(),
+                }));
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::RemoveAddr {
+                        addr: "10.99.3.2".parse().unwrap(),
+                    })),
+                    ErrorKind::Invalid
+                );
+                done(set_if(InterfaceChange::Mtu { mtu: 1400 }));
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::Mtu { mtu: 9000 })),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::Up { up: false })),
+                    ErrorKind::Unsupported
+                );
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::InterfaceSet {
+                            iface: "eth9".into(),
+                            change: InterfaceChange::Mtu { mtu: 1400 },
+                        }
+                    )),
+                    ErrorKind::NotFound
+                );
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    // What the engine's stack now has.
+    assert_eq!(server.stack.config().ip_ttl, 32);
+    assert_eq!(server.stack.config().tcp.cc, stack::CcAlgorithm::NewReno);
+    let i = &server.stack.interfaces()[0];
+    assert_eq!(i.mtu, 1400);
+    assert_eq!(i.addrs().len(), 2);
+    // Flushed (the connection's neighbour may be learnt again since).
+    assert!(!server
+        .stack
+        .neighbors()
+        .entries()
+        .any(|(_, ip, _, _)| ip.to_string() == "10.99.3.50"));
+}

@@ -4,14 +4,18 @@
 use std::net::IpAddr;
 
 use link::Link;
+use stack::admin::{AdminError, Tunable};
 use stack::ipv6::addr::AddrState;
 use stack::route::{IpCidr, Route, RouteError};
 use stack::socket::listing::{SocketKind, TimerKind};
-use stack::{IfaceId, Instant, Stack};
+use stack::{CcAlgorithm, IfaceId, Instant, Stack};
+
+use crate::config::{CongestionControl, Sysctls};
 
 use super::proto::{
-    format_mac, AddrInfo, ControlError, ErrorKind, Fib, Identity, InterfaceInfo, NeighborInfo,
-    Reply, Request, RouteInfo, RouteSpec, SocketInfo, SysctlInfo, TcpDetails,
+    format_mac, parse_mac, AddrInfo, ControlError, ErrorKind, Family, Fib, Identity,
+    InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, SocketInfo,
+    SysctlInfo, TcpDetails,
 };
 use super::ControlContext;
 use crate::engine::Engine;
@@ -23,7 +27,7 @@ fn err(kind: ErrorKind, message: impl Into<String>) -> ControlError {
 /// Answers `req` for `engine`, whose control state is `ctl`.
 pub(crate) fn handle<L: Link>(
     engine: &mut Engine<L>,
-    ctl: &ControlContext<'_, L>,
+    ctl: &mut ControlContext<'_, L>,
     req: Request,
 ) -> Result<Reply, ControlError> {
     match req {
@@ -43,10 +47,7 @@ pub(crate) fn handle<L: Link>(
         Request::Interfaces => Ok(Reply::Interfaces {
             interfaces: interfaces(engine),
         }),
-        Request::InterfaceSet { .. } => Err(err(
-            ErrorKind::Unsupported,
-            "changing an interface is not supported by this engine yet",
-        )),
+        Request::InterfaceSet { iface, change } => interface_set(engine, &iface, change),
         Request::Routes { fib } => {
             main_fib(fib)?;
             Ok(Reply::Routes {
@@ -95,28 +96,51 @@ pub(crate) fn handle<L: Link>(
         Request::Neighbors => Ok(Reply::Neighbors {
             neighbors: neighbors(&engine.stack, engine.now()),
         }),
-        Request::NeighborAdd { .. }
-        | Request::NeighborDelete { .. }
-        | Request::NeighborFlush { .. } => Err(err(
-            ErrorKind::Unsupported,
-            "changing neighbours is not supported by this engine yet",
-        )),
+        Request::NeighborAdd { ip, mac, iface } => {
+            let mac = parse_mac(&mac).ok_or_else(|| {
+                err(
+                    ErrorKind::Invalid,
+                    format!("{mac:?} is not a link address (aa:bb:cc:dd:ee:ff)"),
+                )
+            })?;
+            let id = neighbor_iface(&engine.stack, ip, iface.as_deref())?;
+            engine
+                .with_context(|cx| {
+                    cx.stack
+                        .add_permanent_neighbor(cx.now, id, ip, mac, cx.sink)
+                })
+                .map_err(admin_err)?;
+            Ok(Reply::Done {
+                message: format!("{ip} is at {} (permanent)", format_mac(mac)),
+            })
+        }
+        Request::NeighborDelete { ip, iface } => {
+            let ids: Vec<IfaceId> = match iface.as_deref() {
+                Some(name) => vec![iface_by_name(&engine.stack, name)?],
+                None => engine.stack.interfaces().iter().map(|i| i.id).collect(),
+            };
+            let removed = ids
+                .into_iter()
+                .filter(|&id| engine.stack.remove_neighbor(id, ip))
+                .count();
+            if removed == 0 {
+                return Err(err(ErrorKind::NotFound, format!("no neighbour {ip}")));
+            }
+            Ok(Reply::Done {
+                message: format!("deleted {ip}"),
+            })
+        }
+        Request::NeighborFlush { family } => {
+            let n = engine.stack.flush_neighbors(family == Family::Inet6);
+            Ok(Reply::Done {
+                message: format!("flushed {n} neighbour(s)"),
+            })
+        }
         Request::Sockets => Ok(Reply::Sockets {
             sockets: sockets(&engine.stack, engine.now()),
         }),
         Request::SysctlGet { name } => sysctl_get(ctl, name.as_deref()),
-        Request::SysctlSet { name, .. } => {
-            if ctl.sysctls.get(&name).is_none() {
-                return Err(err(ErrorKind::NotFound, format!("no sysctl {name}")));
-            }
-            Err(err(
-                ErrorKind::ConfigOnly,
-                format!(
-                    "{name} is read when the engine starts: set it in [freebsd.sysctl] of the \
-                     configuration"
-                ),
-            ))
-        }
+        Request::SysctlSet { name, value } => sysctl_set(engine, ctl, &name, &value),
     }
 }
 
@@ -333,6 +357,7 @@ fn neighbors(stack: &Stack, now: Instant) -> Vec<NeighborInfo> {
             mac: mac.map(format_mac),
             iface: iface_name(stack, iface),
             state: match (mac, expires) {
+                _ if stack.neighbors().is_permanent(iface, ip) => "permanent",
                 (None, _) => "incomplete",
                 (Some(_), Some(at)) if at > now => "reachable",
                 (Some(_), Some(_)) => "stale",
@@ -401,7 +426,7 @@ fn sysctl_get<L: Link>(
         ctl.sysctls.get(n).map(|value| SysctlInfo {
             name: n.to_string(),
             value,
-            live: false,
+            live: tunable(ctl.sysctls, n).is_some(),
         })
     };
     let sysctls = match name {
@@ -412,4 +437,154 @@ fn sysctl_get<L: Link>(
             .collect(),
     };
     Ok(Reply::Sysctls { sysctls })
+}
+
+fn admin_err(e: AdminError) -> ControlError {
+    let kind = match e {
+        AdminError::NoSuchInterface | AdminError::NotFound => ErrorKind::NotFound,
+        AdminError::Exists => ErrorKind::Exists,
+        _ => ErrorKind::Invalid,
+    };
+    err(kind, e.to_string())
+}
+
+/// The interface of a neighbour: the one named, or the one whose link
+/// holds `ip`.
+fn neighbor_iface(stack: &Stack, ip: IpAddr, name: Option<&str>) -> Result<IfaceId, ControlError> {
+    match name {
+        Some(n) => iface_by_name(stack, n),
+        None => iface_on_link(stack, ip).ok_or_else(|| {
+            err(
+                ErrorKind::Invalid,
+                format!("{ip} is on no interface's link (name the interface)"),
+            )
+        }),
+    }
+}
+
+fn interface_set<L: Link>(
+    engine: &mut Engine<L>,
+    name: &str,
+    change: InterfaceChange,
+) -> Result<Reply, ControlError> {
+    let id = iface_by_name(&engine.stack, name)?;
+    let message = match change {
+        InterfaceChange::AddAddr {
+            addr: IpAddr::V4(a),
+            prefix_len,
+        } => {
+            let own = engine.stack.interface(id).map_or(32, |i| i.prefix_len);
+            if prefix_len.is_some_and(|p| p != 32 && p != own) {
+                return Err(err(
+                    ErrorKind::Invalid,
+                    format!(
+                        "an IPv4 alias is on the interface's subnet (/{own}) or a /32 VIP: \
+                         /{} cannot be honoured",
+                        prefix_len.unwrap_or_default()
+                    ),
+                ));
+            }
+            engine.stack.add_ipv4_addr(id, a).map_err(admin_err)?;
+            // Peers learn the new address's owner at once.
+            engine.with_context(|cx| cx.stack.announce(cx.sink));
+            format!("{name}: added {a}")
+        }
+        InterfaceChange::AddAddr {
+            addr: IpAddr::V6(a),
+            prefix_len,
+        } => {
+            let len = prefix_len.unwrap_or(64);
+            let now = engine.now();
+            engine
+                .stack
+                .add_ipv6_addr(now, id, a, len)
+                .map_err(admin_err)?;
+            format!("{name}: added {a}/{len} (tentative until duplicate address detection ends)")
+        }
+        InterfaceChange::RemoveAddr {
+            addr: IpAddr::V4(a),
+        } => {
+            engine.stack.remove_ipv4_addr(id, a).map_err(admin_err)?;
+            format!("{name}: removed {a}")
+        }
+        InterfaceChange::RemoveAddr {
+            addr: IpAddr::V6(a),
+        } => {
+            engine.stack.remove_ipv6_addr(id, a).map_err(admin_err)?;
+            format!("{name}: removed {a}")
+        }
+        InterfaceChange::Mtu { mtu } => {
+            let max = engine
+                .ports()
+                .nth(usize::from(id.0))
+                .map_or(0, |l| l.info().mtu);
+            engine.stack.set_mtu(id, mtu, max).map_err(admin_err)?;
+            format!("{name}: mtu {mtu}")
+        }
+        InterfaceChange::Up { .. } => {
+            return Err(err(
+                ErrorKind::Unsupported,
+                "a ustack interface is up while its engine runs: stop the program to take the \
+                 port down",
+            ))
+        }
+    };
+    Ok(Reply::Done { message })
+}
+
+/// The live tunable sysctl `name` is, with its value in `s`; `None` for a
+/// key only the configuration sets.
+fn tunable(s: &Sysctls, name: &str) -> Option<Tunable> {
+    Some(match name {
+        "net.inet.ip.ttl" => Tunable::IpTtl(s.ip_ttl),
+        "net.inet6.ip6.hlim" => Tunable::Ip6HopLimit(s.ip6_hlim),
+        "net.inet.icmp.icmplim" => Tunable::IcmpRateLimit(s.icmp_rate_limit),
+        "net.inet.tcp.msl" => Tunable::TcpMsl(s.tcp_msl),
+        "net.inet.tcp.delayed_ack" => Tunable::TcpDelayedAck(s.tcp_delayed_ack),
+        "net.inet.tcp.sendspace" => Tunable::TcpSendSpace(s.tcp_send_space as usize),
+        "net.inet.tcp.recvspace" => Tunable::TcpRecvSpace(s.tcp_recv_space as usize),
+        "net.inet.tcp.sendbuf_max" => Tunable::TcpSendbufMax(s.tcp_sendbuf_max as usize),
+        "net.inet.tcp.recvbuf_max" => Tunable::TcpRecvbufMax(s.tcp_recvbuf_max as usize),
+        "net.inet.tcp.cc.algorithm" => Tunable::TcpCc(match s.tcp_cc {
+            CongestionControl::Cubic => CcAlgorithm::Cubic,
+            CongestionControl::NewReno => CcAlgorithm::NewReno,
+        }),
+        "kern.ipc.somaxconn" => Tunable::Somaxconn(s.somaxconn as usize),
+        "net.inet.tcp.syncookies" => Tunable::TcpSyncookies(s.tcp_syncookies),
+        "net.inet.tcp.keepidle" => Tunable::TcpKeepIdle(s.tcp_keepidle),
+        "net.inet.tcp.keepintvl" => Tunable::TcpKeepIntvl(s.tcp_keepintvl),
+        "net.inet.tcp.keepcnt" => Tunable::TcpKeepCnt(s.tcp_keepcnt),
+        _ => return None,
+    })
+}
+
+fn sysctl_set<L: Link>(
+    engine: &mut Engine<L>,
+    ctl: &mut ControlContext<'_, L>,
+    name: &str,
+    value: &str,
+) -> Result<Reply, ControlError> {
+    let mut next = ctl.sysctls.clone();
+    match next.set(name, value) {
+        Ok(true) => {}
+        Ok(false) => return Err(err(ErrorKind::NotFound, format!("no sysctl {name}"))),
+        Err(why) => return Err(err(ErrorKind::Invalid, format!("{name}: {value:?} {why}"))),
+    }
+    let Some(t) = tunable(&next, name) else {
+        return Err(err(
+            ErrorKind::ConfigOnly,
+            format!(
+                "{name} is read when the engine starts: set it in [freebsd.sysctl] of the \
+                 configuration"
+            ),
+        ));
+    };
+    if let Err((_, _, why)) = next.check() {
+        return Err(err(ErrorKind::Invalid, why));
+    }
+    engine.stack.set_tunable(t);
+    *ctl.sysctls = next;
+    Ok(Reply::Done {
+        message: format!("{name}: {}", ctl.sysctls.get(name).unwrap_or_default()),
+    })
 }

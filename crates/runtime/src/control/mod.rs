@@ -141,15 +141,15 @@ impl<L: Link> EngineControl<L> {
         let EngineControl { server, .. } = self;
         // The handler reads the rest of `self`; the server is borrowed
         // apart from it.
-        let ctx = ControlContext {
+        let mut ctx = ControlContext {
             proc_id: self.proc_id,
             engine: self.engine,
             started: self.started,
-            sysctls: &self.sysctls,
+            sysctls: &mut self.sysctls,
             counters: self.counters,
             control_counters: server.counters().clone(),
         };
-        server.serve(&mut |req| handle::handle(engine, &ctx, req))
+        server.serve(&mut |req| handle::handle(engine, &mut ctx, req))
     }
 }
 
@@ -158,7 +158,8 @@ pub(crate) struct ControlContext<'a, L: Link> {
     pub proc_id: u32,
     pub engine: u32,
     pub started: std::time::Instant,
-    pub sysctls: &'a Sysctls,
+    /// The sysctls in force (the configuration's, and what was set since).
+    pub sysctls: &'a mut Sysctls,
     pub counters: fn(&Engine<L>) -> Vec<(String, u64)>,
     /// The socket's own counters as the turn began (the socket is out of
     /// the engine while it is served).
