@@ -874,3 +874,4 @@ import cases_capi  # noqa: E402,F401
 import cases_cores_dpdk  # noqa: E402,F401
 import cases_async  # noqa: E402,F401
 import cases_ipv6  # noqa: E402,F401
+import cases_ctl  # noqa: E402,F401

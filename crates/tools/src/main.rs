@@ -21,6 +21,13 @@ const USAGE: &str = "usage: ustack run [--config FILE] [--set section.key=value]
                          [--stats FILE] [--lib PATH] -- PROGRAM ARGS...";
 
 fn main() -> ExitCode {
+    // Output into a closed pipe (`ustack stats | head`) ends the program
+    // quietly, as it does other Unix tools, instead of a panic.
+    // SAFETY: setting a signal's disposition to the default, before any
+    // thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("run") => run::main(&args[1..]),

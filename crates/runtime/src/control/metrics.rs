@@ -54,20 +54,35 @@ fn serve(listener: TcpListener, dir: PathBuf) {
     }
 }
 
-/// The counters of every engine under `dir`, rendered.
+/// The counters of every engine under `dir`, rendered; an engine that
+/// did not answer is named in a comment line (`# ustack: ...`).
 pub fn render_dir(dir: &Path) -> String {
     let (run_dir, prefix) = match (dir.parent(), dir.file_name().and_then(|n| n.to_str())) {
         (Some(p), Some(n)) => (p, Some(n)),
         _ => (dir, None),
     };
-    let sockets = client::find_sockets(run_dir, prefix).unwrap_or_default();
-    let answers: Vec<_> = sockets
-        .iter()
-        .filter_map(|s| match client::ask(&s.path, &Request::Stats, TIMEOUT) {
-            Ok(Reply::Stats { counters }) => Some((s, counters)),
-            _ => None,
-        })
-        .collect();
+    let mut notes = String::new();
+    let sockets = match client::find_sockets(run_dir, prefix) {
+        Ok(s) => s,
+        Err(e) => {
+            notes.push_str(&format!("# ustack: cannot read {}: {e}\n", dir.display()));
+            Vec::new()
+        }
+    };
+    let mut answers = Vec::new();
+    for s in &sockets {
+        match client::ask(&s.path, &Request::Stats, TIMEOUT) {
+            Ok(Reply::Stats { counters }) => answers.push((s, counters)),
+            Ok(_) => notes.push_str(&format!(
+                "# ustack: engine {}/{}: not a stats reply\n",
+                s.process, s.engine
+            )),
+            Err(e) => notes.push_str(&format!(
+                "# ustack: engine {}/{}: {e}\n",
+                s.process, s.engine
+            )),
+        }
+    }
     let engines: Vec<_> = answers
         .iter()
         .map(|(s, counters)| EngineCounters {
@@ -76,7 +91,7 @@ pub fn render_dir(dir: &Path) -> String {
             counters,
         })
         .collect();
-    prometheus::render(&engines)
+    notes + &prometheus::render(&engines)
 }
 
 fn answer(s: &mut TcpStream, dir: &Path) -> io::Result<()> {
