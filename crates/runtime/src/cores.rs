@@ -100,18 +100,21 @@ pub struct EngineSlot {
     dispatcher: Option<Dispatcher<<PortLink as Link>::Buf>>,
     cfg: crate::engine::EngineConfig,
     control: Option<ControlSpec>,
+    /// Each port's capture (`[pcap]`), made on the starting thread.
+    captures: Vec<Option<link::PcapSeries>>,
 }
 
 impl EngineSlot {
     /// The engine, on the thread that will run it.
     pub fn into_engine(self) -> Engine<PortLink> {
         let fault = self.fault;
+        let mut captures = self.captures.into_iter();
         let links = self
             .links
             .into_iter()
             .enumerate()
             .map(|(i, l)| {
-                let l = l.into_port_link();
+                let l = crate::setup::captured(l.into_port_link(), captures.next().flatten());
                 match (i, &fault) {
                     (0, Some(fc)) => PortLink::Faulty(Box::new(FaultLink::new(l, fc.clone()))),
                     _ => l,
@@ -315,6 +318,11 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
             dispatcher,
             cfg: engine_config(cfg),
             control: ControlSpec::from_config(cfg, e as u32),
+            captures: cfg
+                .ports
+                .iter()
+                .map(|p| crate::setup::pcap_series(cfg, e, p.id))
+                .collect::<Result<_, _>>()?,
         });
     }
     Ok(slots)

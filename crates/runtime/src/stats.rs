@@ -14,6 +14,9 @@ use crate::ports::PortLink;
 pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
     let mut out = snapshot_of(engine);
     for (i, port) in engine.ports().enumerate() {
+        if let Some(errors) = port.capture_write_errors() {
+            out.push((format!("port{i}_pcap_write_errors"), errors));
+        }
         if let Some(f) = port.fault_stats() {
             for (dir, d) in [("rx", f.rx), ("tx", f.tx)] {
                 for (name, v) in [
