@@ -11,6 +11,14 @@
 //! The configuration is read here first, so a mistake in it is reported
 //! before the program starts.  `--stats FILE`: each process rewrites its
 //! counters to `FILE.PID` every 100 ms while it waits.
+//!
+//! The other subcommands talk to running engines over their control
+//! sockets (see `ctl` and `runtime::control`):
+//!
+//! ```text
+//! ustack ifconfig | route | arp | ndp | netstat | sysctl | stats | top | traffic
+//!        [-p PROC] [--json] [--run-dir DIR] [--prefix NAME] ...
+//! ```
 
 mod ctl;
 mod run;

@@ -233,3 +233,45 @@ pub fn main(cmd: &str, args: &[String]) -> Option<ExitCode> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn common_options_are_taken_out_wherever_they_are() {
+        let Ok((c, rest)) = common(&args(&[
+            "add",
+            "-p",
+            "2",
+            "10.0.0.0/8",
+            "--json",
+            "--run-dir",
+            "/x",
+            "10.1.1.1",
+            "--prefix",
+            "nginx",
+        ])) else {
+            panic!("valid options refused");
+        };
+        assert_eq!(c.proc_id, Some(2));
+        assert!(c.json);
+        assert_eq!(c.run_dir, PathBuf::from("/x"));
+        assert_eq!(c.prefix.as_deref(), Some("nginx"));
+        assert_eq!(rest, args(&["add", "10.0.0.0/8", "10.1.1.1"]));
+    }
+
+    #[test]
+    fn a_bad_or_missing_value_is_a_usage_error() {
+        for bad in [&["-p", "x"][..], &["-p"], &["--run-dir"], &["--prefix"]] {
+            match common(&args(bad)) {
+                Err(Usage(msg)) => assert!(msg.contains(bad[0]), "{msg}"),
+                Ok(_) => panic!("{bad:?} accepted"),
+            }
+        }
+    }
+}

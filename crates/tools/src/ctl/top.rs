@@ -266,3 +266,49 @@ pub fn traffic(c: &Common, sockets: &[EngineSocket], args: &[String]) -> Result<
         );
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(v: &[(&str, u64)]) -> Vec<(String, u64)> {
+        v.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn rates_from_two_samples_over_every_port() {
+        let t0 = Instant::now();
+        let old = sample(
+            &counters(&[
+                ("engine_idle_us", 0),
+                ("port0_link_rx_frames", 100),
+                ("port1_link_rx_frames", 50),
+                ("port0_link_tx_bytes", 1000),
+                ("rx_drop_tcp_bad_checksum", 1),
+                ("tcp_connections", 3),
+            ]),
+            t0,
+        );
+        let new = sample(
+            &counters(&[
+                ("engine_idle_us", 1_500_000),
+                ("port0_link_rx_frames", 2100),
+                ("port1_link_rx_frames", 1050),
+                ("port0_link_tx_bytes", 5000),
+                ("rx_drop_tcp_bad_checksum", 5),
+                ("port1_link_rx_dropped", 2),
+                ("tcp_connections", 7),
+            ]),
+            t0 + Duration::from_secs(2),
+        );
+        let r = rates(&old, &new).unwrap();
+        assert_eq!(r.rx_pps, 1500.0);
+        assert_eq!(r.tx_bps, 16000.0);
+        assert_eq!(r.drops_ps, 3.0);
+        assert_eq!(r.busy_pct, 25.0);
+        assert_eq!(r.connections, 7);
+        assert!(rates(&new, &new).is_none(), "no time passed");
+        assert_eq!(human(1_234_567.0), "1.23M");
+        assert_eq!(human(999.0), "999");
+    }
+}
