@@ -237,3 +237,32 @@ def tt_curl(t, url, workdir):
     check(p.returncode == 0, f"curl {url}: {p.stderr}")
     code, size, _ = p.stdout.split()
     return int(code), int(size), None
+
+
+SUBNETS.update({"pcap_from_start_af_packet": 231})
+
+
+@test("pcap_from_start_af_packet", budget=60)
+def _(ctx):
+    """`[pcap] enable=1`: a curl request to ustack-http captured from the
+    start, handshake and data, in files tcpdump reads without a warning."""
+    pcap_dir = os.path.join(ctx.workdir, "pcap")
+    t = ctx.topo("af_packet", SUBNETS["pcap_from_start_af_packet"], binary=ctx.http,
+                 sets=["pcap.enable=1", f"pcap.savepath={pcap_dir}", "pcap.snaplen=65535"]).start()
+    t.ustack.wait_output(r"\[pcap\] capturing every frame of port 0")
+    code, size, _ = tt_curl(t, f"http://{t.ustack_ip}/", ctx.workdir)
+    check(code == 200 and size == 600, f"GET /: {code}, {size}")
+    t.ustack.stop()
+    files = sorted(os.listdir(pcap_dir))
+    check(len(files) == 1 and re.fullmatch(r"cap-\d+-e0-port0-0\.pcap", files[0]), f"capture files: {files}")
+    p = h.sh(["tcpdump", "-r", os.path.join(pcap_dir, files[0]), "-nn", "-A"], check_rc=False)
+    check(p.returncode == 0, f"tcpdump -r: rc={p.returncode}: {p.stderr}")
+    warnings = [line for line in p.stderr.splitlines() if not line.startswith("reading from file")]
+    check(not warnings, f"tcpdump warns: {warnings}")
+    out = p.stdout
+    syn = re.search(rf"IP {re.escape(t.kernel_ip)}\.\d+ > {re.escape(t.ustack_ip)}\.80: Flags \[S\]", out)
+    synack = re.search(rf"IP {re.escape(t.ustack_ip)}\.80 > {re.escape(t.kernel_ip)}\.\d+: Flags \[S\.\]", out)
+    check(syn and synack, f"no handshake in the capture:\n{out[:2000]}")
+    check("GET / HTTP/1.1" in out and "HTTP/1.1 200" in out and "</html>" in out,
+          f"the request and the page are not in the capture:\n{out[:2000]}")
+    check("ARP" in out, "the ARP exchange before the connection is not in the capture")

@@ -122,16 +122,34 @@ impl ControlServer {
     /// engine answers on is not.  The socket is the owner's only (mode
     /// 0600): it can change routes.
     pub fn bind(path: &Path) -> Result<ControlServer, BindError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(BindError::Io)?;
-        }
-        if path.exists() {
-            if UnixStream::connect(path).is_ok() {
-                return Err(BindError::InUse);
+        let mut tries = 0;
+        let listener = loop {
+            tries += 1;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(BindError::Io)?;
             }
-            std::fs::remove_file(path).map_err(BindError::Io)?;
-        }
-        let listener = UnixListener::bind(path).map_err(BindError::Io)?;
+            if path.exists() {
+                // Only a socket nobody listens on is taken over (a live
+                // engine with a full backlog refuses with another error).
+                match UnixStream::connect(path) {
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                    _ => return Err(BindError::InUse),
+                }
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(BindError::Io(e)),
+                    _ => {}
+                }
+            }
+            match UnixListener::bind(path) {
+                Ok(l) => break l,
+                // Another engine bound the name since we looked.
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => return Err(BindError::InUse),
+                // The directory was removed with the last socket of
+                // another process since we made it: make it again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => {}
+                Err(e) => return Err(BindError::Io(e)),
+            }
+        };
         let cleanup = |e: io::Error| {
             let _ = std::fs::remove_file(path);
             BindError::Io(e)
@@ -363,6 +381,11 @@ impl Drop for ControlServer {
     fn drop(&mut self) {
         if std::process::id() == self.owner {
             let _ = std::fs::remove_file(&self.path);
+            // The prefix's directory goes with its last socket (removing a
+            // directory that is not empty fails, and is meant to).
+            if let Some(dir) = self.path.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
         }
     }
 }

@@ -117,10 +117,17 @@ impl Answer {
     }
 }
 
+/// Whether an answer says the engine is gone: its socket file is left
+/// from a process that ended without removing it (killed).
+fn gone(a: &Answer) -> bool {
+    matches!(&a.reply, Err(AskError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
 /// Asks every engine `req`, all at once (one thread per engine): a slow
-/// engine does not hold up the others' answers.
+/// engine does not hold up the others' answers.  Engines that are gone
+/// (a socket file nobody listens on) are left out.
 pub fn ask_all(sockets: &[EngineSocket], req: &Request) -> Vec<Answer> {
-    std::thread::scope(|s| {
+    let answers: Vec<Answer> = std::thread::scope(|s| {
         let handles: Vec<_> = sockets
             .iter()
             .map(|sock| s.spawn(move || client::ask(&sock.path, req, TIMEOUT)))
@@ -137,7 +144,22 @@ pub fn ask_all(sockets: &[EngineSocket], req: &Request) -> Vec<Answer> {
                 }),
             })
             .collect()
-    })
+    });
+    if answers.iter().all(gone) {
+        // Nothing runs: say so once rather than once per file.
+        return answers
+            .into_iter()
+            .take(1)
+            .map(|a| Answer {
+                socket: a.socket,
+                reply: Err(AskError::Io(std::io::Error::other(
+                    "no running engine answers (the socket files are left from processes that \
+                     ended)",
+                ))),
+            })
+            .collect();
+    }
+    answers.into_iter().filter(|a| !gone(a)).collect()
 }
 
 /// The JSON of one engine's answer: who, and the reply or the error.
