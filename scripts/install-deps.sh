@@ -14,6 +14,8 @@ apt_packages=(
   # servers, their load generators and clients, and strace for looking at
   # which calls they make.
   nginx redis-server redis-tools knot bind9-dnsutils dnsperf iperf3 strace
+  # `ustack top` in a terminal (tests/interop/cases_ctl.py).
+  tmux
 )
 # The services these packages install (nginx, redis-server, knot) and iperf3's
 # optional one must not run: the tests start their own copies in network

@@ -34,7 +34,7 @@ import harness as h  # noqa: E402
 
 # ustack's programs the cases run, all from --bin-dir.
 PROGRAMS = ("ustack-echo", "ustack-http", "ustack-get", "ustack-connect", "ustack-async-echo",
-            "ustack-async-client")
+            "ustack-async-client", "ustack")
 
 # The kernel side's tools the cases run, and the Debian package of each.
 TOOLS = {
@@ -43,6 +43,8 @@ TOOLS = {
     # The unmodified programs of cases_preload.py and their clients.
     "nginx": "nginx", "redis-server": "redis-server", "redis-benchmark": "redis-tools", "redis-cli": "redis-tools",
     "knotd": "knot", "dig": "bind9-dnsutils", "dnsperf": "dnsperf", "iperf3": "iperf3",
+    # `ustack top` in a terminal (cases_ctl.py).
+    "tmux": "tmux",
 }
 
 

@@ -166,6 +166,8 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
     let processes = runtime::cores::engine_cores(&cfg).len();
     let group = runtime::procgroup::group_for(&cfg);
     let core = narrow_to_process(&mut cfg, args.proc_id, program)?;
+    // Names this process's control sockets (`ustack -p N`).
+    runtime::control::set_proc_id(args.proc_id as u32);
     crate::sysctl::note_config(&cfg);
     let seed = link::os::random_seed().map_err(|e| {
         InitError(

@@ -39,7 +39,7 @@ pub use arp_tap::ArpTap;
 pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
 pub use handoff::FlowHandoff;
 pub use memory::{MemoryConfig, MemoryLink, QueueChooser};
-pub use pcap::{PcapLink, PcapWriter};
+pub use pcap::{FrameRecorder, PcapLink, PcapSeries, PcapWriter};
 pub use pool::{PacketPool, PoolBuf, PoolStats};
 pub use shm::{ShmConfig, ShmFrame, ShmLink, ShmSide, ShmStats};
 pub use tap::{TapLink, TapOptions};

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::RawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer};
@@ -68,22 +68,111 @@ impl<W: Write> PcapWriter<W> {
     }
 }
 
+/// Where a [`PcapLink`] puts its frames: one pcap file, or a series.
+pub trait FrameRecorder {
+    /// Records one frame, stamped `ts` after the Unix epoch.
+    fn record(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()>;
+    /// Writes out what is buffered.
+    fn flush(&mut self) -> io::Result<()>;
+}
+
+impl<W: Write> FrameRecorder for PcapWriter<W> {
+    fn record(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()> {
+        self.write_frame(ts, frame)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        PcapWriter::flush(self)
+    }
+}
+
+/// Bytes of a pcap file's header, and of a record's.
+const FILE_HEADER: u64 = 24;
+const RECORD_HEADER: u64 = 16;
+
+/// A series of pcap files of at most `savelen` bytes each (F-Stack's
+/// `[pcap] savelen`): `PREFIX-0.pcap`, `PREFIX-1.pcap`, ... each a whole
+/// pcap file with its own header.  What is buffered is written out at
+/// least once a second, so a reader sees frames while the capture runs.
+pub struct PcapSeries {
+    prefix: PathBuf,
+    snaplen: u32,
+    savelen: u64,
+    index: u32,
+    file: PcapWriter<BufWriter<File>>,
+    written: u64,
+    last_flush: Duration,
+}
+
+impl PcapSeries {
+    /// Starts the series with `PREFIX-0.pcap` (`prefix` is a path without
+    /// the extension).
+    pub fn create(prefix: impl Into<PathBuf>, snaplen: u32, savelen: u64) -> io::Result<Self> {
+        let prefix = prefix.into();
+        let file = PcapWriter::create(Self::path_of(&prefix, 0), snaplen)?;
+        Ok(PcapSeries {
+            prefix,
+            snaplen,
+            savelen,
+            index: 0,
+            file,
+            written: FILE_HEADER,
+            last_flush: Duration::ZERO,
+        })
+    }
+
+    fn path_of(prefix: &Path, index: u32) -> PathBuf {
+        let mut name = prefix.as_os_str().to_owned();
+        name.push(format!("-{index}.pcap"));
+        PathBuf::from(name)
+    }
+
+    /// The file being written.
+    pub fn current_path(&self) -> PathBuf {
+        Self::path_of(&self.prefix, self.index)
+    }
+}
+
+impl FrameRecorder for PcapSeries {
+    fn record(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()> {
+        let size = RECORD_HEADER + frame.len().min(self.snaplen as usize) as u64;
+        // A file holds at least one record, whatever `savelen` says.
+        if self.written > FILE_HEADER && self.written + size > self.savelen {
+            self.file.flush()?;
+            self.index += 1;
+            self.file = PcapWriter::create(Self::path_of(&self.prefix, self.index), self.snaplen)?;
+            self.written = FILE_HEADER;
+        }
+        self.file.write_frame(ts, frame)?;
+        self.written += size;
+        if ts.saturating_sub(self.last_flush) >= Duration::from_secs(1) {
+            self.last_flush = ts;
+            self.file.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// A link that writes every frame it receives or sends to a pcap file.
 ///
 /// Transmitted frames are captured when handed to the inner link; frames the
 /// inner link leaves in the vector are not captured again on the retry that
 /// follows (they are assumed to be the front of the next `tx_burst`).
-pub struct PcapLink<L: Link, W: Write = BufWriter<File>> {
+pub struct PcapLink<L: Link, R: FrameRecorder = PcapWriter<BufWriter<File>>> {
     inner: L,
-    writer: PcapWriter<W>,
+    writer: R,
     /// Frames at the front of the caller's vector captured already.
     tx_captured_front: usize,
     write_errors: u64,
 }
 
-impl<L: Link, W: Write> PcapLink<L, W> {
+impl<L: Link, R: FrameRecorder> PcapLink<L, R> {
     /// Wraps `inner`, capturing into `writer`.
-    pub fn new(inner: L, writer: PcapWriter<W>) -> Self {
+    pub fn new(inner: L, writer: R) -> Self {
         PcapLink {
             inner,
             writer,
@@ -113,12 +202,12 @@ impl<L: Link, W: Write> PcapLink<L, W> {
     }
 
     /// Takes the link and the writer apart.
-    pub fn into_parts(self) -> (L, PcapWriter<W>) {
+    pub fn into_parts(self) -> (L, R) {
         (self.inner, self.writer)
     }
 
     fn capture(&mut self, ts: Duration, frame: &[u8]) {
-        if self.writer.write_frame(ts, frame).is_err() {
+        if self.writer.record(ts, frame).is_err() {
             self.write_errors += 1;
         }
     }
@@ -130,7 +219,7 @@ fn now() -> Duration {
         .unwrap_or_default()
 }
 
-impl<L: Link, W: Write> Link for PcapLink<L, W> {
+impl<L: Link, R: FrameRecorder> Link for PcapLink<L, R> {
     type Buf = L::Buf;
 
     fn tx_checksum_offload(&self) -> bool {
@@ -201,7 +290,7 @@ impl<L: Link, W: Write> Link for PcapLink<L, W> {
     }
 }
 
-impl<L: Link, W: Write> PcapLink<L, W> {
+impl<L: Link, R: FrameRecorder> PcapLink<L, R> {
     /// Captures a frame the engine handled outside the link (for example
     /// one consumed by the dispatcher hook), stamped now.
     pub fn capture_frame(&mut self, frame: &[u8]) {
@@ -263,5 +352,34 @@ mod tests {
         assert_eq!(bytes.len(), 24 + 16 + 20 + 16 + 30);
         assert_eq!(bytes[24 + 16], 0x11);
         assert_eq!(bytes[24 + 16 + 20 + 16], 0x22);
+    }
+
+    #[test]
+    fn a_series_starts_a_whole_file_when_the_next_record_would_pass_savelen() {
+        let dir = std::env::temp_dir().join(format!("ustack-pcap-series-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Header 24 + two records of 16 + 100 = 256: a third goes on.
+        let mut s = PcapSeries::create(dir.join("cap"), 65535, 256).unwrap();
+        for i in 0..5u8 {
+            s.record(Duration::from_secs(u64::from(i)), &[i; 100])
+                .unwrap();
+        }
+        // A record bigger than savelen still gets a file of its own.
+        s.record(Duration::from_secs(9), &[9; 400]).unwrap();
+        assert_eq!(s.current_path(), dir.join("cap-3.pcap"));
+        drop(s);
+        let sizes: Vec<u64> = (0..4)
+            .map(|i| {
+                std::fs::metadata(dir.join(format!("cap-{i}.pcap")))
+                    .unwrap()
+                    .len()
+            })
+            .collect();
+        assert_eq!(sizes, vec![256, 256, 140, 24 + 16 + 400]);
+        let second = std::fs::read(dir.join("cap-1.pcap")).unwrap();
+        assert_eq!(&second[..4], &MAGIC.to_le_bytes());
+        assert_eq!(second[24 + 16], 2, "the third frame opens the second file");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -36,6 +36,7 @@ use stack::steer::FlowSteering;
 use stack::Stack;
 
 use crate::config::{Config, LinkSpec, PortConfig};
+use crate::control::ControlSpec;
 use crate::engine::{mesh, open_kni, AppContext, Application, Dispatcher, Engine, KniPort};
 use crate::ports::PortLink;
 use crate::setup::{engine_config, fault_config, link_name, port_pool, stack_config, SetupError};
@@ -96,18 +97,22 @@ pub struct EngineSlot {
     fault: Option<link::FaultConfig>,
     dispatcher: Option<Dispatcher<<PortLink as Link>::Buf>>,
     cfg: crate::engine::EngineConfig,
+    control: Option<ControlSpec>,
+    /// Each port's capture (`[pcap]`), made on the starting thread.
+    captures: Vec<Option<link::PcapSeries>>,
 }
 
 impl EngineSlot {
     /// The engine, on the thread that will run it.
     pub fn into_engine(self) -> Engine<PortLink> {
         let fault = self.fault;
+        let mut captures = self.captures.into_iter();
         let links = self
             .links
             .into_iter()
             .enumerate()
             .map(|(i, l)| {
-                let l = l.into_port_link();
+                let l = crate::setup::captured(l.into_port_link(), captures.next().flatten());
                 match (i, &fault) {
                     (0, Some(fc)) => PortLink::Faulty(Box::new(FaultLink::new(l, fc.clone()))),
                     _ => l,
@@ -117,6 +122,9 @@ impl EngineSlot {
         let mut engine = Engine::new(self.stack, links, self.cfg);
         if let Some(d) = self.dispatcher {
             engine.set_dispatcher(d);
+        }
+        if let Some(spec) = &self.control {
+            crate::control::attach(&mut engine, spec, engine_snapshot);
         }
         engine
     }
@@ -304,6 +312,12 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
             }),
             dispatcher,
             cfg: engine_config(cfg),
+            control: ControlSpec::from_config(cfg, e as u32),
+            captures: cfg
+                .ports
+                .iter()
+                .map(|p| crate::setup::pcap_series(cfg, e, p.id))
+                .collect::<Result<_, _>>()?,
         });
     }
     Ok(slots)

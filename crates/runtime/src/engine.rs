@@ -10,6 +10,7 @@ use link::{Link, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta};
 
 use crate::clock::Clock;
+use crate::control::EngineControl;
 
 mod dispatch;
 mod lend;
@@ -52,6 +53,10 @@ pub struct EngineCounters {
     /// Frames the stack emitted larger than a link buffer.
     pub tx_drop_oversize: u64,
     pub link_errors: u64,
+    /// Microseconds from the start of a turn that found no work to the
+    /// start of the next (the idle sleep included): `ustack top`'s busy
+    /// share is the rest of the wall time.
+    pub idle_us: u64,
 }
 
 /// What an application sees on each turn of the loop.
@@ -300,7 +305,19 @@ pub struct Engine<L: Link> {
     one_port: bool,
     /// IPv6 addresses found duplicate so far, said on stderr.
     duplicates_told: u64,
+    /// The control socket, when the engine has one.
+    control: Option<Box<EngineControl<L>>>,
+    /// When the control socket is next looked at.
+    next_control: Instant,
+    /// When the last turn began, and whether it found work.
+    last_turn: Instant,
+    last_turn_worked: bool,
 }
+
+/// How often a running engine looks at its control socket: often enough
+/// that a busy engine answers within milliseconds, seldom enough that the
+/// few system calls cost nothing measurable.
+const CONTROL_INTERVAL: Duration = Duration::from_millis(1);
 
 impl<L: Link> Engine<L> {
     /// An engine over `links`; link `i` is the stack's interface `i`.
@@ -337,6 +354,10 @@ impl<L: Link> Engine<L> {
             lent: lend::Lender::default(),
             one_port: false,
             duplicates_told: 0,
+            control: None,
+            next_control: Instant::ZERO,
+            last_turn: Instant::ZERO,
+            last_turn_worked: true,
         };
         engine.start_lending();
         engine.refresh_turn_kind();
@@ -383,6 +404,30 @@ impl<L: Link> Engine<L> {
         d.set_handoff(h);
         self.stack.set_flow_handoff(true);
         self.refresh_turn_kind();
+    }
+
+    /// Serves `control` from this engine's loop (see [`crate::control`]).
+    pub fn set_control(&mut self, control: EngineControl<L>) {
+        self.control = Some(Box::new(control));
+    }
+
+    /// The control socket, when the engine has one.
+    pub fn control(&self) -> Option<&EngineControl<L>> {
+        self.control.as_deref()
+    }
+
+    /// Looks at the control socket: bounded work (see
+    /// `control::server`).  Returns whether anything happened.
+    #[cold]
+    #[inline(never)]
+    fn serve_control(&mut self, now: Instant) -> bool {
+        self.next_control = now + CONTROL_INTERVAL;
+        let Some(mut control) = self.control.take() else {
+            return false;
+        };
+        let work = control.serve(self);
+        self.control = Some(control);
+        work
     }
 
     /// The dispatcher's counters, when there is one.
@@ -463,6 +508,7 @@ impl<L: Link> Engine<L> {
     /// a tool that slows the program down and would otherwise fire every
     /// timer many times more often per packet).  `now` must not go back.
     pub fn turn_at<A: Application + ?Sized>(&mut self, now: Instant, app: &mut A) -> bool {
+        self.note_turn(now);
         if self.one_port {
             return self.turn_one_port(now, app);
         }
@@ -493,6 +539,7 @@ impl<L: Link> Engine<L> {
                 flush(port, &mut self.counters);
             }
         }
+        self.last_turn_worked = work;
         work
     }
 
@@ -513,7 +560,20 @@ impl<L: Link> Engine<L> {
                 flush(port, &mut self.counters);
             }
         }
+        self.last_turn_worked = work;
         work
+    }
+
+    /// Counts the time since the last turn as idle when that turn found
+    /// no work.
+    #[inline(always)]
+    fn note_turn(&mut self, now: Instant) {
+        if !self.last_turn_worked {
+            self.counters.idle_us += now
+                .total_micros()
+                .saturating_sub(self.last_turn.total_micros());
+        }
+        self.last_turn = now;
     }
 
     /// The ACKs that waited for the end of the turn's receive bursts.
@@ -551,6 +611,9 @@ impl<L: Link> Engine<L> {
             if self.stack.counters().ndp_dad_duplicates != self.duplicates_told {
                 self.tell_duplicates();
             }
+        }
+        if self.control.is_some() && now >= self.next_control {
+            return self.serve_control(now) | work;
         }
         work
     }
@@ -743,6 +806,9 @@ impl<L: Link> Engine<L> {
         let pollable = fds.len() == self.ports.len();
         if let Some(d) = &self.dispatch {
             fds.extend(d.wait_fds());
+        }
+        if let Some(c) = &self.control {
+            fds.extend(c.wait_fds());
         }
         IdlePlan {
             timeout,

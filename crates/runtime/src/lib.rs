@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod cores;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;

@@ -13,7 +13,7 @@ use std::os::fd::RawFd;
 use link::dpdk::{DpdkLink, Mbuf};
 use link::{
     AfPacketLink, AfXdpLink, FaultLink, Link, LinkInfo, LinkStats, MemoryLink, PacketBuffer,
-    PoolBuf, TapLink, XdpFrame, MAX_BURST,
+    PcapLink, PcapSeries, PoolBuf, TapLink, XdpFrame, MAX_BURST,
 };
 
 /// The link of a port.
@@ -29,6 +29,8 @@ pub enum PortLink {
     Dpdk(DpdkLink),
     /// Any of the above behind the fault injector (`[fault]`).
     Faulty(Box<FaultLink<PortLink>>),
+    /// Any of the above captured to pcap files (`[pcap] enable=1`).
+    Captured(Box<PcapLink<PortLink, PcapSeries>>),
 }
 
 /// A frame buffer of a [`PortLink`]: the buffer kind of the link it came
@@ -215,6 +217,7 @@ macro_rules! each {
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk($l) => $e,
             PortLink::Faulty($l) => $e,
+            PortLink::Captured($l) => $e,
         }
     };
 }
@@ -235,6 +238,7 @@ macro_rules! by_kind {
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk($l) => $native,
             PortLink::Faulty($l) => $fault,
+            PortLink::Captured($l) => $fault,
         }
     };
 }
@@ -244,6 +248,25 @@ impl PortLink {
     pub fn fault_stats(&self) -> Option<link::FaultStats> {
         match self {
             PortLink::Faulty(f) => Some(f.fault_stats()),
+            PortLink::Captured(c) => c.inner().fault_stats(),
+            _ => None,
+        }
+    }
+
+    /// The device link under the fault injector and the capture.
+    pub fn device(&self) -> &PortLink {
+        match self {
+            PortLink::Faulty(f) => f.inner().device(),
+            PortLink::Captured(c) => c.inner().device(),
+            other => other,
+        }
+    }
+
+    /// Capture records that could not be written, when capturing.
+    pub fn capture_write_errors(&self) -> Option<u64> {
+        match self {
+            PortLink::Captured(c) => Some(c.write_errors()),
+            PortLink::Faulty(f) => f.inner().capture_write_errors(),
             _ => None,
         }
     }
@@ -258,6 +281,7 @@ impl PortLink {
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(_) => "dpdk",
             PortLink::Faulty(f) => f.inner().kind(),
+            PortLink::Captured(c) => c.inner().kind(),
         }
     }
 
@@ -267,6 +291,7 @@ impl PortLink {
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(d) => d.extra_stats().to_vec(),
             PortLink::Faulty(f) => f.inner().extra_stats(),
+            PortLink::Captured(c) => c.inner().extra_stats(),
             _ => Vec::new(),
         }
     }
@@ -312,6 +337,7 @@ impl Link for PortLink {
         match self {
             // The injector services the link inside it too (AF_XDP refills).
             PortLink::Faulty(f) => f.service(),
+            PortLink::Captured(c) => c.service(),
             PortLink::AfXdp(x) => x.service(),
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(d) => d.service(),
@@ -322,6 +348,7 @@ impl Link for PortLink {
     fn next_event(&self) -> Option<std::time::Instant> {
         match self {
             PortLink::Faulty(f) => f.next_event(),
+            PortLink::Captured(c) => c.next_event(),
             _ => None,
         }
     }

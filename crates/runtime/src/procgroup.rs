@@ -51,13 +51,8 @@ pub fn share_ports_engine(
                 what: "several processes on one port need link=af_packet",
             });
         };
-        let l = match link {
-            PortLink::AfPacket(l) => l,
-            PortLink::Faulty(f) => match f.inner() {
-                PortLink::AfPacket(l) => l,
-                _ => unreachable_link(port.id)?,
-            },
-            _ => unreachable_link(port.id)?,
+        let PortLink::AfPacket(l) = link.device() else {
+            return unreachable_link(port.id);
         };
         l.join_fanout(Some(group)).map_err(err)?;
         l.set_fanout_program().map_err(err)?;

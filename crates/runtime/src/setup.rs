@@ -3,7 +3,10 @@
 
 use std::fmt;
 
-use link::{AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, RingConfig, TapLink};
+use link::{
+    AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, PcapLink, PcapSeries, RingConfig,
+    TapLink,
+};
 use std::net::IpAddr;
 
 use stack::route::IpCidr;
@@ -56,6 +59,12 @@ pub enum SetupError {
         vlan: u16,
         error: stack::StackError,
     },
+    /// `[pcap] enable=1` and the first capture file cannot be made.
+    Capture {
+        port: u16,
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
 }
 
 impl fmt::Display for SetupError {
@@ -84,6 +93,11 @@ impl fmt::Display for SetupError {
             }
             SetupError::Stack { port, error } => write!(f, "[port{port}]: {error}"),
             SetupError::Vlan { vlan, error } => write!(f, "[vlan{vlan}]: {error}"),
+            SetupError::Capture { port, path, error } => write!(
+                f,
+                "[pcap] enable=1: cannot capture port {port} to {}: {error}",
+                path.display()
+            ),
             SetupError::Mtu { port, asked, link } => {
                 write!(
                     f,
@@ -449,6 +463,43 @@ pub fn fault_config(cfg: &Config) -> Option<FaultConfig> {
     })
 }
 
+/// The capture of port `port` of engine `engine` when `[pcap] enable=1`:
+/// files `savepath/cap-PID-eENGINE-portPORT-N.pcap` of at most `savelen`
+/// bytes each, frames cut to `snaplen`.
+pub fn pcap_series(
+    cfg: &Config,
+    engine: usize,
+    port: u16,
+) -> Result<Option<PcapSeries>, SetupError> {
+    let p = &cfg.pcap;
+    if !p.enable {
+        return Ok(None);
+    }
+    let prefix = p
+        .savepath
+        .join(format!("cap-{}-e{engine}-port{port}", std::process::id()));
+    let err = |error| SetupError::Capture {
+        port,
+        path: prefix.clone(),
+        error,
+    };
+    std::fs::create_dir_all(&p.savepath).map_err(err)?;
+    let series = PcapSeries::create(&prefix, p.snaplen, p.savelen).map_err(err)?;
+    eprintln!(
+        "ustack: [pcap] capturing every frame of port {port} (engine {engine}) to {}",
+        series.current_path().display()
+    );
+    Ok(Some(series))
+}
+
+/// `link` behind its capture, when there is one.
+pub fn captured(link: PortLink, series: Option<PcapSeries>) -> PortLink {
+    match series {
+        Some(s) => PortLink::Captured(Box::new(PcapLink::new(link, s))),
+        None => link,
+    }
+}
+
 /// Builds the engine a configuration describes: every port opened, port 0
 /// behind the fault injector when `[fault]` is present.
 pub fn build_engine(cfg: &Config, seed: u64) -> Result<Engine<PortLink>, SetupError> {
@@ -473,7 +524,7 @@ pub fn build_engine_steered(
     let mut stack = Stack::new(sc);
     let mut links = Vec::new();
     for (i, port) in cfg.ports.iter().enumerate() {
-        let mut link = open_link(&cfg.dpdk, port)?;
+        let mut link = captured(open_link(&cfg.dpdk, port)?, pcap_series(cfg, 0, port.id)?);
         if i == 0 {
             if let Some(fc) = fault_config(cfg) {
                 link = PortLink::Faulty(Box::new(FaultLink::new(link, fc)));
@@ -482,7 +533,11 @@ pub fn build_engine_steered(
         links.push(link);
     }
     add_interfaces(&mut stack, cfg, &links)?;
-    Ok(Engine::new(stack, links, engine_config(cfg)))
+    let mut engine = Engine::new(stack, links, engine_config(cfg));
+    if let Some(spec) = crate::control::ControlSpec::from_config(cfg, 0) {
+        crate::control::attach(&mut engine, &spec, crate::cores::engine_snapshot);
+    }
+    Ok(engine)
 }
 
 #[cfg(test)]

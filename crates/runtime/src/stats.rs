@@ -4,14 +4,64 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use link::Link;
+use link::{Link, LinkStats};
 
 use crate::engine::Engine;
 use crate::ports::PortLink;
 
-/// Every counter of an engine: the stack's, the loop's, each port's link and
-/// fault injector, by name.
+/// Every counter of an engine: the stack's, the loop's, the control
+/// socket's, each port's link and fault injector, by name.
 pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
+    let mut out = snapshot_of(engine);
+    for (i, port) in engine.ports().enumerate() {
+        if let Some(errors) = port.capture_write_errors() {
+            out.push((format!("port{i}_pcap_write_errors"), errors));
+        }
+        if let Some(f) = port.fault_stats() {
+            for (dir, d) in [("rx", f.rx), ("tx", f.tx)] {
+                for (name, v) in [
+                    ("frames_in", d.frames_in),
+                    ("frames_out", d.frames_out),
+                    ("lost", d.lost),
+                    ("duplicated", d.duplicated),
+                    ("reordered", d.reordered),
+                    ("corrupted", d.corrupted),
+                    ("completed_before_corrupt", d.completed_before_corrupt),
+                    ("delayed", d.delayed),
+                ] {
+                    out.push((format!("port{i}_fault_{dir}_{name}"), v));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A link's counters by name (`rx_frames`, `tx_bytes` ...).
+pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
+    [
+        ("rx_frames", s.rx_frames),
+        ("rx_bytes", s.rx_bytes),
+        ("tx_frames", s.tx_frames),
+        ("tx_bytes", s.tx_bytes),
+        ("rx_dropped", s.rx_dropped),
+        ("tx_dropped", s.tx_dropped),
+        ("pool_exhausted", s.pool_exhausted),
+        ("rx_oversize", s.rx_oversize),
+        ("rx_copied", s.rx_copied),
+        ("ring_errors", s.ring_errors),
+        ("rx_csum_partial_form", s.rx_csum_partial_form),
+        ("rx_super_frames", s.rx_super_frames),
+        ("rx_super_bad_checksum", s.rx_super_bad_checksum),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect()
+}
+
+/// [`snapshot`] of an engine over any link: everything but the fault
+/// injector's counters.
+pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     engine
         .stack
@@ -37,43 +87,17 @@ pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
         ("engine_tx_drop_ring_full", e.tx_drop_ring_full),
         ("engine_tx_drop_oversize", e.tx_drop_oversize),
         ("engine_link_errors", e.link_errors),
+        ("engine_idle_us", e.idle_us),
     ] {
         out.push((name.to_string(), v));
     }
+    if let Some(c) = engine.control() {
+        c.counters()
+            .visit(|name, v| out.push((name.to_string(), v)));
+    }
     for (i, port) in engine.ports().enumerate() {
-        let s = port.stats();
-        for (name, v) in [
-            ("rx_frames", s.rx_frames),
-            ("rx_bytes", s.rx_bytes),
-            ("tx_frames", s.tx_frames),
-            ("tx_bytes", s.tx_bytes),
-            ("rx_dropped", s.rx_dropped),
-            ("tx_dropped", s.tx_dropped),
-            ("pool_exhausted", s.pool_exhausted),
-            ("rx_oversize", s.rx_oversize),
-            ("rx_copied", s.rx_copied),
-            ("ring_errors", s.ring_errors),
-            ("rx_csum_partial_form", s.rx_csum_partial_form),
-            ("rx_super_frames", s.rx_super_frames),
-            ("rx_super_bad_checksum", s.rx_super_bad_checksum),
-        ] {
+        for (name, v) in link_counters(&port.stats()) {
             out.push((format!("port{i}_link_{name}"), v));
-        }
-        if let Some(f) = port.fault_stats() {
-            for (dir, d) in [("rx", f.rx), ("tx", f.tx)] {
-                for (name, v) in [
-                    ("frames_in", d.frames_in),
-                    ("frames_out", d.frames_out),
-                    ("lost", d.lost),
-                    ("duplicated", d.duplicated),
-                    ("reordered", d.reordered),
-                    ("corrupted", d.corrupted),
-                    ("completed_before_corrupt", d.completed_before_corrupt),
-                    ("delayed", d.delayed),
-                ] {
-                    out.push((format!("port{i}_fault_{dir}_{name}"), v));
-                }
-            }
         }
     }
     // Each VLAN interface's traffic, by port and VLAN id.

@@ -224,6 +224,22 @@ impl Interface {
         self.addrs.contains(&ip)
     }
 
+    /// Adds an address after the others (the caller checked it is new).
+    pub(crate) fn push_addr(&mut self, ip: Ipv4Addr) {
+        self.addrs.push(ip);
+    }
+
+    /// Removes an address other than the primary; whether it was there.
+    pub(crate) fn remove_addr(&mut self, ip: Ipv4Addr) -> bool {
+        match self.addrs.iter().skip(1).position(|&a| a == ip) {
+            Some(i) => {
+                self.addrs.remove(i + 1);
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn netmask(&self) -> Ipv4Addr {
         Ipv4Addr::from(netmask(self.prefix_len))
     }

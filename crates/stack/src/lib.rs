@@ -3,6 +3,7 @@
 //! frames go out through a [`FrameSink`] the caller provides.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 mod arp;
 pub mod config;
 pub mod counters;

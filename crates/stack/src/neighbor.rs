@@ -55,7 +55,18 @@ enum State {
         sent: u32,
         next: Instant,
     },
+    /// Set by the operator (`arp -s`, `ndp -s`): never expires, never
+    /// evicted, and what the network says does not change it (FreeBSD's
+    /// static entries).
+    Permanent {
+        mac: [u8; 6],
+    },
 }
+
+/// The expiry a permanent entry reports to a path cache: never, in
+/// practice (a path cached until then is still dropped when the cache's
+/// epoch changes).
+const PERMANENT_UNTIL: Instant = Instant::from_micros(u64::MAX / 2);
 
 impl State {
     /// The link address packets go to now, if any.
@@ -65,7 +76,8 @@ impl State {
             State::Reachable { mac, .. }
             | State::Stale { mac, .. }
             | State::Delay { mac, .. }
-            | State::Probe { mac, .. } => Some(*mac),
+            | State::Probe { mac, .. }
+            | State::Permanent { mac } => Some(*mac),
         }
     }
 }
@@ -167,6 +179,7 @@ impl NeighborCache {
     pub fn lookup(&self, iface: IfaceId, ip: IpAddr, now: Instant) -> Lookup {
         match self.entries.get(&(iface, ip)) {
             Some(State::Reachable { mac, expires }) if *expires > now => Lookup::Found(*mac),
+            Some(State::Permanent { mac }) => Lookup::Found(*mac),
             Some(State::Incomplete { .. }) => Lookup::Pending,
             Some(s @ (State::Stale { .. } | State::Delay { .. } | State::Probe { .. })) => {
                 s.mac().map_or(Lookup::Missing, Lookup::Found)
@@ -192,7 +205,9 @@ impl NeighborCache {
                 };
                 Lookup::Found(mac)
             }
-            State::Delay { mac, .. } | State::Probe { mac, .. } => Lookup::Found(mac),
+            State::Delay { mac, .. } | State::Probe { mac, .. } | State::Permanent { mac } => {
+                Lookup::Found(mac)
+            }
         }
     }
 
@@ -222,10 +237,15 @@ impl NeighborCache {
             if news == NdpNews::Source {
                 self.epoch += 1;
                 out.evicted = self.make_room();
-                self.entries.insert(key, stale);
+                if self.has_room() {
+                    self.entries.insert(key, stale);
+                }
             }
             return out;
         };
+        if matches!(state, State::Permanent { .. }) {
+            return out;
+        }
         let old_mac = state.mac();
         let next = match (news, &*state) {
             (NdpNews::Source, State::Incomplete { .. }) => Some(stale),
@@ -278,6 +298,7 @@ impl NeighborCache {
     pub fn resolved(&self, iface: IfaceId, ip: IpAddr, now: Instant) -> Option<([u8; 6], Instant)> {
         match self.entries.get(&(iface, ip)) {
             Some(State::Reachable { mac, expires }) if *expires > now => Some((*mac, *expires)),
+            Some(State::Permanent { mac }) => Some((*mac, PERMANENT_UNTIL)),
             _ => None,
         }
     }
@@ -294,6 +315,11 @@ impl NeighborCache {
         let key = (iface, ip);
         if !self.entries.contains_key(&key) {
             out.evicted = self.make_room();
+            if !self.has_room() {
+                // Full of the operator's entries: nowhere to wait.
+                out.dropped_oldest = true;
+                return out;
+            }
         }
         let state = self.entries.entry(key).or_insert(State::Incomplete {
             sent: 0,
@@ -348,6 +374,7 @@ impl NeighborCache {
         let key = (iface, ip);
         let expires = now + self.cfg.max_age;
         match self.entries.get_mut(&key) {
+            Some(State::Permanent { .. }) => {}
             Some(state) => {
                 let old = core::mem::replace(state, State::Reachable { mac, expires });
                 match old {
@@ -357,7 +384,9 @@ impl NeighborCache {
             }
             None if create => {
                 out.evicted = self.make_room();
-                self.entries.insert(key, State::Reachable { mac, expires });
+                if self.has_room() {
+                    self.entries.insert(key, State::Reachable { mac, expires });
+                }
             }
             None => {}
         }
@@ -391,6 +420,7 @@ impl NeighborCache {
                 false
             }
             State::Stale { expires, .. } => *expires > now,
+            State::Permanent { .. } => true,
             State::Delay { mac, until } => {
                 if *until > now {
                     return true;
@@ -457,11 +487,12 @@ impl NeighborCache {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.entries
             .values()
-            .map(|s| match s {
-                State::Reachable { expires, .. } | State::Stale { expires, .. } => *expires,
-                State::Incomplete { next_retry, .. } => *next_retry,
-                State::Delay { until, .. } => *until,
-                State::Probe { next, .. } => *next,
+            .filter_map(|s| match s {
+                State::Reachable { expires, .. } | State::Stale { expires, .. } => Some(*expires),
+                State::Incomplete { next_retry, .. } => Some(*next_retry),
+                State::Delay { until, .. } => Some(*until),
+                State::Probe { next, .. } => Some(*next),
+                State::Permanent { .. } => None,
             })
             .min()
     }
@@ -474,9 +505,58 @@ impl NeighborCache {
             State::Reachable { mac, expires } | State::Stale { mac, expires } => {
                 (iface, ip, Some(*mac), Some(*expires))
             }
-            State::Delay { mac, .. } | State::Probe { mac, .. } => (iface, ip, Some(*mac), None),
+            State::Delay { mac, .. } | State::Probe { mac, .. } | State::Permanent { mac } => {
+                (iface, ip, Some(*mac), None)
+            }
             State::Incomplete { .. } => (iface, ip, None, None),
         })
+    }
+
+    /// Whether the entry for `ip` is the operator's (see
+    /// [`set_permanent`](Self::set_permanent)).
+    pub fn is_permanent(&self, iface: IfaceId, ip: IpAddr) -> bool {
+        matches!(
+            self.entries.get(&(iface, ip)),
+            Some(State::Permanent { .. })
+        )
+    }
+
+    /// Sets a permanent entry (`arp -s`): `ip` is at `mac` until removed.
+    /// Returns the packets that waited for `ip`, to be sent now.  `None`
+    /// when the cache is full of permanent entries.
+    pub fn set_permanent(&mut self, iface: IfaceId, ip: IpAddr, mac: [u8; 6]) -> Option<Learned> {
+        let mut out = Learned::default();
+        let key = (iface, ip);
+        if !self.entries.contains_key(&key) {
+            out.evicted = self.make_room();
+            if !self.has_room() {
+                return None;
+            }
+        }
+        self.epoch += 1;
+        match self.entries.insert(key, State::Permanent { mac }) {
+            Some(State::Incomplete { held, .. }) => out.released = held.into(),
+            Some(old) => out.changed = old.mac() != Some(mac),
+            None => {}
+        }
+        Some(out)
+    }
+
+    /// Removes every entry of one family (`arp -F`, `ndp -c`); the
+    /// permanent ones too when `permanent`.  Returns how many went.
+    pub fn flush(&mut self, v6: bool, permanent: bool) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|&(_, ip), s| {
+            ip.is_ipv6() != v6 || (!permanent && matches!(s, State::Permanent { .. }))
+        });
+        self.epoch += 1;
+        before - self.entries.len()
+    }
+
+    /// Whether an entry can be added (after [`make_room`](Self::make_room),
+    /// only when every entry is permanent is there none).
+    fn has_room(&self) -> bool {
+        self.entries.len() < self.cfg.max_entries
     }
 
     /// Evicts one entry if the cache is full; prefers resolved ones so that
@@ -488,8 +568,12 @@ impl NeighborCache {
         let victim = self
             .entries
             .iter()
-            .find(|(_, s)| !matches!(s, State::Incomplete { .. }))
-            .or_else(|| self.entries.iter().next())
+            .find(|(_, s)| !matches!(s, State::Incomplete { .. } | State::Permanent { .. }))
+            .or_else(|| {
+                self.entries
+                    .iter()
+                    .find(|(_, s)| !matches!(s, State::Permanent { .. }))
+            })
             .map(|(k, _)| *k);
         if let Some(k) = victim {
             self.entries.remove(&k);
@@ -715,6 +799,33 @@ mod tests {
         let t = Instant::ZERO;
         c.learn(I, ip(1), MAC, t, true);
         assert!(events(&mut c, t + Duration::from_secs(60)).is_empty());
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_permanent_entry_stays_whatever_the_network_says() {
+        let mut c = cache(2, 4);
+        let t = Instant::ZERO;
+        let held = c.hold(I, ip(1), t, vec![1, 2, 3]);
+        assert!(held.send_request);
+        let set = c.set_permanent(I, ip(1), [2, 0, 0, 0, 0, 9]).unwrap();
+        assert_eq!(set.released, vec![vec![1, 2, 3]]);
+        assert!(c.is_permanent(I, ip(1)));
+        // ARP saying otherwise changes nothing.
+        c.learn(I, ip(1), MAC, t, true);
+        let late = t + Duration::from_secs(3600);
+        assert_eq!(c.lookup(I, ip(1), late), Lookup::Found([2, 0, 0, 0, 0, 9]));
+        assert!(events(&mut c, late).is_empty());
+        assert_eq!(c.next_deadline(), None);
+        // Not evicted to make room; a full cache of them refuses more.
+        c.set_permanent(I, ip(2), MAC).unwrap();
+        assert!(c.set_permanent(I, ip(3), MAC).is_none());
+        c.learn(I, ip(4), MAC, t, true);
+        assert!(c.is_permanent(I, ip(1)) && c.is_permanent(I, ip(2)));
+        // A flush of the other family leaves them; of theirs, takes them.
+        assert_eq!(c.flush(true, true), 0);
+        assert_eq!(c.flush(false, false), 0);
+        assert_eq!(c.flush(false, true), 2);
         assert!(c.is_empty());
     }
 }

@@ -18,7 +18,8 @@
 //!   names: an unknown name there is a warning.
 //!
 //! Sections: `[dpdk]`, `[portN]`, `[pcap]`, `[kni]`, `[freebsd.boot]`,
-//! `[freebsd.sysctl]`, and ustack's own `[fault]`. F-Stack's `[vdevN]`,
+//! `[freebsd.sysctl]`, and ustack's own `[fault]`, `[preload]`,
+//! `[control]` and `[metrics]`. F-Stack's `[vdevN]`,
 //! `[bondN]`, `[vlanN]`, `[rss_check]` and `[stack]` are accepted with a
 //! warning that ustack does not support them.
 
@@ -45,7 +46,8 @@ pub use dpdk::DpdkConfig;
 pub use freebsd::{BootParams, SysctlEntry, Sysctls};
 pub use port::{Ipv4Config, Ipv6Config, PortConfig};
 pub use sections::{
-    FaultConfigSpec, KniConfig, PcapConfig, PreloadConfig, PreloadMode, FAULT_DEFAULT_SEED,
+    ControlConfig, FaultConfigSpec, KniConfig, MetricsConfig, PcapConfig, PreloadConfig,
+    PreloadMode, FAULT_DEFAULT_SEED,
 };
 pub use types::{
     CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType, XdpBindSetting,
@@ -122,6 +124,10 @@ pub struct Config {
     pub preload: PreloadConfig,
     /// `[fault]`, when present: fault injection on every port's link.
     pub fault: Option<FaultConfigSpec>,
+    /// `[control]`: the engines' control sockets.
+    pub control: ControlConfig,
+    /// `[metrics]`: the Prometheus endpoint.
+    pub metrics: MetricsConfig,
     /// `[freebsd.boot]` as written, in file order.
     pub freebsd_boot: Vec<SysctlEntry>,
     /// `[freebsd.sysctl]` as written, in file order.
@@ -239,6 +245,8 @@ const SECTIONS: &[&str] = &[
     "kni",
     "preload",
     "fault",
+    "control",
+    "metrics",
     "freebsd.boot",
     "freebsd.sysctl",
     "port0",
@@ -264,6 +272,8 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
     let mut kni_section: Option<&Section> = None;
     let mut fault = None;
     let mut preload = PreloadConfig::default();
+    let mut control = ControlConfig::default();
+    let mut metrics = MetricsConfig::default();
     let mut freebsd_boot = Vec::new();
     let mut freebsd_sysctl = Vec::new();
     let mut boot = BootParams::default();
@@ -284,6 +294,8 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
             }
             "fault" => fault = Some(sections::build_fault(&mut cx, sec)?),
             "preload" => preload = sections::build_preload(&mut cx, sec)?,
+            "control" => control = sections::build_control(&mut cx, sec)?,
+            "metrics" => metrics = sections::build_metrics(&mut cx, sec)?,
             "freebsd.boot" => {
                 freebsd_boot = freebsd::entries(sec);
                 boot = freebsd::build_boot(&mut cx, sec)?;
@@ -421,6 +433,22 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
             port::check_has_address(&cx, p, sec)?;
         }
     }
+    if metrics.listen.is_some() && !control.enable {
+        let origin = doc
+            .sections
+            .iter()
+            .find(|s| s.name == "metrics")
+            .and_then(|s| s.entry("listen"))
+            .map(|e| e.origin);
+        if let Some(origin) = origin {
+            return Err(cx.error(
+                origin,
+                "[metrics] listen needs the control sockets ([control] enable=1): the endpoint \
+                 reads the engines through them"
+                    .to_string(),
+            ));
+        }
+    }
     if let Some(sec) = kni_section {
         sections::check_kni(&cx, sec, &kni)?;
     }
@@ -440,6 +468,8 @@ fn build(file: &str, doc: Document) -> Result<Config, ConfigError> {
         pcap,
         kni,
         fault,
+        control,
+        metrics,
         preload,
         freebsd_boot,
         freebsd_sysctl,

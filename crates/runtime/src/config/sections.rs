@@ -296,3 +296,62 @@ pub(crate) fn build_preload(cx: &mut Ctx<'_>, sec: &Section) -> Result<PreloadCo
     }
     Ok(p)
 }
+
+/// `[control]`: the control socket of each engine, through which the
+/// `ustack` command reads and changes it (`crate::control`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// `enable` (default 1).
+    pub enable: bool,
+    /// `dir`: the run directory; sockets go in `dir/<file_prefix>/`
+    /// (default `/run/ustack`).
+    pub dir: PathBuf,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            enable: true,
+            dir: PathBuf::from(crate::control::DEFAULT_RUN_DIR),
+        }
+    }
+}
+
+pub(crate) fn build_control(cx: &mut Ctx<'_>, sec: &Section) -> Result<ControlConfig, ConfigError> {
+    const S: &str = "control";
+    const KEYS: &[&str] = &["enable", "dir"];
+    let mut c = ControlConfig::default();
+    for e in &sec.entries {
+        match e.key.as_str() {
+            "enable" => c.enable = cx.value(S, e, value::flag)?,
+            "dir" => c.dir = PathBuf::from(cx.value(S, e, value::non_empty)?),
+            _ => cx.other_key(S, e, KEYS, &[])?,
+        }
+    }
+    Ok(c)
+}
+
+/// `[metrics]`: a Prometheus text endpoint (off by default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `listen`: `ADDR:PORT` of a kernel TCP socket serving `GET /metrics`.
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+pub(crate) fn build_metrics(cx: &mut Ctx<'_>, sec: &Section) -> Result<MetricsConfig, ConfigError> {
+    const S: &str = "metrics";
+    const KEYS: &[&str] = &["listen"];
+    let mut m = MetricsConfig::default();
+    for e in &sec.entries {
+        match e.key.as_str() {
+            "listen" => {
+                m.listen = Some(cx.value(S, e, |v| {
+                    v.parse::<std::net::SocketAddr>()
+                        .map_err(|_| "is not ADDR:PORT (e.g. 127.0.0.1:9100, [::1]:9100)".into())
+                })?)
+            }
+            _ => cx.other_key(S, e, KEYS, &[])?,
+        }
+    }
+    Ok(m)
+}

@@ -1208,3 +1208,38 @@ fn vlan_errors_name_section_and_key() {
         assert_eq!(&err(text), want, "for:\n{text}");
     }
 }
+
+#[test]
+fn control_and_metrics_sections() {
+    let base = "[port0]\nlink=tap:t0\naddr=10.99.1.2/24\n";
+    let c = parse(base).unwrap();
+    assert!(c.control.enable);
+    assert_eq!(c.control.dir, std::path::PathBuf::from("/run/ustack"));
+    assert_eq!(c.metrics.listen, None);
+    let c = parse(&format!(
+        "{base}[control]\ndir=/tmp/r\n[metrics]\nlisten=127.0.0.1:9100\n"
+    ))
+    .unwrap();
+    assert_eq!(c.control.dir, std::path::PathBuf::from("/tmp/r"));
+    assert_eq!(c.metrics.listen, Some("127.0.0.1:9100".parse().unwrap()));
+    let c = parse(&format!("{base}[metrics]\nlisten=[::1]:9100\n")).unwrap();
+    assert_eq!(c.metrics.listen, Some("[::1]:9100".parse().unwrap()));
+    assert_eq!(
+        err(&format!("{base}[metrics]\nlisten=9100\n")),
+        "config.ini:5: [metrics] listen: \"9100\" is not ADDR:PORT (e.g. 127.0.0.1:9100, [::1]:9100)"
+    );
+    assert_eq!(
+        err(&format!(
+            "{base}[control]\nenable=0\n[metrics]\nlisten=127.0.0.1:9100\n"
+        )),
+        "config.ini:7: [metrics] listen needs the control sockets ([control] enable=1): the \
+         endpoint reads the engines through them"
+    );
+    assert_eq!(
+        err(&format!("{base}[control]\ndirectory=/tmp\n")),
+        "config.ini:5: [control] directory is not a known key"
+    );
+    // The example documents both and leaves the endpoint off.
+    let c = parse(EXAMPLE).unwrap();
+    assert!(c.control.enable && c.metrics.listen.is_none());
+}

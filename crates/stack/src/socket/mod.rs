@@ -2,6 +2,7 @@
 
 mod conn_table;
 pub mod datagram_ring;
+pub mod listing;
 mod posix;
 pub(crate) mod table;
 pub mod udp;

@@ -1,0 +1,595 @@
+//! Requests answered from an engine: read its tables and counters, and
+//! apply changes to its stack.
+
+use std::net::IpAddr;
+
+use link::Link;
+use stack::admin::{AdminError, Tunable};
+use stack::ipv6::addr::AddrState;
+use stack::route::{IpCidr, Route, RouteError};
+use stack::socket::listing::{SocketKind, TimerKind};
+use stack::{CcAlgorithm, IfaceId, Instant, Stack};
+
+use crate::config::{CongestionControl, Sysctls};
+
+use super::proto::{
+    format_mac, parse_mac, AddrInfo, ControlError, ErrorKind, Family, Fib, Identity,
+    InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, SocketInfo,
+    SysctlInfo, TcpDetails,
+};
+use super::ControlContext;
+use crate::engine::Engine;
+
+fn err(kind: ErrorKind, message: impl Into<String>) -> ControlError {
+    ControlError::new(kind, message)
+}
+
+/// Answers `req` for `engine`, whose control state is `ctl`.
+pub(crate) fn handle<L: Link>(
+    engine: &mut Engine<L>,
+    ctl: &mut ControlContext<'_, L>,
+    req: Request,
+) -> Result<Reply, ControlError> {
+    match req {
+        Request::Identify => Ok(Reply::Identity(Identity {
+            pid: std::process::id(),
+            proc_id: ctl.proc_id,
+            engine: ctl.engine,
+            ports: engine.ports().count() as u32,
+            uptime_us: ctl.started.elapsed().as_micros() as u64,
+        })),
+        Request::Stats => {
+            let mut counters = (ctl.counters)(engine);
+            ctl.control_counters
+                .visit(|name, v| counters.push((name.to_string(), v)));
+            Ok(Reply::Stats { counters })
+        }
+        Request::Interfaces => Ok(Reply::Interfaces {
+            interfaces: interfaces(engine),
+        }),
+        Request::InterfaceSet { iface, change } => interface_set(engine, &iface, change),
+        Request::Routes { fib } => {
+            main_fib(fib)?;
+            Ok(Reply::Routes {
+                fib,
+                routes: routes(&engine.stack),
+            })
+        }
+        Request::RouteAdd { fib, route } => {
+            main_fib(fib)?;
+            let r = route_of(&engine.stack, &route)?;
+            engine
+                .stack
+                .routes_mut()
+                .add(r)
+                .map_err(route_err(&r.dest))?;
+            Ok(Reply::Done {
+                message: format!("added route to {}", r.dest),
+            })
+        }
+        Request::RouteChange { fib, route } => {
+            main_fib(fib)?;
+            let r = route_of(&engine.stack, &route)?;
+            let table = engine.stack.routes_mut();
+            let old = table.remove(r.dest).map_err(route_err(&r.dest))?;
+            if let Err(e) = table.add(r) {
+                // Put back what was there: a change never loses a route.
+                let _ = table.add(old);
+                return Err(route_err(&r.dest)(e));
+            }
+            Ok(Reply::Done {
+                message: format!("changed route to {}", r.dest),
+            })
+        }
+        Request::RouteDelete { fib, dest } => {
+            main_fib(fib)?;
+            let dest = parse_cidr(&dest)?;
+            engine
+                .stack
+                .routes_mut()
+                .remove(dest)
+                .map_err(route_err(&dest))?;
+            Ok(Reply::Done {
+                message: format!("deleted route to {dest}"),
+            })
+        }
+        Request::Neighbors => Ok(Reply::Neighbors {
+            neighbors: neighbors(&engine.stack, engine.now()),
+        }),
+        Request::NeighborAdd { ip, mac, iface } => {
+            let mac = parse_mac(&mac).ok_or_else(|| {
+                err(
+                    ErrorKind::Invalid,
+                    format!("{mac:?} is not a link address (aa:bb:cc:dd:ee:ff)"),
+                )
+            })?;
+            let id = neighbor_iface(&engine.stack, ip, iface.as_deref())?;
+            engine
+                .with_context(|cx| {
+                    cx.stack
+                        .add_permanent_neighbor(cx.now, id, ip, mac, cx.sink)
+                })
+                .map_err(admin_err)?;
+            Ok(Reply::Done {
+                message: format!("{ip} is at {} (permanent)", format_mac(mac)),
+            })
+        }
+        Request::NeighborDelete { ip, iface } => {
+            let ids: Vec<IfaceId> = match iface.as_deref() {
+                Some(name) => vec![iface_by_name(&engine.stack, name)?],
+                None => engine.stack.interfaces().iter().map(|i| i.id).collect(),
+            };
+            let removed = ids
+                .into_iter()
+                .filter(|&id| engine.stack.remove_neighbor(id, ip))
+                .count();
+            if removed == 0 {
+                return Err(err(ErrorKind::NotFound, format!("no neighbour {ip}")));
+            }
+            Ok(Reply::Done {
+                message: format!("deleted {ip}"),
+            })
+        }
+        Request::NeighborFlush { family } => {
+            let n = engine.stack.flush_neighbors(family == Family::Inet6);
+            Ok(Reply::Done {
+                message: format!("flushed {n} neighbour(s)"),
+            })
+        }
+        Request::Sockets => Ok(Reply::Sockets {
+            sockets: sockets(&engine.stack, engine.now()),
+        }),
+        Request::SysctlGet { name } => sysctl_get(ctl, name.as_deref()),
+        Request::SysctlSet { name, value } => sysctl_set(engine, ctl, &name, &value),
+    }
+}
+
+fn main_fib(fib: Fib) -> Result<(), ControlError> {
+    if fib == 0 {
+        Ok(())
+    } else {
+        Err(err(
+            ErrorKind::NotFound,
+            format!("no routing table {fib}: this engine has one (fib 0)"),
+        ))
+    }
+}
+
+fn route_err(dest: &IpCidr) -> impl Fn(RouteError) -> ControlError + '_ {
+    move |e| {
+        let kind = match e {
+            RouteError::Exists => ErrorKind::Exists,
+            RouteError::NotFound => ErrorKind::NotFound,
+            RouteError::Full | RouteError::FamilyMismatch => ErrorKind::Invalid,
+        };
+        err(kind, format!("{dest}: {e}"))
+    }
+}
+
+/// `10.0.0.0/8`, `fd00::/64`, `default`, `default6`, or an address (a host
+/// route).
+pub(crate) fn parse_cidr(s: &str) -> Result<IpCidr, ControlError> {
+    let bad = |why: &str| err(ErrorKind::Invalid, format!("{s:?} is not a prefix: {why}"));
+    match s {
+        "default" => return Ok(IpCidr::default_route(false)),
+        "default6" => return Ok(IpCidr::default_route(true)),
+        _ => {}
+    }
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => {
+            let a: IpAddr = a.parse().map_err(|_| bad("not an address"))?;
+            let l: u8 = l.parse().map_err(|_| bad("not a prefix length"))?;
+            (a, l)
+        }
+        None => {
+            let a: IpAddr = s.parse().map_err(|_| bad("not an address"))?;
+            (a, if a.is_ipv4() { 32 } else { 128 })
+        }
+    };
+    IpCidr::new(addr, len).map_err(|e| bad(&e.to_string()))
+}
+
+fn iface_by_name(stack: &Stack, name: &str) -> Result<IfaceId, ControlError> {
+    stack
+        .interfaces()
+        .iter()
+        .find(|i| i.name == name)
+        .map(|i| i.id)
+        .ok_or_else(|| err(ErrorKind::NotFound, format!("no interface {name}")))
+}
+
+/// The interface whose link holds `ip`.
+fn iface_on_link(stack: &Stack, ip: IpAddr) -> Option<IfaceId> {
+    stack
+        .interfaces()
+        .iter()
+        .find(|i| match ip {
+            IpAddr::V4(a) => i.on_link(a),
+            IpAddr::V6(a) => i.ipv6.as_ref().is_some_and(|v6| v6.on_link(a)),
+        })
+        .map(|i| i.id)
+}
+
+fn route_of(stack: &Stack, spec: &RouteSpec) -> Result<Route, ControlError> {
+    let dest = parse_cidr(&spec.dest)?;
+    if let Some(gw) = spec.gateway {
+        if gw.is_ipv4() != dest.addr().is_ipv4() {
+            return Err(err(
+                ErrorKind::Invalid,
+                format!("gateway {gw} is not of {dest}'s address family"),
+            ));
+        }
+    }
+    let iface = match (&spec.iface, spec.gateway) {
+        (Some(name), _) => iface_by_name(stack, name)?,
+        (None, Some(gw)) => iface_on_link(stack, gw).ok_or_else(|| {
+            err(
+                ErrorKind::Invalid,
+                format!("gateway {gw} is on no interface's link (name the interface)"),
+            )
+        })?,
+        (None, None) => iface_on_link(stack, dest.addr()).ok_or_else(|| {
+            err(
+                ErrorKind::Invalid,
+                format!("{dest} is on no interface's link: give a gateway or an interface"),
+            )
+        })?,
+    };
+    if let Some(gw) = spec.gateway {
+        if iface_on_link(stack, gw) != Some(iface) {
+            return Err(err(
+                ErrorKind::Invalid,
+                format!("gateway {gw} is not on the link of the route's interface"),
+            ));
+        }
+    }
+    Ok(Route {
+        dest,
+        gateway: spec.gateway,
+        iface,
+    })
+}
+
+fn iface_name(stack: &Stack, id: IfaceId) -> String {
+    stack
+        .interface(id)
+        .map_or_else(|| id.to_string(), |i| i.name.clone())
+}
+
+fn routes(stack: &Stack) -> Vec<RouteInfo> {
+    stack
+        .routes()
+        .iter()
+        .map(|r| {
+            let host = r.dest.prefix_len() == if r.dest.addr().is_ipv4() { 32 } else { 128 };
+            let mut flags = String::from("U");
+            if r.gateway.is_some() {
+                flags.push('G');
+            }
+            if host {
+                flags.push('H');
+            }
+            flags.push('S');
+            RouteInfo {
+                dest: if r.dest.prefix_len() == 0 {
+                    "default".to_string()
+                } else {
+                    r.dest.to_string()
+                },
+                gateway: r.gateway,
+                iface: iface_name(stack, r.iface),
+                flags,
+            }
+        })
+        .collect()
+}
+
+fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
+    let stack = &engine.stack;
+    let links: Vec<&L> = engine.ports().collect();
+    stack
+        .interfaces()
+        .iter()
+        .map(|i| {
+            let mut flags = vec!["UP", "BROADCAST", "RUNNING", "MULTICAST"];
+            if i.tx_checksum_offload {
+                flags.push("TXCSUM");
+            }
+            if i.rx_ip_checksum_offload {
+                flags.push("RXCSUM");
+            }
+            let inet6 = i
+                .ipv6
+                .iter()
+                .flat_map(|v6| v6.addrs.iter())
+                .map(|a| AddrInfo {
+                    addr: IpAddr::V6(a.addr),
+                    prefix_len: a.prefix_len,
+                    state: match a.state {
+                        AddrState::Preferred => "preferred",
+                        AddrState::Tentative { .. } => "tentative",
+                        AddrState::Duplicate => "duplicate",
+                    }
+                    .to_string(),
+                })
+                .collect();
+            let counters = links
+                .get(usize::from(i.id.0))
+                .map(|l| crate::stats::link_counters(&l.stats()))
+                .unwrap_or_default();
+            InterfaceInfo {
+                index: u32::from(i.id.0),
+                name: i.name.clone(),
+                mac: format_mac(i.mac),
+                mtu: i.mtu,
+                up: true,
+                flags: flags.into_iter().map(String::from).collect(),
+                // A port that only carries VLAN interfaces has none.
+                inet: i
+                    .addr()
+                    .map(|a| AddrInfo {
+                        addr: IpAddr::V4(a),
+                        prefix_len: i.prefix_len,
+                        state: String::new(),
+                    })
+                    .into_iter()
+                    .collect(),
+                broadcast: i.broadcast.to_string(),
+                vips: i.addrs().iter().skip(1).map(|a| a.to_string()).collect(),
+                inet6,
+                gateway: i.gateway.map(|g| g.to_string()),
+                gateway6: i
+                    .ipv6
+                    .as_ref()
+                    .and_then(|v6| v6.gateway.or(v6.learned_router.map(|(r, _)| r)))
+                    .map(|g| g.to_string()),
+                counters,
+            }
+        })
+        .collect()
+}
+
+fn millis_until(now: Instant, at: Instant) -> u64 {
+    at.total_millis().saturating_sub(now.total_millis())
+}
+
+fn neighbors(stack: &Stack, now: Instant) -> Vec<NeighborInfo> {
+    stack
+        .neighbors()
+        .entries()
+        .map(|(iface, ip, mac, expires)| NeighborInfo {
+            ip,
+            mac: mac.map(format_mac),
+            iface: iface_name(stack, iface),
+            state: match (mac, expires) {
+                _ if stack.neighbors().is_permanent(iface, ip) => "permanent",
+                (None, _) => "incomplete",
+                (Some(_), Some(at)) if at > now => "reachable",
+                (Some(_), Some(_)) => "stale",
+                (Some(_), None) => "probe",
+            }
+            .to_string(),
+            expires_ms: expires.map(|at| millis_until(now, at)),
+        })
+        .collect()
+}
+
+fn sockets(stack: &Stack, now: Instant) -> Vec<SocketInfo> {
+    stack
+        .socket_summaries()
+        .into_iter()
+        .map(|s| {
+            let v6 = s.local.is_ipv6();
+            let proto = match (s.kind, v6) {
+                (SocketKind::Udp, false) => "udp",
+                (SocketKind::Udp, true) => "udp6",
+                (_, false) => "tcp",
+                (_, true) => "tcp6",
+            };
+            SocketInfo {
+                proto: proto.to_string(),
+                state: s.state.map(|st| st.to_string()).unwrap_or_default(),
+                local: s.local.to_string(),
+                remote: s.remote.map(|r| r.to_string()),
+                recv_q: s.recv_queued as u64,
+                send_q: s.send_queued as u64,
+                timer: s.timer.map(|(k, at)| {
+                    let name = match k {
+                        TimerKind::Retransmit => "on",
+                        TimerKind::DelayedAck => "delack",
+                        TimerKind::Persist => "persist",
+                        TimerKind::Keepalive => "keepalive",
+                        TimerKind::Close => "timewait",
+                    };
+                    (name.to_string(), millis_until(now, at))
+                }),
+                info: s.info.map(|i| TcpDetails {
+                    rto_ms: i.rto.as_millis() as u64,
+                    rtt_us: i.srtt.as_micros() as u64,
+                    rttvar_us: i.rttvar.as_micros() as u64,
+                    snd_mss: i.snd_mss,
+                    rcv_mss: i.rcv_mss,
+                    cwnd: i.cwnd,
+                    ssthresh: i.ssthresh,
+                    snd_wnd: i.snd_wnd,
+                    rcv_wnd: i.rcv_wnd,
+                    retrans: i.total_retrans,
+                    bytes_acked: i.bytes_acked,
+                    bytes_received: i.bytes_received,
+                }),
+                orphan: s.orphan,
+            }
+        })
+        .collect()
+}
+
+fn sysctl_get<L: Link>(
+    ctl: &ControlContext<'_, L>,
+    name: Option<&str>,
+) -> Result<Reply, ControlError> {
+    let info = |n: &str| {
+        ctl.sysctls.get(n).map(|value| SysctlInfo {
+            name: n.to_string(),
+            value,
+            live: tunable(ctl.sysctls, n).is_some(),
+        })
+    };
+    let sysctls = match name {
+        Some(n) => vec![info(n).ok_or_else(|| err(ErrorKind::NotFound, format!("no sysctl {n}")))?],
+        None => crate::config::Sysctls::NAMES
+            .iter()
+            .filter_map(|n| info(n))
+            .collect(),
+    };
+    Ok(Reply::Sysctls { sysctls })
+}
+
+fn admin_err(e: AdminError) -> ControlError {
+    let kind = match e {
+        AdminError::NoSuchInterface | AdminError::NotFound => ErrorKind::NotFound,
+        AdminError::Exists => ErrorKind::Exists,
+        _ => ErrorKind::Invalid,
+    };
+    err(kind, e.to_string())
+}
+
+/// The interface of a neighbour: the one named, or the one whose link
+/// holds `ip`.
+fn neighbor_iface(stack: &Stack, ip: IpAddr, name: Option<&str>) -> Result<IfaceId, ControlError> {
+    match name {
+        Some(n) => iface_by_name(stack, n),
+        None => iface_on_link(stack, ip).ok_or_else(|| {
+            err(
+                ErrorKind::Invalid,
+                format!("{ip} is on no interface's link (name the interface)"),
+            )
+        }),
+    }
+}
+
+fn interface_set<L: Link>(
+    engine: &mut Engine<L>,
+    name: &str,
+    change: InterfaceChange,
+) -> Result<Reply, ControlError> {
+    let id = iface_by_name(&engine.stack, name)?;
+    let message = match change {
+        InterfaceChange::AddAddr {
+            addr: IpAddr::V4(a),
+            prefix_len,
+        } => {
+            let own = engine.stack.interface(id).map_or(32, |i| i.prefix_len);
+            if prefix_len.is_some_and(|p| p != 32 && p != own) {
+                return Err(err(
+                    ErrorKind::Invalid,
+                    format!(
+                        "an IPv4 alias is on the interface's subnet (/{own}) or a /32 VIP: \
+                         /{} cannot be honoured",
+                        prefix_len.unwrap_or_default()
+                    ),
+                ));
+            }
+            engine.stack.add_ipv4_addr(id, a).map_err(admin_err)?;
+            // Peers learn the new address's owner at once.
+            engine.with_context(|cx| cx.stack.announce(cx.sink));
+            format!("{name}: added {a}")
+        }
+        InterfaceChange::AddAddr {
+            addr: IpAddr::V6(a),
+            prefix_len,
+        } => {
+            let len = prefix_len.unwrap_or(64);
+            let now = engine.now();
+            engine
+                .stack
+                .add_ipv6_addr(now, id, a, len)
+                .map_err(admin_err)?;
+            format!("{name}: added {a}/{len} (tentative until duplicate address detection ends)")
+        }
+        InterfaceChange::RemoveAddr {
+            addr: IpAddr::V4(a),
+        } => {
+            engine.stack.remove_ipv4_addr(id, a).map_err(admin_err)?;
+            format!("{name}: removed {a}")
+        }
+        InterfaceChange::RemoveAddr {
+            addr: IpAddr::V6(a),
+        } => {
+            engine.stack.remove_ipv6_addr(id, a).map_err(admin_err)?;
+            format!("{name}: removed {a}")
+        }
+        InterfaceChange::Mtu { mtu } => {
+            let max = engine
+                .ports()
+                .nth(usize::from(id.0))
+                .map_or(0, |l| l.info().mtu);
+            engine.stack.set_mtu(id, mtu, max).map_err(admin_err)?;
+            format!("{name}: mtu {mtu}")
+        }
+        InterfaceChange::Up { .. } => {
+            return Err(err(
+                ErrorKind::Unsupported,
+                "a ustack interface is up while its engine runs: stop the program to take the \
+                 port down",
+            ))
+        }
+    };
+    Ok(Reply::Done { message })
+}
+
+/// The live tunable sysctl `name` is, with its value in `s`; `None` for a
+/// key only the configuration sets.
+fn tunable(s: &Sysctls, name: &str) -> Option<Tunable> {
+    Some(match name {
+        "net.inet.ip.ttl" => Tunable::IpTtl(s.ip_ttl),
+        "net.inet6.ip6.hlim" => Tunable::Ip6HopLimit(s.ip6_hlim),
+        "net.inet.icmp.icmplim" => Tunable::IcmpRateLimit(s.icmp_rate_limit),
+        "net.inet.tcp.msl" => Tunable::TcpMsl(s.tcp_msl),
+        "net.inet.tcp.delayed_ack" => Tunable::TcpDelayedAck(s.tcp_delayed_ack),
+        "net.inet.tcp.sendspace" => Tunable::TcpSendSpace(s.tcp_send_space as usize),
+        "net.inet.tcp.recvspace" => Tunable::TcpRecvSpace(s.tcp_recv_space as usize),
+        "net.inet.tcp.sendbuf_max" => Tunable::TcpSendbufMax(s.tcp_sendbuf_max as usize),
+        "net.inet.tcp.recvbuf_max" => Tunable::TcpRecvbufMax(s.tcp_recvbuf_max as usize),
+        "net.inet.tcp.cc.algorithm" => Tunable::TcpCc(match s.tcp_cc {
+            CongestionControl::Cubic => CcAlgorithm::Cubic,
+            CongestionControl::NewReno => CcAlgorithm::NewReno,
+        }),
+        "kern.ipc.somaxconn" => Tunable::Somaxconn(s.somaxconn as usize),
+        "net.inet.tcp.syncookies" => Tunable::TcpSyncookies(s.tcp_syncookies),
+        "net.inet.tcp.keepidle" => Tunable::TcpKeepIdle(s.tcp_keepidle),
+        "net.inet.tcp.keepintvl" => Tunable::TcpKeepIntvl(s.tcp_keepintvl),
+        "net.inet.tcp.keepcnt" => Tunable::TcpKeepCnt(s.tcp_keepcnt),
+        _ => return None,
+    })
+}
+
+fn sysctl_set<L: Link>(
+    engine: &mut Engine<L>,
+    ctl: &mut ControlContext<'_, L>,
+    name: &str,
+    value: &str,
+) -> Result<Reply, ControlError> {
+    let mut next = ctl.sysctls.clone();
+    match next.set(name, value) {
+        Ok(true) => {}
+        Ok(false) => return Err(err(ErrorKind::NotFound, format!("no sysctl {name}"))),
+        Err(why) => return Err(err(ErrorKind::Invalid, format!("{name}: {value:?} {why}"))),
+    }
+    let Some(t) = tunable(&next, name) else {
+        return Err(err(
+            ErrorKind::ConfigOnly,
+            format!(
+                "{name} is read when the engine starts: set it in [freebsd.sysctl] of the \
+                 configuration"
+            ),
+        ));
+    };
+    if let Err((_, _, why)) = next.check() {
+        return Err(err(ErrorKind::Invalid, why));
+    }
+    engine.stack.set_tunable(t);
+    *ctl.sysctls = next;
+    Ok(Reply::Done {
+        message: format!("{name}: {}", ctl.sysctls.get(name).unwrap_or_default()),
+    })
+}

@@ -1,0 +1,599 @@
+//! An engine answering its control socket while it runs: two engines over
+//! an in-memory link with a TCP connection between them, the server's
+//! control socket asked from another thread as the `ustack` command does.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use link::MemoryLink;
+use runtime::control::client::{self, AskError};
+use runtime::control::proto::{ErrorKind, Reply, Request, RouteSpec};
+use runtime::control::{self as control, ControlSpec};
+use runtime::{AppContext, Application, Engine, EngineConfig};
+use stack::{InterfaceConfig, SocketHandle, Stack, StackConfig};
+
+fn stack(last: u8) -> Stack {
+    let mut s = Stack::new(StackConfig {
+        seed: u64::from(last),
+        ..StackConfig::default()
+    });
+    s.add_interface(&InterfaceConfig {
+        name: format!("mem{last}"),
+        mac: [2, 0, 0, 0, 3, last],
+        mtu: 1500,
+        addr: Ipv4Addr::new(10, 99, 3, last),
+        prefix_len: 24,
+        broadcast: None,
+        gateway: None,
+        extra_addrs: vec![Ipv4Addr::new(10, 99, 3, 100 + last)],
+    })
+    .unwrap();
+    s
+}
+
+/// Accepts connections and holds them.
+struct Server {
+    listener: SocketHandle,
+    accepted: Vec<SocketHandle>,
+}
+
+impl Application for Server {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        let mut work = false;
+        while let Ok((c, _)) = ctx.stack.tcp_accept(self.listener) {
+            self.accepted.push(c);
+            work = true;
+        }
+        work
+    }
+}
+
+/// Connects once and sends a few bytes.
+struct Client {
+    conn: Option<SocketHandle>,
+    sent: bool,
+}
+
+impl Application for Client {
+    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
+        let dst = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 80);
+        let h = match self.conn {
+            Some(h) => h,
+            None => {
+                let h = ctx.stack.tcp_connect(ctx.now, dst, None, ctx.sink).unwrap();
+                self.conn = Some(h);
+                return true;
+            }
+        };
+        if !self.sent && ctx.stack.tcp_send(ctx.now, h, b"hello", ctx.sink).is_ok() {
+            self.sent = true;
+            return true;
+        }
+        false
+    }
+}
+
+fn run_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ustack-ctl-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Drives both engines until `done` is set (by the thread asking).
+fn drive(
+    client: &mut Engine<MemoryLink>,
+    server: &mut Engine<MemoryLink>,
+    capp: &mut Client,
+    sapp: &mut Server,
+    done: &AtomicBool,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done.load(Ordering::Acquire) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the asking thread hung"
+        );
+        client.turn(capp);
+        server.turn(sapp);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn setup(
+    tag: &str,
+) -> (
+    Engine<MemoryLink>,
+    Engine<MemoryLink>,
+    Client,
+    Server,
+    PathBuf,
+) {
+    let (mut la, mut lb) = MemoryLink::pair(1500, 1024);
+    la.set_mac([2, 0, 0, 0, 3, 1]);
+    lb.set_mac([2, 0, 0, 0, 3, 2]);
+    let cfg = EngineConfig {
+        pkt_tx_delay: Duration::ZERO,
+        ..EngineConfig::default()
+    };
+    let client = Engine::new(stack(1), vec![la], cfg);
+    let mut server = Engine::new(stack(2), vec![lb], cfg);
+    let listener = server
+        .stack
+        .tcp_listen("0.0.0.0:80".parse().unwrap(), 16)
+        .unwrap();
+    server
+        .stack
+        .udp_bind("0.0.0.0:53".parse().unwrap())
+        .unwrap();
+    let dir = run_dir(tag);
+    let spec = ControlSpec {
+        dir: dir.clone(),
+        engine: 0,
+        sysctls: Default::default(),
+        metrics: None,
+    };
+    control::attach(&mut server, &spec, runtime::stats::snapshot_of);
+    let path = server
+        .control()
+        .expect("the control socket opened")
+        .path()
+        .to_path_buf();
+    assert_eq!(path, dir.join("0.0.sock"));
+    (
+        client,
+        server,
+        Client {
+            conn: None,
+            sent: false,
+        },
+        Server {
+            listener,
+            accepted: Vec::new(),
+        },
+        path,
+    )
+}
+
+fn ask(path: &Path, req: Request) -> Result<Reply, AskError> {
+    client::ask(path, &req, Duration::from_secs(5))
+}
+
+fn counter(path: &Path, name: &str) -> u64 {
+    match ask(path, Request::Stats) {
+        Ok(Reply::Stats { counters }) => counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no counter {name}")),
+        other => panic!("stats: {other:?}"),
+    }
+}
+
+#[test]
+fn a_running_engine_answers_its_control_socket() {
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("answers");
+    let done = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (done, path) = (Arc::clone(&done), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                // The connection is up once the server shows it.
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                let sockets = loop {
+                    let Ok(Reply::Sockets { sockets }) = ask(&path, Request::Sockets) else {
+                        panic!("sockets");
+                    };
+                    if sockets
+                        .iter()
+                        .any(|s| s.state == "ESTABLISHED" && s.recv_q == 5)
+                    {
+                        break sockets;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{sockets:?}");
+                    std::thread::sleep(Duration::from_millis(5));
+                };
+                assert!(sockets
+                    .iter()
+                    .any(|s| s.proto == "tcp" && s.state == "LISTEN" && s.local == "0.0.0.0:80"));
+                assert!(sockets
+                    .iter()
+                    .any(|s| s.proto == "udp" && s.local == "0.0.0.0:53"));
+                let est = sockets.iter().find(|s| s.state == "ESTABLISHED").unwrap();
+                assert_eq!(est.local, "10.99.3.2:80");
+                assert!(est.remote.as_deref().unwrap().starts_with("10.99.3.1:"));
+                assert!(est.info.as_ref().unwrap().snd_mss > 0);
+
+                let Ok(Reply::Identity(id)) = ask(&path, Request::Identify) else {
+                    panic!("identify");
+                };
+                assert_eq!((id.pid, id.engine, id.ports), (std::process::id(), 0, 1));
+
+                let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces) else {
+                    panic!("interfaces");
+                };
+                assert_eq!(interfaces.len(), 1);
+                let i = &interfaces[0];
+                assert_eq!(
+                    (i.name.as_str(), i.mac.as_str(), i.mtu),
+                    ("mem2", "02:00:00:00:03:02", 1500)
+                );
+                assert_eq!(i.inet[0].addr.to_string(), "10.99.3.2");
+                assert_eq!(i.vips, vec!["10.99.3.102".to_string()]);
+                let rx = i.counters.iter().find(|(n, _)| n == "rx_frames").unwrap().1;
+                assert!(rx >= 3, "the handshake and data arrived: {rx}");
+
+                // The neighbour the connection resolved.
+                let Ok(Reply::Neighbors { neighbors }) = ask(&path, Request::Neighbors) else {
+                    panic!("neighbors");
+                };
+                assert!(neighbors.iter().any(|n| n.ip.to_string() == "10.99.3.1"
+                    && n.mac.as_deref() == Some("02:00:00:00:03:01")));
+
+                // Routes: add, see, change, refuse a duplicate, delete.
+                let add = |gw: &str| Request::RouteAdd {
+                    fib: 0,
+                    route: RouteSpec {
+                        dest: "192.0.2.0/24".into(),
+                        gateway: Some(gw.parse().unwrap()),
+                        iface: None,
+                    },
+                };
+                assert!(matches!(
+                    ask(&path, add("10.99.3.1")),
+                    Ok(Reply::Done { .. })
+                ));
+                match ask(&path, add("10.99.3.1")) {
+                    Err(AskError::Engine(e)) => assert_eq!(e.kind, ErrorKind::Exists),
+                    other => panic!("duplicate route: {other:?}"),
+                }
+                let change = Request::RouteChange {
+                    fib: 0,
+                    route: RouteSpec {
+                        dest: "192.0.2.0/24".into(),
+                        gateway: Some("10.99.3.254".parse().unwrap()),
+                        iface: None,
+                    },
+                };
+                assert!(matches!(ask(&path, change), Ok(Reply::Done { .. })));
+                let Ok(Reply::Routes { routes, .. }) = ask(&path, Request::Routes { fib: 0 })
+                else {
+                    panic!("routes");
+                };
+                let r = routes.iter().find(|r| r.dest == "192.0.2.0/24").unwrap();
+                assert_eq!(r.gateway.unwrap().to_string(), "10.99.3.254");
+                assert_eq!((r.iface.as_str(), r.flags.as_str()), ("mem2", "UGS"));
+                match ask(&path, Request::Routes { fib: 3 }) {
+                    Err(AskError::Engine(e)) => assert_eq!(e.kind, ErrorKind::NotFound),
+                    other => panic!("fib 3: {other:?}"),
+                }
+                let del = Request::RouteDelete {
+                    fib: 0,
+                    dest: "192.0.2.0/24".into(),
+                };
+                assert!(matches!(ask(&path, del.clone()), Ok(Reply::Done { .. })));
+                match ask(&path, del) {
+                    Err(AskError::Engine(e)) => assert_eq!(e.kind, ErrorKind::NotFound),
+                    other => panic!("second delete: {other:?}"),
+                }
+                let failed = counter(&path, "control_requests_failed");
+                assert_eq!(failed, 3);
+            });
+            done.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    drop(server);
+    assert!(!path.exists(), "the socket goes with its engine");
+}
+
+/// Sends raw bytes and reads one reply line.
+fn raw(path: &Path, bytes: &[u8]) -> String {
+    let mut s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let mut b = [0u8; 1];
+    while s.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+        out.push(b[0]);
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn hostile_clients_are_answered_or_dropped_and_counted_without_stalling_the_engine() {
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("hostile");
+    let done = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (done, path) = (Arc::clone(&done), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                // Garbage and a request of another version: error replies.
+                let reply = raw(&path, b"\x00\xffnot json\n");
+                assert!(reply.contains("\"bad_request\""), "{reply}");
+                let reply = raw(&path, b"{\"v\":9,\"req\":{\"op\":\"stats\"}}\n");
+                assert!(reply.contains("\"version\""), "{reply}");
+                // A client that sends half a request and waits, and one
+                // that asks and never reads: others are still answered.
+                let mut half = UnixStream::connect(&path).unwrap();
+                half.write_all(b"{\"v\":1,\"req\":").unwrap();
+                let mut deaf = UnixStream::connect(&path).unwrap();
+                for _ in 0..50 {
+                    if deaf
+                        .write_all(b"{\"v\":1,\"req\":{\"op\":\"stats\"}}\n")
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                for _ in 0..20 {
+                    assert!(matches!(
+                        ask(&path, Request::Identify),
+                        Ok(Reply::Identity(_))
+                    ));
+                }
+                // An over-long line: the client is dropped.
+                let mut long = UnixStream::connect(&path).unwrap();
+                long.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = long.write_all(&vec![b'x'; 40_000]);
+                let mut b = [0u8; 16];
+                assert_eq!(long.read(&mut b).unwrap_or(0), 0, "dropped without a reply");
+                // More clients at once than the engine serves: those
+                // beyond wait their turn, and every one is answered.
+                let crowd: Vec<_> = (0..40)
+                    .map(|_| {
+                        let path = path.clone();
+                        std::thread::spawn(move || ask(&path, Request::Identify).is_ok())
+                    })
+                    .collect();
+                for c in crowd {
+                    assert!(c.join().unwrap());
+                }
+                drop(half);
+                drop(deaf);
+                let c = |n| counter(&path, n);
+                assert_eq!(c("control_requests_malformed"), 2);
+                assert_eq!(c("control_clients_dropped_oversize"), 1);
+                assert!(c("control_clients_accepted") >= 65);
+            });
+            done.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    // The engine ran its connection meanwhile.
+    assert_eq!(sapp.accepted.len(), 1);
+}
+
+#[test]
+fn a_second_engine_on_a_taken_name_uses_its_pid() {
+    let dir = run_dir("taken");
+    let spec = ControlSpec {
+        dir: dir.clone(),
+        engine: 0,
+        sysctls: Default::default(),
+        metrics: None,
+    };
+    let first = spec.bind().unwrap();
+    let second = spec.bind().unwrap();
+    assert_eq!(first.path(), dir.join("0.0.sock"));
+    assert_eq!(
+        second.path(),
+        dir.join(format!("0-{}.0.sock", std::process::id()))
+    );
+    let found = client::find_sockets(
+        dir.parent().unwrap(),
+        dir.file_name().and_then(|n| n.to_str()),
+    )
+    .unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0].process, "0");
+    // A file left by an engine that is gone is replaced.
+    let stale = dir.join("0.1.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let spec1 = ControlSpec { engine: 1, ..spec };
+    assert_eq!(spec1.bind().unwrap().path(), stale);
+}
+
+fn engine_error(r: Result<Reply, AskError>) -> ErrorKind {
+    match r {
+        Err(AskError::Engine(e)) => e.kind,
+        other => panic!("expected an engine's error, got {other:?}"),
+    }
+}
+
+fn done(r: Result<Reply, AskError>) -> String {
+    match r {
+        Ok(Reply::Done { message }) => message,
+        other => panic!("expected done, got {other:?}"),
+    }
+}
+
+#[test]
+fn changes_reach_the_running_stack() {
+    use runtime::control::proto::{Family, InterfaceChange};
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("changes");
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                // Sysctls: every key, which are live; a live one set, a
+                // config-only one refused, bad values refused.
+                let Ok(Reply::Sysctls { sysctls }) = ask(&path, Request::SysctlGet { name: None })
+                else {
+                    panic!("sysctls");
+                };
+                let find = |n: &str| sysctls.iter().find(|s| s.name == n).unwrap().clone();
+                assert_eq!(find("net.inet.ip.ttl").value, "64");
+                assert!(find("net.inet.ip.ttl").live);
+                assert!(!find("net.inet.ip.portrange.first").live);
+                let set = |n: &str, v: &str| {
+                    ask(
+                        &path,
+                        Request::SysctlSet {
+                            name: n.into(),
+                            value: v.into(),
+                        },
+                    )
+                };
+                assert_eq!(done(set("net.inet.ip.ttl", "32")), "net.inet.ip.ttl: 32");
+                assert_eq!(
+                    done(set("net.inet.tcp.cc.algorithm", "newreno")),
+                    "net.inet.tcp.cc.algorithm: newreno"
+                );
+                assert_eq!(
+                    engine_error(set("net.inet.ip.portrange.first", "2000")),
+                    ErrorKind::ConfigOnly
+                );
+                assert_eq!(
+                    engine_error(set("net.inet.ip.ttl", "999")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(set("net.inet.tcp.sendspace", "999999999")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(engine_error(set("net.inet.nope", "1")), ErrorKind::NotFound);
+                let Ok(Reply::Sysctls { sysctls }) = ask(
+                    &path,
+                    Request::SysctlGet {
+                        name: Some("net.inet.ip.ttl".into()),
+                    },
+                ) else {
+                    panic!("one sysctl");
+                };
+                assert_eq!(sysctls[0].value, "32");
+
+                // Neighbours: a permanent entry, shown, deleted; a flush.
+                let add = Request::NeighborAdd {
+                    ip: "10.99.3.50".parse().unwrap(),
+                    mac: "02:00:00:00:03:50".into(),
+                    iface: None,
+                };
+                done(ask(&path, add.clone()));
+                let Ok(Reply::Neighbors { neighbors }) = ask(&path, Request::Neighbors) else {
+                    panic!("neighbors");
+                };
+                let n = neighbors
+                    .iter()
+                    .find(|n| n.ip.to_string() == "10.99.3.50")
+                    .unwrap();
+                assert_eq!(
+                    (n.state.as_str(), n.mac.as_deref()),
+                    ("permanent", Some("02:00:00:00:03:50"))
+                );
+                let del = Request::NeighborDelete {
+                    ip: "10.99.3.50".parse().unwrap(),
+                    iface: None,
+                };
+                done(ask(&path, del.clone()));
+                assert_eq!(engine_error(ask(&path, del)), ErrorKind::NotFound);
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::NeighborAdd {
+                            ip: "10.99.3.50".parse().unwrap(),
+                            mac: "02:00".into(),
+                            iface: None,
+                        }
+                    )),
+                    ErrorKind::Invalid
+                );
+                done(ask(&path, add));
+                let flushed = done(ask(
+                    &path,
+                    Request::NeighborFlush {
+                        family: Family::Inet,
+                    },
+                ));
+                assert!(flushed.starts_with("flushed 2"), "{flushed}");
+
+                // Interface: an alias added and removed, the primary kept,
+                // the MTU within the link's.
+                let set_if = |change| {
+                    ask(
+                        &path,
+                        Request::InterfaceSet {
+                            iface: "mem2".into(),
+                            change,
+                        },
+                    )
+                };
+                done(set_if(InterfaceChange::AddAddr {
+                    addr: "10.99.3.77".parse().unwrap(),
+                    prefix_len: None,
+                }));
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::AddAddr {
+                        addr: "10.99.3.77".parse().unwrap(),
+                        prefix_len: None,
+                    })),
+                    ErrorKind::Exists
+                );
+                let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces) else {
+                    panic!("interfaces");
+                };
+                assert_eq!(interfaces[0].vips, vec!["10.99.3.102", "10.99.3.77"]);
+                done(set_if(InterfaceChange::RemoveAddr {
+                    addr: "10.99.3.77".parse().unwrap(),
+                }));
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::RemoveAddr {
+                        addr: "10.99.3.2".parse().unwrap(),
+                    })),
+                    ErrorKind::Invalid
+                );
+                done(set_if(InterfaceChange::Mtu { mtu: 1400 }));
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::Mtu { mtu: 9000 })),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(set_if(InterfaceChange::Up { up: false })),
+                    ErrorKind::Unsupported
+                );
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::InterfaceSet {
+                            iface: "eth9".into(),
+                            change: InterfaceChange::Mtu { mtu: 1400 },
+                        }
+                    )),
+                    ErrorKind::NotFound
+                );
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    // What the engine's stack now has.
+    assert_eq!(server.stack.config().ip_ttl, 32);
+    assert_eq!(server.stack.config().tcp.cc, stack::CcAlgorithm::NewReno);
+    let i = &server.stack.interfaces()[0];
+    assert_eq!(i.mtu, 1400);
+    assert_eq!(i.addrs().len(), 2);
+    // Flushed (the connection's neighbour may be learnt again since).
+    assert!(!server
+        .stack
+        .neighbors()
+        .entries()
+        .any(|(_, ip, _, _)| ip.to_string() == "10.99.3.50"));
+}
