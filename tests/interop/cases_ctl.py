@@ -14,7 +14,7 @@ import harness as h
 from cases import SUBNETS, test
 from harness import check
 
-SUBNETS.update({"ctl_http_wrk_af_packet": 230})
+SUBNETS.update({"ctl_http_wrk_af_packet": 251})
 
 METRICS_PORT = 9100
 
@@ -239,7 +239,7 @@ def tt_curl(t, url, workdir):
     return int(code), int(size), None
 
 
-SUBNETS.update({"pcap_from_start_af_packet": 231})
+SUBNETS.update({"pcap_from_start_af_packet": 252})
 
 
 @test("pcap_from_start_af_packet", budget=60)

@@ -11,7 +11,7 @@ from cases import SUBNETS, test
 from harness import check
 
 SUBNETS.update({
-    "tcp_icmp_refused_af_packet": 236, "tcp_odd_options_af_packet": 237,
+    "tcp_icmp_refused_af_packet": 253, "tcp_odd_options_af_packet": 254,
 })
 
 # The port the kernel's firewall rejects with port unreachable.
