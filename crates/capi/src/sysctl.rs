@@ -110,6 +110,8 @@ static KEYS: &[Key] = &[
     key("net.inet.icmp.drop_redirect", &[4, 2, 1, AUTO], Kind::Int),
     key("net.inet.tcp.rfc1323", &[4, 2, 6, 1], Kind::Int),
     key("net.inet.tcp.mssdflt", &[4, 2, 6, 3], Kind::Int),
+    // FreeBSD's TCPCTL_V6MSSDFLT.
+    key("net.inet.tcp.v6mssdflt", &[4, 2, 6, 13], Kind::Int),
     key("net.inet.tcp.keepidle", &[4, 2, 6, 6], Kind::Int),
     key("net.inet.tcp.keepintvl", &[4, 2, 6, 7], Kind::Int),
     key("net.inet.tcp.sendspace", &[4, 2, 6, 8], Kind::ULong),
