@@ -31,6 +31,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::gro::{Aggregator, Offer, LARGE_BUF_SIZE};
 use crate::gso::{NotSplit, TcpSuperFrame};
 use crate::ifreq::{cvt, CtlSocket};
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
@@ -153,10 +154,17 @@ pub struct RingConfig {
     pub tx_frame_size: Option<usize>,
     /// Ask for `PACKET_QDISC_BYPASS`.
     pub qdisc_bypass: bool,
+    /// Buffers of 64 KiB for frames larger than the pool's: TCP
+    /// super-frames handed over whole, and aggregates. With none, every
+    /// super-frame is cut into MTU-sized segments and nothing aggregates.
+    pub large_buffers: usize,
+    /// Receive aggregation of in-order TCP segments per burst (`gro.rs`).
+    pub gro: bool,
 }
 
 impl Default for RingConfig {
-    /// 16 RX blocks of 256 KiB (4 MiB), 1 ms retire, 256 TX slots.
+    /// 16 RX blocks of 256 KiB (4 MiB), 1 ms retire, 256 TX slots, 40
+    /// large buffers (2.5 MiB), aggregation on.
     fn default() -> RingConfig {
         RingConfig {
             rx_block_size: 1 << 18,
@@ -165,6 +173,8 @@ impl Default for RingConfig {
             tx_frame_count: 256,
             tx_frame_size: None,
             qdisc_bypass: true,
+            large_buffers: 40,
+            gro: true,
         }
     }
 }
@@ -173,6 +183,20 @@ impl Default for RingConfig {
 struct Mapping {
     base: NonNull<u8>,
     len: usize,
+}
+
+impl Mapping {
+    /// Bytes `[offset, offset + len)` of the mapping; see
+    /// [`AfPacketLink::bytes`] for when they may be looked at. Borrows the
+    /// mapping alone, so the link's other fields stay free to use.
+    fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(offset + len <= self.len);
+        // SAFETY: bounds checked above; the callers only look at parts of
+        // a block the kernel has handed over (it does not write those
+        // while the slice lives), and the slice lives no longer than the
+        // borrow of the mapping.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), len) }
+    }
 }
 
 impl Drop for Mapping {
@@ -242,8 +266,15 @@ pub struct AfPacketLink {
     /// to the engine (a super-frame makes more than a burst).
     rx_segments: std::collections::VecDeque<PoolBuf>,
     rx_super_frames: u64,
+    /// Super-frames cut into segments (no large buffer, or too long for
+    /// one IP packet).
+    rx_super_cut: u64,
     /// Super-frames whose whole TCP checksum failed.
     rx_super_bad_checksum: u64,
+    /// Large buffers: super-frames handed over whole and aggregates.
+    large: PacketPool,
+    /// Receive aggregation, when on.
+    gro: Option<Aggregator>,
     /// Ring drops reported by PACKET_STATISTICS (which resets on read).
     kernel_drops: Cell<u64>,
 }
@@ -431,7 +462,10 @@ impl AfPacketLink {
             rx_bad: 0,
             rx_segments: std::collections::VecDeque::new(),
             rx_super_frames: 0,
+            rx_super_cut: 0,
             rx_super_bad_checksum: 0,
+            large: PacketPool::new(LARGE_BUF_SIZE, ring.large_buffers),
+            gro: ring.gro.then(Aggregator::new),
             kernel_drops: Cell::new(0),
         })
     }
@@ -487,10 +521,7 @@ impl AfPacketLink {
     /// of a block the kernel has handed over, or of a TX slot it is not
     /// sending: it does not write those while we look.
     fn bytes(&self, offset: usize, len: usize) -> &[u8] {
-        assert!(offset + len <= self.map.len);
-        // SAFETY: bounds checked above; see the doc comment for why the
-        // kernel does not write these bytes while the slice lives.
-        unsafe { std::slice::from_raw_parts(self.map.base.as_ptr().add(offset), len) }
+        self.map.bytes(offset, len)
     }
 
     fn bytes_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
@@ -540,25 +571,36 @@ impl AfPacketLink {
         self.rx_cursor = None;
     }
 
-    /// Copies the frame at `frame_off` in the current block into `buf`.
-    /// Returns false when it cannot (malformed or too large).
-    fn copy_frame(&mut self, block_off: usize, frame_off: usize, buf: &mut PoolBuf) -> bool {
+    /// Takes the frame at `frame_off` in the current block: joined to an
+    /// aggregate of the burst (whose frames since its start are
+    /// `out[start..]`), copied into a buffer pushed on `out`, handed over
+    /// whole in a large buffer or cut into segments (a super-frame), or
+    /// dropped and counted. Returns false when no buffer was free (the
+    /// frame is lost, counted by the pool).
+    fn take_frame(
+        &mut self,
+        block_off: usize,
+        frame_off: usize,
+        out: &mut Vec<PoolBuf>,
+        start: usize,
+    ) -> bool {
         let bs = self.rx_block_size;
         if frame_off + std::mem::size_of::<abi::Tpacket3Hdr>() > bs {
             self.rx_bad += 1;
-            return false;
+            return true;
         }
         let hdr = self.read_frame_hdr(block_off + frame_off);
         let data_off = frame_off + usize::from(hdr.tp_mac);
         let snap = hdr.tp_snaplen as usize;
         if data_off + snap > bs {
             self.rx_bad += 1;
-            return false;
+            return true;
         }
         if snap < hdr.tp_len as usize {
             self.rx_oversize += 1;
-            return false;
+            return true;
         }
+        let partial = hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0;
         let tagged = hdr.tp_status & abi::TP_STATUS_VLAN_VALID != 0 && snap >= 12;
         // The 802.1Q tag the kernel moved into metadata, to be put back.
         let tag = tagged.then(|| {
@@ -573,16 +615,38 @@ impl AfPacketLink {
                 tci: hdr.tp_vlan_tci as u16,
             }
         });
-        let len = snap + if tagged { 4 } else { 0 };
-        if len > buf.capacity() {
-            let partial = hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0;
-            if self.cut_super_frame(block_off + data_off, snap, partial, tag) {
-                return false;
+        let offset = block_off + data_off;
+        let mut start_aggregate = false;
+        if let (Some(gro), None) = (self.gro.as_mut(), tag) {
+            let src = self.map.bytes(offset, snap);
+            match gro.offer(
+                src,
+                partial,
+                &mut out[start..],
+                &mut self.pool,
+                &mut self.large,
+            ) {
+                Offer::Joined => {
+                    self.rx_frames += 1;
+                    self.rx_bytes += snap as u64;
+                    return true;
+                }
+                Offer::Keep { start } => start_aggregate = start,
             }
-            self.rx_oversize += 1;
-            return false;
         }
-        let src = self.bytes(block_off + data_off, snap);
+        let len = snap + if tagged { 4 } else { 0 };
+        if len > self.pool.buf_size() {
+            if self.take_super_frame(offset, snap, partial, tag, out) {
+                self.rx_frames += 1;
+                self.rx_bytes += snap as u64;
+            }
+            return true;
+        }
+        // Receive may use the reserve (DESIGN.md, "Memory").
+        let Some(mut buf) = self.pool.alloc_reserved() else {
+            return false;
+        };
+        let src = self.map.bytes(offset, snap);
         buf.set_len(len);
         let dst = buf.data_mut();
         if let Some(tag) = tag {
@@ -592,8 +656,52 @@ impl AfPacketLink {
         } else {
             dst.copy_from_slice(src);
         }
-        buf.set_csum_partial(hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0);
+        buf.set_csum_partial(partial);
+        self.rx_frames += 1;
+        self.rx_bytes += len as u64;
+        out.push(buf);
+        if start_aggregate {
+            if let (Some(gro), Some(b)) = (self.gro.as_mut(), out.last()) {
+                gro.started(out.len() - 1 - start, b.data(), partial);
+            }
+        }
         true
+    }
+
+    /// A TCP super-frame at `offset` (`snap` bytes): into a large buffer
+    /// whole when one is free and its IP length fits its field, else cut
+    /// into segments of the MTU queued in `rx_segments`. Returns whether
+    /// it was taken; a frame that is no TCP super-frame, or whose whole
+    /// checksum fails, is counted and dropped.
+    fn take_super_frame(
+        &mut self,
+        offset: usize,
+        snap: usize,
+        partial: bool,
+        tag: Option<VlanTag>,
+        out: &mut Vec<PoolBuf>,
+    ) -> bool {
+        let frame = self.map.bytes(offset, snap);
+        let whole = tag.is_none()
+            && snap <= self.large.buf_size()
+            && crate::gro::TcpSegment::parse(frame).is_some_and(|s| s.frame_len() == snap);
+        if whole {
+            if let Some(mut b) = self.large.alloc() {
+                // A whole checksum is verified by the stack over all of
+                // it; a partial one the kernel vouched for.
+                self.rx_super_frames += 1;
+                b.set_len(snap);
+                b.data_mut().copy_from_slice(frame);
+                b.set_csum_partial(partial);
+                out.push(b);
+                return true;
+            }
+        }
+        if self.cut_super_frame(offset, snap, partial, tag) {
+            return false;
+        }
+        self.rx_oversize += 1;
+        false
     }
 
     /// Cuts the TCP super-frame at `offset` (`snap` bytes) into segments
@@ -617,6 +725,7 @@ impl AfPacketLink {
             }
         };
         self.rx_super_frames += 1;
+        self.rx_super_cut += 1;
         for i in 0..sf.segments() {
             let Some(mut b) = self.pool.alloc_reserved() else {
                 // The pool counts it; the rest of the frame is lost, as a
@@ -681,14 +790,16 @@ impl Link for AfPacketLink {
 
     fn rx_burst(&mut self, out: &mut Vec<PoolBuf>, max: usize) -> io::Result<usize> {
         let max = max.min(MAX_BURST);
-        let mut n = 0;
-        while n < max {
+        let start = out.len();
+        // Frames joined to an aggregate are not handed out: the ring is
+        // read for at most this many, so a burst's work stays bounded.
+        let mut ring_budget = max * 4;
+        while out.len() - start < max && ring_budget > 0 {
             // Segments of a super-frame first, in order.
             if let Some(b) = self.rx_segments.pop_front() {
                 self.rx_frames += 1;
                 self.rx_bytes += b.data().len() as u64;
                 out.push(b);
-                n += 1;
                 continue;
             }
             let block_off = self.rx_block * self.rx_block_size;
@@ -714,19 +825,11 @@ impl Link for AfPacketLink {
                 self.release_block();
                 continue;
             }
-            // Receive may use the reserve (DESIGN.md, "Memory").
-            let Some(mut buf) = self.pool.alloc_reserved() else {
+            if !self.take_frame(block_off, cursor.offset, out, start) {
+                // No buffer: the frame waits in the ring.
                 break;
-            };
-            let ok = self.copy_frame(block_off, cursor.offset, &mut buf);
-            if ok {
-                self.rx_frames += 1;
-                self.rx_bytes += buf.data().len() as u64;
-                out.push(buf);
-                n += 1;
-            } else {
-                self.pool.free(buf);
             }
+            ring_budget -= 1;
             let next =
                 if cursor.offset + std::mem::size_of::<abi::Tpacket3Hdr>() <= self.rx_block_size {
                     self.read_frame_hdr(block_off + cursor.offset)
@@ -747,7 +850,10 @@ impl Link for AfPacketLink {
                 });
             }
         }
-        Ok(n)
+        if let Some(gro) = self.gro.as_mut() {
+            gro.finish(&mut out[start..]);
+        }
+        Ok(out.len() - start)
     }
 
     fn alloc_tx(&mut self) -> Option<PoolBuf> {
@@ -803,7 +909,11 @@ impl Link for AfPacketLink {
     }
 
     fn recycle(&mut self, buf: PoolBuf) {
-        self.pool.free(buf);
+        if buf.capacity() == LARGE_BUF_SIZE {
+            self.large.free(buf);
+        } else {
+            self.pool.free(buf);
+        }
     }
 
     fn info(&self) -> &LinkInfo {
@@ -828,6 +938,7 @@ impl Link for AfPacketLink {
             self.kernel_drops
                 .set(self.kernel_drops.get() + u64::from(st.tp_drops));
         }
+        let gro = self.gro.as_ref().map(Aggregator::stats).unwrap_or_default();
         LinkStats {
             rx_frames: self.rx_frames,
             rx_bytes: self.rx_bytes,
@@ -841,7 +952,10 @@ impl Link for AfPacketLink {
             ring_errors: self.rx_bad,
             rx_csum_partial_form: 0,
             rx_super_frames: self.rx_super_frames,
+            rx_super_cut: self.rx_super_cut,
             rx_super_bad_checksum: self.rx_super_bad_checksum,
+            rx_gro_aggregates: gro.aggregates,
+            rx_gro_joined: gro.joined,
         }
     }
 

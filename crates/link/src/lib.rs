@@ -18,6 +18,7 @@ pub mod arp_tap;
 pub mod dpdk;
 pub mod fanout;
 pub mod fault;
+pub mod gro;
 pub mod gso;
 pub mod handoff;
 mod ifreq;
@@ -114,10 +115,18 @@ pub struct LinkStats {
     /// `wire::partial_checksum`.
     pub rx_csum_partial_form: u64,
     /// TCP super-frames from a peer with segmentation offload (a veth's,
-    /// by default) cut into MTU-sized segments (`gso.rs`).
+    /// by default), handed over whole or cut.
     pub rx_super_frames: u64,
+    /// Of those, cut into MTU-sized segments (`gso.rs`): no large buffer
+    /// was free, or the frame was too long for one IP packet.
+    pub rx_super_cut: u64,
     /// Super-frames dropped because their whole TCP checksum failed.
     pub rx_super_bad_checksum: u64,
+    /// Aggregates of two or more received TCP segments handed over
+    /// (`gro.rs`).
+    pub rx_gro_aggregates: u64,
+    /// Segments joined to an earlier one of their flow.
+    pub rx_gro_joined: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to

@@ -1491,7 +1491,10 @@ impl Link for ShmLink {
             ring_errors: self.shm.rx_bad_desc + self.shm.peer_errors + self.shm.foreign_frames,
             rx_csum_partial_form: 0,
             rx_super_frames: 0,
+            rx_super_cut: 0,
             rx_super_bad_checksum: 0,
+            rx_gro_aggregates: 0,
+            rx_gro_joined: 0,
         }
     }
 

@@ -350,7 +350,10 @@ impl Link for TapLink {
             ring_errors: 0,
             rx_csum_partial_form: 0,
             rx_super_frames: 0,
+            rx_super_cut: 0,
             rx_super_bad_checksum: 0,
+            rx_gro_aggregates: 0,
+            rx_gro_joined: 0,
         }
     }
 

@@ -52,7 +52,10 @@ pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
         ("ring_errors", s.ring_errors),
         ("rx_csum_partial_form", s.rx_csum_partial_form),
         ("rx_super_frames", s.rx_super_frames),
+        ("rx_super_cut", s.rx_super_cut),
         ("rx_super_bad_checksum", s.rx_super_bad_checksum),
+        ("rx_gro_aggregates", s.rx_gro_aggregates),
+        ("rx_gro_joined", s.rx_gro_joined),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -400,7 +400,7 @@ impl TcpConnection {
                 self.rcv_nxt += n;
                 self.stats.bytes_received += n as u64;
                 self.count_for_receive_tuning(now, n);
-                self.ack_in_order_segment(now, shared);
+                self.ack_in_order_segment(now, n, shared);
                 return;
             }
             let before = self.rcv_nxt;
@@ -434,7 +434,7 @@ impl TcpConnection {
             {
                 self.ack_now = true;
             } else {
-                self.ack_in_order_segment(now, shared);
+                self.ack_in_order_segment(now, payload.len(), shared);
             }
         } else {
             // Data after the peer's FIN, or to a closed read side.
@@ -500,11 +500,19 @@ impl TcpConnection {
     }
 
     /// RFC 5681 4.2 for a segment of in-order data that moved RCV.NXT by
-    /// its whole length: an ACK at least every second segment, else within
-    /// the delayed-ACK time.
+    /// its whole length, `bytes`: an ACK at least every second segment,
+    /// else within the delayed-ACK time.  A segment larger than our MSS
+    /// (a super-frame, or segments the link aggregated) counts as the
+    /// full-sized segments it holds, as the sender sent them: ACKed at
+    /// once, so its window and congestion window move as they would have.
     #[inline(always)]
-    fn ack_in_order_segment(&mut self, now: Instant, shared: &TcpShared) {
-        self.unacked_segments += 1;
+    fn ack_in_order_segment(&mut self, now: Instant, bytes: usize, shared: &TcpShared) {
+        let segments = if bytes > self.rcv_mss {
+            u32::try_from(bytes.div_ceil(self.rcv_mss.max(1))).unwrap_or(u32::MAX)
+        } else {
+            1
+        };
+        self.unacked_segments = self.unacked_segments.saturating_add(segments);
         if !shared.cfg.delayed_ack || self.unacked_segments >= 2 {
             // Per burst: one ACK for the burst's segments (as a GRO
             // receiver's), at least every `MAX_BURST_ACK_SEGMENTS`.
