@@ -164,6 +164,16 @@ const SPECS: &[Spec] = &[
         family: Family::V4,
     },
     Spec {
+        name: "tcp_stream_preload_af_packet_send",
+        kind: Kind::Stream,
+        workload: "iperf3:af_packet:send",
+        unit: "Gbit/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(1.0),
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
         name: "udp_reqresp_64b",
         kind: Kind::Rate,
         workload: "udp:100",
@@ -719,8 +729,8 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
 /// kernel in turn, each a fresh iperf3 server; Gbit/s into the row, the
 /// cores' utilisation, retransmissions and what the engine saw into its
 /// notes (medians over the runs that succeeded).
-fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration) {
-    let bench = match StreamBench::setup(exe, window) {
+fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration, reverse: bool) {
+    let bench = match StreamBench::setup(exe, window, reverse) {
         Ok(b) => b,
         Err(e) => {
             eprintln!(" iperf3: {e}");
@@ -741,16 +751,18 @@ fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration) {
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
     row.notes.push(format!(
         "{}: `iperf3 -s` pinned to core 0 (ustack: `ustack run`, AF_PACKET on the veth, busy \
-         polling, default buffers with receive auto-tuning), one stream from `iperf3 -c -t {}` \
+         polling, default buffers with receive auto-tuning), one stream {} `iperf3 -c -t {}{}` \
          pinned to core 1 in another network namespace; the veth keeps its default offloads \
-         (the client's TSO/GSO super-frames reach ustack whole and are cut into segments); RPS \
-         on both ends; the receiver's rate",
+         (the client's TSO/GSO super-frames reach ustack whole, a 64 KiB buffer each, or are cut \
+         into segments when none is free); RPS on both ends; the receiver's rate",
         stream::version(),
-        window.as_secs()
+        if reverse { "to" } else { "from" },
+        window.as_secs(),
+        if reverse { " -R" } else { "" },
     ));
     row.notes.push(format!(
         "server core 0 busy: ustack {}, linux {}; client core 1 busy: ustack {}, linux {}; the \
-         client's retransmissions: ustack {}, linux {}; super-frames ustack's engine cut: {}",
+         sender's retransmissions: ustack {}, linux {}; super-frames ustack's engine received: {}",
         pct(med("ustack", &|f| f.server_core_busy)),
         pct(med("linux", &|f| f.server_core_busy)),
         pct(med("ustack", &|f| f.client_core_busy)),
@@ -955,7 +967,8 @@ pub fn main(f: &Flags) -> Result<(), String> {
             }
             Kind::Stream => {
                 let window = Duration::from_secs(ctx.opt.nginx_seconds);
-                stream_runs(&exe, &mut rows[i], ctx.opt.runs, window);
+                let reverse = spec.workload.ends_with(":send");
+                stream_runs(&exe, &mut rows[i], ctx.opt.runs, window, reverse);
             }
             Kind::Instructions => {
                 let n = ctx.opt.callgrind_count;

@@ -2,6 +2,8 @@
 //! unmodified) on the Linux kernel and under `ustack run`, the same
 //! server core and the same client, in one run: the single-stream
 //! throughput a user sees, over a veth as every container has it.
+//! `tcp_stream_preload_af_packet_send`: the same the other way, the server
+//! sending (`iperf3 -c -R`).
 //!
 //! The topology is nginx's (`veth.rs`): `iperf3 -s` pinned to core 0 in
 //! the server namespace, `iperf3 -c` pinned to core 1 in the client
@@ -114,10 +116,12 @@ pub struct StreamBench {
     iperf3: PathBuf,
     ini: PathBuf,
     window: Duration,
+    /// The server sends (`iperf3 -c -R`).
+    reverse: bool,
 }
 
 impl StreamBench {
-    pub fn setup(exe: &Path, window: Duration) -> Result<StreamBench, String> {
+    pub fn setup(exe: &Path, window: Duration, reverse: bool) -> Result<StreamBench, String> {
         let missing: Vec<&str> = TOOLS
             .iter()
             .copied()
@@ -158,17 +162,22 @@ impl StreamBench {
             iperf3,
             ini,
             window,
+            reverse,
         })
     }
 
     fn client(&self, seconds: u64) -> Result<String, String> {
         let cpu = CLIENT_CPU.to_string();
         let t = seconds.to_string();
+        let mut args = vec![
+            "taskset", "-c", &cpu, "iperf3", "-c", SERVER_IP, "-t", &t, "-f", "m",
+        ];
+        if self.reverse {
+            args.push("-R");
+        }
         let out = self
             .net
-            .in_client(&[
-                "taskset", "-c", &cpu, "iperf3", "-c", SERVER_IP, "-t", &t, "-f", "m",
-            ])
+            .in_client(&args)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run iperf3: {e}"))?;
@@ -253,14 +262,18 @@ impl StreamBench {
                     .unwrap_or(0)
                     .saturating_sub(counters0.get(k).copied().unwrap_or(0))
             };
-            let rx = d("rx_bytes");
-            fig.engine = Some((rx, d("port0_link_rx_super_frames")));
+            let (moved, verb) = if self.reverse {
+                (d("port0_link_tx_bytes"), "sent")
+            } else {
+                (d("rx_bytes"), "received")
+            };
+            fig.engine = Some((moved, d("port0_link_rx_super_frames")));
             // The engine carried the stream: about as many bytes as iperf3
             // counted (its rate times the window, within a fifth).
             let want = mbits * 1e6 / 8.0 * self.window.as_secs_f64() * 0.8;
-            if (rx as f64) < want {
+            if (moved as f64) < want {
                 return Err(format!(
-                    "ustack: the engine ({}) received {rx} bytes while iperf3 counted {mbits:.0} \
+                    "ustack: the engine ({}) {verb} {moved} bytes while iperf3 counted {mbits:.0} \
                      Mbit/s",
                     stats_file.display()
                 ));

@@ -410,7 +410,7 @@ impl Aggregator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const URG: u8 = 0x20;
@@ -418,7 +418,14 @@ mod tests {
     /// A frame of flow `port` (the source port), IPv4 or IPv6, with `seq`,
     /// `flags`, the timestamp option (`tsval`) and `payload`; its TCP
     /// checksum whole.
-    fn segment(v6: bool, port: u16, seq: u32, flags: u8, tsval: u32, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn segment(
+        v6: bool,
+        port: u16,
+        seq: u32,
+        flags: u8,
+        tsval: u32,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let ip_len = if v6 { 40 } else { 20 };
         let tcp_len = 32;
         let mut f = vec![0u8; 14 + ip_len + tcp_len + payload.len()];

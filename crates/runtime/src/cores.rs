@@ -31,7 +31,7 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use link::{AfPacketLink, FaultLink, Link, RingConfig, TapLink, TapOptions};
+use link::{AfPacketLink, FaultLink, Link, TapLink, TapOptions};
 use stack::steer::FlowSteering;
 use stack::Stack;
 
@@ -39,7 +39,9 @@ use crate::config::{Config, LinkSpec, PortConfig};
 use crate::control::ControlSpec;
 use crate::engine::{mesh, open_kni, AppContext, Application, Dispatcher, Engine, KniPort};
 use crate::ports::PortLink;
-use crate::setup::{engine_config, fault_config, link_name, port_pool, stack_config, SetupError};
+use crate::setup::{
+    engine_config, fault_config, link_name, port_pool, ring_config, stack_config, SetupError,
+};
 use crate::steer::KniFilter;
 
 /// Frames a ring between two engines holds.
@@ -170,7 +172,7 @@ fn open_port(
         LinkSpec::AfPacket(ifname) => {
             let mut group = None;
             for _ in 0..engines {
-                let l = AfPacketLink::open(ifname, port_pool(port), &RingConfig::default())
+                let l = AfPacketLink::open(ifname, port_pool(port), &ring_config(port))
                     .map_err(&err)?;
                 if engines > 1 {
                     group = Some(l.join_fanout(group).map_err(&err)?);

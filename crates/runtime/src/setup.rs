@@ -195,6 +195,17 @@ pub fn port_pool(port: &PortConfig) -> PacketPool {
     PacketPool::with_reserve(buf_size, count, (count / 16).max(8))
 }
 
+/// The rings of an `af_packet` port: the defaults, with large receive as
+/// `gro` says (without it, no large buffers either).
+pub fn ring_config(port: &PortConfig) -> RingConfig {
+    let d = RingConfig::default();
+    RingConfig {
+        gro: port.gro,
+        large_buffers: if port.gro { d.large_buffers } else { 0 },
+        ..d
+    }
+}
+
 /// Opens the link of one port (`dpdk`: the `[dpdk]` section, for
 /// `link=dpdk`).
 pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, SetupError> {
@@ -217,7 +228,7 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
             Ok(PortLink::Tap(tap))
         }
         LinkSpec::AfPacket(ifname) => {
-            AfPacketLink::open(ifname, port_pool(port), &RingConfig::default())
+            AfPacketLink::open(ifname, port_pool(port), &ring_config(port))
                 .map(PortLink::AfPacket)
                 .map_err(open_err)
         }

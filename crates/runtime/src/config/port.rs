@@ -68,6 +68,11 @@ pub struct PortConfig {
     pub xdp_mode: XdpModeSetting,
     /// `xdp_bind`: zero-copy or copy mode for an `af_xdp` port.
     pub xdp_bind: XdpBindSetting,
+    /// `gro`: large receive on an `af_packet` port (default on): a peer's
+    /// TCP super-frames handed to the stack whole, and in-order segments
+    /// of a flow aggregated per receive burst. Other links warn when it is
+    /// set on, and receive as they do.
+    pub gro: bool,
 }
 
 /// The smallest MTU (IPv4's minimum), and F-Stack's.
@@ -85,6 +90,7 @@ const KEYS: &[&str] = &[
     "mac",
     "xdp_mode",
     "xdp_bind",
+    "gro",
 ];
 
 const IGNORED: &[(&str, &str)] = &[
@@ -118,7 +124,9 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         mac: None,
         xdp_mode: XdpModeSetting::Auto,
         xdp_bind: XdpBindSetting::Auto,
+        gro: true,
     };
+    let mut gro: Option<&Entry> = None;
     // Raw values with their entries, validated together below.
     let mut keys = AddressKeys::default();
     let mut mtu: Option<&Entry> = None;
@@ -143,6 +151,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
             "mac" => p.mac = Some(cx.value(s, e, value::mac)?),
             "xdp_mode" => p.xdp_mode = cx.value(s, e, XdpModeSetting::parse)?,
             "xdp_bind" => p.xdp_bind = cx.value(s, e, XdpBindSetting::parse)?,
+            "gro" => {
+                p.gro = cx.value(s, e, value::flag)?;
+                gro = Some(e);
+            }
             _ => cx.other_key(s, e, &all_keys(), IGNORED)?,
         }
     }
@@ -155,6 +167,15 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
     p.vip_prefix_len = a.vip_prefix_len;
     p.ipfw_pr = a.ipfw_pr;
 
+    if let (Some(e), true, false) = (gro, p.gro, matches!(p.link, LinkSpec::AfPacket(_))) {
+        cx.warn(
+            e.origin,
+            format!(
+                "[{s}] gro: only an af_packet link receives large segments; this port's \
+                 link hands the stack frames of its MTU"
+            ),
+        );
+    }
     if let (Some(e), Some(m)) = (mtu, p.mtu) {
         if p.ipv6.is_some() && m < MTU_MIN_IPV6 {
             return Err(cx.invalid(

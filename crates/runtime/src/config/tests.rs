@@ -1243,3 +1243,27 @@ fn control_and_metrics_sections() {
     let c = parse(EXAMPLE).unwrap();
     assert!(c.control.enable && c.metrics.listen.is_none());
 }
+
+#[test]
+fn gro_acts_on_af_packet_and_is_warned_about_elsewhere() {
+    let port = |link: &str, gro: &str| format!("[port0]\nlink={link}\naddr=10.99.1.2/24\n{gro}");
+    let c = parse(&port("af_packet:e0", "")).unwrap();
+    assert!(c.ports[0].gro, "on by default");
+    let c = parse(&port("af_packet:e0", "gro=0\n")).unwrap();
+    assert!(!c.ports[0].gro);
+    assert!(c.warnings.is_empty());
+    assert_eq!(
+        warnings(&port("af_packet:e0", "gro=1\n")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        warnings(&port("tap:t0", "gro=1\n")),
+        ["config.ini:4: [port0] gro: only an af_packet link receives large segments; this port's \
+          link hands the stack frames of its MTU"]
+    );
+    assert_eq!(warnings(&port("tap:t0", "gro=0\n")), Vec::<String>::new());
+    assert_eq!(
+        err(&port("af_packet:e0", "gro=maybe\n")),
+        "config.ini:4: [port0] gro: \"maybe\" must be 0 or 1"
+    );
+}
