@@ -35,7 +35,7 @@ use crate::gro::{Aggregator, Offer, LARGE_BUF_SIZE};
 use crate::gso::{NotSplit, TcpSuperFrame};
 use crate::ifreq::{cvt, CtlSocket};
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
-use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
+use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 
 /// Ethernet header and one VLAN tag.
 const FRAME_OVERHEAD: usize = 18;
@@ -49,6 +49,7 @@ mod abi {
     pub const PACKET_VERSION: libc::c_int = 10;
     pub const PACKET_TX_RING: libc::c_int = 13;
     pub const PACKET_LOSS: libc::c_int = 14;
+    pub const PACKET_VNET_HDR: libc::c_int = 15;
     pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
     pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
     /// `enum tpacket_versions`: V1 = 0, V2 = 1, V3 = 2.
@@ -160,6 +161,13 @@ pub struct RingConfig {
     pub large_buffers: usize,
     /// Receive aggregation of in-order TCP segments per burst (`gro.rs`).
     pub gro: bool,
+    /// Segmentation and checksum offload on transmit, through a
+    /// `virtio_net_hdr` before each frame (`PACKET_VNET_HDR`): the stack
+    /// leaves TCP and UDP checksums partial and hands TCP super-frames
+    /// of up to 64 KiB, which the kernel passes on as one (to a veth's
+    /// peer) or cuts into segments (its GSO, or the NIC's TSO). TX slots
+    /// then hold 64 KiB frames (`tx_frame_size` 128 KiB by default).
+    pub tso: bool,
 }
 
 impl Default for RingConfig {
@@ -175,6 +183,7 @@ impl Default for RingConfig {
             qdisc_bypass: true,
             large_buffers: 40,
             gro: true,
+            tso: false,
         }
     }
 }
@@ -254,6 +263,10 @@ pub struct AfPacketLink {
 
     qdisc_bypass: bool,
     ignore_outgoing: bool,
+    /// Each TX frame goes after a `virtio_net_hdr` (`RingConfig::tso`).
+    vnet_hdr: bool,
+    /// TCP super-frames sent for the kernel to cut (or pass on whole).
+    tx_super_frames: u64,
 
     rx_frames: u64,
     rx_bytes: u64,
@@ -346,8 +359,13 @@ impl AfPacketLink {
         if ring.rx_block_count == 0 || ring.tx_frame_count == 0 {
             return Err(invalid("ring counts must be above zero".into()));
         }
+        let largest_frame = if ring.tso {
+            VNET_HDR_LEN + MAX_SUPER_FRAME
+        } else {
+            dev_mtu + FRAME_OVERHEAD
+        };
         let tx_frame_size = ring.tx_frame_size.unwrap_or_else(|| {
-            (abi::TX_DATA_OFFSET + dev_mtu + FRAME_OVERHEAD)
+            (abi::TX_DATA_OFFSET + largest_frame)
                 .next_power_of_two()
                 .max(2048)
         });
@@ -368,6 +386,11 @@ impl AfPacketLink {
         let s = fd.as_raw_fd();
         setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VERSION, abi::TPACKET_V3)?;
         setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_LOSS, 1)?;
+        if ring.tso {
+            // Before the rings: the kernel refuses it once they exist.
+            setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VNET_HDR, 1)
+                .map_err(|e| io::Error::new(e.kind(), format!("PACKET_VNET_HDR (for tso): {e}")))?;
+        }
 
         let rx_req = abi::TpacketReq3 {
             tp_block_size: ring.rx_block_size as u32,
@@ -453,6 +476,8 @@ impl AfPacketLink {
             tx_need_kick: false,
             qdisc_bypass,
             ignore_outgoing,
+            vnet_hdr: ring.tso,
+            tx_super_frames: 0,
             rx_frames: 0,
             rx_bytes: 0,
             tx_frames: 0,
@@ -865,16 +890,22 @@ impl Link for AfPacketLink {
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
-        let room = self.tx_frame_size - abi::TX_DATA_OFFSET;
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        let room = self.tx_frame_size - abi::TX_DATA_OFFSET - hdr_len;
         let mut taken = 0;
         let mut queued = 0;
         for buf in bufs.iter() {
             let len = buf.data().len();
-            if len < 14 || len > room {
+            let vnet = if self.vnet_hdr {
+                vnet_header(buf.data(), buf.csum_partial(), buf.gso_size())
+            } else {
+                Some([0; VNET_HDR_LEN])
+            };
+            let Some(vnet) = vnet.filter(|_| len >= 14 && len <= room) else {
                 self.tx_dropped += 1;
                 taken += 1;
                 continue;
-            }
+            };
             let slot = self.tx_base + self.tx_next * self.tx_frame_size;
             let status = self.status_at(slot + abi::FRAME_STATUS_OFFSET);
             let st = status.load(Ordering::Acquire);
@@ -885,27 +916,70 @@ impl Link for AfPacketLink {
                 // Not expected with PACKET_LOSS; the slot's frame was lost.
                 self.tx_dropped += 1;
             }
-            self.bytes_mut(slot + abi::TX_DATA_OFFSET, len)
+            let data = slot + abi::TX_DATA_OFFSET;
+            if hdr_len > 0 {
+                self.bytes_mut(data, hdr_len).copy_from_slice(&vnet);
+            }
+            self.bytes_mut(data + hdr_len, len)
                 .copy_from_slice(buf.data());
+            let wire_len = (hdr_len + len) as u32;
             let hdr = self.bytes_mut(slot, abi::FRAME_STATUS_OFFSET);
             hdr.fill(0); // tp_next_offset must be 0: fixed-size slots
-            hdr[12..16].copy_from_slice(&(len as u32).to_ne_bytes()); // tp_snaplen
-            hdr[16..20].copy_from_slice(&(len as u32).to_ne_bytes()); // tp_len
+            hdr[12..16].copy_from_slice(&wire_len.to_ne_bytes()); // tp_snaplen
+            hdr[16..20].copy_from_slice(&wire_len.to_ne_bytes()); // tp_len
             self.status_at(slot + abi::FRAME_STATUS_OFFSET)
                 .store(abi::TP_STATUS_SEND_REQUEST, Ordering::Release);
             self.tx_next = (self.tx_next + 1) % self.tx_frame_count;
             self.tx_frames += 1;
             self.tx_bytes += len as u64;
+            if buf.gso_size() > 0 {
+                self.tx_super_frames += 1;
+            }
             taken += 1;
             queued += 1;
         }
         for buf in bufs.drain(..taken) {
-            self.pool.free(buf);
+            if buf.capacity() == LARGE_BUF_SIZE {
+                self.large.free(buf);
+            } else {
+                self.pool.free(buf);
+            }
         }
         if queued > 0 || self.tx_need_kick {
             self.kick()?;
         }
         Ok(taken)
+    }
+
+    fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PoolBuf> {
+        // A super-frame (only with `tso`) takes a large buffer.
+        let buf = if len > self.pool.buf_size() && self.vnet_hdr {
+            self.large.alloc()
+        } else {
+            self.pool.alloc()
+        };
+        let Some(mut buf) = buf else {
+            return TxPlaced::NoBuffer;
+        };
+        if len > buf.capacity() {
+            self.recycle(buf);
+            return TxPlaced::Oversize;
+        }
+        buf.set_len(len);
+        buf.set_csum_partial(csum_partial);
+        TxPlaced::Frame(buf)
+    }
+
+    fn tso_max(&self) -> usize {
+        if self.vnet_hdr {
+            usize::from(u16::MAX)
+        } else {
+            0
+        }
+    }
+
+    fn tx_checksum_offload(&self) -> bool {
+        self.vnet_hdr
     }
 
     fn recycle(&mut self, buf: PoolBuf) {
@@ -956,6 +1030,7 @@ impl Link for AfPacketLink {
             rx_super_bad_checksum: self.rx_super_bad_checksum,
             rx_gro_aggregates: gro.aggregates,
             rx_gro_joined: gro.joined,
+            tx_super_frames: self.tx_super_frames,
         }
     }
 
@@ -967,6 +1042,63 @@ impl Link for AfPacketLink {
     fn droppable_in_fork_child(&self) -> bool {
         true
     }
+}
+
+/// `sizeof(struct virtio_net_hdr)`.
+const VNET_HDR_LEN: usize = 10;
+/// The largest TCP super-frame: an IP packet of 65535 bytes with its
+/// Ethernet header and a VLAN tag.
+const MAX_SUPER_FRAME: usize = 65535 + FRAME_OVERHEAD;
+
+/// The `virtio_net_hdr` (little-endian, as the kernel reads it on a
+/// little-endian host) telling the kernel what to finish of `frame`: its
+/// TCP or UDP checksum (`partial`: the field holds the pseudo-header's
+/// sum) and, for a TCP super-frame, its cutting into segments of
+/// `gso_size` payload bytes. `None` for a frame marked so whose headers
+/// do not say where its TCP or UDP header is (the stack makes none).
+fn vnet_header(frame: &[u8], partial: bool, gso_size: u16) -> Option<[u8; VNET_HDR_LEN]> {
+    const NEEDS_CSUM: u8 = 1;
+    const GSO_TCPV4: u8 = 1;
+    const GSO_TCPV6: u8 = 4;
+    let mut h = [0u8; VNET_HDR_LEN];
+    if !partial {
+        return (gso_size == 0).then_some(h);
+    }
+    let be16 = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let (l3, ethertype) = match be16(12)? {
+        0x8100 | 0x88a8 => (18, be16(16)?),
+        t => (14, t),
+    };
+    let (l4, protocol, v6) = match ethertype {
+        0x0800 => {
+            let ihl = usize::from(frame.get(l3)? & 0x0f) * 4;
+            (l3 + ihl, *frame.get(l3 + 9)?, false)
+        }
+        0x86dd => (l3 + 40, *frame.get(l3 + 6)?, true),
+        _ => return None,
+    };
+    let csum_offset: u16 = match protocol {
+        6 => 16,
+        17 if gso_size == 0 => 6,
+        _ => return None,
+    };
+    if gso_size > 0 {
+        let tcp_len = usize::from(frame.get(l4 + 12)? >> 4) * 4;
+        h[1] = if v6 { GSO_TCPV6 } else { GSO_TCPV4 };
+        h[2..4].copy_from_slice(&((l4 + tcp_len) as u16).to_le_bytes());
+        h[4..6].copy_from_slice(&gso_size.to_le_bytes());
+    }
+    if l4 + usize::from(csum_offset) + 2 > frame.len() {
+        return None;
+    }
+    h[0] = NEEDS_CSUM;
+    h[6..8].copy_from_slice(&(l4 as u16).to_le_bytes());
+    h[8..10].copy_from_slice(&csum_offset.to_le_bytes());
+    Some(h)
 }
 
 fn page_size() -> usize {
@@ -1467,5 +1599,134 @@ mod tests {
         assert!(st.rx_gro_aggregates > 0 && st.rx_gro_joined > 0, "{st:?}");
         assert_eq!(st.rx_frames, 30);
         assert_eq!(b.pool_stats().available, 256, "every buffer back");
+    }
+
+    #[test]
+    fn vnet_header_says_what_to_finish_and_refuses_what_it_cannot_place() {
+        let p = [9u8; 300];
+        let tcp4 = crate::gro::tests::segment(false, 1, 1000, 0x10, 5, &p);
+        let tcp6 = crate::gro::tests::segment(true, 1, 1000, 0x10, 5, &p);
+        // Nothing to finish: all zero.
+        assert_eq!(vnet_header(&tcp4, false, 0), Some([0; VNET_HDR_LEN]));
+        assert_eq!(
+            vnet_header(&tcp4, false, 1000),
+            None,
+            "GSO needs the partial sum"
+        );
+        let le = |h: &[u8; VNET_HDR_LEN], at: usize| u16::from_le_bytes([h[at], h[at + 1]]);
+        let h = vnet_header(&tcp4, true, 0).unwrap();
+        assert_eq!((h[0], h[1], le(&h, 6), le(&h, 8)), (1, 0, 34, 16));
+        let h = vnet_header(&tcp4, true, 1448).unwrap();
+        assert_eq!((h[1], le(&h, 2), le(&h, 4)), (1, 34 + 32, 1448));
+        let h = vnet_header(&tcp6, true, 1428).unwrap();
+        assert_eq!(
+            (h[1], le(&h, 2), le(&h, 4), le(&h, 6)),
+            (4, 54 + 32, 1428, 54)
+        );
+        // Tagged: the offsets move by the tag.
+        let mut tagged = tcp4[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0, 7]);
+        tagged.extend_from_slice(&tcp4[12..]);
+        let h = vnet_header(&tagged, true, 0).unwrap();
+        assert_eq!(le(&h, 6), 38);
+        // UDP: its checksum, no segmentation.
+        let mut udp = tcp4.clone();
+        udp[23] = 17;
+        let h = vnet_header(&udp, true, 0).unwrap();
+        assert_eq!((le(&h, 6), le(&h, 8)), (34, 6));
+        assert_eq!(vnet_header(&udp, true, 1000), None);
+        // Anything else marked partial, or cut short: refused, no panic.
+        let mut icmp = tcp4.clone();
+        icmp[23] = 1;
+        assert_eq!(vnet_header(&icmp, true, 0), None);
+        for n in 0..60 {
+            let _ = vnet_header(&tcp4[..n], true, 1000);
+            let _ = vnet_header(&tcp6[..n], true, 0);
+        }
+    }
+
+    /// A link with `tso` sends a TCP super-frame and a partial-checksum
+    /// frame after their `virtio_net_hdr`: the veth carries the
+    /// super-frame whole to its peer, whose link (reading the kernel's
+    /// marks) hands it over whole, or cut into checked segments without
+    /// large buffers.
+    #[test]
+    fn tso_super_frames_cross_a_veth_whole_or_cut() {
+        assert!(is_root(), "this AF_PACKET test needs root");
+        let (na, nb, _cleanup) = quiet_veth_pair("uvt");
+        let tso = RingConfig {
+            tso: true,
+            tx_frame_count: 16,
+            ..RingConfig::default()
+        };
+        let mut a = AfPacketLink::open(&na, PacketPool::new(2048, 64), &tso).unwrap();
+        assert!(a.tx_checksum_offload());
+        assert_eq!(a.tso_max(), 65535);
+        let payload: Vec<u8> = (0..30_000u32).map(|i| (i * 11 % 251) as u8).collect();
+        let mut frame = crate::gro::tests::segment(false, 4000, 1000, 0x18, 5, &payload);
+        // The partial form, as the stack leaves it.
+        let tcp_len = frame.len() - 34;
+        let pseudo = wire::checksum::pseudo_header_v4(
+            &[10, 99, 30, 1].into(),
+            &[10, 99, 30, 2].into(),
+            wire::ip::IpProtocol::Tcp,
+            tcp_len as u32,
+        );
+        frame[50..52].copy_from_slice(&pseudo.to_be_bytes());
+        let send = |a: &mut AfPacketLink, frame: &[u8]| {
+            let TxPlaced::Frame(mut buf) = a.tx_place(frame.len(), true) else {
+                panic!("no large buffer for a super-frame");
+            };
+            assert_eq!(buf.capacity(), LARGE_BUF_SIZE);
+            buf.data_mut().copy_from_slice(frame);
+            buf.set_gso_size(1000);
+            let mut v = vec![buf];
+            while !v.is_empty() {
+                a.tx_burst(&mut v).unwrap();
+            }
+        };
+        let ours = |d: &[u8]| d.len() > 54 && d[12..14] == [0x08, 0x00] && d[34..36] == [15, 160];
+        for whole in [true, false] {
+            let rx = RingConfig {
+                gro: whole,
+                large_buffers: if whole { 4 } else { 0 },
+                ..RingConfig::default()
+            };
+            let mut b = AfPacketLink::open(&nb, PacketPool::new(2048, 256), &rx).unwrap();
+            send(&mut a, &frame);
+            let mut got: Vec<(Vec<u8>, bool)> = Vec::new();
+            let mut bytes = 0;
+            let mut out = Vec::new();
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while bytes < payload.len() && std::time::Instant::now() < deadline {
+                b.rx_burst(&mut out, MAX_BURST).unwrap();
+                for buf in out.drain(..) {
+                    if ours(buf.data()) {
+                        bytes += buf.data().len() - 66;
+                        got.push((buf.data().to_vec(), buf.csum_partial()));
+                    }
+                    b.recycle(buf);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(bytes, payload.len(), "whole {whole}: {:?}", b.stats());
+            assert!(got.iter().all(|g| g.1), "the kernel's partial mark on each");
+            if whole {
+                assert_eq!(got.len(), 1);
+                assert!(got[0].0 == frame, "the super-frame as it was sent");
+            } else {
+                // At the MTU (the link does not read the segment size).
+                assert_eq!(got.len(), payload.len().div_ceil(1448), "{:?}", b.stats());
+                let mut joined = Vec::new();
+                for (seg, _) in &got {
+                    assert!(seg.len() - 14 <= 1500);
+                    joined.extend_from_slice(&seg[66..]);
+                }
+                assert!(joined == payload);
+            }
+            assert_eq!(b.stats().rx_super_frames, 1);
+        }
+        assert_eq!(a.stats().tx_super_frames, 2);
+        assert_eq!(a.stats().tx_dropped, 0);
     }
 }

@@ -73,6 +73,16 @@ pub trait PacketBuffer: Send + 'static {
     /// Marks the frame's checksum as partial (see [`csum_partial`](Self::csum_partial)).
     /// Buffers that cannot carry the mark ignore it.
     fn set_csum_partial(&mut self, _partial: bool) {}
+    /// A TCP super-frame's segment size: the payload of each segment the
+    /// link (its NIC's TSO, or the kernel's GSO behind AF_PACKET) cuts it
+    /// into; 0 for an ordinary frame. Only set on links whose
+    /// [`Link::tso_max`] is above 0, on frames with a partial checksum.
+    fn gso_size(&self) -> u16 {
+        0
+    }
+    /// Sets [`gso_size`](Self::gso_size). Buffers of links without
+    /// segmentation offload ignore it.
+    fn set_gso_size(&mut self, _size: u16) {}
 }
 
 /// What a link tells about itself.
@@ -127,6 +137,9 @@ pub struct LinkStats {
     pub rx_gro_aggregates: u64,
     /// Segments joined to an earlier one of their flow.
     pub rx_gro_joined: u64,
+    /// TCP super-frames handed to the device to cut (segmentation
+    /// offload; `Link::tso_max`).
+    pub tx_super_frames: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to
@@ -223,6 +236,15 @@ pub trait Link {
         // Always set: a recycled buffer may carry the mark of its last frame.
         buf.set_csum_partial(csum_partial);
         TxPlaced::Frame(buf)
+    }
+
+    /// The largest IP packet the link takes as one TCP super-frame, cut
+    /// into segments of [`PacketBuffer::gso_size`] on its way out
+    /// (segmentation offload); 0 (the default) when frames leave as they
+    /// are, at most the MTU. A link that says so takes such frames from
+    /// [`Link::tx_place`].
+    fn tso_max(&self) -> usize {
+        0
     }
 
     /// Whether [`Link::tx_place`] of `len` bytes would lend them in place

@@ -40,6 +40,7 @@ pub struct PoolBuf {
     bytes: Box<[u8]>,
     len: usize,
     csum_partial: bool,
+    gso_size: u16,
 }
 
 impl PoolBuf {
@@ -95,6 +96,14 @@ impl PacketBuffer for PoolBuf {
 
     fn set_csum_partial(&mut self, partial: bool) {
         self.csum_partial = partial;
+    }
+
+    fn gso_size(&self) -> u16 {
+        self.gso_size
+    }
+
+    fn set_gso_size(&mut self, size: u16) {
+        self.gso_size = size;
     }
 }
 
@@ -173,6 +182,7 @@ impl PacketPool {
             bytes,
             len: 0,
             csum_partial: false,
+            gso_size: 0,
         })
     }
 

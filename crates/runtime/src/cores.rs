@@ -167,12 +167,13 @@ fn open_port(
     engines: usize,
 ) -> Result<Vec<QueueLink>, SetupError> {
     let err = open_err(port);
+    crate::setup::tso_note(&cfg.dpdk, port);
     let mut links = Vec::with_capacity(engines);
     match &port.link {
         LinkSpec::AfPacket(ifname) => {
             let mut group = None;
             for _ in 0..engines {
-                let l = AfPacketLink::open(ifname, port_pool(port), &ring_config(port))
+                let l = AfPacketLink::open(ifname, port_pool(port), &ring_config(&cfg.dpdk, port))
                     .map_err(&err)?;
                 if engines > 1 {
                     group = Some(l.join_fanout(group).map_err(&err)?);

@@ -113,8 +113,8 @@ pub fn open_queues(d: &DpdkConfig, port: &PortConfig, engines: usize) -> io::Res
     );
     if d.tso {
         eprintln!(
-            "ustack: [dpdk] tso=1: the stack does not build TSO segments yet; frames go out \
-             at the MTU"
+            "ustack: [dpdk] tso=1: DPDK ports do not use the NIC's TSO yet; frames go out \
+             at the MTU (af_packet ports do cut TCP super-frames)"
         );
     }
     Ok(links)

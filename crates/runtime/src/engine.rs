@@ -193,7 +193,7 @@ fn place_frame<'a, L: Link>(
             oldest_queued.get_or_insert(now);
             Some(buf)
         }
-        placed => queue_placed(placed, txq, oldest_queued, len, now, counters),
+        placed => queue_placed(placed, txq, oldest_queued, (len, meta), now, counters),
     }
 }
 
@@ -223,13 +223,15 @@ fn queue_placed<'a, B: PacketBuffer>(
     placed: TxPlaced<'a, B>,
     txq: &'a mut Vec<B>,
     oldest_queued: &mut Option<Instant>,
-    len: usize,
+    (len, meta): (usize, TxMeta),
     now: Instant,
     counters: &mut EngineCounters,
 ) -> Option<&'a mut [u8]> {
     let buf = match placed {
         TxPlaced::InPlace(buf) => buf,
-        TxPlaced::Frame(buf) => {
+        TxPlaced::Frame(mut buf) => {
+            // A super-frame's segment size (only on links with `tso_max`).
+            buf.set_gso_size(meta.gso_size);
             txq.push(buf);
             match txq.last_mut() {
                 Some(buf) => &mut buf.data_mut()[..len],
@@ -329,6 +331,9 @@ impl<L: Link> Engine<L> {
         for (i, link) in links.iter().enumerate() {
             if link.tx_checksum_offload() {
                 stack.set_tx_checksum_offload(IfaceId(i as u16), true);
+            }
+            if link.tso_max() > 0 {
+                stack.set_tso(IfaceId(i as u16), link.tso_max());
             }
             if link.rx_ip_checksum_offload() {
                 stack.set_rx_ip_checksum_offload(IfaceId(i as u16), true);

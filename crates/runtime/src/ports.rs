@@ -13,7 +13,7 @@ use std::os::fd::RawFd;
 use link::dpdk::{DpdkLink, Mbuf};
 use link::{
     AfPacketLink, AfXdpLink, FaultLink, Link, LinkInfo, LinkStats, MemoryLink, PacketBuffer,
-    PcapLink, PcapSeries, PoolBuf, TapLink, XdpFrame, MAX_BURST,
+    PcapLink, PcapSeries, PoolBuf, TapLink, TxPlaced, XdpFrame, MAX_BURST,
 };
 
 /// The link of a port.
@@ -94,6 +94,12 @@ impl PacketBuffer for PortBuf {
     }
     fn set_csum_partial(&mut self, partial: bool) {
         each_buf!(self, b => b.set_csum_partial(partial))
+    }
+    fn gso_size(&self) -> u16 {
+        each_buf!(self, b => b.gso_size())
+    }
+    fn set_gso_size(&mut self, size: u16) {
+        each_buf!(self, b => b.set_gso_size(size))
     }
 }
 
@@ -371,5 +377,38 @@ impl Link for PortLink {
 
     fn lend_budget(&self) -> usize {
         each!(self, l => l.lend_budget())
+    }
+
+    /// Only a bare AF_PACKET port cuts super-frames: behind the fault
+    /// injector or the capture, a super-frame would be corrupted or
+    /// recorded whole, not as segments cross the wire.
+    fn tso_max(&self) -> usize {
+        match self {
+            PortLink::AfPacket(l) => l.tso_max(),
+            _ => 0,
+        }
+    }
+
+    fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PortBuf> {
+        if let PortLink::AfPacket(l) = self {
+            // Its own: super-frames take its large buffers.
+            return match l.tx_place(len, csum_partial) {
+                TxPlaced::Frame(b) => TxPlaced::Frame(b.into()),
+                TxPlaced::InPlace(bytes) => TxPlaced::InPlace(bytes),
+                TxPlaced::NoBuffer => TxPlaced::NoBuffer,
+                TxPlaced::Oversize => TxPlaced::Oversize,
+            };
+        }
+        // `Link::tx_place`'s own way.
+        let Some(mut buf) = self.alloc_tx() else {
+            return TxPlaced::NoBuffer;
+        };
+        if len > buf.capacity() {
+            self.recycle(buf);
+            return TxPlaced::Oversize;
+        }
+        buf.set_len(len);
+        buf.set_csum_partial(csum_partial);
+        TxPlaced::Frame(buf)
     }
 }

@@ -196,19 +196,56 @@ pub fn port_pool(port: &PortConfig) -> PacketPool {
 }
 
 /// The rings of an `af_packet` port: the defaults, with large receive as
-/// `gro` says (without it, no large buffers either).
-pub fn ring_config(port: &PortConfig) -> RingConfig {
+/// `gro` says (without it, no large buffers either), and with `[dpdk] tso`
+/// segmentation and checksum offload through a `virtio_net_hdr` (not with
+/// `tx_csum_offoad_skip`, which leaves every checksum to the stack): 64
+/// TX slots of 128 KiB then, and more large buffers, as super-frames
+/// leave in them too.
+pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
     let d = RingConfig::default();
+    let tso = dpdk.tso && !dpdk.tx_csum_offload_skip;
+    let large_buffers = match (port.gro, tso) {
+        (_, true) => d.large_buffers + 64,
+        (true, false) => d.large_buffers,
+        (false, false) => 0,
+    };
     RingConfig {
         gro: port.gro,
-        large_buffers: if port.gro { d.large_buffers } else { 0 },
+        large_buffers,
+        tso,
+        tx_frame_count: if tso { 64 } else { d.tx_frame_count },
         ..d
+    }
+}
+
+/// Says, once per port, what `[dpdk] tso=1` does there: an `af_packet`
+/// port cuts TCP super-frames (the kernel's GSO, or the NIC's TSO behind
+/// it), unless `tx_csum_offoad_skip` is set; other links send segments of
+/// the MTU (DPDK's own note is in `dpdk.rs`).
+pub fn tso_note(dpdk: &DpdkConfig, port: &PortConfig) {
+    if !dpdk.tso {
+        return;
+    }
+    match &port.link {
+        LinkSpec::AfPacket(_) if dpdk.tx_csum_offload_skip => eprintln!(
+            "ustack: [dpdk] tso=1 with tx_csum_offoad_skip=1: port {} (af_packet) sends \
+             segments of the MTU, checksums made by the stack",
+            port.id
+        ),
+        LinkSpec::AfPacket(_) | LinkSpec::Dpdk => {}
+        other => eprintln!(
+            "ustack: [dpdk] tso=1: port {} ({}) has no segmentation offload; it sends \
+             segments of the MTU",
+            port.id,
+            link_name(other)
+        ),
     }
 }
 
 /// Opens the link of one port (`dpdk`: the `[dpdk]` section, for
 /// `link=dpdk`).
 pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, SetupError> {
+    tso_note(dpdk, port);
     let name = link_name(&port.link);
     if port.link == LinkSpec::Dpdk {
         // DPDK brings its own buffers (mbufs): no pool here.
@@ -228,7 +265,7 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
             Ok(PortLink::Tap(tap))
         }
         LinkSpec::AfPacket(ifname) => {
-            AfPacketLink::open(ifname, port_pool(port), &ring_config(port))
+            AfPacketLink::open(ifname, port_pool(port), &ring_config(dpdk, port))
                 .map(PortLink::AfPacket)
                 .map_err(open_err)
         }

@@ -56,6 +56,7 @@ pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
         ("rx_super_bad_checksum", s.rx_super_bad_checksum),
         ("rx_gro_aggregates", s.rx_gro_aggregates),
         ("rx_gro_joined", s.rx_gro_joined),
+        ("tx_super_frames", s.tx_super_frames),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -96,6 +96,10 @@ pub struct Interface {
     /// The link finishes TCP and UDP checksums of frames sent whole (not
     /// fragmented): the stack writes only the pseudo-header sum.
     pub tx_checksum_offload: bool,
+    /// The largest IP packet the link takes as one TCP super-frame and
+    /// cuts into segments itself (TSO/GSO); 0: none larger than the MTU.
+    /// Only with `tx_checksum_offload`.
+    pub tso_max: usize,
     /// The link vouches for the IPv4 header checksum of every frame it
     /// hands out: the stack does not verify it.
     pub rx_ip_checksum_offload: bool,
@@ -134,6 +138,7 @@ impl Interface {
             broadcast,
             gateway: cfg.gateway,
             tx_checksum_offload: false,
+            tso_max: 0,
             rx_ip_checksum_offload: false,
             ipv6: None,
             vlan: None,
@@ -156,6 +161,7 @@ impl Interface {
             broadcast: Ipv4Addr::BROADCAST,
             gateway: None,
             tx_checksum_offload: false,
+            tso_max: 0,
             rx_ip_checksum_offload: false,
             ipv6: None,
             vlan: None,

@@ -54,6 +54,11 @@ pub struct TxMeta {
     /// (a NIC's offload, or a link between trusted memories such as the
     /// shared-memory pair, like Linux loopback) finishes or skips it.
     pub csum_partial: bool,
+    /// A TCP super-frame (larger than the MTU) for the link to cut into
+    /// segments of this many payload bytes (its segmentation offload; see
+    /// [`Stack::set_tso`](crate::Stack::set_tso)); 0 for every other frame.
+    /// Always with `csum_partial`.
+    pub gso_size: u16,
 }
 
 /// What the link knows about a received frame.

@@ -277,6 +277,25 @@ impl Stack {
         }
     }
 
+    /// Tells the stack that the link under `id` takes TCP super-frames of
+    /// up to `max` bytes of IP packet and cuts them into segments itself
+    /// (a NIC's TSO, the kernel's GSO behind AF_PACKET); 0 turns it off.
+    /// An IPv4 connection on such an interface then sends a burst of new
+    /// data as one segment of several MSS (marked
+    /// [`TxMeta::gso_size`](crate::TxMeta)), where its checksum is left
+    /// to the link (see [`set_tx_checksum_offload`](Self::set_tx_checksum_offload)).
+    /// Returns whether `id` exists.
+    pub fn set_tso(&mut self, id: IfaceId, max: usize) -> bool {
+        match self.ip.ifaces.get_mut(usize::from(id.0)) {
+            Some(i) => {
+                i.tso_max = max.min(usize::from(u16::MAX));
+                self.ip.iface_epoch += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Tells the stack that the link under `id` vouches for the IPv4
     /// header checksum of every frame it hands out (a NIC that verified
     /// it; the shared-memory pair, whose frames no wire touches): the stack

@@ -743,6 +743,7 @@ impl Link for AfXdpLink {
             rx_super_bad_checksum: 0,
             rx_gro_aggregates: 0,
             rx_gro_joined: 0,
+            tx_super_frames: 0,
         }
     }
 

@@ -71,6 +71,8 @@ pub(crate) struct Ipv4Path {
     eth: [u8; 14],
     mtu: usize,
     offload: bool,
+    /// The largest TCP super-frame the link cuts itself (0: none).
+    tso_max: usize,
 }
 
 impl Ipv4Path {
@@ -99,6 +101,16 @@ impl Ipv4Path {
     pub(crate) fn offload(&self) -> bool {
         self.offload
     }
+
+    /// The largest IP packet the interface takes as a TCP super-frame
+    /// (0: none beyond the MTU).
+    pub(crate) fn tso_max(&self) -> usize {
+        if self.offload {
+            self.tso_max
+        } else {
+            0
+        }
+    }
 }
 
 /// Why a packet could not be sent.
@@ -124,7 +136,13 @@ impl fmt::Display for SendError {
 /// How the L4 checksum is written, and the mark the frame then carries.
 fn checksum_mode(offload: bool) -> (TxMeta, ChecksumMode) {
     if offload {
-        (TxMeta { csum_partial: true }, ChecksumMode::Offload)
+        (
+            TxMeta {
+                csum_partial: true,
+                gso_size: 0,
+            },
+            ChecksumMode::Offload,
+        )
     } else {
         (TxMeta::default(), ChecksumMode::Full)
     }
@@ -220,6 +238,7 @@ impl IpLayer {
             eth,
             mtu: ifc.mtu,
             offload: ifc.tx_checksum_offload,
+            tso_max: ifc.tso_max,
         })
     }
 

@@ -179,7 +179,13 @@ impl IpLayer {
                 ethertype: EtherType::Ipv6,
             };
             let (meta, mode) = if offload {
-                (TxMeta { csum_partial: true }, ChecksumMode::Offload)
+                (
+                    TxMeta {
+                        csum_partial: true,
+                        gso_size: 0,
+                    },
+                    ChecksumMode::Offload,
+                )
             } else {
                 (TxMeta::default(), ChecksumMode::Full)
             };

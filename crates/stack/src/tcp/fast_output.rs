@@ -71,6 +71,8 @@ pub(crate) struct Ipv4Template {
     out: LinkOut,
     mtu: usize,
     offload: bool,
+    /// The largest TCP super-frame the link cuts itself (0: none).
+    tso_max: usize,
 }
 
 /// An IPv6 connection's template: the Ethernet header, the IPv6 header
@@ -151,6 +153,7 @@ impl Ipv4Template {
             out: path.out(),
             mtu: path.mtu(),
             offload: path.offload(),
+            tso_max: path.tso_max(),
         }
     }
 }
@@ -290,11 +293,12 @@ fn transmit_segment<'a, const TCP_AT: usize, const N: usize>(
     sink: &mut dyn FrameSink,
     out: LinkOut,
     frame_len: usize,
-    offload: bool,
+    (offload, gso_size): (bool, u16),
     segment: impl Fn() -> Segment<'a, TCP_AT, N>,
 ) -> bool {
     let meta = TxMeta {
         csum_partial: offload,
+        gso_size,
     };
     let sent = if out.vid.is_some() {
         // A VLAN interface's frame is written whole, then tagged.
@@ -385,6 +389,31 @@ impl TcpConnection {
         self.rebuild_template(now, ip) && self.send_on_ipv4_template(now, flags, seq, len, ip, sink)
     }
 
+    /// The most new data one segment may carry: the MSS; or, on an IPv4
+    /// path whose link cuts TCP super-frames itself (`Stack::set_tso`)
+    /// and that the direct path sends on (what `send_on_ipv4_template`
+    /// takes), as many whole MSS as fit in its largest frame.  The
+    /// template decides; one gone stale is built again on the same
+    /// interface, which keeps its offloads.
+    #[inline]
+    pub(crate) fn segment_max(&self, ip: &IpLayer) -> usize {
+        let Some(SegmentTemplate::V4(t)) = &self.template else {
+            return self.snd_mss;
+        };
+        if t.tso_max == 0 || !ip.cfg.tcp.fast_path || (self.sack_ok && self.recv.has_out_of_order())
+        {
+            return self.snd_mss;
+        }
+        let header = IPV4_LEN
+            + if self.ts_ok {
+                TIMESTAMP_HEADER_LEN
+            } else {
+                PLAIN_HEADER_LEN
+            };
+        let mss = self.snd_mss.max(1);
+        (t.tso_max.saturating_sub(header) / mss).max(1) * mss
+    }
+
     /// The options a template is built with.
     fn template_options(&self, ip: &IpLayer) -> TemplateOptions {
         let hop_limit = if self.remote.is_ipv6() {
@@ -434,9 +463,15 @@ impl TcpConnection {
         };
         let tcp_len = header_len + len;
         let ip_len = IPV4_LEN + tcp_len;
-        if ip_len > t.mtu {
+        // Larger than the MTU: a super-frame for the link to cut, where it
+        // does (sized by `tso_segment_max`), in segments of the MSS.
+        let gso_size = if ip_len <= t.mtu {
+            0
+        } else if ip_len <= t.tso_max && self.snd_mss < len {
+            self.snd_mss as u16
+        } else {
             return false;
-        }
+        };
         let (out, offload) = (t.out, t.offload);
         let fields = self.segment_fields(now, flags, seq);
         let offset = seq - self.data_start();
@@ -466,7 +501,7 @@ impl TcpConnection {
         let frame_len = ETH_LEN + ip_len;
         let headers = &t.bytes;
         let send = &self.send;
-        transmit_segment(ip, sink, out, frame_len, offload, || Segment::<
+        transmit_segment(ip, sink, out, frame_len, (offload, gso_size), || Segment::<
             TCP_AT_V4,
             HEADERS_V4,
         > {
@@ -532,7 +567,7 @@ impl TcpConnection {
         let frame_len = TCP_AT_V6 + tcp_len;
         let headers = &t.bytes;
         let send = &self.send;
-        transmit_segment(ip, sink, out, frame_len, offload, || Segment::<
+        transmit_segment(ip, sink, out, frame_len, (offload, 0), || Segment::<
             TCP_AT_V6,
             HEADERS_V6,
         > {

@@ -662,7 +662,23 @@ impl TcpConnection {
                 let allowance = cwnd + self.dupacks.min(2) as usize * self.snd_mss;
                 allowance.saturating_sub(self.snd_nxt - self.snd_una)
             };
-            let len = avail.min(self.snd_mss).min(rwnd_left).min(cwnd_left);
+            // Outside loss recovery, one segment of several MSS where the
+            // link cuts it (TSO): sent as the MSS-sized segments it holds
+            // would be, a short tail among them only when Nagle and SWS
+            // avoidance would let it go (below), else left for the next
+            // round.
+            let seg_max = if in_recovery {
+                self.snd_mss
+            } else {
+                self.segment_max(ip)
+            };
+            let mut len = avail.min(seg_max).min(rwnd_left).min(cwnd_left);
+            if len > self.snd_mss
+                && len % self.snd_mss != 0
+                && (len < avail || self.cork || !self.nodelay)
+            {
+                len -= len % self.snd_mss;
+            }
             let fin = fin_pending
                 && self.snd_nxt + len == data_end
                 && (cwnd_left > 0 || len > 0 || avail == 0);
