@@ -7,7 +7,9 @@ back), checked by SHA-256 on the kernel's side.
   hands to the stack whole (`link::af_packet`): none is cut, none dropped.
 - With the peer's segmentation offload off, MTU-sized segments arrive and
   the link aggregates each flow's in-order segments per receive burst
-  (`link::gro`)."""
+  (`link::gro`).
+- With `[dpdk] tso=1`, ustack sends its side as TCP super-frames after a
+  virtio_net_hdr, which the veth hands to the kernel whole."""
 
 import hashlib
 import random
@@ -16,7 +18,7 @@ import harness as h
 from cases import SUBNETS, no_tcp_trouble, test
 from harness import check
 
-SUBNETS.update({"tcp_stream_gso_af_packet": 30, "tcp_stream_gro_af_packet": 31})
+SUBNETS.update({"tcp_stream_gso_af_packet": 30, "tcp_stream_gro_af_packet": 31, "tcp_stream_tso_af_packet": 32})
 
 STREAM_SIZE = 16 * 1024 * 1024
 
@@ -62,3 +64,16 @@ def _(ctx):
     check(st.get("port0_link_rx_super_frames", 0) == 0, f"super-frames with TSO and GSO off: {h.nonzero(st)}")
     check(aggregates > 0 and joined > aggregates,
           f"no segments aggregated (aggregates {aggregates}, joined {joined}): {h.nonzero(st)}")
+
+
+@test("tcp_stream_tso_af_packet", budget=90)
+def _(ctx):
+    # `[dpdk] tso=1`: ustack's echo leaves as TCP super-frames (a
+    # virtio_net_hdr before each), which the veth hands to the kernel whole.
+    t = ctx.topo("af_packet", SUBNETS["tcp_stream_tso_af_packet"], sets=["dpdk.tso=1"]).start()
+    st = one_stream_each_way(t, 32)
+    sent = st.get("port0_link_tx_super_frames", 0)
+    check(sent > 0, f"no TCP super-frame left with tso=1: {h.nonzero(st)}")
+    check(st.get("port0_link_tx_dropped", 0) == 0 and st.get("tx_drop_too_big", 0) == 0,
+          f"frames dropped on the way out: {h.nonzero(st)}")
+    print(f"    TCP super-frames sent: {sent}")

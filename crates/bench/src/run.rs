@@ -751,11 +751,16 @@ fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration, reverse
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
     row.notes.push(format!(
         "{}: `iperf3 -s` pinned to core 0 (ustack: `ustack run`, AF_PACKET on the veth, busy \
-         polling, default buffers with receive auto-tuning), one stream {} `iperf3 -c -t {}{}` \
+         polling, default buffers with receive auto-tuning{}), one stream {} `iperf3 -c -t {}{}` \
          pinned to core 1 in another network namespace; the veth keeps its default offloads \
          (the client's TSO/GSO super-frames reach ustack whole, a 64 KiB buffer each, or are cut \
          into segments when none is free); RPS on both ends; the receiver's rate",
         stream::version(),
+        if reverse {
+            ", `[dpdk] tso=1`: TCP super-frames of up to 64 KiB to the kernel"
+        } else {
+            ""
+        },
         if reverse { "to" } else { "from" },
         window.as_secs(),
         if reverse { " -R" } else { "" },

@@ -150,7 +150,9 @@ impl StreamBench {
         std::fs::write(
             &ini,
             format!(
-                "[dpdk]\nidle_sleep=0\n[port0]\nlink=af_packet:{}\naddr={SERVER_IP}/{PREFIX}\n",
+                "[dpdk]\nidle_sleep=0\n{}[port0]\nlink=af_packet:{}\naddr={SERVER_IP}/{PREFIX}\n",
+                // Sending, the engine leaves segmentation to the kernel.
+                if reverse { "tso=1\n" } else { "" },
                 net.if_server
             ),
         )

@@ -285,9 +285,11 @@ pub struct AfPacketLink {
     /// Super-frames whose whole TCP checksum failed.
     rx_super_bad_checksum: u64,
     /// Large buffers: super-frames handed over whole and aggregates.
-    large: PacketPool,
+    /// (Boxed, as the aggregation state: the link is a variant of the
+    /// runtime's port enums, kept small.)
+    large: Box<PacketPool>,
     /// Receive aggregation, when on.
-    gro: Option<Aggregator>,
+    gro: Option<Box<Aggregator>>,
     /// Ring drops reported by PACKET_STATISTICS (which resets on read).
     kernel_drops: Cell<u64>,
 }
@@ -489,8 +491,8 @@ impl AfPacketLink {
             rx_super_frames: 0,
             rx_super_cut: 0,
             rx_super_bad_checksum: 0,
-            large: PacketPool::new(LARGE_BUF_SIZE, ring.large_buffers),
-            gro: ring.gro.then(Aggregator::new),
+            large: Box::new(PacketPool::new(LARGE_BUF_SIZE, ring.large_buffers)),
+            gro: ring.gro.then(|| Box::new(Aggregator::new())),
             kernel_drops: Cell::new(0),
         })
     }
@@ -1012,7 +1014,7 @@ impl Link for AfPacketLink {
             self.kernel_drops
                 .set(self.kernel_drops.get() + u64::from(st.tp_drops));
         }
-        let gro = self.gro.as_ref().map(Aggregator::stats).unwrap_or_default();
+        let gro = self.gro.as_ref().map(|g| g.stats()).unwrap_or_default();
         LinkStats {
             rx_frames: self.rx_frames,
             rx_bytes: self.rx_bytes,
