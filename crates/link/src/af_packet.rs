@@ -8,12 +8,19 @@
 //!   default) fires; we copy each frame into a pool buffer and give the block
 //!   back when all its frames are taken. A frame received with a partial
 //!   checksum (`TP_STATUS_CSUMNOTREADY`) is flagged `csum_partial`. A VLAN
-//!   tag the kernel took out into metadata is put back into the frame (into
-//!   each segment of a TCP super-frame, which `gso.rs` cuts).
+//!   tag the kernel took out into metadata is put back into the frame.
+//!   Large receive (`RingConfig::gro`): a TCP super-frame from a peer with
+//!   segmentation offload (a veth's) is copied whole into a 64 KiB buffer;
+//!   without one free (or tagged), `gso.rs` cuts it into segments of the
+//!   MTU. In-order TCP segments of a flow read in one burst are joined
+//!   into one (`gro.rs`).
 //! - TX: TPACKET_V3 frames of fixed size (the kernel has no block mode for
 //!   transmit; each slot is a `tpacket3_hdr` followed by the frame at offset
 //!   48). We copy a frame in, mark it `TP_STATUS_SEND_REQUEST`, and kick the
-//!   kernel with `send(fd, NULL, 0, MSG_DONTWAIT)`.
+//!   kernel with `send(fd, NULL, 0, MSG_DONTWAIT)`. With `RingConfig::tso`
+//!   (`PACKET_VNET_HDR`) a `virtio_net_hdr` goes before each frame: the
+//!   kernel finishes partial TCP/UDP checksums and cuts TCP super-frames
+//!   (or a veth passes them to its peer whole).
 //!
 //! The socket also asks for `PACKET_QDISC_BYPASS` (frames go straight to
 //! the driver), `PACKET_IGNORE_OUTGOING` (our own transmissions do not come

@@ -455,8 +455,42 @@ impl<B: PacketBuffer> Dispatcher<B> {
             return;
         };
         if !b.fill_from(frame) {
-            k.tap.recycle(b);
-            self.counters.kni_drop += 1;
+            // Larger than the TAP's buffers: a TCP super-frame or
+            // aggregate from a link with large receive, which goes to the
+            // kernel in segments of the TAP's MTU.
+            let mtu = k.tap.info().mtu;
+            match link::gso::TcpSuperFrame::parse(frame, mtu, csum_partial) {
+                Ok(sf) => {
+                    k.tap.recycle(b);
+                    for i in 0..sf.segments() {
+                        let Some(mut seg) = k.tap.alloc_tx() else {
+                            self.counters.kni_drop += 1;
+                            return;
+                        };
+                        let len = sf.segment_len(i);
+                        if len > seg.capacity() {
+                            k.tap.recycle(seg);
+                            self.counters.kni_drop += 1;
+                            return;
+                        }
+                        seg.set_len(len);
+                        sf.write_segment(frame, i, seg.data_mut());
+                        // Each segment holds the partial form: finished.
+                        if wire::partial_checksum::complete(seg.data_mut()) {
+                            self.counters.kni_csum_completed += 1;
+                        }
+                        k.txq.push(seg);
+                        self.counters.kni_to_kernel += 1;
+                    }
+                }
+                Err(_) => {
+                    k.tap.recycle(b);
+                    self.counters.kni_drop += 1;
+                }
+            }
+            if k.txq.len() >= MAX_BURST {
+                flush_kni(k, &mut self.counters);
+            }
             return;
         }
         // The kernel verifies what arrives on a TAP; a frame whose checksum
