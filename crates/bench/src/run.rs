@@ -767,13 +767,14 @@ fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration, reverse
     ));
     row.notes.push(format!(
         "server core 0 busy: ustack {}, linux {}; client core 1 busy: ustack {}, linux {}; the \
-         sender's retransmissions: ustack {}, linux {}; super-frames ustack's engine received: {}",
+         sender's retransmissions: ustack {}, linux {}; super-frames ustack's engine {}: {}",
         pct(med("ustack", &|f| f.server_core_busy)),
         pct(med("linux", &|f| f.server_core_busy)),
         pct(med("ustack", &|f| f.client_core_busy)),
         pct(med("linux", &|f| f.client_core_busy)),
         fmt_value(med("ustack", &|f| f.retransmits as f64)),
         fmt_value(med("linux", &|f| f.retransmits as f64)),
+        if reverse { "sent" } else { "received" },
         fmt_value(med("ustack", &|f| f.engine.map_or(0.0, |(_, s)| s as f64))),
     ));
     if !pairs.is_empty() {

@@ -58,7 +58,8 @@ pub struct StreamFigures {
     pub retransmits: u64,
     pub server_core_busy: f64,
     pub client_core_busy: f64,
-    /// ustack only: the engine's bytes received and super-frames cut.
+    /// ustack only: the engine's bytes received (sent, for the reverse
+    /// row) and super-frames received (sent).
     pub engine: Option<(u64, u64)>,
 }
 
@@ -264,12 +265,16 @@ impl StreamBench {
                     .unwrap_or(0)
                     .saturating_sub(counters0.get(k).copied().unwrap_or(0))
             };
-            let (moved, verb) = if self.reverse {
-                (d("port0_link_tx_bytes"), "sent")
+            let (moved, verb, supers) = if self.reverse {
+                (
+                    d("port0_link_tx_bytes"),
+                    "sent",
+                    d("port0_link_tx_super_frames"),
+                )
             } else {
-                (d("rx_bytes"), "received")
+                (d("rx_bytes"), "received", d("port0_link_rx_super_frames"))
             };
-            fig.engine = Some((moved, d("port0_link_rx_super_frames")));
+            fig.engine = Some((moved, supers));
             // The engine carried the stream: about as many bytes as iperf3
             // counted (its rate times the window, within a fifth).
             let want = mbits * 1e6 / 8.0 * self.window.as_secs_f64() * 0.8;
