@@ -734,9 +734,11 @@ def tcp_echo_closed(ctx, kind, name):
 def _(ctx):
     st = tcp_echo_closed(ctx, "af_packet", "tcp_echo_af_packet")
     # The kernel's end keeps TSO and GSO: its writes reach the veth as
-    # super-frames of up to 64 KB, which the link cuts into segments.
+    # super-frames of up to 64 KB, which the link hands over whole (or cuts
+    # into segments when no large buffer is free).
     supers, oversize = st.get("port0_link_rx_super_frames", 0), st.get("port0_link_rx_oversize", 0)
-    print(f"    TCP super-frames from the kernel cut into segments: {supers}; frames too large: {oversize}")
+    print(f"    TCP super-frames from the kernel: {supers} ({st.get('port0_link_rx_super_cut', 0)} cut into "
+          f"segments); frames too large: {oversize}")
     check(supers > 0, f"no super-frame arrived (is the kernel's TSO on?): {h.nonzero(st)}")
     check(oversize == 0 and st.get("port0_link_rx_super_bad_checksum", 0) == 0,
           f"frames dropped as too large or with a bad checksum: {h.nonzero(st)}")

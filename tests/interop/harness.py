@@ -459,8 +459,8 @@ class Topology:
         sh(["ip", "-n", self.ns_k, "addr", "add", f"{self.kernel_ip}/24", "dev", self.if_k])
         sh(["ip", "-n", self.ns_k, "link", "set", self.if_k, "up"])
         # The kernel's end keeps its default offloads (TSO, GSO, checksum
-        # offload) where ustack's link takes what they make: AF_PACKET cuts
-        # the TCP super-frames a veth hands over into segments, TAP gets
+        # offload) where ustack's link takes what they make: AF_PACKET takes
+        # the TCP super-frames a veth hands over (whole, or cut), TAP gets
         # segments anyway. AF_XDP (a UMEM chunk per frame) and DPDK's
         # af_packet driver (its frame size) cannot take a 64 KB frame, so
         # segmentation offload is off on their peers.
