@@ -267,6 +267,10 @@ counters! {
         tcp_out_of_window,
         tcp_invalid_acks_rate_limited,
         tcp_rx_out_of_order,
+        /// New urgent pointers taken in (marks set, RFC 9293 3.8.5).
+        tcp_urgent_marks_received,
+        /// URG segments whose urgent pointer was zero, ignored.
+        tcp_urgent_pointer_zero,
         tcp_rx_trimmed_bytes,
         /// Receive buffers doubled by auto-tuning (the peer filled more than
         /// 3/8 of one within a round trip).

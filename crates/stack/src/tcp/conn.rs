@@ -18,6 +18,7 @@ use crate::tcp::rtt::RttEstimator;
 use crate::tcp::sack::Scoreboard;
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::{Readiness, TcpInfo, TcpState};
+use crate::tcp::urgent::UrgentMark;
 use crate::time::{Duration, Instant};
 
 /// Counters of one connection (TCP_INFO).
@@ -71,6 +72,17 @@ pub(crate) struct TcpConnection {
     pub peer_fin: Option<SeqNumber>,
     /// The application shut the read side.
     pub read_shut: bool,
+
+    // Urgent data (`urgent.rs`).
+    /// SND.UP while in urgent mode: the sequence number after the last
+    /// urgent octet sent (RFC 6093).
+    pub snd_up: Option<SeqNumber>,
+    /// The receive side's mark, until the application reads past it.
+    pub urgent: Option<UrgentMark>,
+    /// SO_OOBINLINE: the urgent octet stays in the stream.
+    pub oob_inline: bool,
+    /// New urgent pointers received, ever (the socket layer's SIGURG).
+    pub urgent_notices: u32,
 
     // Options (RFC 7323, RFC 2018).
     pub wscale_ok: bool,
@@ -217,6 +229,10 @@ impl TcpConnection {
             fin_queued: false,
             peer_fin: None,
             read_shut: false,
+            snd_up: None,
+            urgent: None,
+            oob_inline: false,
+            urgent_notices: 0,
             wscale_ok: false,
             ts_ok: false,
             ts_recent: 0,
@@ -383,7 +399,7 @@ impl TcpConnection {
     pub(crate) fn readiness(&self) -> Readiness {
         let established = self.synchronized() || self.state == TcpState::Closed;
         Readiness {
-            readable: self.recv.readable() > 0
+            readable: self.readable_for_poll() > 0
                 || self.peer_closed()
                 || self.error.is_some()
                 || self.read_shut,
@@ -392,6 +408,7 @@ impl TcpConnection {
             read_closed: self.peer_closed(),
             hangup: self.state == TcpState::Closed || (self.peer_closed() && self.fin_queued),
             error: self.error.is_some(),
+            urgent: self.urgent_pending(),
         }
     }
 

@@ -207,6 +207,7 @@ impl TcpConnection {
                 || window != self.snd_wnd
                 || self.flight() == 0)
             && self.peer_fin.is_none()
+            && self.urgent.is_none()
             && self.recovery_point.is_none()
             && (!self.sack_ok || self.scoreboard.is_empty());
         if !predicted {

@@ -338,6 +338,9 @@ impl TcpConnection {
             ev.closed = true;
             return ev;
         }
+        if flags.urg() || self.urgent.is_some() {
+            self.urgent_input(seg, data_seq, ip, &mut shared.buffers, &mut shared.lend);
+        }
         if !seg.payload.is_empty() {
             self.take_text(now, data_seq, seg.payload, ip, shared);
         }
@@ -617,6 +620,7 @@ impl TcpConnection {
         }
         self.send_base += data_acked;
         self.snd_una = ack;
+        self.urgent_acked();
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }

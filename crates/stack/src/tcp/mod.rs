@@ -23,6 +23,8 @@ pub(crate) mod shared;
 pub mod timer_wheel;
 mod timers;
 mod types;
+pub(crate) mod urgent;
 
 pub use cc::CcAlgorithm;
 pub use types::{Readiness, Shutdown, TcpConfig, TcpInfo, TcpState};
+pub use urgent::OobRead;

@@ -235,6 +235,7 @@ impl TcpConnection {
         if self.sack_ok && self.recv.has_out_of_order() {
             repr.sack_ranges = self.recv.sack_blocks();
         }
+        self.set_urgent_fields(&mut repr);
         repr
     }
 
@@ -549,7 +550,11 @@ impl TcpConnection {
         ip: &mut IpLayer,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        if self.state != TcpState::Established || self.recovery_point.is_some() || self.fin_queued {
+        if self.state != TcpState::Established
+            || self.recovery_point.is_some()
+            || self.fin_queued
+            || self.urgent_mode()
+        {
             return false;
         }
         let seq = self.snd_nxt;
@@ -673,7 +678,11 @@ impl TcpConnection {
                 if len == avail {
                     // Nagle (RFC 9293 3.7.4): a small segment waits while
                     // data is unacknowledged; corked, it waits anyway.
-                    if self.cork || (!self.nodelay && self.snd_nxt > self.snd_una) {
+                    // Urgent data goes at once (as Linux's
+                    // `tcp_nagle_test`).
+                    if !self.urgent_mode()
+                        && (self.cork || (!self.nodelay && self.snd_nxt > self.snd_una))
+                    {
                         break;
                     }
                 } else if len < self.max_snd_wnd / 2 && self.snd_nxt > self.snd_una {

@@ -62,6 +62,8 @@ pub struct Readiness {
     pub hangup: bool,
     /// An error is pending (EPOLLERR; read it with `tcp_take_error`).
     pub error: bool,
+    /// An urgent octet waits for `recv(MSG_OOB)` (EPOLLPRI).
+    pub urgent: bool,
 }
 
 /// Tunables of TCP, from `[freebsd.sysctl]`.

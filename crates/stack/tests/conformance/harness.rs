@@ -167,6 +167,8 @@ pub struct Seg {
     bad_checksum: bool,
     peer_port: Option<u16>,
     peer_ip: Option<Ipv4Addr>,
+    /// URG and this urgent pointer.
+    urg: Option<u16>,
 }
 
 /// A new, empty pattern.
@@ -194,10 +196,17 @@ pub fn seg() -> Seg {
         bad_checksum: false,
         peer_port: None,
         peer_ip: None,
+        urg: None,
     }
 }
 
 impl Seg {
+    /// URG set with this urgent pointer (checked when expecting).
+    pub fn urg(mut self, pointer: u16) -> Self {
+        self.flags |= TcpFlags::URG;
+        self.urg = Some(pointer);
+        self
+    }
     pub fn syn(mut self) -> Self {
         self.flags |= TcpFlags::SYN;
         self
@@ -377,6 +386,8 @@ pub struct Got {
     pub sack_perm: bool,
     pub ts: Option<(u32, u32)>,
     pub sack: Vec<(u32, u32)>,
+    /// The urgent pointer field (with URG).
+    pub urg: u16,
     pub payload: Vec<u8>,
 }
 
@@ -481,9 +492,21 @@ fn options_str(
     parts.join(",")
 }
 
+/// The urgent pointer in a summary's options.
+fn urgent_str(pointer: u16, opts: &str) -> String {
+    if opts.is_empty() {
+        format!("urg {pointer}")
+    } else {
+        format!("urg {pointer},{opts}")
+    }
+}
+
 impl fmt::Display for Got {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let opts = options_str(self.mss, self.sack_perm, self.ts, self.wscale, &self.sack);
+        let mut opts = options_str(self.mss, self.sack_perm, self.ts, self.wscale, &self.sack);
+        if self.flags.urg() {
+            opts = urgent_str(self.urg, &opts);
+        }
         let ports = format!(
             "{}:{} > {}:{}",
             self.stack_ip, self.stack_port, self.peer_ip, self.peer_port
@@ -868,6 +891,7 @@ impl Script {
             sack_perm: r.sack_permitted,
             ts: r.timestamp,
             sack: r.sack_ranges.iter().flatten().copied().collect(),
+            urg: r.urgent_pointer,
             payload: r.payload.to_vec(),
         })
     }
@@ -892,6 +916,7 @@ impl Script {
         }
         r.ack_number = p.ack.map(|a| SeqNumber::new(a.wrapping_add(isn)));
         r.window_len = p.win.unwrap_or(65535);
+        r.urgent_pointer = p.urg.unwrap_or(0);
         r.max_seg_size = p.mss.value().copied();
         r.window_scale = p.wscale.value().copied();
         r.sack_permitted = p.sack_perm.value().is_some();
@@ -909,13 +934,16 @@ impl Script {
             }
         }
         r.payload = &payload;
-        let opts = options_str(
+        let mut opts = options_str(
             r.max_seg_size,
             r.sack_permitted,
             r.timestamp,
             r.window_scale,
             p.sack.value().map_or(&[][..], |v| &v[..]),
         );
+        if let Some(up) = p.urg {
+            opts = urgent_str(up, &opts);
+        }
         let line = summary(
             r.flags,
             seq,
@@ -1280,6 +1308,9 @@ impl Script {
         if let Some(v) = p.len {
             let _ = write!(s, " len {v}");
         }
+        if let Some(v) = p.urg {
+            let _ = write!(s, " urg {v}");
+        }
         let mut o = Vec::new();
         match &p.mss {
             Opt::Is(v) => o.push(format!("mss {v}")),
@@ -1358,6 +1389,11 @@ impl Script {
         if let Some(v) = p.seq {
             if g.seq != v {
                 return Err(format!("seq {} instead of {v}", g.seq));
+            }
+        }
+        if let Some(v) = p.urg {
+            if g.urg != v {
+                return Err(format!("urgent pointer {} instead of {v}", g.urg));
             }
         }
         if let Some(v) = p.ack {
@@ -1542,6 +1578,34 @@ impl Script {
     #[track_caller]
     pub fn send_n(&mut self, h: SocketHandle, n: usize) -> usize {
         self.send(h, &vec![0u8; n])
+    }
+
+    /// Queues data as urgent (`send(MSG_OOB)`); returns how much was taken.
+    #[track_caller]
+    pub fn send_urgent(&mut self, h: SocketHandle, data: &[u8]) -> usize {
+        let r = self
+            .stack
+            .tcp_send_urgent(self.now, h, data, &mut self.sink);
+        self.note(format!("send({} bytes, MSG_OOB) = {r:?}", data.len()));
+        self.collect();
+        match r {
+            Ok(n) => n,
+            Err(e) => self.fail(&format!("send(MSG_OOB): {e}")),
+        }
+    }
+
+    /// `recv(MSG_OOB)`: the urgent octet.
+    pub fn recv_urgent(&mut self, h: SocketHandle) -> Result<stack::OobRead, SocketError> {
+        let r = self.stack.tcp_recv_urgent(h, false);
+        self.note(format!("recv(MSG_OOB) = {r:?}"));
+        r
+    }
+
+    /// SIOCATMARK.
+    pub fn at_mark(&mut self, h: SocketHandle) -> bool {
+        let r = self.stack.tcp_at_mark(h);
+        self.note(format!("SIOCATMARK = {r:?}"));
+        r == Ok(true)
     }
 
     /// Reads up to `max` bytes.

@@ -21,5 +21,6 @@ mod rfc9293;
 mod rto;
 mod sack;
 mod timers;
+mod urgent;
 mod v6;
 mod window;

@@ -69,10 +69,10 @@ reqs! {
     "MUST-27" "keep-alive interval configurable" => scripts![timers::keepalive_probes_then_reset];
     "MUST-28" "keep-alive interval default at least 2 hours" => Met("net.inet.tcp.keepidle defaults to 7200000 ms (TcpConfig::default, config/example.ini); no script waits two hours");
     "MUST-29" "keep-alives tolerant of lost ACKs" => scripts![timers::keepalive_probes_then_reset];
-    "MUST-30" "urgent pointer supported" => NotMet("urgent data is not implemented: the URG bit and pointer are ignored and the bytes delivered in line (as SO_OOBINLINE would)");
-    "MUST-31" "urgent data of any length" => NotMet("urgent data is not implemented (see MUST-30)");
-    "MUST-32" "application told of urgent data asynchronously" => NotMet("urgent data is not implemented (see MUST-30)");
-    "MUST-33" "application can learn if and how much urgent data is queued" => NotMet("urgent data is not implemented (see MUST-30)");
+    "MUST-30" "urgent pointer supported" => scripts![urgent::urgent_pointer_after_the_urgent_data, urgent::urgent_octet_read_out_of_band, urgent::read_past_the_mark_skips_the_octet, urgent::urgent_pointer_into_a_later_segment];
+    "MUST-31" "urgent data of any length" => scripts![urgent::urgent_data_longer_than_a_segment];
+    "MUST-32" "application told of urgent data asynchronously" => scripts![urgent::urgent_octet_read_out_of_band, urgent::urgent_pointer_into_a_later_segment];
+    "MUST-33" "application can learn if and how much urgent data is queued" => scripts![urgent::urgent_octet_read_out_of_band, urgent::urgent_pointer_into_a_later_segment];
     "MUST-34" "robust against a shrinking window" => scripts![timers::window_closes_mid_transfer];
     "MUST-35" "standard zero-window probing" => scripts![timers::zero_window_probes];
     "MUST-36" "sender probes a zero window" => scripts![timers::zero_window_probes];
@@ -101,7 +101,7 @@ reqs! {
     "MUST-59" "all queued segments processed before an ACK is sent" => Met("with ACKs per receive burst (Stack::set_ack_per_burst): crates/stack/tests/tcp_basic.rs acks_wait_for_the_end_of_the_receive_burst_when_asked; the scripts inject one frame at a time");
     "MUST-60" "data never buffered indefinitely for lack of a PUSH (MUST NOT)" => scripts![ack::nagle_holds_small_segments, ack::nodelay_sends_at_once];
     "MUST-61" "PSH set on the last segment of what was sent" => scripts![rfc9293::active_open];
-    "MUST-62" "urgent pointer points at the first non-urgent octet" => NotMet("urgent data is not implemented (see MUST-30)");
+    "MUST-62" "urgent pointer points at the first non-urgent octet" => scripts![urgent::urgent_pointer_after_the_urgent_data, urgent::urgent_octet_read_out_of_band];
     "MUST-63" "SYN from an invalid source address rejected" => scripts![addresses::syn_from_invalid_source_dropped];
     "MUST-64" "options processed regardless of word alignment" => scripts![options::unaligned_options_read];
     "MUST-65" "no MSS option outside SYNs (MUST NOT)" => scripts![options::peer_mss_limits_segments];
