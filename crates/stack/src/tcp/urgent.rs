@@ -158,7 +158,8 @@ impl TcpConnection {
             .saturating_sub(usize::from(self.urgent_octet_next()))
     }
 
-    /// The urgent octet waits for `recv(MSG_OOB)` (EPOLLPRI).
+    /// The urgent octet arrived and was not taken (EPOLLPRI; in line too,
+    /// until read past, as Linux's `tcp_poll`).
     pub(crate) fn urgent_pending(&self) -> bool {
         matches!(
             self.urgent,
@@ -166,7 +167,7 @@ impl TcpConnection {
                 octet: UrgentOctet::Arrived(_),
                 ..
             })
-        ) && !self.oob_inline
+        )
     }
 
     /// SIOCATMARK: the read position is at the mark.
