@@ -823,6 +823,12 @@ impl Worker {
                 Ok(0)
             }
             F_GETFD | F_SETFD => os::fd_flags(fd, cmd, arg),
+            // The owner told of urgent data (SIGURG, see `events.rs`).
+            F_SETOWN => {
+                sock.owner = arg;
+                Ok(0)
+            }
+            F_GETOWN => Ok(sock.owner),
             _ => Err(Errno::EINVAL),
         }
     }

@@ -123,6 +123,11 @@ pub(crate) struct Socket {
     pub seen: Seen,
     /// The epoll and kqueue instances watching this socket.
     pub watchers: Vec<RawFd>,
+    /// F_SETOWN: the process (or, negative, process group) told of urgent
+    /// data with SIGURG; 0: none.
+    pub owner: i32,
+    /// The stack's count of urgent pointers received when last looked at.
+    pub urgent_seen: u32,
 }
 
 impl Socket {
@@ -140,6 +145,8 @@ impl Socket {
             totals: Totals::default(),
             seen: Seen::default(),
             watchers: Vec::new(),
+            owner: 0,
+            urgent_seen: 0,
         }
     }
 

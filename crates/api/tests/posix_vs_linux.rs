@@ -1112,11 +1112,38 @@ fn epoll_item_added_again_is_reported_once_like_linux() {
     });
 }
 
-/// Urgent data (MSG_OOB, SO_OOBINLINE, SIOCATMARK, EPOLLPRI) as Linux
-/// gives it: reads stop at the mark, the octet is read once out of band,
-/// a read past the mark loses it, in line it stays in the stream.
+/// SIGURGs this process received.
+static SIGURGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+extern "C" fn count_sigurg(_: i32) {
+    SIGURGS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether a SIGURG came since `before` was read (waiting up to a second
+/// for the kernel's, which any thread of the process may take).
+fn sigurg_since(before: usize) -> bool {
+    for _ in 0..100 {
+        if SIGURGS.load(std::sync::atomic::Ordering::SeqCst) > before {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+/// Urgent data (MSG_OOB, SO_OOBINLINE, SIOCATMARK, EPOLLPRI, SIGURG to the
+/// F_SETOWN owner) as Linux gives it: reads stop at the mark, the octet
+/// is read once out of band, a read past the mark loses it, in line it
+/// stays in the stream.
 #[test]
 fn urgent_data_matches_linux() {
+    // SAFETY: a handler that only touches an atomic; SIGURG is ignored by
+    // default, so nothing else in the process relies on it.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = count_sigurg as extern "C" fn(i32) as usize;
+        libc::sigaction(libc::SIGURG, &sa, std::ptr::null_mut());
+    }
     both(|n, t| {
         let l = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
         t.val("bind", &n.bind(l, &at(n, 7141)));
@@ -1143,8 +1170,17 @@ fn urgent_data_matches_linux() {
         );
         wait(n, t, "epoll_wait: nothing", ep);
 
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        t.val("F_SETOWN", &n.fcntl(a, F_SETOWN, pid));
+        t.val(
+            "F_GETOWN is the pid",
+            &n.fcntl(a, F_GETOWN, 0).map(|o| o == pid),
+        );
+        let before = SIGURGS.load(std::sync::atomic::Ordering::SeqCst);
         t.val("send MSG_OOB", &n.send(c, b"abc", MSG_OOB));
         n.settle();
+        t.note(format!("SIGURG to the owner: {}", sigurg_since(before)));
         wait(n, t, "epoll_wait: urgent data", ep);
         t.val("SIOCATMARK before", &n.ioctl(a, SIOCATMARK, &mut mark));
         t.note(format!("SIOCATMARK -> {mark}"));
