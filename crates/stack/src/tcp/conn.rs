@@ -128,8 +128,8 @@ pub(crate) struct TcpConnection {
     pub keep_intvl: Option<Duration>,
     pub keep_cnt: Option<u32>,
     /// TCP_USER_TIMEOUT: how long data may stay unacknowledged (or a SYN
-    /// unanswered) before the connection gives up; `None`: the retry
-    /// counts decide.
+    /// unanswered, the peer's window closed, a keep-alive peer silent)
+    /// before the connection gives up; `None`: the retry counts decide.
     pub user_timeout: Option<Duration>,
     /// TCP_SYNCNT: SYN retransmissions before a connect gives up; `None`:
     /// the stack's `syn_retries`.
@@ -137,6 +137,11 @@ pub(crate) struct TcpConnection {
     /// When the segment the retransmission timer is resending was first
     /// sent (set at the first timeout, read while `retries` > 0).
     pub stall_since: Instant,
+    /// When the first probe of the peer's closed window went out (a
+    /// persist probe, or data sent again into it); `None` once the window
+    /// opens or data is acknowledged. TCP_USER_TIMEOUT counts from here
+    /// (Linux's `icsk_probes_tstamp`).
+    pub probe_since: Option<Instant>,
     pub linger_zero: bool,
     /// SO_RCVBUF was set: the receive buffer does not auto-tune.
     pub recv_locked: bool,
@@ -261,6 +266,7 @@ impl TcpConnection {
             user_timeout: None,
             syn_retries: None,
             stall_since: now,
+            probe_since: None,
             linger_zero: false,
             recv_locked: false,
             rcv_tune_start: 0,

@@ -299,6 +299,7 @@ impl TcpConnection {
             if self.snd_wnd == 0 && window > 0 {
                 self.timers.set_persist(None);
                 self.persist_backoff = 0;
+                self.probe_since = None;
             }
             self.snd_wnd = window;
             self.max_snd_wnd = self.max_snd_wnd.max(window);
@@ -646,6 +647,7 @@ impl TcpConnection {
         }
         self.rtt.reset_backoff();
         self.retries = 0;
+        self.probe_since = None;
         // Without blocks and with nothing SACKed there is nothing to do
         // (the common ACK of an in-order stream).
         if self.sack_ok && (sack_ranges.iter().any(Option::is_some) || !self.scoreboard.is_empty())

@@ -151,6 +151,8 @@ coverage! {
     "RFC 9293" "3.1" options::illegal_option_length_dropped;
     "RFC 9293" "3.7.1" options::local_mtu_bounds_segments;
     "RFC 9293" "3.10.7.4" window::rst_processed_with_zero_window;
+    "RFC 5482" "3" timers::user_timeout_bounds_zero_window_probes;
+    "RFC 5482" "3" timers::user_timeout_replaces_the_keepalive_count;
     "RFC 9293" "3.8.5" urgent::urgent_pointer_after_the_urgent_data;
     "RFC 6093" "2" urgent::urgent_pointer_after_the_urgent_data;
     "RFC 9293" "3.8.5" urgent::urgent_data_longer_than_a_segment;

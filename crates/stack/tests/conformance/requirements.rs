@@ -60,7 +60,7 @@ reqs! {
     "MUST-18" "Karn's algorithm" => scripts![rto::no_rtt_sample_from_retransmission];
     "MUST-19" "exponential backoff, slow start, congestion avoidance" => scripts![rto::data_rto_minimum_and_backoff, rto::timeout_restarts_from_one_segment, recovery::congestion_avoidance_grows_one_segment_per_window];
     "MUST-20" "negative advice to IP at R1, close at R2 retransmissions" => scripts![rto::negative_advice_after_r1_retransmissions, rto::retransmissions_give_up, rto::connect_times_out];
-    "MUST-21" "application can set R2" => scripts![rto::user_timeout_ends_retransmissions, rto::syn_retries_per_connection];
+    "MUST-21" "application can set R2" => scripts![rto::user_timeout_ends_retransmissions, rto::syn_retries_per_connection, timers::user_timeout_bounds_zero_window_probes, timers::user_timeout_replaces_the_keepalive_count];
     "MUST-22" "same mechanism for SYNs" => scripts![rto::connect_times_out, rto::user_timeout_bounds_connect, rto::syn_retries_per_connection];
     "MUST-23" "R2 for a SYN at least 3 minutes" => NotMet("by default a SYN is given up after 127 s (net.inet.tcp.syn_retries=6: 1+2+4+8+16+32+64 s), as Linux does, so that a connect fails as fast as on the kernel the programs were written for; syn_retries=7 (255 s), TCP_SYNCNT or TCP_USER_TIMEOUT meet it");
     "MUST-24" "application can ask for keep-alives" => scripts![timers::keepalive_probes_then_reset];
