@@ -554,7 +554,8 @@ pub fn ioctl(fd: RawFd, request: u64, arg: &mut i32) -> Result<()> {
     Owner::of(fd)?.exec(|w| w.ioctl(w.key(fd), request, arg))?
 }
 
-/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK: shared by every number of the
+/// fcntl: F_SETOWN and F_GETOWN (the SIGURG owner), F_GETFL, F_SETFL
+/// (O_NONBLOCK: shared by every number of the
 /// socket), F_GETFD, F_SETFD (FD_CLOEXEC: the number's own), F_DUPFD and
 /// F_DUPFD_CLOEXEC (see [`dup_from`](crate::dup_from)).
 pub fn fcntl(fd: RawFd, cmd: i32, arg: i32) -> Result<i32> {

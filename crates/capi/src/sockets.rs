@@ -432,7 +432,8 @@ pub unsafe extern "C" fn ustack_ioctl(fd: c_int, request: c_ulong, argp: *mut c_
     ret_unit(r)
 }
 
-/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD (FD_CLOEXEC).
+/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD (FD_CLOEXEC),
+/// F_SETOWN, F_GETOWN (who gets SIGURG when urgent data comes).
 #[no_mangle]
 pub extern "C" fn ustack_fcntl(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
     ret_int(api::fcntl(fd, cmd, arg))
