@@ -182,7 +182,9 @@ impl Stack {
         d: &Ipv4Datagram<'_>,
         sink: &mut dyn FrameSink,
     ) {
-        if self.ip.cfg.tcp.fast_path && !d.broadcast {
+        // A Congestion Experienced mark is the general path's to see.
+        let ce = d.header.get(1).is_some_and(|tos| tos & 3 == 3);
+        if self.ip.cfg.tcp.fast_path && !d.broadcast && !ce {
             let verified = checksum_ok((d.src, d.dst), d.payload, d.meta);
             if verified && self.tcp_input_predicted(now, (d.src, d.dst), d.payload, sink) {
                 return;
@@ -228,6 +230,7 @@ impl Stack {
             return;
         }
         self.ip.counters.tcp_segments_received += 1;
+        self.tcp.segment_ce = d.ecn == crate::tcp::ecn::CE;
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
         let mut found = self.sockets.tcp_conns.get(&ConnKey::new(local, remote));

@@ -11,6 +11,7 @@ use crate::socket::SocketError;
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::cc::{Cc, CongestionControl};
 pub(crate) use crate::tcp::deadlines::Timers;
+use crate::tcp::ecn::Ecn;
 use crate::tcp::fast_output::SegmentTemplate;
 use crate::tcp::output::IpOptions;
 use crate::tcp::recv_buffer::RecvBuffer;
@@ -90,6 +91,8 @@ pub(crate) struct TcpConnection {
     pub ts_recent: u32,
     pub ts_offset: u32,
     pub sack_ok: bool,
+    /// ECN (RFC 3168, `ecn.rs`).
+    pub ecn: Ecn,
 
     pub rtt: RttEstimator,
     /// A segment being timed when timestamps are off (Karn's rule clears it).
@@ -243,6 +246,7 @@ impl TcpConnection {
             ts_recent: 0,
             ts_offset: ts_offset(shared, local, remote),
             sack_ok: false,
+            ecn: Ecn::new(cfg.ecn, state, iss),
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
             rtt_probe: None,
             cc: Cc::new(cfg.cc, cfg.default_mss(remote.ip()).min(mss), now),
@@ -326,6 +330,7 @@ impl TcpConnection {
             }
         }
         self.sack_ok = syn.sack_permitted && cfg.sack;
+        self.ecn_negotiate(shared, syn);
         if let (Some((tsval, _)), true) = (syn.timestamp, cfg.rfc1323) {
             self.ts_ok = true;
             self.drop_template();

@@ -131,6 +131,7 @@ impl Stack {
             || ip[0] != 0x45
             || ip[9] != u8::from(IpProtocol::Tcp)
             || (ip[6] & 0x3f) | ip[7] != 0
+            || ip[1] & 3 == 3
         {
             return false;
         }

@@ -352,6 +352,7 @@ impl TcpConnection {
         if !ip.cfg.tcp.fast_path
             || (self.sack_ok && self.recv.has_out_of_order())
             || self.urgent_mode()
+            || self.ecn.on
         {
             return false;
         }

@@ -260,6 +260,9 @@ impl TcpConnection {
             self.duplicate_ack(now, seg, ip, sink);
         }
         self.update_send_window(seq, ack, window, acks_new);
+        if self.ecn.on {
+            self.ecn_input(now, seg, shared.segment_ce, ip);
+        }
         match self.state {
             TcpState::FinWait1 if self.fin_acked() => {
                 self.state = TcpState::FinWait2;

@@ -236,6 +236,7 @@ impl TcpConnection {
             repr.sack_ranges = self.recv.sack_blocks();
         }
         self.set_urgent_fields(&mut repr);
+        repr.flags |= self.ecn_flags();
         repr
     }
 
@@ -259,12 +260,14 @@ impl TcpConnection {
         sink: &mut dyn FrameSink,
     ) -> Result<(), SendError> {
         let offset = repr.seq_number - self.data_start();
+        let mut ip_opts = self.ip_opts;
+        ip_opts.tos = (ip_opts.tos & !3) | self.ecn_codepoint(repr.seq_number, len, repr.flags);
         let send = &self.send;
         send_tcp(
             ip,
             now,
             (self.local, self.remote),
-            self.ip_opts,
+            ip_opts,
             repr,
             len,
             &mut |buf| {
@@ -288,7 +291,7 @@ impl TcpConnection {
         let mut repr = TcpRepr::new(
             self.local.port(),
             self.remote.port(),
-            TcpFlags::SYN,
+            TcpFlags::SYN | self.ecn_syn_flags(),
             self.iss,
         );
         repr.window_len = self.recv.window().min(65535) as u16;
@@ -345,6 +348,9 @@ impl TcpConnection {
         let data_end = self.data_end();
         if len > 0 && seq + len == data_end {
             flags |= TcpFlags::PSH;
+        }
+        if self.ecn.on {
+            flags |= self.ecn_cwr(seq, len);
         }
         if !self.send_direct(now, flags, seq, len, ip, sink) {
             self.send_data_general(now, flags, seq, len, ip, sink);

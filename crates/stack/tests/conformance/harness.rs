@@ -169,6 +169,8 @@ pub struct Seg {
     peer_ip: Option<Ipv4Addr>,
     /// URG and this urgent pointer.
     urg: Option<u16>,
+    /// The IP header's ECN field (injected, or checked when expecting).
+    ip_ecn: Option<u8>,
 }
 
 /// A new, empty pattern.
@@ -197,6 +199,7 @@ pub fn seg() -> Seg {
         peer_port: None,
         peer_ip: None,
         urg: None,
+        ip_ecn: None,
     }
 }
 
@@ -205,6 +208,21 @@ impl Seg {
     pub fn urg(mut self, pointer: u16) -> Self {
         self.flags |= TcpFlags::URG;
         self.urg = Some(pointer);
+        self
+    }
+    /// ECE set (ECN-Echo, RFC 3168).
+    pub fn ece(mut self) -> Self {
+        self.flags |= TcpFlags::ECE;
+        self
+    }
+    /// CWR set (Congestion Window Reduced).
+    pub fn cwr(mut self) -> Self {
+        self.flags |= TcpFlags::CWR;
+        self
+    }
+    /// The IP header's ECN field: 0 Not-ECT, 2 ECT(0), 3 CE.
+    pub fn ip_ecn(mut self, ecn: u8) -> Self {
+        self.ip_ecn = Some(ecn);
         self
     }
     pub fn syn(mut self) -> Self {
@@ -388,6 +406,8 @@ pub struct Got {
     pub sack: Vec<(u32, u32)>,
     /// The urgent pointer field (with URG).
     pub urg: u16,
+    /// The IP header's ECN field.
+    pub ip_ecn: u8,
     pub payload: Vec<u8>,
 }
 
@@ -506,6 +526,13 @@ impl fmt::Display for Got {
         let mut opts = options_str(self.mss, self.sack_perm, self.ts, self.wscale, &self.sack);
         if self.flags.urg() {
             opts = urgent_str(self.urg, &opts);
+        }
+        if self.ip_ecn != 0 {
+            opts = if opts.is_empty() {
+                format!("ip-ecn {}", self.ip_ecn)
+            } else {
+                format!("ip-ecn {},{opts}", self.ip_ecn)
+            };
         }
         let ports = format!(
             "{}:{} > {}:{}",
@@ -826,7 +853,7 @@ impl Script {
     /// Parses an emitted frame into a `Got` (or says what it is).
     fn decode(&self, at: Instant, f: &[u8]) -> Result<Got, String> {
         let eth = EthernetFrame::new_checked(f).map_err(|e| format!("bad Ethernet: {e:?}"))?;
-        let (src, dst, peer, segment) = match eth.ethertype() {
+        let (src, dst, peer, segment, ip_ecn) = match eth.ethertype() {
             EtherType::Ipv4 if !ipv6() => {
                 let ip = Ipv4Packet::new_checked(eth.payload())
                     .map_err(|e| format!("bad IPv4: {e:?}"))?;
@@ -844,6 +871,7 @@ impl Script {
                     IpAddr::V4(ipr.dst_addr),
                     ipr.dst_addr,
                     &eth.payload()[hl..tl],
+                    ipr.dscp_ecn & 3,
                 )
             }
             EtherType::Ipv6 if ipv6() => {
@@ -859,7 +887,8 @@ impl Script {
                 }
                 let (s, d) = (ip.src_addr(), ip.dst_addr());
                 let payload = &eth.payload()[40..40 + usize::from(ip.payload_len())];
-                (IpAddr::V6(s), IpAddr::V6(d), v4_of(d), payload)
+                let ecn = (eth.payload()[1] >> 4) & 3;
+                (IpAddr::V6(s), IpAddr::V6(d), v4_of(d), payload, ecn)
             }
             other => return Err(format!("a frame of another family ({other})")),
         };
@@ -892,6 +921,7 @@ impl Script {
             ts: r.timestamp,
             sack: r.sack_ranges.iter().flatten().copied().collect(),
             urg: r.urgent_pointer,
+            ip_ecn,
             payload: r.payload.to_vec(),
         })
     }
@@ -944,6 +974,9 @@ impl Script {
         if let Some(up) = p.urg {
             opts = urgent_str(up, &opts);
         }
+        if let Some(ecn) = p.ip_ecn.filter(|&e| e != 0) {
+            self.note(format!("(that segment: IP ECN field {ecn})"));
+        }
         let line = summary(
             r.flags,
             seq,
@@ -986,7 +1019,7 @@ impl Script {
                 next_header: IpProtocol::Tcp,
                 payload_len: tcp_len,
                 hop_limit: 64,
-                traffic_class: 0,
+                traffic_class: p.ip_ecn.unwrap_or(0),
                 flow_label: 0,
             }
             .emit(&mut Ipv6Packet::new_unchecked(&mut buf[14..54]));
@@ -997,7 +1030,7 @@ impl Script {
                 next_header: IpProtocol::Tcp,
                 payload_len: tcp_len,
                 hop_limit: 64,
-                dscp_ecn: 0,
+                dscp_ecn: p.ip_ecn.unwrap_or(0),
                 ident: 0,
                 dont_frag: true,
             }
@@ -1311,6 +1344,9 @@ impl Script {
         if let Some(v) = p.urg {
             let _ = write!(s, " urg {v}");
         }
+        if let Some(v) = p.ip_ecn {
+            let _ = write!(s, " ip-ecn {v}");
+        }
         let mut o = Vec::new();
         match &p.mss {
             Opt::Is(v) => o.push(format!("mss {v}")),
@@ -1394,6 +1430,11 @@ impl Script {
         if let Some(v) = p.urg {
             if g.urg != v {
                 return Err(format!("urgent pointer {} instead of {v}", g.urg));
+            }
+        }
+        if let Some(v) = p.ip_ecn {
+            if g.ip_ecn != v {
+                return Err(format!("IP ECN field {} instead of {v}", g.ip_ecn));
             }
         }
         if let Some(v) = p.ack {

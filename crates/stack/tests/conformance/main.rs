@@ -9,6 +9,7 @@ mod ack;
 mod addresses;
 mod close;
 mod coverage;
+mod ecn;
 mod harness;
 mod icmp;
 mod isn;

@@ -116,7 +116,7 @@ reqs! {
     "SHLD-5" "MSS option sent (unless the default)" => scripts![options::mss_from_interface_mtu];
     "SHLD-6" "MSS follows a varying MTU" => scripts![icmp::frag_needed_shrinks_segments_and_resends_at_once, options::local_mtu_bounds_segments];
     "SHLD-7" "Nagle algorithm" => scripts![ack::nagle_holds_small_segments, ack::nagle_sends_full_segments];
-    "SHLD-8" "ECN" => NotMet("ECN is not implemented: ustack never offers it, so its peers send no ECN-marked segments to it");
+    "SHLD-8" "ECN" => scripts![ecn::ecn_agreed_when_the_peer_asks, ecn::ecn_asked_on_connect, ecn::ce_echoed_until_cwr, ecn::ece_reduces_the_window_once_per_window];
     "SHLD-9" "application told when R1 <= retransmissions < R2" => NotMet("no notice at R1 (Linux gives none either); TCP_INFO's retransmits shows the count");
     "SHLD-10" "R1 at least 3 retransmissions" => scripts![rto::negative_advice_after_r1_retransmissions];
     "SHLD-11" "R2 at least 100 s" => Met("net.inet.tcp.max_retries defaults to 15 (about 15 minutes with the RTO ceiling of 60 s, Linux's tcp_retries2); the mechanism: rto::retransmissions_give_up");

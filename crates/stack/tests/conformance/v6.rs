@@ -14,6 +14,7 @@ fn every_script_runs_over_ipv6_too() {
         ("ack", include_str!("ack.rs")),
         ("addresses", include_str!("addresses.rs")),
         ("close", include_str!("close.rs")),
+        ("ecn", include_str!("ecn.rs")),
         ("icmp", include_str!("icmp.rs")),
         ("isn", include_str!("isn.rs")),
         ("listen", include_str!("listen.rs")),
@@ -706,4 +707,29 @@ fn urgent_oob_inline_keeps_the_octet_in_the_stream() {
 #[test]
 fn urgent_newer_urgent_pointer_moves_the_mark() {
     over_ipv6(crate::urgent::newer_urgent_pointer_moves_the_mark);
+}
+
+#[test]
+fn ecn_ecn_agreed_when_the_peer_asks() {
+    over_ipv6(crate::ecn::ecn_agreed_when_the_peer_asks);
+}
+
+#[test]
+fn ecn_ecn_refused_when_off() {
+    over_ipv6(crate::ecn::ecn_refused_when_off);
+}
+
+#[test]
+fn ecn_ecn_asked_on_connect() {
+    over_ipv6(crate::ecn::ecn_asked_on_connect);
+}
+
+#[test]
+fn ecn_ce_echoed_until_cwr() {
+    over_ipv6(crate::ecn::ce_echoed_until_cwr);
+}
+
+#[test]
+fn ecn_ece_reduces_the_window_once_per_window() {
+    over_ipv6(crate::ecn::ece_reduces_the_window_once_per_window);
 }
