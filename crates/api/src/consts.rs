@@ -43,3 +43,7 @@ pub const EV_RECEIPT: u16 = 0x0040;
 pub const EV_DISPATCH: u16 = 0x0080;
 pub const EV_ERROR: u16 = 0x4000;
 pub const EV_EOF: u16 = 0x8000;
+/// Returned by EVFILT_READ on a TCP socket with an urgent byte waiting for
+/// `recv(MSG_OOB)`: Darwin's EV_OOBAND (its EV_FLAG1); FreeBSD's kqueue
+/// has no such report.
+pub const EV_OOBAND: u16 = 0x2000;
