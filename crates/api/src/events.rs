@@ -72,7 +72,9 @@ impl Worker {
         else {
             return;
         };
-        let (State::Tcp { h, .. }, Some(e)) = (sock.state, sock.engine) else {
+        // Most sockets have no owner: no look at the stack for them.
+        let (State::Tcp { h, .. }, Some(e), true) = (sock.state, sock.engine, sock.owner != 0)
+        else {
             return;
         };
         let Ok(notices) = engines[e].driver.stack_mut().tcp_urgent_notices(h) else {
@@ -80,9 +82,7 @@ impl Worker {
         };
         if notices != sock.urgent_seen {
             sock.urgent_seen = notices;
-            if sock.owner != 0 {
-                os::send_sigurg(sock.owner);
-            }
+            os::send_sigurg(sock.owner);
         }
     }
 

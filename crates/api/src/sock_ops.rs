@@ -826,6 +826,14 @@ impl Worker {
             // The owner told of urgent data (SIGURG, see `events.rs`).
             F_SETOWN => {
                 sock.owner = arg;
+                // Urgent pointers that came before have been announced
+                // to nobody, and are not now (as the kernel's).
+                if let (State::Tcp { h, .. }, Some(e)) = (sock.state, sock.engine) {
+                    let seen = self.engines[e].driver.stack_mut().tcp_urgent_notices(h);
+                    if let (Ok(n), Ok(sock)) = (seen, self.socket_mut(fd)) {
+                        sock.urgent_seen = n;
+                    }
+                }
                 Ok(0)
             }
             F_GETOWN => Ok(sock.owner),
