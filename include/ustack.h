@@ -125,9 +125,12 @@ ssize_t ustack_read(int fd, void *buf, size_t n);
 ssize_t ustack_write(int fd, const void *buf, size_t n);
 ssize_t ustack_readv(int fd, const struct iovec *iov, int iovcnt);
 ssize_t ustack_writev(int fd, const struct iovec *iov, int iovcnt);
-/* flags: MSG_DONTWAIT, MSG_NOSIGNAL (without it EPIPE raises SIGPIPE). */
+/* flags: MSG_DONTWAIT, MSG_NOSIGNAL (without it EPIPE raises SIGPIPE),
+ * MSG_OOB (TCP: the last byte sent is urgent data, RFC 6093). */
 ssize_t ustack_send(int fd, const void *buf, size_t n, int flags);
-/* flags: MSG_DONTWAIT, MSG_PEEK, MSG_WAITALL, MSG_TRUNC. */
+/* flags: MSG_DONTWAIT, MSG_PEEK, MSG_WAITALL, MSG_TRUNC, MSG_OOB (TCP: the
+ * urgent byte, as Linux: EINVAL with SO_OOBINLINE, with none, or once
+ * read; EAGAIN before it arrives; never waits). */
 ssize_t ustack_recv(int fd, void *buf, size_t n, int flags);
 ssize_t ustack_sendto(int fd, const void *buf, size_t n, int flags,
                       const struct sockaddr *to, socklen_t tolen);
@@ -172,9 +175,11 @@ int ustack_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
 int ustack_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 int ustack_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
 
-/* FIONBIO (reads an int at argp) and FIONREAD (writes one there). */
+/* FIONBIO (reads an int at argp), FIONREAD and SIOCATMARK (write one
+ * there; SIOCATMARK: 1 when the next byte to read is the urgent mark). */
 int ustack_ioctl(int fd, unsigned long request, void *argp);
-/* F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD (FD_CLOEXEC). */
+/* F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD (FD_CLOEXEC), F_SETOWN,
+ * F_GETOWN (the process sent SIGURG when urgent data comes). */
 int ustack_fcntl(int fd, int cmd, int arg);
 
 /*

@@ -266,9 +266,10 @@ int ff_route_ctl(enum FF_ROUTE_CTL req, enum FF_ROUTE_FLAG flag,
                  struct linux_sockaddr *dst, struct linux_sockaddr *gw,
                  struct linux_sockaddr *netmask);
 
-/* ff_ioctl and ff_fcntl are variadic, as F-Stack's.  ff_ioctl: FIONBIO
- * and FIONREAD (an int pointer); ff_fcntl: F_GETFL, F_SETFL (O_NONBLOCK),
- * F_GETFD, F_SETFD (FD_CLOEXEC), F_DUPFD, F_DUPFD_CLOEXEC.  ustack.h's
+/* ff_ioctl and ff_fcntl are variadic, as F-Stack's.  ff_ioctl: FIONBIO,
+ * FIONREAD and SIOCATMARK (an int pointer); ff_fcntl: F_GETFL, F_SETFL
+ * (O_NONBLOCK), F_GETFD, F_SETFD (FD_CLOEXEC), F_SETOWN, F_GETOWN (the
+ * SIGURG owner), F_DUPFD, F_DUPFD_CLOEXEC.  ustack.h's
  * fixed-argument ustack_ioctl and ustack_fcntl do the same. */
 int ff_ioctl(int fd, unsigned long request, ...);
 int ff_fcntl(int fd, int cmd, ...);

@@ -58,6 +58,9 @@ struct kevent {
 #define EV_SYSFLAGS 0xF000
 #define EV_DROP     0x1000
 #define EV_FLAG1    0x2000
+/* Returned by EVFILT_READ while an urgent byte waits for recv(MSG_OOB):
+ * Darwin's (FreeBSD's kqueue does not report urgent data). */
+#define EV_OOBAND   EV_FLAG1
 /* returned */
 #define EV_EOF      0x8000
 #define EV_ERROR    0x4000

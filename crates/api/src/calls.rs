@@ -398,9 +398,13 @@ pub fn sendto(fd: RawFd, buf: &[u8], flags: i32, addr: Option<&SocketAddr>) -> R
     sendmsg(fd, &[IoSlice::new(buf)], flags, &msg)
 }
 
-/// recvmsg: flags MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC.
+/// recvmsg: flags MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC, MSG_OOB
+/// (the urgent octet, never waited for, as Linux's `tcp_recv_urg`).
 pub fn recvmsg(fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<RecvMsg> {
     let owner = Owner::of(fd)?;
+    if flags & MSG_OOB != 0 {
+        return owner.exec(|w| w.recvmsg(w.key(fd), bufs, flags))?;
+    }
     let first = blocking(&owner, fd, Dir::Read, flags, |w| {
         w.recvmsg(w.key(fd), bufs, flags)
     })?;
@@ -453,7 +457,8 @@ fn remaining<'a>(bufs: &'a [IoSlice<'_>], mut skip: usize) -> Vec<IoSlice<'a>> {
     out
 }
 
-/// sendmsg: flags MSG_DONTWAIT and MSG_NOSIGNAL (without it, EPIPE also
+/// sendmsg: flags MSG_DONTWAIT, MSG_OOB (the last octet sent is urgent)
+/// and MSG_NOSIGNAL (without it, EPIPE also
 /// raises SIGPIPE, as the kernel does).  A blocking stream socket sends
 /// everything before it returns (unless SO_SNDTIMEO passes).
 pub fn sendmsg(fd: RawFd, bufs: &[IoSlice<'_>], flags: i32, msg: &SendMsg) -> Result<usize> {
@@ -473,7 +478,7 @@ fn send_all(
     msg: &SendMsg,
 ) -> Result<usize> {
     let first = blocking(owner, fd, Dir::Write, flags, |w| {
-        w.sendmsg(w.key(fd), bufs, msg)
+        w.sendmsg(w.key(fd), bufs, flags, msg)
     })?;
     let want: usize = bufs.iter().map(|b| b.len()).sum();
     if first >= want {
@@ -492,7 +497,7 @@ fn send_all(
     while sent < want {
         let rest = remaining(bufs, sent);
         match blocking(owner, fd, Dir::Write, flags, |w| {
-            w.sendmsg(w.key(fd), &rest, msg)
+            w.sendmsg(w.key(fd), &rest, flags, msg)
         }) {
             Ok(n) => sent += n,
             Err(_) => break,
@@ -549,7 +554,8 @@ pub fn ioctl(fd: RawFd, request: u64, arg: &mut i32) -> Result<()> {
     Owner::of(fd)?.exec(|w| w.ioctl(w.key(fd), request, arg))?
 }
 
-/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK: shared by every number of the
+/// fcntl: F_SETOWN and F_GETOWN (the SIGURG owner), F_GETFL, F_SETFL
+/// (O_NONBLOCK: shared by every number of the
 /// socket), F_GETFD, F_SETFD (FD_CLOEXEC: the number's own), F_DUPFD and
 /// F_DUPFD_CLOEXEC (see [`dup_from`](crate::dup_from)).
 pub fn fcntl(fd: RawFd, cmd: i32, arg: i32) -> Result<i32> {

@@ -12,7 +12,8 @@
 
 use std::os::fd::RawFd;
 
-use crate::socket::{self, Status};
+use crate::os;
+use crate::socket::{self, State, Status};
 use crate::worker::{Object, Worker};
 
 /// A wakeup for every waiter (a state change).
@@ -52,11 +53,37 @@ impl Worker {
         }
         let mut dirty = std::mem::take(&mut self.dirty);
         for &fd in &dirty {
+            self.signal_urgent(fd);
             self.refresh(fd);
         }
         dirty.clear();
         self.dirty = dirty;
         true
+    }
+
+    /// RFC 9293 MUST-32: a new urgent pointer on socket `fd` sends SIGURG
+    /// to its F_SETOWN owner (once per pointer, as `tcp_check_urg`).
+    fn signal_urgent(&mut self, fd: RawFd) {
+        let Worker {
+            objects, engines, ..
+        } = self;
+        let Some(Some(Object::Socket(sock))) =
+            usize::try_from(fd).ok().and_then(|i| objects.get_mut(i))
+        else {
+            return;
+        };
+        // Most sockets have no owner: no look at the stack for them.
+        let (State::Tcp { h, .. }, Some(e), true) = (sock.state, sock.engine, sock.owner != 0)
+        else {
+            return;
+        };
+        let Ok(notices) = engines[e].driver.stack_mut().tcp_urgent_notices(h) else {
+            return;
+        };
+        if notices != sock.urgent_seen {
+            sock.urgent_seen = notices;
+            os::send_sigurg(sock.owner);
+        }
     }
 
     /// Compares socket `fd` with what was seen last and wakes its watchers.

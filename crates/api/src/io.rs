@@ -6,7 +6,7 @@ use std::io::{IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 
-use stack::{SocketError, TcpState};
+use stack::{OobRead, SocketError, TcpState};
 
 use crate::consts::*;
 use crate::driver;
@@ -96,6 +96,9 @@ impl Worker {
         flags: i32,
     ) -> Result<RecvMsg> {
         let sock = self.socket(fd)?;
+        if flags & MSG_OOB != 0 {
+            return self.recv_urgent(fd, bufs, flags);
+        }
         if sock.stream {
             self.tcp_recv(fd, bufs, flags)
         } else {
@@ -148,6 +151,10 @@ impl Worker {
             for b in bufs.iter_mut() {
                 if b.is_empty() {
                     continue;
+                }
+                // A read stops at the urgent mark once it has data.
+                if total > 0 && d.stack_mut().tcp_at_mark(h) == Ok(true) {
+                    break;
                 }
                 let r = driver::call(d, |now, stack, sink| stack.tcp_recv(now, h, b, sink));
                 match r {
@@ -273,16 +280,59 @@ impl Worker {
         &mut self,
         fd: RawFd,
         bufs: &[IoSlice<'_>],
+        flags: i32,
         msg: &SendMsg,
     ) -> Result<usize> {
+        let urgent = flags & MSG_OOB != 0;
         if self.socket(fd)?.stream {
-            self.tcp_send(fd, bufs)
+            self.tcp_send(fd, bufs, urgent)
+        } else if urgent {
+            // udp_sendmsg: no urgent data on datagrams.
+            Err(Errno::EOPNOTSUPP)
         } else {
             self.udp_send(fd, bufs, msg)
         }
     }
 
-    fn tcp_send(&mut self, fd: RawFd, bufs: &[IoSlice<'_>]) -> Result<usize> {
+    /// `recv(MSG_OOB)` (Linux's `tcp_recv_urg`): the urgent octet, with
+    /// MSG_OOB in the flags returned; it never waits.
+    fn recv_urgent(
+        &mut self,
+        fd: RawFd,
+        bufs: &mut [IoSliceMut<'_>],
+        flags: i32,
+    ) -> Result<RecvMsg> {
+        let sock = self.socket(fd)?;
+        if !sock.stream {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let h = match sock.state {
+            State::Tcp { h, .. } => h,
+            State::Listening { .. } => return Err(Errno::ENOTCONN),
+            _ => return Err(Errno::EINVAL),
+        };
+        let (_, d) = parts(self, fd)?;
+        match d.stack_mut().tcp_recv_urgent(h, flags & MSG_PEEK != 0) {
+            Ok(OobRead::Octet(c)) => {
+                let mut out = RecvMsg {
+                    flags: MSG_OOB,
+                    ..RecvMsg::default()
+                };
+                match bufs.iter_mut().find(|b| !b.is_empty()) {
+                    Some(b) => {
+                        b[0] = c;
+                        out.len = 1;
+                    }
+                    None => out.flags |= MSG_TRUNC,
+                }
+                Ok(out)
+            }
+            Ok(OobRead::End) => Ok(RecvMsg::default()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn tcp_send(&mut self, fd: RawFd, bufs: &[IoSlice<'_>], urgent: bool) -> Result<usize> {
         let sock = self.socket(fd)?;
         let h = match sock.state {
             State::Tcp { h, .. } => h,
@@ -310,7 +360,14 @@ impl Worker {
             if b.is_empty() {
                 continue;
             }
-            match driver::call(d, |now, stack, sink| stack.tcp_send(now, h, b, sink)) {
+            let sent = driver::call(d, |now, stack, sink| {
+                if urgent {
+                    stack.tcp_send_urgent(now, h, b, sink)
+                } else {
+                    stack.tcp_send(now, h, b, sink)
+                }
+            });
+            match sent {
                 Ok(n) => {
                     total += n;
                     if n < b.len() {

@@ -12,7 +12,8 @@
 //!
 //! Filters: EVFILT_READ (`data`: bytes readable, or connections waiting
 //! on a listener; EV_EOF once nothing more will arrive, with `fflags` the
-//! pending error) and EVFILT_WRITE (`data`: send space; true at the low
+//! pending error; true with EV_OOBAND, as Darwin's, while an urgent byte
+//! waits for `recv(MSG_OOB)`, which FreeBSD does not report) and EVFILT_WRITE (`data`: send space; true at the low
 //! water mark, 2048 bytes, once connected; EV_EOF once nothing more may be
 //! sent).
 //!
@@ -61,17 +62,28 @@ struct Knote {
     fired: (i64, u16, u32),
 }
 
-/// What a filter says about a socket: (true?, data, EV_EOF, fflags).
+/// What a filter says about a socket: (true?, data, EV_EOF or
+/// EV_OOBAND, fflags).
 fn filter(filter: i16, st: &Status) -> (bool, i64, u16, u32) {
     let eof_err = st.error as u32;
     if filter == EVFILT_READ {
         if st.listening {
             return (st.readable > 0, st.readable, 0, 0);
         }
+        let oob = if st.mask & EPOLLPRI as u32 != 0 {
+            EV_OOBAND
+        } else {
+            0
+        };
         if st.cant_recv_more {
-            return (true, st.readable, EV_EOF, eof_err);
+            return (true, st.readable, EV_EOF | oob, eof_err);
         }
-        return (st.error != 0 || st.readable >= 1, st.readable, 0, 0);
+        return (
+            st.error != 0 || st.readable >= 1 || oob != 0,
+            st.readable,
+            oob,
+            0,
+        );
     }
     if st.listening {
         return (false, 0, 0, 0);

@@ -114,6 +114,16 @@ pub(crate) fn fd_flags(fd: RawFd, cmd: i32, arg: i32) -> Result<i32> {
 
 /// Sends SIGPIPE to the calling thread, as the kernel does for a write
 /// to a closed connection without MSG_NOSIGNAL.
+/// Sends SIGURG to `owner` (F_SETOWN's: a process, or a process group
+/// when negative), as the kernel's `sk_send_sigurg`.
+pub(crate) fn send_sigurg(owner: i32) {
+    // SAFETY: kill with a signal number has no memory effects; a process
+    // that is gone gives ESRCH, which (as the kernel) nobody hears of.
+    unsafe {
+        libc::kill(owner, libc::SIGURG);
+    }
+}
+
 pub(crate) fn raise_sigpipe() {
     // SAFETY: pthread_self names the calling thread; pthread_kill with a
     // valid signal number has no memory effects.

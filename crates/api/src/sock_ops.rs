@@ -42,6 +42,9 @@ pub(crate) fn apply_tcp_options(
     if o.keepalive {
         let _ = stack.tcp_set_keepalive(now, h, true);
     }
+    if o.oob_inline {
+        let _ = stack.tcp_set_oob_inline(h, true);
+    }
     if o.linger == Some(0) {
         let _ = stack.tcp_set_linger_zero(h, true);
     }
@@ -771,11 +774,27 @@ impl Worker {
             sock.nonblock = *arg != 0;
             return Ok(());
         }
+        let engine = sock.engine;
+        let state = sock.state;
+        let sock_stream = sock.stream;
+        if request == SIOCATMARK {
+            // Linux's tcp_ioctl answers on any TCP socket (0 without a
+            // connection); UDP has no such ioctl.
+            let at = match (state, engine) {
+                (State::Tcp { h, .. }, Some(e)) => self.engines[e]
+                    .driver
+                    .stack_mut()
+                    .tcp_at_mark(h)
+                    .unwrap_or(false),
+                _ if !sock_stream => return Err(Errno::ENOTTY),
+                _ => false,
+            };
+            *arg = i32::from(at);
+            return Ok(());
+        }
         if request != FIONREAD {
             return Err(Errno::ENOTTY);
         }
-        let engine = sock.engine;
-        let state = sock.state;
         let n = match (state, engine) {
             (State::Listening { .. }, _) => return Err(Errno::EINVAL),
             (State::Tcp { h, .. }, Some(e)) => self.engines[e]
@@ -804,6 +823,20 @@ impl Worker {
                 Ok(0)
             }
             F_GETFD | F_SETFD => os::fd_flags(fd, cmd, arg),
+            // The owner told of urgent data (SIGURG, see `events.rs`).
+            F_SETOWN => {
+                sock.owner = arg;
+                // Urgent pointers that came before have been announced
+                // to nobody, and are not now (as the kernel's).
+                if let (State::Tcp { h, .. }, Some(e)) = (sock.state, sock.engine) {
+                    let seen = self.engines[e].driver.stack_mut().tcp_urgent_notices(h);
+                    if let (Ok(n), Ok(sock)) = (seen, self.socket_mut(fd)) {
+                        sock.urgent_seen = n;
+                    }
+                }
+                Ok(0)
+            }
+            F_GETOWN => Ok(sock.owner),
             _ => Err(Errno::EINVAL),
         }
     }

@@ -50,6 +50,8 @@ pub(crate) struct Options {
     pub reuseaddr: bool,
     pub reuseport: bool,
     pub keepalive: bool,
+    /// SO_OOBINLINE: urgent data stays in the stream.
+    pub oob_inline: bool,
     pub nodelay: bool,
     /// TCP_CORK.
     pub cork: bool,
@@ -121,6 +123,11 @@ pub(crate) struct Socket {
     pub seen: Seen,
     /// The epoll and kqueue instances watching this socket.
     pub watchers: Vec<RawFd>,
+    /// F_SETOWN: the process (or, negative, process group) told of urgent
+    /// data with SIGURG; 0: none.
+    pub owner: i32,
+    /// The stack's count of urgent pointers received when last looked at.
+    pub urgent_seen: u32,
 }
 
 impl Socket {
@@ -138,6 +145,8 @@ impl Socket {
             totals: Totals::default(),
             seen: Seen::default(),
             watchers: Vec::new(),
+            owner: 0,
+            urgent_seen: 0,
         }
     }
 
@@ -303,6 +312,10 @@ fn tcp_status(sock: &Socket, stack: &Stack, h: SocketHandle, st: &mut Status) {
         return;
     };
     let readable = stack.tcp_recv_queued(h).unwrap_or(0);
+    // tcp_poll: an out-of-line urgent octet at the read position is not
+    // data to read; one waiting for recv(MSG_OOB) is EPOLLPRI.
+    let readable_now = stack.tcp_recv_readable(h).unwrap_or(0);
+    let urgent = stack.tcp_readiness(h).is_ok_and(|r| r.urgent);
     let space = stack.tcp_send_space(h).unwrap_or(0);
     let queued = stack.tcp_send_queued(h).unwrap_or(0);
     let error = stack.tcp_peek_error(h).ok().flatten();
@@ -322,8 +335,11 @@ fn tcp_status(sock: &Socket, stack: &Stack, h: SocketHandle, st: &mut Status) {
     }
     let synchronizing = matches!(state, TcpState::SynSent | TcpState::SynReceived);
     if !synchronizing {
-        if readable > 0 {
+        if readable_now > 0 {
             mask |= IN;
+        }
+        if urgent {
+            mask |= EPOLLPRI as u32;
         }
         if !snd_shut {
             // sk_stream_is_writeable: free space at least half of what

@@ -165,6 +165,13 @@ impl Worker {
                     SO_REUSEADDR => o.reuseaddr = on,
                     SO_REUSEPORT => o.reuseport = on,
                     SO_BROADCAST => o.broadcast = on,
+                    SO_OOBINLINE => {
+                        o.oob_inline = on;
+                        if let (Some(h), Some(e)) = (conn, engine) {
+                            let stack = self.engines[e].driver.stack_mut();
+                            stack.tcp_set_oob_inline(h, on)?;
+                        }
+                    }
                     SO_KEEPALIVE => {
                         o.keepalive = on;
                         if let (Some(h), Some(e)) = (conn, engine) {
@@ -394,6 +401,7 @@ impl Worker {
             (SOL_SOCKET, SO_REUSEADDR) => int(o.reuseaddr as i32, out),
             (SOL_SOCKET, SO_REUSEPORT) => int(o.reuseport as i32, out),
             (SOL_SOCKET, SO_BROADCAST) => int(o.broadcast as i32, out),
+            (SOL_SOCKET, SO_OOBINLINE) => int(o.oob_inline as i32, out),
             (SOL_SOCKET, SO_KEEPALIVE) => int(o.keepalive as i32, out),
             (SOL_SOCKET, SO_RCVBUF) => {
                 let default = if stream {

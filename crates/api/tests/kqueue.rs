@@ -288,3 +288,24 @@ fn a_knote_added_again_is_reported_once() {
         api::close(fd).unwrap();
     }
 }
+
+/// Urgent data: EVFILT_READ reports EV_OOBAND (Darwin's flag) while the
+/// urgent byte waits for recv(MSG_OOB), with the normal bytes before the
+/// mark as `data`; once it is read, a plain read report.
+#[test]
+fn urgent_data_reports_ev_ooband() {
+    let _e = two_engines();
+    let kq = api::kqueue().unwrap();
+    let (_l, c, s) = pair(8107);
+    apply(kq, &[change(s, EVFILT_READ, EV_ADD)]);
+    api::send(c, b"ab", 0).unwrap();
+    settle_ms(10);
+    assert_eq!(poll(kq), vec![(s, EVFILT_READ, 0, 0, 2)]);
+    api::send(c, b"!", MSG_OOB).unwrap();
+    settle_ms(10);
+    assert_eq!(poll(kq), vec![(s, EVFILT_READ, EV_OOBAND, 0, 3)]);
+    let mut buf = [0u8; 8];
+    assert_eq!(api::recv(s, &mut buf, MSG_OOB), Ok(1));
+    assert_eq!(buf[0], b'!');
+    assert_eq!(poll(kq), vec![(s, EVFILT_READ, 0, 0, 3)]);
+}

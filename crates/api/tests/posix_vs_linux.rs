@@ -1111,3 +1111,132 @@ fn epoll_item_added_again_is_reported_once_like_linux() {
         }
     });
 }
+
+/// SIGURGs this process received.
+static SIGURGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+extern "C" fn count_sigurg(_: i32) {
+    SIGURGS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether a SIGURG came since `before` was read (waiting up to a second
+/// for the kernel's, which any thread of the process may take).
+fn sigurg_since(before: usize) -> bool {
+    for _ in 0..100 {
+        if SIGURGS.load(std::sync::atomic::Ordering::SeqCst) > before {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+/// Urgent data (MSG_OOB, SO_OOBINLINE, SIOCATMARK, EPOLLPRI, SIGURG to the
+/// F_SETOWN owner) as Linux gives it: reads stop at the mark, the octet
+/// is read once out of band, a read past the mark loses it, in line it
+/// stays in the stream.
+#[test]
+fn urgent_data_matches_linux() {
+    // SAFETY: a handler that only touches an atomic; SIGURG is ignored by
+    // default, so nothing else in the process relies on it.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = count_sigurg as extern "C" fn(i32) as usize;
+        libc::sigaction(libc::SIGURG, &sa, std::ptr::null_mut());
+    }
+    both(|n, t| {
+        let l = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val("bind", &n.bind(l, &at(n, 7141)));
+        t.val("listen", &n.listen(l, 4));
+        let mut buf = [0u8; 64];
+        let mut mark = -1;
+        t.val("recv MSG_OOB on a listener", &n.recv(l, &mut buf, MSG_OOB));
+        let (c, a) = pair(n, t, l, 7141, false);
+        t.val(
+            "recv MSG_OOB, no urgent data",
+            &n.recv(a, &mut buf, MSG_OOB),
+        );
+        t.val("SIOCATMARK, no mark", &n.ioctl(a, SIOCATMARK, &mut mark));
+        t.note(format!("SIOCATMARK -> {mark}"));
+        t.val(
+            "SO_OOBINLINE default",
+            &get_int(n, a, SOL_SOCKET, SO_OOBINLINE),
+        );
+        let ep = n.epoll_create1(0).unwrap();
+        let interest = ev(EPOLLIN | EPOLLPRI, 1);
+        t.val(
+            "epoll_ctl ADD",
+            &n.epoll_ctl(ep, EPOLL_CTL_ADD, a, Some(&interest)),
+        );
+        wait(n, t, "epoll_wait: nothing", ep);
+
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        t.val("F_SETOWN", &n.fcntl(a, F_SETOWN, pid));
+        t.val(
+            "F_GETOWN is the pid",
+            &n.fcntl(a, F_GETOWN, 0).map(|o| o == pid),
+        );
+        let before = SIGURGS.load(std::sync::atomic::Ordering::SeqCst);
+        t.val("send MSG_OOB", &n.send(c, b"abc", MSG_OOB));
+        n.settle();
+        t.note(format!("SIGURG to the owner: {}", sigurg_since(before)));
+        wait(n, t, "epoll_wait: urgent data", ep);
+        t.val("SIOCATMARK before", &n.ioctl(a, SIOCATMARK, &mut mark));
+        t.note(format!("SIOCATMARK -> {mark}"));
+        t.val("recv up to the mark", &n.recv(a, &mut buf, 0));
+        t.note(format!("read {:?}", &buf[..2]));
+        t.val("SIOCATMARK at the mark", &n.ioctl(a, SIOCATMARK, &mut mark));
+        t.note(format!("SIOCATMARK -> {mark}"));
+        wait(n, t, "epoll_wait: at the mark", ep);
+        let r = n.recvmsg(a, &mut buf, MSG_OOB | MSG_PEEK);
+        t.rec("recvmsg MSG_OOB|MSG_PEEK", &r, |_, m| {
+            format!("{} flags {:#x}", m.len, m.flags)
+        });
+        let r = n.recvmsg(a, &mut buf, MSG_OOB);
+        t.rec("recvmsg MSG_OOB", &r, |_, m| {
+            format!("{} flags {:#x}", m.len, m.flags)
+        });
+        t.note(format!("urgent octet {:?}", buf[0]));
+        t.val("recv MSG_OOB again", &n.recv(a, &mut buf, MSG_OOB));
+        wait(n, t, "epoll_wait: octet taken", ep);
+        t.val(
+            "recv after the octet, MSG_DONTWAIT",
+            &n.recv(a, &mut buf, MSG_DONTWAIT),
+        );
+
+        // A read past the mark skips the octet, which is then lost.
+        t.val("send MSG_OOB again", &n.send(c, b"xyz", MSG_OOB));
+        n.settle();
+        t.val("send after it", &n.send(c, b"tail", 0));
+        n.settle();
+        t.val("recv up to the second mark", &n.recv(a, &mut buf, 0));
+        t.val("recv past the mark", &n.recv(a, &mut buf, 0));
+        t.note(format!("read {:?}", &buf[..4]));
+        t.val("recv MSG_OOB after it", &n.recv(a, &mut buf, MSG_OOB));
+
+        // In line the octet stays in the stream.
+        t.val(
+            "SO_OOBINLINE on",
+            &set_int(n, a, SOL_SOCKET, SO_OOBINLINE, 1),
+        );
+        t.val("SO_OOBINLINE", &get_int(n, a, SOL_SOCKET, SO_OOBINLINE));
+        t.val("send MSG_OOB, in line", &n.send(c, b"12", MSG_OOB));
+        n.settle();
+        wait(n, t, "epoll_wait: in line", ep);
+        t.val("recv MSG_OOB in line", &n.recv(a, &mut buf, MSG_OOB));
+        t.val("recv up to the mark, in line", &n.recv(a, &mut buf, 0));
+        t.val("SIOCATMARK in line", &n.ioctl(a, SIOCATMARK, &mut mark));
+        t.note(format!("SIOCATMARK -> {mark}"));
+        t.val("recv the urgent octet in line", &n.recv(a, &mut buf, 0));
+        t.note(format!("read {:?}", buf[0]));
+        let u = n.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        t.val(
+            "send MSG_OOB on UDP",
+            &n.sendto(u, b"x", MSG_OOB, Some(&at(n, 7142))),
+        );
+        for fd in [u, ep, c, a, l] {
+            let _ = n.close(fd);
+        }
+    });
+}

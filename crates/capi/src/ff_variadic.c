@@ -29,7 +29,8 @@ int ff_ioctl(int fd, unsigned long request, ...)
     va_list ap;
     void *argp;
 
-    /* Every request ustack serves takes a pointer (FIONBIO, FIONREAD);
+    /* Every request ustack serves takes a pointer (FIONBIO, FIONREAD,
+     * SIOCATMARK);
      * for the others the argument is not looked at. */
     va_start(ap, request);
     argp = va_arg(ap, void *);

@@ -398,18 +398,20 @@ pub unsafe extern "C" fn ustack_setsockopt(
     ret_unit(r)
 }
 
-/// ioctl: FIONBIO reads an int at `argp`, FIONREAD writes one there.
+/// ioctl: FIONBIO reads an int at `argp`, FIONREAD and SIOCATMARK (1 when
+/// the read position is at the urgent mark) write one there.
 ///
 /// # Safety
-/// For FIONBIO and FIONREAD, `argp` is null or points to a readable and
-/// writable int; for other requests it is not used.
+/// For FIONBIO, FIONREAD and SIOCATMARK, `argp` is null or points to a
+/// readable and writable int; for other requests it is not used.
 #[no_mangle]
 pub unsafe extern "C" fn ustack_ioctl(fd: c_int, request: c_ulong, argp: *mut c_void) -> c_int {
     let r = (|| {
         // c_ulong is u64 on 64-bit Linux, u32 elsewhere.
         #[allow(clippy::useless_conversion)]
         let request: u64 = request.into();
-        let uses_arg = request == libc::FIONBIO || request == libc::FIONREAD;
+        let writes_arg = request == libc::FIONREAD || request == api::consts::SIOCATMARK;
+        let uses_arg = request == libc::FIONBIO || writes_arg;
         let mut v: i32 = 0;
         if uses_arg {
             if argp.is_null() {
@@ -421,7 +423,7 @@ pub unsafe extern "C" fn ustack_ioctl(fd: c_int, request: c_ulong, argp: *mut c_
             }
         }
         api::ioctl(fd, request, &mut v)?;
-        if request == libc::FIONREAD {
+        if writes_arg {
             // SAFETY: a writable int (the caller's promise), non-null.
             unsafe { argp.cast::<c_int>().write_unaligned(v) };
         }
@@ -430,7 +432,8 @@ pub unsafe extern "C" fn ustack_ioctl(fd: c_int, request: c_ulong, argp: *mut c_
     ret_unit(r)
 }
 
-/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD (FD_CLOEXEC).
+/// fcntl: F_GETFL, F_SETFL (O_NONBLOCK), F_GETFD, F_SETFD (FD_CLOEXEC),
+/// F_SETOWN, F_GETOWN (who gets SIGURG when urgent data comes).
 #[no_mangle]
 pub extern "C" fn ustack_fcntl(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
     ret_int(api::fcntl(fd, cmd, arg))

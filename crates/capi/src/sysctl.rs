@@ -133,6 +133,11 @@ static KEYS: &[Key] = &[
         &[4, 2, 6, AUTO + 8, AUTO],
         Kind::Int,
     ),
+    key(
+        "net.inet.tcp.ecn.enable",
+        &[4, 2, 6, AUTO + 9, AUTO],
+        Kind::Int,
+    ),
     key("net.inet.udp.recvspace", &[4, 2, 17, 4], Kind::ULong),
     key(
         "net.link.ether.inet.maxhold",

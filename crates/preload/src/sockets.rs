@@ -658,7 +658,13 @@ unsafe fn fcntl_any(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC if k != Fd::Kernel && k != Fd::Epoll => ret(
             crate::sockets::dup_ustack(fd, None, cmd == libc::F_DUPFD_CLOEXEC, arg as c_int),
         ),
-        libc::F_GETFL | libc::F_SETFL | libc::F_GETFD | libc::F_SETFD => {
+        // F_SETOWN: the process ustack sends SIGURG to on urgent data.
+        libc::F_GETFL
+        | libc::F_SETFL
+        | libc::F_GETFD
+        | libc::F_SETFD
+        | libc::F_SETOWN
+        | libc::F_GETOWN => {
             by_fd!(fd, kernel(), capi::ustack_fcntl(fd, cmd, arg as c_int), -1)
         }
         _ if k == Fd::Ustack || k == Fd::Pending => {

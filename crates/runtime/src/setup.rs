@@ -11,7 +11,8 @@ use std::net::IpAddr;
 
 use stack::route::IpCidr;
 use stack::{
-    CcAlgorithm, IfaceId, InterfaceConfig, PolicyRule, RuleMatch, Stack, StackConfig, TcpConfig,
+    CcAlgorithm, EcnMode, IfaceId, InterfaceConfig, PolicyRule, RuleMatch, Stack, StackConfig,
+    TcpConfig,
 };
 
 use crate::config::{
@@ -156,9 +157,19 @@ pub fn tcp_config(s: &Sysctls) -> TcpConfig {
         keepcnt: s.tcp_keepcnt,
         sack: s.tcp_sack,
         rfc1323: s.tcp_rfc1323,
+        ecn: ecn_mode(s.tcp_ecn),
         port_first: s.port_range_first,
         port_last: s.port_range_last,
         ..TcpConfig::default()
+    }
+}
+
+/// `net.inet.tcp.ecn.enable`'s value (0..=2, checked when parsed).
+pub fn ecn_mode(v: u32) -> EcnMode {
+    match v {
+        0 => EcnMode::Off,
+        1 => EcnMode::On,
+        _ => EcnMode::AcceptOnly,
     }
 }
 

@@ -261,6 +261,8 @@ pub enum Tunable {
     TcpKeepIdle(core::time::Duration),
     TcpKeepIntvl(core::time::Duration),
     TcpKeepCnt(u32),
+    /// ECN of new connections.
+    TcpEcn(crate::tcp::EcnMode),
 }
 
 impl Stack {
@@ -286,6 +288,7 @@ impl Stack {
             Tunable::TcpKeepIdle(v) => tcp.keepidle = v,
             Tunable::TcpKeepIntvl(v) => tcp.keepintvl = v,
             Tunable::TcpKeepCnt(v) => tcp.keepcnt = v,
+            Tunable::TcpEcn(v) => tcp.ecn = v,
         }
         // What `Stack::config` shows stays what is in force.
         self.ip.cfg.tcp = self.tcp.cfg.clone();

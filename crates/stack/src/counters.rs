@@ -267,6 +267,15 @@ counters! {
         tcp_out_of_window,
         tcp_invalid_acks_rate_limited,
         tcp_rx_out_of_order,
+        /// New urgent pointers taken in (marks set, RFC 9293 3.8.5).
+        tcp_urgent_marks_received,
+        /// Data segments that arrived Congestion Experienced on connections
+        /// using ECN (RFC 3168).
+        tcp_ecn_ce_received,
+        /// Congestion windows reduced for an ECN-Echo (once per window).
+        tcp_ecn_reductions,
+        /// URG segments whose urgent pointer was zero, ignored.
+        tcp_urgent_pointer_zero,
         tcp_rx_trimmed_bytes,
         /// Receive buffers doubled by auto-tuning (the peer filled more than
         /// 3/8 of one within a round trip).

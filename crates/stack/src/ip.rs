@@ -32,6 +32,8 @@ pub(crate) struct L4Datagram<'a> {
     pub broadcast: bool,
     pub payload: &'a [u8],
     pub meta: RxMeta,
+    /// The IP header's ECN field (RFC 3168 5).
+    pub ecn: u8,
 }
 
 #[derive(Debug)]

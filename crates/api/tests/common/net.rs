@@ -536,7 +536,7 @@ impl Net for Kernel {
         let mut out = RecvMsg {
             len: n,
             addr: (msg.msg_namelen > 0).then(|| from_sa(&sa)),
-            flags: msg.msg_flags & libc::MSG_TRUNC,
+            flags: msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_OOB),
             ..RecvMsg::default()
         };
         let mut c = unsafe { libc::CMSG_FIRSTHDR(&msg) };

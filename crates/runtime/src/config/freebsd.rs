@@ -244,6 +244,10 @@ sysctls! {
     tcp_sack: bool = "net.inet.tcp.sack.enable", flag(), default true;
     /// `net.inet.tcp.rfc1323`: window scaling and timestamps (default 1).
     tcp_rfc1323: bool = "net.inet.tcp.rfc1323", flag(), default true;
+    /// `net.inet.tcp.ecn.enable`: ECN (RFC 3168): 0 off, 1 asked for and
+    /// accepted, 2 accepted when a peer asks (default, as FreeBSD and
+    /// Linux).
+    tcp_ecn: u32 = "net.inet.tcp.ecn.enable", int(0, 2), default 2;
     /// `net.inet.ip.portrange.first`: lowest ephemeral port (default 10000).
     port_range_first: u16 = "net.inet.ip.portrange.first", int(1, 65_535), default 10_000;
     /// `net.inet.ip.portrange.last`: highest ephemeral port (default 65535).

@@ -559,6 +559,7 @@ fn tunable(s: &Sysctls, name: &str) -> Option<Tunable> {
         "net.inet.tcp.keepidle" => Tunable::TcpKeepIdle(s.tcp_keepidle),
         "net.inet.tcp.keepintvl" => Tunable::TcpKeepIntvl(s.tcp_keepintvl),
         "net.inet.tcp.keepcnt" => Tunable::TcpKeepCnt(s.tcp_keepcnt),
+        "net.inet.tcp.ecn.enable" => Tunable::TcpEcn(crate::setup::ecn_mode(s.tcp_ecn)),
         _ => return None,
     })
 }

@@ -40,6 +40,7 @@ impl Ipv4Datagram<'_> {
             broadcast: self.broadcast,
             payload: self.payload,
             meta: self.meta,
+            ecn: self.header.get(1).map_or(0, |tos| tos & 3),
         }
     }
 }

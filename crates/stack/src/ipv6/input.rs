@@ -50,6 +50,9 @@ impl Ipv6Datagram<'_> {
             broadcast: self.dst.is_multicast(),
             payload: self.payload,
             meta: self.meta,
+            // The traffic class straddles the first two bytes; its low
+            // two bits are the ECN field.
+            ecn: self.packet.get(1).map_or(0, |b| (b >> 4) & 3),
         }
     }
 }
@@ -290,7 +293,9 @@ impl Stack {
         let verified = d.meta.csum_partial
             || TcpPacket::new_unchecked(d.payload)
                 .verify_checksum(&IpAddr::V6(d.src), &IpAddr::V6(d.dst));
-        if verified && self.tcp_input_predicted_v6(now, (d.src, d.dst), d.payload, sink) {
+        // A Congestion Experienced mark is the general path's to see.
+        let ce = d.packet.get(1).is_some_and(|b| (b >> 4) & 3 == 3);
+        if verified && !ce && self.tcp_input_predicted_v6(now, (d.src, d.dst), d.payload, sink) {
             return;
         }
         let l4 = L4Datagram {

@@ -97,7 +97,10 @@ impl Stack {
     /// TCP_USER_TIMEOUT (RFC 5482; RFC 9293 3.8.3's R2 set by the
     /// application, MUST-21): how long sent data may stay unacknowledged,
     /// or a SYN unanswered, before the connection gives up with ETIMEDOUT
-    /// (in place of the retry counts); `None` turns it off.
+    /// (in place of the retry counts); as on Linux it also bounds how
+    /// long the peer's window may stay closed from the first zero-window
+    /// probe (answered or not), and how long a keep-alive peer may stay
+    /// silent (in place of `keepcnt`). `None` turns it off.
     pub fn tcp_set_user_timeout(
         &mut self,
         h: SocketHandle,

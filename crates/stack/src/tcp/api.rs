@@ -23,6 +23,7 @@ use crate::tcp::output::send_reset_for;
 use crate::tcp::shared::{TcpShared, TRIM_INTERVAL};
 use crate::tcp::timer_wheel::TimerWheel;
 use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
+use crate::tcp::urgent::OobRead;
 use crate::time::Instant;
 
 /// Whether the application may queue data (RFC 9293 3.10.2 SEND): the
@@ -181,7 +182,9 @@ impl Stack {
         d: &Ipv4Datagram<'_>,
         sink: &mut dyn FrameSink,
     ) {
-        if self.ip.cfg.tcp.fast_path && !d.broadcast {
+        // A Congestion Experienced mark is the general path's to see.
+        let ce = d.header.get(1).is_some_and(|tos| tos & 3 == 3);
+        if self.ip.cfg.tcp.fast_path && !d.broadcast && !ce {
             let verified = checksum_ok((d.src, d.dst), d.payload, d.meta);
             if verified && self.tcp_input_predicted(now, (d.src, d.dst), d.payload, sink) {
                 return;
@@ -227,6 +230,7 @@ impl Stack {
             return;
         }
         self.ip.counters.tcp_segments_received += 1;
+        self.tcp.segment_ce = d.ecn == crate::tcp::ecn::CE;
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
         let mut found = self.sockets.tcp_conns.get(&ConnKey::new(local, remote));
@@ -914,9 +918,12 @@ impl Stack {
         if buf.is_empty() {
             return Ok(0);
         }
-        let n = conn
-            .recv
-            .read(buf, &mut self.tcp.buffers, &mut self.tcp.lend);
+        let n = if conn.urgent.is_some() {
+            conn.read_around_mark(buf, &mut self.tcp.buffers, &mut self.tcp.lend)
+        } else {
+            conn.recv
+                .read(buf, &mut self.tcp.buffers, &mut self.tcp.lend)
+        };
         if n == 0 {
             if let Some(e) = conn.error.take() {
                 return Err(e);
@@ -974,10 +981,21 @@ impl Stack {
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
         let conn = conn_mut(&mut self.sockets, h)?;
-        let Some(used) = conn
-            .recv
-            .read_in_place(f, &mut self.tcp.buffers, &mut self.tcp.lend)
-        else {
+        // Not past the urgent mark (`urgent.rs`).
+        let limit = if conn.urgent.is_some() {
+            conn.prepare_read_at_mark(&mut self.tcp.buffers, &mut self.tcp.lend)
+        } else {
+            usize::MAX
+        };
+        let read = conn.recv.read_in_place(
+            |run| f(&run[..run.len().min(limit)]),
+            &mut self.tcp.buffers,
+            &mut self.tcp.lend,
+        );
+        if let Some(used) = read {
+            conn.read_toward_mark(used);
+        }
+        let Some(used) = read else {
             // Nothing readable: the end of the stream, an error, or wait.
             return self.tcp_recv(now, h, &mut [0u8; 1], sink);
         };
@@ -1281,9 +1299,80 @@ impl Stack {
         self.tcp_conn(h).map(|c| c.send_space())
     }
 
-    /// Copies received data without consuming it (MSG_PEEK).
+    /// Copies received data without consuming it (MSG_PEEK); not past
+    /// the urgent mark, as a read.
     pub fn tcp_peek(&self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, SocketError> {
-        self.tcp_conn(h).map(|c| c.recv.peek(buf))
+        let conn = self.tcp_conn(h)?;
+        let n = conn.recv.peek(buf);
+        Ok(if conn.urgent.is_some() {
+            conn.peek_around_mark(buf, n)
+        } else {
+            n
+        })
+    }
+
+    /// Queues data to send as urgent data (`send(MSG_OOB)`): its last
+    /// octet is urgent, and the segments before it carry URG and the
+    /// pointer after it (RFC 6093, `urgent.rs`). Returns how much fit, as
+    /// [`tcp_send`](Self::tcp_send); the mark goes after what fit.
+    pub fn tcp_send_urgent(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        data: &[u8],
+        sink: &mut dyn FrameSink,
+    ) -> Result<usize, SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
+        check_send(conn)?;
+        let n = conn
+            .send
+            .append(data, conn.send_limit, &mut self.tcp.buffers);
+        if n == 0 && !data.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        if n > 0 {
+            conn.mark_urgent_sent();
+        }
+        conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
+        self.tcp_after_event(now, h.index, InputEvents::default());
+        Ok(n)
+    }
+
+    /// Reads the urgent octet (`recv(MSG_OOB)`, Linux's semantics):
+    /// InvalidArgument with SO_OOBINLINE, without a mark, or once it was
+    /// taken; WouldBlock while the pointer has come and the octet not;
+    /// NotConnected on a listener. `peek` leaves it to be read again.
+    pub fn tcp_recv_urgent(&mut self, h: SocketHandle, peek: bool) -> Result<OobRead, SocketError> {
+        if let Some(Socket::Listener(_)) = self.sockets.get(h) {
+            return Err(SocketError::NotConnected);
+        }
+        self.tcp_conn_mut(h)?.read_urgent(peek)
+    }
+
+    /// SIOCATMARK: the next octet to read is the urgent one (the mark).
+    pub fn tcp_at_mark(&self, h: SocketHandle) -> Result<bool, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Listener(_)) => Ok(false),
+            _ => self.tcp_conn(h).map(|c| c.at_mark()),
+        }
+    }
+
+    /// SO_OOBINLINE: urgent octets stay in the stream.
+    pub fn tcp_set_oob_inline(&mut self, h: SocketHandle, on: bool) -> Result<(), SocketError> {
+        self.tcp_conn_mut(h).map(|c| c.oob_inline = on)
+    }
+
+    /// New urgent pointers received on the connection, ever: a change is
+    /// news of urgent data for the socket layer's SIGURG (RFC 9293
+    /// MUST-32).
+    pub fn tcp_urgent_notices(&self, h: SocketHandle) -> Result<u32, SocketError> {
+        self.tcp_conn(h).map(|c| c.urgent_notices)
+    }
+
+    /// Bytes a read would return, for poll: the readable bytes less an
+    /// out-of-line urgent octet at the read position.
+    pub fn tcp_recv_readable(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.tcp_conn(h).map(|c| c.readable_for_poll())
     }
 
     /// Bytes waiting to be read (FIONREAD).

@@ -11,6 +11,7 @@ use crate::socket::SocketError;
 use crate::tcp::byte_ring::ByteRing;
 use crate::tcp::cc::{Cc, CongestionControl};
 pub(crate) use crate::tcp::deadlines::Timers;
+use crate::tcp::ecn::Ecn;
 use crate::tcp::fast_output::SegmentTemplate;
 use crate::tcp::output::IpOptions;
 use crate::tcp::recv_buffer::RecvBuffer;
@@ -18,6 +19,7 @@ use crate::tcp::rtt::RttEstimator;
 use crate::tcp::sack::Scoreboard;
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::{Readiness, TcpInfo, TcpState};
+use crate::tcp::urgent::UrgentMark;
 use crate::time::{Duration, Instant};
 
 /// Counters of one connection (TCP_INFO).
@@ -72,12 +74,25 @@ pub(crate) struct TcpConnection {
     /// The application shut the read side.
     pub read_shut: bool,
 
+    // Urgent data (`urgent.rs`).
+    /// SND.UP while in urgent mode: the sequence number after the last
+    /// urgent octet sent (RFC 6093).
+    pub snd_up: Option<SeqNumber>,
+    /// The receive side's mark, until the application reads past it.
+    pub urgent: Option<UrgentMark>,
+    /// SO_OOBINLINE: the urgent octet stays in the stream.
+    pub oob_inline: bool,
+    /// New urgent pointers received, ever (the socket layer's SIGURG).
+    pub urgent_notices: u32,
+
     // Options (RFC 7323, RFC 2018).
     pub wscale_ok: bool,
     pub ts_ok: bool,
     pub ts_recent: u32,
     pub ts_offset: u32,
     pub sack_ok: bool,
+    /// ECN (RFC 3168, `ecn.rs`).
+    pub ecn: Ecn,
 
     pub rtt: RttEstimator,
     /// A segment being timed when timestamps are off (Karn's rule clears it).
@@ -116,8 +131,8 @@ pub(crate) struct TcpConnection {
     pub keep_intvl: Option<Duration>,
     pub keep_cnt: Option<u32>,
     /// TCP_USER_TIMEOUT: how long data may stay unacknowledged (or a SYN
-    /// unanswered) before the connection gives up; `None`: the retry
-    /// counts decide.
+    /// unanswered, the peer's window closed, a keep-alive peer silent)
+    /// before the connection gives up; `None`: the retry counts decide.
     pub user_timeout: Option<Duration>,
     /// TCP_SYNCNT: SYN retransmissions before a connect gives up; `None`:
     /// the stack's `syn_retries`.
@@ -125,6 +140,11 @@ pub(crate) struct TcpConnection {
     /// When the segment the retransmission timer is resending was first
     /// sent (set at the first timeout, read while `retries` > 0).
     pub stall_since: Instant,
+    /// When the first probe of the peer's closed window went out (a
+    /// persist probe, or data sent again into it); `None` once the window
+    /// opens or data is acknowledged. TCP_USER_TIMEOUT counts from here
+    /// (Linux's `icsk_probes_tstamp`).
+    pub probe_since: Option<Instant>,
     pub linger_zero: bool,
     /// SO_RCVBUF was set: the receive buffer does not auto-tune.
     pub recv_locked: bool,
@@ -217,11 +237,16 @@ impl TcpConnection {
             fin_queued: false,
             peer_fin: None,
             read_shut: false,
+            snd_up: None,
+            urgent: None,
+            oob_inline: false,
+            urgent_notices: 0,
             wscale_ok: false,
             ts_ok: false,
             ts_recent: 0,
             ts_offset: ts_offset(shared, local, remote),
             sack_ok: false,
+            ecn: Ecn::new(cfg.ecn, state, iss),
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
             rtt_probe: None,
             cc: Cc::new(cfg.cc, cfg.default_mss(remote.ip()).min(mss), now),
@@ -245,6 +270,7 @@ impl TcpConnection {
             user_timeout: None,
             syn_retries: None,
             stall_since: now,
+            probe_since: None,
             linger_zero: false,
             recv_locked: false,
             rcv_tune_start: 0,
@@ -304,6 +330,7 @@ impl TcpConnection {
             }
         }
         self.sack_ok = syn.sack_permitted && cfg.sack;
+        self.ecn_negotiate(shared, syn);
         if let (Some((tsval, _)), true) = (syn.timestamp, cfg.rfc1323) {
             self.ts_ok = true;
             self.drop_template();
@@ -383,7 +410,7 @@ impl TcpConnection {
     pub(crate) fn readiness(&self) -> Readiness {
         let established = self.synchronized() || self.state == TcpState::Closed;
         Readiness {
-            readable: self.recv.readable() > 0
+            readable: self.readable_for_poll() > 0
                 || self.peer_closed()
                 || self.error.is_some()
                 || self.read_shut,
@@ -392,6 +419,7 @@ impl TcpConnection {
             read_closed: self.peer_closed(),
             hangup: self.state == TcpState::Closed || (self.peer_closed() && self.fin_queued),
             error: self.error.is_some(),
+            urgent: self.urgent_pending(),
         }
     }
 

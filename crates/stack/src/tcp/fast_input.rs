@@ -131,6 +131,7 @@ impl Stack {
             || ip[0] != 0x45
             || ip[9] != u8::from(IpProtocol::Tcp)
             || (ip[6] & 0x3f) | ip[7] != 0
+            || ip[1] & 3 == 3
         {
             return false;
         }
@@ -207,6 +208,7 @@ impl TcpConnection {
                 || window != self.snd_wnd
                 || self.flight() == 0)
             && self.peer_fin.is_none()
+            && self.urgent.is_none()
             && self.recovery_point.is_none()
             && (!self.sack_ok || self.scoreboard.is_empty());
         if !predicted {

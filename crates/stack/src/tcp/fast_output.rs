@@ -353,7 +353,11 @@ impl TcpConnection {
         ip: &mut IpLayer,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        if !ip.cfg.tcp.fast_path || (self.sack_ok && self.recv.has_out_of_order()) {
+        if !ip.cfg.tcp.fast_path
+            || (self.sack_ok && self.recv.has_out_of_order())
+            || self.urgent_mode()
+            || self.ecn.on
+        {
             return false;
         }
         // A template whose path stamp is current stands for the path: the

@@ -260,6 +260,9 @@ impl TcpConnection {
             self.duplicate_ack(now, seg, ip, sink);
         }
         self.update_send_window(seq, ack, window, acks_new);
+        if self.ecn.on {
+            self.ecn_input(now, seg, shared.segment_ce, ip);
+        }
         match self.state {
             TcpState::FinWait1 if self.fin_acked() => {
                 self.state = TcpState::FinWait2;
@@ -299,6 +302,7 @@ impl TcpConnection {
             if self.snd_wnd == 0 && window > 0 {
                 self.timers.set_persist(None);
                 self.persist_backoff = 0;
+                self.probe_since = None;
             }
             self.snd_wnd = window;
             self.max_snd_wnd = self.max_snd_wnd.max(window);
@@ -337,6 +341,9 @@ impl TcpConnection {
             self.timers = Timers::default();
             ev.closed = true;
             return ev;
+        }
+        if flags.urg() || self.urgent.is_some() {
+            self.urgent_input(seg, data_seq, ip, &mut shared.buffers, &mut shared.lend);
         }
         if !seg.payload.is_empty() {
             self.take_text(now, data_seq, seg.payload, ip, shared);
@@ -625,6 +632,7 @@ impl TcpConnection {
         }
         self.send_base += data_acked;
         self.snd_una = ack;
+        self.urgent_acked();
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }
@@ -650,6 +658,7 @@ impl TcpConnection {
         }
         self.rtt.reset_backoff();
         self.retries = 0;
+        self.probe_since = None;
         // Without blocks and with nothing SACKed there is nothing to do
         // (the common ACK of an in-order stream).
         if self.sack_ok && (sack_ranges.iter().any(Option::is_some) || !self.scoreboard.is_empty())

@@ -9,6 +9,7 @@ mod byte_ring;
 pub mod cc;
 pub(crate) mod conn;
 mod deadlines;
+pub(crate) mod ecn;
 pub(crate) mod fast_input;
 mod fast_output;
 pub(crate) mod icmp_error;
@@ -23,6 +24,8 @@ pub(crate) mod shared;
 pub mod timer_wheel;
 mod timers;
 mod types;
+pub(crate) mod urgent;
 
 pub use cc::CcAlgorithm;
-pub use types::{Readiness, Shutdown, TcpConfig, TcpInfo, TcpState};
+pub use types::{EcnMode, Readiness, Shutdown, TcpConfig, TcpInfo, TcpState};
+pub use urgent::OobRead;

@@ -235,6 +235,8 @@ impl TcpConnection {
         if self.sack_ok && self.recv.has_out_of_order() {
             repr.sack_ranges = self.recv.sack_blocks();
         }
+        self.set_urgent_fields(&mut repr);
+        repr.flags |= self.ecn_flags();
         repr
     }
 
@@ -258,12 +260,14 @@ impl TcpConnection {
         sink: &mut dyn FrameSink,
     ) -> Result<(), SendError> {
         let offset = repr.seq_number - self.data_start();
+        let mut ip_opts = self.ip_opts;
+        ip_opts.tos = (ip_opts.tos & !3) | self.ecn_codepoint(repr.seq_number, len, repr.flags);
         let send = &self.send;
         send_tcp(
             ip,
             now,
             (self.local, self.remote),
-            self.ip_opts,
+            ip_opts,
             repr,
             len,
             &mut |buf| {
@@ -287,7 +291,7 @@ impl TcpConnection {
         let mut repr = TcpRepr::new(
             self.local.port(),
             self.remote.port(),
-            TcpFlags::SYN,
+            TcpFlags::SYN | self.ecn_syn_flags(),
             self.iss,
         );
         repr.window_len = self.recv.window().min(65535) as u16;
@@ -344,6 +348,9 @@ impl TcpConnection {
         let data_end = self.data_end();
         if len > 0 && seq + len == data_end {
             flags |= TcpFlags::PSH;
+        }
+        if self.ecn.on {
+            flags |= self.ecn_cwr(seq, len);
         }
         if !self.send_direct(now, flags, seq, len, ip, sink) {
             self.send_data_general(now, flags, seq, len, ip, sink);
@@ -549,7 +556,11 @@ impl TcpConnection {
         ip: &mut IpLayer,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        if self.state != TcpState::Established || self.recovery_point.is_some() || self.fin_queued {
+        if self.state != TcpState::Established
+            || self.recovery_point.is_some()
+            || self.fin_queued
+            || self.urgent_mode()
+        {
             return false;
         }
         let seq = self.snd_nxt;
@@ -689,7 +700,11 @@ impl TcpConnection {
                 if len == avail {
                     // Nagle (RFC 9293 3.7.4): a small segment waits while
                     // data is unacknowledged; corked, it waits anyway.
-                    if self.cork || (!self.nodelay && self.snd_nxt > self.snd_una) {
+                    // Urgent data goes at once (as Linux's
+                    // `tcp_nagle_test`).
+                    if !self.urgent_mode()
+                        && (self.cork || (!self.nodelay && self.snd_nxt > self.snd_una))
+                    {
                         break;
                     }
                 } else if len < self.max_snd_wnd / 2 && self.snd_nxt > self.snd_una {

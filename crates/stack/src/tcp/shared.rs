@@ -48,6 +48,10 @@ pub(crate) struct TcpShared {
     pub ack_per_burst: bool,
     /// Connections with such an ACK waiting.
     pub burst_acks: Vec<u32>,
+    /// The segment being taken in arrived marked Congestion Experienced
+    /// (RFC 3168; set by the general input path, which takes every such
+    /// segment).
+    pub segment_ce: bool,
 }
 
 /// What the stack does with a TCP segment of no connection of its own when
@@ -86,6 +90,7 @@ impl TcpShared {
             ack_per_burst: false,
             burst_acks: Vec::new(),
             cfg,
+            segment_ce: false,
         }
     }
 }

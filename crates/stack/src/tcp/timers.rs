@@ -3,7 +3,6 @@
 
 use crate::ip::IpLayer;
 use crate::sink::FrameSink;
-use crate::socket::SocketError;
 use crate::tcp::cc::CongestionControl;
 use crate::tcp::conn::{TcpConnection, Timers};
 use crate::tcp::shared::TcpShared;
@@ -48,11 +47,13 @@ impl TcpConnection {
         }
         if due(self.timers.persist(), now) {
             self.timers.set_persist(None);
-            if self.peer_silent(now, shared) {
+            if self.peer_silent(now, shared) || self.probing_past_user_timeout(now) {
                 // No probe answered: the peer is gone (as Linux's
-                // `tcp_probe_timer`, which counts the probes instead).
+                // `tcp_probe_timer`, which counts the probes instead); or
+                // the window stayed closed through the user timeout,
+                // answered or not (Linux's too, since 5.11).
                 self.send_rst(now, ip, sink);
-                self.fail(SocketError::TimedOut);
+                self.fail(self.timeout_error());
                 return true;
             }
             ip.counters.tcp_window_probes += 1;
@@ -60,8 +61,9 @@ impl TcpConnection {
             self.persist_backoff = self.persist_backoff.saturating_add(1);
             let base = self.rtt.rto().max(Duration::from_millis(200));
             let backoff = base.saturating_mul(1u32 << self.persist_backoff.min(6));
+            let next = now + backoff.min(shared.cfg.rto_max);
             self.timers
-                .set_persist(Some(now + backoff.min(shared.cfg.rto_max)));
+                .set_persist(Some(self.clamp_probe_to_user_timeout(now, next)));
         }
         if due(self.timers.keepalive(), now) {
             self.timers.set_keepalive(None);
@@ -73,7 +75,7 @@ impl TcpConnection {
                 self.keep_probes = 0;
                 self.timers
                     .set_keepalive(Some(now + self.keep_idle(shared)));
-            } else if self.keep_probes >= self.keep_cnt(shared) {
+            } else if self.keepalive_given_up(now, shared) {
                 ip.counters.tcp_keepalive_timeouts += 1;
                 self.send_rst(now, ip, sink);
                 self.fail(self.timeout_error());
@@ -92,19 +94,59 @@ impl TcpConnection {
 
     /// With a user timeout, the retransmission timer (backed off) fires no
     /// later than the timeout itself, where the connection gives up (as
-    /// Linux's `tcp_clamp_rto_to_user_timeout`).
+    /// Linux's `tcp_clamp_rto_to_user_timeout`); counted from the first
+    /// retransmission, or, into a closed window, from the first probe.
     fn clamp_to_user_timeout(&mut self) {
         let (Some(limit), Some(rtx)) = (self.user_timeout, self.timers.rtx()) else {
             return;
         };
-        if self.retries == 0 {
-            return;
-        }
-        let end = self
-            .stall_since
-            .add_micros(u64::try_from(limit.as_micros()).unwrap_or(u64::MAX));
+        let since = if self.retries > 0 {
+            self.stall_since
+        } else {
+            match self.probe_since {
+                Some(t) => t,
+                None => return,
+            }
+        };
+        let end = since.add_micros(u64::try_from(limit.as_micros()).unwrap_or(u64::MAX));
         if rtx > end {
             self.timers.set_rtx(Some(end));
+        }
+    }
+
+    /// RFC 5482 for zero-window probes (Linux's `tcp_probe_timer`): the
+    /// first probe starts the clock; with a user timeout, the window
+    /// still closed that long after it ends the connection, however the
+    /// peer answers (RFC 1122 4.2.2.17's "indefinitely" is without one).
+    fn probing_past_user_timeout(&mut self, now: Instant) -> bool {
+        match self.probe_since {
+            None => {
+                self.probe_since = Some(now);
+                false
+            }
+            Some(t) => self
+                .user_timeout
+                .is_some_and(|limit| now.saturating_since(t) >= limit),
+        }
+    }
+
+    /// The next probe no later than the user timeout's end (Linux's
+    /// `tcp_clamp_probe0_to_user_timeout`, at least 2 ms ahead).
+    fn clamp_probe_to_user_timeout(&self, now: Instant, next: Instant) -> Instant {
+        match (self.user_timeout, self.probe_since) {
+            (Some(limit), Some(t)) => next.min((t + limit).max(now + Duration::from_millis(2))),
+            _ => next,
+        }
+    }
+
+    /// Keep-alive gives up: after `keepcnt` unanswered probes, or, with a
+    /// user timeout, once the peer has been silent that long and a probe
+    /// went unanswered (Linux's `tcp_keepalive_timer`: the count is then
+    /// not looked at).
+    fn keepalive_given_up(&self, now: Instant, shared: &TcpShared) -> bool {
+        match self.user_timeout {
+            Some(limit) => self.keep_probes > 0 && now.saturating_since(self.last_recv) >= limit,
+            None => self.keep_probes >= self.keep_cnt(shared),
         }
     }
 
@@ -128,9 +170,9 @@ impl TcpConnection {
         shared: &mut TcpShared,
         sink: &mut dyn FrameSink,
     ) -> bool {
-        if self.peer_silent(now, shared) {
+        if self.peer_silent(now, shared) || self.probing_past_user_timeout(now) {
             self.send_rst(now, ip, sink);
-            self.fail(SocketError::TimedOut);
+            self.fail(self.timeout_error());
             return true;
         }
         self.rtt.backoff();

@@ -62,6 +62,22 @@ pub struct Readiness {
     pub hangup: bool,
     /// An error is pending (EPOLLERR; read it with `tcp_take_error`).
     pub error: bool,
+    /// An urgent octet waits for `recv(MSG_OOB)` (EPOLLPRI).
+    pub urgent: bool,
+}
+
+/// `net.inet.tcp.ecn.enable`: whether connections use ECN (RFC 3168),
+/// FreeBSD's values (Linux's `net.ipv4.tcp_ecn` has the same three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EcnMode {
+    /// 0: never.
+    Off,
+    /// 1: asked for on connects, agreed to when a peer asks.
+    On,
+    /// 2: agreed to when a peer asks, never asked for (the default of
+    /// Linux and FreeBSD: some middleboxes drop SYNs that ask).
+    #[default]
+    AcceptOnly,
 }
 
 /// Tunables of TCP, from `[freebsd.sysctl]`.
@@ -98,6 +114,8 @@ pub struct TcpConfig {
     pub sack: bool,
     /// `net.inet.tcp.rfc1323`: window scaling and timestamps.
     pub rfc1323: bool,
+    /// `net.inet.tcp.ecn.enable`.
+    pub ecn: EcnMode,
     /// RTO bounds (RFC 6298 2.4 and 2.5; the minimum is Linux's 200 ms).
     pub rto_min: Duration,
     pub rto_max: Duration,
@@ -151,6 +169,7 @@ impl Default for TcpConfig {
             keepcnt: 8,
             sack: true,
             rfc1323: true,
+            ecn: EcnMode::AcceptOnly,
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),
             rto_initial: Duration::from_secs(1),

@@ -151,6 +151,23 @@ coverage! {
     "RFC 9293" "3.1" options::illegal_option_length_dropped;
     "RFC 9293" "3.7.1" options::local_mtu_bounds_segments;
     "RFC 9293" "3.10.7.4" window::rst_processed_with_zero_window;
+    "RFC 3168" "6.1.1" ecn::ecn_agreed_when_the_peer_asks;
+    "RFC 3168" "6.1.4" ecn::ecn_agreed_when_the_peer_asks;
+    "RFC 3168" "6.1.5" ecn::ecn_agreed_when_the_peer_asks;
+    "RFC 3168" "6.1.1" ecn::ecn_refused_when_off;
+    "RFC 3168" "6.1.1" ecn::ecn_asked_on_connect;
+    "RFC 3168" "6.1.3" ecn::ce_echoed_until_cwr;
+    "RFC 3168" "6.1.2" ecn::ece_reduces_the_window_once_per_window;
+    "RFC 5482" "3" timers::user_timeout_bounds_zero_window_probes;
+    "RFC 5482" "3" timers::user_timeout_replaces_the_keepalive_count;
+    "RFC 9293" "3.8.5" urgent::urgent_pointer_after_the_urgent_data;
+    "RFC 6093" "2" urgent::urgent_pointer_after_the_urgent_data;
+    "RFC 9293" "3.8.5" urgent::urgent_data_longer_than_a_segment;
+    "RFC 9293" "3.8.5" urgent::urgent_octet_read_out_of_band;
+    "RFC 9293" "3.8.5" urgent::read_past_the_mark_skips_the_octet;
+    "RFC 9293" "3.8.5" urgent::urgent_pointer_into_a_later_segment;
+    "RFC 6093" "3" urgent::oob_inline_keeps_the_octet_in_the_stream;
+    "RFC 6093" "4" urgent::newer_urgent_pointer_moves_the_mark;
     "RFC 5681" "3.1" recovery::congestion_avoidance_grows_one_segment_per_window;
     "RFC 9293" "3.8.3" rto::user_timeout_ends_retransmissions;
     "RFC 5482" "3" rto::user_timeout_ends_retransmissions;
@@ -191,6 +208,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("window", include_str!("window.rs")),
     ("icmp", include_str!("icmp.rs")),
     ("addresses", include_str!("addresses.rs")),
+    ("urgent", include_str!("urgent.rs")),
+    ("ecn", include_str!("ecn.rs")),
 ];
 
 /// A script found in the sources: module, name, doc comment (one line).

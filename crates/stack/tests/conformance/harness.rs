@@ -167,6 +167,10 @@ pub struct Seg {
     bad_checksum: bool,
     peer_port: Option<u16>,
     peer_ip: Option<Ipv4Addr>,
+    /// URG and this urgent pointer.
+    urg: Option<u16>,
+    /// The IP header's ECN field (injected, or checked when expecting).
+    ip_ecn: Option<u8>,
 }
 
 /// A new, empty pattern.
@@ -194,10 +198,33 @@ pub fn seg() -> Seg {
         bad_checksum: false,
         peer_port: None,
         peer_ip: None,
+        urg: None,
+        ip_ecn: None,
     }
 }
 
 impl Seg {
+    /// URG set with this urgent pointer (checked when expecting).
+    pub fn urg(mut self, pointer: u16) -> Self {
+        self.flags |= TcpFlags::URG;
+        self.urg = Some(pointer);
+        self
+    }
+    /// ECE set (ECN-Echo, RFC 3168).
+    pub fn ece(mut self) -> Self {
+        self.flags |= TcpFlags::ECE;
+        self
+    }
+    /// CWR set (Congestion Window Reduced).
+    pub fn cwr(mut self) -> Self {
+        self.flags |= TcpFlags::CWR;
+        self
+    }
+    /// The IP header's ECN field: 0 Not-ECT, 2 ECT(0), 3 CE.
+    pub fn ip_ecn(mut self, ecn: u8) -> Self {
+        self.ip_ecn = Some(ecn);
+        self
+    }
     pub fn syn(mut self) -> Self {
         self.flags |= TcpFlags::SYN;
         self
@@ -377,6 +404,10 @@ pub struct Got {
     pub sack_perm: bool,
     pub ts: Option<(u32, u32)>,
     pub sack: Vec<(u32, u32)>,
+    /// The urgent pointer field (with URG).
+    pub urg: u16,
+    /// The IP header's ECN field.
+    pub ip_ecn: u8,
     pub payload: Vec<u8>,
 }
 
@@ -481,9 +512,28 @@ fn options_str(
     parts.join(",")
 }
 
+/// The urgent pointer in a summary's options.
+fn urgent_str(pointer: u16, opts: &str) -> String {
+    if opts.is_empty() {
+        format!("urg {pointer}")
+    } else {
+        format!("urg {pointer},{opts}")
+    }
+}
+
 impl fmt::Display for Got {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let opts = options_str(self.mss, self.sack_perm, self.ts, self.wscale, &self.sack);
+        let mut opts = options_str(self.mss, self.sack_perm, self.ts, self.wscale, &self.sack);
+        if self.flags.urg() {
+            opts = urgent_str(self.urg, &opts);
+        }
+        if self.ip_ecn != 0 {
+            opts = if opts.is_empty() {
+                format!("ip-ecn {}", self.ip_ecn)
+            } else {
+                format!("ip-ecn {},{opts}", self.ip_ecn)
+            };
+        }
         let ports = format!(
             "{}:{} > {}:{}",
             self.stack_ip, self.stack_port, self.peer_ip, self.peer_port
@@ -803,7 +853,7 @@ impl Script {
     /// Parses an emitted frame into a `Got` (or says what it is).
     fn decode(&self, at: Instant, f: &[u8]) -> Result<Got, String> {
         let eth = EthernetFrame::new_checked(f).map_err(|e| format!("bad Ethernet: {e:?}"))?;
-        let (src, dst, peer, segment) = match eth.ethertype() {
+        let (src, dst, peer, segment, ip_ecn) = match eth.ethertype() {
             EtherType::Ipv4 if !ipv6() => {
                 let ip = Ipv4Packet::new_checked(eth.payload())
                     .map_err(|e| format!("bad IPv4: {e:?}"))?;
@@ -821,6 +871,7 @@ impl Script {
                     IpAddr::V4(ipr.dst_addr),
                     ipr.dst_addr,
                     &eth.payload()[hl..tl],
+                    ipr.dscp_ecn & 3,
                 )
             }
             EtherType::Ipv6 if ipv6() => {
@@ -836,7 +887,8 @@ impl Script {
                 }
                 let (s, d) = (ip.src_addr(), ip.dst_addr());
                 let payload = &eth.payload()[40..40 + usize::from(ip.payload_len())];
-                (IpAddr::V6(s), IpAddr::V6(d), v4_of(d), payload)
+                let ecn = (eth.payload()[1] >> 4) & 3;
+                (IpAddr::V6(s), IpAddr::V6(d), v4_of(d), payload, ecn)
             }
             other => return Err(format!("a frame of another family ({other})")),
         };
@@ -868,6 +920,8 @@ impl Script {
             sack_perm: r.sack_permitted,
             ts: r.timestamp,
             sack: r.sack_ranges.iter().flatten().copied().collect(),
+            urg: r.urgent_pointer,
+            ip_ecn,
             payload: r.payload.to_vec(),
         })
     }
@@ -892,6 +946,7 @@ impl Script {
         }
         r.ack_number = p.ack.map(|a| SeqNumber::new(a.wrapping_add(isn)));
         r.window_len = p.win.unwrap_or(65535);
+        r.urgent_pointer = p.urg.unwrap_or(0);
         r.max_seg_size = p.mss.value().copied();
         r.window_scale = p.wscale.value().copied();
         r.sack_permitted = p.sack_perm.value().is_some();
@@ -909,13 +964,19 @@ impl Script {
             }
         }
         r.payload = &payload;
-        let opts = options_str(
+        let mut opts = options_str(
             r.max_seg_size,
             r.sack_permitted,
             r.timestamp,
             r.window_scale,
             p.sack.value().map_or(&[][..], |v| &v[..]),
         );
+        if let Some(up) = p.urg {
+            opts = urgent_str(up, &opts);
+        }
+        if let Some(ecn) = p.ip_ecn.filter(|&e| e != 0) {
+            self.note(format!("(that segment: IP ECN field {ecn})"));
+        }
         let line = summary(
             r.flags,
             seq,
@@ -958,7 +1019,7 @@ impl Script {
                 next_header: IpProtocol::Tcp,
                 payload_len: tcp_len,
                 hop_limit: 64,
-                traffic_class: 0,
+                traffic_class: p.ip_ecn.unwrap_or(0),
                 flow_label: 0,
             }
             .emit(&mut Ipv6Packet::new_unchecked(&mut buf[14..54]));
@@ -969,7 +1030,7 @@ impl Script {
                 next_header: IpProtocol::Tcp,
                 payload_len: tcp_len,
                 hop_limit: 64,
-                dscp_ecn: 0,
+                dscp_ecn: p.ip_ecn.unwrap_or(0),
                 ident: 0,
                 dont_frag: true,
             }
@@ -1280,6 +1341,12 @@ impl Script {
         if let Some(v) = p.len {
             let _ = write!(s, " len {v}");
         }
+        if let Some(v) = p.urg {
+            let _ = write!(s, " urg {v}");
+        }
+        if let Some(v) = p.ip_ecn {
+            let _ = write!(s, " ip-ecn {v}");
+        }
         let mut o = Vec::new();
         match &p.mss {
             Opt::Is(v) => o.push(format!("mss {v}")),
@@ -1358,6 +1425,16 @@ impl Script {
         if let Some(v) = p.seq {
             if g.seq != v {
                 return Err(format!("seq {} instead of {v}", g.seq));
+            }
+        }
+        if let Some(v) = p.urg {
+            if g.urg != v {
+                return Err(format!("urgent pointer {} instead of {v}", g.urg));
+            }
+        }
+        if let Some(v) = p.ip_ecn {
+            if g.ip_ecn != v {
+                return Err(format!("IP ECN field {} instead of {v}", g.ip_ecn));
             }
         }
         if let Some(v) = p.ack {
@@ -1542,6 +1619,34 @@ impl Script {
     #[track_caller]
     pub fn send_n(&mut self, h: SocketHandle, n: usize) -> usize {
         self.send(h, &vec![0u8; n])
+    }
+
+    /// Queues data as urgent (`send(MSG_OOB)`); returns how much was taken.
+    #[track_caller]
+    pub fn send_urgent(&mut self, h: SocketHandle, data: &[u8]) -> usize {
+        let r = self
+            .stack
+            .tcp_send_urgent(self.now, h, data, &mut self.sink);
+        self.note(format!("send({} bytes, MSG_OOB) = {r:?}", data.len()));
+        self.collect();
+        match r {
+            Ok(n) => n,
+            Err(e) => self.fail(&format!("send(MSG_OOB): {e}")),
+        }
+    }
+
+    /// `recv(MSG_OOB)`: the urgent octet.
+    pub fn recv_urgent(&mut self, h: SocketHandle) -> Result<stack::OobRead, SocketError> {
+        let r = self.stack.tcp_recv_urgent(h, false);
+        self.note(format!("recv(MSG_OOB) = {r:?}"));
+        r
+    }
+
+    /// SIOCATMARK.
+    pub fn at_mark(&mut self, h: SocketHandle) -> bool {
+        let r = self.stack.tcp_at_mark(h);
+        self.note(format!("SIOCATMARK = {r:?}"));
+        r == Ok(true)
     }
 
     /// Reads up to `max` bytes.

@@ -60,7 +60,7 @@ reqs! {
     "MUST-18" "Karn's algorithm" => scripts![rto::no_rtt_sample_from_retransmission];
     "MUST-19" "exponential backoff, slow start, congestion avoidance" => scripts![rto::data_rto_minimum_and_backoff, rto::timeout_restarts_from_one_segment, recovery::congestion_avoidance_grows_one_segment_per_window];
     "MUST-20" "negative advice to IP at R1, close at R2 retransmissions" => scripts![rto::negative_advice_after_r1_retransmissions, rto::retransmissions_give_up, rto::connect_times_out];
-    "MUST-21" "application can set R2" => scripts![rto::user_timeout_ends_retransmissions, rto::syn_retries_per_connection];
+    "MUST-21" "application can set R2" => scripts![rto::user_timeout_ends_retransmissions, rto::syn_retries_per_connection, timers::user_timeout_bounds_zero_window_probes, timers::user_timeout_replaces_the_keepalive_count];
     "MUST-22" "same mechanism for SYNs" => scripts![rto::connect_times_out, rto::user_timeout_bounds_connect, rto::syn_retries_per_connection];
     "MUST-23" "R2 for a SYN at least 3 minutes" => NotMet("by default a SYN is given up after 127 s (net.inet.tcp.syn_retries=6: 1+2+4+8+16+32+64 s), as Linux does, so that a connect fails as fast as on the kernel the programs were written for; syn_retries=7 (255 s), TCP_SYNCNT or TCP_USER_TIMEOUT meet it");
     "MUST-24" "application can ask for keep-alives" => scripts![timers::keepalive_probes_then_reset];
@@ -69,10 +69,10 @@ reqs! {
     "MUST-27" "keep-alive interval configurable" => scripts![timers::keepalive_probes_then_reset];
     "MUST-28" "keep-alive interval default at least 2 hours" => Met("net.inet.tcp.keepidle defaults to 7200000 ms (TcpConfig::default, config/example.ini); no script waits two hours");
     "MUST-29" "keep-alives tolerant of lost ACKs" => scripts![timers::keepalive_probes_then_reset];
-    "MUST-30" "urgent pointer supported" => NotMet("urgent data is not implemented: the URG bit and pointer are ignored and the bytes delivered in line (as SO_OOBINLINE would)");
-    "MUST-31" "urgent data of any length" => NotMet("urgent data is not implemented (see MUST-30)");
-    "MUST-32" "application told of urgent data asynchronously" => NotMet("urgent data is not implemented (see MUST-30)");
-    "MUST-33" "application can learn if and how much urgent data is queued" => NotMet("urgent data is not implemented (see MUST-30)");
+    "MUST-30" "urgent pointer supported" => scripts![urgent::urgent_pointer_after_the_urgent_data, urgent::urgent_octet_read_out_of_band, urgent::read_past_the_mark_skips_the_octet, urgent::urgent_pointer_into_a_later_segment];
+    "MUST-31" "urgent data of any length" => scripts![urgent::urgent_data_longer_than_a_segment];
+    "MUST-32" "application told of urgent data asynchronously" => scripts![urgent::urgent_octet_read_out_of_band, urgent::urgent_pointer_into_a_later_segment];
+    "MUST-33" "application can learn if and how much urgent data is queued" => scripts![urgent::urgent_octet_read_out_of_band, urgent::urgent_pointer_into_a_later_segment];
     "MUST-34" "robust against a shrinking window" => scripts![timers::window_closes_mid_transfer];
     "MUST-35" "standard zero-window probing" => scripts![timers::zero_window_probes];
     "MUST-36" "sender probes a zero window" => scripts![timers::zero_window_probes];
@@ -101,7 +101,7 @@ reqs! {
     "MUST-59" "all queued segments processed before an ACK is sent" => Met("with ACKs per receive burst (Stack::set_ack_per_burst): crates/stack/tests/tcp_basic.rs acks_wait_for_the_end_of_the_receive_burst_when_asked; the scripts inject one frame at a time");
     "MUST-60" "data never buffered indefinitely for lack of a PUSH (MUST NOT)" => scripts![ack::nagle_holds_small_segments, ack::nodelay_sends_at_once];
     "MUST-61" "PSH set on the last segment of what was sent" => scripts![rfc9293::active_open];
-    "MUST-62" "urgent pointer points at the first non-urgent octet" => NotMet("urgent data is not implemented (see MUST-30)");
+    "MUST-62" "urgent pointer points at the first non-urgent octet" => scripts![urgent::urgent_pointer_after_the_urgent_data, urgent::urgent_octet_read_out_of_band];
     "MUST-63" "SYN from an invalid source address rejected" => scripts![addresses::syn_from_invalid_source_dropped];
     "MUST-64" "options processed regardless of word alignment" => scripts![options::unaligned_options_read];
     "MUST-65" "no MSS option outside SYNs (MUST NOT)" => scripts![options::peer_mss_limits_segments];
@@ -116,7 +116,7 @@ reqs! {
     "SHLD-5" "MSS option sent (unless the default)" => scripts![options::mss_from_interface_mtu];
     "SHLD-6" "MSS follows a varying MTU" => scripts![icmp::frag_needed_shrinks_segments_and_resends_at_once, options::local_mtu_bounds_segments];
     "SHLD-7" "Nagle algorithm" => scripts![ack::nagle_holds_small_segments, ack::nagle_sends_full_segments];
-    "SHLD-8" "ECN" => NotMet("ECN is not implemented: ustack never offers it, so its peers send no ECN-marked segments to it");
+    "SHLD-8" "ECN" => scripts![ecn::ecn_agreed_when_the_peer_asks, ecn::ecn_asked_on_connect, ecn::ce_echoed_until_cwr, ecn::ece_reduces_the_window_once_per_window];
     "SHLD-9" "application told when R1 <= retransmissions < R2" => NotMet("no notice at R1 (Linux gives none either); TCP_INFO's retransmits shows the count");
     "SHLD-10" "R1 at least 3 retransmissions" => scripts![rto::negative_advice_after_r1_retransmissions];
     "SHLD-11" "R2 at least 100 s" => Met("net.inet.tcp.max_retries defaults to 15 (about 15 minutes with the RTO ceiling of 60 s, Linux's tcp_retries2); the mechanism: rto::retransmissions_give_up");

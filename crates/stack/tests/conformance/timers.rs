@@ -52,6 +52,62 @@ pub fn zero_window_probes_never_give_up() {
     s.expect(seg().ack(1).seq(1).len(100));
 }
 
+/// RFC 5482 3 (MUST-21): with a user timeout (TCP_USER_TIMEOUT, 10 s)
+/// a window that stays closed ends the connection even though the peer
+/// answers every probe: the first probe (1 s) starts the clock, the
+/// probes back off (3 s, 7 s), the next one is cut short to the timeout
+/// (11 s), where a RST goes and the connection fails with ETIMEDOUT
+/// (Linux's `tcp_probe_timer`).
+#[test]
+pub fn user_timeout_bounds_zero_window_probes() {
+    let mut s = Script::new();
+    let l = s.listen(STACK_PORT, 4);
+    s.inject(seg().syn().seq(0).mss(1460));
+    s.expect(seg().syn().ack(1).seq(0));
+    s.inject(seg().ack(1).seq(1).win(0));
+    let c = s.accept(l);
+    s.set_user_timeout(c, 10_000);
+    s.send_n(c, 100);
+    for interval in [1000, 2000, 4000] {
+        s.expect_after(interval, seg().ack(1).seq(0).len(0));
+        s.inject(seg().ack(1).seq(1).win(0));
+    }
+    s.expect_after(4000, seg().rst().ack(1).seq(1));
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::TimedOut),
+        "ETIMEDOUT"
+    );
+}
+
+/// RFC 5482 3 (MUST-21): with a user timeout keep-alive gives up when the
+/// peer has been silent that long (15.5 s here), not after `keepcnt` (3)
+/// probes: probes every second from 10 s to 15 s, the RST at 16 s
+/// (Linux's `tcp_keepalive_timer`).
+#[test]
+pub fn user_timeout_replaces_the_keepalive_count() {
+    let mut s = Script::with_config(|c| {
+        c.tcp.keepidle = Duration::from_secs(10);
+        c.tcp.keepintvl = Duration::from_secs(1);
+        c.tcp.keepcnt = 3;
+    });
+    let (_, c) = s.passive_open();
+    s.set_user_timeout(c, 15_500);
+    s.set_keepalive(c, true);
+    s.expect_after(10_000, seg().ack(1).seq(0).len(0));
+    for _ in 0..5 {
+        s.expect_after(1000, seg().ack(1).seq(0).len(0));
+    }
+    s.expect_after(1000, seg().rst().ack(1).seq(1));
+    s.expect_state(c, TcpState::Closed);
+    check!(
+        s,
+        s.take_error(c) == Some(SocketError::TimedOut),
+        "ETIMEDOUT"
+    );
+}
+
 /// RFC 9293 3.8.6.1: a window that closes while data is in flight: once the
 /// data is ACKed with a zero window, the rest waits and probes go out.
 #[test]

@@ -14,6 +14,7 @@ fn every_script_runs_over_ipv6_too() {
         ("ack", include_str!("ack.rs")),
         ("addresses", include_str!("addresses.rs")),
         ("close", include_str!("close.rs")),
+        ("ecn", include_str!("ecn.rs")),
         ("icmp", include_str!("icmp.rs")),
         ("isn", include_str!("isn.rs")),
         ("listen", include_str!("listen.rs")),
@@ -24,6 +25,7 @@ fn every_script_runs_over_ipv6_too() {
         ("rto", include_str!("rto.rs")),
         ("sack", include_str!("sack.rs")),
         ("timers", include_str!("timers.rs")),
+        ("urgent", include_str!("urgent.rs")),
         ("window", include_str!("window.rs")),
     ];
     let here = include_str!("v6.rs");
@@ -660,4 +662,74 @@ fn rfc9293_rst_with_data_resets() {
 #[test]
 fn rto_negative_advice_after_r1_retransmissions() {
     over_ipv6(crate::rto::negative_advice_after_r1_retransmissions);
+}
+
+#[test]
+fn timers_user_timeout_bounds_zero_window_probes() {
+    over_ipv6(crate::timers::user_timeout_bounds_zero_window_probes);
+}
+
+#[test]
+fn timers_user_timeout_replaces_the_keepalive_count() {
+    over_ipv6(crate::timers::user_timeout_replaces_the_keepalive_count);
+}
+
+#[test]
+fn urgent_urgent_pointer_after_the_urgent_data() {
+    over_ipv6(crate::urgent::urgent_pointer_after_the_urgent_data);
+}
+
+#[test]
+fn urgent_urgent_data_longer_than_a_segment() {
+    over_ipv6(crate::urgent::urgent_data_longer_than_a_segment);
+}
+
+#[test]
+fn urgent_urgent_octet_read_out_of_band() {
+    over_ipv6(crate::urgent::urgent_octet_read_out_of_band);
+}
+
+#[test]
+fn urgent_read_past_the_mark_skips_the_octet() {
+    over_ipv6(crate::urgent::read_past_the_mark_skips_the_octet);
+}
+
+#[test]
+fn urgent_urgent_pointer_into_a_later_segment() {
+    over_ipv6(crate::urgent::urgent_pointer_into_a_later_segment);
+}
+
+#[test]
+fn urgent_oob_inline_keeps_the_octet_in_the_stream() {
+    over_ipv6(crate::urgent::oob_inline_keeps_the_octet_in_the_stream);
+}
+
+#[test]
+fn urgent_newer_urgent_pointer_moves_the_mark() {
+    over_ipv6(crate::urgent::newer_urgent_pointer_moves_the_mark);
+}
+
+#[test]
+fn ecn_ecn_agreed_when_the_peer_asks() {
+    over_ipv6(crate::ecn::ecn_agreed_when_the_peer_asks);
+}
+
+#[test]
+fn ecn_ecn_refused_when_off() {
+    over_ipv6(crate::ecn::ecn_refused_when_off);
+}
+
+#[test]
+fn ecn_ecn_asked_on_connect() {
+    over_ipv6(crate::ecn::ecn_asked_on_connect);
+}
+
+#[test]
+fn ecn_ce_echoed_until_cwr() {
+    over_ipv6(crate::ecn::ce_echoed_until_cwr);
+}
+
+#[test]
+fn ecn_ece_reduces_the_window_once_per_window() {
+    over_ipv6(crate::ecn::ece_reduces_the_window_once_per_window);
 }

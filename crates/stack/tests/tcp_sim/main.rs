@@ -298,6 +298,11 @@ fn reuse() {
     run_scenario("reuse");
 }
 
+#[test]
+fn ecn() {
+    run_scenario("ecn");
+}
+
 /// A seed replays bit for bit: the same frames at the same times.
 #[test]
 fn replay_is_bit_for_bit() {

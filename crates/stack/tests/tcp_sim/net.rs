@@ -78,6 +78,9 @@ pub struct Impair {
     pub rate: Option<u64>,
     /// Bytes waiting for serialization at most (tail drop beyond).
     pub queue: Option<usize>,
+    /// ECN-capable frames marked Congestion Experienced (as an AQM
+    /// would, in place of dropping them).
+    pub ce_mark: Ppm,
 }
 
 impl Impair {
@@ -115,6 +118,9 @@ impl fmt::Display for Impair {
         if let Some(q) = self.queue {
             write!(f, " queue {q} B")?;
         }
+        if self.ce_mark > 0 {
+            write!(f, " ce-mark {}", pct(self.ce_mark))?;
+        }
         Ok(())
     }
 }
@@ -129,6 +135,8 @@ pub struct DirStats {
     pub duplicated: u64,
     pub reordered: u64,
     pub corrupted: u64,
+    /// ECN-capable frames marked Congestion Experienced.
+    pub ce_marked: u64,
     /// Sent after the link died.
     pub cut: u64,
     /// TCP segments occupying sequence space (data, SYN, FIN) that no intact
@@ -425,6 +433,15 @@ impl Net {
             let tx = Duration::from_micros((frame.len() as u64 * 8_000_000).div_ceil(rate));
             d.busy_until = start + tx;
             depart = d.busy_until;
+        }
+        let mut frame = frame;
+        if imp.ce_mark > 0
+            && mark_ce(&mut frame, || {
+                self.rng.below(1_000_000) < u64::from(imp.ce_mark)
+            })
+        {
+            self.dirs[dir].stats.ce_marked += 1;
+            self.note(dir, "ce-mark", &frame, now);
         }
         let jitter = self.below_duration(imp.jitter);
         let mut at = depart + imp.delay + jitter;
@@ -818,6 +835,28 @@ fn harmless_flip(frame: &[u8], byte: usize, bit: u32) -> bool {
             || (15..18).contains(&byte)
             || (byte == 21 && frame.get(20) == Some(&6)));
     (6..12).contains(&byte) && !(byte == 6 && bit == 0) || byte >= ip_end || ipv6_unchecked
+}
+
+/// Marks an ECN-capable IP packet Congestion Experienced if `chance`
+/// says so (asked only for such packets); whether it did.
+fn mark_ce(frame: &mut [u8], chance: impl FnOnce() -> bool) -> bool {
+    if frame.len() >= 54 && frame[12..14] == [0x86, 0xdd] {
+        // The ECN field: bits 4 and 5 of the IPv6 header's second byte.
+        if (frame[15] >> 4) & 3 == 0 || !chance() {
+            return false;
+        }
+        frame[15] |= 0x30;
+        return true;
+    }
+    if frame.len() < 34 || frame[12..14] != [0x08, 0x00] || frame[15] & 3 == 0 || !chance() {
+        return false;
+    }
+    frame[15] |= 3;
+    let ihl = usize::from(frame[14] & 0x0f) * 4;
+    frame[24..26].fill(0);
+    let sum = !wire::checksum::data(&frame[14..14 + ihl]);
+    frame[24..26].copy_from_slice(&sum.to_be_bytes());
+    true
 }
 
 fn is_arp(frame: &[u8]) -> bool {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use stack::rand::Rng;
-use stack::{CcAlgorithm, Duration, Instant, SocketError, StackConfig, TcpConfig};
+use stack::{CcAlgorithm, Duration, EcnMode, Instant, SocketError, StackConfig, TcpConfig};
 
 use crate::app::{AbortHow, AfterSend, Connect, Endpoint, Expect, Flows, Listener};
 use crate::net::{addr, Impair, Net};
@@ -25,7 +25,7 @@ impl Params {
             let t = &self.cfgs[h].tcp;
             let _ = writeln!(
                 s,
-                "    {}: mtu {} sack {} rfc1323 {} cc {} delayed_ack {} send_space {} recv_space {} msl {:?} syncookies {}",
+                "    {}: mtu {} sack {} rfc1323 {} cc {} delayed_ack {} send_space {} recv_space {} msl {:?} syncookies {} ecn {:?}",
                 if h == 0 { 'a' } else { 'b' },
                 self.mtus[h],
                 t.sack,
@@ -35,7 +35,8 @@ impl Params {
                 t.send_space,
                 t.recv_space,
                 t.msl,
-                t.syncookies
+                t.syncookies,
+                t.ecn
             );
         }
         for d in 0..2 {
@@ -156,8 +157,19 @@ pub fn draw_params(rng: &mut Rng, seed: u64) -> Params {
         r.pick(&[1500, 1500, 1500, 9000, 1280, 576]),
         r.pick(&[1500, 1500, 1500, 9000, 1280, 576]),
     ];
-    let a = impair(&mut r);
-    let b = if r.chance(40) { a } else { impair(&mut r) };
+    let mut a = impair(&mut r);
+    let mut b = if r.chance(40) { a } else { impair(&mut r) };
+    // ECN from the seed itself, not the generator (the draws above stay
+    // what they were): every pairing of the three modes, and in a fifth
+    // of the runs a link that marks ECN-capable frames.
+    let modes = [EcnMode::AcceptOnly, EcnMode::On, EcnMode::Off];
+    let mut cfgs = cfgs;
+    cfgs[0].tcp.ecn = modes[(seed % 3) as usize];
+    cfgs[1].tcp.ecn = modes[(seed / 3 % 3) as usize];
+    if seed.is_multiple_of(5) {
+        a.ce_mark = 20_000;
+        b.ce_mark = 20_000;
+    }
     Params {
         cfgs,
         mtus,
@@ -254,6 +266,13 @@ pub const SCENARIOS: &[Scenario] = &[
         seeds: 1000,
     },
     Scenario {
+        name: "ecn",
+        build: ecn,
+        check_retransmissions: true,
+        clean_retransmissions: 0,
+        seeds: 200,
+    },
+    Scenario {
         name: "backlog",
         build: backlog,
         check_retransmissions: false,
@@ -331,6 +350,30 @@ fn bulk(r: &mut R, _p: &mut Params) -> Flows {
         f.eps[tx].expect_time_wait = true;
     }
     maybe_slow_reader(&mut f, r, rx, 25);
+    f
+}
+
+/// A bulk transfer with ECN agreed over a link that only delays and marks
+/// ECN-capable frames CE (2-5%): the marks must reach the receiver, come
+/// back as ECE and reduce the sender's window, and never cost a
+/// retransmission (`check`).
+fn ecn(r: &mut R, p: &mut Params) -> Flows {
+    p.cfgs[0].tcp.ecn = EcnMode::On;
+    p.cfgs[1].tcp.ecn = r.pick(&[EcnMode::On, EcnMode::AcceptOnly]);
+    for d in 0..2 {
+        p.imps[d] = Impair {
+            delay: r.ms(1, 30),
+            ce_mark: r.range(20_000, 50_000) as u32,
+            ..Impair::default()
+        };
+    }
+    let mut f = Flows::default();
+    f.listeners.push(Listener::new(1, 80, 16));
+    let (c, s) = connection(&mut f, r, "ecn", 0, 1, 80, T0);
+    let (tx, rx) = if r.chance(30) { (s, c) } else { (c, s) };
+    f.eps[rx].send_after_eof = true;
+    volume(&mut f, tx, rx, r.range(200_000, 1_000_000));
+    f.eps[tx].expect_time_wait = true;
     f
 }
 
@@ -599,6 +642,19 @@ pub fn check(sc: &Scenario, f: &Flows, net: &Net, p: &Params) -> Result<(), Stri
             return Err(format!(
                 "a clean link, yet {retrans} retransmissions and timeouts"
             ));
+        }
+    }
+    if sc.name == "ecn" {
+        let marked: u64 = (0..2).map(|d| net.stats(d).ce_marked).sum();
+        let echoed: u64 = c.iter().map(|c| c.tcp_ecn_ce_received).sum();
+        let reduced: u64 = c.iter().map(|c| c.tcp_ecn_reductions).sum();
+        if marked == 0 || echoed == 0 || reduced == 0 {
+            return Err(format!(
+                "ECN: {marked} frames marked CE, {echoed} marks taken, {reduced} reductions"
+            ));
+        }
+        if retrans > 0 {
+            return Err(format!("ECN marks cost {retrans} retransmissions"));
         }
     }
     let failed = |e: SocketError| {

@@ -315,6 +315,10 @@ pub struct TcpRepr<'a> {
     pub sack_ranges: [Option<(u32, u32)>; 3],
     /// Timestamps option (RFC 7323): (TSval, TSecr).
     pub timestamp: Option<(u32, u32)>,
+    /// The urgent pointer field, read and written only with URG set (an
+    /// offset from the sequence number; RFC 6093: to the octet after the
+    /// urgent data).
+    pub urgent_pointer: u16,
     pub payload: &'a [u8],
 }
 
@@ -341,6 +345,7 @@ impl<'a> TcpRepr<'a> {
             sack_permitted: false,
             sack_ranges: [None; 3],
             timestamp: None,
+            urgent_pointer: 0,
             payload: &[],
         }
     }
@@ -372,6 +377,9 @@ impl<'a> TcpRepr<'a> {
         );
         repr.ack_number = flags.ack().then(|| packet.ack_number());
         repr.window_len = packet.window_len();
+        if flags.urg() {
+            repr.urgent_pointer = packet.urgent_at();
+        }
         let buf: &'a [u8] = packet.buffer.as_ref();
         let header_len = usize::from(packet.header_len());
         let options = buf.get(HEADER_LEN..header_len).unwrap_or(&[]);
@@ -484,7 +492,11 @@ impl<'a> TcpRepr<'a> {
         flags.set(TcpFlags::ACK, self.ack_number.is_some());
         packet.set_flags(flags);
         packet.set_window_len(self.window_len);
-        packet.set_urgent_at(0);
+        packet.set_urgent_at(if self.flags.urg() {
+            self.urgent_pointer
+        } else {
+            0
+        });
         self.emit_options(packet.options_mut());
         let payload = packet.payload_mut();
         let n = self.payload.len().min(payload.len());

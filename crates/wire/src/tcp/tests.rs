@@ -30,6 +30,7 @@ fn syn_repr() -> TcpRepr<'static> {
         sack_permitted: true,
         sack_ranges: [None; 3],
         timestamp: Some((0x9a3b_1c05, 0)),
+        urgent_pointer: 0,
         payload: &[],
     }
 }
@@ -55,6 +56,7 @@ fn data_fin_repr() -> TcpRepr<'static> {
         sack_permitted: false,
         sack_ranges: [Some((1000, 2000)), None, None],
         timestamp: Some((0x0102_0304, 0x9a3b_1c05)),
+        urgent_pointer: 0,
         payload: b"hi\n",
     }
 }
@@ -445,4 +447,38 @@ fn timestamp_only_options_take_the_predicted_layout() {
         TcpRepr::parse(&p, &A, &B, ChecksumMode::Full).unwrap(),
         repr
     );
+}
+
+#[test]
+fn urgent_pointer_round_trip() {
+    let (src, dst) = (
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+    );
+    let mut r = TcpRepr::new(1000, 2000, TcpFlags::ACK | TcpFlags::URG, SeqNumber::new(7));
+    r.ack_number = Some(SeqNumber::new(9));
+    r.urgent_pointer = 3;
+    r.payload = b"abc";
+    let mut buf = [0u8; 23];
+    assert_eq!(r.buffer_len(), buf.len());
+    r.emit(
+        &mut TcpPacket::new_unchecked(&mut buf[..]),
+        &src,
+        &dst,
+        ChecksumMode::Full,
+    );
+    assert_eq!(&buf[18..20], &[0, 3]);
+    let p = TcpPacket::new_checked(&buf[..]).unwrap();
+    let back = TcpRepr::parse(&p, &src, &dst, ChecksumMode::Full).unwrap();
+    assert_eq!(back.urgent_pointer, 3);
+    assert!(back.flags.urg());
+    // Without URG the field is neither written nor read.
+    r.flags = TcpFlags::ACK;
+    r.emit(
+        &mut TcpPacket::new_unchecked(&mut buf[..]),
+        &src,
+        &dst,
+        ChecksumMode::Full,
+    );
+    assert_eq!(&buf[18..20], &[0, 0]);
 }
