@@ -3,6 +3,9 @@ arguments, and links whose kernel peer keeps every default offload (TSO,
 GSO, checksum offload), so TCP arrives in 64 KB super-frames with partial
 checksums wherever the link lets the kernel make them.
 
+- DPDK `net_tap` (`vdev=net_tap0,iface=IFACE`): the driver gives the
+  kernel's TAP the port's address, so ustack answers with a neighbouring
+  one.
 - DPDK `net_af_xdp` (`vdev=net_af_xdp0,iface=IFACE`, nothing else): its
   queue setup takes 2048 mbufs for its fill ring, which ustack adds to the
   pool; its XDP program runs in the veth's driver, so the veth stops its
@@ -22,6 +25,7 @@ SUBNETS.update({
     "ping_dpdk_af_xdp": 15, "udp_sizes_dpdk_af_xdp": 16, "tcp_echo_dpdk_af_xdp": 17,
     "tcp_corrupt_af_xdp_native": 18, "tcp_corrupt_af_xdp_generic": 19,
     "tcp_echo_peer_tso_af_xdp_generic": 20,
+    "ping_dpdk_tap": 21, "udp_sizes_dpdk_tap": 22, "tcp_echo_dpdk_tap": 23,
 })
 
 
@@ -41,6 +45,34 @@ class DpdkAfXdpTopology(h.Topology):
         dpdk = f"no_huge=1\nvdev=net_af_xdp0,iface={self.if_u}\nfile_prefix={self.ns_u}\n"
         return h.ustack_config("dpdk", self.ustack_ip, extra_port="memory=1024\n" + self.extra_port,
                                extra=dpdk + self.extra)
+
+
+class DpdkTapTopology(h.Topology):
+    """The "tap" topology with DPDK's `net_tap` driver making the TAP
+    (`vdev=net_tap0,iface=IFACE`, nothing else) in the kernel's namespace;
+    the kernel's side keeps its offloads."""
+
+    def __init__(self, subnet, binary, workdir, **kw):
+        super().__init__("tap", subnet, binary, workdir, **kw)
+
+    def config(self):
+        dpdk = f"no_huge=1\nvdev=net_tap0,iface={self.if_k}\nfile_prefix={self.ns_k}\n"
+        return h.ustack_config("dpdk", self.ustack_ip, extra_port="memory=1024\n" + self.extra_port,
+                               extra=dpdk + self.extra)
+
+
+class DpdkTapCtx:
+    """The suite's context, whose "dpdk" topologies use net_tap."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def topo(self, kind, subnet, binary=None, **kw):
+        check(kind == "dpdk", kind)
+        return DpdkTapTopology(subnet, binary or self._ctx.binary, self._ctx.workdir, **kw).create()
 
 
 class DpdkAfXdpCtx:
@@ -99,6 +131,34 @@ def _(ctx):
     check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
     check(st.get("port0_link_rx_csum_partial_form", 0) > 0,
           f"the kernel's partial checksums were not recognised: {h.nonzero(st)}")
+    t.ustack.stop()
+
+
+@test("ping_dpdk_tap")
+def _(ctx):
+    t = DpdkTapCtx(ctx).topo("dpdk", SUBNETS["ping_dpdk_tap"]).start()
+    for size in PING_SIZES:
+        p = t.ping(size, count=5, interval="0.05")
+        out = p.stdout + p.stderr
+        check(p.returncode == 0 and " 0% packet loss" in out, f"ping -s {size}: expected 5 of 5 answered:\n{out}")
+    err = t.ustack.stop()
+    check("(net_tap): the kernel's TAP interface has the port's address" in err,
+          f"ustack did not say which address it answers as: {err[-1500:]!r}")
+
+
+@test("udp_sizes_dpdk_tap", budget=90)
+def _(ctx):
+    udp_every_size(DpdkTapCtx(ctx), "dpdk", "udp_sizes_dpdk_tap")
+
+
+@test("tcp_echo_dpdk_tap", budget=90)
+def _(ctx):
+    t = DpdkTapCtx(ctx).topo("dpdk", SUBNETS["tcp_echo_dpdk_tap"]).start()
+    tcp_echo_test(t, ECHO_CONNS, ECHO_SIZE, 15)
+    st = t.ustack.wait_stats(lambda s: s.get("tcp_connections", 0) == 0, timeout=5,
+                             what="every TCP connection closed")
+    no_tcp_trouble(st, "echo")
+    check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
     t.ustack.stop()
 
 

@@ -479,6 +479,19 @@ impl DpdkLink {
         }
         // The MAC and MTU after setup.
         let dev = port_info(port_id)?;
+        let mac = match (driver.as_str(), cfg.mac) {
+            ("net_tap", None) => {
+                let own = tap_peer_mac(dev.mac);
+                eprintln!(
+                    "ustack: port {port_id} (net_tap): the kernel's TAP interface has the port's \
+                     address {}, so ustack answers as {} (set [port{port_id}] mac to choose)",
+                    mac_text(dev.mac),
+                    mac_text(own)
+                );
+                own
+            }
+            _ => dev.mac,
+        };
         let mtu = usize::from(dev.mtu).min(buf_size.saturating_sub(FRAME_OVERHEAD));
         let empty_rx = ffi::Rx {
             mbuf: std::ptr::null_mut(),
@@ -508,7 +521,7 @@ impl DpdkLink {
                         / 2,
                     info: LinkInfo {
                         name: c_str(&dev.name),
-                        mac: dev.mac,
+                        mac,
                         mtu,
                     },
                     driver: driver.clone(),
@@ -644,6 +657,27 @@ pub(super) fn device_frame_size(driver: &str, devargs: &str) -> usize {
         .split(',')
         .find_map(|kv| kv.strip_prefix("framesz=")?.trim().parse().ok())
         .unwrap_or(2048)
+}
+
+/// The address ustack takes on a `net_tap` port. DPDK's tap driver gives
+/// the kernel's TAP interface the port's own address (setting the port's
+/// sets both), so with that address ustack would see the kernel's frames
+/// come from itself (its ARP drops such a sender). The driver reads every
+/// frame the kernel sends into the TAP whatever its destination, so ustack
+/// answers with a neighbouring address instead: locally administered, its
+/// last bit flipped.
+pub(super) fn tap_peer_mac(port: [u8; 6]) -> [u8; 6] {
+    let mut mac = port;
+    mac[0] = (mac[0] | 0x02) & !0x01;
+    mac[5] ^= 0x01;
+    mac
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Mbufs a driver takes from a queue's pool beyond its descriptors:
