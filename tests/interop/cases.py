@@ -879,4 +879,5 @@ import cases_ipv6  # noqa: E402,F401
 import cases_tcp_rfc9293  # noqa: E402,F401
 import cases_vlan  # noqa: E402,F401
 import cases_ctl  # noqa: E402,F401
+import cases_devices  # noqa: E402,F401
 import cases_gso  # noqa: E402,F401

@@ -57,7 +57,8 @@ class TwoQueueXdpVeth(TwoQueueVeth):
         h.sh(["ip", "-n", self.ns_u, "link", "set", self.if_u, "up"])
         h.sh(["ip", "-n", self.ns_k, "addr", "add", f"{self.kernel_ip}/24", "dev", self.if_k])
         h.sh(["ip", "-n", self.ns_k, "link", "set", self.if_k, "up"])
-        h.nsx(self.ns_k, "ethtool", "-K", self.if_k, "tso", "off", "gso", "off")
+        # The kernel's end keeps its default offloads (TSO, GSO, checksum):
+        # see cases_xdp.XdpTopology.peer_segmentation_offload.
 
     def config(self, extra=""):
         return ("[dpdk]\nlcore_mask=3\nidle_sleep=100\npkt_tx_delay=0\n"

@@ -3,8 +3,9 @@ end of a veth pair, bound to it by an AF_XDP socket, with the XDP program in
 the driver (native) and in the kernel's generic path, against the kernel's
 own tools on the other end.
 
-The kernel's side keeps its transmit checksum offload, as every
-container's veth comes: it hands over TCP and UDP with only the
+The kernel's side keeps its default offloads, as every container's veth
+comes (TSO and GSO too: see XdpTopology.peer_segmentation_offload); with
+its transmit checksum offload it hands over TCP and UDP with only the
 pseudo-header sum in the checksum field and a "checksum not ready" mark on
 the socket buffer, which AF_XDP does not pass on (no metadata for it). On a
 veth the link recognises that form and marks the frame itself
@@ -51,8 +52,11 @@ class XdpTopology(h.Topology):
         return self
 
     def peer_segmentation_offload(self):
-        # A 64 KB super-frame does not fit a UMEM chunk.
-        return False
+        # The peer keeps TSO and GSO: in native mode the veth stops its
+        # peer's TSO itself (an XDP program on this end); in generic mode
+        # the socket takes 64 KB super-frames in pieces and the link cuts
+        # them into segments (crates/link/src/af_xdp/gather.rs).
+        return True
 
     def config(self):
         extra_port = self.extra_port + (f"addr6={self.ustack_ip6}/64\n" if self.ipv6 else "")

@@ -461,9 +461,10 @@ class Topology:
         # The kernel's end keeps its default offloads (TSO, GSO, checksum
         # offload) where ustack's link takes what they make: AF_PACKET takes
         # the TCP super-frames a veth hands over (whole, or cut), TAP gets
-        # segments anyway. AF_XDP (a UMEM chunk per frame) and DPDK's
-        # af_packet driver (its frame size) cannot take a 64 KB frame, so
-        # segmentation offload is off on their peers.
+        # segments anyway, AF_XDP gathers them (cases_xdp.py). DPDK's
+        # af_packet driver copies each frame into one mbuf of at most its
+        # framesz and cuts what is longer (64 KB frames would need 64 KB
+        # mbufs), so segmentation offload is off on its peers.
         feats = [] if self.peer_segmentation_offload() else ["tso", "off", "gso", "off"]
         if not self.offload:
             feats += ["tx", "off"]

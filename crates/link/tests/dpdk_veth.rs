@@ -600,3 +600,62 @@ fn queue_pairs_each_with_a_pool_of_their_own_on_their_own_threads() {
         "both queues must receive: {per_queue:?}"
     );
 }
+
+#[test]
+fn af_xdp_vdev_with_default_arguments_and_a_small_pool_loses_no_frame() {
+    if !is_root() {
+        panic!("this DPDK test needs root (AF_XDP and a veth)");
+    }
+    let _serial = serial();
+    test_eal();
+    let y = 30 + (std::process::id() % 30) as u8;
+    let veth = Veth::new("x", y, true);
+    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
+    // As people write it: the interface and nothing else.
+    let port = eal::probe_vdev(&format!("net_af_xdp{n},iface={}", veth.outer)).unwrap();
+    let cfg = DpdkPortConfig {
+        pool_size: 512,
+        rx_desc: 128,
+        tx_desc: 128,
+        reserve: 16,
+        ..DpdkPortConfig::new(port)
+    };
+    // The driver's queue setup takes 2048 mbufs for its fill ring: the
+    // pool grows by that much instead of failing the setup.
+    let mut link = DpdkLink::open(&cfg).expect("net_af_xdp with a pool of 512 mbufs");
+    assert_eq!(link.driver(), "net_af_xdp");
+    let (_, size) = link.pool_levels();
+    assert_eq!(size, 128 + 128 + 2 * MAX_BURST as u32 + 16 + 2048);
+    let mac = link.info().mac;
+    let peer = [10, 99, y, 1];
+    let req = arp_request(mac, [10, 99, y, 2], peer);
+    // 600 requests: the mbufs they are sent from and the replies land in
+    // go round the whole pool, each of which must lie in the driver's UMEM
+    // (a pool whose mbufs skip page boundaries has some outside it, and
+    // the kernel drops every frame in those).
+    let mut to_send = 600;
+    let mut replies = 0;
+    let mut v = Vec::new();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replies < 600 && Instant::now() < deadline {
+        while to_send > 0 && v.len() < MAX_BURST {
+            let mut b = link.alloc_tx().unwrap();
+            b.set_len(req.len());
+            b.data_mut().copy_from_slice(&req);
+            v.push(b);
+            to_send -= 1;
+        }
+        link.tx_burst(&mut v).unwrap();
+        link.rx_burst(&mut out, MAX_BURST).unwrap();
+        for b in out.drain(..) {
+            if is_arp_reply_from(b.data(), mac, peer) {
+                replies += 1;
+            }
+            link.recycle(b);
+        }
+        link.service().unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(replies, 600, "stats {:?}", link.stats());
+}

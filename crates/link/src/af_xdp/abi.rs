@@ -10,6 +10,11 @@ pub const SOL_XDP: libc::c_int = 283;
 pub const XDP_COPY: u16 = 1 << 1;
 pub const XDP_ZEROCOPY: u16 = 1 << 2;
 pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// Multi-buffer: a frame longer than a chunk comes as several descriptors
+/// (Linux 6.6).
+pub const XDP_USE_SG: u16 = 1 << 4;
+/// A descriptor's `options`: the frame goes on in the next descriptor.
+pub const XDP_PKT_CONTD: u32 = 1 << 0;
 /// A ring's `flags` word: the kernel wants a syscall to make progress.
 pub const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
 

@@ -28,6 +28,13 @@
 //! flag on the fill and TX rings when it needs a system call to make
 //! progress; the link makes one only then (copy-mode TX always needs one).
 //!
+//! Frames longer than a chunk: in generic mode the socket is bound with
+//! `XDP_USE_SG` where the kernel has it, and a TCP super-frame (a veth
+//! peer's TSO/GSO, a NIC's GRO) arrives in pieces that the link gathers
+//! and cuts into segments (`gather.rs`); without it the kernel drops such
+//! frames. Native mode sees the driver's frames, no larger than the MTU
+//! (a veth whose peer runs native XDP stops its peer's GSO).
+//!
 //! Receive checksums: AF_XDP carries no checksum metadata. A kernel sender
 //! on the same host whose transmit checksum offload is on (a veth's peer,
 //! by default) hands over frames whose L4 checksum holds only the
@@ -40,6 +47,7 @@
 //! counted in [`LinkStats::ring_errors`] and skipped.
 
 mod abi;
+mod gather;
 mod program;
 mod ring;
 #[cfg(test)]
@@ -49,6 +57,7 @@ mod umem;
 pub use program::{XdpMode, XdpProgram, MAX_QUEUES};
 pub use umem::XdpFrame;
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -56,6 +65,7 @@ use std::sync::Arc;
 use crate::ifreq::{cvt, CtlSocket};
 use crate::partial_form::PartialForm;
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
+use gather::{Gather, Gathered};
 use ring::Ring;
 use umem::Umem;
 
@@ -257,6 +267,28 @@ impl Socket {
 }
 
 /// A link over one AF_XDP socket on one queue of an interface.
+/// A socket bound in copy mode, with `XDP_USE_SG` when `sg` and the
+/// kernel has it (else without); returns whether it has it.
+fn bind_copy(
+    umem: &Umem,
+    cfg: &XdpConfig,
+    ifindex: u32,
+    wake: u16,
+    sg: bool,
+) -> io::Result<(Socket, bool)> {
+    if sg {
+        let s = Socket::new(umem, cfg)?;
+        if s.bind(ifindex, cfg.queue, abi::XDP_COPY | abi::XDP_USE_SG | wake)
+            .is_ok()
+        {
+            return Ok((s, true));
+        }
+    }
+    let s = Socket::new(umem, cfg)?;
+    s.bind(ifindex, cfg.queue, abi::XDP_COPY | wake)?;
+    Ok((s, false))
+}
+
 pub struct AfXdpLink {
     // Field order matters for drop: rings unmapped, then the socket closed
     // (which also takes it out of the XSKMAP), then the program detached if
@@ -292,6 +324,13 @@ pub struct AfXdpLink {
     tx_wakeups: u64,
     /// Partial checksums recognised (on a veth).
     partial_form: PartialForm,
+    /// Bound with `XDP_USE_SG`: frames longer than a chunk come in pieces.
+    sg: bool,
+    gather: Gather,
+    /// Segments cut from a super-frame, handed out before the RX ring.
+    segments: VecDeque<XdpFrame>,
+    rx_super_frames: u64,
+    rx_super_bad_checksum: u64,
 }
 
 // SAFETY: the socket, its ring mappings and the UMEM belong to this value
@@ -348,22 +387,23 @@ impl AfXdpLink {
         } else {
             0
         };
-        let (sock, zero_copy) = match cfg.bind {
+        // Generic mode sees the kernel's super-frames: take them in pieces.
+        let want_sg = program.mode() == XdpMode::Generic;
+        let (sock, zero_copy, sg) = match cfg.bind {
             XdpBindChoice::Copy => {
-                let s = Socket::new(&umem, cfg)?;
-                s.bind(ifindex, cfg.queue, abi::XDP_COPY | wake)?;
-                (s, false)
+                let (s, sg) = bind_copy(&umem, cfg, ifindex, wake, want_sg)?;
+                (s, false, sg)
             }
             XdpBindChoice::ZeroCopy => {
                 let s = Socket::new(&umem, cfg)?;
                 s.bind(ifindex, cfg.queue, abi::XDP_ZEROCOPY | wake)
                     .map_err(|e| io::Error::new(e.kind(), format!("zero-copy bind: {e}")))?;
-                (s, true)
+                (s, true, false)
             }
             XdpBindChoice::Auto => {
                 let s = Socket::new(&umem, cfg)?;
                 match s.bind(ifindex, cfg.queue, abi::XDP_ZEROCOPY | wake) {
-                    Ok(()) => (s, true),
+                    Ok(()) => (s, true, false),
                     Err(e) => {
                         eprintln!(
                             "ustack: af_xdp {ifname} queue {}: the driver offers no zero-copy ({e}); using copy mode",
@@ -372,13 +412,21 @@ impl AfXdpLink {
                         // A socket whose bind failed is not bound again:
                         // start over with a fresh one on the same UMEM.
                         drop(s);
-                        let s = Socket::new(&umem, cfg)?;
-                        s.bind(ifindex, cfg.queue, abi::XDP_COPY | wake)?;
-                        (s, false)
+                        let (s, sg) = bind_copy(&umem, cfg, ifindex, wake, want_sg)?;
+                        (s, false, sg)
                     }
                 }
             }
         };
+        if want_sg && !sg {
+            eprintln!(
+                "ustack: af_xdp {ifname} queue {}: the kernel has no multi-buffer AF_XDP \
+                 (XDP_USE_SG, Linux 6.6): frames longer than {} bytes (TCP super-frames of a \
+                 peer with TSO/GSO or of GRO) are dropped by the kernel",
+                cfg.queue,
+                cfg.frame_size - abi::XDP_PACKET_HEADROOM
+            );
+        }
         // What the kernel says it did.
         let opts: u32 = getsockopt(sock.fd.as_raw_fd(), abi::XDP_OPTIONS)?;
         let zero_copy = zero_copy && opts & abi::XDP_OPTIONS_ZEROCOPY != 0;
@@ -412,6 +460,11 @@ impl AfXdpLink {
             rx_wakeups: 0,
             tx_wakeups: 0,
             partial_form: PartialForm::for_interface(ifname),
+            sg,
+            gather: Gather::default(),
+            segments: VecDeque::new(),
+            rx_super_frames: 0,
+            rx_super_bad_checksum: 0,
         };
         link.refill();
         link.program.insert(cfg.queue, link.sock.fd.as_raw_fd())?;
@@ -458,12 +511,17 @@ impl AfXdpLink {
     /// One line saying how the link runs, for the program's start message.
     pub fn describe(&self) -> String {
         format!(
-            "af_xdp queue {} {} XDP, {} mode{}, {} frames of {} bytes{}",
+            "af_xdp queue {} {} XDP, {} mode{}{}, {} frames of {} bytes{}",
             self.queue,
             self.program.mode().name(),
             if self.zero_copy { "zero-copy" } else { "copy" },
             if self.need_wakeup {
                 ", need-wakeup"
+            } else {
+                ""
+            },
+            if self.sg {
+                ", multi-buffer (super-frames cut into segments)"
             } else {
                 ""
             },
@@ -570,6 +628,48 @@ impl AfXdpLink {
         }
     }
 
+    /// Cuts the frame just gathered into segments in chunks of our own,
+    /// queued in `segments`; returns its length (0 if dropped).
+    fn cut_gathered(&mut self) -> usize {
+        let mtu = self.info.mtu;
+        let (sf, frame) = match self.gather.finish(mtu) {
+            Gathered::Tcp(sf, frame) => (sf, frame),
+            Gathered::BadChecksum => {
+                self.rx_super_bad_checksum += 1;
+                return 0;
+            }
+            Gathered::Oversize => {
+                self.rx_oversize += 1;
+                return 0;
+            }
+        };
+        self.rx_super_frames += 1;
+        for i in 0..sf.segments() {
+            // Keep half the reserve for frames that must be sent, as the
+            // fill ring does.
+            if self.free.len() <= self.reserve / 2 {
+                // The rest of the frame is lost, as a full ring loses it.
+                self.pool_exhausted += 1;
+                break;
+            }
+            let Some(chunk) = self.free.pop() else { break };
+            let mut seg = self.umem.frame(chunk, 0, 0);
+            let len = sf.segment_len(i);
+            if len > seg.capacity() {
+                self.free.push(chunk);
+                self.rx_oversize += 1;
+                break;
+            }
+            seg.set_len(len);
+            sf.write_segment(frame, i, seg.data_mut());
+            seg.set_csum_partial(true);
+            self.rx_frames += 1;
+            self.frames_out += 1;
+            self.segments.push_back(seg);
+        }
+        frame.len()
+    }
+
     fn take_back(&mut self, frame: XdpFrame) {
         if self.umem.owns(&frame) {
             self.frames_out = self.frames_out.saturating_sub(1);
@@ -585,6 +685,9 @@ impl AfXdpLink {
 impl Drop for AfXdpLink {
     fn drop(&mut self) {
         self.program.remove(self.queue);
+        while let Some(seg) = self.segments.pop_front() {
+            self.take_back(seg);
+        }
         if self.frames_out > 0 {
             eprintln!(
                 "ustack: af_xdp {}: {} frames still out when the link closed; their UMEM is left mapped",
@@ -599,23 +702,45 @@ impl Link for AfXdpLink {
     type Buf = XdpFrame;
 
     fn rx_burst(&mut self, out: &mut Vec<XdpFrame>, max: usize) -> io::Result<usize> {
-        let max = max.min(MAX_BURST) as u32;
-        let n = self.sock.rx.ready(max);
-        let size = self.umem.chunk_size() as u64;
+        let max = max.min(MAX_BURST);
         let mut got = 0;
+        while got < max {
+            let Some(seg) = self.segments.pop_front() else {
+                break;
+            };
+            out.push(seg);
+            got += 1;
+        }
+        if got == max {
+            return Ok(got);
+        }
+        let n = self.sock.rx.ready((max - got) as u32);
+        let size = self.umem.chunk_size() as u64;
         for i in 0..n {
             let d = self.sock.rx.read(i);
             let Some(chunk) = self.umem.chunk_of(d.addr) else {
                 // An address outside the UMEM: nothing to take back.
                 self.bad_desc += 1;
+                self.gather.abandon();
                 continue;
             };
             let offset = (d.addr - u64::from(chunk) * size) as usize;
             let len = d.len as usize;
-            if offset + len > size as usize || len < 14 {
+            let piece = self.sg && (d.options & abi::XDP_PKT_CONTD != 0 || self.gather.active());
+            if offset + len > size as usize || (len < 14 && !piece) {
                 self.bad_desc += 1;
                 self.rx_oversize += u64::from(offset + len > size as usize);
                 self.free.push(chunk);
+                self.gather.abandon();
+                continue;
+            }
+            if piece {
+                let frame = self.umem.frame(chunk, offset, len);
+                self.gather.push(frame.data());
+                self.free.push(chunk);
+                if d.options & abi::XDP_PKT_CONTD == 0 {
+                    self.rx_bytes += self.cut_gathered() as u64;
+                }
                 continue;
             }
             let mut frame = self.umem.frame(chunk, offset, len);
@@ -628,6 +753,13 @@ impl Link for AfXdpLink {
         }
         if n > 0 {
             self.sock.rx.release(n);
+        }
+        while got < max {
+            let Some(seg) = self.segments.pop_front() else {
+                break;
+            };
+            out.push(seg);
+            got += 1;
         }
         self.refill();
         Ok(got)
@@ -738,9 +870,9 @@ impl Link for AfXdpLink {
                 + self.sock.rx.bad_index
                 + self.sock.tx.bad_index,
             rx_csum_partial_form: self.partial_form.marked(),
-            rx_super_frames: 0,
+            rx_super_frames: self.rx_super_frames,
             rx_super_cut: 0,
-            rx_super_bad_checksum: 0,
+            rx_super_bad_checksum: self.rx_super_bad_checksum,
             rx_gro_aggregates: 0,
             rx_gro_joined: 0,
             tx_super_frames: 0,

@@ -147,6 +147,7 @@ extern "C" {
         cache: c_uint,
         data_room: u16,
         socket: c_int,
+        packed: c_int,
     ) -> *mut RteMempool;
     pub fn ustack_dpdk_pool_free(pool: *mut RteMempool);
     pub fn ustack_dpdk_pool_avail(pool: *const RteMempool) -> c_uint;

@@ -140,13 +140,16 @@ unsafe impl Sync for MbufPool {}
 impl MbufPool {
     /// A pool of `n` mbufs with `data_room` bytes of buffer each (headroom
     /// included), on NUMA node `socket` (-1: any), with per-lcore caches
-    /// when `cached`.
+    /// when `cached`; with `packed`, its mbufs lie end to end in one chunk
+    /// of memory, none skipping a page boundary (what DPDK's af_xdp driver
+    /// assumes of the pool it makes its UMEM).
     pub(crate) fn create(
         name: &str,
         n: u32,
         data_room: u16,
         socket: i32,
         cached: bool,
+        packed: bool,
     ) -> io::Result<MbufPool> {
         let c = CString::new(name)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pool name has a NUL"))?;
@@ -155,7 +158,9 @@ impl MbufPool {
         let cache = if cached { (n / 8).min(256) } else { 0 };
         // SAFETY: `c` is a valid C string for the call; the other arguments
         // are plain values. The result is checked for NULL.
-        let p = unsafe { ffi::ustack_dpdk_pool_create(c.as_ptr(), n, cache, data_room, socket) };
+        let p = unsafe {
+            ffi::ustack_dpdk_pool_create(c.as_ptr(), n, cache, data_room, socket, i32::from(packed))
+        };
         match NonNull::new(p) {
             Some(pool) => Ok(MbufPool { pool, size: n }),
             None => {

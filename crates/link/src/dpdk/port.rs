@@ -302,18 +302,6 @@ impl DpdkLink {
                 ),
             ));
         }
-        let reserve = cfg.reserve as usize;
-        let min_pool = usize::from(cfg.rx_desc) + usize::from(cfg.tx_desc) + 2 * MAX_BURST;
-        if (cfg.pool_size as usize) < min_pool + reserve {
-            return Err(invalid(format!(
-                "port {port_id}: a pool of {} mbufs is too small for {} RX and {} TX \
-                 descriptors, two bursts and a reserve of {reserve} (at least {})",
-                cfg.pool_size,
-                cfg.rx_desc,
-                cfg.tx_desc,
-                min_pool + reserve
-            )));
-        }
         let dev = port_info(port_id)?;
         let driver = c_str(&dev.driver);
         if queues == 0 || queues > dev.max_rx_queues || queues > dev.max_tx_queues {
@@ -328,9 +316,44 @@ impl DpdkLink {
                 dev.max_rx_queues, dev.max_tx_queues
             )));
         }
-        let buf_size = cfg
+        let reserve = cfg.reserve as usize;
+        let min_pool = usize::from(cfg.rx_desc) + usize::from(cfg.tx_desc) + 2 * MAX_BURST;
+        if (cfg.pool_size as usize) < min_pool + reserve {
+            return Err(invalid(format!(
+                "port {port_id}: a pool of {} mbufs is too small for {} RX and {} TX \
+                 descriptors, two bursts and a reserve of {reserve} (at least {})",
+                cfg.pool_size,
+                cfg.rx_desc,
+                cfg.tx_desc,
+                min_pool + reserve
+            )));
+        }
+        // A driver that keeps mbufs of its own beyond the descriptors gets
+        // them on top, or its queue setup fails.
+        let driver_held = driver_held_mbufs(&driver);
+        let pool_size = cfg.pool_size.max((min_pool + reserve + driver_held) as u32);
+        if pool_size > cfg.pool_size {
+            eprintln!(
+                "ustack: port {port_id} ({driver}): {pool_size} mbufs per queue instead of {}: \
+                 the driver fills its AF_XDP fill ring with {driver_held} mbufs of the pool at \
+                 queue setup, beside {} RX and {} TX descriptors, two bursts and a reserve of \
+                 {reserve}",
+                cfg.pool_size, cfg.rx_desc, cfg.tx_desc
+            );
+        }
+        let mut buf_size = cfg
             .buf_size
             .max(device_frame_size(&driver, &c_str(&dev.devargs)));
+        if driver == "net_af_xdp" && dev.max_rx_pktlen != 0 && buf_size > dev.max_rx_pktlen as usize
+        {
+            // Its UMEM chunk is an mbuf, which must fit in a page.
+            eprintln!(
+                "ustack: port {port_id} ({driver}): mbufs of {} bytes of frame, not {buf_size}: \
+                 the driver's UMEM chunks are the mbufs themselves, each within a page",
+                dev.max_rx_pktlen
+            );
+            buf_size = dev.max_rx_pktlen as usize;
+        }
         let data_room = u16::try_from(HEADROOM + buf_size)
             .map_err(|_| invalid(format!("buffers of {buf_size} bytes are too large")))?;
 
@@ -381,10 +404,11 @@ impl DpdkLink {
             .map(|q| {
                 MbufPool::create(
                     &format!("ustack_p{port_id}_q{q}"),
-                    cfg.pool_size,
+                    pool_size,
                     data_room,
                     dev.socket_id,
                     queues == 1,
+                    driver == "net_af_xdp",
                 )
                 .map_err(|e| {
                     io::Error::new(
@@ -394,9 +418,9 @@ impl DpdkLink {
                              cannot be made ({e}): give DPDK more memory (hugepages, or \
                              [dpdk] memory= with no_huge) or the port fewer buffers \
                              ([port{port_id}] memory=)",
-                            cfg.pool_size,
+                            pool_size,
                             data_room,
-                            (cfg.pool_size as usize * usize::from(data_room)) >> 20
+                            (pool_size as usize * usize::from(data_room)) >> 20
                         ),
                     )
                 })
@@ -455,6 +479,19 @@ impl DpdkLink {
         }
         // The MAC and MTU after setup.
         let dev = port_info(port_id)?;
+        let mac = match (driver.as_str(), cfg.mac) {
+            ("net_tap", None) => {
+                let own = tap_peer_mac(dev.mac);
+                eprintln!(
+                    "ustack: port {port_id} (net_tap): the kernel's TAP interface has the port's \
+                     address {}, so ustack answers as {} (set [port{port_id}] mac to choose)",
+                    mac_text(dev.mac),
+                    mac_text(own)
+                );
+                own
+            }
+            _ => dev.mac,
+        };
         let mtu = usize::from(dev.mtu).min(buf_size.saturating_sub(FRAME_OVERHEAD));
         let empty_rx = ffi::Rx {
             mbuf: std::ptr::null_mut(),
@@ -479,10 +516,12 @@ impl DpdkLink {
                     shared: Arc::clone(&shared),
                     queue,
                     reserve_target: reserve,
-                    lend_budget: (cfg.pool_size as usize).saturating_sub(min_pool + reserve) / 2,
+                    lend_budget: (pool_size as usize)
+                        .saturating_sub(min_pool + reserve + driver_held)
+                        / 2,
                     info: LinkInfo {
                         name: c_str(&dev.name),
-                        mac: dev.mac,
+                        mac,
                         mtu,
                     },
                     driver: driver.clone(),
@@ -618,6 +657,40 @@ pub(super) fn device_frame_size(driver: &str, devargs: &str) -> usize {
         .split(',')
         .find_map(|kv| kv.strip_prefix("framesz=")?.trim().parse().ok())
         .unwrap_or(2048)
+}
+
+/// The address ustack takes on a `net_tap` port. DPDK's tap driver gives
+/// the kernel's TAP interface the port's own address (setting the port's
+/// sets both), so with that address ustack would see the kernel's frames
+/// come from itself (its ARP drops such a sender). The driver reads every
+/// frame the kernel sends into the TAP whatever its destination, so ustack
+/// answers with a neighbouring address instead: locally administered, its
+/// last bit flipped.
+pub(super) fn tap_peer_mac(port: [u8; 6]) -> [u8; 6] {
+    let mut mac = port;
+    mac[0] = (mac[0] | 0x02) & !0x01;
+    mac[5] ^= 0x01;
+    mac
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Mbufs a driver takes from a queue's pool beyond its descriptors:
+/// DPDK's af_xdp driver (22.11) puts 2048 mbufs (libxdp's default ring
+/// size) into its AF_XDP fill ring when the queue is set up, and fails the
+/// setup (`Failed to configure xdp socket`, EINVAL) when the pool cannot
+/// give them. Other drivers: 0.
+pub(super) fn driver_held_mbufs(driver: &str) -> usize {
+    if driver == "net_af_xdp" {
+        2048
+    } else {
+        0
+    }
 }
 
 /// The kernel interface under a software driver's port (the `iface=` of

@@ -27,6 +27,7 @@
 #include <rte_ether.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_memory.h>
 #include <rte_mempool.h>
 
@@ -291,9 +292,49 @@ int ustack_dpdk_port_stats(uint16_t port, uint64_t out[8]) {
 
 /* ---- mempools ------------------------------------------------------------ */
 
+/*
+ * A pktmbuf pool.  `packed`: its objects lie end to end, none left out of a
+ * page boundary (RTE_MEMPOOL_F_NO_IOVA_CONTIG), in one chunk of memory.
+ * DPDK's af_xdp driver registers a pool as its UMEM by taking the first
+ * chunk's start and `populated_size * object size` bytes from there; in a
+ * pool whose objects skip page boundaries (every pool without hugepages:
+ * one 2.4 KB mbuf per 4 KB page) the later mbufs lie past that end, and
+ * the kernel refuses each frame sent or received in them (invalid
+ * descriptors), silently.
+ */
 void *ustack_dpdk_pool_create(const char *name, unsigned n, unsigned cache, uint16_t data_room,
-                              int socket) {
-    return rte_pktmbuf_pool_create(name, n, cache, 0, data_room, socket);
+                              int socket, int packed) {
+    struct rte_pktmbuf_pool_private priv;
+    struct rte_mempool *mp;
+    int rc;
+
+    if (!packed)
+        return rte_pktmbuf_pool_create(name, n, cache, 0, data_room, socket);
+    memset(&priv, 0, sizeof(priv));
+    priv.mbuf_data_room_size = data_room;
+    priv.mbuf_priv_size = 0;
+    mp = rte_mempool_create_empty(name, n, sizeof(struct rte_mbuf) + data_room, cache,
+                                  sizeof(struct rte_pktmbuf_pool_private), socket,
+                                  RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+    if (mp == NULL)
+        return NULL;
+    rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
+    if (rc != 0)
+        goto fail;
+    rte_pktmbuf_pool_init(mp, &priv);
+    rc = rte_mempool_populate_default(mp);
+    if (rc < 0)
+        goto fail;
+    if (mp->nb_mem_chunks != 1) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+    return mp;
+fail:
+    rte_mempool_free(mp);
+    rte_errno = -rc;
+    return NULL;
 }
 
 void ustack_dpdk_pool_free(void *pool) { rte_mempool_free((struct rte_mempool *)pool); }

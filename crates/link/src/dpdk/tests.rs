@@ -99,3 +99,21 @@ fn af_packet_frames_size_the_mbufs() {
     );
     assert_eq!(port::device_frame_size("net_ixgbe", "framesz=16384"), 0);
 }
+
+#[test]
+fn a_tap_port_answers_with_a_unicast_address_other_than_the_kernels() {
+    for kernel in [
+        [0x22, 0x67, 0xff, 0x2b, 0x65, 0x6d],
+        [0x01, 0, 0, 0, 0, 0],
+        [0xfe, 0xff, 0xff, 0xff, 0xff, 0xff],
+    ] {
+        let own = port::tap_peer_mac(kernel);
+        assert_ne!(own, kernel);
+        assert_eq!(own[0] & 0x01, 0, "{own:02x?} is multicast");
+        assert_eq!(
+            own[0] & 0x02,
+            0x02,
+            "{own:02x?} is not locally administered"
+        );
+    }
+}
