@@ -406,6 +406,16 @@ impl<L: Link> Engine<L> {
         self.refresh_turn_kind();
     }
 
+    /// Copies the ARP and neighbour discovery frames this engine receives
+    /// to the group's other processes over its handoff channel (see
+    /// [`Engine::set_flow_handoff`]): for links that give each process
+    /// only its own queue's frames (AF_XDP).
+    pub fn set_share_neighbors(&mut self, on: bool) {
+        if let Some(d) = self.dispatch.as_mut() {
+            d.set_share_neighbors(on);
+        }
+    }
+
     /// Serves `control` from this engine's loop (see [`crate::control`]).
     pub fn set_control(&mut self, control: EngineControl<L>) {
         self.control = Some(Box::new(control));

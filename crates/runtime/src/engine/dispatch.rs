@@ -240,6 +240,11 @@ pub struct DispatchCounters {
     pub handoff_expired: u64,
     /// Errors reading the handoff channel.
     pub handoff_errors: u64,
+    /// ARP and neighbour discovery frames copied to the group's other
+    /// processes (AF_XDP queues: each process sees only its own).
+    pub handoff_neighbors_shared: u64,
+    /// Such copies received from the others and learned from.
+    pub handoff_neighbors_received: u64,
     /// Errors reading an ARP tap.
     pub arp_tap_errors: u64,
 }
@@ -272,6 +277,11 @@ impl DispatchCounters {
         f("handoff_claimed", self.handoff_claimed);
         f("handoff_expired", self.handoff_expired);
         f("handoff_errors", self.handoff_errors);
+        f("handoff_neighbors_shared", self.handoff_neighbors_shared);
+        f(
+            "handoff_neighbors_received",
+            self.handoff_neighbors_received,
+        );
         f("arp_tap_errors", self.arp_tap_errors);
     }
 }
@@ -295,6 +305,10 @@ pub struct Dispatcher<B> {
     arp_taps: Vec<(u16, link::ArpTap)>,
     /// The group's channel for frames of flows another process has.
     handoff: Option<link::FlowHandoff>,
+    /// Copy the ARP and neighbour discovery frames received to the group's
+    /// other processes over `handoff`: their links (AF_XDP queues) never
+    /// see the frames of this process's queue, and no tap does.
+    share_neighbors: bool,
     /// Our offers waiting for a claim, oldest first.
     offers: std::collections::VecDeque<PendingOffer>,
     /// When the side channels (ARP taps, handoff) are read next.
@@ -347,6 +361,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             hook: None,
             arp_taps: Vec::new(),
             handoff: None,
+            share_neighbors: false,
             offers: std::collections::VecDeque::new(),
             next_side_read: Instant::ZERO,
             rss: None,
@@ -363,6 +378,12 @@ impl<B: PacketBuffer> Dispatcher<B> {
     /// `h`, and theirs come here (see `Stack::set_flow_handoff`).
     pub fn set_handoff(&mut self, h: link::FlowHandoff) {
         self.handoff = Some(h);
+    }
+
+    /// Copies the neighbour frames this engine receives to the group's
+    /// other processes (see `Dispatcher::share_neighbors`).
+    pub fn set_share_neighbors(&mut self, on: bool) {
+        self.share_neighbors = on;
     }
 
     /// Offers a frame the stack found no flow for to the other processes.
@@ -519,6 +540,14 @@ pub(super) fn route<L: Link>(
         Some(hook) => run_hook(hook.as_mut(), &mut d.counters, ports, i, buf)?,
         None => buf,
     };
+    if d.share_neighbors {
+        if let Some(h) = d.handoff.as_mut() {
+            if classify(buf.data()).is_neighbor_discovery() {
+                h.share_neighbor(i as u16, buf.data());
+                d.counters.handoff_neighbors_shared += 1;
+            }
+        }
+    }
     if d.engines == 1 && d.kni_filter.is_none() {
         // One engine and no exception path: nothing to decide.
         return Some(buf);
@@ -818,6 +847,27 @@ pub(super) fn serve<L: Link>(
                         frame,
                         from,
                     }) => (port, csum_partial, frame, from),
+                    Ok(link::handoff::Message::Neighbor { port, frame }) => {
+                        d.counters.handoff_neighbors_received += 1;
+                        if usize::from(port) >= ports.len() {
+                            d.counters.handoff_errors += 1;
+                            continue;
+                        }
+                        let mut sink = TxQueues {
+                            ports,
+                            now,
+                            counters,
+                        };
+                        let mut muted = NeighborMuted {
+                            inner: &mut sink,
+                            scratch: &mut d.scratch,
+                        };
+                        let meta = RxMeta {
+                            csum_partial: false,
+                        };
+                        stack.receive(now, IfaceId(port), frame, meta, &mut muted);
+                        continue;
+                    }
                     Ok(link::handoff::Message::Claim { id }) => {
                         if let Some(i) = d.offers.iter().position(|o| o.id == id) {
                             d.offers.remove(i);
