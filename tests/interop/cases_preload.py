@@ -56,7 +56,7 @@ SUBNETS.update({
     "preload_rtw_http_server": 248, "preload_fork_clients": 249, "preload_rtw_fork_after_engine": 233,
     "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
     "preload_prefork": 237, "preload_rtw_prefork": 238, "preload_wrk_thread_engines": 234,
-    "preload_rtw_wrk_threads": 239,
+    "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
 })
 
 _libc = h._libc
@@ -229,14 +229,21 @@ class Preload:
     in kernel mode that end carries 10.99.N.2 itself.  With `ipv6`, the
     same with fd99:N::1 and fd99:N::2 (ustack's port has addr6)."""
 
-    def __init__(self, ctx, name, sets=(), ipv6=False):
+    def __init__(self, ctx, name, sets=(), ipv6=False, xdp=False):
         self.ustack = ustack_mode()
         self.ctx = ctx
         self.name = name
-        self.t = h.Topology("af_packet", SUBNETS[name], ctx.binary, ctx.workdir, ipv6=ipv6).create()
+        if xdp:
+            # The two-queue veth of cases_cores_xdp, port 0 on AF_XDP in
+            # native mode, lcore_mask=3: a queue per process.
+            from cases_cores_xdp import TwoQueueXdpVeth
+            self.t = TwoQueueXdpVeth(SUBNETS[name], "native")
+        else:
+            self.t = h.Topology("af_packet", SUBNETS[name], ctx.binary, ctx.workdir, ipv6=ipv6).create()
         self.ns_k, self.ns_u = self.t.ns_k, self.t.ns_u
         self.kernel_ip, self.ustack_ip = self.t.kernel_ip, self.t.ustack_ip
-        self.kernel_ip6, self.ustack_ip6 = self.t.kernel_ip6, self.t.ustack_ip6
+        self.kernel_ip6 = getattr(self.t, "kernel_ip6", None)
+        self.ustack_ip6 = getattr(self.t, "ustack_ip6", None)
         self.workdir = ctx.workdir
         self.sets = list(sets) + EXTRA_SETS
         self.stats_base = os.path.join(ctx.workdir, f"{name}.stats")
@@ -1691,8 +1698,19 @@ def _(ctx):
     prefork_test(ctx, "preload_rtw_prefork", ("preload.mode=rtw",))
 
 
-def prefork_test(ctx, name, sets):
-    p = Preload(ctx, name, sets=sets)
+@test("preload_prefork_af_xdp", budget=60)
+def _(ctx):
+    """preload_prefork over AF_XDP (lcore_mask=3, a two-queue veth): the
+    parent's engine binds queue 0 under the XDP program it attaches; the
+    first worker joins the program on queue 1, the second waits for queue
+    0 until the parent's engine lets it go (its rings are not inherited
+    across fork, so no child holds the parent's socket).  Frames the veth
+    puts on the other worker's queue are handed over."""
+    prefork_test(ctx, "preload_prefork_af_xdp", (), xdp=True)
+
+
+def prefork_test(ctx, name, sets, xdp=False):
+    p = Preload(ctx, name, sets=sets, xdp=xdp)
     script = os.path.join(ctx.workdir, "prefork_server.py")
     with open(script, "w") as f:
         f.write(PREFORK_SERVER)
@@ -1712,7 +1730,17 @@ def prefork_test(ctx, name, sets):
     parent = int(m.group(3))
     for w in workers:
         h.on_cleanup(f"prefork worker {w}", lambda w=w: h.pid_alive(w) and os.kill(w, signal.SIGKILL))
-    if p.ustack:
+    if p.ustack and xdp:
+        # Each worker on a queue of its own (one of them after waiting for
+        # the parent's).
+        deadline = time.monotonic() + 10
+        while len(re.findall(r"af_xdp queue [01] native XDP", srv.stderr())) < 3:
+            check(time.monotonic() < deadline, f"the workers did not both bind a queue: {srv.stderr()[-1500:]}")
+            time.sleep(0.05)
+        bound = re.findall(r"af_xdp queue ([01]) native XDP", srv.stderr())
+        check(sorted(bound[1:]) == ["0", "1"], f"queues bound (parent first): {bound}")
+        print(f"    AF_XDP queues bound: parent {bound[0]}, workers {bound[1:]}")
+    elif p.ustack:
         # The parent's engine is gone with its last socket: its link and
         # ARP tap closed, it is no member of the port's group.
         deadline = time.monotonic() + 5

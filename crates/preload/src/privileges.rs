@@ -30,6 +30,17 @@ fn before_privileges_go() {
         return;
     };
     let _g = Inside::enter();
+    if let Some(port) = s.af_xdp_port() {
+        // An AF_XDP socket, its UMEM and the XDP program cannot be made
+        // ahead and kept as packet sockets are: the engine itself needs
+        // the privileges when it starts.
+        notes::once(format!(
+            "[port{port}] link=af_xdp: the program drops its privileges before this process's engine \
+             starts, and an AF_XDP engine cannot start without them (CAP_NET_ADMIN, CAP_NET_RAW, \
+             CAP_BPF): its ustack sockets will fail with ENETDOWN (keep the privileges, e.g. \
+             nginx's `user root;`, or use link=af_packet)"
+        ));
+    }
     let n = s.packet_sockets_needed();
     if n == 0 {
         return;

@@ -39,24 +39,37 @@ pub fn share_ports_engine(
     index: usize,
 ) -> Result<(), SetupError> {
     let mut taps = Vec::new();
+    let mut xdp = false;
     for (i, (port, link)) in cfg.ports.iter().zip(engine.ports()).enumerate() {
         let err = |error: io::Error| SetupError::Open {
             port: port.id,
             link: link_name(&port.link),
             error,
         };
-        let LinkSpec::AfPacket(ifname) = &port.link else {
-            return Err(SetupError::PortIncomplete {
-                port: port.id,
-                what: "several processes on one port need link=af_packet",
-            });
-        };
-        let PortLink::AfPacket(l) = link.device() else {
-            return unreachable_link(port.id);
-        };
-        l.join_fanout(Some(group)).map_err(err)?;
-        l.set_fanout_program().map_err(err)?;
-        taps.push((i as u16, link::ArpTap::open(ifname).map_err(err)?));
+        match (&port.link, link.device()) {
+            (LinkSpec::AfPacket(ifname), PortLink::AfPacket(l)) => {
+                l.join_fanout(Some(group)).map_err(err)?;
+                l.set_fanout_program().map_err(err)?;
+                taps.push((i as u16, link::ArpTap::open(ifname).map_err(err)?));
+            }
+            // Its queue was bound when the link opened (xdp::open_member);
+            // the program hands no frame to a tap, so the neighbour frames
+            // of each queue go to the others over the handoff channel.
+            (LinkSpec::AfXdp(_), PortLink::AfXdp(_)) => xdp = true,
+            (LinkSpec::AfPacket(_) | LinkSpec::AfXdp(_), _) => return unreachable_link(port.id),
+            (LinkSpec::Dpdk, _) => {
+                return Err(SetupError::PortIncomplete {
+                    port: port.id,
+                    what: DPDK_SHARED,
+                })
+            }
+            _ => {
+                return Err(SetupError::PortIncomplete {
+                    port: port.id,
+                    what: "several processes on one port need link=af_packet or link=af_xdp",
+                })
+            }
+        }
     }
     for (i, tap) in taps {
         engine.add_arp_tap(i, tap);
@@ -67,15 +80,23 @@ pub fn share_ports_engine(
         error,
     })?;
     engine.set_flow_handoff(handoff);
+    engine.set_share_neighbors(xdp);
     Ok(())
 }
 
 fn unreachable_link<T>(port: u16) -> Result<T, SetupError> {
     Err(SetupError::PortIncomplete {
         port,
-        what: "link=af_packet opened as another kind of link",
+        what: "link=af_packet or af_xdp opened as another kind of link",
     })
 }
+
+/// Why a `link=dpdk` port is not shared between processes.
+pub const DPDK_SHARED: &str = "several processes on one link=dpdk port are not supported: \
+     DPDK's secondary processes need the primary's hugepage memory (this EAL runs without \
+     hugepages, no_huge), and the af_packet vdev of DPDK 22.11 joins a fanout group keyed by \
+     its own process id, so processes each with their own vdev on one interface all receive \
+     every frame; use link=af_xdp or link=af_packet for several processes";
 
 /// A fanout group id for processes started on their own from one
 /// configuration (F-Stack's `--proc-id`): the same for each of them, from
