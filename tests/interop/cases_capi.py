@@ -337,6 +337,30 @@ def _(ctx):
           "no ARP frame was copied between the processes")
 
 
+SUBNETS["capi_fstack_multiproc_dpdk"] = 7
+
+
+@test("capi_fstack_multiproc_dpdk", budget=90)
+def _(ctx):
+    """F-Stack's multi-process mode over DPDK (a net_af_packet vdev, the
+    EAL without hugepages).  DPDK's secondary processes map the primary's
+    hugepage memory, which an EAL with no_huge does not have, so each
+    process runs an EAL of its own (file_prefix PREFIX-procN) with its own
+    vdev; DPDK 22.11's af_packet driver puts each in a fanout group of its
+    own (keyed by its pid), so both receive every frame, and each keeps the
+    flows whose hash is its own (steer_other_members counts the others')."""
+    name = "capi_fstack_multiproc_dpdk"
+    t = ctx.topo("dpdk", SUBNETS[name], binary=c_program(ctx, "fstack_multiproc"), extra="lcore_mask=3\n")
+    procs = multiproc_test(ctx, t, t.config())
+    left = []
+    for pid, u in enumerate(procs):
+        text = open(u.stderr_path, errors="replace").read()
+        check(f"file_prefix {t.ns_u}-proc{pid}" in text, f"process {pid} did not run an EAL of its own: {text[-1500:]}")
+        left.append(u.stats().get("steer_other_members", 0))
+    print(f"    frames of the other process's flows left to it, per process: {left}")
+    check(all(n > 0 for n in left), f"each process must receive the other's frames and leave them: {left}")
+
+
 def multiproc_test(ctx, t, config_text):
     """Two processes of fstack_multiproc (--proc-id 0 and 1) on topology
     `t`: each answers its share of 60 connections to port 80 and completes

@@ -209,16 +209,48 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
                     .into(),
             );
         }
-        // Refused before the EAL starts (see procgroup::DPDK_SHARED).
-        if let Some(p) = cfg.ports.iter().find(|p| p.link == LinkSpec::Dpdk) {
-            return Err(format!(
-                "[port{}] with lcore_mask of several cores (multi-process): {}",
-                p.id,
-                runtime::procgroup::DPDK_SHARED
-            )
-            .into());
-        }
         let steering = stack::steer::FlowSteering::new(processes as u16, args.proc_id as u16);
+        if let Some(p) = cfg.ports.iter().find(|p| p.link == LinkSpec::Dpdk) {
+            // Checked before the EAL starts.
+            if !runtime::procgroup::dpdk_share_by_copy(&cfg) {
+                return Err(format!(
+                    "[port{}] with lcore_mask of several cores (multi-process): {}",
+                    p.id,
+                    runtime::procgroup::DPDK_SHARED
+                )
+                .into());
+            }
+            if let Some(o) = cfg.ports.iter().find(|p| p.link != LinkSpec::Dpdk) {
+                return Err(format!(
+                    "[port{}] link={} beside link=dpdk ports with several processes: all of them \
+                     link=dpdk, or none",
+                    o.id,
+                    runtime::setup::link_name(&o.link)
+                )
+                .into());
+            }
+            // Each process its own EAL: a primary of its own file prefix.
+            let prefix = cfg.dpdk.file_prefix.clone().unwrap_or_else(|| "rte".into());
+            let own = format!("{prefix}-proc{}", args.proc_id);
+            cfg.apply_set(&format!("dpdk.file_prefix={own}"))
+                .and_then(|()| cfg.apply_set("dpdk.proc_type=primary"))
+                .map_err(|e| e.to_string())?;
+            eprintln!(
+                "{program}: link=dpdk: --proc-id {} runs an EAL of its own (file_prefix {own}) \
+                 with its own af_packet vdev, which receives every frame of the interface (its \
+                 fanout group is its own); it keeps the flows whose hash is its own",
+                args.proc_id
+            );
+            let mut engine = runtime::setup::build_engine_steered(&cfg, seed, Some(steering))
+                .map_err(setup_err)?;
+            engine.share_by_copy(args.proc_id, processes);
+            if let Some(c) = core {
+                link::os::pin_to_cpu(c).map_err(|e| {
+                    InitError(format!("cannot pin to core {c}: {e}"), Errno::EINVAL)
+                })?;
+            }
+            return Ok(engine);
+        }
         let mut engine =
             runtime::setup::build_engine_steered(&cfg, seed, Some(steering)).map_err(setup_err)?;
         let in_place =

@@ -416,6 +416,19 @@ impl<L: Link> Engine<L> {
         }
     }
 
+    /// This engine is process `member` of `members` that each receive
+    /// every frame of the ports (each its own DPDK af_packet vdev, whose
+    /// fanout group is its own): it keeps the frames whose flow hash is
+    /// its own (the outgoing connections' source ports are chosen for
+    /// that, see `FlowSteering`), ARP and neighbour discovery, and leaves
+    /// the rest to the others.
+    pub fn share_by_copy(&mut self, member: usize, members: usize) {
+        let mut d = Dispatcher::new(member, members, None, None, Vec::new());
+        d.set_every_member_receives(true);
+        self.dispatch = Some(d);
+        self.refresh_turn_kind();
+    }
+
     /// Serves `control` from this engine's loop (see [`crate::control`]).
     pub fn set_control(&mut self, control: EngineControl<L>) {
         self.control = Some(Box::new(control));

@@ -91,12 +91,25 @@ fn unreachable_link<T>(port: u16) -> Result<T, SetupError> {
     })
 }
 
-/// Why a `link=dpdk` port is not shared between processes.
-pub const DPDK_SHARED: &str = "several processes on one link=dpdk port are not supported: \
-     DPDK's secondary processes need the primary's hugepage memory (this EAL runs without \
-     hugepages, no_huge), and the af_packet vdev of DPDK 22.11 joins a fanout group keyed by \
-     its own process id, so processes each with their own vdev on one interface all receive \
-     every frame; use link=af_xdp or link=af_packet for several processes";
+/// Why a `link=dpdk` port is not shared between processes as the others
+/// are (see [`dpdk_share_by_copy`] for what is).
+pub const DPDK_SHARED: &str = "several processes on one link=dpdk port work only on \
+     net_af_packet vdevs, each process its own EAL and vdev (F-Stack's primary and secondary \
+     processes are not possible here: a secondary maps the primary's hugepage memory, and an \
+     EAL without hugepages, no_huge, has none to share; a PCI device has one owner); use \
+     link=af_xdp or link=af_packet, or net_af_packet vdevs";
+
+/// Whether processes from one configuration can share its `link=dpdk`
+/// ports by each running an EAL of its own (its own `file_prefix`) with
+/// its own `net_af_packet` vdev on the interface: DPDK 22.11's af_packet
+/// driver puts its socket in a fanout group keyed by its process id, so
+/// every process receives every frame, and each keeps its own flows
+/// (`Engine::share_by_copy`).  Not with PCI devices or other vdevs.
+pub fn dpdk_share_by_copy(cfg: &Config) -> bool {
+    cfg.dpdk.pci_allow.is_empty()
+        && !cfg.dpdk.vdev.is_empty()
+        && cfg.dpdk.vdev.iter().all(|v| v.starts_with("net_af_packet"))
+}
 
 /// A fanout group id for processes started on their own from one
 /// configuration (F-Stack's `--proc-id`): the same for each of them, from
@@ -157,4 +170,26 @@ pub fn share_ports_as(
     }
     share_ports(engine, cfg, group)?;
     Ok(in_place)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dpdk: &str) -> Config {
+        let text = format!("[dpdk]\nlcore_mask=3\n{dpdk}[port0]\nlink=dpdk\naddr=10.99.1.2/24\n");
+        Config::parse(&text, "t.ini").unwrap()
+    }
+
+    #[test]
+    fn dpdk_is_shared_by_copy_only_on_af_packet_vdevs() {
+        assert!(dpdk_share_by_copy(&config(
+            "no_huge=1\nvdev=net_af_packet0,iface=veth0\n"
+        )));
+        // A PCI device has one owner; other vdevs (a TAP of their own per
+        // process, AF_XDP queues) do not receive every frame in each.
+        assert!(!dpdk_share_by_copy(&config("pci_whitelist=0000:01:00.0\n")));
+        assert!(!dpdk_share_by_copy(&config("vdev=net_tap0,iface=t0\n")));
+        assert!(!dpdk_share_by_copy(&config("")));
+    }
 }

@@ -187,6 +187,9 @@ pub struct DispatchCounters {
     pub steer_received: u64,
     /// Frames dropped because the ring to their engine was full.
     pub steer_drop_ring_full: u64,
+    /// Frames of another process's flows, left to it (every process of
+    /// the group receives every frame: DPDK's af_packet vdevs).
+    pub steer_other_members: u64,
     /// ARP copies handed to the other engines.
     pub steer_arp_copies: u64,
     /// ARP copies dropped (no buffer, or the ring was full).
@@ -254,6 +257,7 @@ impl DispatchCounters {
         f("steer_forwarded", self.steer_forwarded);
         f("steer_received", self.steer_received);
         f("steer_drop_ring_full", self.steer_drop_ring_full);
+        f("steer_other_members", self.steer_other_members);
         f("steer_arp_copies", self.steer_arp_copies);
         f("steer_arp_copy_drops", self.steer_arp_copy_drops);
         f("steer_ndp_copies", self.steer_ndp_copies);
@@ -309,6 +313,10 @@ pub struct Dispatcher<B> {
     /// other processes over `handoff`: their links (AF_XDP queues) never
     /// see the frames of this process's queue, and no tap does.
     share_neighbors: bool,
+    /// Every process of the group receives every frame (DPDK's af_packet
+    /// vdev, one per process: see `Engine::share_by_copy`): a frame of
+    /// another member's flow is dropped here, that member has its copy.
+    every_member_receives: bool,
     /// Our offers waiting for a claim, oldest first.
     offers: std::collections::VecDeque<PendingOffer>,
     /// When the side channels (ARP taps, handoff) are read next.
@@ -362,6 +370,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             arp_taps: Vec::new(),
             handoff: None,
             share_neighbors: false,
+            every_member_receives: false,
             offers: std::collections::VecDeque::new(),
             next_side_read: Instant::ZERO,
             rss: None,
@@ -384,6 +393,12 @@ impl<B: PacketBuffer> Dispatcher<B> {
     /// other processes (see `Dispatcher::share_neighbors`).
     pub fn set_share_neighbors(&mut self, on: bool) {
         self.share_neighbors = on;
+    }
+
+    /// Every process of the group receives every frame; this one keeps
+    /// its share (see `Dispatcher::every_member_receives`).
+    pub fn set_every_member_receives(&mut self, on: bool) {
+        self.every_member_receives = on;
     }
 
     /// Offers a frame the stack found no flow for to the other processes.
@@ -558,7 +573,8 @@ pub(super) fn route<L: Link>(
         .as_ref()
         .map_or(KniVerdict::Stack, |f| f.verdict(&class));
     if class.is_neighbor_discovery() {
-        if d.engines > 1 {
+        // (When every member receives every frame, each has this one.)
+        if d.engines > 1 && !d.every_member_receives {
             copy_neighbor(d, ports, i, &buf, class == FrameClass::Arp);
         }
         if verdict == KniVerdict::Both && d.engine == 0 {
@@ -580,6 +596,11 @@ pub(super) fn route<L: Link>(
             Some(rss) => class.rss_queue(rss),
             None => class.engine(d.engines as u16),
         });
+        if owner != d.engine && d.every_member_receives {
+            d.counters.steer_other_members += 1;
+            ports[i].link.recycle(buf);
+            return None;
+        }
         if owner != d.engine {
             hand_on(d, ports, i, owner, ForwardKind::Stack, buf);
             return None;
