@@ -291,11 +291,86 @@ def _(ctx):
     name = "capi_fstack_multiproc_af_packet"
     t = ctx.topo("af_packet", SUBNETS[name], binary=c_program(ctx, "fstack_multiproc"),
                  extra=f"lcore_mask=3\nfile_prefix={name}\n")
+    multiproc_test(ctx, t, t.config())
+
+
+SUBNETS["capi_fstack_multiproc_af_xdp"] = 5
+
+
+class XdpMultiprocTopology:
+    """The two-queue veth of cases_cores_xdp (native XDP) in the shape
+    multiproc_test wants."""
+
+    def __init__(self, ctx, name):
+        from cases_cores_xdp import TwoQueueXdpVeth
+        self.v = TwoQueueXdpVeth(SUBNETS[name], "native")
+        self.ns_k, self.ns_u = self.v.ns_k, self.v.ns_u
+        self.kernel_ip, self.ustack_ip = self.v.kernel_ip, self.v.ustack_ip
+        self.binary, self.workdir = c_program(ctx, "fstack_multiproc"), ctx.workdir
+        self.ustack = None
+
+    def wait_ready(self):
+        self.v.wait_ping(self.ustack)
+
+
+@test("capi_fstack_multiproc_af_xdp", budget=90)
+def _(ctx):
+    """F-Stack's multi-process mode over AF_XDP: process N binds queue N
+    of a two-queue veth, under the one XDP program process 0 attached and
+    process 1 joined.  The veth puts flows on queues by the kernel's own
+    hash, so about half reach the other process: it hands their frames
+    over (link::handoff) and copies the ARP it receives to the other, so
+    connections both ways complete in the process that has them."""
+    name = "capi_fstack_multiproc_af_xdp"
+    t = XdpMultiprocTopology(ctx, name)
+    cfg = t.v.config().replace("[dpdk]\n", f"[dpdk]\nfile_prefix={name}\n", 1)
+    procs = multiproc_test(ctx, t, cfg)
+    t.v.check_program()
+    for pid, u in enumerate(procs):
+        check(re.search(rf"af_xdp queue {pid} native XDP", open(u.stderr_path, errors="replace").read()),
+              f"process {pid} did not bind queue {pid}")
+    stats = [u.stats() for u in procs]
+    shared = [st.get("handoff_neighbors_shared", 0) + st.get("handoff_neighbors_received", 0) for st in stats]
+    print(f"    neighbour frames shared+received per process {shared}; handed over and claimed "
+          f"{[st.get('handoff_claimed', 0) for st in stats]}")
+    check(sum(st.get("handoff_neighbors_received", 0) for st in stats) > 0,
+          "no ARP frame was copied between the processes")
+
+
+SUBNETS["capi_fstack_multiproc_dpdk"] = 7
+
+
+@test("capi_fstack_multiproc_dpdk", budget=90)
+def _(ctx):
+    """F-Stack's multi-process mode over DPDK (a net_af_packet vdev, the
+    EAL without hugepages).  DPDK's secondary processes map the primary's
+    hugepage memory, which an EAL with no_huge does not have, so each
+    process runs an EAL of its own (file_prefix PREFIX-procN) with its own
+    vdev; DPDK 22.11's af_packet driver puts each in a fanout group of its
+    own (keyed by its pid), so both receive every frame, and each keeps the
+    flows whose hash is its own (steer_other_members counts the others')."""
+    name = "capi_fstack_multiproc_dpdk"
+    t = ctx.topo("dpdk", SUBNETS[name], binary=c_program(ctx, "fstack_multiproc"), extra="lcore_mask=3\n")
+    procs = multiproc_test(ctx, t, t.config())
+    left = []
+    for pid, u in enumerate(procs):
+        text = open(u.stderr_path, errors="replace").read()
+        check(f"file_prefix {t.ns_u}-proc{pid}" in text, f"process {pid} did not run an EAL of its own: {text[-1500:]}")
+        left.append(u.stats().get("steer_other_members", 0))
+    print(f"    frames of the other process's flows left to it, per process: {left}")
+    check(all(n > 0 for n in left), f"each process must receive the other's frames and leave them: {left}")
+
+
+def multiproc_test(ctx, t, config_text):
+    """Two processes of fstack_multiproc (--proc-id 0 and 1) on topology
+    `t`: each answers its share of 60 connections to port 80 and completes
+    its 40 outgoing connections to the kernel's echo server.  Returns the
+    two processes."""
     kernel_tcp_echo(ctx, t, t.kernel_ip, "kernel-echo")
     count = 40
     procs = []
     for pid, ptype in ((0, "primary"), (1, "secondary")):
-        u = h.Ustack(t.binary, t.workdir, t.config(), netns=t.ns_u, name=f"fstack_multiproc{pid}",
+        u = h.Ustack(t.binary, t.workdir, config_text, netns=t.ns_u, name=f"fstack_multiproc{pid}",
                      extra_args=("--proc-type", ptype, "--proc-id", str(pid),
                                  "--connect", f"{t.kernel_ip}:7", "--count", str(count))).start()
         procs.append(u)
@@ -335,3 +410,4 @@ def _(ctx):
         print(f"    process {pid}: tcp_passive_opens {st.get('tcp_passive_opens')}, tcp_active_opens "
               f"{st.get('tcp_active_opens')}, handoff_claimed {st.get('handoff_claimed', 0)}, "
               f"arp_tap_frames {st.get('arp_tap_frames', 0)}")
+    return procs

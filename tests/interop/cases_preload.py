@@ -56,7 +56,8 @@ SUBNETS.update({
     "preload_rtw_http_server": 248, "preload_fork_clients": 249, "preload_rtw_fork_after_engine": 233,
     "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
     "preload_prefork": 237, "preload_rtw_prefork": 238, "preload_wrk_thread_engines": 234,
-    "preload_rtw_wrk_threads": 239,
+    "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
+    "preload_nginx_af_xdp": 8,
 })
 
 _libc = h._libc
@@ -229,14 +230,21 @@ class Preload:
     in kernel mode that end carries 10.99.N.2 itself.  With `ipv6`, the
     same with fd99:N::1 and fd99:N::2 (ustack's port has addr6)."""
 
-    def __init__(self, ctx, name, sets=(), ipv6=False):
+    def __init__(self, ctx, name, sets=(), ipv6=False, xdp=False):
         self.ustack = ustack_mode()
         self.ctx = ctx
         self.name = name
-        self.t = h.Topology("af_packet", SUBNETS[name], ctx.binary, ctx.workdir, ipv6=ipv6).create()
+        if xdp:
+            # The two-queue veth of cases_cores_xdp, port 0 on AF_XDP in
+            # native mode, lcore_mask=3: a queue per process.
+            from cases_cores_xdp import TwoQueueXdpVeth
+            self.t = TwoQueueXdpVeth(SUBNETS[name], "native")
+        else:
+            self.t = h.Topology("af_packet", SUBNETS[name], ctx.binary, ctx.workdir, ipv6=ipv6).create()
         self.ns_k, self.ns_u = self.t.ns_k, self.t.ns_u
         self.kernel_ip, self.ustack_ip = self.t.kernel_ip, self.t.ustack_ip
-        self.kernel_ip6, self.ustack_ip6 = self.t.kernel_ip6, self.t.ustack_ip6
+        self.kernel_ip6 = getattr(self.t, "kernel_ip6", None)
+        self.ustack_ip6 = getattr(self.t, "ustack_ip6", None)
         self.workdir = ctx.workdir
         self.sets = list(sets) + EXTRA_SETS
         self.stats_base = os.path.join(ctx.workdir, f"{name}.stats")
@@ -804,6 +812,69 @@ def _(ctx):
     p.carried("nginx's connections", {"tcp_passive_opens": 250 + 4, "tcp_segments_received": 1000,
                                       "tx_bytes": 2 * 10 * 1024 * 1024})
     p.trace_summary("nginx")
+
+
+@test("preload_nginx_af_xdp", budget=90)
+def _(ctx):
+    """nginx (master and two workers, reuseport, sendfile) under ustack run
+    over AF_XDP (lcore_mask=3, a two-queue veth): the master, which only
+    sets up listeners, starts no engine; each worker binds a queue of its
+    own under one XDP program, and the frames the veth puts on the other
+    worker's queue are handed over.  (No reload here: the new workers need
+    queues the old ones still hold until they exit.)"""
+    p = Preload(ctx, "preload_nginx_af_xdp", xdp=True)
+    d = ctx.workdir
+    www = os.path.join(d, "www")
+    os.mkdir(www)
+    page = b"<p>nginx over AF_XDP</p>\n" + b"y" * 574 + b"\n"
+    with open(os.path.join(www, "index.html"), "wb") as f:
+        f.write(page)
+    page_sha = sha256(page)
+    big_sha = write_random(os.path.join(www, "big.bin"), 10 * 1024 * 1024, 43)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(d=d))
+    base = [shutil.which("nginx"), "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
+    LogFile(os.path.join(d, "error.log"), "nginx's error log")
+    master = p.start(base, "nginx")
+    p.wait_tcp(80, master)
+    with open(os.path.join(d, "nginx.pid")) as f:
+        master_pid = int(f.read())
+    workers = nginx_workers(master_pid)
+    try:
+        nginx_fetch_both(p, d, page_sha, big_sha, "over AF_XDP")
+    except TestFailure as e:
+        raise TestFailure(f"{e}; {engine_trouble(p)}") from None
+    access = os.path.join(d, "access.log")
+    _, off = access_log_pids(access, 0)
+    out, r = tt.run_wrk(p.ns_k, f"http://{p.ustack_ip}/index.html", connections=200, seconds=3)
+    h.log(out)
+    shares, off = access_log_pids(access, off)
+    print(f"    wrk -c200: {r['rps']:.0f} requests/s, {r['requests']} requests, socket errors {r['socket_errors']}, "
+          f"non-2xx {r['non_2xx']}; requests per worker (access log) {dict(shares)}")
+    check(r["requests"] > 1000 and r["socket_errors"] == 0 and r["non_2xx"] == 0,
+          f"wrk over AF_XDP:\n{out}\n{engine_trouble(p)}")
+    total = sum(shares.values())
+    check(set(shares) <= set(workers) and all(shares.get(w, 0) >= 0.15 * total for w in workers),
+          f"requests per worker {dict(shares)}, workers {workers}: each must serve at least 15%")
+    if p.ustack:
+        # nginx gives its workers' stderr to its error log.
+        with open(os.path.join(d, "error.log"), errors="replace") as f:
+            bound = re.findall(r"af_xdp queue ([01]) native XDP", master.stderr() + f.read())
+        check(sorted(bound) == ["0", "1"], f"the workers' AF_XDP queues: {bound}")
+        time.sleep(0.3)  # the stats files are rewritten every 100 ms
+        st = p.stats()
+        check(master_pid not in st, "the master started an engine")
+        print("    per worker engine: " + "; ".join(
+            f"{w}: passive opens {st.get(w, {}).get('tcp_passive_opens', 0)}, handed over and claimed "
+            f"{st.get(w, {}).get('handoff_claimed', 0)}, neighbour frames received "
+            f"{st.get(w, {}).get('handoff_neighbors_received', 0)}" for w in workers))
+    r = h.nsx(p.ns_u, *base, "-s", "quit", check_rc=False, timeout=10)
+    check(r.returncode == 0, f"nginx -s quit: rc={r.returncode}: {r.stderr}")
+    check(master.wait_exit(15) == 0, "nginx's exit status after -s quit")
+    with open(os.path.join(d, "error.log")) as f:
+        bad = [ln for ln in f.read().splitlines() if re.search(r"\[(alert|emerg|crit)\]", ln)]
+    check(not bad, "nginx's error log:\n" + "\n".join(bad[:20]))
 
 
 # --------------------------------------------------------------------------
@@ -1691,8 +1762,19 @@ def _(ctx):
     prefork_test(ctx, "preload_rtw_prefork", ("preload.mode=rtw",))
 
 
-def prefork_test(ctx, name, sets):
-    p = Preload(ctx, name, sets=sets)
+@test("preload_prefork_af_xdp", budget=60)
+def _(ctx):
+    """preload_prefork over AF_XDP (lcore_mask=3, a two-queue veth): the
+    parent's engine binds queue 0 under the XDP program it attaches; the
+    first worker joins the program on queue 1, the second waits for queue
+    0 until the parent's engine lets it go (its rings are not inherited
+    across fork, so no child holds the parent's socket).  Frames the veth
+    puts on the other worker's queue are handed over."""
+    prefork_test(ctx, "preload_prefork_af_xdp", (), xdp=True)
+
+
+def prefork_test(ctx, name, sets, xdp=False):
+    p = Preload(ctx, name, sets=sets, xdp=xdp)
     script = os.path.join(ctx.workdir, "prefork_server.py")
     with open(script, "w") as f:
         f.write(PREFORK_SERVER)
@@ -1712,7 +1794,17 @@ def prefork_test(ctx, name, sets):
     parent = int(m.group(3))
     for w in workers:
         h.on_cleanup(f"prefork worker {w}", lambda w=w: h.pid_alive(w) and os.kill(w, signal.SIGKILL))
-    if p.ustack:
+    if p.ustack and xdp:
+        # Each worker on a queue of its own (one of them after waiting for
+        # the parent's).
+        deadline = time.monotonic() + 10
+        while len(re.findall(r"af_xdp queue [01] native XDP", srv.stderr())) < 3:
+            check(time.monotonic() < deadline, f"the workers did not both bind a queue: {srv.stderr()[-1500:]}")
+            time.sleep(0.05)
+        bound = re.findall(r"af_xdp queue ([01]) native XDP", srv.stderr())
+        check(sorted(bound[1:]) == ["0", "1"], f"queues bound (parent first): {bound}")
+        print(f"    AF_XDP queues bound: parent {bound[0]}, workers {bound[1:]}")
+    elif p.ustack:
         # The parent's engine is gone with its last socket: its link and
         # ARP tap closed, it is no member of the port's group.
         deadline = time.monotonic() + 5

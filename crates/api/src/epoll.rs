@@ -13,12 +13,13 @@
 //! items, and an item outlives the closing of its number while another
 //! number holds the socket (it goes with the socket's last number).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::RawFd;
 
 use crate::consts::*;
 use crate::errno::{Errno, Result};
 use crate::events::WAKE_ALL;
+use crate::int_map::IntMap;
 use crate::os;
 use crate::worker::{Object, Worker};
 
@@ -40,10 +41,10 @@ type Reg = (RawFd, RawFd);
 
 #[derive(Debug, Default)]
 pub(crate) struct Epoll {
-    items: HashMap<Reg, Item>,
+    items: IntMap<Reg, Item>,
     /// The numbers of items whose number is not their socket's key (a
     /// dup), by socket; most sockets have none.
-    others: HashMap<RawFd, Vec<RawFd>>,
+    others: IntMap<RawFd, Vec<RawFd>>,
     ready: VecDeque<Reg>,
 }
 
@@ -58,7 +59,7 @@ impl Epoll {
         }
     }
 
-    fn wake_item(items: &mut HashMap<Reg, Item>, ready: &mut VecDeque<Reg>, reg: Reg, key: u32) {
+    fn wake_item(items: &mut IntMap<Reg, Item>, ready: &mut VecDeque<Reg>, reg: Reg, key: u32) {
         let Some(it) = items.get_mut(&reg) else {
             return;
         };

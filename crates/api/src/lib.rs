@@ -110,6 +110,7 @@ mod errno;
 mod events;
 mod family;
 mod fdtable;
+mod int_map;
 mod io;
 mod kqueue;
 mod os;

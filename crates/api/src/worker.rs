@@ -35,6 +35,7 @@ use crate::dup::Dups;
 use crate::epoll::Epoll;
 use crate::errno::{Errno, Result};
 use crate::fdtable::{self, Entry, Kind};
+use crate::int_map::IntMap;
 use crate::kqueue::Kqueue;
 use crate::os;
 use crate::socket::Socket;
@@ -44,7 +45,7 @@ use crate::stack_ip;
 pub(crate) struct EngineSlot {
     pub driver: Box<dyn Driver>,
     /// The fds of each stack socket (several for a SO_REUSEPORT group).
-    pub fds: HashMap<SocketHandle, Vec<RawFd>>,
+    pub fds: IntMap<SocketHandle, Vec<RawFd>>,
     /// TCP sockets holding a port by bind(), listen() or connect() from a
     /// bound address: port -> fds.
     pub tcp_binds: HashMap<u16, Vec<RawFd>>,
@@ -406,7 +407,7 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
     driver.announce();
     let slot = EngineSlot {
         driver,
-        fds: HashMap::new(),
+        fds: IntMap::default(),
         tcp_binds: HashMap::new(),
         udp_binds: HashMap::new(),
     };

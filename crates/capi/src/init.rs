@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use api::Errno;
 use link::Link;
-use runtime::config::Config;
+use runtime::config::{Config, LinkSpec};
 use runtime::stats::{self, StatsFile};
 use runtime::{Engine, PortLink};
 
@@ -33,6 +33,9 @@ pub struct InitArgs {
     /// `--proc-id N` (`-p`): which core of `lcore_mask` this process runs
     /// on.
     pub proc_id: usize,
+    /// `--group-member K/N` (the LD_PRELOAD library's): this process is
+    /// the K-th of N sharing the ports (on AF_XDP, its queue).
+    pub member: Option<(usize, usize)>,
 }
 
 impl InitArgs {
@@ -57,6 +60,7 @@ impl InitArgs {
                     | "-t"
                     | "--proc-id"
                     | "-p"
+                    | "--group-member"
             );
             if !known {
                 continue;
@@ -73,6 +77,15 @@ impl InitArgs {
                 "--set" => out.sets.push(value),
                 "--stats" => out.stats = Some(value.into()),
                 "--proc-type" | "-t" => out.proc_type = Some(value),
+                "--group-member" => {
+                    let parsed = value
+                        .split_once('/')
+                        .and_then(|(k, n)| Some((k.parse().ok()?, n.parse().ok()?)))
+                        .filter(|&(k, n): &(usize, usize)| k < n && n <= u16::MAX as usize);
+                    out.member = Some(parsed.ok_or_else(|| {
+                        format!("{flag} {value}: K/N, member K of N processes (K below N)")
+                    })?);
+                }
                 _ => {
                     out.proc_id = value
                         .parse()
@@ -197,6 +210,47 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
             );
         }
         let steering = stack::steer::FlowSteering::new(processes as u16, args.proc_id as u16);
+        if let Some(p) = cfg.ports.iter().find(|p| p.link == LinkSpec::Dpdk) {
+            // Checked before the EAL starts.
+            if !runtime::procgroup::dpdk_share_by_copy(&cfg) {
+                return Err(format!(
+                    "[port{}] with lcore_mask of several cores (multi-process): {}",
+                    p.id,
+                    runtime::procgroup::DPDK_SHARED
+                )
+                .into());
+            }
+            if let Some(o) = cfg.ports.iter().find(|p| p.link != LinkSpec::Dpdk) {
+                return Err(format!(
+                    "[port{}] link={} beside link=dpdk ports with several processes: all of them \
+                     link=dpdk, or none",
+                    o.id,
+                    runtime::setup::link_name(&o.link)
+                )
+                .into());
+            }
+            // Each process its own EAL: a primary of its own file prefix.
+            let prefix = cfg.dpdk.file_prefix.clone().unwrap_or_else(|| "rte".into());
+            let own = format!("{prefix}-proc{}", args.proc_id);
+            cfg.apply_set(&format!("dpdk.file_prefix={own}"))
+                .and_then(|()| cfg.apply_set("dpdk.proc_type=primary"))
+                .map_err(|e| e.to_string())?;
+            eprintln!(
+                "{program}: link=dpdk: --proc-id {} runs an EAL of its own (file_prefix {own}) \
+                 with its own af_packet vdev, which receives every frame of the interface (its \
+                 fanout group is its own); it keeps the flows whose hash is its own",
+                args.proc_id
+            );
+            let mut engine = runtime::setup::build_engine_steered(&cfg, seed, Some(steering))
+                .map_err(setup_err)?;
+            engine.share_by_copy(args.proc_id, processes);
+            if let Some(c) = core {
+                link::os::pin_to_cpu(c).map_err(|e| {
+                    InitError(format!("cannot pin to core {c}: {e}"), Errno::EINVAL)
+                })?;
+            }
+            return Ok(engine);
+        }
         let mut engine =
             runtime::setup::build_engine_steered(&cfg, seed, Some(steering)).map_err(setup_err)?;
         let in_place =
@@ -212,6 +266,11 @@ fn build(args: &InitArgs, program: &str) -> Result<Engine<PortLink>, InitError> 
             );
         }
         engine
+    } else if let Some((k, n)) = args.member {
+        // One process of a `ustack run` group (the library joins the
+        // group itself): on AF_XDP the link binds queue K of N.
+        let steering = stack::steer::FlowSteering::new(n as u16, k as u16);
+        runtime::setup::build_engine_steered(&cfg, seed, Some(steering)).map_err(setup_err)?
     } else if runtime::cores::needs_engines(&cfg) {
         // The exception path ([kni]) comes with the multi-engine setup,
         // here with one engine.
@@ -511,6 +570,11 @@ mod tests {
         assert_eq!(a.sets, vec!["dpdk.idle_sleep=0".to_string()]);
         assert!(InitArgs::parse(&args(&["prog", "--conf"])).is_err());
         assert!(InitArgs::parse(&args(&["prog", "--proc-id=x"])).is_err());
+        let a = InitArgs::parse(&args(&["prog", "--group-member", "1/2"])).unwrap();
+        assert_eq!(a.member, Some((1, 2)));
+        for bad in ["2/2", "1", "a/b", "0/0"] {
+            assert!(InitArgs::parse(&args(&["prog", "--group-member", bad])).is_err());
+        }
     }
 
     #[test]

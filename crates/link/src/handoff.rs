@@ -30,6 +30,7 @@ const REFRESH: Duration = Duration::from_millis(100);
 const RECORD_HEADER: usize = 12;
 const OFFER: u8 = 0;
 const CLAIM: u8 = 1;
+const NEIGHBOR: u8 = 2;
 
 /// The largest frame handed over (a jumbo frame and more).
 pub const MAX_FRAME: usize = 16 * 1024;
@@ -122,6 +123,10 @@ pub enum Message<'a> {
     },
     /// Our offer `id` was taken by the member that has its flow.
     Claim { id: u32 },
+    /// An ARP or neighbour discovery frame it received on `port`, to be
+    /// learned from (not answered: it answered) where the link gives each
+    /// process only its own queue's frames (AF_XDP).
+    Neighbor { port: u16, frame: &'a [u8] },
 }
 
 /// The member that offered a frame.
@@ -185,6 +190,10 @@ impl<'a> Iterator for Datagram<'a> {
                 },
             })),
             CLAIM if len == 0 => Some(Ok(Message::Claim { id })),
+            NEIGHBOR => Some(Ok(Message::Neighbor {
+                port: u16::from_ne_bytes([head[2], head[3]]),
+                frame,
+            })),
             _ => {
                 self.rest = &[];
                 Some(Err(Malformed))
@@ -329,6 +338,23 @@ impl FlowHandoff {
         }
     }
 
+    /// Queues a copy of neighbour frame `frame`, received on `port`, for
+    /// every other member; returns how many it was queued for.
+    pub fn share_neighbor(&mut self, port: u16, frame: &[u8]) -> usize {
+        self.refresh();
+        if frame.len() > MAX_FRAME {
+            return 0;
+        }
+        let head = record_header(NEIGHBOR, false, port, 0, frame.len());
+        let queued = self
+            .peers
+            .iter_mut()
+            .filter_map(|p| p.queue(&head, frame).then_some(()))
+            .count();
+        self.pending |= queued > 0;
+        queued
+    }
+
     /// Tells the member that offered a frame that its flow is ours.
     pub fn claim(&mut self, to: &Sender) {
         let head = record_header(CLAIM, false, 0, to.id, 0);
@@ -471,7 +497,9 @@ mod tests {
                         frame,
                         from,
                     } => got.push((port, csum_partial, frame.to_vec(), from)),
-                    Message::Claim { .. } => panic!("a claim where offers were expected"),
+                    Message::Claim { .. } | Message::Neighbor { .. } => {
+                        panic!("a claim or neighbour frame where offers were expected")
+                    }
                 }
             }
         }
@@ -511,7 +539,9 @@ mod tests {
             for m in d {
                 match m.unwrap() {
                     Message::Claim { id } => claimed.push(id),
-                    Message::Offer { .. } => panic!("an offer where claims were expected"),
+                    Message::Offer { .. } | Message::Neighbor { .. } => {
+                        panic!("an offer or neighbour frame where claims were expected")
+                    }
                 }
             }
         }
@@ -537,6 +567,28 @@ mod tests {
             }
         }
         assert_eq!(received, 100);
+    }
+
+    #[test]
+    fn neighbour_frames_reach_every_other_member() {
+        let group = 45_000 + (std::process::id() % 5000) as u16;
+        let mut a = FlowHandoff::open(group, 0).unwrap();
+        let mut b = FlowHandoff::open(group, 1).unwrap();
+        let mut c = FlowHandoff::open(group, 2).unwrap();
+        let arp = [0x42u8; 60];
+        assert_eq!(a.share_neighbor(1, &arp), 2);
+        a.flush();
+        for h in [&mut b, &mut c] {
+            let d = h.receive().unwrap().expect("a datagram");
+            let got: Vec<_> = d
+                .map(|m| match m.unwrap() {
+                    Message::Neighbor { port, frame } => (port, frame.to_vec()),
+                    _ => panic!("not a neighbour frame"),
+                })
+                .collect();
+            assert_eq!(got, vec![(1, arp.to_vec())]);
+        }
+        assert!(a.receive().unwrap().is_none());
     }
 
     #[test]

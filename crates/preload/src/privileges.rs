@@ -41,6 +41,44 @@ fn before_privileges_go() {
     }
 }
 
+/// After a call that may have taken privileges away: an AF_XDP socket, its
+/// UMEM and the XDP program cannot be made ahead and kept as packet
+/// sockets are, so a process that lost them before its engine started
+/// will not have one; said once, by name.
+fn after_privileges_change() {
+    if guard::inside() || process::engine_up() {
+        return;
+    }
+    let Some(port) = process::settings().and_then(|s| s.af_xdp_port()) else {
+        return;
+    };
+    let _g = Inside::enter();
+    if has_xdp_capabilities() {
+        return;
+    }
+    notes::once(format!(
+        "[port{port}] link=af_xdp: the program gave up CAP_NET_ADMIN or CAP_NET_RAW before this \
+         process's engine started, and an AF_XDP engine cannot start without them: its ustack \
+         sockets fail with ENETDOWN (keep the privileges, e.g. nginx's `user root;`, or use \
+         link=af_packet)"
+    ));
+}
+
+/// Whether the process still has CAP_NET_ADMIN and CAP_NET_RAW (its
+/// effective set in /proc/self/status).
+fn has_xdp_capabilities() -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_NET_RAW: u32 = 13;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+    eff.is_none_or(|e| e & (1 << CAP_NET_ADMIN) != 0 && e & (1 << CAP_NET_RAW) != 0)
+}
+
 macro_rules! dropping {
     ($( fn $name:ident($($a:ident: $t:ty),*) -> $r:ty; )*) => {
         $(
@@ -50,7 +88,9 @@ macro_rules! dropping {
             pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
                 before_privileges_go();
                 // SAFETY: the caller's arguments.
-                unsafe { real::$name($($a),*) }
+                let r = unsafe { real::$name($($a),*) };
+                after_privileges_change();
+                r
             }
         )*
     };
@@ -82,5 +122,9 @@ pub unsafe extern "C" fn prctl(
         before_privileges_go();
     }
     // SAFETY: the caller's arguments.
-    unsafe { real::prctl(option, a2, a3, a4, a5) }
+    let r = unsafe { real::prctl(option, a2, a3, a4, a5) };
+    if option == libc::PR_CAPBSET_DROP || option == libc::PR_SET_SECUREBITS {
+        after_privileges_change();
+    }
+    r
 }

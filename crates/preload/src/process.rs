@@ -431,6 +431,15 @@ fn start_on_this_thread(s: &'static Settings, thread_engine: Option<usize>) -> R
             cores.len() as u16,
             k as u16,
         ));
+        if s.cfg
+            .ports
+            .iter()
+            .any(|p| matches!(p.link, runtime::config::LinkSpec::AfXdp(_)))
+        {
+            // AF_XDP: the engine's socket binds queue k of the port.
+            args.push("--group-member".into());
+            args.push(format!("{k}/{}", cores.len()));
+        }
         if let Some(c) = cores[k] {
             args.push("--set".into());
             args.push(format!(
@@ -579,18 +588,19 @@ fn share_ports(s: &Settings, index: usize) -> Result<(), String> {
     let group: u16 = group
         .parse()
         .map_err(|_| format!("{ENV_GROUP}={group}: not a fanout group id"))?;
-    if let Some(p) = s
-        .cfg
-        .ports
-        .iter()
-        .find(|p| !matches!(p.link, runtime::config::LinkSpec::AfPacket(_)))
-    {
-        // Only AF_PACKET ports can be shared between processes: this one
-        // serves them alone.
+    let several = runtime::cores::engine_cores(&s.cfg).len() > 1;
+    if let Some(p) = s.cfg.ports.iter().find(|p| match p.link {
+        runtime::config::LinkSpec::AfPacket(_) => false,
+        // A queue per process: one per core of lcore_mask.
+        runtime::config::LinkSpec::AfXdp(_) => !several,
+        _ => true,
+    }) {
+        // This port cannot be shared between processes: this one serves
+        // it alone.
         notes::once(format!(
             "[port{}] link={}: one process serves this port (processes that share a port \
-             need link=af_packet); a process forked from this one cannot start an engine \
-             beside it",
+             need link=af_packet, or link=af_xdp with an lcore_mask of a core per process); \
+             a process forked from this one cannot start an engine beside it",
             p.id,
             runtime::setup::link_name(&p.link)
         ));
@@ -701,6 +711,15 @@ pub fn tick_stats() {
 impl Settings {
     /// How many packet sockets an engine of this configuration opens
     /// (a link and an ARP tap per AF_PACKET port).
+    /// The first `link=af_xdp` port's number, if any.
+    pub fn af_xdp_port(&self) -> Option<u16> {
+        self.cfg
+            .ports
+            .iter()
+            .find(|p| matches!(p.link, runtime::config::LinkSpec::AfXdp(_)))
+            .map(|p| p.id)
+    }
+
     pub fn packet_sockets_needed(&self) -> usize {
         self.cfg
             .ports

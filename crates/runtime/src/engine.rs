@@ -411,6 +411,29 @@ impl<L: Link> Engine<L> {
         self.refresh_turn_kind();
     }
 
+    /// Copies the ARP and neighbour discovery frames this engine receives
+    /// to the group's other processes over its handoff channel (see
+    /// [`Engine::set_flow_handoff`]): for links that give each process
+    /// only its own queue's frames (AF_XDP).
+    pub fn set_share_neighbors(&mut self, on: bool) {
+        if let Some(d) = self.dispatch.as_mut() {
+            d.set_share_neighbors(on);
+        }
+    }
+
+    /// This engine is process `member` of `members` that each receive
+    /// every frame of the ports (each its own DPDK af_packet vdev, whose
+    /// fanout group is its own): it keeps the frames whose flow hash is
+    /// its own (the outgoing connections' source ports are chosen for
+    /// that, see `FlowSteering`), ARP and neighbour discovery, and leaves
+    /// the rest to the others.
+    pub fn share_by_copy(&mut self, member: usize, members: usize) {
+        let mut d = Dispatcher::new(member, members, None, None, Vec::new());
+        d.set_every_member_receives(true);
+        self.dispatch = Some(d);
+        self.refresh_turn_kind();
+    }
+
     /// Serves `control` from this engine's loop (see [`crate::control`]).
     pub fn set_control(&mut self, control: EngineControl<L>) {
         self.control = Some(Box::new(control));

@@ -39,24 +39,37 @@ pub fn share_ports_engine(
     index: usize,
 ) -> Result<(), SetupError> {
     let mut taps = Vec::new();
+    let mut xdp = false;
     for (i, (port, link)) in cfg.ports.iter().zip(engine.ports()).enumerate() {
         let err = |error: io::Error| SetupError::Open {
             port: port.id,
             link: link_name(&port.link),
             error,
         };
-        let LinkSpec::AfPacket(ifname) = &port.link else {
-            return Err(SetupError::PortIncomplete {
-                port: port.id,
-                what: "several processes on one port need link=af_packet",
-            });
-        };
-        let PortLink::AfPacket(l) = link.device() else {
-            return unreachable_link(port.id);
-        };
-        l.join_fanout(Some(group)).map_err(err)?;
-        l.set_fanout_program().map_err(err)?;
-        taps.push((i as u16, link::ArpTap::open(ifname).map_err(err)?));
+        match (&port.link, link.device()) {
+            (LinkSpec::AfPacket(ifname), PortLink::AfPacket(l)) => {
+                l.join_fanout(Some(group)).map_err(err)?;
+                l.set_fanout_program().map_err(err)?;
+                taps.push((i as u16, link::ArpTap::open(ifname).map_err(err)?));
+            }
+            // Its queue was bound when the link opened (xdp::open_member);
+            // the program hands no frame to a tap, so the neighbour frames
+            // of each queue go to the others over the handoff channel.
+            (LinkSpec::AfXdp(_), PortLink::AfXdp(_)) => xdp = true,
+            (LinkSpec::AfPacket(_) | LinkSpec::AfXdp(_), _) => return unreachable_link(port.id),
+            (LinkSpec::Dpdk, _) => {
+                return Err(SetupError::PortIncomplete {
+                    port: port.id,
+                    what: DPDK_SHARED,
+                })
+            }
+            _ => {
+                return Err(SetupError::PortIncomplete {
+                    port: port.id,
+                    what: "several processes on one port need link=af_packet or link=af_xdp",
+                })
+            }
+        }
     }
     for (i, tap) in taps {
         engine.add_arp_tap(i, tap);
@@ -67,14 +80,35 @@ pub fn share_ports_engine(
         error,
     })?;
     engine.set_flow_handoff(handoff);
+    engine.set_share_neighbors(xdp);
     Ok(())
 }
 
 fn unreachable_link<T>(port: u16) -> Result<T, SetupError> {
     Err(SetupError::PortIncomplete {
         port,
-        what: "link=af_packet opened as another kind of link",
+        what: "link=af_packet or af_xdp opened as another kind of link",
     })
+}
+
+/// Why a `link=dpdk` port is not shared between processes as the others
+/// are (see [`dpdk_share_by_copy`] for what is).
+pub const DPDK_SHARED: &str = "several processes on one link=dpdk port work only on \
+     net_af_packet vdevs, each process its own EAL and vdev (F-Stack's primary and secondary \
+     processes are not possible here: a secondary maps the primary's hugepage memory, and an \
+     EAL without hugepages, no_huge, has none to share; a PCI device has one owner); use \
+     link=af_xdp or link=af_packet, or net_af_packet vdevs";
+
+/// Whether processes from one configuration can share its `link=dpdk`
+/// ports by each running an EAL of its own (its own `file_prefix`) with
+/// its own `net_af_packet` vdev on the interface: DPDK 22.11's af_packet
+/// driver puts its socket in a fanout group keyed by its process id, so
+/// every process receives every frame, and each keeps its own flows
+/// (`Engine::share_by_copy`).  Not with PCI devices or other vdevs.
+pub fn dpdk_share_by_copy(cfg: &Config) -> bool {
+    cfg.dpdk.pci_allow.is_empty()
+        && !cfg.dpdk.vdev.is_empty()
+        && cfg.dpdk.vdev.iter().all(|v| v.starts_with("net_af_packet"))
 }
 
 /// A fanout group id for processes started on their own from one
@@ -136,4 +170,26 @@ pub fn share_ports_as(
     }
     share_ports(engine, cfg, group)?;
     Ok(in_place)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dpdk: &str) -> Config {
+        let text = format!("[dpdk]\nlcore_mask=3\n{dpdk}[port0]\nlink=dpdk\naddr=10.99.1.2/24\n");
+        Config::parse(&text, "t.ini").unwrap()
+    }
+
+    #[test]
+    fn dpdk_is_shared_by_copy_only_on_af_packet_vdevs() {
+        assert!(dpdk_share_by_copy(&config(
+            "no_huge=1\nvdev=net_af_packet0,iface=veth0\n"
+        )));
+        // A PCI device has one owner; other vdevs (a TAP of their own per
+        // process, AF_XDP queues) do not receive every frame in each.
+        assert!(!dpdk_share_by_copy(&config("pci_whitelist=0000:01:00.0\n")));
+        assert!(!dpdk_share_by_copy(&config("vdev=net_tap0,iface=t0\n")));
+        assert!(!dpdk_share_by_copy(&config("")));
+    }
 }

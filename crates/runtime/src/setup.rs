@@ -577,13 +577,31 @@ pub fn build_engine_steered(
         return Err(SetupError::NoPorts);
     }
     let mut sc = stack_config(cfg, seed);
+    // This process's place among those sharing the ports, if any.
+    let member = steering
+        .as_ref()
+        .filter(|s| s.engines > 1)
+        .map(|s| (usize::from(s.engine), usize::from(s.engines)));
     if steering.is_some() {
         sc.tcp.steering = steering;
     }
     let mut stack = Stack::new(sc);
     let mut links = Vec::new();
     for (i, port) in cfg.ports.iter().enumerate() {
-        let mut link = captured(open_link(&cfg.dpdk, port)?, pcap_series(cfg, 0, port.id)?);
+        let opened = match (&port.link, member) {
+            // One process of several on the port: its own AF_XDP queue.
+            (LinkSpec::AfXdp(ifname), Some((engine, engines))) => {
+                crate::xdp::open_member(ifname, port, engine, engines)
+                    .map(|l| PortLink::AfXdp(Box::new(l)))
+                    .map_err(|error| SetupError::Open {
+                        port: port.id,
+                        link: link_name(&port.link),
+                        error,
+                    })?
+            }
+            _ => open_link(&cfg.dpdk, port)?,
+        };
+        let mut link = captured(opened, pcap_series(cfg, 0, port.id)?);
         if i == 0 {
             if let Some(fc) = fault_config(cfg) {
                 link = PortLink::Faulty(Box::new(FaultLink::new(link, fc)));

@@ -5,7 +5,7 @@
 use std::io;
 use std::sync::Arc;
 
-use link::af_xdp::attach_program;
+use link::af_xdp::{attach_or_join_program, attach_program};
 use link::{AfXdpLink, XdpBindChoice, XdpConfig, XdpModeChoice};
 
 use crate::config::{PortConfig, XdpBindSetting, XdpModeSetting};
@@ -83,6 +83,69 @@ pub fn open_queues(ifname: &str, port: &PortConfig, engines: usize) -> io::Resul
             Ok(link)
         })
         .collect()
+}
+
+/// How long a process of a group waits for a free queue (one a process
+/// it forked from still holds until it lets its engine go).
+const MEMBER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Opens the socket of process `member` of `members` sharing `ifname`,
+/// each on a queue of its own, all under one XDP program (attached by the
+/// first, joined by the others: `link::af_xdp::attach_or_join_program`).
+/// It binds queue `member`, or when another process holds that one (a
+/// pre-fork server's parent until its engine stops) the first free one
+/// after it, waiting up to [`MEMBER_WAIT`] for one to be let go.
+pub fn open_member(
+    ifname: &str,
+    port: &PortConfig,
+    member: usize,
+    members: usize,
+) -> io::Result<AfXdpLink> {
+    let n = rx_queues(ifname).unwrap_or(members);
+    if n < members {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{ifname} has {n} receive queues and {members} processes share it: AF_XDP gives                  each process a queue of its own (ethtool -L {ifname} combined {members}; a veth                  is made with numrxqueues {members} numtxqueues {members})"
+            ),
+        ));
+    }
+    if n > members && member == 0 {
+        eprintln!(
+            "ustack: af_xdp {ifname}: {n} receive queues, {members} processes: frames on the              others go to the kernel (ethtool -L {ifname} combined {members})"
+        );
+    }
+    let program = attach_or_join_program(ifname, xdp_config(port, 0).mode)?;
+    let end = std::time::Instant::now() + MEMBER_WAIT;
+    loop {
+        let mut busy = None;
+        for q in (0..n).map(|i| (member + i) % n) {
+            match AfXdpLink::open_with(ifname, Arc::clone(&program), &xdp_config(port, q as u32)) {
+                Ok(link) => {
+                    if q != member {
+                        eprintln!(
+                            "ustack: af_xdp {ifname}: queue {member} is another process's; this                              one (process {member} of {members}) took queue {q}"
+                        );
+                    }
+                    eprintln!("ustack: {ifname}: {}", link.describe());
+                    return Ok(link);
+                }
+                Err(e) if e.kind() == io::ErrorKind::ResourceBusy => busy = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        if std::time::Instant::now() >= end {
+            let e = busy.unwrap_or_else(|| io::Error::from(io::ErrorKind::ResourceBusy));
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "every receive queue of {ifname} has a process's AF_XDP socket ({n} queues,                      waited {}s for one to be let go): {e}",
+                    MEMBER_WAIT.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[cfg(test)]

@@ -116,6 +116,13 @@ pub const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 pub const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 pub const BPF_PROG_LOAD: libc::c_long = 5;
 pub const BPF_LINK_CREATE: libc::c_long = 28;
+pub const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
+pub const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
+pub const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+pub const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
+pub const BPF_LINK_GET_NEXT_ID: libc::c_long = 31;
+/// `enum bpf_link_type`: BPF_LINK_TYPE_XDP.
+pub const BPF_LINK_TYPE_XDP: u32 = 6;
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 pub const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `enum bpf_attach_type`: BPF_XDP.
@@ -201,3 +208,70 @@ pub struct LinkCreateAttr {
 const _: () = assert!(std::mem::size_of::<MapElemAttr>() == 32);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
+
+/// The part of `union bpf_attr` for BPF_*_GET_FD_BY_ID and
+/// BPF_*_GET_NEXT_ID: the id (or the id to start after), the next id.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdAttr {
+    pub id: u32,
+    pub next_id: u32,
+    pub open_flags: u32,
+}
+
+/// The part of `union bpf_attr` for BPF_OBJ_GET_INFO_BY_FD.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InfoAttr {
+    pub bpf_fd: u32,
+    pub info_len: u32,
+    pub info: u64,
+}
+
+/// `struct bpf_link_info` up to its XDP member: type, id, program id,
+/// then (8-byte aligned) the interface index.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinkInfoXdp {
+    pub link_type: u32,
+    pub id: u32,
+    pub prog_id: u32,
+    pub _pad: u32,
+    pub ifindex: u32,
+    pub _rest: [u32; 3],
+}
+
+/// `struct bpf_prog_info` up to `name`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProgInfo {
+    pub prog_type: u32,
+    pub id: u32,
+    pub tag: [u8; 8],
+    pub jited_prog_len: u32,
+    pub xlated_prog_len: u32,
+    pub jited_prog_insns: u64,
+    pub xlated_prog_insns: u64,
+    pub load_time: u64,
+    pub created_by_uid: u32,
+    pub nr_map_ids: u32,
+    pub map_ids: u64,
+    pub name: [u8; 16],
+}
+
+/// `struct bpf_map_info` up to `name`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MapInfo {
+    pub map_type: u32,
+    pub id: u32,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub map_flags: u32,
+    pub name: [u8; 16],
+}
+
+const _: () = assert!(std::mem::size_of::<LinkInfoXdp>() == 32);
+const _: () = assert!(std::mem::size_of::<ProgInfo>() == 80);
+const _: () = assert!(std::mem::size_of::<MapInfo>() == 40);

@@ -47,6 +47,7 @@
 //! counted in [`LinkStats::ring_errors`] and skipped.
 
 mod abi;
+mod attached;
 mod gather;
 mod program;
 mod ring;
@@ -160,6 +161,41 @@ pub fn attach_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<Xdp
         },
     };
     Ok(Arc::new(prog))
+}
+
+/// For one process of several sharing `ifname` (each its own queue):
+/// attaches the XDP program as [`attach_program`] does when the interface
+/// has none, else joins the ustack program another process of the group
+/// attached ([`XdpProgram::join`]), whatever its mode (said on stderr when
+/// it is not the one `choice` asks).
+pub fn attach_or_join_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<XdpProgram>> {
+    let ifindex = CtlSocket::new()?.index(ifname)? as u32;
+    if program::attached_program_id(ifindex)?.is_none() {
+        match attach_program(ifname, choice) {
+            Ok(p) => return Ok(p),
+            // Another process attached it in between: joined below.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::AlreadyExists | io::ErrorKind::ResourceBusy
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let joined = XdpProgram::join(ifindex)?;
+    let asked = match choice {
+        XdpModeChoice::Auto => None,
+        XdpModeChoice::Native => Some(XdpMode::Native),
+        XdpModeChoice::Generic => Some(XdpMode::Generic),
+    };
+    if asked.is_some_and(|m| m != joined.mode()) {
+        eprintln!(
+            "ustack: af_xdp {ifname}: joined the group's XDP program in {} mode (xdp_mode asks {})",
+            joined.mode().name(),
+            asked.map_or("auto", XdpMode::name)
+        );
+    }
+    Ok(Arc::new(joined))
 }
 
 /// A socket with its UMEM registered and its four rings mapped, not bound.

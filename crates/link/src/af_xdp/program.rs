@@ -208,6 +208,54 @@ impl XdpProgram {
         })
     }
 
+    /// Joins the ustack program interface `ifindex` of this namespace
+    /// runs already (another process of a group attached it): its socket
+    /// map, and a descriptor of its BPF link, which keeps the program
+    /// attached while this process lives though the one that attached it
+    /// ends.  Fails when the interface runs no program, or one that is not
+    /// ustack's.
+    pub fn join(ifindex: u32) -> io::Result<XdpProgram> {
+        let not_ours = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let Some((prog_id, mode)) = super::attached::attached_program(ifindex)
+            .map_err(|e| annotate(e, "asking rtnetlink for the interface's XDP program"))?
+        else {
+            return Err(not_ours(format!(
+                "interface {ifindex} runs no XDP program to join"
+            )));
+        };
+        let prog = get_fd_by_id(abi::BPF_PROG_GET_FD_BY_ID, prog_id)
+            .map_err(|e| annotate(e, "opening the interface's XDP program"))?;
+        let mut map_id = 0u32;
+        let mut info = abi::ProgInfo {
+            nr_map_ids: 1,
+            map_ids: (&mut map_id as *mut u32) as u64,
+            ..Default::default()
+        };
+        info_by_fd(&prog, &mut info)?;
+        if info.name != name16("ustack_xsk") || info.nr_map_ids != 1 {
+            return Err(not_ours(format!(
+                "interface {ifindex} runs an XDP program that is not ustack's (id {prog_id}):                  several processes share a port only under ustack's"
+            )));
+        }
+        let map = get_fd_by_id(abi::BPF_MAP_GET_FD_BY_ID, map_id)
+            .map_err(|e| annotate(e, "opening the XDP program's socket map"))?;
+        let mut minfo = abi::MapInfo::default();
+        info_by_fd(&map, &mut minfo)?;
+        if minfo.map_type != abi::BPF_MAP_TYPE_XSKMAP || minfo.name != name16("ustack_xsks") {
+            return Err(not_ours(format!(
+                "the XDP program {prog_id} on interface {ifindex} has no ustack socket map"
+            )));
+        }
+        let attachment = link_of(prog_id, ifindex)?;
+        Ok(XdpProgram {
+            attachment,
+            _prog: prog,
+            map,
+            ifindex,
+            mode,
+        })
+    }
+
     pub fn mode(&self) -> XdpMode {
         self.mode
     }
@@ -252,6 +300,73 @@ impl XdpProgram {
         };
         // Failing only when the entry is already gone, which is the goal.
         let _ = bpf(abi::BPF_MAP_DELETE_ELEM, &mut attr);
+    }
+}
+
+/// The id of the XDP program interface `ifindex` of this namespace runs,
+/// if any.
+pub(super) fn attached_program_id(ifindex: u32) -> io::Result<Option<u32>> {
+    Ok(super::attached::attached_program(ifindex)
+        .map_err(|e| annotate(e, "asking rtnetlink for the interface's XDP program"))?
+        .map(|(id, _)| id))
+}
+
+/// A descriptor of the object of kind `cmd` (a BPF_*_GET_FD_BY_ID) with
+/// id `id`.
+fn get_fd_by_id(cmd: libc::c_long, id: u32) -> io::Result<OwnedFd> {
+    let mut attr = abi::IdAttr {
+        id,
+        ..Default::default()
+    };
+    bpf(cmd, &mut attr).map(owned)
+}
+
+/// What the kernel says of BPF object `fd` (`T` is its info structure).
+fn info_by_fd<T>(fd: &OwnedFd, info: &mut T) -> io::Result<()> {
+    let mut attr = abi::InfoAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<T>() as u32,
+        info: (info as *mut T) as u64,
+    };
+    bpf(abi::BPF_OBJ_GET_INFO_BY_FD, &mut attr)
+        .map(|_| ())
+        .map_err(|e| annotate(e, "reading a BPF object's information"))
+}
+
+/// The XDP BPF link of program `prog_id` on interface `ifindex` (program
+/// ids are global: the program is the namespace's).
+fn link_of(prog_id: u32, ifindex: u32) -> io::Result<OwnedFd> {
+    let mut id = 0u32;
+    loop {
+        let mut next = abi::IdAttr {
+            id,
+            ..Default::default()
+        };
+        if let Err(e) = bpf(abi::BPF_LINK_GET_NEXT_ID, &mut next) {
+            return Err(if e.raw_os_error() == Some(libc::ENOENT) {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "the XDP program {prog_id} on interface {ifindex} is not attached                          through a BPF link (not by ustack)"
+                    ),
+                )
+            } else {
+                annotate(e, "listing BPF links")
+            });
+        }
+        id = next.next_id;
+        // A link that went away between the two calls is passed over.
+        let Ok(link) = get_fd_by_id(abi::BPF_LINK_GET_FD_BY_ID, id) else {
+            continue;
+        };
+        let mut info = abi::LinkInfoXdp::default();
+        if info_by_fd(&link, &mut info).is_ok()
+            && info.link_type == abi::BPF_LINK_TYPE_XDP
+            && info.prog_id == prog_id
+            && info.ifindex == ifindex
+        {
+            return Ok(link);
+        }
     }
 }
 

@@ -84,6 +84,14 @@ impl<T: Copy> Ring<T> {
         let base =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
         let map = RingMap { base, len };
+        // A forked child does not inherit the mapping: it would hold the
+        // socket (and its queue) for as long as it lives, though it never
+        // uses its parent's rings (a pre-fork server's workers each bind a
+        // queue of their own, maybe the one their parent lets go).
+        // SAFETY: advice on the mapping just made, of its length.
+        if unsafe { libc::madvise(p, len, libc::MADV_DONTFORK) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
         let field = |o: u64| -> io::Result<NonNull<u8>> {
             if o as usize + 4 > len || !o.is_multiple_of(4) {
                 return Err(io::Error::other(format!(

@@ -488,3 +488,34 @@ fn bad_configs_are_refused() {
     assert!(err.to_string().contains("zero-copy"), "{err}");
     assert!(AfXdpLink::open("no-such-if0", &XdpConfig::default()).is_err());
 }
+
+#[test]
+fn a_second_process_joins_the_program_and_keeps_it_attached() {
+    assert!(is_root(), "this AF_XDP test needs root");
+    let v = Veth::new("j");
+    let first = attach_or_join_program(&v.outer, XdpModeChoice::Generic).unwrap();
+    let ifindex = first.ifindex();
+    // Another member asks native: it joins the generic program there is.
+    let joined = attach_or_join_program(&v.outer, XdpModeChoice::Native).unwrap();
+    assert_eq!(joined.mode(), XdpMode::Generic);
+    assert_eq!(joined.ifindex(), ifindex);
+    // Its BPF link keeps the program on the interface once the first is
+    // gone, and its socket map is the program's.
+    drop(first);
+    let attached = |i| super::attached::attached_program(i).unwrap();
+    assert_eq!(attached(ifindex).map(|(_, m)| m), Some(XdpMode::Generic));
+    let link = AfXdpLink::open_with(
+        &v.outer,
+        Arc::clone(&joined),
+        &small_config(XdpModeChoice::Generic),
+    )
+    .unwrap();
+    assert!(link.describe().contains("queue 0 generic XDP"));
+    drop(link);
+    drop(joined);
+    assert_eq!(
+        attached(ifindex),
+        None,
+        "the last member's going detaches it"
+    );
+}

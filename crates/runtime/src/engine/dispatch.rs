@@ -187,6 +187,9 @@ pub struct DispatchCounters {
     pub steer_received: u64,
     /// Frames dropped because the ring to their engine was full.
     pub steer_drop_ring_full: u64,
+    /// Frames of another process's flows, left to it (every process of
+    /// the group receives every frame: DPDK's af_packet vdevs).
+    pub steer_other_members: u64,
     /// ARP copies handed to the other engines.
     pub steer_arp_copies: u64,
     /// ARP copies dropped (no buffer, or the ring was full).
@@ -240,6 +243,11 @@ pub struct DispatchCounters {
     pub handoff_expired: u64,
     /// Errors reading the handoff channel.
     pub handoff_errors: u64,
+    /// ARP and neighbour discovery frames copied to the group's other
+    /// processes (AF_XDP queues: each process sees only its own).
+    pub handoff_neighbors_shared: u64,
+    /// Such copies received from the others and learned from.
+    pub handoff_neighbors_received: u64,
     /// Errors reading an ARP tap.
     pub arp_tap_errors: u64,
 }
@@ -249,6 +257,7 @@ impl DispatchCounters {
         f("steer_forwarded", self.steer_forwarded);
         f("steer_received", self.steer_received);
         f("steer_drop_ring_full", self.steer_drop_ring_full);
+        f("steer_other_members", self.steer_other_members);
         f("steer_arp_copies", self.steer_arp_copies);
         f("steer_arp_copy_drops", self.steer_arp_copy_drops);
         f("steer_ndp_copies", self.steer_ndp_copies);
@@ -272,6 +281,11 @@ impl DispatchCounters {
         f("handoff_claimed", self.handoff_claimed);
         f("handoff_expired", self.handoff_expired);
         f("handoff_errors", self.handoff_errors);
+        f("handoff_neighbors_shared", self.handoff_neighbors_shared);
+        f(
+            "handoff_neighbors_received",
+            self.handoff_neighbors_received,
+        );
         f("arp_tap_errors", self.arp_tap_errors);
     }
 }
@@ -295,6 +309,14 @@ pub struct Dispatcher<B> {
     arp_taps: Vec<(u16, link::ArpTap)>,
     /// The group's channel for frames of flows another process has.
     handoff: Option<link::FlowHandoff>,
+    /// Copy the ARP and neighbour discovery frames received to the group's
+    /// other processes over `handoff`: their links (AF_XDP queues) never
+    /// see the frames of this process's queue, and no tap does.
+    share_neighbors: bool,
+    /// Every process of the group receives every frame (DPDK's af_packet
+    /// vdev, one per process: see `Engine::share_by_copy`): a frame of
+    /// another member's flow is dropped here, that member has its copy.
+    every_member_receives: bool,
     /// Our offers waiting for a claim, oldest first.
     offers: std::collections::VecDeque<PendingOffer>,
     /// When the side channels (ARP taps, handoff) are read next.
@@ -347,6 +369,8 @@ impl<B: PacketBuffer> Dispatcher<B> {
             hook: None,
             arp_taps: Vec::new(),
             handoff: None,
+            share_neighbors: false,
+            every_member_receives: false,
             offers: std::collections::VecDeque::new(),
             next_side_read: Instant::ZERO,
             rss: None,
@@ -363,6 +387,18 @@ impl<B: PacketBuffer> Dispatcher<B> {
     /// `h`, and theirs come here (see `Stack::set_flow_handoff`).
     pub fn set_handoff(&mut self, h: link::FlowHandoff) {
         self.handoff = Some(h);
+    }
+
+    /// Copies the neighbour frames this engine receives to the group's
+    /// other processes (see `Dispatcher::share_neighbors`).
+    pub fn set_share_neighbors(&mut self, on: bool) {
+        self.share_neighbors = on;
+    }
+
+    /// Every process of the group receives every frame; this one keeps
+    /// its share (see `Dispatcher::every_member_receives`).
+    pub fn set_every_member_receives(&mut self, on: bool) {
+        self.every_member_receives = on;
     }
 
     /// Offers a frame the stack found no flow for to the other processes.
@@ -553,6 +589,14 @@ pub(super) fn route<L: Link>(
         Some(hook) => run_hook(hook.as_mut(), &mut d.counters, ports, i, buf)?,
         None => buf,
     };
+    if d.share_neighbors {
+        if let Some(h) = d.handoff.as_mut() {
+            if classify(buf.data()).is_neighbor_discovery() {
+                h.share_neighbor(i as u16, buf.data());
+                d.counters.handoff_neighbors_shared += 1;
+            }
+        }
+    }
     if d.engines == 1 && d.kni_filter.is_none() {
         // One engine and no exception path: nothing to decide.
         return Some(buf);
@@ -563,7 +607,8 @@ pub(super) fn route<L: Link>(
         .as_ref()
         .map_or(KniVerdict::Stack, |f| f.verdict(&class));
     if class.is_neighbor_discovery() {
-        if d.engines > 1 {
+        // (When every member receives every frame, each has this one.)
+        if d.engines > 1 && !d.every_member_receives {
             copy_neighbor(d, ports, i, &buf, class == FrameClass::Arp);
         }
         if verdict == KniVerdict::Both && d.engine == 0 {
@@ -585,6 +630,11 @@ pub(super) fn route<L: Link>(
             Some(rss) => class.rss_queue(rss),
             None => class.engine(d.engines as u16),
         });
+        if owner != d.engine && d.every_member_receives {
+            d.counters.steer_other_members += 1;
+            ports[i].link.recycle(buf);
+            return None;
+        }
         if owner != d.engine {
             hand_on(d, ports, i, owner, ForwardKind::Stack, buf);
             return None;
@@ -852,6 +902,27 @@ pub(super) fn serve<L: Link>(
                         frame,
                         from,
                     }) => (port, csum_partial, frame, from),
+                    Ok(link::handoff::Message::Neighbor { port, frame }) => {
+                        d.counters.handoff_neighbors_received += 1;
+                        if usize::from(port) >= ports.len() {
+                            d.counters.handoff_errors += 1;
+                            continue;
+                        }
+                        let mut sink = TxQueues {
+                            ports,
+                            now,
+                            counters,
+                        };
+                        let mut muted = NeighborMuted {
+                            inner: &mut sink,
+                            scratch: &mut d.scratch,
+                        };
+                        let meta = RxMeta {
+                            csum_partial: false,
+                        };
+                        stack.receive(now, IfaceId(port), frame, meta, &mut muted);
+                        continue;
+                    }
                     Ok(link::handoff::Message::Claim { id }) => {
                         if let Some(i) = d.offers.iter().position(|o| o.id == id) {
                             d.offers.remove(i);
