@@ -597,3 +597,145 @@ fn changes_reach_the_running_stack() {
         .entries()
         .any(|(_, ip, _, _)| ip.to_string() == "10.99.3.50"));
 }
+
+#[test]
+fn rules_and_routes_of_other_fibs_reach_the_running_stack() {
+    use runtime::control::proto::RuleSpec;
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("rules");
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let rule = |from: Option<&str>, iface: Option<&str>, fib| RuleSpec {
+                    priority: 100,
+                    from: from.map(String::from),
+                    iface: iface.map(String::from),
+                    fib,
+                };
+                let by_source = rule(Some("10.99.3.0/24"), None, 2);
+                assert_eq!(
+                    done(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: by_source.clone()
+                        }
+                    )),
+                    "added rule 100 setfib 2 from 10.99.3.0/24"
+                );
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: by_source.clone()
+                        }
+                    )),
+                    ErrorKind::Exists
+                );
+                done(ask(
+                    &path,
+                    Request::RuleAdd {
+                        rule: RuleSpec {
+                            priority: 50,
+                            ..rule(None, Some("mem2"), 1)
+                        },
+                    },
+                ));
+                for bad in [
+                    rule(Some("10.99.3.0/24"), Some("mem2"), 1),
+                    rule(None, None, 1),
+                    rule(Some("10.99.3.0/33"), None, 1),
+                    rule(Some("10.99.3.0/24"), None, 64),
+                ] {
+                    assert_eq!(
+                        engine_error(ask(&path, Request::RuleAdd { rule: bad })),
+                        ErrorKind::Invalid
+                    );
+                }
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: rule(None, Some("eth9"), 1)
+                        }
+                    )),
+                    ErrorKind::NotFound
+                );
+                // Listed in the order tried, with the FIBs they made.
+                let Ok(Reply::Rules { rules, fibs }) = ask(&path, Request::Rules) else {
+                    panic!("rules");
+                };
+                assert_eq!(fibs, 3);
+                assert_eq!(rules.len(), 2);
+                assert_eq!(rules[0].iface.as_deref(), Some("mem2"));
+                assert_eq!(rules[1], by_source);
+
+                // A route in FIB 2, listed there and not in the main table.
+                let route = RouteSpec {
+                    dest: "192.0.2.0/24".into(),
+                    gateway: Some("10.99.3.1".parse().unwrap()),
+                    iface: None,
+                };
+                done(ask(
+                    &path,
+                    Request::RouteAdd {
+                        fib: 2,
+                        route: route.clone(),
+                    },
+                ));
+                let routes_of = |fib| match ask(&path, Request::Routes { fib }) {
+                    Ok(Reply::Routes { routes, .. }) => routes,
+                    other => panic!("routes of fib {fib}: {other:?}"),
+                };
+                assert!(routes_of(2).iter().any(|r| r.dest == "192.0.2.0/24"));
+                assert!(!routes_of(0).iter().any(|r| r.dest == "192.0.2.0/24"));
+                done(ask(
+                    &path,
+                    Request::RouteChange {
+                        fib: 2,
+                        route: RouteSpec {
+                            gateway: Some("10.99.3.254".parse().unwrap()),
+                            ..route
+                        },
+                    },
+                ));
+                assert_eq!(
+                    engine_error(ask(&path, Request::Routes { fib: 9 })),
+                    ErrorKind::NotFound
+                );
+                assert_eq!(
+                    engine_error(ask(&path, Request::Routes { fib: 70_000 })),
+                    ErrorKind::NotFound
+                );
+                // One rule deleted, twice.
+                let del = Request::RuleDelete {
+                    rule: RuleSpec {
+                        priority: 50,
+                        ..rule(None, Some("mem2"), 1)
+                    },
+                };
+                done(ask(&path, del.clone()));
+                assert_eq!(engine_error(ask(&path, del)), ErrorKind::NotFound);
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    // What the engine's stack now has: the source rule picks FIB 2, whose
+    // route goes through the changed gateway.
+    let s = &server.stack;
+    assert_eq!(s.rules().len(), 1);
+    assert_eq!(s.fib_of_source("10.99.3.2".parse().unwrap()), 2);
+    assert_eq!(s.fib_of_source("192.0.2.9".parse().unwrap()), 0);
+    let r = s
+        .fib(2)
+        .unwrap()
+        .iter()
+        .find(|r| r.dest.to_string() == "192.0.2.0/24")
+        .unwrap();
+    assert_eq!(r.gateway, Some("10.99.3.254".parse().unwrap()));
+}

@@ -6,16 +6,17 @@ use std::net::IpAddr;
 use link::Link;
 use stack::admin::{AdminError, Tunable};
 use stack::ipv6::addr::AddrState;
-use stack::route::{IpCidr, Route, RouteError};
+use stack::policy::{PolicyError, PolicyRule, RuleMatch, MAX_FIBS};
+use stack::route::{IpCidr, Route, RouteError, RouteTable};
 use stack::socket::listing::{SocketKind, TimerKind};
-use stack::{CcAlgorithm, IfaceId, Instant, Stack};
+use stack::{CcAlgorithm, IfaceId, Instant, Stack, StackError};
 
 use crate::config::{CongestionControl, Sysctls};
 
 use super::proto::{
     format_mac, parse_mac, AddrInfo, ControlError, ErrorKind, Family, Fib, Identity,
-    InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, SocketInfo,
-    SysctlInfo, TcpDetails,
+    InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, RuleSpec,
+    SocketInfo, SysctlInfo, TcpDetails,
 };
 use super::ControlContext;
 use crate::engine::Engine;
@@ -49,48 +50,67 @@ pub(crate) fn handle<L: Link>(
         }),
         Request::InterfaceSet { iface, change } => interface_set(engine, &iface, change),
         Request::Routes { fib } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
+            let table = engine
+                .stack
+                .fib(n)
+                .ok_or_else(|| no_fib(&engine.stack, fib))?;
             Ok(Reply::Routes {
                 fib,
-                routes: routes(&engine.stack),
+                routes: routes(&engine.stack, table),
             })
         }
         Request::RouteAdd { fib, route } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
             let r = route_of(&engine.stack, &route)?;
-            engine
-                .stack
-                .routes_mut()
-                .add(r)
-                .map_err(route_err(&r.dest))?;
+            engine.stack.add_route(n, r).map_err(stack_err(&r.dest))?;
             Ok(Reply::Done {
-                message: format!("added route to {}", r.dest),
+                message: format!("added route to {} in fib {n}", r.dest),
             })
         }
         Request::RouteChange { fib, route } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
             let r = route_of(&engine.stack, &route)?;
-            let table = engine.stack.routes_mut();
-            let old = table.remove(r.dest).map_err(route_err(&r.dest))?;
-            if let Err(e) = table.add(r) {
-                // Put back what was there: a change never loses a route.
-                let _ = table.add(old);
-                return Err(route_err(&r.dest)(e));
-            }
+            engine
+                .stack
+                .change_route(n, r)
+                .map_err(stack_err(&r.dest))?;
             Ok(Reply::Done {
-                message: format!("changed route to {}", r.dest),
+                message: format!("changed route to {} in fib {n}", r.dest),
             })
         }
         Request::RouteDelete { fib, dest } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
             let dest = parse_cidr(&dest)?;
             engine
                 .stack
-                .routes_mut()
-                .remove(dest)
-                .map_err(route_err(&dest))?;
+                .remove_route(n, dest)
+                .map_err(stack_err(&dest))?;
             Ok(Reply::Done {
-                message: format!("deleted route to {dest}"),
+                message: format!("deleted route to {dest} in fib {n}"),
+            })
+        }
+        Request::Rules => Ok(Reply::Rules {
+            rules: engine
+                .stack
+                .rules()
+                .iter()
+                .map(|r| rule_spec(&engine.stack, r))
+                .collect(),
+            fibs: u32::from(engine.stack.fib_count()),
+        }),
+        Request::RuleAdd { rule } => {
+            let r = policy_rule(&engine.stack, &rule)?;
+            engine.stack.add_rule(r).map_err(rule_err(&r))?;
+            Ok(Reply::Done {
+                message: format!("added rule {}", describe_rule(&rule)),
+            })
+        }
+        Request::RuleDelete { rule } => {
+            let r = policy_rule(&engine.stack, &rule)?;
+            engine.stack.remove_rule(&r).map_err(rule_err(&r))?;
+            Ok(Reply::Done {
+                message: format!("deleted rule {}", describe_rule(&rule)),
             })
         }
         Request::Neighbors => Ok(Reply::Neighbors {
@@ -144,15 +164,23 @@ pub(crate) fn handle<L: Link>(
     }
 }
 
-fn main_fib(fib: Fib) -> Result<(), ControlError> {
-    if fib == 0 {
-        Ok(())
-    } else {
-        Err(err(
-            ErrorKind::NotFound,
-            format!("no routing table {fib}: this engine has one (fib 0)"),
-        ))
-    }
+/// The stack's number of FIB `fib` (FIBs are 0..`MAX_FIBS`).
+fn fib_number(stack: &Stack, fib: Fib) -> Result<u16, ControlError> {
+    u16::try_from(fib)
+        .ok()
+        .filter(|&n| n < MAX_FIBS)
+        .ok_or_else(|| no_fib(stack, fib))
+}
+
+fn no_fib(stack: &Stack, fib: Fib) -> ControlError {
+    err(
+        ErrorKind::NotFound,
+        format!(
+            "no fib {fib}: this engine has fibs 0..{} (a route or a rule to fib N below {MAX_FIBS} \
+             makes it)",
+            stack.fib_count() - 1
+        ),
+    )
 }
 
 fn route_err(dest: &IpCidr) -> impl Fn(RouteError) -> ControlError + '_ {
@@ -164,6 +192,80 @@ fn route_err(dest: &IpCidr) -> impl Fn(RouteError) -> ControlError + '_ {
         };
         err(kind, format!("{dest}: {e}"))
     }
+}
+
+fn stack_err(dest: &IpCidr) -> impl Fn(StackError) -> ControlError + '_ {
+    move |e| match e {
+        StackError::Route(r) => route_err(dest)(r),
+        StackError::NoSuchInterface => err(ErrorKind::NotFound, format!("{dest}: {e}")),
+        _ => err(ErrorKind::Invalid, format!("{dest}: {e}")),
+    }
+}
+
+fn rule_err(rule: &PolicyRule) -> impl Fn(StackError) -> ControlError + '_ {
+    move |e| {
+        let kind = match e {
+            StackError::Policy(PolicyError::RuleExists) => ErrorKind::Exists,
+            StackError::Policy(PolicyError::NoSuchRule) | StackError::NoSuchInterface => {
+                ErrorKind::NotFound
+            }
+            _ => ErrorKind::Invalid,
+        };
+        err(kind, format!("rule {rule}: {e}"))
+    }
+}
+
+/// The stack's rule of `spec`: exactly one of a source prefix and an
+/// interface.
+fn policy_rule(stack: &Stack, spec: &RuleSpec) -> Result<PolicyRule, ControlError> {
+    let matches = match (&spec.from, &spec.iface) {
+        (Some(p), None) => RuleMatch::Source(parse_cidr(p)?),
+        (None, Some(name)) => RuleMatch::Interface(iface_by_name(stack, name)?),
+        _ => {
+            return Err(err(
+                ErrorKind::Invalid,
+                "a rule matches either a source prefix (from) or an interface's addresses \
+                 (iface), one of the two",
+            ))
+        }
+    };
+    let fib = u16::try_from(spec.fib)
+        .ok()
+        .filter(|&n| n < MAX_FIBS)
+        .ok_or_else(|| {
+            err(
+                ErrorKind::Invalid,
+                format!("fib {} is not one of 0..{}", spec.fib, MAX_FIBS - 1),
+            )
+        })?;
+    Ok(PolicyRule {
+        priority: spec.priority,
+        matches,
+        fib,
+    })
+}
+
+fn rule_spec(stack: &Stack, r: &PolicyRule) -> RuleSpec {
+    let (from, iface) = match r.matches {
+        RuleMatch::Source(p) => (Some(p.to_string()), None),
+        RuleMatch::Interface(i) => (None, Some(iface_name(stack, i))),
+    };
+    RuleSpec {
+        priority: r.priority,
+        from,
+        iface,
+        fib: u32::from(r.fib),
+    }
+}
+
+/// `100 setfib 1 from 10.99.70.0/24` (ipfw's words).
+pub(crate) fn describe_rule(r: &RuleSpec) -> String {
+    let what = match (&r.from, &r.iface) {
+        (Some(p), _) => format!("from {p}"),
+        (None, Some(i)) => format!("from {i}'s addresses"),
+        (None, None) => "from any".to_string(),
+    };
+    format!("{} setfib {} {what}", r.priority, r.fib)
 }
 
 /// `10.0.0.0/8`, `fd00::/64`, `default`, `default6`, or an address (a host
@@ -256,9 +358,8 @@ fn iface_name(stack: &Stack, id: IfaceId) -> String {
         .map_or_else(|| id.to_string(), |i| i.name.clone())
 }
 
-fn routes(stack: &Stack) -> Vec<RouteInfo> {
-    stack
-        .routes()
+fn routes(stack: &Stack, table: &RouteTable) -> Vec<RouteInfo> {
+    table
         .iter()
         .map(|r| {
             let host = r.dest.prefix_len() == if r.dest.addr().is_ipv4() { 32 } else { 128 };

@@ -69,9 +69,9 @@ impl ReplyFrame {
     }
 }
 
-/// Which routing table a route request is about.  Table 0 is the main
-/// table, the only one today; the field is there so that several tables
-/// (`ustack route -fib N`) need no new request.
+/// Which routing table (FIB) a route request is about: 0 is the main
+/// table; others exist once a route, a rule or an interface's `ipfw_pr`
+/// names them (`ustack route -fib N`).
 pub type Fib = u32;
 
 /// What a client asks one engine.
@@ -139,6 +139,26 @@ pub enum Request {
     },
     /// Sets a sysctl that can change while the engine runs.
     SysctlSet { name: String, value: String },
+    /// The policy rules that pick a packet's FIB, in the order tried.
+    Rules,
+    /// Adds a policy rule.
+    RuleAdd { rule: RuleSpec },
+    /// Removes the policy rule equal to `rule`.
+    RuleDelete { rule: RuleSpec },
+}
+
+/// A policy rule as asked for: packets from `from` (a prefix) or from
+/// the addresses of `iface` (exactly one of the two) use FIB `fib`;
+/// rules are tried by ascending `priority` (ipfw's rule number).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    pub priority: u32,
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub iface: Option<String>,
+    pub fib: Fib,
 }
 
 /// An address family.
@@ -203,6 +223,11 @@ pub enum Reply {
     },
     Sysctls {
         sysctls: Vec<SysctlInfo>,
+    },
+    Rules {
+        rules: Vec<RuleSpec>,
+        /// How many FIBs exist (numbered from 0).
+        fibs: u32,
     },
     /// A change was made; what it did.
     Done {
@@ -516,6 +541,23 @@ mod tests {
             Request::SysctlSet {
                 name: "net.inet.ip.ttl".into(),
                 value: "32".into(),
+            },
+            Request::Rules,
+            Request::RuleAdd {
+                rule: RuleSpec {
+                    priority: 100,
+                    from: Some("10.99.70.0/24".into()),
+                    iface: None,
+                    fib: 1,
+                },
+            },
+            Request::RuleDelete {
+                rule: RuleSpec {
+                    priority: 100,
+                    from: None,
+                    iface: Some("vlan10".into()),
+                    fib: 1,
+                },
             },
         ] {
             round_trip(req);

@@ -11,6 +11,7 @@ mod ifconfig;
 mod neighbor;
 mod netstat;
 mod route;
+mod rule;
 mod stats;
 mod sysctl;
 mod top;
@@ -30,6 +31,7 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 pub const USAGE: &str = "\
        ustack ifconfig [IFACE [inet|inet6 ADDR[/LEN] [alias|-alias]] [mtu N]]
        ustack route [show] [-fib N] | add|change DEST [GATEWAY] [-interface IFACE] | delete DEST
+       ustack rule [show] | add|delete [PRIORITY] from PREFIX|iface IFACE fib N
        ustack arp [-a] | -s IP MAC [IFACE] | -d IP | -F          (ndp: the same for IPv6)
        ustack netstat [-a] [-s] [-i]
        ustack sysctl [-a] [NAME[=VALUE]]...
@@ -228,6 +230,7 @@ pub fn main(cmd: &str, args: &[String]) -> Option<ExitCode> {
         "stats" => stats::main,
         "netstat" => netstat::main,
         "route" => route::main,
+        "rule" => rule::main,
         "arp" => neighbor::arp,
         "ndp" => neighbor::ndp,
         "sysctl" => sysctl::main,
