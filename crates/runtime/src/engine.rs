@@ -10,6 +10,7 @@ use link::{Link, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta};
 
 use crate::clock::Clock;
+use crate::control::capture::LiveCapture;
 use crate::control::EngineControl;
 
 mod dispatch;
@@ -84,6 +85,12 @@ pub struct Port<L: Link> {
     pub link: L,
     txq: Vec<L::Buf>,
     oldest_queued: Option<Instant>,
+    /// A live capture of the port (`ustack pcap`); while there is one,
+    /// every frame sent goes through `txq`, where it is seen once written.
+    tap: Option<Box<LiveCapture>>,
+    /// Frames at the front of `txq` the capture has seen (left there by
+    /// a full ring, sent with the next burst).
+    tx_captured: usize,
 }
 
 /// Transmit queues seen by the stack as a [`FrameSink`].
@@ -126,6 +133,11 @@ fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
 /// queue, or answers of the frame hook).
 #[inline(never)]
 fn flush_txq<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
+    if let Some(tap) = port.tap.as_deref_mut() {
+        for b in port.txq.iter().skip(port.tx_captured) {
+            tap.record(b.data(), true);
+        }
+    }
     if port.link.tx_burst(&mut port.txq).is_err() {
         counters.link_errors += 1;
     }
@@ -136,6 +148,7 @@ fn flush_txq<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
         }
         counters.tx_drop_ring_full += excess as u64;
     }
+    port.tx_captured = port.txq.len();
 }
 
 impl<L: Link> FrameSink for TxQueues<'_, L> {
@@ -163,7 +176,10 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         let port = self.ports.get_mut(usize::from(iface.0))?;
         // The usual frame joins a burst with room, in place: asked about
         // first, it takes no step out of line.
-        if port.txq.len() + port.link.tx_pending() < MAX_BURST && port.link.tx_fits_in_place(len) {
+        if port.txq.len() + port.link.tx_pending() < MAX_BURST
+            && port.link.tx_fits_in_place(len)
+            && port.tap.is_none()
+        {
             return place_frame(port, len, meta, self.now, self.counters);
         }
         place_frame_slow(port, len, meta, self.now, self.counters)
@@ -187,6 +203,7 @@ fn place_frame<'a, L: Link>(
         link,
         txq,
         oldest_queued,
+        ..
     } = port;
     match link.tx_place(len, meta.csum_partial) {
         TxPlaced::InPlace(buf) => {
@@ -212,7 +229,40 @@ fn place_frame_slow<'a, L: Link>(
     if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
         flush(port, counters);
     }
+    if port.tap.is_some() {
+        return place_frame_captured(port, len, meta, now, counters);
+    }
     place_frame(port, len, meta, now, counters)
+}
+
+/// [`place_frame`] on a port being captured: the frame goes in a buffer
+/// of its own on `txq` (never in the link's ring), where [`flush_txq`]
+/// shows it to the capture before it leaves.
+#[cold]
+#[inline(never)]
+fn place_frame_captured<'a, L: Link>(
+    port: &'a mut Port<L>,
+    len: usize,
+    meta: TxMeta,
+    now: Instant,
+    counters: &mut EngineCounters,
+) -> Option<&'a mut [u8]> {
+    let Port {
+        link,
+        txq,
+        oldest_queued,
+        ..
+    } = port;
+    let Some(mut buf) = link.alloc_tx() else {
+        return queue_placed(TxPlaced::NoBuffer, txq, oldest_queued, len, now, counters);
+    };
+    if len > buf.capacity() {
+        link.recycle(buf);
+        return queue_placed(TxPlaced::Oversize, txq, oldest_queued, len, now, counters);
+    }
+    buf.set_len(len);
+    buf.set_csum_partial(meta.csum_partial);
+    queue_placed(TxPlaced::Frame(buf), txq, oldest_queued, len, now, counters)
 }
 
 /// The frames `frame` lends other than one written in the link's ring
@@ -273,6 +323,9 @@ fn receive_plain<L: Link>(
     let mut work = false;
     while let Some(buf) = ports[i].link.rx_next() {
         work = true;
+        if let Some(tap) = ports[i].tap.as_deref_mut() {
+            tap.record(buf.data(), false);
+        }
         let meta = RxMeta {
             csum_partial: buf.csum_partial(),
         };
@@ -340,6 +393,8 @@ impl<L: Link> Engine<L> {
                 link,
                 txq: Vec::with_capacity(MAX_TXQ + MAX_BURST),
                 oldest_queued: None,
+                tap: None,
+                tx_captured: 0,
             })
             .collect();
         let mut engine = Engine {
@@ -409,6 +464,39 @@ impl<L: Link> Engine<L> {
     /// Serves `control` from this engine's loop (see [`crate::control`]).
     pub fn set_control(&mut self, control: EngineControl<L>) {
         self.control = Some(Box::new(control));
+    }
+
+    /// Port `port`'s live capture, when it has one.
+    pub fn capture_mut(&mut self, port: usize) -> Option<&mut LiveCapture> {
+        self.ports.get_mut(port)?.tap.as_deref_mut()
+    }
+
+    /// Starts capturing port `port` into `capture`; gives it back when the
+    /// port has no such port or is being captured already.
+    pub fn start_capture(&mut self, port: usize, capture: LiveCapture) -> Result<(), LiveCapture> {
+        match self.ports.get_mut(port) {
+            Some(p) if p.tap.is_none() => {
+                // Frames queued before now are not the capture's.
+                p.tx_captured = p.txq.len();
+                p.tap = Some(Box::new(capture));
+                Ok(())
+            }
+            _ => Err(capture),
+        }
+    }
+
+    /// Ends port `port`'s capture, returning it.
+    pub fn stop_capture(&mut self, port: usize) -> Option<LiveCapture> {
+        self.ports.get_mut(port)?.tap.take().map(|b| *b)
+    }
+
+    /// Ends the captures nobody reads any more.
+    pub(crate) fn end_abandoned_captures(&mut self, now: std::time::Instant) {
+        for p in &mut self.ports {
+            if p.tap.as_ref().is_some_and(|t| t.abandoned(now)) {
+                p.tap = None;
+            }
+        }
     }
 
     /// The control socket, when the engine has one.
@@ -688,6 +776,9 @@ impl<L: Link> Engine<L> {
     /// link unless kept.
     #[inline(never)]
     fn receive_frame(&mut self, i: usize, buf: L::Buf, now: Instant) {
+        if let Some(tap) = self.ports[i].tap.as_deref_mut() {
+            tap.record(buf.data(), false);
+        }
         let mut sink = TxQueues {
             ports: &mut self.ports,
             now,

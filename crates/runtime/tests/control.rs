@@ -53,10 +53,11 @@ impl Application for Server {
     }
 }
 
-/// Connects once and sends a few bytes.
+/// Connects once (when `start` is set) and sends a few bytes.
 struct Client {
     conn: Option<SocketHandle>,
     sent: bool,
+    start: Arc<AtomicBool>,
 }
 
 impl Application for Client {
@@ -64,6 +65,7 @@ impl Application for Client {
         let dst = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 80);
         let h = match self.conn {
             Some(h) => h,
+            None if !self.start.load(Ordering::Acquire) => return false,
             None => {
                 let h = ctx.stack.tcp_connect(ctx.now, dst, None, ctx.sink).unwrap();
                 self.conn = Some(h);
@@ -150,6 +152,7 @@ fn setup(
         Client {
             conn: None,
             sent: false,
+            start: Arc::new(AtomicBool::new(true)),
         },
         Server {
             listener,
@@ -738,4 +741,133 @@ fn rules_and_routes_of_other_fibs_reach_the_running_stack() {
         .find(|r| r.dest.to_string() == "192.0.2.0/24")
         .unwrap();
     assert_eq!(r.gateway, Some("10.99.3.254".parse().unwrap()));
+}
+
+/// A frame's TCP flags and ports, when it is IPv4 TCP.
+fn tcp_of(frame: &[u8]) -> Option<(u16, u16, u8, usize)> {
+    if frame.len() < 54 || frame[12..14] != [0x08, 0x00] || frame[23] != 6 {
+        return None;
+    }
+    let ihl = usize::from(frame[14] & 15) * 4;
+    let tcp = &frame[14 + ihl..];
+    let payload = tcp.len() - usize::from(tcp[12] >> 4) * 4;
+    Some((
+        u16::from_be_bytes([tcp[0], tcp[1]]),
+        u16::from_be_bytes([tcp[2], tcp[3]]),
+        tcp[13],
+        payload,
+    ))
+}
+
+#[test]
+fn a_live_capture_sees_both_ways_through_its_filter_and_ends_with_its_reader() {
+    use runtime::control::capture::READER_TIMEOUT;
+    use runtime::control::proto::hex_decode;
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("capture");
+    capp.start.store(false, Ordering::Release);
+    let start = Arc::clone(&capp.start);
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let capture = |iface: &str, filter: &str| {
+                    ask(
+                        &path,
+                        Request::CaptureStart {
+                            iface: iface.into(),
+                            filter: filter.into(),
+                            snaplen: 0,
+                        },
+                    )
+                };
+                assert_eq!(
+                    engine_error(capture("0", "tcp portt 80")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(engine_error(capture("3", "")), ErrorKind::NotFound);
+                assert_eq!(engine_error(capture("eth9", "")), ErrorKind::NotFound);
+                let Ok(Reply::CaptureStarted { port, id, .. }) = capture("mem2", "tcp port 80")
+                else {
+                    panic!("the capture did not start");
+                };
+                assert_eq!(port, 0);
+                // One capture per port.
+                assert_eq!(engine_error(capture("0", "")), ErrorKind::Exists);
+                start.store(true, Ordering::Release);
+                // Read until the data came in and its ACK went out.
+                let mut frames = Vec::new();
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                let mut conn = client::Connection::open(&path, Duration::from_secs(5)).unwrap();
+                loop {
+                    let Ok(Reply::Captured {
+                        frames: got,
+                        dropped,
+                        ..
+                    }) = conn.ask(&Request::CaptureRead { port, id })
+                    else {
+                        panic!("read");
+                    };
+                    assert_eq!(dropped, 0);
+                    frames.extend(got);
+                    let data_in = frames.iter().any(|f| {
+                        !f.outgoing
+                            && tcp_of(&hex_decode(&f.data).unwrap())
+                                .is_some_and(|(_, d, _, n)| d == 80 && n == 5)
+                    });
+                    if data_in && frames.iter().filter(|f| f.outgoing).count() >= 2 {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{frames:?}");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let decoded: Vec<_> = frames
+                    .iter()
+                    .map(|f| {
+                        let d = hex_decode(&f.data).unwrap();
+                        assert_eq!(d.len(), f.len as usize, "whole frames");
+                        (f.outgoing, tcp_of(&d).expect("only TCP passed the filter"))
+                    })
+                    .collect();
+                // The SYN in, the SYN-ACK out (port 80 either way).
+                assert!(decoded
+                    .iter()
+                    .any(|&(out, (_, d, fl, _))| !out && d == 80 && fl & 0x12 == 0x02));
+                assert!(decoded
+                    .iter()
+                    .any(|&(out, (s, _, fl, _))| out && s == 80 && fl & 0x12 == 0x12));
+                // Stopped: its number is gone.
+                assert!(matches!(
+                    ask(&path, Request::CaptureStop { port, id }),
+                    Ok(Reply::Captured { .. })
+                ));
+                assert_eq!(
+                    engine_error(ask(&path, Request::CaptureRead { port, id })),
+                    ErrorKind::NotFound
+                );
+                // A capture nobody reads ends by itself, and the port can
+                // be captured again.
+                let Ok(Reply::CaptureStarted { id, .. }) = capture("0", "") else {
+                    panic!("a second capture");
+                };
+                std::thread::sleep(READER_TIMEOUT + Duration::from_millis(300));
+                assert_eq!(
+                    engine_error(ask(&path, Request::CaptureRead { port, id })),
+                    ErrorKind::NotFound
+                );
+                assert!(matches!(
+                    capture("0", "arp"),
+                    Ok(Reply::CaptureStarted { .. })
+                ));
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    // The connection ran through the captured port.
+    assert_eq!(sapp.accepted.len(), 1);
 }

@@ -13,11 +13,14 @@ use stack::{CcAlgorithm, IfaceId, Instant, Stack, StackError};
 
 use crate::config::{CongestionControl, Sysctls};
 
+use super::capture::{CapturedFrame, LiveCapture, MAX_QUEUED_FRAMES, MAX_SNAPLEN, READER_TIMEOUT};
+use super::filter::Filter;
 use super::proto::{
     format_mac, parse_mac, AddrInfo, ControlError, ErrorKind, Family, Fib, Identity,
     InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, RuleSpec,
     SocketInfo, SysctlInfo, TcpDetails,
 };
+use super::proto::{hex_encode, FrameRecord};
 use super::ControlContext;
 use crate::engine::Engine;
 
@@ -161,6 +164,133 @@ pub(crate) fn handle<L: Link>(
         }),
         Request::SysctlGet { name } => sysctl_get(ctl, name.as_deref()),
         Request::SysctlSet { name, value } => sysctl_set(engine, ctl, &name, &value),
+        Request::CaptureStart {
+            iface,
+            filter,
+            snaplen,
+        } => capture_start(engine, &iface, &filter, snaplen),
+        Request::CaptureRead { port, id } => {
+            let now = std::time::Instant::now();
+            let c = own_capture(engine, port, id)?;
+            Ok(captured(c.take(now), c))
+        }
+        Request::CaptureStop { port, id } => {
+            own_capture(engine, port, id)?;
+            let mut c = engine
+                .stop_capture(port as usize)
+                .ok_or_else(|| no_capture(port, id))?;
+            let mut frames = Vec::new();
+            loop {
+                let batch = c.take(std::time::Instant::now());
+                if batch.is_empty() || frames.len() >= MAX_QUEUED_FRAMES {
+                    break;
+                }
+                frames.extend(batch);
+            }
+            Ok(captured(frames, &c))
+        }
+    }
+}
+
+/// Starts a capture of the port `iface` names (a VLAN interface: its
+/// port, the VLAN's frames).
+fn capture_start<L: Link>(
+    engine: &mut Engine<L>,
+    iface: &str,
+    filter: &str,
+    snaplen: u32,
+) -> Result<Reply, ControlError> {
+    let ports = engine.ports().count();
+    let (port, vlan) = match iface.parse::<usize>() {
+        Ok(n) if n < ports => (n, None),
+        Ok(n) => {
+            return Err(err(
+                ErrorKind::NotFound,
+                format!(
+                    "no port {n}: this engine has ports 0..{}",
+                    ports.saturating_sub(1)
+                ),
+            ))
+        }
+        Err(_) => {
+            let id = iface_by_name(&engine.stack, iface)?;
+            match engine.stack.interface(id).and_then(|i| i.vlan) {
+                Some(v) => (usize::from(v.port.0), Some(v.vid)),
+                None => (usize::from(id.0), None),
+            }
+        }
+    };
+    let mut text = filter.trim().to_string();
+    if let Some(vid) = vlan {
+        text = if text.is_empty() {
+            format!("vlan {vid}")
+        } else {
+            format!("vlan {vid} and ({text})")
+        };
+    }
+    let parsed = Filter::parse(&text)
+        .map_err(|e| err(ErrorKind::Invalid, format!("filter {filter:?}: {e}")))?;
+    let snaplen = if snaplen == 0 { MAX_SNAPLEN } else { snaplen };
+    let id = next_capture_id();
+    let capture = LiveCapture::new(id, parsed, snaplen, std::time::Instant::now());
+    engine.start_capture(port, capture).map_err(|_| {
+        err(
+            ErrorKind::Exists,
+            format!(
+                "port {port} is being captured already (by another `ustack pcap`; a capture \
+                 ends with its reader)"
+            ),
+        )
+    })?;
+    Ok(Reply::CaptureStarted {
+        port: port as u32,
+        id,
+        filter: text,
+    })
+}
+
+/// A number no other capture of this process had.
+fn next_capture_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn no_capture(port: u32, id: u64) -> ControlError {
+    err(
+        ErrorKind::NotFound,
+        format!(
+            "no capture {id} on port {port} (it ended, or was not read for {} s)",
+            READER_TIMEOUT.as_secs()
+        ),
+    )
+}
+
+/// Port `port`'s capture, when it is `id`.
+fn own_capture<L: Link>(
+    engine: &mut Engine<L>,
+    port: u32,
+    id: u64,
+) -> Result<&mut LiveCapture, ControlError> {
+    engine
+        .capture_mut(port as usize)
+        .filter(|c| c.id == id)
+        .ok_or_else(|| no_capture(port, id))
+}
+
+fn captured(frames: Vec<CapturedFrame>, c: &LiveCapture) -> Reply {
+    Reply::Captured {
+        frames: frames
+            .into_iter()
+            .map(|f| FrameRecord {
+                ts_us: f.ts.as_micros() as u64,
+                len: f.orig_len,
+                outgoing: f.outgoing,
+                data: hex_encode(&f.data),
+            })
+            .collect(),
+        matched: c.matched,
+        dropped: c.dropped,
+        queued: c.queued() as u64,
     }
 }
 

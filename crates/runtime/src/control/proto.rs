@@ -145,6 +145,23 @@ pub enum Request {
     RuleAdd { rule: RuleSpec },
     /// Removes the policy rule equal to `rule`.
     RuleDelete { rule: RuleSpec },
+    /// Starts a live capture of a port's frames (`ustack pcap`): `iface`
+    /// is a port's number or interface name, or a VLAN interface (its
+    /// port's frames of that VLAN); `filter` is
+    /// [`Filter`](super::filter::Filter)'s language; `snaplen` 0 means
+    /// whole frames.  One capture per port at a time.
+    CaptureStart {
+        iface: String,
+        #[serde(default)]
+        filter: String,
+        #[serde(default)]
+        snaplen: u32,
+    },
+    /// The frames captured since the last read (a bounded batch).  A
+    /// capture not read for a few seconds ends.
+    CaptureRead { port: u32, id: u64 },
+    /// Ends a capture, with the frames it still held.
+    CaptureStop { port: u32, id: u64 },
 }
 
 /// A policy rule as asked for: packets from `from` (a prefix) or from
@@ -229,10 +246,64 @@ pub enum Reply {
         /// How many FIBs exist (numbered from 0).
         fibs: u32,
     },
+    /// A capture began on port `port`.
+    CaptureStarted {
+        port: u32,
+        id: u64,
+        /// The filter in force (a VLAN interface's adds its VLAN).
+        filter: String,
+    },
+    /// Frames of a capture, and its counts so far.
+    Captured {
+        frames: Vec<FrameRecord>,
+        /// Frames that passed the filter.
+        matched: u64,
+        /// Frames that passed the filter and found the queue full (the
+        /// reader was too slow).
+        dropped: u64,
+        /// Frames still waiting for a read.
+        queued: u64,
+    },
     /// A change was made; what it did.
     Done {
         message: String,
     },
+}
+
+/// A captured frame.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameRecord {
+    /// Microseconds after the Unix epoch.
+    pub ts_us: u64,
+    /// Its length on the wire.
+    pub len: u32,
+    /// Sent by the engine (else received).
+    pub outgoing: bool,
+    /// Its first snap-length bytes, in hex.
+    pub data: String,
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex_encode(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
+}
+
+/// The bytes of hex `s`; `None` when it is not hex of whole bytes.
+pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks_exact(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
 }
 
 /// Who answers.
@@ -543,6 +614,13 @@ mod tests {
                 value: "32".into(),
             },
             Request::Rules,
+            Request::CaptureStart {
+                iface: "ustack0.10".into(),
+                filter: "tcp port 80".into(),
+                snaplen: 128,
+            },
+            Request::CaptureRead { port: 0, id: 7 },
+            Request::CaptureStop { port: 0, id: 7 },
             Request::RuleAdd {
                 rule: RuleSpec {
                     priority: 100,
@@ -637,6 +715,17 @@ mod tests {
                 .map_err(|e| e.kind),
             Err(ErrorKind::BadReply)
         );
+    }
+
+    #[test]
+    fn hex_round_trips_and_refuses_what_is_not_hex() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex_decode(&hex_encode(&bytes)), Some(bytes));
+        assert_eq!(hex_encode(&[0x0a, 0xff]), "0aff");
+        assert_eq!(hex_decode("0AfF"), Some(vec![0x0a, 0xff]));
+        assert_eq!(hex_decode("abc"), None);
+        assert_eq!(hex_decode("zz"), None);
+        assert_eq!(hex_decode(""), Some(vec![]));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 mod ifconfig;
 mod neighbor;
 mod netstat;
+mod pcap;
 mod route;
 mod rule;
 mod stats;
@@ -35,6 +36,7 @@ pub const USAGE: &str = "\
        ustack arp [-a] | -s IP MAC [IFACE] | -d IP | -F          (ndp: the same for IPv6)
        ustack netstat [-a] [-s] [-i]
        ustack sysctl [-a] [NAME[=VALUE]]...
+       ustack pcap [-i IFACE] [-c COUNT] [-s SNAPLEN] [-t SECONDS] [-w FILE|-] [FILTER]
        ustack stats [--prometheus]
        ustack top [-n COUNT] | ustack traffic [-n COUNT]
   common options: -p N (process --proc-id N; default all), --json, --run-dir DIR, --prefix NAME";
@@ -48,6 +50,7 @@ pub struct Common {
 }
 
 /// A usage error.
+#[derive(Debug)]
 pub struct Usage(pub String);
 
 /// Splits the common options out of `args`; the rest, in order, is the
@@ -231,6 +234,7 @@ pub fn main(cmd: &str, args: &[String]) -> Option<ExitCode> {
         "netstat" => netstat::main,
         "route" => route::main,
         "rule" => rule::main,
+        "pcap" => pcap::main,
         "arp" => neighbor::arp,
         "ndp" => neighbor::ndp,
         "sysctl" => sysctl::main,
