@@ -53,6 +53,10 @@ pub struct EngineCounters {
     pub tx_drop_ring_full: u64,
     /// Frames the stack emitted larger than a link buffer.
     pub tx_drop_oversize: u64,
+    /// Frames received on a port taken down (`ustack ifconfig PORT down`).
+    pub rx_drop_port_down: u64,
+    /// Frames the stack sent to a port taken down.
+    pub tx_drop_port_down: u64,
     pub link_errors: u64,
     /// Microseconds from the start of a turn that found no work to the
     /// start of the next (the idle sleep included): `ustack top`'s busy
@@ -91,6 +95,31 @@ pub struct Port<L: Link> {
     /// Frames at the front of `txq` the capture has seen (left there by
     /// a full ring, sent with the next burst).
     tx_captured: usize,
+    /// Taken down: its frames are dropped and counted both ways.
+    down: bool,
+    /// Captured or down: its frames take the slow paths, which see to it.
+    diverted: bool,
+}
+
+impl<L: Link> Port<L> {
+    fn refresh_diverted(&mut self) {
+        self.diverted = self.down || self.tap.is_some();
+    }
+
+    /// A frame received on a diverted port: shown to the capture;
+    /// whether it goes on to the stack (not when the port is down).
+    #[cold]
+    #[inline(never)]
+    fn divert_rx(&mut self, frame: &[u8], counters: &mut EngineCounters) -> bool {
+        if self.down {
+            counters.rx_drop_port_down += 1;
+            return false;
+        }
+        if let Some(tap) = self.tap.as_deref_mut() {
+            tap.record(frame, false);
+        }
+        true
+    }
 }
 
 /// Transmit queues seen by the stack as a [`FrameSink`].
@@ -178,7 +207,7 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         // first, it takes no step out of line.
         if port.txq.len() + port.link.tx_pending() < MAX_BURST
             && port.link.tx_fits_in_place(len)
-            && port.tap.is_none()
+            && !port.diverted
         {
             return place_frame(port, len, meta, self.now, self.counters);
         }
@@ -226,6 +255,10 @@ fn place_frame_slow<'a, L: Link>(
     now: Instant,
     counters: &mut EngineCounters,
 ) -> Option<&'a mut [u8]> {
+    if port.down {
+        counters.tx_drop_port_down += 1;
+        return None;
+    }
     if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
         flush(port, counters);
     }
@@ -323,8 +356,9 @@ fn receive_plain<L: Link>(
     let mut work = false;
     while let Some(buf) = ports[i].link.rx_next() {
         work = true;
-        if let Some(tap) = ports[i].tap.as_deref_mut() {
-            tap.record(buf.data(), false);
+        if ports[i].diverted && !ports[i].divert_rx(buf.data(), counters) {
+            ports[i].link.recycle(buf);
+            continue;
         }
         let meta = RxMeta {
             csum_partial: buf.csum_partial(),
@@ -395,6 +429,8 @@ impl<L: Link> Engine<L> {
                 oldest_queued: None,
                 tap: None,
                 tx_captured: 0,
+                down: false,
+                diverted: false,
             })
             .collect();
         let mut engine = Engine {
@@ -479,6 +515,7 @@ impl<L: Link> Engine<L> {
                 // Frames queued before now are not the capture's.
                 p.tx_captured = p.txq.len();
                 p.tap = Some(Box::new(capture));
+                p.refresh_diverted();
                 Ok(())
             }
             _ => Err(capture),
@@ -487,7 +524,28 @@ impl<L: Link> Engine<L> {
 
     /// Ends port `port`'s capture, returning it.
     pub fn stop_capture(&mut self, port: usize) -> Option<LiveCapture> {
-        self.ports.get_mut(port)?.tap.take().map(|b| *b)
+        let p = self.ports.get_mut(port)?;
+        let tap = p.tap.take();
+        p.refresh_diverted();
+        tap.map(|b| *b)
+    }
+
+    /// Takes port `port` up or down (`ustack ifconfig PORT up|down`):
+    /// while down, what it receives and what the stack sends to it are
+    /// dropped and counted (connections through it retransmit until it is
+    /// up again).  Returns whether the port exists.
+    pub fn set_port_up(&mut self, port: usize, up: bool) -> bool {
+        let Some(p) = self.ports.get_mut(port) else {
+            return false;
+        };
+        p.down = !up;
+        p.refresh_diverted();
+        true
+    }
+
+    /// Whether port `port` is up.
+    pub fn port_up(&self, port: usize) -> bool {
+        self.ports.get(port).is_some_and(|p| !p.down)
     }
 
     /// Ends the captures nobody reads any more.
@@ -495,6 +553,7 @@ impl<L: Link> Engine<L> {
         for p in &mut self.ports {
             if p.tap.as_ref().is_some_and(|t| t.abandoned(now)) {
                 p.tap = None;
+                p.refresh_diverted();
             }
         }
     }
@@ -776,8 +835,9 @@ impl<L: Link> Engine<L> {
     /// link unless kept.
     #[inline(never)]
     fn receive_frame(&mut self, i: usize, buf: L::Buf, now: Instant) {
-        if let Some(tap) = self.ports[i].tap.as_deref_mut() {
-            tap.record(buf.data(), false);
+        if self.ports[i].diverted && !self.ports[i].divert_rx(buf.data(), &mut self.counters) {
+            self.ports[i].link.recycle(buf);
+            return;
         }
         let mut sink = TxQueues {
             ports: &mut self.ports,

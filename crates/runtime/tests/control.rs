@@ -565,10 +565,6 @@ fn changes_reach_the_running_stack() {
                     ErrorKind::Invalid
                 );
                 assert_eq!(
-                    engine_error(set_if(InterfaceChange::Up { up: false })),
-                    ErrorKind::Unsupported
-                );
-                assert_eq!(
                     engine_error(ask(
                         &path,
                         Request::InterfaceSet {
@@ -870,4 +866,72 @@ fn a_live_capture_sees_both_ways_through_its_filter_and_ends_with_its_reader() {
     }
     // The connection ran through the captured port.
     assert_eq!(sapp.accepted.len(), 1);
+}
+
+#[test]
+fn a_port_taken_down_drops_and_counts_until_it_is_up() {
+    use runtime::control::proto::InterfaceChange;
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("down");
+    capp.start.store(false, Ordering::Release);
+    let start = Arc::clone(&capp.start);
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let set = |iface: &str, up| {
+                    ask(
+                        &path,
+                        Request::InterfaceSet {
+                            iface: iface.into(),
+                            change: InterfaceChange::Up { up },
+                        },
+                    )
+                };
+                assert!(done(set("mem2", false)).contains("down"));
+                let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces) else {
+                    panic!("interfaces");
+                };
+                assert!(!interfaces[0].up && !interfaces[0].flags.contains(&"UP".to_string()));
+                assert_eq!(engine_error(set("eth9", false)), ErrorKind::NotFound);
+                // The client's SYNs reach the port and go no further.
+                start.store(true, Ordering::Release);
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while counter(&path, "engine_rx_drop_port_down") == 0 {
+                    assert!(std::time::Instant::now() < deadline, "nothing dropped");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let Ok(Reply::Sockets { sockets }) = ask(&path, Request::Sockets) else {
+                    panic!("sockets");
+                };
+                assert!(!sockets
+                    .iter()
+                    .any(|s| s.state == "ESTABLISHED" || s.state == "SYN_RCVD"));
+                // Up: the SYN sent again is answered, the data arrives.
+                assert_eq!(done(set("mem2", true)), "mem2: up");
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let Ok(Reply::Sockets { sockets }) = ask(&path, Request::Sockets) else {
+                        panic!("sockets");
+                    };
+                    if sockets
+                        .iter()
+                        .any(|s| s.state == "ESTABLISHED" && s.recv_q == 5)
+                    {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{sockets:?}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    assert_eq!(sapp.accepted.len(), 1);
+    assert!(server.counters().rx_drop_port_down > 0);
 }

@@ -522,7 +522,10 @@ fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
         .interfaces()
         .iter()
         .map(|i| {
-            let mut flags = vec!["UP", "BROADCAST", "RUNNING", "MULTICAST"];
+            let port = i.vlan.map_or(i.id, |v| v.port);
+            let up = engine.port_up(usize::from(port.0));
+            let mut flags = if up { vec!["UP"] } else { Vec::new() };
+            flags.extend(["BROADCAST", "RUNNING", "MULTICAST"]);
             if i.tx_checksum_offload {
                 flags.push("TXCSUM");
             }
@@ -553,7 +556,7 @@ fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
                 name: i.name.clone(),
                 mac: format_mac(i.mac),
                 mtu: i.mtu,
-                up: true,
+                up,
                 flags: flags.into_iter().map(String::from).collect(),
                 // A port that only carries VLAN interfaces has none.
                 inet: i
@@ -757,12 +760,30 @@ fn interface_set<L: Link>(
             engine.stack.set_mtu(id, mtu, max).map_err(admin_err)?;
             format!("{name}: mtu {mtu}")
         }
-        InterfaceChange::Up { .. } => {
-            return Err(err(
-                ErrorKind::Unsupported,
-                "a ustack interface is up while its engine runs: stop the program to take the \
-                 port down",
-            ))
+        InterfaceChange::Up { up } => {
+            if let Some(v) = engine.stack.interface(id).and_then(|i| i.vlan) {
+                return Err(err(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "{name} is VLAN {} of {}: a port goes up and down, with its VLANs",
+                        v.vid,
+                        iface_name(&engine.stack, v.port)
+                    ),
+                ));
+            }
+            if !engine.set_port_up(usize::from(id.0), up) {
+                return Err(err(
+                    ErrorKind::NotFound,
+                    format!("{name} has no port of this engine"),
+                ));
+            }
+            if up {
+                // Peers learn again where the addresses are.
+                engine.with_context(|cx| cx.stack.announce(cx.sink));
+                format!("{name}: up")
+            } else {
+                format!("{name}: down (its frames are dropped and counted both ways until up)")
+            }
         }
     };
     Ok(Reply::Done { message })
