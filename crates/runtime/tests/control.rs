@@ -58,11 +58,12 @@ struct Client {
     conn: Option<SocketHandle>,
     sent: bool,
     start: Arc<AtomicBool>,
+    dst: SocketAddr,
 }
 
 impl Application for Client {
     fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        let dst = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 80);
+        let dst = self.dst;
         let h = match self.conn {
             Some(h) => h,
             None if !self.start.load(Ordering::Acquire) => return false,
@@ -153,6 +154,7 @@ fn setup(
             conn: None,
             sent: false,
             start: Arc::new(AtomicBool::new(true)),
+            dst: SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 80),
         },
         Server {
             listener,
@@ -934,4 +936,104 @@ fn a_port_taken_down_drops_and_counts_until_it_is_up() {
     }
     assert_eq!(sapp.accepted.len(), 1);
     assert!(server.counters().rx_drop_port_down > 0);
+}
+
+#[test]
+fn a_vlan_interface_made_live_carries_a_connection() {
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("vlan");
+    // The client's side of VLAN 40, from the start.
+    client
+        .stack
+        .add_vlan(
+            stack::IfaceId(0),
+            40,
+            &InterfaceConfig {
+                name: "mem1.40".into(),
+                mac: [2, 0, 0, 0, 3, 1],
+                mtu: 1500,
+                addr: Ipv4Addr::new(10, 99, 40, 1),
+                prefix_len: 24,
+                broadcast: None,
+                gateway: None,
+                extra_addrs: vec![],
+            },
+        )
+        .unwrap();
+    capp.start.store(false, Ordering::Release);
+    capp.dst = "10.99.40.2:80".parse().unwrap();
+    let start = Arc::clone(&capp.start);
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let create = |name: &str, port: &str, vid, addr: &str| {
+                    ask(
+                        &path,
+                        Request::VlanCreate {
+                            name: name.into(),
+                            port: port.into(),
+                            vid,
+                            addr: addr.parse().unwrap(),
+                            prefix_len: 24,
+                            gateway: None,
+                            mtu: None,
+                        },
+                    )
+                };
+                assert_eq!(
+                    done(create("mem2.40", "mem2", 40, "10.99.40.2")),
+                    "mem2.40: vlan 40 on mem2, inet 10.99.40.2/24"
+                );
+                assert_eq!(
+                    engine_error(create("mem2.40", "mem2", 41, "10.99.41.2")),
+                    ErrorKind::Exists
+                );
+                assert_eq!(
+                    engine_error(create("other", "mem2", 40, "10.99.41.2")),
+                    ErrorKind::Exists
+                );
+                assert_eq!(
+                    engine_error(create("x", "mem2", 4095, "10.99.42.2")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(create("y", "mem2.40", 43, "10.99.43.2")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(create("z", "eth9", 44, "10.99.44.2")),
+                    ErrorKind::NotFound
+                );
+                let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces) else {
+                    panic!("interfaces");
+                };
+                let v = interfaces.iter().find(|i| i.name == "mem2.40").unwrap();
+                assert_eq!(v.inet[0].addr.to_string(), "10.99.40.2");
+                // A connection to its address, over tagged frames.
+                start.store(true, Ordering::Release);
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let Ok(Reply::Sockets { sockets }) = ask(&path, Request::Sockets) else {
+                        panic!("sockets");
+                    };
+                    if sockets.iter().any(|s| {
+                        s.state == "ESTABLISHED" && s.recv_q == 5 && s.local == "10.99.40.2:80"
+                    }) {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{sockets:?}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                assert!(counter(&path, "port0_vlan40_rx_frames") >= 3);
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    assert_eq!(sapp.accepted.len(), 1);
 }

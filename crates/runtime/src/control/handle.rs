@@ -52,6 +52,53 @@ pub(crate) fn handle<L: Link>(
             interfaces: interfaces(engine),
         }),
         Request::InterfaceSet { iface, change } => interface_set(engine, &iface, change),
+        Request::VlanCreate {
+            name,
+            port,
+            vid,
+            addr,
+            prefix_len,
+            gateway,
+            mtu,
+        } => {
+            if iface_by_name(&engine.stack, &name).is_ok() {
+                return Err(err(ErrorKind::Exists, format!("{name} exists")));
+            }
+            let port_id = iface_by_name(&engine.stack, &port)?;
+            let Some(p) = engine.stack.interface(port_id) else {
+                return Err(err(ErrorKind::NotFound, format!("no interface {port}")));
+            };
+            if p.vlan.is_some() {
+                return Err(err(
+                    ErrorKind::Invalid,
+                    format!("{port} is a VLAN interface: a VLAN rides on a port"),
+                ));
+            }
+            let cfg = stack::InterfaceConfig {
+                name: name.clone(),
+                mac: p.mac,
+                mtu: mtu.unwrap_or(p.mtu),
+                addr,
+                prefix_len,
+                broadcast: None,
+                gateway,
+                extra_addrs: Vec::new(),
+            };
+            engine.stack.add_vlan(port_id, vid, &cfg).map_err(|e| {
+                let kind = match e {
+                    StackError::VlanExists(_) | StackError::Route(RouteError::Exists) => {
+                        ErrorKind::Exists
+                    }
+                    _ => ErrorKind::Invalid,
+                };
+                err(kind, format!("{name}: {e}"))
+            })?;
+            // Peers learn the new address's owner at once.
+            engine.with_context(|cx| cx.stack.announce(cx.sink));
+            Ok(Reply::Done {
+                message: format!("{name}: vlan {vid} on {port}, inet {addr}/{prefix_len}"),
+            })
+        }
         Request::Routes { fib } => {
             let n = fib_number(&engine.stack, fib)?;
             let table = engine

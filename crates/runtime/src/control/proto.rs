@@ -84,6 +84,22 @@ pub enum Request {
     Stats,
     /// The interfaces with their addresses and counters.
     Interfaces,
+    /// Makes VLAN interface `name`: VLAN `vid` on port `port`, with an
+    /// IPv4 address (its subnet's route in the main FIB; a default route
+    /// through `gateway` when there is none yet), as a `[vlanN]` section
+    /// would at start.
+    VlanCreate {
+        name: String,
+        port: String,
+        vid: u16,
+        addr: std::net::Ipv4Addr,
+        prefix_len: u8,
+        #[serde(default)]
+        gateway: Option<std::net::Ipv4Addr>,
+        /// By default the port's.
+        #[serde(default)]
+        mtu: Option<usize>,
+    },
     /// Changes one interface.
     InterfaceSet {
         iface: String,
@@ -614,6 +630,15 @@ mod tests {
                 value: "32".into(),
             },
             Request::Rules,
+            Request::VlanCreate {
+                name: "ustack0.40".into(),
+                port: "ustack0".into(),
+                vid: 40,
+                addr: "10.99.78.2".parse().unwrap(),
+                prefix_len: 24,
+                gateway: None,
+                mtu: Some(1400),
+            },
             Request::CaptureStart {
                 iface: "ustack0.10".into(),
                 filter: "tcp port 80".into(),
