@@ -582,6 +582,15 @@ impl<L: Link> Engine<L> {
         self.dispatch.as_ref().map(|d| d.counters())
     }
 
+    /// The dispatcher (steering and the exception path), when there is one.
+    pub fn dispatcher(&self) -> Option<&Dispatcher<L::Buf>> {
+        self.dispatch.as_ref()
+    }
+
+    pub fn dispatcher_mut(&mut self) -> Option<&mut Dispatcher<L::Buf>> {
+        self.dispatch.as_mut()
+    }
+
     pub fn now(&self) -> Instant {
         self.clock.now()
     }

@@ -1037,3 +1037,29 @@ fn a_vlan_interface_made_live_carries_a_connection() {
     }
     assert_eq!(sapp.accepted.len(), 1);
 }
+
+#[test]
+fn an_engine_without_an_exception_path_says_so() {
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("kni");
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let Ok(Reply::Kni(k)) = ask(&path, Request::Kni) else {
+                    panic!("kni");
+                };
+                assert!(!k.enabled && k.counters.is_empty());
+                let set = |a: &str| ask(&path, Request::KniSetAction { action: a.into() });
+                assert_eq!(engine_error(set("alltokni")), ErrorKind::Unsupported);
+                assert_eq!(engine_error(set("everything")), ErrorKind::Invalid);
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+}

@@ -11,7 +11,7 @@ use stack::route::{IpCidr, Route, RouteError, RouteTable};
 use stack::socket::listing::{SocketKind, TimerKind};
 use stack::{CcAlgorithm, IfaceId, Instant, Stack, StackError};
 
-use crate::config::{CongestionControl, Sysctls};
+use crate::config::{CongestionControl, KniAction, Sysctls};
 
 use super::capture::{CapturedFrame, LiveCapture, MAX_QUEUED_FRAMES, MAX_SNAPLEN, READER_TIMEOUT};
 use super::filter::Filter;
@@ -20,7 +20,7 @@ use super::proto::{
     InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, RuleSpec,
     SocketInfo, SysctlInfo, TcpDetails,
 };
-use super::proto::{hex_encode, FrameRecord};
+use super::proto::{hex_encode, FrameRecord, KniInfo};
 use super::ControlContext;
 use crate::engine::Engine;
 
@@ -211,6 +211,30 @@ pub(crate) fn handle<L: Link>(
         }),
         Request::SysctlGet { name } => sysctl_get(ctl, name.as_deref()),
         Request::SysctlSet { name, value } => sysctl_set(engine, ctl, &name, &value),
+        Request::Kni => Ok(Reply::Kni(kni_info(engine))),
+        Request::KniSetAction { action } => {
+            let a = match action.as_str() {
+                "default" => KniAction::Default,
+                "alltokni" => KniAction::AllToKni,
+                "alltoff" => KniAction::AllToFf,
+                _ => {
+                    return Err(err(
+                        ErrorKind::Invalid,
+                        format!("kni action {action:?}: must be default, alltokni or alltoff"),
+                    ))
+                }
+            };
+            let Some(f) = engine.dispatcher_mut().and_then(|d| d.kni_filter_mut()) else {
+                return Err(err(
+                    ErrorKind::Unsupported,
+                    "this engine has no exception path ([kni] enable=1 when it starts)",
+                ));
+            };
+            f.set_action(a);
+            Ok(Reply::Done {
+                message: format!("kni action {action}"),
+            })
+        }
         Request::CaptureStart {
             iface,
             filter,
@@ -236,6 +260,46 @@ pub(crate) fn handle<L: Link>(
             }
             Ok(captured(frames, &c))
         }
+    }
+}
+
+fn kni_info<L: Link>(engine: &Engine<L>) -> KniInfo {
+    let d = engine.dispatcher();
+    let Some(f) = d.and_then(|d| d.kni_filter()) else {
+        return KniInfo {
+            enabled: false,
+            method: String::new(),
+            action: String::new(),
+            tcp_ports: String::new(),
+            udp_ports: String::new(),
+            tap_ports: Vec::new(),
+            counters: Vec::new(),
+        };
+    };
+    let mut counters = Vec::new();
+    if let Some(d) = d {
+        d.counters().visit(|name, v| {
+            if name.starts_with("kni_") {
+                counters.push((name.to_string(), v));
+            }
+        });
+    }
+    let (tcp, udp) = f.ports();
+    KniInfo {
+        enabled: true,
+        method: if f.accepts() { "accept" } else { "reject" }.to_string(),
+        action: match f.action() {
+            KniAction::Default => "default",
+            KniAction::AllToKni => "alltokni",
+            KniAction::AllToFf => "alltoff",
+        }
+        .to_string(),
+        tcp_ports: tcp.describe(),
+        udp_ports: udp.describe(),
+        tap_ports: d
+            .map(|d| d.kni_ports().map(|p| p as u32).collect())
+            .unwrap_or_default(),
+        counters,
     }
 }
 

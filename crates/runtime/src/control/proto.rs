@@ -178,6 +178,10 @@ pub enum Request {
     CaptureRead { port: u32, id: u64 },
     /// Ends a capture, with the frames it still held.
     CaptureStop { port: u32, id: u64 },
+    /// The exception path's state (`ustack kni`).
+    Kni,
+    /// Sets `kni_action`: `default`, `alltokni` or `alltoff`.
+    KniSetAction { action: String },
 }
 
 /// A policy rule as asked for: packets from `from` (a prefix) or from
@@ -262,6 +266,7 @@ pub enum Reply {
         /// How many FIBs exist (numbered from 0).
         fibs: u32,
     },
+    Kni(KniInfo),
     /// A capture began on port `port`.
     CaptureStarted {
         port: u32,
@@ -284,6 +289,26 @@ pub enum Reply {
     Done {
         message: String,
     },
+}
+
+/// The exception path of an engine, as F-Stack's knictl shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KniInfo {
+    /// `[kni] enable=1` (the rest is empty when not).
+    pub enabled: bool,
+    /// `reject` (the listed ports to ustack, the rest to the kernel) or
+    /// `accept` (the listed ports to the kernel, the rest to ustack).
+    pub method: String,
+    /// `default` (by the method), `alltokni` or `alltoff`.
+    pub action: String,
+    /// The TCP and UDP ports the method names (`80,443,8000-8010`).
+    pub tcp_ports: String,
+    pub udp_ports: String,
+    /// The ports whose TAP this engine holds (frames for the kernel reach
+    /// it through the engine that does).
+    pub tap_ports: Vec<u32>,
+    /// `kni_to_kernel`, `kni_from_kernel`, `kni_drop` ...
+    pub counters: Vec<(String, u64)>,
 }
 
 /// A captured frame.
@@ -646,6 +671,10 @@ mod tests {
             },
             Request::CaptureRead { port: 0, id: 7 },
             Request::CaptureStop { port: 0, id: 7 },
+            Request::Kni,
+            Request::KniSetAction {
+                action: "alltokni".into(),
+            },
             Request::RuleAdd {
                 rule: RuleSpec {
                     priority: 100,

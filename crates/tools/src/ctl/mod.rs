@@ -8,6 +8,7 @@
 //! the processes of `file_prefix` NAME).
 
 mod ifconfig;
+mod kni;
 mod neighbor;
 mod netstat;
 mod pcap;
@@ -38,6 +39,7 @@ pub const USAGE: &str = "\
        ustack netstat [-a] [-s] [-i]
        ustack sysctl [-a] [NAME[=VALUE]]...
        ustack pcap [-i IFACE] [-c COUNT] [-s SNAPLEN] [-t SECONDS] [-w FILE|-] [FILTER]
+       ustack kni [-n] | -a default|alltokni|alltoff
        ustack stats [--prometheus]
        ustack top [-n COUNT] | ustack traffic [-n COUNT]
   common options: -p N (process --proc-id N; default all), --json, --run-dir DIR, --prefix NAME";
@@ -236,6 +238,7 @@ pub fn main(cmd: &str, args: &[String]) -> Option<ExitCode> {
         "route" => route::main,
         "rule" => rule::main,
         "pcap" => pcap::main,
+        "kni" => kni::main,
         "arp" => neighbor::arp,
         "ndp" => neighbor::ndp,
         "sysctl" => sysctl::main,
