@@ -878,3 +878,5 @@ import cases_tcp_rfc9293  # noqa: E402,F401
 import cases_vlan  # noqa: E402,F401
 import cases_ctl  # noqa: E402,F401
 import cases_policy_live  # noqa: E402,F401
+import cases_pcap_live  # noqa: E402,F401
+import cases_kni_ctl  # noqa: E402,F401
