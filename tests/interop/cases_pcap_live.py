@@ -1,6 +1,7 @@
 """`ustack pcap`: a live capture from a running ustack-http, through a
 filter, to a pcap file tcpdump reads without a warning; ended by Ctrl-C
-with its count of what the engine dropped; bad filters refused."""
+with its count of what the engine dropped; bad filters refused; a reader
+too slow for wrk's load costs frames (dropped and counted), not requests."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import subprocess
 import time
 
 import harness as h
+import tcp_tools as tt
 from cases import SUBNETS, test
 from cases_ctl import Cli, tt_curl
 from harness import check
@@ -80,4 +82,21 @@ def _(ctx):
     check([o["outgoing"] for o in objs[:2]] == [False, True] and all("icmp" in o["summary"] for o in objs[:2]),
           f"the echo request in and its reply out: {objs}")
     check(objs[2]["written"] == 2 and objs[2]["dropped"] == 0, f"summary: {objs[2]}")
+
+    # A reader too slow for wrk's load: the engine drops and counts what
+    # does not fit its queue, wrk sees no error, the reader catches up.
+    slow = subprocess.Popen(f"{cli.binary} pcap --run-dir {run_dir} --json -t 3 -w - 'tcp port 80' "
+                            f"| (sleep 1.5; cat > /dev/null)", shell=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    h.on_cleanup("slow ustack pcap", slow.kill)
+    out, r = tt.run_wrk(t.ns_k, f"http://{t.ustack_ip}/", connections=20, seconds=2)
+    _, err = slow.communicate(timeout=15)
+    check(slow.returncode == 0, f"the slow capture: rc={slow.returncode} {err}")
+    summary = json.loads(err.strip().splitlines()[-1])
+    check(r["socket_errors"] == 0 and r["non_2xx"] == 0 and r["requests"] > 1000,
+          f"wrk under a slow capture: {r}\n{out}")
+    check(summary["dropped"] > 0 and summary["written"] + summary["dropped"] == summary["matched"],
+          f"the slow reader's summary: {summary}")
+    print(f"    a reader asleep 1.5 s under wrk ({r['requests']} requests, 0 errors): "
+          f"{summary['written']} frames written, {summary['dropped']} dropped and counted by the engine")
     t.ustack.stop()
