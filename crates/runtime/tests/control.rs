@@ -1010,6 +1010,8 @@ fn a_vlan_interface_made_live_carries_a_connection() {
                 };
                 let v = interfaces.iter().find(|i| i.name == "mem2.40").unwrap();
                 assert_eq!(v.inet[0].addr.to_string(), "10.99.40.2");
+                let of = v.vlan.as_ref().unwrap();
+                assert_eq!((of.vid, of.port.as_str()), (40, "mem2"));
                 // A connection to its address, over tagged frames.
                 start.store(true, Ordering::Release);
                 let deadline = std::time::Instant::now() + Duration::from_secs(10);

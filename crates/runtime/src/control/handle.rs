@@ -20,7 +20,7 @@ use super::proto::{
     InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, RuleSpec,
     SocketInfo, SysctlInfo, TcpDetails,
 };
-use super::proto::{hex_encode, FrameRecord, KniInfo};
+use super::proto::{hex_encode, FrameRecord, KniInfo, VlanOf};
 use super::ControlContext;
 use crate::engine::Engine;
 
@@ -689,6 +689,10 @@ fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
                     .and_then(|v6| v6.gateway.or(v6.learned_router.map(|(r, _)| r)))
                     .map(|g| g.to_string()),
                 counters,
+                vlan: i.vlan.map(|v| VlanOf {
+                    vid: v.vid,
+                    port: iface_name(stack, v.port),
+                }),
             }
         })
         .collect()

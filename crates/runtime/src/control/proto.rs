@@ -383,6 +383,16 @@ pub struct InterfaceInfo {
     pub gateway6: Option<String>,
     /// The port's link counters (`rx_frames`, `tx_bytes` ...).
     pub counters: Vec<(String, u64)>,
+    /// A VLAN interface's VLAN id and port.
+    #[serde(default)]
+    pub vlan: Option<VlanOf>,
+}
+
+/// What a VLAN interface rides on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VlanOf {
+    pub vid: u16,
+    pub port: String,
 }
 
 /// An address with its prefix length and, for IPv6, its state.

@@ -191,6 +191,9 @@ fn show(c: &Common, sockets: &[EngineSocket], only: Option<&str>) -> ExitCode {
 fn print_iface(i: &InterfaceInfo) {
     println!("{}: flags=<{}> mtu {}", i.name, i.flags.join(","), i.mtu);
     println!("\tether {}", i.mac);
+    if let Some(v) = &i.vlan {
+        println!("\tvlan: {} parent interface: {}", v.vid, v.port);
+    }
     for a in &i.inet {
         println!(
             "\tinet {}/{} broadcast {}",
