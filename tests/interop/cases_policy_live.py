@@ -9,7 +9,9 @@ trunk of a Python 802.1Q switch; a kernel gateway per VLAN behind it), with
 two more links: the gateways of VLANs 20 and 30 each reach VLAN 10's
 gateway, which holds the streaming client, and forward to it.  So a reply
 from VIP 10 reaches its client whichever VLAN it leaves on, and the
-switch's record of the trunk tells which VLAN that was."""
+switch's record of the trunk tells which VLAN that was.  Then a fourth
+VLAN's interface is made live (`ustack ifconfig ustack0.40 create`), and
+the port is taken down and up again."""
 
 import os
 import socket
@@ -30,6 +32,8 @@ VLANS = {
 }
 # The links from the gateways of VLANs 20 and 30 to VLAN 10's.
 FORWARD_SUBNETS = {20: 73, 30: 74}
+# A VLAN ustack has no interface for until `ustack ifconfig ... create`.
+LIVE_VLAN, LIVE_SUBNET = 40, 79
 
 
 def config(if_u, run_dir):
@@ -108,7 +112,7 @@ def _(ctx):
     h.sh(["ip", "-n", ns_u, "link", "set", if_u, "up"])
     h.sh(["ip", "-n", ns_s, "link", "set", trunk, "up"])
     gateways, access = {}, {}
-    for vid, (subnet, vip, client) in VLANS.items():
+    for vid, (subnet, vip, client) in list(VLANS.items()) + [(LIVE_VLAN, (LIVE_SUBNET, None, None))]:
         gw, port, gw_if = h.unique("g"), h.unique("a"), h.unique("g")
         h.add_netns(gw)
         h.sh(["ip", "link", "add", port, "netns", ns_s, "type", "veth", "peer", "name", gw_if, "netns", gw,
@@ -116,12 +120,14 @@ def _(ctx):
         h.sh(["ip", "-n", ns_s, "link", "set", port, "up"])
         h.sh(["ip", "-n", gw, "addr", "add", f"10.99.{subnet}.1/24", "dev", gw_if])
         h.sh(["ip", "-n", gw, "link", "set", gw_if, "up"])
+        gateways[vid] = gw
+        access[vid] = port
+        if vip is None:
+            continue
         h.sh(["ip", "-n", gw, "addr", "add", f"{client}/32", "dev", "lo"])
         h.sh(["ip", "-n", gw, "route", "add", f"{vip}/32", "via", f"10.99.{subnet}.2", "dev", gw_if])
         for key in ("all", "default", gw_if):
             h.nsx(gw, "sysctl", "-qw", f"net.ipv4.conf.{key}.rp_filter=0")
-        gateways[vid] = gw
-        access[vid] = port
     # VLAN 20's and 30's gateways forward to VLAN 10's client.
     client10 = VLANS[10][2]
     for vid, subnet in FORWARD_SUBNETS.items():
@@ -217,4 +223,34 @@ def _(ctx):
     routes = cli.reply("route", "-fib", "2")["routes"]
     check(any(r["dest"] == "default" and r["gateway"] == f"10.99.{VLANS[30][0]}.1" for r in routes),
           f"fib 2: {routes}")
+
+    def pings(vid, addr, tries=1):
+        return any(h.nsx(gateways[vid], "ping", "-c", "1", "-W", "0.3", "-q", addr, check_rc=False,
+                         timeout=5).returncode == 0 for _ in range(tries))
+
+    # VLAN 40 made live: dropped as unknown before, answered after.
+    live = f"10.99.{LIVE_SUBNET}.2"
+    check(not pings(LIVE_VLAN, live), f"{live} answered before its VLAN interface existed")
+    cli.reply("ifconfig", f"ustack0.{LIVE_VLAN}", "create", "inet", f"{live}/24")
+    check(pings(LIVE_VLAN, live, tries=10), f"{live} did not answer on VLAN {LIVE_VLAN} once created")
+    made = {i["name"]: i for i in cli.reply("ifconfig")["interfaces"]}[f"ustack0.{LIVE_VLAN}"]
+    check(made["vlan"] == {"vid": LIVE_VLAN, "port": "ustack0"} and made["inet"][0]["addr"] == live,
+          f"the VLAN interface made live: {made}")
+    p = cli.run("ifconfig", f"ustack0.{LIVE_VLAN}", "destroy", check_rc=False, json_out=False)
+    check(p.returncode == 1 and "cannot be destroyed while its engine runs" in p.stderr, f"destroy: {p.stderr}")
+
+    # The port down: nothing answers, what arrives is counted; up again.
+    vlan10 = f"10.99.{VLANS[10][0]}.2"
+    p = cli.run("ifconfig", "ustack0.10", "down", check_rc=False, json_out=False)
+    check(p.returncode == 1 and "a port goes up and down" in p.stderr, f"a VLAN taken down: {p.stderr}")
+    cli.reply("ifconfig", "ustack0", "down")
+    check(not pings(10, vlan10, tries=2), f"{vlan10} answered with its port down")
+    port = {i["name"]: i for i in cli.reply("ifconfig")["interfaces"]}["ustack0"]
+    check(not port["up"] and "UP" not in port["flags"], f"ustack0 down: {port}")
+    cli.reply("ifconfig", "ustack0", "up")
+    check(pings(10, vlan10, tries=10), f"{vlan10} did not answer once its port was up")
+    st = u.wait_stats(lambda s: s.get("engine_rx_drop_port_down", 0) >= 2, timeout=3,
+                      what="frames dropped while the port was down")
+    print(f"    vlan {LIVE_VLAN} made live answers ping; port down: "
+          f"engine_rx_drop_port_down={st['engine_rx_drop_port_down']}, up: answers again")
     u.stop()
