@@ -47,14 +47,25 @@ impl<W: Write> PcapWriter<W> {
 
     /// Appends one frame, stamped `ts` after the Unix epoch.
     pub fn write_frame(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()> {
-        let caplen = frame.len().min(self.snaplen as usize);
+        self.write_cut_frame(ts, frame.len(), frame)
+    }
+
+    /// Appends the first bytes of a frame `orig_len` long (cut already
+    /// by whoever captured it), stamped `ts` after the Unix epoch.
+    pub fn write_cut_frame(
+        &mut self,
+        ts: Duration,
+        orig_len: usize,
+        data: &[u8],
+    ) -> io::Result<()> {
+        let caplen = data.len().min(self.snaplen as usize);
         let mut rec = [0u8; 16];
         rec[0..4].copy_from_slice(&(ts.as_secs() as u32).to_le_bytes());
         rec[4..8].copy_from_slice(&ts.subsec_micros().to_le_bytes());
         rec[8..12].copy_from_slice(&(caplen as u32).to_le_bytes());
-        rec[12..16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        rec[12..16].copy_from_slice(&(orig_len.max(caplen) as u32).to_le_bytes());
         self.out.write_all(&rec)?;
-        self.out.write_all(&frame[..caplen])
+        self.out.write_all(&data[..caplen])
     }
 
     /// Flushes buffered records.

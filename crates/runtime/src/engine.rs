@@ -10,6 +10,7 @@ use link::{Link, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 use stack::{FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta};
 
 use crate::clock::Clock;
+use crate::control::capture::LiveCapture;
 use crate::control::EngineControl;
 
 mod dispatch;
@@ -52,6 +53,10 @@ pub struct EngineCounters {
     pub tx_drop_ring_full: u64,
     /// Frames the stack emitted larger than a link buffer.
     pub tx_drop_oversize: u64,
+    /// Frames received on a port taken down (`ustack ifconfig PORT down`).
+    pub rx_drop_port_down: u64,
+    /// Frames the stack sent to a port taken down.
+    pub tx_drop_port_down: u64,
     pub link_errors: u64,
     /// Microseconds from the start of a turn that found no work to the
     /// start of the next (the idle sleep included): `ustack top`'s busy
@@ -84,6 +89,37 @@ pub struct Port<L: Link> {
     pub link: L,
     txq: Vec<L::Buf>,
     oldest_queued: Option<Instant>,
+    /// A live capture of the port (`ustack pcap`); while there is one,
+    /// every frame sent goes through `txq`, where it is seen once written.
+    tap: Option<Box<LiveCapture>>,
+    /// Frames at the front of `txq` the capture has seen (left there by
+    /// a full ring, sent with the next burst).
+    tx_captured: usize,
+    /// Taken down: its frames are dropped and counted both ways.
+    down: bool,
+    /// Captured or down: its frames take the slow paths, which see to it.
+    diverted: bool,
+}
+
+impl<L: Link> Port<L> {
+    fn refresh_diverted(&mut self) {
+        self.diverted = self.down || self.tap.is_some();
+    }
+
+    /// A frame received on a diverted port: shown to the capture;
+    /// whether it goes on to the stack (not when the port is down).
+    #[cold]
+    #[inline(never)]
+    fn divert_rx(&mut self, frame: &[u8], counters: &mut EngineCounters) -> bool {
+        if self.down {
+            counters.rx_drop_port_down += 1;
+            return false;
+        }
+        if let Some(tap) = self.tap.as_deref_mut() {
+            tap.record(frame, false);
+        }
+        true
+    }
 }
 
 /// Transmit queues seen by the stack as a [`FrameSink`].
@@ -126,6 +162,11 @@ fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
 /// queue, or answers of the frame hook).
 #[inline(never)]
 fn flush_txq<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
+    if let Some(tap) = port.tap.as_deref_mut() {
+        for b in port.txq.iter().skip(port.tx_captured) {
+            tap.record(b.data(), true);
+        }
+    }
     if port.link.tx_burst(&mut port.txq).is_err() {
         counters.link_errors += 1;
     }
@@ -136,6 +177,7 @@ fn flush_txq<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
         }
         counters.tx_drop_ring_full += excess as u64;
     }
+    port.tx_captured = port.txq.len();
 }
 
 impl<L: Link> FrameSink for TxQueues<'_, L> {
@@ -163,7 +205,10 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         let port = self.ports.get_mut(usize::from(iface.0))?;
         // The usual frame joins a burst with room, in place: asked about
         // first, it takes no step out of line.
-        if port.txq.len() + port.link.tx_pending() < MAX_BURST && port.link.tx_fits_in_place(len) {
+        if port.txq.len() + port.link.tx_pending() < MAX_BURST
+            && port.link.tx_fits_in_place(len)
+            && !port.diverted
+        {
             return place_frame(port, len, meta, self.now, self.counters);
         }
         place_frame_slow(port, len, meta, self.now, self.counters)
@@ -187,6 +232,7 @@ fn place_frame<'a, L: Link>(
         link,
         txq,
         oldest_queued,
+        ..
     } = port;
     match link.tx_place(len, meta.csum_partial) {
         TxPlaced::InPlace(buf) => {
@@ -209,10 +255,47 @@ fn place_frame_slow<'a, L: Link>(
     now: Instant,
     counters: &mut EngineCounters,
 ) -> Option<&'a mut [u8]> {
+    if port.down {
+        counters.tx_drop_port_down += 1;
+        return None;
+    }
     if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
         flush(port, counters);
     }
+    if port.tap.is_some() {
+        return place_frame_captured(port, len, meta, now, counters);
+    }
     place_frame(port, len, meta, now, counters)
+}
+
+/// [`place_frame`] on a port being captured: the frame goes in a buffer
+/// of its own on `txq` (never in the link's ring), where [`flush_txq`]
+/// shows it to the capture before it leaves.
+#[cold]
+#[inline(never)]
+fn place_frame_captured<'a, L: Link>(
+    port: &'a mut Port<L>,
+    len: usize,
+    meta: TxMeta,
+    now: Instant,
+    counters: &mut EngineCounters,
+) -> Option<&'a mut [u8]> {
+    let Port {
+        link,
+        txq,
+        oldest_queued,
+        ..
+    } = port;
+    let Some(mut buf) = link.alloc_tx() else {
+        return queue_placed(TxPlaced::NoBuffer, txq, oldest_queued, len, now, counters);
+    };
+    if len > buf.capacity() {
+        link.recycle(buf);
+        return queue_placed(TxPlaced::Oversize, txq, oldest_queued, len, now, counters);
+    }
+    buf.set_len(len);
+    buf.set_csum_partial(meta.csum_partial);
+    queue_placed(TxPlaced::Frame(buf), txq, oldest_queued, len, now, counters)
 }
 
 /// The frames `frame` lends other than one written in the link's ring
@@ -275,6 +358,10 @@ fn receive_plain<L: Link>(
     let mut work = false;
     while let Some(buf) = ports[i].link.rx_next() {
         work = true;
+        if ports[i].diverted && !ports[i].divert_rx(buf.data(), counters) {
+            ports[i].link.recycle(buf);
+            continue;
+        }
         let meta = RxMeta {
             csum_partial: buf.csum_partial(),
         };
@@ -345,6 +432,10 @@ impl<L: Link> Engine<L> {
                 link,
                 txq: Vec::with_capacity(MAX_TXQ + MAX_BURST),
                 oldest_queued: None,
+                tap: None,
+                tx_captured: 0,
+                down: false,
+                diverted: false,
             })
             .collect();
         let mut engine = Engine {
@@ -439,6 +530,62 @@ impl<L: Link> Engine<L> {
         self.control = Some(Box::new(control));
     }
 
+    /// Port `port`'s live capture, when it has one.
+    pub fn capture_mut(&mut self, port: usize) -> Option<&mut LiveCapture> {
+        self.ports.get_mut(port)?.tap.as_deref_mut()
+    }
+
+    /// Starts capturing port `port` into `capture`; gives it back when the
+    /// port has no such port or is being captured already.
+    pub fn start_capture(&mut self, port: usize, capture: LiveCapture) -> Result<(), LiveCapture> {
+        match self.ports.get_mut(port) {
+            Some(p) if p.tap.is_none() => {
+                // Frames queued before now are not the capture's.
+                p.tx_captured = p.txq.len();
+                p.tap = Some(Box::new(capture));
+                p.refresh_diverted();
+                Ok(())
+            }
+            _ => Err(capture),
+        }
+    }
+
+    /// Ends port `port`'s capture, returning it.
+    pub fn stop_capture(&mut self, port: usize) -> Option<LiveCapture> {
+        let p = self.ports.get_mut(port)?;
+        let tap = p.tap.take();
+        p.refresh_diverted();
+        tap.map(|b| *b)
+    }
+
+    /// Takes port `port` up or down (`ustack ifconfig PORT up|down`):
+    /// while down, what it receives and what the stack sends to it are
+    /// dropped and counted (connections through it retransmit until it is
+    /// up again).  Returns whether the port exists.
+    pub fn set_port_up(&mut self, port: usize, up: bool) -> bool {
+        let Some(p) = self.ports.get_mut(port) else {
+            return false;
+        };
+        p.down = !up;
+        p.refresh_diverted();
+        true
+    }
+
+    /// Whether port `port` is up.
+    pub fn port_up(&self, port: usize) -> bool {
+        self.ports.get(port).is_some_and(|p| !p.down)
+    }
+
+    /// Ends the captures nobody reads any more.
+    pub(crate) fn end_abandoned_captures(&mut self, now: std::time::Instant) {
+        for p in &mut self.ports {
+            if p.tap.as_ref().is_some_and(|t| t.abandoned(now)) {
+                p.tap = None;
+                p.refresh_diverted();
+            }
+        }
+    }
+
     /// The control socket, when the engine has one.
     pub fn control(&self) -> Option<&EngineControl<L>> {
         self.control.as_deref()
@@ -461,6 +608,15 @@ impl<L: Link> Engine<L> {
     /// The dispatcher's counters, when there is one.
     pub fn dispatch_counters(&self) -> Option<&DispatchCounters> {
         self.dispatch.as_ref().map(|d| d.counters())
+    }
+
+    /// The dispatcher (steering and the exception path), when there is one.
+    pub fn dispatcher(&self) -> Option<&Dispatcher<L::Buf>> {
+        self.dispatch.as_ref()
+    }
+
+    pub fn dispatcher_mut(&mut self) -> Option<&mut Dispatcher<L::Buf>> {
+        self.dispatch.as_mut()
     }
 
     pub fn now(&self) -> Instant {
@@ -716,6 +872,10 @@ impl<L: Link> Engine<L> {
     /// link unless kept.
     #[inline(never)]
     fn receive_frame(&mut self, i: usize, buf: L::Buf, now: Instant) {
+        if self.ports[i].diverted && !self.ports[i].divert_rx(buf.data(), &mut self.counters) {
+            self.ports[i].link.recycle(buf);
+            return;
+        }
         let mut sink = TxQueues {
             ports: &mut self.ports,
             now,

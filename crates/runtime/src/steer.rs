@@ -313,6 +313,35 @@ impl PortSet {
     pub fn contains(&self, port: u16) -> bool {
         self.bits[usize::from(port / 64)] & (1 << (port % 64)) != 0
     }
+
+    /// The ports as the configuration writes them: `80,443,8000-8010`.
+    pub fn describe(&self) -> String {
+        let mut out: Vec<String> = Vec::new();
+        let mut run: Option<(u16, u16)> = None;
+        let close = |r: (u16, u16), out: &mut Vec<String>| {
+            out.push(if r.0 == r.1 {
+                r.0.to_string()
+            } else {
+                format!("{}-{}", r.0, r.1)
+            })
+        };
+        for p in 0..=u16::MAX {
+            if self.contains(p) {
+                run = match run {
+                    Some((a, b)) if b + 1 == p => Some((a, p)),
+                    Some(r) => {
+                        close(r, &mut out);
+                        Some((p, p))
+                    }
+                    None => Some((p, p)),
+                };
+            }
+        }
+        if let Some(r) = run {
+            close(r, &mut out);
+        }
+        out.join(",")
+    }
 }
 
 impl std::fmt::Debug for PortSet {
@@ -341,6 +370,25 @@ pub struct KniFilter {
 }
 
 impl KniFilter {
+    /// `[kni] method=accept` (else reject).
+    pub fn accepts(&self) -> bool {
+        self.accept
+    }
+
+    pub fn action(&self) -> KniAction {
+        self.action
+    }
+
+    /// Changes `kni_action` (`ustack kni -a`): the next frame follows it.
+    pub fn set_action(&mut self, action: KniAction) {
+        self.action = action;
+    }
+
+    /// The TCP and UDP ports the method names.
+    pub fn ports(&self) -> (&PortSet, &PortSet) {
+        (&self.tcp, &self.udp)
+    }
+
     pub fn new(cfg: &KniConfig) -> Self {
         KniFilter {
             accept: cfg.method == KniMethod::Accept,
@@ -398,6 +446,16 @@ impl KniFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn port_sets_describe_themselves_as_the_configuration_writes_them() {
+        assert_eq!(PortSet::new(&[]).describe(), "");
+        assert_eq!(
+            PortSet::new(&[443, 80, 8000, 8001, 8002, 65535]).describe(),
+            "80,443,8000-8002,65535"
+        );
+        assert_eq!(PortSet::new(&[0, 1]).describe(), "0-1");
+    }
     use stack::steer::{address_hash, flow_hash, SYMMETRIC_KEY};
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -53,17 +53,20 @@ impl Application for Server {
     }
 }
 
-/// Connects once and sends a few bytes.
+/// Connects once (when `start` is set) and sends a few bytes.
 struct Client {
     conn: Option<SocketHandle>,
     sent: bool,
+    start: Arc<AtomicBool>,
+    dst: SocketAddr,
 }
 
 impl Application for Client {
     fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        let dst = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 80);
+        let dst = self.dst;
         let h = match self.conn {
             Some(h) => h,
+            None if !self.start.load(Ordering::Acquire) => return false,
             None => {
                 let h = ctx.stack.tcp_connect(ctx.now, dst, None, ctx.sink).unwrap();
                 self.conn = Some(h);
@@ -150,6 +153,8 @@ fn setup(
         Client {
             conn: None,
             sent: false,
+            start: Arc::new(AtomicBool::new(true)),
+            dst: SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 3, 2)), 80),
         },
         Server {
             listener,
@@ -562,10 +567,6 @@ fn changes_reach_the_running_stack() {
                     ErrorKind::Invalid
                 );
                 assert_eq!(
-                    engine_error(set_if(InterfaceChange::Up { up: false })),
-                    ErrorKind::Unsupported
-                );
-                assert_eq!(
                     engine_error(ask(
                         &path,
                         Request::InterfaceSet {
@@ -596,4 +597,471 @@ fn changes_reach_the_running_stack() {
         .neighbors()
         .entries()
         .any(|(_, ip, _, _)| ip.to_string() == "10.99.3.50"));
+}
+
+#[test]
+fn rules_and_routes_of_other_fibs_reach_the_running_stack() {
+    use runtime::control::proto::RuleSpec;
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("rules");
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let rule = |from: Option<&str>, iface: Option<&str>, fib| RuleSpec {
+                    priority: 100,
+                    from: from.map(String::from),
+                    iface: iface.map(String::from),
+                    fib,
+                };
+                let by_source = rule(Some("10.99.3.0/24"), None, 2);
+                assert_eq!(
+                    done(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: by_source.clone()
+                        }
+                    )),
+                    "added rule 100 setfib 2 from 10.99.3.0/24"
+                );
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: by_source.clone()
+                        }
+                    )),
+                    ErrorKind::Exists
+                );
+                done(ask(
+                    &path,
+                    Request::RuleAdd {
+                        rule: RuleSpec {
+                            priority: 50,
+                            ..rule(None, Some("mem2"), 1)
+                        },
+                    },
+                ));
+                for bad in [
+                    rule(Some("10.99.3.0/24"), Some("mem2"), 1),
+                    rule(None, None, 1),
+                    rule(Some("10.99.3.0/33"), None, 1),
+                    rule(Some("10.99.3.0/24"), None, 64),
+                ] {
+                    assert_eq!(
+                        engine_error(ask(&path, Request::RuleAdd { rule: bad })),
+                        ErrorKind::Invalid
+                    );
+                }
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: rule(None, Some("eth9"), 1)
+                        }
+                    )),
+                    ErrorKind::NotFound
+                );
+                // Listed in the order tried, with the FIBs they made.
+                let Ok(Reply::Rules { rules, fibs }) = ask(&path, Request::Rules) else {
+                    panic!("rules");
+                };
+                assert_eq!(fibs, 3);
+                assert_eq!(rules.len(), 2);
+                assert_eq!(rules[0].iface.as_deref(), Some("mem2"));
+                assert_eq!(rules[1], by_source);
+
+                // A route in FIB 2, listed there and not in the main table.
+                let route = RouteSpec {
+                    dest: "192.0.2.0/24".into(),
+                    gateway: Some("10.99.3.1".parse().unwrap()),
+                    iface: None,
+                };
+                done(ask(
+                    &path,
+                    Request::RouteAdd {
+                        fib: 2,
+                        route: route.clone(),
+                    },
+                ));
+                let routes_of = |fib| match ask(&path, Request::Routes { fib }) {
+                    Ok(Reply::Routes { routes, .. }) => routes,
+                    other => panic!("routes of fib {fib}: {other:?}"),
+                };
+                assert!(routes_of(2).iter().any(|r| r.dest == "192.0.2.0/24"));
+                assert!(!routes_of(0).iter().any(|r| r.dest == "192.0.2.0/24"));
+                done(ask(
+                    &path,
+                    Request::RouteChange {
+                        fib: 2,
+                        route: RouteSpec {
+                            gateway: Some("10.99.3.254".parse().unwrap()),
+                            ..route
+                        },
+                    },
+                ));
+                assert_eq!(
+                    engine_error(ask(&path, Request::Routes { fib: 9 })),
+                    ErrorKind::NotFound
+                );
+                assert_eq!(
+                    engine_error(ask(&path, Request::Routes { fib: 70_000 })),
+                    ErrorKind::NotFound
+                );
+                // One rule deleted, twice.
+                let del = Request::RuleDelete {
+                    rule: RuleSpec {
+                        priority: 50,
+                        ..rule(None, Some("mem2"), 1)
+                    },
+                };
+                done(ask(&path, del.clone()));
+                assert_eq!(engine_error(ask(&path, del)), ErrorKind::NotFound);
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    // What the engine's stack now has: the source rule picks FIB 2, whose
+    // route goes through the changed gateway.
+    let s = &server.stack;
+    assert_eq!(s.rules().len(), 1);
+    assert_eq!(s.fib_of_source("10.99.3.2".parse().unwrap()), 2);
+    assert_eq!(s.fib_of_source("192.0.2.9".parse().unwrap()), 0);
+    let r = s
+        .fib(2)
+        .unwrap()
+        .iter()
+        .find(|r| r.dest.to_string() == "192.0.2.0/24")
+        .unwrap();
+    assert_eq!(r.gateway, Some("10.99.3.254".parse().unwrap()));
+}
+
+/// A frame's TCP flags and ports, when it is IPv4 TCP.
+fn tcp_of(frame: &[u8]) -> Option<(u16, u16, u8, usize)> {
+    if frame.len() < 54 || frame[12..14] != [0x08, 0x00] || frame[23] != 6 {
+        return None;
+    }
+    let ihl = usize::from(frame[14] & 15) * 4;
+    let tcp = &frame[14 + ihl..];
+    let payload = tcp.len() - usize::from(tcp[12] >> 4) * 4;
+    Some((
+        u16::from_be_bytes([tcp[0], tcp[1]]),
+        u16::from_be_bytes([tcp[2], tcp[3]]),
+        tcp[13],
+        payload,
+    ))
+}
+
+#[test]
+fn a_live_capture_sees_both_ways_through_its_filter_and_ends_with_its_reader() {
+    use runtime::control::capture::READER_TIMEOUT;
+    use runtime::control::proto::hex_decode;
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("capture");
+    capp.start.store(false, Ordering::Release);
+    let start = Arc::clone(&capp.start);
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let capture = |iface: &str, filter: &str| {
+                    ask(
+                        &path,
+                        Request::CaptureStart {
+                            iface: iface.into(),
+                            filter: filter.into(),
+                            snaplen: 0,
+                        },
+                    )
+                };
+                assert_eq!(
+                    engine_error(capture("0", "tcp portt 80")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(engine_error(capture("3", "")), ErrorKind::NotFound);
+                assert_eq!(engine_error(capture("eth9", "")), ErrorKind::NotFound);
+                let Ok(Reply::CaptureStarted { port, id, .. }) = capture("mem2", "tcp port 80")
+                else {
+                    panic!("the capture did not start");
+                };
+                assert_eq!(port, 0);
+                // One capture per port.
+                assert_eq!(engine_error(capture("0", "")), ErrorKind::Exists);
+                start.store(true, Ordering::Release);
+                // Read until the data came in and its ACK went out.
+                let mut frames = Vec::new();
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                let mut conn = client::Connection::open(&path, Duration::from_secs(5)).unwrap();
+                loop {
+                    let Ok(Reply::Captured {
+                        frames: got,
+                        dropped,
+                        ..
+                    }) = conn.ask(&Request::CaptureRead { port, id })
+                    else {
+                        panic!("read");
+                    };
+                    assert_eq!(dropped, 0);
+                    frames.extend(got);
+                    let data_in = frames.iter().any(|f| {
+                        !f.outgoing
+                            && tcp_of(&hex_decode(&f.data).unwrap())
+                                .is_some_and(|(_, d, _, n)| d == 80 && n == 5)
+                    });
+                    if data_in && frames.iter().filter(|f| f.outgoing).count() >= 2 {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{frames:?}");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let decoded: Vec<_> = frames
+                    .iter()
+                    .map(|f| {
+                        let d = hex_decode(&f.data).unwrap();
+                        assert_eq!(d.len(), f.len as usize, "whole frames");
+                        (f.outgoing, tcp_of(&d).expect("only TCP passed the filter"))
+                    })
+                    .collect();
+                // The SYN in, the SYN-ACK out (port 80 either way).
+                assert!(decoded
+                    .iter()
+                    .any(|&(out, (_, d, fl, _))| !out && d == 80 && fl & 0x12 == 0x02));
+                assert!(decoded
+                    .iter()
+                    .any(|&(out, (s, _, fl, _))| out && s == 80 && fl & 0x12 == 0x12));
+                // Stopped: its number is gone.
+                assert!(matches!(
+                    ask(&path, Request::CaptureStop { port, id }),
+                    Ok(Reply::Captured { .. })
+                ));
+                assert_eq!(
+                    engine_error(ask(&path, Request::CaptureRead { port, id })),
+                    ErrorKind::NotFound
+                );
+                // A capture nobody reads ends by itself, and the port can
+                // be captured again.
+                let Ok(Reply::CaptureStarted { id, .. }) = capture("0", "") else {
+                    panic!("a second capture");
+                };
+                std::thread::sleep(READER_TIMEOUT + Duration::from_millis(300));
+                assert_eq!(
+                    engine_error(ask(&path, Request::CaptureRead { port, id })),
+                    ErrorKind::NotFound
+                );
+                assert!(matches!(
+                    capture("0", "arp"),
+                    Ok(Reply::CaptureStarted { .. })
+                ));
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    // The connection ran through the captured port.
+    assert_eq!(sapp.accepted.len(), 1);
+}
+
+#[test]
+fn a_port_taken_down_drops_and_counts_until_it_is_up() {
+    use runtime::control::proto::InterfaceChange;
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("down");
+    capp.start.store(false, Ordering::Release);
+    let start = Arc::clone(&capp.start);
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let set = |iface: &str, up| {
+                    ask(
+                        &path,
+                        Request::InterfaceSet {
+                            iface: iface.into(),
+                            change: InterfaceChange::Up { up },
+                        },
+                    )
+                };
+                assert!(done(set("mem2", false)).contains("down"));
+                let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces) else {
+                    panic!("interfaces");
+                };
+                assert!(!interfaces[0].up && !interfaces[0].flags.contains(&"UP".to_string()));
+                assert_eq!(engine_error(set("eth9", false)), ErrorKind::NotFound);
+                // The client's SYNs reach the port and go no further.
+                start.store(true, Ordering::Release);
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while counter(&path, "engine_rx_drop_port_down") == 0 {
+                    assert!(std::time::Instant::now() < deadline, "nothing dropped");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let Ok(Reply::Sockets { sockets }) = ask(&path, Request::Sockets) else {
+                    panic!("sockets");
+                };
+                assert!(!sockets
+                    .iter()
+                    .any(|s| s.state == "ESTABLISHED" || s.state == "SYN_RCVD"));
+                // Up: the SYN sent again is answered, the data arrives.
+                assert_eq!(done(set("mem2", true)), "mem2: up");
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let Ok(Reply::Sockets { sockets }) = ask(&path, Request::Sockets) else {
+                        panic!("sockets");
+                    };
+                    if sockets
+                        .iter()
+                        .any(|s| s.state == "ESTABLISHED" && s.recv_q == 5)
+                    {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{sockets:?}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    assert_eq!(sapp.accepted.len(), 1);
+    assert!(server.counters().rx_drop_port_down > 0);
+}
+
+#[test]
+fn a_vlan_interface_made_live_carries_a_connection() {
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("vlan");
+    // The client's side of VLAN 40, from the start.
+    client
+        .stack
+        .add_vlan(
+            stack::IfaceId(0),
+            40,
+            &InterfaceConfig {
+                name: "mem1.40".into(),
+                mac: [2, 0, 0, 0, 3, 1],
+                mtu: 1500,
+                addr: Ipv4Addr::new(10, 99, 40, 1),
+                prefix_len: 24,
+                broadcast: None,
+                gateway: None,
+                extra_addrs: vec![],
+            },
+        )
+        .unwrap();
+    capp.start.store(false, Ordering::Release);
+    capp.dst = "10.99.40.2:80".parse().unwrap();
+    let start = Arc::clone(&capp.start);
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let create = |name: &str, port: &str, vid, addr: &str| {
+                    ask(
+                        &path,
+                        Request::VlanCreate {
+                            name: name.into(),
+                            port: port.into(),
+                            vid,
+                            addr: addr.parse().unwrap(),
+                            prefix_len: 24,
+                            gateway: None,
+                            mtu: None,
+                        },
+                    )
+                };
+                assert_eq!(
+                    done(create("mem2.40", "mem2", 40, "10.99.40.2")),
+                    "mem2.40: vlan 40 on mem2, inet 10.99.40.2/24"
+                );
+                assert_eq!(
+                    engine_error(create("mem2.40", "mem2", 41, "10.99.41.2")),
+                    ErrorKind::Exists
+                );
+                assert_eq!(
+                    engine_error(create("other", "mem2", 40, "10.99.41.2")),
+                    ErrorKind::Exists
+                );
+                assert_eq!(
+                    engine_error(create("x", "mem2", 4095, "10.99.42.2")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(create("y", "mem2.40", 43, "10.99.43.2")),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(create("z", "eth9", 44, "10.99.44.2")),
+                    ErrorKind::NotFound
+                );
+                let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces) else {
+                    panic!("interfaces");
+                };
+                let v = interfaces.iter().find(|i| i.name == "mem2.40").unwrap();
+                assert_eq!(v.inet[0].addr.to_string(), "10.99.40.2");
+                let of = v.vlan.as_ref().unwrap();
+                assert_eq!((of.vid, of.port.as_str()), (40, "mem2"));
+                // A connection to its address, over tagged frames.
+                start.store(true, Ordering::Release);
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let Ok(Reply::Sockets { sockets }) = ask(&path, Request::Sockets) else {
+                        panic!("sockets");
+                    };
+                    if sockets.iter().any(|s| {
+                        s.state == "ESTABLISHED" && s.recv_q == 5 && s.local == "10.99.40.2:80"
+                    }) {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{sockets:?}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                assert!(counter(&path, "port0_vlan40_rx_frames") >= 3);
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    assert_eq!(sapp.accepted.len(), 1);
+}
+
+#[test]
+fn an_engine_without_an_exception_path_says_so() {
+    let (mut client, mut server, mut capp, mut sapp, path) = setup("kni");
+    let done_flag = Arc::new(AtomicBool::new(false));
+    let asker = {
+        let (flag, path) = (Arc::clone(&done_flag), path.clone());
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                let Ok(Reply::Kni(k)) = ask(&path, Request::Kni) else {
+                    panic!("kni");
+                };
+                assert!(!k.enabled && k.counters.is_empty());
+                let set = |a: &str| ask(&path, Request::KniSetAction { action: a.into() });
+                assert_eq!(engine_error(set("alltokni")), ErrorKind::Unsupported);
+                assert_eq!(engine_error(set("everything")), ErrorKind::Invalid);
+            });
+            flag.store(true, Ordering::Release);
+            r
+        })
+    };
+    drive(&mut client, &mut server, &mut capp, &mut sapp, &done_flag);
+    if let Err(p) = asker.join().unwrap() {
+        std::panic::resume_unwind(p);
+    }
 }

@@ -16,7 +16,7 @@
 //! sockets (see `ctl` and `runtime::control`):
 //!
 //! ```text
-//! ustack ifconfig | route | arp | ndp | netstat | sysctl | stats | top | traffic
+//! ustack ifconfig | route | rule | arp | ndp | netstat | sysctl | stats | top | traffic | pcap | kni
 //!        [-p PROC] [--json] [--run-dir DIR] [--prefix NAME] ...
 //! ```
 

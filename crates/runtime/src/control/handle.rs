@@ -6,17 +6,21 @@ use std::net::IpAddr;
 use link::Link;
 use stack::admin::{AdminError, Tunable};
 use stack::ipv6::addr::AddrState;
-use stack::route::{IpCidr, Route, RouteError};
+use stack::policy::{PolicyError, PolicyRule, RuleMatch, MAX_FIBS};
+use stack::route::{IpCidr, Route, RouteError, RouteTable};
 use stack::socket::listing::{SocketKind, TimerKind};
-use stack::{CcAlgorithm, IfaceId, Instant, Stack};
+use stack::{CcAlgorithm, IfaceId, Instant, Stack, StackError};
 
-use crate::config::{CongestionControl, Sysctls};
+use crate::config::{CongestionControl, KniAction, Sysctls};
 
+use super::capture::{CapturedFrame, LiveCapture, MAX_QUEUED_FRAMES, MAX_SNAPLEN, READER_TIMEOUT};
+use super::filter::Filter;
 use super::proto::{
     format_mac, parse_mac, AddrInfo, ControlError, ErrorKind, Family, Fib, Identity,
-    InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, SocketInfo,
-    SysctlInfo, TcpDetails,
+    InterfaceChange, InterfaceInfo, NeighborInfo, Reply, Request, RouteInfo, RouteSpec, RuleSpec,
+    SocketInfo, SysctlInfo, TcpDetails,
 };
+use super::proto::{hex_encode, FrameRecord, KniInfo, VlanOf};
 use super::ControlContext;
 use crate::engine::Engine;
 
@@ -48,49 +52,115 @@ pub(crate) fn handle<L: Link>(
             interfaces: interfaces(engine),
         }),
         Request::InterfaceSet { iface, change } => interface_set(engine, &iface, change),
+        Request::VlanCreate {
+            name,
+            port,
+            vid,
+            addr,
+            prefix_len,
+            gateway,
+            mtu,
+        } => {
+            if iface_by_name(&engine.stack, &name).is_ok() {
+                return Err(err(ErrorKind::Exists, format!("{name} exists")));
+            }
+            let port_id = iface_by_name(&engine.stack, &port)?;
+            let Some(p) = engine.stack.interface(port_id) else {
+                return Err(err(ErrorKind::NotFound, format!("no interface {port}")));
+            };
+            if p.vlan.is_some() {
+                return Err(err(
+                    ErrorKind::Invalid,
+                    format!("{port} is a VLAN interface: a VLAN rides on a port"),
+                ));
+            }
+            let cfg = stack::InterfaceConfig {
+                name: name.clone(),
+                mac: p.mac,
+                mtu: mtu.unwrap_or(p.mtu),
+                addr,
+                prefix_len,
+                broadcast: None,
+                gateway,
+                extra_addrs: Vec::new(),
+            };
+            engine.stack.add_vlan(port_id, vid, &cfg).map_err(|e| {
+                let kind = match e {
+                    StackError::VlanExists(_) | StackError::Route(RouteError::Exists) => {
+                        ErrorKind::Exists
+                    }
+                    _ => ErrorKind::Invalid,
+                };
+                err(kind, format!("{name}: {e}"))
+            })?;
+            // Peers learn the new address's owner at once.
+            engine.with_context(|cx| cx.stack.announce(cx.sink));
+            Ok(Reply::Done {
+                message: format!("{name}: vlan {vid} on {port}, inet {addr}/{prefix_len}"),
+            })
+        }
         Request::Routes { fib } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
+            let table = engine
+                .stack
+                .fib(n)
+                .ok_or_else(|| no_fib(&engine.stack, fib))?;
             Ok(Reply::Routes {
                 fib,
-                routes: routes(&engine.stack),
+                routes: routes(&engine.stack, table),
             })
         }
         Request::RouteAdd { fib, route } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
             let r = route_of(&engine.stack, &route)?;
-            engine
-                .stack
-                .routes_mut()
-                .add(r)
-                .map_err(route_err(&r.dest))?;
+            engine.stack.add_route(n, r).map_err(stack_err(&r.dest))?;
             Ok(Reply::Done {
-                message: format!("added route to {}", r.dest),
+                message: format!("added route to {} in fib {n}", r.dest),
             })
         }
         Request::RouteChange { fib, route } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
             let r = route_of(&engine.stack, &route)?;
-            let table = engine.stack.routes_mut();
-            let old = table.remove(r.dest).map_err(route_err(&r.dest))?;
-            if let Err(e) = table.add(r) {
-                // Put back what was there: a change never loses a route.
-                let _ = table.add(old);
-                return Err(route_err(&r.dest)(e));
-            }
+            engine
+                .stack
+                .change_route(n, r)
+                .map_err(stack_err(&r.dest))?;
             Ok(Reply::Done {
-                message: format!("changed route to {}", r.dest),
+                message: format!("changed route to {} in fib {n}", r.dest),
             })
         }
         Request::RouteDelete { fib, dest } => {
-            main_fib(fib)?;
+            let n = fib_number(&engine.stack, fib)?;
             let dest = parse_cidr(&dest)?;
             engine
                 .stack
-                .routes_mut()
-                .remove(dest)
-                .map_err(route_err(&dest))?;
+                .remove_route(n, dest)
+                .map_err(stack_err(&dest))?;
             Ok(Reply::Done {
-                message: format!("deleted route to {dest}"),
+                message: format!("deleted route to {dest} in fib {n}"),
+            })
+        }
+        Request::Rules => Ok(Reply::Rules {
+            rules: engine
+                .stack
+                .rules()
+                .iter()
+                .map(|r| rule_spec(&engine.stack, r))
+                .collect(),
+            fibs: u32::from(engine.stack.fib_count()),
+        }),
+        Request::RuleAdd { rule } => {
+            let r = policy_rule(&engine.stack, &rule)?;
+            engine.stack.add_rule(r).map_err(rule_err(&r))?;
+            Ok(Reply::Done {
+                message: format!("added rule {}", describe_rule(&rule)),
+            })
+        }
+        Request::RuleDelete { rule } => {
+            let r = policy_rule(&engine.stack, &rule)?;
+            engine.stack.remove_rule(&r).map_err(rule_err(&r))?;
+            Ok(Reply::Done {
+                message: format!("deleted rule {}", describe_rule(&rule)),
             })
         }
         Request::Neighbors => Ok(Reply::Neighbors {
@@ -141,18 +211,217 @@ pub(crate) fn handle<L: Link>(
         }),
         Request::SysctlGet { name } => sysctl_get(ctl, name.as_deref()),
         Request::SysctlSet { name, value } => sysctl_set(engine, ctl, &name, &value),
+        Request::Kni => Ok(Reply::Kni(kni_info(engine))),
+        Request::KniSetAction { action } => {
+            let a = match action.as_str() {
+                "default" => KniAction::Default,
+                "alltokni" => KniAction::AllToKni,
+                "alltoff" => KniAction::AllToFf,
+                _ => {
+                    return Err(err(
+                        ErrorKind::Invalid,
+                        format!("kni action {action:?}: must be default, alltokni or alltoff"),
+                    ))
+                }
+            };
+            let Some(f) = engine.dispatcher_mut().and_then(|d| d.kni_filter_mut()) else {
+                return Err(err(
+                    ErrorKind::Unsupported,
+                    "this engine has no exception path ([kni] enable=1 when it starts)",
+                ));
+            };
+            f.set_action(a);
+            Ok(Reply::Done {
+                message: format!("kni action {action}"),
+            })
+        }
+        Request::CaptureStart {
+            iface,
+            filter,
+            snaplen,
+        } => capture_start(engine, &iface, &filter, snaplen),
+        Request::CaptureRead { port, id } => {
+            let now = std::time::Instant::now();
+            let c = own_capture(engine, port, id)?;
+            Ok(captured(c.take(now), c))
+        }
+        Request::CaptureStop { port, id } => {
+            own_capture(engine, port, id)?;
+            let mut c = engine
+                .stop_capture(port as usize)
+                .ok_or_else(|| no_capture(port, id))?;
+            let mut frames = Vec::new();
+            loop {
+                let batch = c.take(std::time::Instant::now());
+                if batch.is_empty() || frames.len() >= MAX_QUEUED_FRAMES {
+                    break;
+                }
+                frames.extend(batch);
+            }
+            Ok(captured(frames, &c))
+        }
     }
 }
 
-fn main_fib(fib: Fib) -> Result<(), ControlError> {
-    if fib == 0 {
-        Ok(())
-    } else {
-        Err(err(
-            ErrorKind::NotFound,
-            format!("no routing table {fib}: this engine has one (fib 0)"),
-        ))
+fn kni_info<L: Link>(engine: &Engine<L>) -> KniInfo {
+    let d = engine.dispatcher();
+    let Some(f) = d.and_then(|d| d.kni_filter()) else {
+        return KniInfo {
+            enabled: false,
+            method: String::new(),
+            action: String::new(),
+            tcp_ports: String::new(),
+            udp_ports: String::new(),
+            tap_ports: Vec::new(),
+            counters: Vec::new(),
+        };
+    };
+    let mut counters = Vec::new();
+    if let Some(d) = d {
+        d.counters().visit(|name, v| {
+            if name.starts_with("kni_") {
+                counters.push((name.to_string(), v));
+            }
+        });
     }
+    let (tcp, udp) = f.ports();
+    KniInfo {
+        enabled: true,
+        method: if f.accepts() { "accept" } else { "reject" }.to_string(),
+        action: match f.action() {
+            KniAction::Default => "default",
+            KniAction::AllToKni => "alltokni",
+            KniAction::AllToFf => "alltoff",
+        }
+        .to_string(),
+        tcp_ports: tcp.describe(),
+        udp_ports: udp.describe(),
+        tap_ports: d
+            .map(|d| d.kni_ports().map(|p| p as u32).collect())
+            .unwrap_or_default(),
+        counters,
+    }
+}
+
+/// Starts a capture of the port `iface` names (a VLAN interface: its
+/// port, the VLAN's frames).
+fn capture_start<L: Link>(
+    engine: &mut Engine<L>,
+    iface: &str,
+    filter: &str,
+    snaplen: u32,
+) -> Result<Reply, ControlError> {
+    let ports = engine.ports().count();
+    let (port, vlan) = match iface.parse::<usize>() {
+        Ok(n) if n < ports => (n, None),
+        Ok(n) => {
+            return Err(err(
+                ErrorKind::NotFound,
+                format!(
+                    "no port {n}: this engine has ports 0..{}",
+                    ports.saturating_sub(1)
+                ),
+            ))
+        }
+        Err(_) => {
+            let id = iface_by_name(&engine.stack, iface)?;
+            match engine.stack.interface(id).and_then(|i| i.vlan) {
+                Some(v) => (usize::from(v.port.0), Some(v.vid)),
+                None => (usize::from(id.0), None),
+            }
+        }
+    };
+    let mut text = filter.trim().to_string();
+    if let Some(vid) = vlan {
+        text = if text.is_empty() {
+            format!("vlan {vid}")
+        } else {
+            format!("vlan {vid} and ({text})")
+        };
+    }
+    let parsed = Filter::parse(&text)
+        .map_err(|e| err(ErrorKind::Invalid, format!("filter {filter:?}: {e}")))?;
+    let snaplen = if snaplen == 0 { MAX_SNAPLEN } else { snaplen };
+    let id = next_capture_id();
+    let capture = LiveCapture::new(id, parsed, snaplen, std::time::Instant::now());
+    engine.start_capture(port, capture).map_err(|_| {
+        err(
+            ErrorKind::Exists,
+            format!(
+                "port {port} is being captured already (by another `ustack pcap`; a capture \
+                 ends with its reader)"
+            ),
+        )
+    })?;
+    Ok(Reply::CaptureStarted {
+        port: port as u32,
+        id,
+        filter: text,
+    })
+}
+
+/// A number no other capture of this process had.
+fn next_capture_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn no_capture(port: u32, id: u64) -> ControlError {
+    err(
+        ErrorKind::NotFound,
+        format!(
+            "no capture {id} on port {port} (it ended, or was not read for {} s)",
+            READER_TIMEOUT.as_secs()
+        ),
+    )
+}
+
+/// Port `port`'s capture, when it is `id`.
+fn own_capture<L: Link>(
+    engine: &mut Engine<L>,
+    port: u32,
+    id: u64,
+) -> Result<&mut LiveCapture, ControlError> {
+    engine
+        .capture_mut(port as usize)
+        .filter(|c| c.id == id)
+        .ok_or_else(|| no_capture(port, id))
+}
+
+fn captured(frames: Vec<CapturedFrame>, c: &LiveCapture) -> Reply {
+    Reply::Captured {
+        frames: frames
+            .into_iter()
+            .map(|f| FrameRecord {
+                ts_us: f.ts.as_micros() as u64,
+                len: f.orig_len,
+                outgoing: f.outgoing,
+                data: hex_encode(&f.data),
+            })
+            .collect(),
+        matched: c.matched,
+        dropped: c.dropped,
+        queued: c.queued() as u64,
+    }
+}
+
+/// The stack's number of FIB `fib` (FIBs are 0..`MAX_FIBS`).
+fn fib_number(stack: &Stack, fib: Fib) -> Result<u16, ControlError> {
+    u16::try_from(fib)
+        .ok()
+        .filter(|&n| n < MAX_FIBS)
+        .ok_or_else(|| no_fib(stack, fib))
+}
+
+fn no_fib(stack: &Stack, fib: Fib) -> ControlError {
+    err(
+        ErrorKind::NotFound,
+        format!(
+            "no fib {fib}: this engine has fibs 0..{} (a route or a rule to fib N below {MAX_FIBS} \
+             makes it)",
+            stack.fib_count() - 1
+        ),
+    )
 }
 
 fn route_err(dest: &IpCidr) -> impl Fn(RouteError) -> ControlError + '_ {
@@ -164,6 +433,80 @@ fn route_err(dest: &IpCidr) -> impl Fn(RouteError) -> ControlError + '_ {
         };
         err(kind, format!("{dest}: {e}"))
     }
+}
+
+fn stack_err(dest: &IpCidr) -> impl Fn(StackError) -> ControlError + '_ {
+    move |e| match e {
+        StackError::Route(r) => route_err(dest)(r),
+        StackError::NoSuchInterface => err(ErrorKind::NotFound, format!("{dest}: {e}")),
+        _ => err(ErrorKind::Invalid, format!("{dest}: {e}")),
+    }
+}
+
+fn rule_err(rule: &PolicyRule) -> impl Fn(StackError) -> ControlError + '_ {
+    move |e| {
+        let kind = match e {
+            StackError::Policy(PolicyError::RuleExists) => ErrorKind::Exists,
+            StackError::Policy(PolicyError::NoSuchRule) | StackError::NoSuchInterface => {
+                ErrorKind::NotFound
+            }
+            _ => ErrorKind::Invalid,
+        };
+        err(kind, format!("rule {rule}: {e}"))
+    }
+}
+
+/// The stack's rule of `spec`: exactly one of a source prefix and an
+/// interface.
+fn policy_rule(stack: &Stack, spec: &RuleSpec) -> Result<PolicyRule, ControlError> {
+    let matches = match (&spec.from, &spec.iface) {
+        (Some(p), None) => RuleMatch::Source(parse_cidr(p)?),
+        (None, Some(name)) => RuleMatch::Interface(iface_by_name(stack, name)?),
+        _ => {
+            return Err(err(
+                ErrorKind::Invalid,
+                "a rule matches either a source prefix (from) or an interface's addresses \
+                 (iface), one of the two",
+            ))
+        }
+    };
+    let fib = u16::try_from(spec.fib)
+        .ok()
+        .filter(|&n| n < MAX_FIBS)
+        .ok_or_else(|| {
+            err(
+                ErrorKind::Invalid,
+                format!("fib {} is not one of 0..{}", spec.fib, MAX_FIBS - 1),
+            )
+        })?;
+    Ok(PolicyRule {
+        priority: spec.priority,
+        matches,
+        fib,
+    })
+}
+
+fn rule_spec(stack: &Stack, r: &PolicyRule) -> RuleSpec {
+    let (from, iface) = match r.matches {
+        RuleMatch::Source(p) => (Some(p.to_string()), None),
+        RuleMatch::Interface(i) => (None, Some(iface_name(stack, i))),
+    };
+    RuleSpec {
+        priority: r.priority,
+        from,
+        iface,
+        fib: u32::from(r.fib),
+    }
+}
+
+/// `100 setfib 1 from 10.99.70.0/24` (ipfw's words).
+pub(crate) fn describe_rule(r: &RuleSpec) -> String {
+    let what = match (&r.from, &r.iface) {
+        (Some(p), _) => format!("from {p}"),
+        (None, Some(i)) => format!("from {i}'s addresses"),
+        (None, None) => "from any".to_string(),
+    };
+    format!("{} setfib {} {what}", r.priority, r.fib)
 }
 
 /// `10.0.0.0/8`, `fd00::/64`, `default`, `default6`, or an address (a host
@@ -256,9 +599,8 @@ fn iface_name(stack: &Stack, id: IfaceId) -> String {
         .map_or_else(|| id.to_string(), |i| i.name.clone())
 }
 
-fn routes(stack: &Stack) -> Vec<RouteInfo> {
-    stack
-        .routes()
+fn routes(stack: &Stack, table: &RouteTable) -> Vec<RouteInfo> {
+    table
         .iter()
         .map(|r| {
             let host = r.dest.prefix_len() == if r.dest.addr().is_ipv4() { 32 } else { 128 };
@@ -291,7 +633,10 @@ fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
         .interfaces()
         .iter()
         .map(|i| {
-            let mut flags = vec!["UP", "BROADCAST", "RUNNING", "MULTICAST"];
+            let port = i.vlan.map_or(i.id, |v| v.port);
+            let up = engine.port_up(usize::from(port.0));
+            let mut flags = if up { vec!["UP"] } else { Vec::new() };
+            flags.extend(["BROADCAST", "RUNNING", "MULTICAST"]);
             if i.tx_checksum_offload {
                 flags.push("TXCSUM");
             }
@@ -322,7 +667,7 @@ fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
                 name: i.name.clone(),
                 mac: format_mac(i.mac),
                 mtu: i.mtu,
-                up: true,
+                up,
                 flags: flags.into_iter().map(String::from).collect(),
                 // A port that only carries VLAN interfaces has none.
                 inet: i
@@ -344,6 +689,10 @@ fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
                     .and_then(|v6| v6.gateway.or(v6.learned_router.map(|(r, _)| r)))
                     .map(|g| g.to_string()),
                 counters,
+                vlan: i.vlan.map(|v| VlanOf {
+                    vid: v.vid,
+                    port: iface_name(stack, v.port),
+                }),
             }
         })
         .collect()
@@ -526,12 +875,30 @@ fn interface_set<L: Link>(
             engine.stack.set_mtu(id, mtu, max).map_err(admin_err)?;
             format!("{name}: mtu {mtu}")
         }
-        InterfaceChange::Up { .. } => {
-            return Err(err(
-                ErrorKind::Unsupported,
-                "a ustack interface is up while its engine runs: stop the program to take the \
-                 port down",
-            ))
+        InterfaceChange::Up { up } => {
+            if let Some(v) = engine.stack.interface(id).and_then(|i| i.vlan) {
+                return Err(err(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "{name} is VLAN {} of {}: a port goes up and down, with its VLANs",
+                        v.vid,
+                        iface_name(&engine.stack, v.port)
+                    ),
+                ));
+            }
+            if !engine.set_port_up(usize::from(id.0), up) {
+                return Err(err(
+                    ErrorKind::NotFound,
+                    format!("{name} has no port of this engine"),
+                ));
+            }
+            if up {
+                // Peers learn again where the addresses are.
+                engine.with_context(|cx| cx.stack.announce(cx.sink));
+                format!("{name}: up")
+            } else {
+                format!("{name}: down (its frames are dropped and counted both ways until up)")
+            }
         }
     };
     Ok(Reply::Done { message })

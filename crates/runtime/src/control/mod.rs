@@ -14,7 +14,9 @@
 //! bounded work per turn; [`client`] is the other end, for the CLI and the
 //! metrics endpoint.
 
+pub mod capture;
 pub mod client;
+pub mod filter;
 mod handle;
 pub mod metrics;
 pub mod prometheus;
@@ -149,7 +151,9 @@ impl<L: Link> EngineControl<L> {
             counters: self.counters,
             control_counters: server.counters().clone(),
         };
-        server.serve(&mut |req| handle::handle(engine, &mut ctx, req))
+        let work = server.serve(&mut |req| handle::handle(engine, &mut ctx, req));
+        engine.end_abandoned_captures(std::time::Instant::now());
+        work
     }
 }
 

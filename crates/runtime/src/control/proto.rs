@@ -69,9 +69,9 @@ impl ReplyFrame {
     }
 }
 
-/// Which routing table a route request is about.  Table 0 is the main
-/// table, the only one today; the field is there so that several tables
-/// (`ustack route -fib N`) need no new request.
+/// Which routing table (FIB) a route request is about: 0 is the main
+/// table; others exist once a route, a rule or an interface's `ipfw_pr`
+/// names them (`ustack route -fib N`).
 pub type Fib = u32;
 
 /// What a client asks one engine.
@@ -84,6 +84,22 @@ pub enum Request {
     Stats,
     /// The interfaces with their addresses and counters.
     Interfaces,
+    /// Makes VLAN interface `name`: VLAN `vid` on port `port`, with an
+    /// IPv4 address (its subnet's route in the main FIB; a default route
+    /// through `gateway` when there is none yet), as a `[vlanN]` section
+    /// would at start.
+    VlanCreate {
+        name: String,
+        port: String,
+        vid: u16,
+        addr: std::net::Ipv4Addr,
+        prefix_len: u8,
+        #[serde(default)]
+        gateway: Option<std::net::Ipv4Addr>,
+        /// By default the port's.
+        #[serde(default)]
+        mtu: Option<usize>,
+    },
     /// Changes one interface.
     InterfaceSet {
         iface: String,
@@ -139,6 +155,47 @@ pub enum Request {
     },
     /// Sets a sysctl that can change while the engine runs.
     SysctlSet { name: String, value: String },
+    /// The policy rules that pick a packet's FIB, in the order tried.
+    Rules,
+    /// Adds a policy rule.
+    RuleAdd { rule: RuleSpec },
+    /// Removes the policy rule equal to `rule`.
+    RuleDelete { rule: RuleSpec },
+    /// Starts a live capture of a port's frames (`ustack pcap`): `iface`
+    /// is a port's number or interface name, or a VLAN interface (its
+    /// port's frames of that VLAN); `filter` is
+    /// [`Filter`](super::filter::Filter)'s language; `snaplen` 0 means
+    /// whole frames.  One capture per port at a time.
+    CaptureStart {
+        iface: String,
+        #[serde(default)]
+        filter: String,
+        #[serde(default)]
+        snaplen: u32,
+    },
+    /// The frames captured since the last read (a bounded batch).  A
+    /// capture not read for a few seconds ends.
+    CaptureRead { port: u32, id: u64 },
+    /// Ends a capture, with the frames it still held.
+    CaptureStop { port: u32, id: u64 },
+    /// The exception path's state (`ustack kni`).
+    Kni,
+    /// Sets `kni_action`: `default`, `alltokni` or `alltoff`.
+    KniSetAction { action: String },
+}
+
+/// A policy rule as asked for: packets from `from` (a prefix) or from
+/// the addresses of `iface` (exactly one of the two) use FIB `fib`;
+/// rules are tried by ascending `priority` (ipfw's rule number).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    pub priority: u32,
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub iface: Option<String>,
+    pub fib: Fib,
 }
 
 /// An address family.
@@ -204,10 +261,90 @@ pub enum Reply {
     Sysctls {
         sysctls: Vec<SysctlInfo>,
     },
+    Rules {
+        rules: Vec<RuleSpec>,
+        /// How many FIBs exist (numbered from 0).
+        fibs: u32,
+    },
+    Kni(KniInfo),
+    /// A capture began on port `port`.
+    CaptureStarted {
+        port: u32,
+        id: u64,
+        /// The filter in force (a VLAN interface's adds its VLAN).
+        filter: String,
+    },
+    /// Frames of a capture, and its counts so far.
+    Captured {
+        frames: Vec<FrameRecord>,
+        /// Frames that passed the filter.
+        matched: u64,
+        /// Frames that passed the filter and found the queue full (the
+        /// reader was too slow).
+        dropped: u64,
+        /// Frames still waiting for a read.
+        queued: u64,
+    },
     /// A change was made; what it did.
     Done {
         message: String,
     },
+}
+
+/// The exception path of an engine, as F-Stack's knictl shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KniInfo {
+    /// `[kni] enable=1` (the rest is empty when not).
+    pub enabled: bool,
+    /// `reject` (the listed ports to ustack, the rest to the kernel) or
+    /// `accept` (the listed ports to the kernel, the rest to ustack).
+    pub method: String,
+    /// `default` (by the method), `alltokni` or `alltoff`.
+    pub action: String,
+    /// The TCP and UDP ports the method names (`80,443,8000-8010`).
+    pub tcp_ports: String,
+    pub udp_ports: String,
+    /// The ports whose TAP this engine holds (frames for the kernel reach
+    /// it through the engine that does).
+    pub tap_ports: Vec<u32>,
+    /// `kni_to_kernel`, `kni_from_kernel`, `kni_drop` ...
+    pub counters: Vec<(String, u64)>,
+}
+
+/// A captured frame.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameRecord {
+    /// Microseconds after the Unix epoch.
+    pub ts_us: u64,
+    /// Its length on the wire.
+    pub len: u32,
+    /// Sent by the engine (else received).
+    pub outgoing: bool,
+    /// Its first snap-length bytes, in hex.
+    pub data: String,
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex_encode(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
+}
+
+/// The bytes of hex `s`; `None` when it is not hex of whole bytes.
+pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks_exact(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
 }
 
 /// Who answers.
@@ -246,6 +383,16 @@ pub struct InterfaceInfo {
     pub gateway6: Option<String>,
     /// The port's link counters (`rx_frames`, `tx_bytes` ...).
     pub counters: Vec<(String, u64)>,
+    /// A VLAN interface's VLAN id and port.
+    #[serde(default)]
+    pub vlan: Option<VlanOf>,
+}
+
+/// What a VLAN interface rides on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VlanOf {
+    pub vid: u16,
+    pub port: String,
 }
 
 /// An address with its prefix length and, for IPv6, its state.
@@ -517,6 +664,43 @@ mod tests {
                 name: "net.inet.ip.ttl".into(),
                 value: "32".into(),
             },
+            Request::Rules,
+            Request::VlanCreate {
+                name: "ustack0.40".into(),
+                port: "ustack0".into(),
+                vid: 40,
+                addr: "10.99.78.2".parse().unwrap(),
+                prefix_len: 24,
+                gateway: None,
+                mtu: Some(1400),
+            },
+            Request::CaptureStart {
+                iface: "ustack0.10".into(),
+                filter: "tcp port 80".into(),
+                snaplen: 128,
+            },
+            Request::CaptureRead { port: 0, id: 7 },
+            Request::CaptureStop { port: 0, id: 7 },
+            Request::Kni,
+            Request::KniSetAction {
+                action: "alltokni".into(),
+            },
+            Request::RuleAdd {
+                rule: RuleSpec {
+                    priority: 100,
+                    from: Some("10.99.70.0/24".into()),
+                    iface: None,
+                    fib: 1,
+                },
+            },
+            Request::RuleDelete {
+                rule: RuleSpec {
+                    priority: 100,
+                    from: None,
+                    iface: Some("vlan10".into()),
+                    fib: 1,
+                },
+            },
         ] {
             round_trip(req);
         }
@@ -595,6 +779,17 @@ mod tests {
                 .map_err(|e| e.kind),
             Err(ErrorKind::BadReply)
         );
+    }
+
+    #[test]
+    fn hex_round_trips_and_refuses_what_is_not_hex() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex_decode(&hex_encode(&bytes)), Some(bytes));
+        assert_eq!(hex_encode(&[0x0a, 0xff]), "0aff");
+        assert_eq!(hex_decode("0AfF"), Some(vec![0x0a, 0xff]));
+        assert_eq!(hex_decode("abc"), None);
+        assert_eq!(hex_decode("zz"), None);
+        assert_eq!(hex_decode(""), Some(vec![]));
     }
 
     #[test]

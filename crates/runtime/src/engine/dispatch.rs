@@ -461,6 +461,24 @@ impl<B: PacketBuffer> Dispatcher<B> {
         &self.counters
     }
 
+    /// The exception path's filter, when `[kni]` is on.
+    pub fn kni_filter(&self) -> Option<&KniFilter> {
+        self.kni_filter.as_ref()
+    }
+
+    pub fn kni_filter_mut(&mut self) -> Option<&mut KniFilter> {
+        self.kni_filter.as_mut()
+    }
+
+    /// The ports whose exception path (TAP) this engine holds.
+    pub fn kni_ports(&self) -> impl Iterator<Item = usize> + '_ {
+        self.kni
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.is_some())
+            .map(|(i, _)| i)
+    }
+
     /// Descriptors that wake an idle engine (the TAPs of the exception
     /// path).
     pub fn wait_fds(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {

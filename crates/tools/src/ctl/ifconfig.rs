@@ -8,8 +8,13 @@
 //! ustack ifconfig IFACE inet6 ADDR/LEN alias       add an IPv6 address
 //! ustack ifconfig IFACE inet6 ADDR -alias          remove it
 //! ustack ifconfig IFACE mtu N
-//! ustack ifconfig IFACE up|down
+//! ustack ifconfig IFACE up|down                   a port (with its VLANs)
+//! ustack ifconfig NAME create [vlan N] [vlandev PORT] inet ADDR/LEN [gateway GW] [mtu N]
 //! ```
+//!
+//! `create` makes a VLAN interface live; NAME `PORT.N` (`ustack0.40`)
+//! gives the VLAN id and the port when `vlan` and `vlandev` are left out.
+//! `destroy` is refused: a VLAN interface lasts as long as its engine.
 
 use std::net::IpAddr;
 use std::process::ExitCode;
@@ -44,8 +49,19 @@ pub fn main(c: &Common, sockets: &[EngineSocket], args: &[String]) -> Result<Exi
         }
         Ok((ip, len))
     };
+    if rest.first() == Some(&"create") {
+        return Ok(change(c, sockets, &parse_create(&iface, &rest[1..])?));
+    }
     let change_req = match rest {
         [] => return Ok(show(c, sockets, Some(&iface))),
+        ["destroy"] => {
+            eprintln!(
+                "ustack ifconfig: {iface} destroy: a VLAN interface cannot be destroyed while its \
+                 engine runs (its sockets, routes and neighbours would be left dangling): take its \
+                 addresses off, or leave its [vlanN] section out at the next start"
+            );
+            return Ok(ExitCode::FAILURE);
+        }
         [family @ ("inet" | "inet6"), a, "alias"] | [family @ ("inet" | "inet6"), a, "add"] => {
             let (addr, prefix_len) = addr(family, a)?;
             InterfaceChange::AddAddr { addr, prefix_len }
@@ -71,6 +87,78 @@ pub fn main(c: &Common, sockets: &[EngineSocket], args: &[String]) -> Result<Exi
             change: change_req,
         },
     ))
+}
+
+/// `NAME create [vlan N] [vlandev PORT] inet ADDR/LEN [gateway GW] [mtu N]`.
+pub(crate) fn parse_create(name: &str, words: &[&str]) -> Result<Request, Usage> {
+    let (mut port, mut vid) = match name.rsplit_once('.') {
+        Some((p, v)) => (Some(p.to_string()), v.parse::<u16>().ok()),
+        None => (None, None),
+    };
+    let (mut inet, mut gateway, mut mtu) = (None, None, None);
+    let mut it = words.iter();
+    while let Some(&w) = it.next() {
+        let v = *it
+            .next()
+            .ok_or_else(|| Usage(format!("create: `{w}` needs a value")))?;
+        match w {
+            "vlan" => {
+                vid = Some(
+                    v.parse()
+                        .map_err(|_| Usage(format!("vlan {v}: not a VLAN id 1..4094")))?,
+                )
+            }
+            "vlandev" => port = Some(v.to_string()),
+            "inet" => {
+                let (a, l) = v
+                    .split_once('/')
+                    .ok_or_else(|| Usage(format!("inet {v}: give the prefix length (ADDR/LEN)")))?;
+                let a: std::net::Ipv4Addr = a
+                    .parse()
+                    .map_err(|_| Usage(format!("inet {v}: {a:?} is not an IPv4 address")))?;
+                let l: u8 = l
+                    .parse()
+                    .ok()
+                    .filter(|&l| l <= 32)
+                    .ok_or_else(|| Usage(format!("inet {v}: not a prefix length 0..32")))?;
+                inet = Some((a, l));
+            }
+            "gateway" => {
+                gateway = Some(
+                    v.parse()
+                        .map_err(|_| Usage(format!("gateway {v}: not an IPv4 address")))?,
+                )
+            }
+            "mtu" => {
+                mtu = Some(
+                    v.parse()
+                        .map_err(|_| Usage(format!("mtu {v}: not a number")))?,
+                )
+            }
+            _ => return Err(Usage(format!("create: unexpected `{w}`"))),
+        }
+    }
+    let vid = vid.ok_or_else(|| {
+        Usage(format!(
+            "create: give the VLAN id (`vlan N`, or a name PORT.N): {name} has none"
+        ))
+    })?;
+    let port = port.ok_or_else(|| {
+        Usage(format!(
+            "create: give the port (`vlandev PORT`, or a name PORT.N): {name} has none"
+        ))
+    })?;
+    let (addr, prefix_len) =
+        inet.ok_or_else(|| Usage("create: a VLAN interface needs `inet ADDR/LEN`".into()))?;
+    Ok(Request::VlanCreate {
+        name: name.to_string(),
+        port,
+        vid,
+        addr,
+        prefix_len,
+        gateway,
+        mtu,
+    })
 }
 
 fn show(c: &Common, sockets: &[EngineSocket], only: Option<&str>) -> ExitCode {
@@ -103,6 +191,9 @@ fn show(c: &Common, sockets: &[EngineSocket], only: Option<&str>) -> ExitCode {
 fn print_iface(i: &InterfaceInfo) {
     println!("{}: flags=<{}> mtu {}", i.name, i.flags.join(","), i.mtu);
     println!("\tether {}", i.mac);
+    if let Some(v) = &i.vlan {
+        println!("\tvlan: {} parent interface: {}", v.vid, v.port);
+    }
     for a in &i.inet {
         println!(
             "\tinet {}/{} broadcast {}",
@@ -139,4 +230,54 @@ fn print_iface(i: &InterfaceInfo) {
         get("tx_bytes"),
         get("tx_dropped")
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(name: &str, s: &str) -> Result<Request, String> {
+        let words: Vec<&str> = s.split_whitespace().collect();
+        parse_create(name, &words).map_err(|Usage(m)| m)
+    }
+
+    #[test]
+    fn create_takes_the_vlan_and_port_from_the_name_or_the_words() {
+        assert_eq!(
+            create("ustack0.40", "inet 10.99.78.2/24 gateway 10.99.78.1").unwrap(),
+            Request::VlanCreate {
+                name: "ustack0.40".into(),
+                port: "ustack0".into(),
+                vid: 40,
+                addr: "10.99.78.2".parse().unwrap(),
+                prefix_len: 24,
+                gateway: Some("10.99.78.1".parse().unwrap()),
+                mtu: None,
+            }
+        );
+        let Request::VlanCreate { port, vid, mtu, .. } =
+            create("v40", "vlan 41 vlandev eth1 inet 10.0.0.1/8 mtu 1400").unwrap()
+        else {
+            panic!("not a create");
+        };
+        assert_eq!((port.as_str(), vid, mtu), ("eth1", 41, Some(1400)));
+    }
+
+    #[test]
+    fn create_says_what_is_missing_or_wrong() {
+        for (name, words, says) in [
+            ("v40", "inet 10.0.0.1/8", "give the VLAN id"),
+            ("v40", "vlan 40 inet 10.0.0.1/8", "give the port"),
+            ("p.40", "", "needs `inet ADDR/LEN`"),
+            ("p.40", "inet 10.0.0.1", "give the prefix length"),
+            ("p.40", "inet 10.0.0.1/40", "not a prefix length"),
+            ("p.40", "inet fd00::1/64", "not an IPv4 address"),
+            ("p.40", "vlan x inet 10.0.0.1/8", "not a VLAN id"),
+            ("p.40", "inet 10.0.0.1/8 color red", "unexpected `color`"),
+            ("p.40", "inet", "needs a value"),
+        ] {
+            let e = create(name, words).unwrap_err();
+            assert!(e.contains(says), "{name} {words}: {e}");
+        }
+    }
 }

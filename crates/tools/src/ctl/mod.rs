@@ -8,9 +8,12 @@
 //! the processes of `file_prefix` NAME).
 
 mod ifconfig;
+mod kni;
 mod neighbor;
 mod netstat;
+mod pcap;
 mod route;
+mod rule;
 mod stats;
 mod sysctl;
 mod top;
@@ -29,10 +32,14 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 /// The usage lines of the subcommands.
 pub const USAGE: &str = "\
        ustack ifconfig [IFACE [inet|inet6 ADDR[/LEN] [alias|-alias]] [mtu N]]
+       ustack ifconfig IFACE up|down | NAME create [vlan N] [vlandev PORT] inet ADDR/LEN [gateway GW] [mtu N]
        ustack route [show] [-fib N] | add|change DEST [GATEWAY] [-interface IFACE] | delete DEST
+       ustack rule [show] | add|delete [PRIORITY] from PREFIX|iface IFACE fib N
        ustack arp [-a] | -s IP MAC [IFACE] | -d IP | -F          (ndp: the same for IPv6)
        ustack netstat [-a] [-s] [-i]
        ustack sysctl [-a] [NAME[=VALUE]]...
+       ustack pcap [-i IFACE] [-c COUNT] [-s SNAPLEN] [-t SECONDS] [-w FILE|-] [FILTER]
+       ustack kni [-n] | -a default|alltokni|alltoff
        ustack stats [--prometheus]
        ustack top [-n COUNT] | ustack traffic [-n COUNT]
   common options: -p N (process --proc-id N; default all), --json, --run-dir DIR, --prefix NAME";
@@ -46,6 +53,7 @@ pub struct Common {
 }
 
 /// A usage error.
+#[derive(Debug)]
 pub struct Usage(pub String);
 
 /// Splits the common options out of `args`; the rest, in order, is the
@@ -228,6 +236,9 @@ pub fn main(cmd: &str, args: &[String]) -> Option<ExitCode> {
         "stats" => stats::main,
         "netstat" => netstat::main,
         "route" => route::main,
+        "rule" => rule::main,
+        "pcap" => pcap::main,
+        "kni" => kni::main,
         "arp" => neighbor::arp,
         "ndp" => neighbor::ndp,
         "sysctl" => sysctl::main,

@@ -10,7 +10,9 @@
 //!
 //! DEST is `10.0.0.0/8`, `10.0.0.0 255.0.0.0` is not taken (write the
 //! prefix length), an address (a host route), or `default` (`-inet6
-//! default` for IPv6's).  A change goes to every engine.
+//! default` for IPv6's).  `-fib N` picks a FIB other than the main one
+//! (0); `ustack rule` says which packets use it.  A change goes to every
+//! engine.
 
 use std::net::IpAddr;
 use std::process::ExitCode;
