@@ -1,6 +1,8 @@
-//! `ustack-bench run`: every workload on both stacks, a few runs each, the
-//! median with min and max, a table on stdout and JSON under
-//! `bench/results/`.
+//! `ustack-bench run`: every workload on both stacks, in batches of
+//! interleaved pairs of runs (`stats.rs`: medians with min..max, the ratio
+//! as the median of per-pair ratios, a batch run again while its spread is
+//! over 25%, and flagged `unstable` if it stays so), a table on stdout and
+//! JSON under `bench/results/` (`report.rs`).
 //!
 //! Each run of a workload starts a fresh server (core 0) and client
 //! (core 1), two processes of this same binary; for ustack they are joined
@@ -20,230 +22,19 @@
 //! the handshake cancel out.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::net::Family;
 use crate::nginx::{self, NginxBench, RunFigures};
+use crate::report::{fmt_value, load_average, render_json, render_table, when_utc, Row, RunFacts};
+use crate::specs::{Kind, Spec, SPECS};
+use crate::stats::{self, Batch};
 use crate::stream::{self, StreamBench, StreamFigures};
 use crate::Flags;
-
-/// How a figure compares with the goal.
-#[derive(Debug, Clone, Copy)]
-enum Goal {
-    /// ustack at least this many times the kernel.
-    RatioAtLeast(f64),
-    /// ustack's figure below this.
-    Below(f64),
-    None,
-}
-
-impl Goal {
-    fn describe(self) -> String {
-        match self {
-            Goal::RatioAtLeast(r) if r <= 1.0 => ">= kernel".into(),
-            Goal::RatioAtLeast(r) => format!(">= {r}x"),
-            Goal::Below(v) => format!("< {v}"),
-            Goal::None => "-".into(),
-        }
-    }
-
-    fn met(self, ustack: Option<f64>, ratio: Option<f64>) -> Option<bool> {
-        match self {
-            Goal::RatioAtLeast(r) => ratio.map(|x| x >= r),
-            Goal::Below(v) => ustack.map(|x| x < v),
-            Goal::None => None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A client workload measured over a time window, both stacks.
-    Rate,
-    /// Idle connections' memory, both stacks.
-    Memory,
-    /// A program people run (nginx) under `ustack run` and on the kernel,
-    /// driven by a load generator (`nginx.rs`).
-    Program,
-    /// One TCP stream into iperf3 under `ustack run` and on the kernel,
-    /// over a veth with its default offloads (`stream.rs`).
-    Stream,
-    /// Callgrind, ustack only.
-    Instructions,
-}
-
-struct Spec {
-    name: &'static str,
-    kind: Kind,
-    /// The client's `--workload`.
-    workload: &'static str,
-    unit: &'static str,
-    /// From units per second to the unit shown.
-    scale: f64,
-    goal: Goal,
-    /// Higher figures are better (else lower).
-    higher_better: bool,
-    /// IPv4 or IPv6 (rate and instruction workloads).
-    family: Family,
-}
-
-const SPECS: &[Spec] = &[
-    Spec {
-        name: "tcp_pingpong_64b_1conn",
-        kind: Kind::Rate,
-        workload: "pingpong:1",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_100conn",
-        kind: Kind::Rate,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_100conn_ipv6",
-        kind: Kind::Rate,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V6,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_1000conn",
-        kind: Kind::Rate,
-        workload: "pingpong:1000",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_short_conn",
-        kind: Kind::Rate,
-        workload: "short:64",
-        unit: "connections/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_stream_1conn",
-        kind: Kind::Rate,
-        workload: "stream",
-        unit: "Gbit/s",
-        scale: 8e-9,
-        goal: Goal::RatioAtLeast(1.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_stream_preload_af_packet",
-        kind: Kind::Stream,
-        workload: "iperf3:af_packet",
-        unit: "Gbit/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(1.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "udp_reqresp_64b",
-        kind: Kind::Rate,
-        workload: "udp:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "udp_reqresp_64b_ipv6",
-        kind: Kind::Rate,
-        workload: "udp:100",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V6,
-    },
-    Spec {
-        name: "nginx_preload_keepalive_600b",
-        kind: Kind::Program,
-        workload: "nginx:rps=both",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(2.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "nginx_preload_keepalive_600b_af_xdp",
-        kind: Kind::Program,
-        workload: "nginx:rps=both:link=af_xdp",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(2.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "nginx_preload_keepalive_600b_rps_server",
-        kind: Kind::Program,
-        workload: "nginx:rps=server",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "mem_per_idle_conn",
-        kind: Kind::Memory,
-        workload: "idle:10000",
-        unit: "bytes",
-        scale: 1.0,
-        goal: Goal::Below(2048.0),
-        higher_better: false,
-        family: Family::V4,
-    },
-    Spec {
-        name: "instr_per_pingpong",
-        kind: Kind::Instructions,
-        workload: "pingpong:1",
-        unit: "instructions",
-        scale: 1.0,
-        goal: Goal::Below(1500.0),
-        higher_better: false,
-        family: Family::V4,
-    },
-    Spec {
-        name: "instr_per_pingpong_ipv6",
-        kind: Kind::Instructions,
-        workload: "pingpong:1",
-        unit: "instructions",
-        scale: 1.0,
-        goal: Goal::Below(1500.0),
-        higher_better: false,
-        family: Family::V6,
-    },
-];
 
 /// The options of `run`.
 struct Options {
@@ -257,58 +48,9 @@ struct Options {
     epoll_timeout_us: u64,
     /// wrk's window for the nginx workload, in whole seconds.
     nginx_seconds: u64,
-}
-
-/// The figures of one workload on one stack.
-#[derive(Debug, Default, Clone)]
-struct Samples {
-    values: Vec<f64>,
-    failures: Vec<String>,
-}
-
-impl Samples {
-    fn sorted(&self) -> Vec<f64> {
-        let mut v = self.values.clone();
-        v.sort_by(f64::total_cmp);
-        v
-    }
-    fn median(&self) -> Option<f64> {
-        let v = self.sorted();
-        match v.len() {
-            0 => None,
-            n if n % 2 == 1 => Some(v[n / 2]),
-            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-        }
-    }
-    fn min(&self) -> Option<f64> {
-        self.sorted().first().copied()
-    }
-    fn max(&self) -> Option<f64> {
-        self.sorted().last().copied()
-    }
-}
-
-/// One row of the results.
-struct Row {
-    spec: &'static Spec,
-    ustack: Samples,
-    linux: Samples,
-    /// Details worth printing under the table.
-    notes: Vec<String>,
-}
-
-impl Row {
-    fn ratio(&self) -> Option<f64> {
-        let (u, l) = (self.ustack.median()?, self.linux.median()?);
-        if u <= 0.0 || l <= 0.0 {
-            return None;
-        }
-        Some(if self.spec.higher_better {
-            u / l
-        } else {
-            l / u
-        })
-    }
+    /// Batches of `runs` pairs a workload may run, the first included,
+    /// while its spread stays above the limit (`stats.rs`).
+    max_batches: usize,
 }
 
 /// A child process of the benchmark and the lines it prints.
@@ -587,62 +329,63 @@ impl Ctx {
     }
 }
 
-/// `runs` pairs of runs of a program workload, ustack and the kernel in
-/// turn: each run's figure (`value`) into the row, failures as they come;
-/// returns every run's figures by stack and the ratio of each pair whose
-/// two runs succeeded.
+/// Batches of `runs` pairs of runs (see `stats.rs`), ustack and the
+/// kernel in turn, into the row; returns each stack's figures of the
+/// reported (last) batch's runs that succeeded, for the notes.
 fn interleaved<F>(
     row: &mut Row,
     runs: usize,
+    max_batches: usize,
     mut run: impl FnMut(&str) -> Result<F, String>,
     value: impl Fn(&F) -> f64,
-) -> (BTreeMap<&'static str, Vec<F>>, Vec<f64>) {
+) -> BTreeMap<&'static str, Vec<F>> {
     let mut figs: BTreeMap<&'static str, Vec<F>> = BTreeMap::new();
-    let mut pairs = Vec::new();
-    for r in 0..runs {
-        let mut pair = [None, None];
-        for (k, which) in ["ustack", "linux"].into_iter().enumerate() {
-            let s = if which == "ustack" {
-                &mut row.ustack
-            } else {
-                &mut row.linux
-            };
-            match run(which) {
-                Ok(f) => {
-                    s.values.push(value(&f));
-                    pair[k] = Some(value(&f));
-                    figs.entry(which).or_default().push(f);
-                }
-                Err(e) => {
-                    eprintln!("  {which} run {}: {e}", r + 1);
-                    s.failures.push(format!("run {}: {e}", r + 1));
-                }
+    let higher_better = row.spec.higher_better;
+    row.batches = stats::batches(runs, max_batches, higher_better, |r| {
+        if r == 1 {
+            // A new batch: only the reported one's figures make the notes.
+            figs.clear();
+        }
+        let mut one = |which: &'static str| match run(which) {
+            Ok(f) => {
+                let v = value(&f);
+                figs.entry(which).or_default().push(f);
+                Some(Ok(v))
             }
-        }
-        if let [Some(u), Some(l)] = pair {
-            pairs.push(u / l);
-        }
-    }
-    (figs, pairs)
+            Err(e) => {
+                eprintln!("  {which} run {r}: {e}");
+                Some(Err(e))
+            }
+        };
+        let u = one("ustack");
+        let l = one("linux");
+        (u, l)
+    });
+    figs
 }
 
 /// The nginx workload: `runs` pairs of runs, ustack and the kernel in
 /// turn, each a fresh nginx; requests/s into the row, the server's and the
 /// load generator's core utilisation and the cost per request into its
 /// notes (medians over the runs that succeeded).
-fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window: Duration) {
+fn program_runs(
+    exe: &Path,
+    row: &mut Row,
+    (runs, max_batches): (usize, usize),
+    warmup: Duration,
+    window: Duration,
+) {
     let setup = nginx::Setup::from_workload(row.spec.workload)
         .and_then(|s| NginxBench::setup(exe, s, warmup, window).map(|b| (s, b)));
     let (setup, bench) = match setup {
         Ok(b) => b,
         Err(e) => {
             eprintln!("  nginx: {e}");
-            row.ustack.failures.push(format!("setup: {e}"));
-            row.linux.failures.push(format!("setup: {e}"));
+            row.setup_failure = Some(e);
             return;
         }
     };
-    let (figs, pairs) = interleaved(row, runs, |which| bench.run(which), |f| f.rps);
+    let figs = interleaved(row, runs, max_batches, |which| bench.run(which), |f| f.rps);
     drop(bench);
     let mut said: Vec<&str> = Vec::new();
     for f in figs.get("ustack").into_iter().flatten() {
@@ -657,11 +400,8 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
             .push(format!("the library said: {}", said.join(" | ")));
     }
     let med = |which: &str, f: &dyn Fn(&RunFigures) -> f64| -> Option<f64> {
-        Samples {
-            values: figs.get(which)?.iter().map(f).collect(),
-            failures: Vec::new(),
-        }
-        .median()
+        let v: Vec<f64> = figs.get(which)?.iter().map(f).collect();
+        stats::median(&v)
     };
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
     let num = |v: Option<f64>| fmt_value(v);
@@ -701,42 +441,32 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
             _ => "-".into(),
         }
     ));
-    if !pairs.is_empty() {
-        let s = Samples {
-            values: pairs,
-            failures: Vec::new(),
-        };
-        row.notes.push(format!(
-            "requests/s ratio per pair of runs: median {:.2}x, {:.2}x..{:.2}x",
-            s.median().unwrap_or(0.0),
-            s.min().unwrap_or(0.0),
-            s.max().unwrap_or(0.0)
-        ));
-    }
 }
 
 /// The single-stream workload: `runs` pairs of runs, ustack and the
 /// kernel in turn, each a fresh iperf3 server; Gbit/s into the row, the
 /// cores' utilisation, retransmissions and what the engine saw into its
 /// notes (medians over the runs that succeeded).
-fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration) {
+fn stream_runs(exe: &Path, row: &mut Row, (runs, max_batches): (usize, usize), window: Duration) {
     let bench = match StreamBench::setup(exe, window) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!(" iperf3: {e}");
-            row.ustack.failures.push(format!("setup: {e}"));
-            row.linux.failures.push(format!("setup: {e}"));
+            eprintln!("  iperf3: {e}");
+            row.setup_failure = Some(e);
             return;
         }
     };
-    let (figs, pairs) = interleaved(row, runs, |which| bench.run(which), |f| f.gbits);
+    let figs = interleaved(
+        row,
+        runs,
+        max_batches,
+        |which| bench.run(which),
+        |f| f.gbits,
+    );
     drop(bench);
     let med = |which: &str, f: &dyn Fn(&StreamFigures) -> f64| -> Option<f64> {
-        Samples {
-            values: figs.get(which)?.iter().map(f).collect(),
-            failures: Vec::new(),
-        }
-        .median()
+        let v: Vec<f64> = figs.get(which)?.iter().map(f).collect();
+        stats::median(&v)
     };
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
     row.notes.push(format!(
@@ -759,18 +489,6 @@ fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration) {
         fmt_value(med("linux", &|f| f.retransmits as f64)),
         fmt_value(med("ustack", &|f| f.engine.map_or(0.0, |(_, s)| s as f64))),
     ));
-    if !pairs.is_empty() {
-        let s = Samples {
-            values: pairs,
-            failures: Vec::new(),
-        };
-        row.notes.push(format!(
-            "Gbit/s ratio per pair of runs: median {:.2}x, {:.2}x..{:.2}x",
-            s.median().unwrap_or(0.0),
-            s.min().unwrap_or(0.0),
-            s.max().unwrap_or(0.0)
-        ));
-    }
 }
 
 /// Runs callgrind on `pair` with `count` round trips; each side's
@@ -827,6 +545,7 @@ fn options(f: &Flags) -> Result<Options, String> {
         "callgrind-count",
         "epoll-timeout-us",
         "nginx-seconds",
+        "max-batches",
     ])?;
     Ok(Options {
         runs: f.parse_or("runs", 5usize)?.max(1),
@@ -840,6 +559,7 @@ fn options(f: &Flags) -> Result<Options, String> {
         callgrind_count: f.parse_or("callgrind-count", 20_000u64)?.max(100),
         epoll_timeout_us: f.parse_or("epoll-timeout-us", 0u64)?,
         nginx_seconds: f.parse_or("nginx-seconds", 5u64)?.max(1),
+        max_batches: f.parse_or("max-batches", 2usize)?.max(1),
     })
 }
 
@@ -863,7 +583,7 @@ pub fn main(f: &Flags) -> Result<(), String> {
         .filter(|s| {
             opt.only
                 .as_ref()
-                .is_none_or(|o| o.iter().any(|n| n == s.name))
+                .is_none_or(|o| o.iter().any(|n| n == s.name || n == s.way.name()))
         })
         .collect();
     if selected.is_empty() {
@@ -875,15 +595,7 @@ pub fn main(f: &Flags) -> Result<(), String> {
         port: 20000,
         link_seq: 0,
     };
-    let mut rows: Vec<Row> = selected
-        .iter()
-        .map(|&spec| Row {
-            spec,
-            ustack: Samples::default(),
-            linux: Samples::default(),
-            notes: Vec::new(),
-        })
-        .collect();
+    let mut rows: Vec<Row> = selected.iter().map(|&spec| Row::new(spec)).collect();
     // The memory workload first: the kernel's TIME-WAIT sockets of the
     // other workloads would otherwise expire while it measures.
     let mut order: Vec<usize> = (0..rows.len()).collect();
@@ -893,69 +605,35 @@ pub fn main(f: &Flags) -> Result<(), String> {
         Kind::Program | Kind::Stream => 2,
         Kind::Instructions => 3,
     });
+    let (runs, max_batches) = (ctx.opt.runs, ctx.opt.max_batches);
     for i in order {
         let spec = rows[i].spec;
-        eprintln!("ustack-bench: {} ...", spec.name);
+        eprintln!("ustack-bench: {} ({}) ...", spec.name, spec.way.name());
         match spec.kind {
             Kind::Rate => {
-                for r in 0..ctx.opt.runs {
-                    for which in ["ustack", "linux"] {
-                        let row = &mut rows[i];
-                        let s = if which == "ustack" {
-                            &mut row.ustack
-                        } else {
-                            &mut row.linux
-                        };
-                        match ctx.rate_run(which, spec) {
-                            Ok(v) => s.values.push(v),
-                            Err(e) => {
-                                eprintln!("  {which} run {}: {e}", r + 1);
-                                s.failures.push(e);
-                            }
+                rows[i].batches = stats::batches(runs, max_batches, spec.higher_better, |r| {
+                    let mut one = |which: &str| {
+                        let got = ctx.rate_run(which, spec);
+                        if let Err(e) = &got {
+                            eprintln!("  {which} run {r}: {e}");
                         }
-                    }
-                }
+                        Some(got)
+                    };
+                    let u = one("ustack");
+                    (u, one("linux"))
+                });
             }
-            Kind::Memory => {
-                // Linux's runs back to back (see above), then ustack's.
-                for which in ["linux", "ustack"] {
-                    for r in 0..ctx.opt.mem_runs {
-                        match ctx.memory_run(which, spec) {
-                            Ok((v, note)) => {
-                                let row = &mut rows[i];
-                                if which == "ustack" {
-                                    row.ustack.values.push(v);
-                                } else {
-                                    row.linux.values.push(v);
-                                }
-                                if r == 0 {
-                                    row.notes.push(note);
-                                }
-                            }
-                            Err(e) => {
-                                eprintln!("  {which} run {}: {e}", r + 1);
-                                let row = &mut rows[i];
-                                if which == "ustack" {
-                                    row.ustack.failures.push(e);
-                                } else {
-                                    row.linux.failures.push(e);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            Kind::Memory => memory_batches(&mut ctx, &mut rows[i]),
             Kind::Program => {
-                let (runs, warmup, window) = (
-                    ctx.opt.runs,
+                let (warmup, window) = (
                     Duration::from_millis(ctx.opt.warmup_ms.max(1000)),
                     Duration::from_secs(ctx.opt.nginx_seconds),
                 );
-                program_runs(&exe, &mut rows[i], runs, warmup, window);
+                program_runs(&exe, &mut rows[i], (runs, max_batches), warmup, window);
             }
             Kind::Stream => {
                 let window = Duration::from_secs(ctx.opt.nginx_seconds);
-                stream_runs(&exe, &mut rows[i], ctx.opt.runs, window);
+                stream_runs(&exe, &mut rows[i], (runs, max_batches), window);
             }
             Kind::Instructions => {
                 let n = ctx.opt.callgrind_count;
@@ -964,46 +642,69 @@ pub fn main(f: &Flags) -> Result<(), String> {
                 let _ = std::fs::create_dir_all(&dir);
                 let once = callgrind(&exe, &dir, n, spec.family);
                 let twice = callgrind(&exe, &dir, 2 * n, spec.family);
-                match (once, twice) {
+                let mut b = Batch::default();
+                let got = match (once, twice) {
                     (Ok((s1, c1)), Ok((s2, c2))) => {
                         let server = (s2 - s1) / n as f64;
                         let client = (c2 - c1) / n as f64;
-                        let row = &mut rows[i];
-                        row.ustack.values.push((server + client) / 2.0);
-                        row.notes.push(format!(
+                        rows[i].notes.push(format!(
                             "instructions per round trip: server {server:.0}, client {client:.0} \
                              (callgrind, {n} and {} round trips on one connection)",
                             2 * n
                         ));
+                        Ok((server + client) / 2.0)
                     }
                     (Err(e), _) | (_, Err(e)) => {
                         eprintln!("  callgrind: {e}");
-                        rows[i].ustack.failures.push(e);
+                        Err(e)
                     }
-                }
+                };
+                // Counted, not timed: one run says it all.
+                b.add_pair(1, Some(got), None, spec.higher_better);
+                rows[i].batches.push(b);
             }
         }
     }
     let elapsed = started.elapsed();
-    let table = render_table(&rows);
-    println!("{table}");
+    println!("{}", render_table(&rows));
     for r in &rows {
         for n in &r.notes {
             println!("  {}: {n}", r.spec.name);
         }
+        let b = r.last();
+        for f in b.ustack.failures.iter() {
+            println!("  {}: ustack {f}", r.spec.name);
+        }
+        for f in b.linux.failures.iter() {
+            println!("  {}: linux {f}", r.spec.name);
+        }
+        if let Some(e) = &r.setup_failure {
+            println!("  {}: setup failed: {e}", r.spec.name);
+        }
     }
+    let facts = RunFacts {
+        when,
+        elapsed,
+        runs: ctx.opt.runs,
+        max_batches: ctx.opt.max_batches,
+        warmup_ms: ctx.opt.warmup_ms,
+        window_ms: ctx.opt.window_ms,
+        load_before,
+        load_after: load_average(),
+    };
     println!(
-        "  {} ({} runs of {} ms after {} ms of warm-up; medians, min..max; load average {} \
-         before, {} after)",
+        "  {} ({} pairs of runs of {} ms after {} ms of warm-up, at most {} batches; load \
+         average {} before, {} after)",
         when_utc(when),
         ctx.opt.runs,
         ctx.opt.window_ms,
         ctx.opt.warmup_ms,
-        load_before.map_or("?".into(), |l| format!("{l:.2}")),
-        load_average().map_or("?".into(), |l| format!("{l:.2}")),
+        ctx.opt.max_batches,
+        facts.load_before.map_or("?".into(), |l| format!("{l:.2}")),
+        facts.load_after.map_or("?".into(), |l| format!("{l:.2}")),
     );
     println!("  total time {:.0} s", elapsed.as_secs_f64());
-    let json = render_json(&rows, &ctx.opt, when, elapsed);
+    let json = render_json(&rows, &facts);
     let stamp = when_utc(when).replace(':', "-");
     let dated = ctx.opt.out.join(format!("{stamp}.json"));
     let latest = ctx.opt.out.join("latest.json");
@@ -1014,232 +715,38 @@ pub fn main(f: &Flags) -> Result<(), String> {
     Ok(())
 }
 
-fn fmt_value(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x.abs() >= 1000.0 => format!("{x:.0}"),
-        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
-        Some(x) => format!("{x:.2}"),
-    }
-}
-
-fn fmt_samples(s: &Samples) -> String {
-    match (s.median(), s.min(), s.max()) {
-        (Some(m), Some(lo), Some(hi)) if s.values.len() > 1 => format!(
-            "{} ({}..{})",
-            fmt_value(Some(m)),
-            fmt_value(Some(lo)),
-            fmt_value(Some(hi))
-        ),
-        (Some(m), _, _) => fmt_value(Some(m)),
-        _ if !s.failures.is_empty() => "failed".into(),
-        _ => "-".into(),
-    }
-}
-
-fn render_table(rows: &[Row]) -> String {
-    let head = [
-        "workload", "ustack", "linux", "unit", "ratio", "goal", "met",
-    ];
-    let mut cells: Vec<[String; 7]> = vec![head.map(str::to_string)];
-    for r in rows {
-        let ratio = r.ratio();
-        let met = r.spec.goal.met(r.ustack.median(), ratio);
-        cells.push([
-            r.spec.name.to_string(),
-            fmt_samples(&r.ustack),
-            fmt_samples(&r.linux),
-            r.spec.unit.to_string(),
-            ratio.map_or("-".into(), |x| format!("{x:.2}x")),
-            r.spec.goal.describe(),
-            match met {
-                Some(true) => "yes".into(),
-                Some(false) => "NO".into(),
-                None => "-".into(),
-            },
-        ]);
-    }
-    let mut widths = [0usize; 7];
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let mut out = String::new();
-    for (i, row) in cells.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .enumerate()
-            .map(|(j, (c, w))| {
-                if j == 1 || j == 2 || j == 4 {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
+/// The memory workload's batches: the kernel's runs back to back first
+/// (see `main`), then ustack's, paired by their order; the same rule for
+/// a batch run again as `stats::batches`.
+fn memory_batches(ctx: &mut Ctx, row: &mut Row) {
+    let spec = row.spec;
+    let runs = ctx.opt.mem_runs;
+    loop {
+        let mut outcomes: BTreeMap<&str, Vec<Result<f64, String>>> = BTreeMap::new();
+        for which in ["linux", "ustack"] {
+            for r in 1..=runs {
+                let got = ctx.memory_run(which, spec).map(|(v, note)| {
+                    if r == 1 && row.batches.is_empty() {
+                        row.notes.push(note);
+                    }
+                    v
+                });
+                if let Err(e) = &got {
+                    eprintln!("  {which} run {r}: {e}");
                 }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-        if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-            let _ = writeln!(out, "{}", "-".repeat(total));
-        }
-    }
-    out
-}
-
-fn json_num(v: Option<f64>) -> String {
-    match v {
-        Some(x) if x.is_finite() => {
-            if x.abs() >= 100.0 {
-                format!("{x:.0}")
-            } else {
-                format!("{x:.3}")
+                outcomes.entry(which).or_default().push(got);
             }
         }
-        _ => "null".into(),
-    }
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+        let mut b = Batch::default();
+        let mut us = outcomes.remove("ustack").unwrap_or_default().into_iter();
+        let mut lx = outcomes.remove("linux").unwrap_or_default().into_iter();
+        for r in 1..=runs {
+            b.add_pair(r, us.next(), lx.next(), spec.higher_better);
         }
-    }
-    out.push('"');
-    out
-}
-
-fn json_list(v: &[f64]) -> String {
-    let items: Vec<String> = v.iter().map(|&x| json_num(Some(x))).collect();
-    format!("[{}]", items.join(", "))
-}
-
-fn render_json(rows: &[Row], opt: &Options, when: SystemTime, elapsed: Duration) -> String {
-    let mut out = String::from("{\n");
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let _ = writeln!(out, "  \"date\": {},", json_str(&when_utc(when)));
-    let _ = writeln!(out, "  \"kernel\": {},", json_str(kernel.trim()));
-    let _ = writeln!(
-        out,
-        "  \"cpus\": {},",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    let _ = writeln!(
-        out,
-        "  \"runs\": {}, \"warmup_ms\": {}, \"window_ms\": {}, \"seconds\": {:.0},",
-        opt.runs,
-        opt.warmup_ms,
-        opt.window_ms,
-        elapsed.as_secs_f64()
-    );
-    out.push_str("  \"workloads\": [\n");
-    for (i, r) in rows.iter().enumerate() {
-        let ratio = r.ratio();
-        let met = r.spec.goal.met(r.ustack.median(), ratio);
-        let _ = write!(
-            out,
-            "    {{\"name\": {}, \"ustack\": {}, \"linux\": {}, \"unit\": {}, \"ratio\": {}, \
-             \"ustack_min\": {}, \"ustack_max\": {}, \"linux_min\": {}, \"linux_max\": {}, \
-             \"ustack_runs\": {}, \"linux_runs\": {}, \"goal\": {}, \"met\": {}, \"notes\": [{}]}}",
-            json_str(r.spec.name),
-            json_num(r.ustack.median()),
-            json_num(r.linux.median()),
-            json_str(r.spec.unit),
-            json_num(ratio),
-            json_num(r.ustack.min()),
-            json_num(r.ustack.max()),
-            json_num(r.linux.min()),
-            json_num(r.linux.max()),
-            json_list(&r.ustack.values),
-            json_list(&r.linux.values),
-            json_str(&r.spec.goal.describe()),
-            met.map_or("null".into(), |m| m.to_string()),
-            r.notes
-                .iter()
-                .chain(r.ustack.failures.iter())
-                .chain(r.linux.failures.iter())
-                .map(|n| json_str(n))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        out.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
-    }
-    out.push_str("  ]\n}\n");
-    out
-}
-
-/// The one-minute load average.
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// `YYYY-MM-DDTHH:MM:SS` in UTC.
-fn when_utc(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil-from-days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(when_utc(UNIX_EPOCH), "1970-01-01T00:00:00");
-        let t = UNIX_EPOCH + Duration::from_secs(1_709_210_096);
-        assert_eq!(when_utc(t), "2024-02-29T12:34:56");
-    }
-
-    #[test]
-    fn medians() {
-        let s = Samples {
-            values: vec![3.0, 1.0, 2.0],
-            failures: vec![],
-        };
-        assert_eq!(
-            (s.median(), s.min(), s.max()),
-            (Some(2.0), Some(1.0), Some(3.0))
-        );
-        let s = Samples {
-            values: vec![4.0, 1.0, 2.0, 3.0],
-            failures: vec![],
-        };
-        assert_eq!(s.median(), Some(2.5));
-    }
-
-    #[test]
-    fn json_escapes() {
-        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
-        assert_eq!(json_num(None), "null");
-        assert_eq!(json_num(Some(1234.4)), "1234");
+        let stable = b.stable();
+        row.batches.push(b);
+        if stable || row.batches.len() >= ctx.opt.max_batches {
+            return;
+        }
     }
 }
