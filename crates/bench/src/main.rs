@@ -17,6 +17,7 @@
 //! Workloads for `--workload`: `pingpong:N`, `short:N`, `stream`, `udp:N`,
 //! `idle:N` (see `logic.rs`).
 
+mod chart;
 mod kernel;
 mod logic;
 mod mem;

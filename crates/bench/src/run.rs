@@ -28,6 +28,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::chart::render_svg;
 use crate::net::Family;
 use crate::nginx::{self, NginxBench, RunFigures};
 use crate::report::{fmt_value, load_average, render_json, render_table, when_utc, Row, RunFacts};
@@ -711,7 +712,23 @@ pub fn main(f: &Flags) -> Result<(), String> {
     for p in [&dated, &latest] {
         std::fs::write(p, &json).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
-    println!("  results: {} and {}", latest.display(), dated.display());
+    let title = format!(
+        "ustack beside Linux, {} ({} pairs per batch; load average {} before)",
+        when_utc(when),
+        ctx.opt.runs,
+        facts.load_before.map_or("?".into(), |l| format!("{l:.2}"))
+    );
+    let svg = render_svg(&rows, &title);
+    let chart = ctx.opt.out.join("latest.svg");
+    for p in [&chart, &ctx.opt.out.join(format!("{stamp}.svg"))] {
+        std::fs::write(p, &svg).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    println!(
+        "  results: {} and {}; chart: {}",
+        latest.display(),
+        dated.display(),
+        chart.display()
+    );
     Ok(())
 }
 
