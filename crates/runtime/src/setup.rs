@@ -5,7 +5,7 @@ use std::fmt;
 
 use link::{
     AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, PcapLink, PcapSeries, RingConfig,
-    TapLink,
+    ShmConfig, ShmLink, TapLink,
 };
 use std::net::IpAddr;
 
@@ -177,6 +177,7 @@ pub fn link_name(spec: &LinkSpec) -> String {
         LinkSpec::AfPacket(n) => format!("af_packet:{n}"),
         LinkSpec::AfXdp(n) => format!("af_xdp:{n}"),
         LinkSpec::Dpdk => "dpdk".to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -224,12 +225,36 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
         LinkSpec::AfXdp(ifname) => crate::xdp::open_queues(ifname, port, 1)
             .map(|mut q| PortLink::AfXdp(Box::new(q.remove(0))))
             .map_err(open_err),
+        LinkSpec::ShmCreate(path) => {
+            let mtu = usize::from(port.mtu.unwrap_or(SHM_DEFAULT_MTU));
+            let mut l = ShmLink::create(path, &ShmConfig::new(mtu, SHM_SLOTS)).map_err(open_err)?;
+            if let Some(mac) = port.mac {
+                l.set_mac(mac);
+            }
+            Ok(PortLink::Shm(l))
+        }
+        LinkSpec::ShmAttach(path) => {
+            let mut l =
+                ShmLink::open_wait(path, std::time::Duration::from_secs(10)).map_err(open_err)?;
+            // Both ends are attached: nobody else needs the name.
+            let _ = l.unlink();
+            if let Some(mac) = port.mac {
+                l.set_mac(mac);
+            }
+            Ok(PortLink::Shm(l))
+        }
         LinkSpec::Dpdk => Err(SetupError::Unsupported {
             port: port.id,
             link: name,
         }),
     }
 }
+
+/// `link=shm_create:` when the port gives no `mtu=`: ustack-bench's link
+/// MTU (16384, its slots in turn staying within a last-level cache).
+pub const SHM_DEFAULT_MTU: u16 = 16384;
+/// Frames per direction of a `shm_create:` link (ustack-bench's).
+pub const SHM_SLOTS: usize = 1024;
 
 #[cfg(feature = "dpdk")]
 fn open_dpdk(dpdk: &DpdkConfig, port: &PortConfig, name: String) -> Result<PortLink, SetupError> {
