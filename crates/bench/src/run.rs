@@ -22,6 +22,7 @@
 //! the handshake cancel out.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -29,6 +30,8 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::chart::render_svg;
+use crate::cprog;
+use crate::mem;
 use crate::net::Family;
 use crate::nginx::{self, NginxBench, RunFigures};
 use crate::report::{fmt_value, load_average, render_json, render_table, when_utc, Row, RunFacts};
@@ -52,6 +55,8 @@ struct Options {
     /// Batches of `runs` pairs a workload may run, the first included,
     /// while its spread stays above the limit (`stats.rs`).
     max_batches: usize,
+    /// The shorter of the two windows of the C server under callgrind.
+    callgrind_window_ms: u64,
 }
 
 /// A child process of the benchmark and the lines it prints.
@@ -64,6 +69,10 @@ struct Proc {
 
 impl Proc {
     fn spawn(exe: &Path, args: &[String], what: &str) -> Result<Proc, String> {
+        Proc::spawn_cmd(exe, args, what)
+    }
+
+    fn spawn_cmd(exe: &Path, args: &[String], what: &str) -> Result<Proc, String> {
         let mut child = Command::new(exe)
             .args(args)
             .stdin(Stdio::piped())
@@ -132,6 +141,36 @@ impl Proc {
             let _ = writeln!(s, "{line}");
             let _ = s.flush();
         }
+    }
+
+    /// Sends it SIGTERM.
+    fn signal_term(&self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// Asks it to stop with SIGTERM (the C programs' stop request), waits
+    /// up to 5 s, then kills it.
+    fn terminate(mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        eprintln!("  {} did not stop; killing it", self.what);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Closes its standard input (the stop request) and waits up to 5 s,
@@ -220,11 +259,11 @@ impl Ctx {
         which: &str,
         family: Family,
         client_extra: &[String],
-    ) -> Result<(Proc, Proc), String> {
+    ) -> Result<(Proc, Proc, String), String> {
         let (mut sargs, port, link) = self.common(which, 0, family);
         sargs.insert(0, "server".into());
         let mut server = Proc::spawn(&self.exe, &sargs, &format!("{which} server"))?;
-        server.expect("ready", Duration::from_secs(20))?;
+        let ready = server.expect("ready", Duration::from_secs(20))?;
         let mut cargs: Vec<String> = vec![
             "client".into(),
             "--family".into(),
@@ -242,7 +281,7 @@ impl Ctx {
         ];
         cargs.extend_from_slice(client_extra);
         match Proc::spawn(&self.exe, &cargs, &format!("{which} client")) {
-            Ok(c) => Ok((server, c)),
+            Ok(c) => Ok((server, c, ready)),
             Err(e) => {
                 server.stop();
                 Err(e)
@@ -260,7 +299,7 @@ impl Ctx {
             "--window-ms".into(),
             self.opt.window_ms.to_string(),
         ];
-        let (server, mut client) = self.start(which, spec.family, &extra)?;
+        let (server, mut client, _) = self.start(which, spec.family, &extra)?;
         let limit = Duration::from_millis(self.opt.warmup_ms + self.opt.window_ms + 20_000);
         let got = client.expect("result", limit);
         client.stop();
@@ -274,61 +313,240 @@ impl Ctx {
         Ok(units / secs * spec.scale)
     }
 
-    /// One idle-connection run: bytes per connection end, and a note.
-    fn memory_run(&mut self, which: &str, spec: &Spec) -> Result<(f64, String), String> {
-        let extra = vec![
+    /// One timed run of the C programs (`cprog.rs`): units per second.
+    fn c_rate_run(&mut self, which: &str, spec: &Spec) -> Result<f64, String> {
+        let port = self.next_port();
+        let link = self.link_path();
+        let dir = std::env::temp_dir().join(format!("ustack-bench-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let (sini, cini) = (dir.join("server.ini"), dir.join("client.ini"));
+        for (p, create) in [(&sini, true), (&cini, false)] {
+            std::fs::write(p, cprog::ustack_ini(&link, create))
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        }
+        let port_s = port.to_string();
+        let sargs = vec!["server".to_string(), "--port".into(), port_s.clone()];
+        let s = cprog::command(&self.exe, spec, which, 0, Some(&sini), &sargs)?;
+        let what = format!("{which} {} server", spec.way.name());
+        let mut server = Proc::spawn_cmd(&s.program, &s.args, &what)?;
+        if let Err(e) = server.expect("ready", Duration::from_secs(20)) {
+            server.terminate();
+            let _ = std::fs::remove_file(&link);
+            return Err(e);
+        }
+        let cargs = vec![
+            "client".to_string(),
+            "--port".into(),
+            port_s,
+            "--server".into(),
+            cprog::server_ip(which).into(),
             "--workload".into(),
             spec.workload.into(),
-            "--settle-ms".into(),
-            "1000".into(),
+            "--warmup-ms".into(),
+            self.opt.warmup_ms.to_string(),
+            "--window-ms".into(),
+            self.opt.window_ms.to_string(),
         ];
-        let (mut server, mut client) = self.start(which, spec.family, &extra)?;
-        let outcome = (|| {
-            let limit = Duration::from_secs(90);
-            let result = words(&client.expect("result", limit)?);
-            let conns = num(&result, "units")?;
-            let ends = 2.0 * conns;
-            if which == "ustack" {
-                let c = words(&client.expect("memory", limit)?);
+        let got = cprog::command(&self.exe, spec, which, 1, Some(&cini), &cargs).and_then(|c| {
+            let what = format!("{which} {} client", spec.way.name());
+            let mut client = Proc::spawn_cmd(&c.program, &c.args, &what)?;
+            let limit =
+                Duration::from_millis(self.opt.warmup_ms + self.opt.window_ms) + cprog::SLACK;
+            let got = client.expect("result", limit);
+            client.terminate();
+            got
+        });
+        server.terminate();
+        let _ = std::fs::remove_file(&link);
+        let w = words(&got?);
+        let units = num(&w, "units")?;
+        let secs = num(&w, "elapsed_us")? / 1e6;
+        if secs <= 0.0 {
+            return Err("empty window".into());
+        }
+        Ok(units / secs * spec.scale)
+    }
+
+    /// Callgrind on the C ping-pong's server through `spec.way`, the
+    /// client at full speed for `window`: the server's whole-program
+    /// instructions and the requests it served.
+    fn c_callgrind_run(
+        &mut self,
+        spec: &Spec,
+        window: Duration,
+        out: &Path,
+    ) -> Result<(f64, f64), String> {
+        let port = self.next_port();
+        let link = self.link_path();
+        let dir = std::env::temp_dir().join(format!("ustack-bench-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let (sini, cini) = (dir.join("server.ini"), dir.join("client.ini"));
+        for (p, create) in [(&sini, true), (&cini, false)] {
+            std::fs::write(p, cprog::ustack_ini(&link, create))
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        }
+        let port_s = port.to_string();
+        let sargs = vec!["server".to_string(), "--port".into(), port_s.clone()];
+        let s = cprog::command(&self.exe, spec, "ustack", 0, Some(&sini), &sargs)?;
+        // taskset -c 0 valgrind ... PROGRAM ARGS
+        let mut args = s.args.clone();
+        let program_at = 2;
+        let mut vg = vec![
+            "valgrind".to_string(),
+            "--tool=callgrind".into(),
+            "--dump-instr=no".into(),
+            "--collect-jumps=no".into(),
+            format!("--callgrind-out-file={}", out.display()),
+        ];
+        vg.append(&mut args.split_off(program_at));
+        args.extend(vg);
+        let mut server = Proc::spawn_cmd(&s.program, &args, "callgrind server")?;
+        if let Err(e) = server.expect("ready", Duration::from_secs(120)) {
+            server.terminate();
+            let _ = std::fs::remove_file(&link);
+            return Err(e);
+        }
+        let cargs = vec![
+            "client".to_string(),
+            "--port".into(),
+            port_s,
+            "--server".into(),
+            cprog::server_ip("ustack").into(),
+            "--workload".into(),
+            spec.workload.into(),
+            "--warmup-ms".into(),
+            "0".into(),
+            "--window-ms".into(),
+            window.as_millis().to_string(),
+        ];
+        let ran = cprog::command(&self.exe, spec, "ustack", 1, Some(&cini), &cargs).and_then(|c| {
+            let mut client = Proc::spawn_cmd(&c.program, &c.args, "callgrind client")?;
+            let got = client.expect("result", window + Duration::from_secs(120));
+            client.terminate();
+            got
+        });
+        server.signal_term();
+        let served = server.expect("served", Duration::from_secs(120));
+        server.terminate();
+        let _ = std::fs::remove_file(&link);
+        ran?;
+        let served = num(&words(&served?), "units")?;
+        let text = std::fs::read_to_string(out)
+            .map_err(|e| format!("cannot read {}: {e}", out.display()))?;
+        let total = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("totals:")
+                    .or_else(|| l.strip_prefix("summary:"))
+            })
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .ok_or_else(|| format!("no totals in {}", out.display()))?;
+        Ok((total, served))
+    }
+
+    /// One idle-connection run: bytes per connection end, and a note.
+    ///
+    /// Measured alike on both stacks: the growth of both processes'
+    /// anonymous resident memory (`RssAnon`: the server's from its start,
+    /// the client's from before it connects) plus the growth of the
+    /// kernel's socket caches and TCP memory (`mem::socket_delta`; on
+    /// ustack, what its sockets hold in the kernel, if anything), over
+    /// both ends of every connection.
+    ///
+    /// The kernel's connections are spread over pairs of processes of at
+    /// most [`KERNEL_CONNS_PER_PROCESS`] each (a process may hold 20,000
+    /// open files here), each pair on its own server port (so each has
+    /// its own ephemeral ports); ustack's are one pair, as a ustack
+    /// program holds them (no file descriptors; the idle client alternates
+    /// between two server ports, `logic::ECHO2`, for ports enough).
+    fn memory_run(&mut self, which: &str, spec: &Spec) -> Result<(f64, String), String> {
+        let Ok(crate::logic::Workload::IdleConns { count }) = spec.workload.parse() else {
+            return Err(format!("{}: not an idle:N workload", spec.workload));
+        };
+        let pairs = if which == "ustack" {
+            1
+        } else {
+            count.div_ceil(KERNEL_CONNS_PER_PROCESS)
+        };
+        let before = mem::kernel_snapshot();
+        let mut procs = Vec::new();
+        let mut started = Ok(());
+        for k in 0..pairs {
+            let share = count / pairs + usize::from(k < count % pairs);
+            let extra = vec![
+                "--workload".into(),
+                format!("idle:{share}"),
+                "--settle-ms".into(),
+                "1000".into(),
+            ];
+            match self.start(which, spec.family, &extra) {
+                Ok(p) => procs.push(p),
+                Err(e) => {
+                    started = Err(e);
+                    break;
+                }
+            }
+        }
+        let outcome = started.and_then(|()| {
+            let limit = Duration::from_secs(180);
+            let (mut conns, mut client_anon, mut server_anon) = (0.0, 0.0, 0.0);
+            let (mut held_c, mut held_s, mut conns_c, mut conns_s) = (0.0, 0.0, 0.0, 0.0);
+            for (server, client, ready) in procs.iter_mut() {
+                let result = words(&client.expect("result", limit)?);
+                conns += num(&result, "units")?;
+                let c = words(
+                    &client.expect(if which == "ustack" { "memory" } else { "kmem" }, limit)?,
+                );
                 server.send("report");
                 let s = words(&server.expect("memory", limit)?);
-                let held = |m: &BTreeMap<String, String>| -> Result<f64, String> {
-                    Ok(num(m, "tcp_bytes")? + num(m, "pool_bytes")?)
-                };
-                let bytes = held(&c)? + held(&s)?;
-                let rss = (num(&c, "rss_kb")? - num(&c, "rss_before_kb")?) * 1024.0;
-                Ok((
-                    bytes / ends,
-                    format!(
-                        "ustack: {conns} conns; client stack {} B in {} conns, server stack {} B \
-                         in {} conns; client RSS grew {:.0} B per conn",
-                        held(&c)?,
-                        num(&c, "tcp_conns")?,
-                        held(&s)?,
-                        num(&s, "tcp_conns")?,
-                        rss / conns
-                    ),
-                ))
-            } else {
-                let k = client.expect("kmem", limit)?;
-                let kw = words(&k);
-                let bytes = num(&kw, "slab_bytes")? + num(&kw, "tcp_mem_bytes")?;
-                Ok((
-                    bytes / ends,
-                    format!(
-                        "linux: {conns} conns; slab grew {} B, TCP socket memory {} B; top caches {}",
-                        num(&kw, "slab_bytes")?,
-                        num(&kw, "tcp_mem_bytes")?,
-                        kw.get("top").map_or("?", String::as_str)
-                    ),
-                ))
+                let ready = words(ready);
+                client_anon += (num(&c, "rss_anon_kb")? - num(&c, "rss_anon_before_kb")?) * 1024.0;
+                server_anon += (num(&s, "rss_anon_kb")? - num(&ready, "rss_anon_kb")?) * 1024.0;
+                if which == "ustack" {
+                    held_c += num(&c, "tcp_bytes")? + num(&c, "pool_bytes")?;
+                    held_s += num(&s, "tcp_bytes")? + num(&s, "pool_bytes")?;
+                    conns_c += num(&c, "tcp_conns")?;
+                    conns_s += num(&s, "tcp_conns")?;
+                }
             }
-        })();
-        client.stop();
-        server.stop();
+            if conns < count as f64 {
+                return Err(format!("{conns} of {count} connections up"));
+            }
+            let after = mem::kernel_snapshot();
+            let ends = 2.0 * conns;
+            let (kernel, detail) = mem::socket_delta(&before, &after);
+            let total = client_anon + server_anon + kernel as f64;
+            let mut note = format!(
+                "{which}: {conns} conns over {pairs} pair(s) of processes; anonymous RSS grew \
+                 {client_anon:.0} B in the clients, {server_anon:.0} B in the servers; the \
+                 kernel's socket caches and TCP memory grew {kernel} B ({detail}); {:.0} B per \
+                 end",
+                total / ends
+            );
+            if which == "ustack" {
+                let _ = write!(
+                    note,
+                    "; the stacks' own accounting: {:.0} B per end (client {held_c} B in \
+                     {conns_c} conns, server {held_s} B in {conns_s} conns)",
+                    (held_c + held_s) / ends,
+                );
+            }
+            Ok((total / ends, note))
+        });
+        for (server, client, _) in procs {
+            client.stop();
+            server.stop();
+        }
         outcome
     }
 }
+
+/// The most idle connections one kernel-side process of the memory
+/// workload holds (each end is a file descriptor, and a process may have
+/// 20,000 here).
+const KERNEL_CONNS_PER_PROCESS: usize = 16_000;
 
 /// Batches of `runs` pairs of runs (see `stats.rs`), ustack and the
 /// kernel in turn, into the row; returns each stack's figures of the
@@ -547,6 +765,7 @@ fn options(f: &Flags) -> Result<Options, String> {
         "epoll-timeout-us",
         "nginx-seconds",
         "max-batches",
+        "callgrind-window-ms",
     ])?;
     Ok(Options {
         runs: f.parse_or("runs", 5usize)?.max(1),
@@ -561,6 +780,7 @@ fn options(f: &Flags) -> Result<Options, String> {
         epoll_timeout_us: f.parse_or("epoll-timeout-us", 0u64)?,
         nginx_seconds: f.parse_or("nginx-seconds", 5u64)?.max(1),
         max_batches: f.parse_or("max-batches", 2usize)?.max(1),
+        callgrind_window_ms: f.parse_or("callgrind-window-ms", 1000u64)?.max(100),
     })
 }
 
@@ -582,9 +802,11 @@ pub fn main(f: &Flags) -> Result<(), String> {
     let selected: Vec<&'static Spec> = SPECS
         .iter()
         .filter(|s| {
-            opt.only
-                .as_ref()
-                .is_none_or(|o| o.iter().any(|n| n == s.name || n == s.way.name()))
+            opt.only.as_ref().is_none_or(|o| {
+                o.iter().any(|n| {
+                    n == s.name || n == s.way.name() || *n == format!("{}@{}", s.name, s.way.name())
+                })
+            })
         })
         .collect();
     if selected.is_empty() {
@@ -602,9 +824,9 @@ pub fn main(f: &Flags) -> Result<(), String> {
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by_key(|&i| match rows[i].spec.kind {
         Kind::Memory => 0,
-        Kind::Rate => 1,
+        Kind::Rate | Kind::CRate => 1,
         Kind::Program | Kind::Stream => 2,
-        Kind::Instructions => 3,
+        Kind::Instructions | Kind::CInstructions => 3,
     });
     let (runs, max_batches) = (ctx.opt.runs, ctx.opt.max_batches);
     for i in order {
@@ -623,6 +845,52 @@ pub fn main(f: &Flags) -> Result<(), String> {
                     let u = one("ustack");
                     (u, one("linux"))
                 });
+            }
+            Kind::CRate => {
+                rows[i].batches = stats::batches(runs, max_batches, spec.higher_better, |r| {
+                    let mut one = |which: &str| {
+                        let got = ctx.c_rate_run(which, spec);
+                        if let Err(e) = &got {
+                            eprintln!("  {which} run {r}: {e}");
+                        }
+                        Some(got)
+                    };
+                    let u = one("ustack");
+                    (u, one("linux"))
+                });
+            }
+            Kind::CInstructions => {
+                let dir = std::env::temp_dir().join("ustack-bench");
+                let _ = std::fs::create_dir_all(&dir);
+                let w = Duration::from_millis(ctx.opt.callgrind_window_ms);
+                let name =
+                    |k: u32| dir.join(format!("callgrind.{}.server.{k}.out", spec.way.name()));
+                let once = ctx.c_callgrind_run(spec, w, &name(1));
+                let twice = ctx.c_callgrind_run(spec, 2 * w, &name(2));
+                let got = match (once, twice) {
+                    (Ok((i1, r1)), Ok((i2, r2))) if r2 > r1 => {
+                        rows[i].notes.push(format!(
+                            "the whole server process of the C ping-pong ({}, {}) under callgrind: \
+                             {i1:.0} instructions for {r1:.0} requests, {i2:.0} for {r2:.0}; per \
+                             request the growth over the growth (start-up cancels out; the \
+                             engine's clock reads, idle turns, the epoll layer and the C ABI \
+                             included); the client at full speed on its own core",
+                            spec.workload,
+                            spec.way.name()
+                        ));
+                        Ok((i2 - i1) / (r2 - r1))
+                    }
+                    (Ok(_), Ok((_, r2))) => {
+                        Err(format!("the longer run served {r2} requests, no more"))
+                    }
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                };
+                if let Err(e) = &got {
+                    eprintln!("  callgrind: {e}");
+                }
+                let mut b = Batch::default();
+                b.add_pair(1, Some(got), None, spec.higher_better);
+                rows[i].batches.push(b);
             }
             Kind::Memory => memory_batches(&mut ctx, &mut rows[i]),
             Kind::Program => {
@@ -743,7 +1011,9 @@ fn memory_batches(ctx: &mut Ctx, row: &mut Row) {
         for which in ["linux", "ustack"] {
             for r in 1..=runs {
                 let got = ctx.memory_run(which, spec).map(|(v, note)| {
-                    if r == 1 && row.batches.is_empty() {
+                    if r == 1 {
+                        // The first run of each stack in the batch reported.
+                        row.notes.retain(|n| !n.starts_with(which));
                         row.notes.push(note);
                     }
                     v

@@ -42,6 +42,9 @@ pub enum Way {
     /// `ustack run` (`libustack_preload.so`) under an unmodified Linux
     /// program.
     Preload,
+    /// The C ABI (`ustack.h`) with its epoll: `ustack_epoll_wait` inside
+    /// `ustack_run`'s loop.
+    CapiEpoll,
 }
 
 impl Way {
@@ -50,6 +53,7 @@ impl Way {
         match self {
             Way::Core => "core",
             Way::Preload => "preload",
+            Way::CapiEpoll => "capi_epoll",
         }
     }
 }
@@ -68,6 +72,13 @@ pub enum Kind {
     Stream,
     /// Callgrind, ustack only.
     Instructions,
+    /// Callgrind on the server of the C ping-pong through `way` (a real
+    /// serving engine: clock reads, idle turns and the API included),
+    /// ustack only.
+    CInstructions,
+    /// A client workload measured over a time window, both stacks, by the
+    /// C programs (`crates/bench/c/pingpong.c`, `cprog.rs`) through `way`.
+    CRate,
 }
 
 pub struct Spec {
@@ -140,6 +151,50 @@ pub const SPECS: &[Spec] = &[
         unit: "connections/s",
         scale: 1.0,
         goal: Goal::RatioAtLeast(10.0),
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_pingpong_64b_100conn",
+        kind: Kind::CRate,
+        way: Way::CapiEpoll,
+        workload: "pingpong:100",
+        unit: "round trips/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(10.0),
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_short_conn",
+        kind: Kind::CRate,
+        way: Way::CapiEpoll,
+        workload: "short:64",
+        unit: "connections/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(5.0),
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_pingpong_64b_100conn",
+        kind: Kind::CRate,
+        way: Way::Preload,
+        workload: "pingpong:100",
+        unit: "round trips/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_short_conn",
+        kind: Kind::CRate,
+        way: Way::Preload,
+        workload: "short:64",
+        unit: "connections/s",
+        scale: 1.0,
+        goal: Goal::None,
         higher_better: true,
         family: Family::V4,
     },
@@ -227,7 +282,18 @@ pub const SPECS: &[Spec] = &[
         workload: "idle:10000",
         unit: "bytes",
         scale: 1.0,
-        goal: Goal::Below(2048.0),
+        goal: Goal::RatioAtLeast(2.0),
+        higher_better: false,
+        family: Family::V4,
+    },
+    Spec {
+        name: "mem_per_idle_conn_100k",
+        kind: Kind::Memory,
+        way: Way::Core,
+        workload: "idle:100000",
+        unit: "bytes",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(2.0),
         higher_better: false,
         family: Family::V4,
     },
@@ -252,5 +318,16 @@ pub const SPECS: &[Spec] = &[
         goal: Goal::Below(1500.0),
         higher_better: false,
         family: Family::V6,
+    },
+    Spec {
+        name: "instr_per_pingpong",
+        kind: Kind::CInstructions,
+        way: Way::CapiEpoll,
+        workload: "pingpong:100",
+        unit: "instructions",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: false,
+        family: Family::V4,
     },
 ];
