@@ -30,6 +30,7 @@ mod nginx;
 mod proc;
 mod report;
 mod run;
+mod servers;
 mod specs;
 mod stats;
 mod stream;

@@ -35,6 +35,7 @@ use crate::mem;
 use crate::net::Family;
 use crate::nginx::{self, NginxBench, RunFigures};
 use crate::report::{fmt_value, load_average, render_json, render_table, when_utc, Row, RunFacts};
+use crate::servers::{self, ServerBench, ServerFigures};
 use crate::specs::{Kind, Spec, SPECS};
 use crate::stats::{self, Batch};
 use crate::stream::{self, StreamBench, StreamFigures};
@@ -50,7 +51,8 @@ struct Options {
     only: Option<Vec<String>>,
     callgrind_count: u64,
     epoll_timeout_us: u64,
-    /// wrk's window for the nginx workload, in whole seconds.
+    /// The measured window of the program workloads (wrk, iperf3,
+    /// redis-benchmark, dnsperf), in whole seconds.
     nginx_seconds: u64,
     /// Batches of `runs` pairs a workload may run, the first included,
     /// while its spread stays above the limit (`stats.rs`).
@@ -716,6 +718,43 @@ fn stream_runs(exe: &Path, row: &mut Row, (runs, max_batches): (usize, usize), w
     ));
 }
 
+/// redis or Knot: batches of pairs of runs, ustack and the kernel in
+/// turn, each a fresh server; its rate into the row, both cores'
+/// utilisation into the notes.
+fn server_runs(exe: &Path, row: &mut Row, (runs, max_batches): (usize, usize), window: Duration) {
+    let bench = servers::Program::from_workload(row.spec.workload)
+        .and_then(|p| ServerBench::setup(exe, p, Duration::from_secs(1), window));
+    let bench = match bench {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("  {}: {e}", row.spec.name);
+            row.setup_failure = Some(e);
+            return;
+        }
+    };
+    let figs = interleaved(row, runs, max_batches, |which| bench.run(which), |f| f.rate);
+    drop(bench);
+    let med = |which: &str, f: &dyn Fn(&ServerFigures) -> f64| -> Option<f64> {
+        let v: Vec<f64> = figs.get(which)?.iter().map(f).collect();
+        stats::median(&v)
+    };
+    let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
+    row.notes.push(format!(
+        "the server pinned to core 0 in one network namespace (ustack: `ustack run`, AF_PACKET \
+         on the veth, busy polling), the load generator pinned to core 1 in another, {}s \
+         measured after a warm-up; RPS on both ends (each side pays for its own receive)",
+        window.as_secs()
+    ));
+    row.notes.push(format!(
+        "server core 0 busy: ustack {}, linux {}; load generator core 1 busy: ustack {}, linux \
+         {} (a load generator near 100% sets the pace, not the server)",
+        pct(med("ustack", &|f| f.server_core_busy)),
+        pct(med("linux", &|f| f.server_core_busy)),
+        pct(med("ustack", &|f| f.client_core_busy)),
+        pct(med("linux", &|f| f.client_core_busy)),
+    ));
+}
+
 /// Runs callgrind on `pair` with `count` round trips; each side's
 /// instructions (server, client).
 fn callgrind(exe: &Path, out_dir: &Path, count: u64, family: Family) -> Result<(f64, f64), String> {
@@ -785,10 +824,10 @@ fn options(f: &Flags) -> Result<Options, String> {
             .map(|s| s.split(',').map(str::to_string).collect()),
         callgrind_count: f.parse_or("callgrind-count", 20_000u64)?.max(100),
         epoll_timeout_us: f.parse_or("epoll-timeout-us", 0u64)?,
-        nginx_seconds: f.parse_or("nginx-seconds", 3u64)?.max(1),
+        nginx_seconds: f.parse_or("nginx-seconds", 2u64)?.max(1),
         max_batches: f.parse_or("max-batches", 2usize)?.max(1),
         callgrind_window_ms: f.parse_or("callgrind-window-ms", 1000u64)?.max(100),
-        rerun_budget_s: f.parse_or("rerun-budget-s", 600u64)?,
+        rerun_budget_s: f.parse_or("rerun-budget-s", 420u64)?,
     })
 }
 
@@ -834,7 +873,7 @@ pub fn main(f: &Flags) -> Result<(), String> {
     order.sort_by_key(|&i| match rows[i].spec.kind {
         Kind::Memory => 0,
         Kind::Rate | Kind::CRate => 1,
-        Kind::Program | Kind::Stream => 2,
+        Kind::Program | Kind::Stream | Kind::Server => 2,
         Kind::Instructions | Kind::CInstructions => 3,
     });
     let runs = ctx.opt.runs;
@@ -917,6 +956,10 @@ pub fn main(f: &Flags) -> Result<(), String> {
                     Duration::from_secs(ctx.opt.nginx_seconds),
                 );
                 program_runs(&exe, &mut rows[i], (runs, max_batches), warmup, window);
+            }
+            Kind::Server => {
+                let window = Duration::from_secs(ctx.opt.nginx_seconds);
+                server_runs(&exe, &mut rows[i], (runs, max_batches), window);
             }
             Kind::Stream => {
                 let window = Duration::from_secs(ctx.opt.nginx_seconds);

@@ -72,6 +72,9 @@ pub enum Kind {
     Stream,
     /// Callgrind, ustack only.
     Instructions,
+    /// redis-server under redis-benchmark, or Knot DNS under dnsperf, under
+    /// `ustack run` and on the kernel over a veth (`servers.rs`).
+    Server,
     /// Callgrind on the server of the C ping-pong through `way` (a real
     /// serving engine: clock reads, idle turns and the API included),
     /// ustack only.
@@ -270,6 +273,39 @@ pub const SPECS: &[Spec] = &[
         way: Way::Preload,
         workload: "nginx:rps=server",
         unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "redis_set_64b",
+        kind: Kind::Server,
+        way: Way::Preload,
+        workload: "redis:set",
+        unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "redis_get_64b",
+        kind: Kind::Server,
+        way: Way::Preload,
+        workload: "redis:get",
+        unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "dns_knot_udp",
+        kind: Kind::Server,
+        way: Way::Preload,
+        workload: "dns:knot",
+        unit: "queries/s",
         scale: 1.0,
         goal: Goal::None,
         higher_better: true,
