@@ -243,16 +243,22 @@ impl ServerBench {
         Ok(Running { child })
     }
 
-    /// Runs the load generator for `d` in the client's namespace on core
-    /// 1; its output.
+    /// Runs the load generator for `d` (zero: a short check) in the
+    /// client's namespace on core 1; its output.
     fn load(&self, d: Duration) -> Result<String, String> {
         let cpu = CLIENT_CPU.to_string();
         let secs = d.as_secs().max(1).to_string();
         let args: Vec<String> = match self.program {
             Program::RedisSet | Program::RedisGet => {
-                // A request count for about the window at 100k/s; the rate
-                // is redis-benchmark's own, whatever the count.
-                let n = (100_000 * d.as_secs().max(1)).to_string();
+                // A request count for about the window at 100k/s (a check
+                // asks for 2000); the rate is redis-benchmark's own,
+                // whatever the count.
+                let n = if d.is_zero() {
+                    2000
+                } else {
+                    100_000 * d.as_secs().max(1)
+                }
+                .to_string();
                 let t = if self.program == Program::RedisSet {
                     "set"
                 } else {
@@ -287,7 +293,19 @@ impl ServerBench {
                 .to_vec()
             }
         };
-        let mut full = vec!["taskset".to_string(), "-c".into(), cpu];
+        // A load generator that waits forever on a lost connection would
+        // stop the whole benchmark: it gets ten times its window and 30 s
+        // (redis-benchmark's count is for 100k requests/s).
+        let limit = (10 * d.as_secs().max(1) + 30).to_string();
+        let mut full = vec![
+            "timeout".to_string(),
+            "-k".into(),
+            "2".into(),
+            limit,
+            "taskset".into(),
+            "-c".into(),
+            cpu,
+        ];
         full.extend(args);
         let refs: Vec<&str> = full.iter().map(String::as_str).collect();
         let out = self
@@ -295,16 +313,43 @@ impl ServerBench {
             .in_client(&refs)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", refs[3]))?;
+            .map_err(|e| format!("cannot run {}: {e}", refs[7]))?;
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
         if !out.status.success() {
-            return Err(format!("{}: {}: {}", refs[3], out.status, text.trim()));
+            return Err(format!("{}: {}: {}", refs[7], out.status, text.trim()));
         }
         Ok(text)
+    }
+
+    /// `redis-cli ping` from the client's namespace: `PONG` or an error.
+    fn redis_ping(&self) -> Result<(), String> {
+        let out = self
+            .net
+            .in_client(&[
+                "timeout",
+                "-k",
+                "1",
+                "3",
+                "redis-cli",
+                "-h",
+                SERVER_IP,
+                "-p",
+                "6379",
+                "ping",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run redis-cli: {e}"))?;
+        let said = String::from_utf8_lossy(&out.stdout);
+        if said.trim() == "PONG" {
+            Ok(())
+        } else {
+            Err(format!("redis-cli ping: {}", said.trim()))
+        }
     }
 
     fn rate(&self, out: &str) -> Result<f64, String> {
@@ -320,13 +365,17 @@ impl ServerBench {
         self.net.server_address(!ustack)?;
         let out_path = self.dir.join(format!("{which}.out"));
         let server = self.start(ustack, &out_path)?;
-        // Until it answers: a short load, retried.
+        // Until it answers (redis-benchmark would wait on a refused
+        // connection), then a short load.
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            match self
-                .load(Duration::from_secs(1))
-                .and_then(|o| self.rate(&o))
-            {
+            let answered = match self.program {
+                Program::RedisSet | Program::RedisGet => self.redis_ping(),
+                Program::Knot => Ok(()),
+            }
+            .and_then(|()| self.load(Duration::ZERO))
+            .and_then(|o| self.rate(&o));
+            match answered {
                 Ok(_) => break,
                 Err(e) if Instant::now() >= deadline => {
                     return Err(format!("{which}: {e}; server: {}", tail(&out_path)))
