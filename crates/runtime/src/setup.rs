@@ -587,6 +587,50 @@ mod tests {
         assert_eq!(s.tcp.somaxconn, 128);
     }
 
+    struct Idle;
+
+    impl crate::engine::Application for Idle {
+        fn poll(&mut self, _: &mut crate::engine::AppContext<'_>) -> bool {
+            false
+        }
+    }
+
+    /// `link=shm_create:` and `shm_attach:` join two engines: each end's
+    /// gratuitous ARP reaches the other.
+    #[test]
+    fn shm_link_joins_two_engines() {
+        let path =
+            std::env::temp_dir().join(format!("ustack-setup-shm-{}.link", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let ini = |kind: &str, addr: &str| {
+            format!(
+                "[dpdk]\nidle_sleep=0\n[port0]\nlink={kind}:{}\naddr={addr}/24\nmtu=1500\n",
+                path.display()
+            )
+        };
+        let a = Config::parse(&ini("shm_create", "10.99.40.1"), "a.ini").unwrap();
+        let b = Config::parse(&ini("shm_attach", "10.99.40.2"), "b.ini").unwrap();
+        let mut ea = build_engine(&a, 1).expect("the creating end");
+        let mut eb = build_engine(&b, 2).expect("the attaching end");
+        assert_eq!(ea.ports().next().map(PortLink::kind), Some("shm"));
+        assert_eq!(ea.ports().next().map(|l| l.info().mtu), Some(1500));
+        ea.announce();
+        eb.announce();
+        for _ in 0..10 {
+            ea.turn(&mut Idle);
+            eb.turn(&mut Idle);
+        }
+        assert!(ea.link_stats()[0].rx_frames >= 1, "{:?}", ea.link_stats());
+        assert!(eb.link_stats()[0].rx_frames >= 1, "{:?}", eb.link_stats());
+        assert!(!path.exists(), "the attaching end unlinks the file");
+        // A relative path is refused when the configuration is read.
+        let err = Config::parse(
+            "[port0]\nlink=shm_attach:x.link\naddr=10.99.40.2/24\n",
+            "c.ini",
+        );
+        assert!(err.is_err());
+    }
+
     #[cfg(not(feature = "dpdk"))]
     #[test]
     fn dpdk_link_without_the_feature_says_so() {
