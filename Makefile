@@ -110,7 +110,8 @@ fuzz-short: deps
 # The rows through the C ABI and `ustack run` run crates/bench/c/pingpong.c,
 # built by bench-c against an installed copy of the library (pkg-config), as a
 # user builds: pingpong (Linux sockets: the kernel's side, and the program
-# `ustack run` launches) and pingpong_capi (ustack.h).  The chart is
+# `ustack run` launches), pingpong_capi (ustack.h) and pingpong_ff (ff_api.h
+# with kqueue).  The chart is
 # bench/results/latest.svg.
 BENCH_ARGS ?=
 bench:
@@ -128,7 +129,8 @@ bench-c:
 	mkdir -p $(C_BENCH)
 	set -e; export PKG_CONFIG_PATH=$(BENCH_PREFIX)/lib/pkgconfig; rpath=-Wl,-rpath,$(BENCH_PREFIX)/lib; \
 	cc $(C_FLAGS) -o $(C_BENCH)/pingpong crates/bench/c/pingpong.c; \
-	cc $(C_FLAGS) -DUSE_USTACK -o $(C_BENCH)/pingpong_capi crates/bench/c/pingpong.c $$(pkg-config --cflags --libs ustack) $$rpath
+	cc $(C_FLAGS) -DUSE_USTACK -o $(C_BENCH)/pingpong_capi crates/bench/c/pingpong.c $$(pkg-config --cflags --libs ustack) $$rpath; \
+	cc $(C_FLAGS) -DUSE_FF -o $(C_BENCH)/pingpong_ff crates/bench/c/pingpong.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath
 
 clean:
 	$(CARGO) clean

@@ -7,6 +7,10 @@
  *   cc -DUSE_USTACK pingpong.c -lustack  ustack's C ABI with epoll
  *                                      (ustack.h: ustack_socket,
  *                                      ustack_epoll_wait, ustack_run)
+ *   cc -DUSE_FF pingpong.c -lustack    F-Stack's ff_* layer with kqueue
+ *                                      (ff_api.h: ff_socket, ff_kevent,
+ *                                      ff_run); Linux has no kqueue, so its
+ *                                      kernel counterpart is the epoll build
  *
  *   pingpong server --port P [--conf FILE]
  *   pingpong client --port P --server IP --workload pingpong:N|short:N
@@ -41,11 +45,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef USE_USTACK
+#if defined(USE_USTACK)
 #include "ustack.h"
 #define S(call) ustack_##call
+#define SA(a) ((struct sockaddr *)(a))
+#elif defined(USE_FF)
+#include "ff_api.h"
+#define S(call) ff_##call
+#define SA(a) ((struct linux_sockaddr *)(a))
 #else
 #define S(call) call
+#define SA(a) ((struct sockaddr *)(a))
 #endif
 
 #define MSG 64
@@ -98,11 +108,31 @@ static void on_signal(int sig)
 {
     (void)sig;
     stopping = 1;
-#ifdef USE_USTACK
+#if defined(USE_USTACK)
     ustack_stop();
+#elif defined(USE_FF)
+    ff_stop_run();
 #endif
 }
 
+#ifdef USE_FF
+/* kqueue in epoll's terms: EPOLLIN is EVFILT_READ, EPOLLOUT EVFILT_WRITE;
+ * a change (only ever EPOLLOUT to EPOLLIN here) deletes the write filter
+ * and adds the read one.  Level-triggered, as epoll's default. */
+static void watch(int fd, uint32_t events, int op)
+{
+    struct kevent ch[2];
+    int n = 0;
+    if (op == EPOLL_CTL_MOD)
+        EV_SET(&ch[n++], (uintptr_t)fd, EVFILT_WRITE, EV_DELETE, 0, 0, NULL);
+    if (events & EPOLLIN)
+        EV_SET(&ch[n++], (uintptr_t)fd, EVFILT_READ, EV_ADD, 0, 0, NULL);
+    if (events & EPOLLOUT)
+        EV_SET(&ch[n++], (uintptr_t)fd, EVFILT_WRITE, EV_ADD, 0, 0, NULL);
+    if (ff_kevent(epfd, ch, n, NULL, 0, NULL) < 0)
+        die("kevent");
+}
+#else
 static void watch(int fd, uint32_t events, int op)
 {
     struct epoll_event ev;
@@ -112,6 +142,8 @@ static void watch(int fd, uint32_t events, int op)
     if (S(epoll_ctl)(epfd, op, fd, &ev) != 0)
         die("epoll_ctl");
 }
+
+#endif
 
 static void nodelay(int fd)
 {
@@ -139,7 +171,7 @@ static int listen_on(uint16_t port, enum role role)
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (S(bind)(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+    if (S(bind)(fd, SA(&a), sizeof(a)) != 0)
         die("bind");
     if (S(listen)(fd, 4096) != 0)
         die("listen");
@@ -228,7 +260,7 @@ static void open_one(void)
         return;
     }
     nodelay(fd);
-    if (S(connect)(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno != EINPROGRESS) {
+    if (S(connect)(fd, SA(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
         errors++;
         S(close)(fd);
         return;
@@ -341,13 +373,25 @@ static void check_clock(void)
  * nonzero when the program is done. */
 static int turn(void *arg)
 {
-    struct epoll_event events[MAX_EVENTS];
     int client = arg != NULL;
     if (stopping)
         return 1;
+#ifdef USE_FF
+    static struct kevent events[MAX_EVENTS];
+    struct timespec zero = { 0, 0 };
+    int n = ff_kevent(epfd, NULL, 0, events, MAX_EVENTS, &zero);
+    for (int i = 0; i < n; i++) {
+        int fd = (int)events[i].ident;
+        uint32_t ev = events[i].filter == EVFILT_READ ? EPOLLIN : EPOLLOUT;
+        if (events[i].flags & (EV_EOF | EV_ERROR))
+            ev |= EPOLLHUP;
+#else
+    struct epoll_event events[MAX_EVENTS];
     int n = S(epoll_wait)(epfd, events, MAX_EVENTS, 0);
     for (int i = 0; i < n; i++) {
         int fd = events[i].data.fd;
+        uint32_t ev = events[i].events;
+#endif
         if (fd < 0 || fd >= MAX_FDS)
             continue;
         switch (conns[fd].role) {
@@ -362,7 +406,7 @@ static int turn(void *arg)
             oneshot(fd);
             break;
         case CLIENT_CONN:
-            client_event(fd, events[i].events);
+            client_event(fd, ev);
             break;
         default:
             break;
@@ -376,6 +420,16 @@ static int turn(void *arg)
     }
     return 0;
 }
+
+#ifdef USE_FF
+/* ff_run's loop goes on until ff_stop_run. */
+static int ff_turn(void *arg)
+{
+    if (turn(arg))
+        ff_stop_run();
+    return 0;
+}
+#endif
 
 static const char *arg(int argc, char **argv, const char *name, const char *def)
 {
@@ -393,16 +447,23 @@ int main(int argc, char **argv)
     }
     int client = strcmp(argv[1], "client") == 0;
     uint16_t port = (uint16_t)atoi(arg(argc, argv, "--port", "20000"));
-#ifdef USE_USTACK
+#if defined(USE_USTACK)
     if (ustack_init(argc, argv) != 0)
+        return 1;
+#elif defined(USE_FF)
+    if (ff_init(argc, argv) != 0)
         return 1;
 #endif
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
+#ifdef USE_FF
+    epfd = ff_kqueue();
+#else
     epfd = S(epoll_create1)(0);
+#endif
     if (epfd < 0)
-        die("epoll_create1");
+        die("epoll_create1 or kqueue");
     if (client) {
         const char *w = arg(argc, argv, "--workload", "pingpong:1");
         const char *colon = strchr(w, ':');
@@ -430,11 +491,13 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     void *state = client ? (void *)&server_addr : NULL;
-#ifdef USE_USTACK
+#if defined(USE_USTACK)
     int r = ustack_run(turn, state);
     if (r < 0)
         die("ustack_run");
     ustack_fini();
+#elif defined(USE_FF)
+    ff_run(ff_turn, state);
 #else
     while (!turn(state))
         ;

@@ -1,7 +1,9 @@
 //! The rows through the public ways in: `crates/bench/c/pingpong.c`, one C
 //! program, built by `make bench-c` against the installed headers
-//! (`target/c-bench`) twice: `pingpong` on Linux's sockets and epoll, and
-//! `pingpong_capi` on ustack's C ABI (`-DUSE_USTACK`, `ustack.h`).
+//! (`target/c-bench`) three times: `pingpong` on Linux's sockets and
+//! epoll, `pingpong_capi` on ustack's C ABI (`-DUSE_USTACK`, `ustack.h`)
+//! and `pingpong_ff` on F-Stack's layer with kqueue (`-DUSE_FF`,
+//! `ff_api.h`).
 //!
 //! Per run, a server on core 0 and a client on core 1 (`taskset`), as the
 //! core rows:
@@ -10,6 +12,8 @@
 //!   (`ustack_init` then `ustack_run`), joined by the shared-memory link
 //!   the core rows use (`link=shm_create:` on the server, `shm_attach:` on
 //!   the client), busy polling and `pkt_tx_delay` 0 as there;
+//! - `ff_kqueue`: `pingpong_ff` likewise (`ff_init`, `ff_run`); Linux has
+//!   no kqueue, so its kernel side is `pingpong` on epoll;
 //! - `preload`: `pingpong` (the kernel's binary, unchanged) on both ends
 //!   under `ustack run` with those configurations.
 //!
@@ -68,7 +72,8 @@ pub fn command(
     let dir = c_dir(exe);
     let plain = dir.join("pingpong");
     let capi = dir.join("pingpong_capi");
-    for p in [&plain, &capi] {
+    let ff = dir.join("pingpong_ff");
+    for p in [&plain, &capi, &ff] {
         if !p.is_file() {
             return Err(format!(
                 "no {}: `make bench-c` builds the C programs",
@@ -84,8 +89,13 @@ pub fn command(
     };
     match (ustack, spec.way) {
         (false, _) => args.push(plain.display().to_string()),
-        (true, Way::CapiEpoll) => {
-            args.push(capi.display().to_string());
+        (true, Way::CapiEpoll | Way::FfKqueue) => {
+            let prog = if spec.way == Way::CapiEpoll {
+                &capi
+            } else {
+                &ff
+            };
+            args.push(prog.display().to_string());
             args.extend(role_args.iter().cloned());
             args.extend(["--conf".to_string(), ini()?]);
             return Ok(Launch {

@@ -45,6 +45,9 @@ pub enum Way {
     /// The C ABI (`ustack.h`) with its epoll: `ustack_epoll_wait` inside
     /// `ustack_run`'s loop.
     CapiEpoll,
+    /// F-Stack's `ff_*` layer with kqueue: `ff_kevent` inside `ff_run`'s
+    /// loop (the kernel's side: the same program on epoll).
+    FfKqueue,
 }
 
 impl Way {
@@ -54,6 +57,7 @@ impl Way {
             Way::Core => "core",
             Way::Preload => "preload",
             Way::CapiEpoll => "capi_epoll",
+            Way::FfKqueue => "ff_kqueue",
         }
     }
 }
@@ -176,6 +180,28 @@ pub const SPECS: &[Spec] = &[
         unit: "connections/s",
         scale: 1.0,
         goal: Goal::RatioAtLeast(5.0),
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_pingpong_64b_100conn",
+        kind: Kind::CRate,
+        way: Way::FfKqueue,
+        workload: "pingpong:100",
+        unit: "round trips/s",
+        scale: 1.0,
+        goal: Goal::RatioAtLeast(10.0),
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_short_conn",
+        kind: Kind::CRate,
+        way: Way::FfKqueue,
+        workload: "short:64",
+        unit: "connections/s",
+        scale: 1.0,
+        goal: Goal::None,
         higher_better: true,
         family: Family::V4,
     },
