@@ -827,7 +827,7 @@ fn options(f: &Flags) -> Result<Options, String> {
         nginx_seconds: f.parse_or("nginx-seconds", 2u64)?.max(1),
         max_batches: f.parse_or("max-batches", 2usize)?.max(1),
         callgrind_window_ms: f.parse_or("callgrind-window-ms", 1000u64)?.max(100),
-        rerun_budget_s: f.parse_or("rerun-budget-s", 420u64)?,
+        rerun_budget_s: f.parse_or("rerun-budget-s", 300u64)?,
     })
 }
 
