@@ -4,7 +4,7 @@ CARGO ?= cargo
 PY ?= /usr/bin/python3
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short bench clean install install-files c-examples
+.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short bench bench-c clean install install-files c-examples
 
 all: build
 
@@ -104,13 +104,33 @@ fuzz-short: deps
 
 # ustack beside the Linux kernel, same run, same cores (needs root for
 # /proc/slabinfo, valgrind, ~140 MB in /dev/shm, and an otherwise idle
-# machine): about 7 minutes on 2 cores.  Results in bench/results/.
+# machine): under 15 minutes on 2 cores.  Results in bench/results/.
 # The nginx workload runs nginx under `ustack run`: the launcher (tools) and
 # libustack_preload.so (preload) beside ustack-bench.
+# The rows through the C ABI and `ustack run` run crates/bench/c/pingpong.c,
+# built by bench-c against an installed copy of the library (pkg-config), as a
+# user builds: pingpong (Linux sockets: the kernel's side, and the program
+# `ustack run` launches), pingpong_capi (ustack.h) and pingpong_ff (ff_api.h
+# with kqueue).  The chart is
+# bench/results/latest.svg.
+BENCH_ARGS ?=
 bench:
 	USTACK_NO_FUZZ=1 ./scripts/install-deps.sh
-	$(CARGO) build --release -p bench -p tools -p preload
-	$(CARGO) run --release -q -p bench --bin ustack-bench -- run --out bench/results
+	$(CARGO) build --release -p bench -p tools -p preload -p capi
+	$(MAKE) --no-print-directory bench-c
+	$(CARGO) run --release -q -p bench --bin ustack-bench -- run --out bench/results $(BENCH_ARGS)
+
+BENCH_PREFIX := $(CURDIR)/target/bench-prefix
+C_BENCH := $(CURDIR)/target/c-bench
+
+bench-c:
+	rm -rf $(BENCH_PREFIX) $(C_BENCH)
+	$(MAKE) --no-print-directory install-files PREFIX=$(BENCH_PREFIX)
+	mkdir -p $(C_BENCH)
+	set -e; export PKG_CONFIG_PATH=$(BENCH_PREFIX)/lib/pkgconfig; rpath=-Wl,-rpath,$(BENCH_PREFIX)/lib; \
+	cc $(C_FLAGS) -o $(C_BENCH)/pingpong crates/bench/c/pingpong.c; \
+	cc $(C_FLAGS) -DUSE_USTACK -o $(C_BENCH)/pingpong_capi crates/bench/c/pingpong.c $$(pkg-config --cflags --libs ustack) $$rpath; \
+	cc $(C_FLAGS) -DUSE_FF -o $(C_BENCH)/pingpong_ff crates/bench/c/pingpong.c $$(pkg-config --cflags --libs ustack-fstack) $$rpath
 
 clean:
 	$(CARGO) clean

@@ -8,6 +8,9 @@
 //! - TCP `P+2`: one-shot (reads one 64-byte request, answers it, closes:
 //!   the short-connection workload; the server closes first, as an
 //!   HTTP/1.0 server does, so TIME-WAIT stays on the server);
+//! - TCP `P+3`: echo too, a second port for the idle connections, which
+//!   alternate between the two (one client address holds at most one
+//!   port range of connections to one server port: 100k need two);
 //! - UDP `P`: echo.
 
 use std::fmt;
@@ -31,6 +34,7 @@ const UDP_RESEND: Duration = Duration::from_millis(200);
 pub const ECHO: u16 = 0;
 pub const SOURCE: u16 = 1;
 pub const ONESHOT: u16 = 2;
+pub const ECHO2: u16 = 3;
 
 /// What the client does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,8 +252,14 @@ impl<S: SockKey> Client<S> {
                 }
                 Workload::Stream => net.tcp_connect(self.addr(SOURCE)),
                 Workload::ShortConn { .. } => net.tcp_connect(self.addr(ONESHOT)),
-                Workload::PingPong { .. } | Workload::IdleConns { .. } => {
-                    net.tcp_connect(self.addr(ECHO))
+                Workload::PingPong { .. } => net.tcp_connect(self.addr(ECHO)),
+                Workload::IdleConns { .. } => {
+                    let port = if self.to_open.is_multiple_of(2) {
+                        ECHO
+                    } else {
+                        ECHO2
+                    };
+                    net.tcp_connect(self.addr(port))
                 }
             };
             let s = match opened {
@@ -558,7 +568,7 @@ impl<S: SockKey> Server<S> {
     ) -> io::Result<Server<S>> {
         let at = |port| SocketAddr::new(family.unspecified(), port);
         let mut roles = SockMap::default();
-        for off in [ECHO, SOURCE, ONESHOT] {
+        for off in [ECHO, SOURCE, ONESHOT, ECHO2] {
             let l = net.tcp_listen(at(base_port + off))?;
             roles.insert(l, Role::Listener(off));
         }
@@ -612,7 +622,7 @@ impl<S: SockKey> Server<S> {
                 Ok(c) => {
                     self.stats.accepted += 1;
                     let role = match off {
-                        ECHO => Role::Echo(Vec::new()),
+                        ECHO | ECHO2 => Role::Echo(Vec::new()),
                         SOURCE => Role::Source,
                         _ => Role::OneShot(0),
                     };

@@ -1,29 +1,38 @@
 //! `ustack-bench`: ustack beside the Linux kernel, in the same run.
 //!
 //! ```text
-//! ustack-bench run [--runs N] [--warmup-ms MS] [--window-ms MS] [--out DIR]
-//!                  [--only NAME,...] [--callgrind-count N] [--nginx-seconds S]
+//! ustack-bench run [--runs N] [--max-batches B] [--mem-runs N] [--warmup-ms MS]
+//!                  [--window-ms MS] [--out DIR] [--only NAME|WAY|NAME@WAY,...]
+//!                  [--callgrind-count N] [--callgrind-window-ms MS] [--nginx-seconds S]
 //! ustack-bench server --stack ustack|linux --port P [--link FILE] [--cpu N] [--family 4|6]
 //! ustack-bench client --stack ustack|linux --port P --workload W [--link FILE] [--family 4|6]
 //!                     [--cpu N] [--warmup-ms MS --window-ms MS | --count N | --settle-ms MS]
 //! ustack-bench pair --workload W --count N [--step-us US] [--family 4|6]
 //! ```
 //!
-//! `run` is what `make bench` calls: every workload, on both stacks, a few
-//! times each, then a table and `bench/results/latest.json`. The other
+//! `run` is what `make bench` calls: every workload through each way in
+//! (`specs.rs`), on both stacks, in batches of interleaved pairs of runs
+//! (`stats.rs`), then a table, `bench/results/latest.json` and
+//! `latest.svg` (`report.rs`, `chart.rs`). The other
 //! subcommands are its processes (see `proc.rs`); `pair` runs both ustack
 //! engines in one thread, for callgrind.
 //!
 //! Workloads for `--workload`: `pingpong:N`, `short:N`, `stream`, `udp:N`,
 //! `idle:N` (see `logic.rs`).
 
+mod chart;
+mod cprog;
 mod kernel;
 mod logic;
 mod mem;
 mod net;
 mod nginx;
 mod proc;
+mod report;
 mod run;
+mod servers;
+mod specs;
+mod stats;
 mod stream;
 mod us;
 mod veth;

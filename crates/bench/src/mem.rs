@@ -10,6 +10,15 @@ pub fn rss_kb() -> Option<u64> {
     field_kb(&s, "VmRSS:")
 }
 
+/// This process's anonymous resident memory (`RssAnon`), in KiB: its
+/// heap and stacks, where a program keeps its connections; the shared
+/// link's file pages (`RssShmem`, a fixed cost like a NIC's rings) are
+/// not in it.
+pub fn rss_anon_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    field_kb(&s, "RssAnon:")
+}
+
 fn field_kb(text: &str, name: &str) -> Option<u64> {
     text.lines()
         .find(|l| l.starts_with(name))?
@@ -65,6 +74,38 @@ pub fn kernel_snapshot() -> KernelSnapshot {
     }
 }
 
+/// The slab caches a TCP socket's kernel objects live in: the socket
+/// itself, its inode and file, the dentry sockfs gives it, and an epoll
+/// watch; a ustack socket's placeholder fd costs a `filp` slot at most.
+pub const SOCKET_CACHES: &[&str] = &[
+    "TCP",
+    "TCPv6",
+    "request_sock_TCP",
+    "sock_inode_cache",
+    "filp",
+    "dentry",
+    "eventpoll_epi",
+    "eventpoll_pwq",
+];
+
+/// The growth from `a` to `b` of the socket caches ([`SOCKET_CACHES`])
+/// plus TCP's socket memory (each at least zero), in bytes, and the growth of each cache as
+/// `name:bytes` words.
+pub fn socket_delta(a: &KernelSnapshot, b: &KernelSnapshot) -> (i64, String) {
+    let mut total = ((b.tcp_mem_pages as i64 - a.tcp_mem_pages as i64) * 4096).max(0);
+    let mut detail = format!("tcp_mem:{total}");
+    for name in SOCKET_CACHES {
+        // A cache that shrank did so for someone else (the machine's other
+        // work): counted as no growth, never against the figure.
+        let d = (b.caches.get(*name).copied().unwrap_or(0) as i64
+            - a.caches.get(*name).copied().unwrap_or(0) as i64)
+            .max(0);
+        total += d;
+        let _ = write!(detail, ",{name}:{d}");
+    }
+    (total, detail)
+}
+
 /// The growth from `a` to `b` as `key=value` words: `slab_bytes`,
 /// `tcp_mem_bytes`, and `top=` the caches that grew most.
 pub fn kernel_delta(a: &KernelSnapshot, b: &KernelSnapshot) -> String {
@@ -90,4 +131,32 @@ pub fn kernel_delta(a: &KernelSnapshot, b: &KernelSnapshot) -> String {
         let _ = write!(top, "{name}:{d}");
     }
     format!("slab_bytes={slab} tcp_mem_bytes={tcp} top={top}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_growth_counts_the_socket_caches_and_never_a_shrink() {
+        let snap = |tcp: u64, dentry: u64, other: u64, pages: u64| KernelSnapshot {
+            slab_kb: 0,
+            tcp_mem_pages: pages,
+            caches: [
+                ("TCP".to_string(), tcp),
+                ("dentry".to_string(), dentry),
+                ("kmalloc-64".to_string(), other),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let (total, detail) = socket_delta(&snap(1000, 500, 0, 1), &snap(3000, 100, 9999, 2));
+        // TCP grew 2000, dentry shrank (0), kmalloc-64 is not a socket
+        // cache, TCP memory grew a page.
+        assert_eq!(total, 2000 + 4096);
+        assert!(
+            detail.contains("TCP:2000") && detail.contains("dentry:0"),
+            "{detail}"
+        );
+    }
 }

@@ -134,11 +134,13 @@ impl Application for ClientApp {
 fn us_memory_line(engine: &runtime::Engine<link::ShmLink>, conns: usize) -> String {
     let m = us::memory(engine);
     format!(
-        "memory tcp_bytes={} tcp_conns={} pool_bytes={} app_conns={conns} rss_kb={}",
+        "memory tcp_bytes={} tcp_conns={} pool_bytes={} app_conns={conns} rss_kb={} \
+         rss_anon_kb={}",
         m.tcp_bytes,
         m.tcp_conns,
         m.pool_bytes_held,
-        mem::rss_kb().unwrap_or(0)
+        mem::rss_kb().unwrap_or(0),
+        mem::rss_anon_kb().unwrap_or(0)
     )
 }
 
@@ -155,7 +157,11 @@ pub fn server(a: &ProcArgs) -> Result<(), String> {
                 .map_err(|e| format!("cannot listen: {e}"))?;
             let mut app = ServerApp(server);
             engine.announce();
-            say(&format!("ready rss_kb={}", mem::rss_kb().unwrap_or(0)));
+            say(&format!(
+                "ready rss_kb={} rss_anon_kb={}",
+                mem::rss_kb().unwrap_or(0),
+                mem::rss_anon_kb().unwrap_or(0)
+            ));
             while !ctl.stop() {
                 engine.turn(&mut app);
                 if ctl.take_report() {
@@ -175,14 +181,19 @@ pub fn server(a: &ProcArgs) -> Result<(), String> {
             let mut net = KernelNet::new(a.epoll_timeout).map_err(|e| e.to_string())?;
             let mut server = Server::new(&mut net, a.family, a.port)
                 .map_err(|e| format!("cannot listen: {e}"))?;
-            say(&format!("ready rss_kb={}", mem::rss_kb().unwrap_or(0)));
+            say(&format!(
+                "ready rss_kb={} rss_anon_kb={}",
+                mem::rss_kb().unwrap_or(0),
+                mem::rss_anon_kb().unwrap_or(0)
+            ));
             while !ctl.stop() {
                 server.step(&mut net);
                 if ctl.take_report() {
                     say(&format!(
-                        "memory app_conns={} rss_kb={}",
+                        "memory app_conns={} rss_kb={} rss_anon_kb={}",
                         server.connections(),
-                        mem::rss_kb().unwrap_or(0)
+                        mem::rss_kb().unwrap_or(0),
+                        mem::rss_anon_kb().unwrap_or(0)
                     ));
                 }
             }
@@ -204,6 +215,7 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
             let mut engine = us::client_engine(&a.link, seed, us::TIMER_TICK, a.family)
                 .map_err(|e| format!("{}: {e}", a.link.display()))?;
             let rss_before = mem::rss_kb().unwrap_or(0);
+            let anon_before = mem::rss_anon_kb().unwrap_or(0);
             let server = us::server_ip(a.family);
             let mut app = ClientApp(Client::new(a.workload, server, a.port, a.budget));
             engine.announce();
@@ -219,7 +231,7 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
             say(&result_line(&m));
             if idle {
                 say(&format!(
-                    "{} rss_before_kb={rss_before}",
+                    "{} rss_before_kb={rss_before} rss_anon_before_kb={anon_before}",
                     us_memory_line(&engine, app.0.open_sockets())
                 ));
                 while !ctl.stop() {
@@ -240,6 +252,7 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
                 None
             };
             let mut net = KernelNet::new(a.epoll_timeout).map_err(|e| e.to_string())?;
+            let anon_before = mem::rss_anon_kb().unwrap_or(0);
             let server = kernel::server_ip(a.family);
             let mut c = Client::new(a.workload, server, a.port, a.budget);
             let mut steps = 0u64;
@@ -255,9 +268,10 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
             if let Some(before) = before {
                 let after = mem::kernel_snapshot();
                 say(&format!(
-                    "kmem {} app_conns={}",
+                    "kmem {} app_conns={} rss_anon_kb={} rss_anon_before_kb={anon_before}",
                     mem::kernel_delta(&before, &after),
-                    c.open_sockets()
+                    c.open_sockets(),
+                    mem::rss_anon_kb().unwrap_or(0)
                 ));
                 while !ctl.stop() {
                     c.step(&mut net);

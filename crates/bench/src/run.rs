@@ -1,6 +1,8 @@
-//! `ustack-bench run`: every workload on both stacks, a few runs each, the
-//! median with min and max, a table on stdout and JSON under
-//! `bench/results/`.
+//! `ustack-bench run`: every workload on both stacks, in batches of
+//! interleaved pairs of runs (`stats.rs`: medians with min..max, the ratio
+//! as the median of per-pair ratios, a batch run again while its spread is
+//! over 25%, and flagged `unstable` if it stays so), a table on stdout and
+//! JSON under `bench/results/` (`report.rs`).
 //!
 //! Each run of a workload starts a fresh server (core 0) and client
 //! (core 1), two processes of this same binary; for ustack they are joined
@@ -25,235 +27,19 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::chart::render_svg;
+use crate::cprog;
+use crate::mem;
 use crate::net::Family;
 use crate::nginx::{self, NginxBench, RunFigures};
+use crate::report::{fmt_value, load_average, render_json, render_table, when_utc, Row, RunFacts};
+use crate::servers::{self, ServerBench, ServerFigures};
+use crate::specs::{Kind, Spec, SPECS};
+use crate::stats::{self, Batch};
 use crate::stream::{self, StreamBench, StreamFigures};
 use crate::Flags;
-
-/// How a figure compares with the goal.
-#[derive(Debug, Clone, Copy)]
-enum Goal {
-    /// ustack at least this many times the kernel.
-    RatioAtLeast(f64),
-    /// ustack's figure below this.
-    Below(f64),
-    None,
-}
-
-impl Goal {
-    fn describe(self) -> String {
-        match self {
-            Goal::RatioAtLeast(r) if r <= 1.0 => ">= kernel".into(),
-            Goal::RatioAtLeast(r) => format!(">= {r}x"),
-            Goal::Below(v) => format!("< {v}"),
-            Goal::None => "-".into(),
-        }
-    }
-
-    fn met(self, ustack: Option<f64>, ratio: Option<f64>) -> Option<bool> {
-        match self {
-            Goal::RatioAtLeast(r) => ratio.map(|x| x >= r),
-            Goal::Below(v) => ustack.map(|x| x < v),
-            Goal::None => None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A client workload measured over a time window, both stacks.
-    Rate,
-    /// Idle connections' memory, both stacks.
-    Memory,
-    /// A program people run (nginx) under `ustack run` and on the kernel,
-    /// driven by a load generator (`nginx.rs`).
-    Program,
-    /// One TCP stream into iperf3 under `ustack run` and on the kernel,
-    /// over a veth with its default offloads (`stream.rs`).
-    Stream,
-    /// Callgrind, ustack only.
-    Instructions,
-}
-
-struct Spec {
-    name: &'static str,
-    kind: Kind,
-    /// The client's `--workload`.
-    workload: &'static str,
-    unit: &'static str,
-    /// From units per second to the unit shown.
-    scale: f64,
-    goal: Goal,
-    /// Higher figures are better (else lower).
-    higher_better: bool,
-    /// IPv4 or IPv6 (rate and instruction workloads).
-    family: Family,
-}
-
-const SPECS: &[Spec] = &[
-    Spec {
-        name: "tcp_pingpong_64b_1conn",
-        kind: Kind::Rate,
-        workload: "pingpong:1",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_100conn",
-        kind: Kind::Rate,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_100conn_ipv6",
-        kind: Kind::Rate,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V6,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_1000conn",
-        kind: Kind::Rate,
-        workload: "pingpong:1000",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_short_conn",
-        kind: Kind::Rate,
-        workload: "short:64",
-        unit: "connections/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_stream_1conn",
-        kind: Kind::Rate,
-        workload: "stream",
-        unit: "Gbit/s",
-        scale: 8e-9,
-        goal: Goal::RatioAtLeast(1.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_stream_preload_af_packet",
-        kind: Kind::Stream,
-        workload: "iperf3:af_packet",
-        unit: "Gbit/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(1.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_stream_preload_af_packet_send",
-        kind: Kind::Stream,
-        workload: "iperf3:af_packet:send",
-        unit: "Gbit/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(1.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "udp_reqresp_64b",
-        kind: Kind::Rate,
-        workload: "udp:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "udp_reqresp_64b_ipv6",
-        kind: Kind::Rate,
-        workload: "udp:100",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V6,
-    },
-    Spec {
-        name: "nginx_preload_keepalive_600b",
-        kind: Kind::Program,
-        workload: "nginx:rps=both",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(2.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "nginx_preload_keepalive_600b_af_xdp",
-        kind: Kind::Program,
-        workload: "nginx:rps=both:link=af_xdp",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(2.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "nginx_preload_keepalive_600b_rps_server",
-        kind: Kind::Program,
-        workload: "nginx:rps=server",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "mem_per_idle_conn",
-        kind: Kind::Memory,
-        workload: "idle:10000",
-        unit: "bytes",
-        scale: 1.0,
-        goal: Goal::Below(2048.0),
-        higher_better: false,
-        family: Family::V4,
-    },
-    Spec {
-        name: "instr_per_pingpong",
-        kind: Kind::Instructions,
-        workload: "pingpong:1",
-        unit: "instructions",
-        scale: 1.0,
-        goal: Goal::Below(1500.0),
-        higher_better: false,
-        family: Family::V4,
-    },
-    Spec {
-        name: "instr_per_pingpong_ipv6",
-        kind: Kind::Instructions,
-        workload: "pingpong:1",
-        unit: "instructions",
-        scale: 1.0,
-        goal: Goal::Below(1500.0),
-        higher_better: false,
-        family: Family::V6,
-    },
-];
 
 /// The options of `run`.
 struct Options {
@@ -265,60 +51,17 @@ struct Options {
     only: Option<Vec<String>>,
     callgrind_count: u64,
     epoll_timeout_us: u64,
-    /// wrk's window for the nginx workload, in whole seconds.
+    /// The measured window of the program workloads (wrk, iperf3,
+    /// redis-benchmark, dnsperf), in whole seconds.
     nginx_seconds: u64,
-}
-
-/// The figures of one workload on one stack.
-#[derive(Debug, Default, Clone)]
-struct Samples {
-    values: Vec<f64>,
-    failures: Vec<String>,
-}
-
-impl Samples {
-    fn sorted(&self) -> Vec<f64> {
-        let mut v = self.values.clone();
-        v.sort_by(f64::total_cmp);
-        v
-    }
-    fn median(&self) -> Option<f64> {
-        let v = self.sorted();
-        match v.len() {
-            0 => None,
-            n if n % 2 == 1 => Some(v[n / 2]),
-            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-        }
-    }
-    fn min(&self) -> Option<f64> {
-        self.sorted().first().copied()
-    }
-    fn max(&self) -> Option<f64> {
-        self.sorted().last().copied()
-    }
-}
-
-/// One row of the results.
-struct Row {
-    spec: &'static Spec,
-    ustack: Samples,
-    linux: Samples,
-    /// Details worth printing under the table.
-    notes: Vec<String>,
-}
-
-impl Row {
-    fn ratio(&self) -> Option<f64> {
-        let (u, l) = (self.ustack.median()?, self.linux.median()?);
-        if u <= 0.0 || l <= 0.0 {
-            return None;
-        }
-        Some(if self.spec.higher_better {
-            u / l
-        } else {
-            l / u
-        })
-    }
+    /// Batches of `runs` pairs a workload may run, the first included,
+    /// while its spread stays above the limit (`stats.rs`).
+    max_batches: usize,
+    /// The shorter of the two windows of the C server under callgrind.
+    callgrind_window_ms: u64,
+    /// Workloads that start later than this many seconds into the run
+    /// get one batch, not `max_batches` (the run's time stays bounded).
+    rerun_budget_s: u64,
 }
 
 /// A child process of the benchmark and the lines it prints.
@@ -331,6 +74,10 @@ struct Proc {
 
 impl Proc {
     fn spawn(exe: &Path, args: &[String], what: &str) -> Result<Proc, String> {
+        Proc::spawn_cmd(exe, args, what)
+    }
+
+    fn spawn_cmd(exe: &Path, args: &[String], what: &str) -> Result<Proc, String> {
         let mut child = Command::new(exe)
             .args(args)
             .stdin(Stdio::piped())
@@ -401,6 +148,36 @@ impl Proc {
         }
     }
 
+    /// Sends it SIGTERM.
+    fn signal_term(&self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// Asks it to stop with SIGTERM (the C programs' stop request), waits
+    /// up to 5 s, then kills it.
+    fn terminate(mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        eprintln!("  {} did not stop; killing it", self.what);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Closes its standard input (the stop request) and waits up to 5 s,
     /// then kills it.
     fn stop(mut self) {
@@ -437,6 +214,9 @@ struct Ctx {
     opt: Options,
     port: u16,
     link_seq: u32,
+    /// The batches the current workload may run (`Options::max_batches`,
+    /// or 1 past the rerun budget).
+    batches_now: usize,
 }
 
 impl Ctx {
@@ -487,11 +267,11 @@ impl Ctx {
         which: &str,
         family: Family,
         client_extra: &[String],
-    ) -> Result<(Proc, Proc), String> {
+    ) -> Result<(Proc, Proc, String), String> {
         let (mut sargs, port, link) = self.common(which, 0, family);
         sargs.insert(0, "server".into());
         let mut server = Proc::spawn(&self.exe, &sargs, &format!("{which} server"))?;
-        server.expect("ready", Duration::from_secs(20))?;
+        let ready = server.expect("ready", Duration::from_secs(20))?;
         let mut cargs: Vec<String> = vec![
             "client".into(),
             "--family".into(),
@@ -509,7 +289,7 @@ impl Ctx {
         ];
         cargs.extend_from_slice(client_extra);
         match Proc::spawn(&self.exe, &cargs, &format!("{which} client")) {
-            Ok(c) => Ok((server, c)),
+            Ok(c) => Ok((server, c, ready)),
             Err(e) => {
                 server.stop();
                 Err(e)
@@ -527,7 +307,7 @@ impl Ctx {
             "--window-ms".into(),
             self.opt.window_ms.to_string(),
         ];
-        let (server, mut client) = self.start(which, spec.family, &extra)?;
+        let (server, mut client, _) = self.start(which, spec.family, &extra)?;
         let limit = Duration::from_millis(self.opt.warmup_ms + self.opt.window_ms + 20_000);
         let got = client.expect("result", limit);
         client.stop();
@@ -541,118 +321,298 @@ impl Ctx {
         Ok(units / secs * spec.scale)
     }
 
-    /// One idle-connection run: bytes per connection end, and a note.
-    fn memory_run(&mut self, which: &str, spec: &Spec) -> Result<(f64, String), String> {
-        let extra = vec![
+    /// One timed run of the C programs (`cprog.rs`): units per second.
+    fn c_rate_run(&mut self, which: &str, spec: &Spec) -> Result<f64, String> {
+        let port = self.next_port();
+        let link = self.link_path();
+        let dir = std::env::temp_dir().join(format!("ustack-bench-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let (sini, cini) = (dir.join("server.ini"), dir.join("client.ini"));
+        for (p, create) in [(&sini, true), (&cini, false)] {
+            std::fs::write(p, cprog::ustack_ini(&link, create))
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        }
+        let port_s = port.to_string();
+        let sargs = vec!["server".to_string(), "--port".into(), port_s.clone()];
+        let s = cprog::command(&self.exe, spec, which, 0, Some(&sini), &sargs)?;
+        let what = format!("{which} {} server", spec.way.name());
+        let mut server = Proc::spawn_cmd(&s.program, &s.args, &what)?;
+        if let Err(e) = server.expect("ready", Duration::from_secs(20)) {
+            server.terminate();
+            let _ = std::fs::remove_file(&link);
+            return Err(e);
+        }
+        let cargs = vec![
+            "client".to_string(),
+            "--port".into(),
+            port_s,
+            "--server".into(),
+            cprog::server_ip(which).into(),
             "--workload".into(),
             spec.workload.into(),
-            "--settle-ms".into(),
-            "1000".into(),
+            "--warmup-ms".into(),
+            self.opt.warmup_ms.to_string(),
+            "--window-ms".into(),
+            self.opt.window_ms.to_string(),
         ];
-        let (mut server, mut client) = self.start(which, spec.family, &extra)?;
-        let outcome = (|| {
-            let limit = Duration::from_secs(90);
-            let result = words(&client.expect("result", limit)?);
-            let conns = num(&result, "units")?;
-            let ends = 2.0 * conns;
-            if which == "ustack" {
-                let c = words(&client.expect("memory", limit)?);
+        let got = cprog::command(&self.exe, spec, which, 1, Some(&cini), &cargs).and_then(|c| {
+            let what = format!("{which} {} client", spec.way.name());
+            let mut client = Proc::spawn_cmd(&c.program, &c.args, &what)?;
+            let limit =
+                Duration::from_millis(self.opt.warmup_ms + self.opt.window_ms) + cprog::SLACK;
+            let got = client.expect("result", limit);
+            client.terminate();
+            got
+        });
+        server.terminate();
+        let _ = std::fs::remove_file(&link);
+        let w = words(&got?);
+        let units = num(&w, "units")?;
+        let secs = num(&w, "elapsed_us")? / 1e6;
+        if secs <= 0.0 {
+            return Err("empty window".into());
+        }
+        Ok(units / secs * spec.scale)
+    }
+
+    /// Callgrind on the C ping-pong's server through `spec.way`, the
+    /// client at full speed for `window`: the server's whole-program
+    /// instructions and the requests it served.
+    fn c_callgrind_run(
+        &mut self,
+        spec: &Spec,
+        window: Duration,
+        out: &Path,
+    ) -> Result<(f64, f64), String> {
+        let port = self.next_port();
+        let link = self.link_path();
+        let dir = std::env::temp_dir().join(format!("ustack-bench-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let (sini, cini) = (dir.join("server.ini"), dir.join("client.ini"));
+        for (p, create) in [(&sini, true), (&cini, false)] {
+            std::fs::write(p, cprog::ustack_ini(&link, create))
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        }
+        let port_s = port.to_string();
+        let sargs = vec!["server".to_string(), "--port".into(), port_s.clone()];
+        let s = cprog::command(&self.exe, spec, "ustack", 0, Some(&sini), &sargs)?;
+        // taskset -c 0 valgrind ... PROGRAM ARGS
+        let mut args = s.args.clone();
+        let program_at = 2;
+        let mut vg = vec![
+            "valgrind".to_string(),
+            "--tool=callgrind".into(),
+            "--dump-instr=no".into(),
+            "--collect-jumps=no".into(),
+            format!("--callgrind-out-file={}", out.display()),
+        ];
+        vg.append(&mut args.split_off(program_at));
+        args.extend(vg);
+        let mut server = Proc::spawn_cmd(&s.program, &args, "callgrind server")?;
+        if let Err(e) = server.expect("ready", Duration::from_secs(120)) {
+            server.terminate();
+            let _ = std::fs::remove_file(&link);
+            return Err(e);
+        }
+        let cargs = vec![
+            "client".to_string(),
+            "--port".into(),
+            port_s,
+            "--server".into(),
+            cprog::server_ip("ustack").into(),
+            "--workload".into(),
+            spec.workload.into(),
+            "--warmup-ms".into(),
+            "0".into(),
+            "--window-ms".into(),
+            window.as_millis().to_string(),
+        ];
+        let ran = cprog::command(&self.exe, spec, "ustack", 1, Some(&cini), &cargs).and_then(|c| {
+            let mut client = Proc::spawn_cmd(&c.program, &c.args, "callgrind client")?;
+            let got = client.expect("result", window + Duration::from_secs(120));
+            client.terminate();
+            got
+        });
+        server.signal_term();
+        let served = server.expect("served", Duration::from_secs(120));
+        server.terminate();
+        let _ = std::fs::remove_file(&link);
+        ran?;
+        let served = num(&words(&served?), "units")?;
+        let text = std::fs::read_to_string(out)
+            .map_err(|e| format!("cannot read {}: {e}", out.display()))?;
+        let total = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("totals:")
+                    .or_else(|| l.strip_prefix("summary:"))
+            })
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .ok_or_else(|| format!("no totals in {}", out.display()))?;
+        Ok((total, served))
+    }
+
+    /// One idle-connection run: bytes per connection end, and a note.
+    ///
+    /// Measured alike on both stacks: the growth of both processes'
+    /// anonymous resident memory (`RssAnon`: the server's from its start,
+    /// the client's from before it connects) plus the growth of the
+    /// kernel's socket caches and TCP memory (`mem::socket_delta`; on
+    /// ustack, what its sockets hold in the kernel, if anything), over
+    /// both ends of every connection.
+    ///
+    /// The kernel's connections are spread over pairs of processes of at
+    /// most [`KERNEL_CONNS_PER_PROCESS`] each (a process may hold 20,000
+    /// open files here), each pair on its own server port (so each has
+    /// its own ephemeral ports); ustack's are one pair, as a ustack
+    /// program holds them (no file descriptors; the idle client alternates
+    /// between two server ports, `logic::ECHO2`, for ports enough).
+    fn memory_run(&mut self, which: &str, spec: &Spec) -> Result<(f64, String), String> {
+        let Ok(crate::logic::Workload::IdleConns { count }) = spec.workload.parse() else {
+            return Err(format!("{}: not an idle:N workload", spec.workload));
+        };
+        let pairs = if which == "ustack" {
+            1
+        } else {
+            count.div_ceil(KERNEL_CONNS_PER_PROCESS)
+        };
+        let before = mem::kernel_snapshot();
+        let mut procs = Vec::new();
+        let mut started = Ok(());
+        for k in 0..pairs {
+            let share = count / pairs + usize::from(k < count % pairs);
+            let extra = vec![
+                "--workload".into(),
+                format!("idle:{share}"),
+                "--settle-ms".into(),
+                "1000".into(),
+            ];
+            match self.start(which, spec.family, &extra) {
+                Ok(p) => procs.push(p),
+                Err(e) => {
+                    started = Err(e);
+                    break;
+                }
+            }
+        }
+        let outcome = started.and_then(|()| {
+            let limit = Duration::from_secs(180);
+            let (mut conns, mut client_anon, mut server_anon) = (0.0, 0.0, 0.0);
+            let (mut held_c, mut held_s, mut conns_c, mut conns_s) = (0.0, 0.0, 0.0, 0.0);
+            for (server, client, ready) in procs.iter_mut() {
+                let result = words(&client.expect("result", limit)?);
+                conns += num(&result, "units")?;
+                let c = words(
+                    &client.expect(if which == "ustack" { "memory" } else { "kmem" }, limit)?,
+                );
                 server.send("report");
                 let s = words(&server.expect("memory", limit)?);
-                let held = |m: &BTreeMap<String, String>| -> Result<f64, String> {
-                    Ok(num(m, "tcp_bytes")? + num(m, "pool_bytes")?)
-                };
-                let bytes = held(&c)? + held(&s)?;
-                let rss = (num(&c, "rss_kb")? - num(&c, "rss_before_kb")?) * 1024.0;
-                Ok((
-                    bytes / ends,
-                    format!(
-                        "ustack: {conns} conns; client stack {} B in {} conns, server stack {} B \
-                         in {} conns; client RSS grew {:.0} B per conn",
-                        held(&c)?,
-                        num(&c, "tcp_conns")?,
-                        held(&s)?,
-                        num(&s, "tcp_conns")?,
-                        rss / conns
-                    ),
-                ))
-            } else {
-                let k = client.expect("kmem", limit)?;
-                let kw = words(&k);
-                let bytes = num(&kw, "slab_bytes")? + num(&kw, "tcp_mem_bytes")?;
-                Ok((
-                    bytes / ends,
-                    format!(
-                        "linux: {conns} conns; slab grew {} B, TCP socket memory {} B; top caches {}",
-                        num(&kw, "slab_bytes")?,
-                        num(&kw, "tcp_mem_bytes")?,
-                        kw.get("top").map_or("?", String::as_str)
-                    ),
-                ))
+                let ready = words(ready);
+                client_anon += (num(&c, "rss_anon_kb")? - num(&c, "rss_anon_before_kb")?) * 1024.0;
+                server_anon += (num(&s, "rss_anon_kb")? - num(&ready, "rss_anon_kb")?) * 1024.0;
+                if which == "ustack" {
+                    held_c += num(&c, "tcp_bytes")? + num(&c, "pool_bytes")?;
+                    held_s += num(&s, "tcp_bytes")? + num(&s, "pool_bytes")?;
+                    conns_c += num(&c, "tcp_conns")?;
+                    conns_s += num(&s, "tcp_conns")?;
+                }
             }
-        })();
-        client.stop();
-        server.stop();
+            if conns < count as f64 {
+                return Err(format!("{conns} of {count} connections up"));
+            }
+            let after = mem::kernel_snapshot();
+            let ends = 2.0 * conns;
+            let (kernel, detail) = mem::socket_delta(&before, &after);
+            let total = client_anon + server_anon + kernel as f64;
+            let mut note = format!(
+                "{which}: {conns} conns over {pairs} pair(s) of processes; anonymous RSS grew \
+                 {client_anon:.0} B in the clients, {server_anon:.0} B in the servers; the \
+                 kernel's socket caches and TCP memory grew {kernel} B ({detail}); {:.0} B per \
+                 end",
+                total / ends
+            );
+            if which == "ustack" {
+                let _ = write!(
+                    note,
+                    "; the stacks' own accounting: {:.0} B per end (client {held_c} B in \
+                     {conns_c} conns, server {held_s} B in {conns_s} conns)",
+                    (held_c + held_s) / ends,
+                );
+            }
+            Ok((total / ends, note))
+        });
+        for (server, client, _) in procs {
+            client.stop();
+            server.stop();
+        }
         outcome
     }
 }
 
-/// `runs` pairs of runs of a program workload, ustack and the kernel in
-/// turn: each run's figure (`value`) into the row, failures as they come;
-/// returns every run's figures by stack and the ratio of each pair whose
-/// two runs succeeded.
+/// The most idle connections one kernel-side process of the memory
+/// workload holds (each end is a file descriptor, and a process may have
+/// 20,000 here).
+const KERNEL_CONNS_PER_PROCESS: usize = 16_000;
+
+/// Batches of `runs` pairs of runs (see `stats.rs`), ustack and the
+/// kernel in turn, into the row; returns each stack's figures of the
+/// reported (last) batch's runs that succeeded, for the notes.
 fn interleaved<F>(
     row: &mut Row,
     runs: usize,
+    max_batches: usize,
     mut run: impl FnMut(&str) -> Result<F, String>,
     value: impl Fn(&F) -> f64,
-) -> (BTreeMap<&'static str, Vec<F>>, Vec<f64>) {
+) -> BTreeMap<&'static str, Vec<F>> {
     let mut figs: BTreeMap<&'static str, Vec<F>> = BTreeMap::new();
-    let mut pairs = Vec::new();
-    for r in 0..runs {
-        let mut pair = [None, None];
-        for (k, which) in ["ustack", "linux"].into_iter().enumerate() {
-            let s = if which == "ustack" {
-                &mut row.ustack
-            } else {
-                &mut row.linux
-            };
-            match run(which) {
-                Ok(f) => {
-                    s.values.push(value(&f));
-                    pair[k] = Some(value(&f));
-                    figs.entry(which).or_default().push(f);
-                }
-                Err(e) => {
-                    eprintln!("  {which} run {}: {e}", r + 1);
-                    s.failures.push(format!("run {}: {e}", r + 1));
-                }
+    let higher_better = row.spec.higher_better;
+    row.batches = stats::batches(runs, max_batches, higher_better, |r| {
+        if r == 1 {
+            // A new batch: only the reported one's figures make the notes.
+            figs.clear();
+        }
+        let mut one = |which: &'static str| match run(which) {
+            Ok(f) => {
+                let v = value(&f);
+                figs.entry(which).or_default().push(f);
+                Some(Ok(v))
             }
-        }
-        if let [Some(u), Some(l)] = pair {
-            pairs.push(u / l);
-        }
-    }
-    (figs, pairs)
+            Err(e) => {
+                eprintln!("  {which} run {r}: {e}");
+                Some(Err(e))
+            }
+        };
+        let u = one("ustack");
+        let l = one("linux");
+        (u, l)
+    });
+    figs
 }
 
 /// The nginx workload: `runs` pairs of runs, ustack and the kernel in
 /// turn, each a fresh nginx; requests/s into the row, the server's and the
 /// load generator's core utilisation and the cost per request into its
 /// notes (medians over the runs that succeeded).
-fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window: Duration) {
+fn program_runs(
+    exe: &Path,
+    row: &mut Row,
+    (runs, max_batches): (usize, usize),
+    warmup: Duration,
+    window: Duration,
+) {
     let setup = nginx::Setup::from_workload(row.spec.workload)
         .and_then(|s| NginxBench::setup(exe, s, warmup, window).map(|b| (s, b)));
     let (setup, bench) = match setup {
         Ok(b) => b,
         Err(e) => {
             eprintln!("  nginx: {e}");
-            row.ustack.failures.push(format!("setup: {e}"));
-            row.linux.failures.push(format!("setup: {e}"));
+            row.setup_failure = Some(e);
             return;
         }
     };
-    let (figs, pairs) = interleaved(row, runs, |which| bench.run(which), |f| f.rps);
+    let figs = interleaved(row, runs, max_batches, |which| bench.run(which), |f| f.rps);
     drop(bench);
     let mut said: Vec<&str> = Vec::new();
     for f in figs.get("ustack").into_iter().flatten() {
@@ -667,11 +627,8 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
             .push(format!("the library said: {}", said.join(" | ")));
     }
     let med = |which: &str, f: &dyn Fn(&RunFigures) -> f64| -> Option<f64> {
-        Samples {
-            values: figs.get(which)?.iter().map(f).collect(),
-            failures: Vec::new(),
-        }
-        .median()
+        let v: Vec<f64> = figs.get(which)?.iter().map(f).collect();
+        stats::median(&v)
     };
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
     let num = |v: Option<f64>| fmt_value(v);
@@ -711,42 +668,38 @@ fn program_runs(exe: &Path, row: &mut Row, runs: usize, warmup: Duration, window
             _ => "-".into(),
         }
     ));
-    if !pairs.is_empty() {
-        let s = Samples {
-            values: pairs,
-            failures: Vec::new(),
-        };
-        row.notes.push(format!(
-            "requests/s ratio per pair of runs: median {:.2}x, {:.2}x..{:.2}x",
-            s.median().unwrap_or(0.0),
-            s.min().unwrap_or(0.0),
-            s.max().unwrap_or(0.0)
-        ));
-    }
 }
 
 /// The single-stream workload: `runs` pairs of runs, ustack and the
 /// kernel in turn, each a fresh iperf3 server; Gbit/s into the row, the
 /// cores' utilisation, retransmissions and what the engine saw into its
 /// notes (medians over the runs that succeeded).
-fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration, reverse: bool) {
+fn stream_runs(
+    exe: &Path,
+    row: &mut Row,
+    (runs, max_batches): (usize, usize),
+    window: Duration,
+    reverse: bool,
+) {
     let bench = match StreamBench::setup(exe, window, reverse) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!(" iperf3: {e}");
-            row.ustack.failures.push(format!("setup: {e}"));
-            row.linux.failures.push(format!("setup: {e}"));
+            eprintln!("  iperf3: {e}");
+            row.setup_failure = Some(e);
             return;
         }
     };
-    let (figs, pairs) = interleaved(row, runs, |which| bench.run(which), |f| f.gbits);
+    let figs = interleaved(
+        row,
+        runs,
+        max_batches,
+        |which| bench.run(which),
+        |f| f.gbits,
+    );
     drop(bench);
     let med = |which: &str, f: &dyn Fn(&StreamFigures) -> f64| -> Option<f64> {
-        Samples {
-            values: figs.get(which)?.iter().map(f).collect(),
-            failures: Vec::new(),
-        }
-        .median()
+        let v: Vec<f64> = figs.get(which)?.iter().map(f).collect();
+        stats::median(&v)
     };
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
     row.notes.push(format!(
@@ -777,18 +730,43 @@ fn stream_runs(exe: &Path, row: &mut Row, runs: usize, window: Duration, reverse
         if reverse { "sent" } else { "received" },
         fmt_value(med("ustack", &|f| f.engine.map_or(0.0, |(_, s)| s as f64))),
     ));
-    if !pairs.is_empty() {
-        let s = Samples {
-            values: pairs,
-            failures: Vec::new(),
-        };
-        row.notes.push(format!(
-            "Gbit/s ratio per pair of runs: median {:.2}x, {:.2}x..{:.2}x",
-            s.median().unwrap_or(0.0),
-            s.min().unwrap_or(0.0),
-            s.max().unwrap_or(0.0)
-        ));
-    }
+}
+
+/// redis or Knot: batches of pairs of runs, ustack and the kernel in
+/// turn, each a fresh server; its rate into the row, both cores'
+/// utilisation into the notes.
+fn server_runs(exe: &Path, row: &mut Row, (runs, max_batches): (usize, usize), window: Duration) {
+    let bench = servers::Program::from_workload(row.spec.workload)
+        .and_then(|p| ServerBench::setup(exe, p, Duration::from_secs(1), window));
+    let bench = match bench {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("  {}: {e}", row.spec.name);
+            row.setup_failure = Some(e);
+            return;
+        }
+    };
+    let figs = interleaved(row, runs, max_batches, |which| bench.run(which), |f| f.rate);
+    drop(bench);
+    let med = |which: &str, f: &dyn Fn(&ServerFigures) -> f64| -> Option<f64> {
+        let v: Vec<f64> = figs.get(which)?.iter().map(f).collect();
+        stats::median(&v)
+    };
+    let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
+    row.notes.push(format!(
+        "the server pinned to core 0 in one network namespace (ustack: `ustack run`, AF_PACKET \
+         on the veth, busy polling), the load generator pinned to core 1 in another, {}s \
+         measured after a warm-up; RPS on both ends (each side pays for its own receive)",
+        window.as_secs()
+    ));
+    row.notes.push(format!(
+        "server core 0 busy: ustack {}, linux {}; load generator core 1 busy: ustack {}, linux \
+         {} (a load generator near 100% sets the pace, not the server)",
+        pct(med("ustack", &|f| f.server_core_busy)),
+        pct(med("linux", &|f| f.server_core_busy)),
+        pct(med("ustack", &|f| f.client_core_busy)),
+        pct(med("linux", &|f| f.client_core_busy)),
+    ));
 }
 
 /// Runs callgrind on `pair` with `count` round trips; each side's
@@ -845,19 +823,25 @@ fn options(f: &Flags) -> Result<Options, String> {
         "callgrind-count",
         "epoll-timeout-us",
         "nginx-seconds",
+        "max-batches",
+        "callgrind-window-ms",
+        "rerun-budget-s",
     ])?;
     Ok(Options {
         runs: f.parse_or("runs", 5usize)?.max(1),
-        mem_runs: f.parse_or("mem-runs", 3usize)?.max(1),
-        warmup_ms: f.parse_or("warmup-ms", 1000u64)?,
-        window_ms: f.parse_or("window-ms", 2000u64)?.max(100),
+        mem_runs: f.parse_or("mem-runs", 5usize)?.max(1),
+        warmup_ms: f.parse_or("warmup-ms", 500u64)?,
+        window_ms: f.parse_or("window-ms", 1000u64)?.max(100),
         out: PathBuf::from(f.get("out").unwrap_or("bench/results")),
         only: f
             .get("only")
             .map(|s| s.split(',').map(str::to_string).collect()),
         callgrind_count: f.parse_or("callgrind-count", 20_000u64)?.max(100),
         epoll_timeout_us: f.parse_or("epoll-timeout-us", 0u64)?,
-        nginx_seconds: f.parse_or("nginx-seconds", 5u64)?.max(1),
+        nginx_seconds: f.parse_or("nginx-seconds", 2u64)?.max(1),
+        max_batches: f.parse_or("max-batches", 2usize)?.max(1),
+        callgrind_window_ms: f.parse_or("callgrind-window-ms", 1000u64)?.max(100),
+        rerun_budget_s: f.parse_or("rerun-budget-s", 300u64)?,
     })
 }
 
@@ -879,9 +863,11 @@ pub fn main(f: &Flags) -> Result<(), String> {
     let selected: Vec<&'static Spec> = SPECS
         .iter()
         .filter(|s| {
-            opt.only
-                .as_ref()
-                .is_none_or(|o| o.iter().any(|n| n == s.name))
+            opt.only.as_ref().is_none_or(|o| {
+                o.iter().any(|n| {
+                    n == s.name || n == s.way.name() || *n == format!("{}@{}", s.name, s.way.name())
+                })
+            })
         })
         .collect();
     if selected.is_empty() {
@@ -892,89 +878,107 @@ pub fn main(f: &Flags) -> Result<(), String> {
         opt,
         port: 20000,
         link_seq: 0,
+        batches_now: 1,
     };
-    let mut rows: Vec<Row> = selected
-        .iter()
-        .map(|&spec| Row {
-            spec,
-            ustack: Samples::default(),
-            linux: Samples::default(),
-            notes: Vec::new(),
-        })
-        .collect();
+    let mut rows: Vec<Row> = selected.iter().map(|&spec| Row::new(spec)).collect();
     // The memory workload first: the kernel's TIME-WAIT sockets of the
     // other workloads would otherwise expire while it measures.
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by_key(|&i| match rows[i].spec.kind {
         Kind::Memory => 0,
-        Kind::Rate => 1,
-        Kind::Program | Kind::Stream => 2,
-        Kind::Instructions => 3,
+        Kind::Rate | Kind::CRate => 1,
+        Kind::Program | Kind::Stream | Kind::Server => 2,
+        Kind::Instructions | Kind::CInstructions => 3,
     });
+    let runs = ctx.opt.runs;
+    let rerun_until = Duration::from_secs(ctx.opt.rerun_budget_s);
     for i in order {
         let spec = rows[i].spec;
-        eprintln!("ustack-bench: {} ...", spec.name);
+        // Past the budget a batch is not run again (the row stays
+        // flagged unstable if it is): `make bench` keeps to its time.
+        let max_batches = if started.elapsed() < rerun_until {
+            ctx.opt.max_batches
+        } else {
+            1
+        };
+        ctx.batches_now = max_batches;
+        eprintln!("ustack-bench: {} ({}) ...", spec.name, spec.way.name());
         match spec.kind {
             Kind::Rate => {
-                for r in 0..ctx.opt.runs {
-                    for which in ["ustack", "linux"] {
-                        let row = &mut rows[i];
-                        let s = if which == "ustack" {
-                            &mut row.ustack
-                        } else {
-                            &mut row.linux
-                        };
-                        match ctx.rate_run(which, spec) {
-                            Ok(v) => s.values.push(v),
-                            Err(e) => {
-                                eprintln!("  {which} run {}: {e}", r + 1);
-                                s.failures.push(e);
-                            }
+                rows[i].batches = stats::batches(runs, max_batches, spec.higher_better, |r| {
+                    let mut one = |which: &str| {
+                        let got = ctx.rate_run(which, spec);
+                        if let Err(e) = &got {
+                            eprintln!("  {which} run {r}: {e}");
                         }
-                    }
-                }
+                        Some(got)
+                    };
+                    let u = one("ustack");
+                    (u, one("linux"))
+                });
             }
-            Kind::Memory => {
-                // Linux's runs back to back (see above), then ustack's.
-                for which in ["linux", "ustack"] {
-                    for r in 0..ctx.opt.mem_runs {
-                        match ctx.memory_run(which, spec) {
-                            Ok((v, note)) => {
-                                let row = &mut rows[i];
-                                if which == "ustack" {
-                                    row.ustack.values.push(v);
-                                } else {
-                                    row.linux.values.push(v);
-                                }
-                                if r == 0 {
-                                    row.notes.push(note);
-                                }
-                            }
-                            Err(e) => {
-                                eprintln!("  {which} run {}: {e}", r + 1);
-                                let row = &mut rows[i];
-                                if which == "ustack" {
-                                    row.ustack.failures.push(e);
-                                } else {
-                                    row.linux.failures.push(e);
-                                }
-                            }
+            Kind::CRate => {
+                rows[i].batches = stats::batches(runs, max_batches, spec.higher_better, |r| {
+                    let mut one = |which: &str| {
+                        let got = ctx.c_rate_run(which, spec);
+                        if let Err(e) = &got {
+                            eprintln!("  {which} run {r}: {e}");
                         }
-                    }
-                }
+                        Some(got)
+                    };
+                    let u = one("ustack");
+                    (u, one("linux"))
+                });
             }
+            Kind::CInstructions => {
+                let dir = std::env::temp_dir().join("ustack-bench");
+                let _ = std::fs::create_dir_all(&dir);
+                let w = Duration::from_millis(ctx.opt.callgrind_window_ms);
+                let name =
+                    |k: u32| dir.join(format!("callgrind.{}.server.{k}.out", spec.way.name()));
+                let once = ctx.c_callgrind_run(spec, w, &name(1));
+                let twice = ctx.c_callgrind_run(spec, 2 * w, &name(2));
+                let got = match (once, twice) {
+                    (Ok((i1, r1)), Ok((i2, r2))) if r2 > r1 => {
+                        rows[i].notes.push(format!(
+                            "the whole server process of the C ping-pong ({}, {}) under callgrind: \
+                             {i1:.0} instructions for {r1:.0} requests, {i2:.0} for {r2:.0}; per \
+                             request the growth over the growth (start-up cancels out; the \
+                             engine's clock reads, idle turns, the epoll layer and the C ABI \
+                             included); the client at full speed on its own core",
+                            spec.workload,
+                            spec.way.name()
+                        ));
+                        Ok((i2 - i1) / (r2 - r1))
+                    }
+                    (Ok(_), Ok((_, r2))) => {
+                        Err(format!("the longer run served {r2} requests, no more"))
+                    }
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                };
+                if let Err(e) = &got {
+                    eprintln!("  callgrind: {e}");
+                }
+                let mut b = Batch::default();
+                b.add_pair(1, Some(got), None, spec.higher_better);
+                rows[i].batches.push(b);
+            }
+            Kind::Memory => memory_batches(&mut ctx, &mut rows[i]),
             Kind::Program => {
-                let (runs, warmup, window) = (
-                    ctx.opt.runs,
+                let (warmup, window) = (
                     Duration::from_millis(ctx.opt.warmup_ms.max(1000)),
                     Duration::from_secs(ctx.opt.nginx_seconds),
                 );
-                program_runs(&exe, &mut rows[i], runs, warmup, window);
+                program_runs(&exe, &mut rows[i], (runs, max_batches), warmup, window);
+            }
+            Kind::Server => {
+                let window = Duration::from_secs(ctx.opt.nginx_seconds);
+                server_runs(&exe, &mut rows[i], (runs, max_batches), window);
             }
             Kind::Stream => {
                 let window = Duration::from_secs(ctx.opt.nginx_seconds);
                 let reverse = spec.workload.ends_with(":send");
-                stream_runs(&exe, &mut rows[i], ctx.opt.runs, window, reverse);
+                stream_runs(&exe, &mut rows[i], (runs, max_batches), window, reverse);
             }
             Kind::Instructions => {
                 let n = ctx.opt.callgrind_count;
@@ -983,282 +987,129 @@ pub fn main(f: &Flags) -> Result<(), String> {
                 let _ = std::fs::create_dir_all(&dir);
                 let once = callgrind(&exe, &dir, n, spec.family);
                 let twice = callgrind(&exe, &dir, 2 * n, spec.family);
-                match (once, twice) {
+                let mut b = Batch::default();
+                let got = match (once, twice) {
                     (Ok((s1, c1)), Ok((s2, c2))) => {
                         let server = (s2 - s1) / n as f64;
                         let client = (c2 - c1) / n as f64;
-                        let row = &mut rows[i];
-                        row.ustack.values.push((server + client) / 2.0);
-                        row.notes.push(format!(
+                        rows[i].notes.push(format!(
                             "instructions per round trip: server {server:.0}, client {client:.0} \
                              (callgrind, {n} and {} round trips on one connection)",
                             2 * n
                         ));
+                        Ok((server + client) / 2.0)
                     }
                     (Err(e), _) | (_, Err(e)) => {
                         eprintln!("  callgrind: {e}");
-                        rows[i].ustack.failures.push(e);
+                        Err(e)
                     }
-                }
+                };
+                // Counted, not timed: one run says it all.
+                b.add_pair(1, Some(got), None, spec.higher_better);
+                rows[i].batches.push(b);
             }
         }
     }
     let elapsed = started.elapsed();
-    let table = render_table(&rows);
-    println!("{table}");
+    println!("{}", render_table(&rows));
     for r in &rows {
         for n in &r.notes {
             println!("  {}: {n}", r.spec.name);
         }
+        let b = r.last();
+        for f in b.ustack.failures.iter() {
+            println!("  {}: ustack {f}", r.spec.name);
+        }
+        for f in b.linux.failures.iter() {
+            println!("  {}: linux {f}", r.spec.name);
+        }
+        if let Some(e) = &r.setup_failure {
+            println!("  {}: setup failed: {e}", r.spec.name);
+        }
     }
+    let facts = RunFacts {
+        when,
+        elapsed,
+        runs: ctx.opt.runs,
+        max_batches: ctx.opt.max_batches,
+        warmup_ms: ctx.opt.warmup_ms,
+        window_ms: ctx.opt.window_ms,
+        load_before,
+        load_after: load_average(),
+    };
     println!(
-        "  {} ({} runs of {} ms after {} ms of warm-up; medians, min..max; load average {} \
-         before, {} after)",
+        "  {} ({} pairs of runs of {} ms after {} ms of warm-up, at most {} batches; load \
+         average {} before, {} after)",
         when_utc(when),
         ctx.opt.runs,
         ctx.opt.window_ms,
         ctx.opt.warmup_ms,
-        load_before.map_or("?".into(), |l| format!("{l:.2}")),
-        load_average().map_or("?".into(), |l| format!("{l:.2}")),
+        ctx.opt.max_batches,
+        facts.load_before.map_or("?".into(), |l| format!("{l:.2}")),
+        facts.load_after.map_or("?".into(), |l| format!("{l:.2}")),
     );
     println!("  total time {:.0} s", elapsed.as_secs_f64());
-    let json = render_json(&rows, &ctx.opt, when, elapsed);
+    let json = render_json(&rows, &facts);
     let stamp = when_utc(when).replace(':', "-");
     let dated = ctx.opt.out.join(format!("{stamp}.json"));
     let latest = ctx.opt.out.join("latest.json");
     for p in [&dated, &latest] {
         std::fs::write(p, &json).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
-    println!("  results: {} and {}", latest.display(), dated.display());
+    let title = format!(
+        "ustack beside Linux, {} ({} pairs per batch; load average {} before)",
+        when_utc(when),
+        ctx.opt.runs,
+        facts.load_before.map_or("?".into(), |l| format!("{l:.2}"))
+    );
+    let svg = render_svg(&rows, &title);
+    let chart = ctx.opt.out.join("latest.svg");
+    for p in [&chart, &ctx.opt.out.join(format!("{stamp}.svg"))] {
+        std::fs::write(p, &svg).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    println!(
+        "  results: {} and {}; chart: {}",
+        latest.display(),
+        dated.display(),
+        chart.display()
+    );
     Ok(())
 }
 
-fn fmt_value(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x.abs() >= 1000.0 => format!("{x:.0}"),
-        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
-        Some(x) => format!("{x:.2}"),
-    }
-}
-
-fn fmt_samples(s: &Samples) -> String {
-    match (s.median(), s.min(), s.max()) {
-        (Some(m), Some(lo), Some(hi)) if s.values.len() > 1 => format!(
-            "{} ({}..{})",
-            fmt_value(Some(m)),
-            fmt_value(Some(lo)),
-            fmt_value(Some(hi))
-        ),
-        (Some(m), _, _) => fmt_value(Some(m)),
-        _ if !s.failures.is_empty() => "failed".into(),
-        _ => "-".into(),
-    }
-}
-
-fn render_table(rows: &[Row]) -> String {
-    let head = [
-        "workload", "ustack", "linux", "unit", "ratio", "goal", "met",
-    ];
-    let mut cells: Vec<[String; 7]> = vec![head.map(str::to_string)];
-    for r in rows {
-        let ratio = r.ratio();
-        let met = r.spec.goal.met(r.ustack.median(), ratio);
-        cells.push([
-            r.spec.name.to_string(),
-            fmt_samples(&r.ustack),
-            fmt_samples(&r.linux),
-            r.spec.unit.to_string(),
-            ratio.map_or("-".into(), |x| format!("{x:.2}x")),
-            r.spec.goal.describe(),
-            match met {
-                Some(true) => "yes".into(),
-                Some(false) => "NO".into(),
-                None => "-".into(),
-            },
-        ]);
-    }
-    let mut widths = [0usize; 7];
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let mut out = String::new();
-    for (i, row) in cells.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .enumerate()
-            .map(|(j, (c, w))| {
-                if j == 1 || j == 2 || j == 4 {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
+/// The memory workload's batches: the kernel's runs back to back first
+/// (see `main`), then ustack's, paired by their order; the same rule for
+/// a batch run again as `stats::batches`.
+fn memory_batches(ctx: &mut Ctx, row: &mut Row) {
+    let spec = row.spec;
+    let runs = ctx.opt.mem_runs;
+    loop {
+        let mut outcomes: BTreeMap<&str, Vec<Result<f64, String>>> = BTreeMap::new();
+        for which in ["linux", "ustack"] {
+            for r in 1..=runs {
+                let got = ctx.memory_run(which, spec).map(|(v, note)| {
+                    if r == 1 {
+                        // The first run of each stack in the batch reported.
+                        row.notes.retain(|n| !n.starts_with(which));
+                        row.notes.push(note);
+                    }
+                    v
+                });
+                if let Err(e) = &got {
+                    eprintln!("  {which} run {r}: {e}");
                 }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-        if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-            let _ = writeln!(out, "{}", "-".repeat(total));
-        }
-    }
-    out
-}
-
-fn json_num(v: Option<f64>) -> String {
-    match v {
-        Some(x) if x.is_finite() => {
-            if x.abs() >= 100.0 {
-                format!("{x:.0}")
-            } else {
-                format!("{x:.3}")
+                outcomes.entry(which).or_default().push(got);
             }
         }
-        _ => "null".into(),
-    }
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+        let mut b = Batch::default();
+        let mut us = outcomes.remove("ustack").unwrap_or_default().into_iter();
+        let mut lx = outcomes.remove("linux").unwrap_or_default().into_iter();
+        for r in 1..=runs {
+            b.add_pair(r, us.next(), lx.next(), spec.higher_better);
         }
-    }
-    out.push('"');
-    out
-}
-
-fn json_list(v: &[f64]) -> String {
-    let items: Vec<String> = v.iter().map(|&x| json_num(Some(x))).collect();
-    format!("[{}]", items.join(", "))
-}
-
-fn render_json(rows: &[Row], opt: &Options, when: SystemTime, elapsed: Duration) -> String {
-    let mut out = String::from("{\n");
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let _ = writeln!(out, "  \"date\": {},", json_str(&when_utc(when)));
-    let _ = writeln!(out, "  \"kernel\": {},", json_str(kernel.trim()));
-    let _ = writeln!(
-        out,
-        "  \"cpus\": {},",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    let _ = writeln!(
-        out,
-        "  \"runs\": {}, \"warmup_ms\": {}, \"window_ms\": {}, \"seconds\": {:.0},",
-        opt.runs,
-        opt.warmup_ms,
-        opt.window_ms,
-        elapsed.as_secs_f64()
-    );
-    out.push_str("  \"workloads\": [\n");
-    for (i, r) in rows.iter().enumerate() {
-        let ratio = r.ratio();
-        let met = r.spec.goal.met(r.ustack.median(), ratio);
-        let _ = write!(
-            out,
-            "    {{\"name\": {}, \"ustack\": {}, \"linux\": {}, \"unit\": {}, \"ratio\": {}, \
-             \"ustack_min\": {}, \"ustack_max\": {}, \"linux_min\": {}, \"linux_max\": {}, \
-             \"ustack_runs\": {}, \"linux_runs\": {}, \"goal\": {}, \"met\": {}, \"notes\": [{}]}}",
-            json_str(r.spec.name),
-            json_num(r.ustack.median()),
-            json_num(r.linux.median()),
-            json_str(r.spec.unit),
-            json_num(ratio),
-            json_num(r.ustack.min()),
-            json_num(r.ustack.max()),
-            json_num(r.linux.min()),
-            json_num(r.linux.max()),
-            json_list(&r.ustack.values),
-            json_list(&r.linux.values),
-            json_str(&r.spec.goal.describe()),
-            met.map_or("null".into(), |m| m.to_string()),
-            r.notes
-                .iter()
-                .chain(r.ustack.failures.iter())
-                .chain(r.linux.failures.iter())
-                .map(|n| json_str(n))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        out.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
-    }
-    out.push_str("  ]\n}\n");
-    out
-}
-
-/// The one-minute load average.
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// `YYYY-MM-DDTHH:MM:SS` in UTC.
-fn when_utc(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil-from-days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(when_utc(UNIX_EPOCH), "1970-01-01T00:00:00");
-        let t = UNIX_EPOCH + Duration::from_secs(1_709_210_096);
-        assert_eq!(when_utc(t), "2024-02-29T12:34:56");
-    }
-
-    #[test]
-    fn medians() {
-        let s = Samples {
-            values: vec![3.0, 1.0, 2.0],
-            failures: vec![],
-        };
-        assert_eq!(
-            (s.median(), s.min(), s.max()),
-            (Some(2.0), Some(1.0), Some(3.0))
-        );
-        let s = Samples {
-            values: vec![4.0, 1.0, 2.0, 3.0],
-            failures: vec![],
-        };
-        assert_eq!(s.median(), Some(2.5));
-    }
-
-    #[test]
-    fn json_escapes() {
-        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
-        assert_eq!(json_num(None), "null");
-        assert_eq!(json_num(Some(1234.4)), "1234");
+        let stable = b.stable();
+        row.batches.push(b);
+        if stable || row.batches.len() >= ctx.batches_now {
+            return;
+        }
     }
 }

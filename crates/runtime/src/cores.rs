@@ -214,6 +214,11 @@ fn open_port(
             .into_iter()
             .map(QueueLink::Dpdk)
             .collect()),
+        LinkSpec::ShmCreate(_) | LinkSpec::ShmAttach(_) => Err(SetupError::PortIncomplete {
+            port: port.id,
+            what: "link=shm_create:/shm_attach: one engine only (a shared-memory link has one \
+                   queue pair)",
+        }),
         #[cfg(not(feature = "dpdk"))]
         LinkSpec::Dpdk => {
             let _ = cfg;

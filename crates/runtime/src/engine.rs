@@ -287,15 +287,15 @@ fn place_frame_captured<'a, L: Link>(
         ..
     } = port;
     let Some(mut buf) = link.alloc_tx() else {
-        return queue_placed(TxPlaced::NoBuffer, txq, oldest_queued, len, now, counters);
+        return queue_placed(TxPlaced::NoBuffer, txq, oldest_queued, (len, meta), now, counters);
     };
     if len > buf.capacity() {
         link.recycle(buf);
-        return queue_placed(TxPlaced::Oversize, txq, oldest_queued, len, now, counters);
+        return queue_placed(TxPlaced::Oversize, txq, oldest_queued, (len, meta), now, counters);
     }
     buf.set_len(len);
     buf.set_csum_partial(meta.csum_partial);
-    queue_placed(TxPlaced::Frame(buf), txq, oldest_queued, len, now, counters)
+    queue_placed(TxPlaced::Frame(buf), txq, oldest_queued, (len, meta), now, counters)
 }
 
 /// The frames `frame` lends other than one written in the link's ring

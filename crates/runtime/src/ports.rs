@@ -13,7 +13,7 @@ use std::os::fd::RawFd;
 use link::dpdk::{DpdkLink, Mbuf};
 use link::{
     AfPacketLink, AfXdpLink, FaultLink, Link, LinkInfo, LinkStats, MemoryLink, PacketBuffer,
-    PcapLink, PcapSeries, PoolBuf, TapLink, TxPlaced, XdpFrame, MAX_BURST,
+    PcapLink, PcapSeries, PoolBuf, ShmFrame, ShmLink, TapLink, TxPlaced, XdpFrame, MAX_BURST,
 };
 
 /// The link of a port.
@@ -24,6 +24,9 @@ pub enum PortLink {
     /// Boxed: its rings and counters make it the largest link.
     AfXdp(Box<AfXdpLink>),
     Memory(MemoryLink),
+    /// A shared-memory link to another ustack process
+    /// (`link=shm_create:`/`shm_attach:`); its buffers are its slots.
+    Shm(ShmLink),
     /// A DPDK ethdev port (`link=dpdk`, cargo feature `dpdk`).
     #[cfg(feature = "dpdk")]
     Dpdk(DpdkLink),
@@ -41,6 +44,8 @@ pub enum PortBuf {
     Pool(PoolBuf),
     /// A frame in an AF_XDP link's UMEM.
     Xdp(XdpFrame),
+    /// A slot of a shared-memory link.
+    Shm(ShmFrame),
     /// A DPDK mbuf.
     #[cfg(feature = "dpdk")]
     Mbuf(Mbuf),
@@ -49,6 +54,12 @@ pub enum PortBuf {
 impl From<PoolBuf> for PortBuf {
     fn from(b: PoolBuf) -> PortBuf {
         PortBuf::Pool(b)
+    }
+}
+
+impl From<ShmFrame> for PortBuf {
+    fn from(b: ShmFrame) -> PortBuf {
+        PortBuf::Shm(b)
     }
 }
 
@@ -70,6 +81,7 @@ macro_rules! each_buf {
         match $self {
             PortBuf::Pool($b) => $e,
             PortBuf::Xdp($b) => $e,
+            PortBuf::Shm($b) => $e,
             #[cfg(feature = "dpdk")]
             PortBuf::Mbuf($b) => $e,
         }
@@ -143,6 +155,23 @@ impl Native for XdpFrame {
     }
     fn scratch() -> &'static std::thread::LocalKey<RefCell<(Vec<XdpFrame>, Vec<XdpFrame>)>> {
         &XDP_SCRATCH
+    }
+}
+
+thread_local! {
+    static SHM_SCRATCH: RefCell<(Vec<ShmFrame>, Vec<ShmFrame>)> =
+        RefCell::new((Vec::with_capacity(MAX_BURST), Vec::with_capacity(MAX_BURST)));
+}
+
+impl Native for ShmFrame {
+    fn from_port(b: PortBuf) -> Result<ShmFrame, PortBuf> {
+        match b {
+            PortBuf::Shm(f) => Ok(f),
+            other => Err(other),
+        }
+    }
+    fn scratch() -> &'static std::thread::LocalKey<RefCell<(Vec<ShmFrame>, Vec<ShmFrame>)>> {
+        &SHM_SCRATCH
     }
 }
 
@@ -220,6 +249,7 @@ macro_rules! each {
             PortLink::AfPacket($l) => $e,
             PortLink::AfXdp($l) => $e,
             PortLink::Memory($l) => $e,
+            PortLink::Shm($l) => $e,
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk($l) => $e,
             PortLink::Faulty($l) => $e,
@@ -241,6 +271,7 @@ macro_rules! by_kind {
                 $native
             }
             PortLink::Memory($l) => $native,
+            PortLink::Shm($l) => $native,
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk($l) => $native,
             PortLink::Faulty($l) => $fault,
@@ -284,6 +315,7 @@ impl PortLink {
             PortLink::AfPacket(_) => "af_packet",
             PortLink::AfXdp(_) => "af_xdp",
             PortLink::Memory(_) => "memory",
+            PortLink::Shm(_) => "shm",
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(_) => "dpdk",
             PortLink::Faulty(f) => f.inner().kind(),
@@ -345,6 +377,8 @@ impl Link for PortLink {
             PortLink::Faulty(f) => f.service(),
             PortLink::Captured(c) => c.service(),
             PortLink::AfXdp(x) => x.service(),
+            // Publishes the consumer index of the frames taken back.
+            PortLink::Shm(l) => l.service(),
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(d) => d.service(),
             _ => Ok(()),

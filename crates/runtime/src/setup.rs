@@ -5,7 +5,7 @@ use std::fmt;
 
 use link::{
     AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, PcapLink, PcapSeries, RingConfig,
-    TapLink,
+    ShmConfig, ShmLink, TapLink,
 };
 use std::net::IpAddr;
 
@@ -188,6 +188,7 @@ pub fn link_name(spec: &LinkSpec) -> String {
         LinkSpec::AfPacket(n) => format!("af_packet:{n}"),
         LinkSpec::AfXdp(n) => format!("af_xdp:{n}"),
         LinkSpec::Dpdk => "dpdk".to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -283,12 +284,36 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
         LinkSpec::AfXdp(ifname) => crate::xdp::open_queues(ifname, port, 1)
             .map(|mut q| PortLink::AfXdp(Box::new(q.remove(0))))
             .map_err(open_err),
+        LinkSpec::ShmCreate(path) => {
+            let mtu = usize::from(port.mtu.unwrap_or(SHM_DEFAULT_MTU));
+            let mut l = ShmLink::create(path, &ShmConfig::new(mtu, SHM_SLOTS)).map_err(open_err)?;
+            if let Some(mac) = port.mac {
+                l.set_mac(mac);
+            }
+            Ok(PortLink::Shm(l))
+        }
+        LinkSpec::ShmAttach(path) => {
+            let mut l =
+                ShmLink::open_wait(path, std::time::Duration::from_secs(10)).map_err(open_err)?;
+            // Both ends are attached: nobody else needs the name.
+            let _ = l.unlink();
+            if let Some(mac) = port.mac {
+                l.set_mac(mac);
+            }
+            Ok(PortLink::Shm(l))
+        }
         LinkSpec::Dpdk => Err(SetupError::Unsupported {
             port: port.id,
             link: name,
         }),
     }
 }
+
+/// `link=shm_create:` when the port gives no `mtu=`: ustack-bench's link
+/// MTU (16384, its slots in turn staying within a last-level cache).
+pub const SHM_DEFAULT_MTU: u16 = 16384;
+/// Frames per direction of a `shm_create:` link (ustack-bench's).
+pub const SHM_SLOTS: usize = 1024;
 
 #[cfg(feature = "dpdk")]
 fn open_dpdk(dpdk: &DpdkConfig, port: &PortConfig, name: String) -> Result<PortLink, SetupError> {
@@ -637,6 +662,50 @@ mod tests {
         assert_eq!(s.tcp.msl, std::time::Duration::from_secs(5));
         assert!(!s.tcp.sack);
         assert_eq!(s.tcp.somaxconn, 128);
+    }
+
+    struct Idle;
+
+    impl crate::engine::Application for Idle {
+        fn poll(&mut self, _: &mut crate::engine::AppContext<'_>) -> bool {
+            false
+        }
+    }
+
+    /// `link=shm_create:` and `shm_attach:` join two engines: each end's
+    /// gratuitous ARP reaches the other.
+    #[test]
+    fn shm_link_joins_two_engines() {
+        let path =
+            std::env::temp_dir().join(format!("ustack-setup-shm-{}.link", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let ini = |kind: &str, addr: &str| {
+            format!(
+                "[dpdk]\nidle_sleep=0\n[port0]\nlink={kind}:{}\naddr={addr}/24\nmtu=1500\n",
+                path.display()
+            )
+        };
+        let a = Config::parse(&ini("shm_create", "10.99.40.1"), "a.ini").unwrap();
+        let b = Config::parse(&ini("shm_attach", "10.99.40.2"), "b.ini").unwrap();
+        let mut ea = build_engine(&a, 1).expect("the creating end");
+        let mut eb = build_engine(&b, 2).expect("the attaching end");
+        assert_eq!(ea.ports().next().map(PortLink::kind), Some("shm"));
+        assert_eq!(ea.ports().next().map(|l| l.info().mtu), Some(1500));
+        ea.announce();
+        eb.announce();
+        for _ in 0..10 {
+            ea.turn(&mut Idle);
+            eb.turn(&mut Idle);
+        }
+        assert!(ea.link_stats()[0].rx_frames >= 1, "{:?}", ea.link_stats());
+        assert!(eb.link_stats()[0].rx_frames >= 1, "{:?}", eb.link_stats());
+        assert!(!path.exists(), "the attaching end unlinks the file");
+        // A relative path is refused when the configuration is read.
+        let err = Config::parse(
+            "[port0]\nlink=shm_attach:x.link\naddr=10.99.40.2/24\n",
+            "c.ini",
+        );
+        assert!(err.is_err());
     }
 
     #[cfg(not(feature = "dpdk"))]

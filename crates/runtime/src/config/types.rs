@@ -70,6 +70,14 @@ pub enum LinkSpec {
     AfXdp(String),
     /// `dpdk`: DPDK ethdev port N (N from `[portN]`), as in F-Stack.
     Dpdk,
+    /// `shm_create:PATH`: a shared-memory link to another ustack process
+    /// on this host (`link::ShmLink`), whose file this port creates at
+    /// PATH; one engine only. For benchmarks and tests: the same link
+    /// `ustack-bench` joins its engines with.
+    ShmCreate(std::path::PathBuf),
+    /// `shm_attach:PATH`: the other end of a `shm_create:` link, waiting up
+    /// to 10 s for its file.
+    ShmAttach(std::path::PathBuf),
 }
 
 impl LinkSpec {
@@ -77,9 +85,23 @@ impl LinkSpec {
         if v == "dpdk" {
             return Ok(LinkSpec::Dpdk);
         }
-        let bad =
-            || "is not a link: use tap:NAME, af_packet:IFACE, af_xdp:IFACE or dpdk".to_string();
+        let bad = || {
+            "is not a link: use tap:NAME, af_packet:IFACE, af_xdp:IFACE, dpdk, \
+             shm_create:PATH or shm_attach:PATH"
+                .to_string()
+        };
         let (kind, name) = v.split_once(':').ok_or_else(bad)?;
+        if kind == "shm_create" || kind == "shm_attach" {
+            if !name.starts_with('/') {
+                return Err(format!("has a path {name:?} that is not absolute"));
+            }
+            let path = std::path::PathBuf::from(name);
+            return Ok(if kind == "shm_create" {
+                LinkSpec::ShmCreate(path)
+            } else {
+                LinkSpec::ShmAttach(path)
+            });
+        }
         let name = super::value::ifname(name)
             .map_err(|r| format!("has an interface name {name:?} that {r}"))?;
         match kind {
@@ -94,7 +116,7 @@ impl LinkSpec {
     pub fn interface(&self) -> Option<&str> {
         match self {
             LinkSpec::Tap(n) | LinkSpec::AfPacket(n) | LinkSpec::AfXdp(n) => Some(n),
-            LinkSpec::Dpdk => None,
+            LinkSpec::Dpdk | LinkSpec::ShmCreate(_) | LinkSpec::ShmAttach(_) => None,
         }
     }
 }
@@ -106,6 +128,8 @@ impl fmt::Display for LinkSpec {
             LinkSpec::AfPacket(n) => write!(f, "af_packet:{n}"),
             LinkSpec::AfXdp(n) => write!(f, "af_xdp:{n}"),
             LinkSpec::Dpdk => write!(f, "dpdk"),
+            LinkSpec::ShmCreate(p) => write!(f, "shm_create:{}", p.display()),
+            LinkSpec::ShmAttach(p) => write!(f, "shm_attach:{}", p.display()),
         }
     }
 }
@@ -294,6 +318,17 @@ mod tests {
             .contains("empty interface name"));
         assert_eq!(LinkSpec::AfXdp("e".into()).to_string(), "af_xdp:e");
         assert_eq!(LinkSpec::Tap("t".into()).interface(), Some("t"));
+        let shm = LinkSpec::parse("shm_create:/dev/shm/a b.link").unwrap();
+        assert_eq!(shm, LinkSpec::ShmCreate("/dev/shm/a b.link".into()));
+        assert_eq!(shm.to_string(), "shm_create:/dev/shm/a b.link");
+        assert_eq!(shm.interface(), None);
+        assert_eq!(
+            LinkSpec::parse("shm_attach:/x"),
+            Ok(LinkSpec::ShmAttach("/x".into()))
+        );
+        assert!(LinkSpec::parse("shm_attach:x")
+            .unwrap_err()
+            .contains("not absolute"));
     }
 
     #[test]
