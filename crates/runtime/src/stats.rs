@@ -86,6 +86,7 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
         ("engine_tx_bursts", e.tx_bursts),
         ("engine_tx_drop_ring_full", e.tx_drop_ring_full),
         ("engine_tx_drop_oversize", e.tx_drop_oversize),
+        ("engine_tx_control_from_reserve", e.tx_control_from_reserve),
         ("engine_link_errors", e.link_errors),
         ("engine_idle_us", e.idle_us),
     ] {

@@ -54,6 +54,10 @@ pub struct TxMeta {
     /// (a NIC's offload, or a link between trusted memories such as the
     /// shared-memory pair, like Linux loopback) finishes or skips it.
     pub csum_partial: bool,
+    /// A control frame (ARP, ICMP, ICMPv6 and so NDP): it may take the
+    /// buffers a link keeps in reserve, so that a pool drained by data
+    /// never leaves the host unable to answer (DESIGN.md, "Memory").
+    pub reserve: bool,
 }
 
 /// What the link knows about a received frame.

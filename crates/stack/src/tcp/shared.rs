@@ -48,6 +48,10 @@ pub(crate) struct TcpShared {
     pub ack_per_burst: bool,
     /// Connections with such an ACK waiting.
     pub burst_acks: Vec<u32>,
+    /// TIME-WAIT connections a full socket table may end early, the
+    /// earliest to end last: (end of TIME-WAIT, index, generation), checked
+    /// again before use (see `Stack::tcp_recycle_time_wait`).
+    pub time_wait_victims: Vec<(Instant, u32, u32)>,
 }
 
 /// What the stack does with a TCP segment of no connection of its own when
@@ -85,6 +89,7 @@ impl TcpShared {
             handoff: Handoff::default(),
             ack_per_burst: false,
             burst_acks: Vec::new(),
+            time_wait_victims: Vec::new(),
             cfg,
         }
     }
