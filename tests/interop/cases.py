@@ -877,3 +877,4 @@ import cases_ipv6  # noqa: E402,F401
 import cases_tcp_rfc9293  # noqa: E402,F401
 import cases_vlan  # noqa: E402,F401
 import cases_ctl  # noqa: E402,F401
+import cases_hardening  # noqa: E402,F401
