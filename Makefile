@@ -116,10 +116,12 @@ fuzz-long: deps
 	  (cd fuzz && $(CARGO) +nightly fuzz run $$t seeds/$$t -- -max_total_time=$(FUZZ_LONG_SECONDS) -rss_limit_mb=2048) || exit 1; \
 	done
 
-# Not in `make test`: an hour (SOAK_SECONDS) of mixed load on ustack-http and
-# ustack-echo (tests/interop/soak.py); memory and counters sampled, a flat
-# line is the pass.
+# Not in `make test`: ten million connections through one stack (churn:
+# TIME-WAIT recycled, nothing left behind), then an hour (SOAK_SECONDS) of
+# mixed load on ustack-http and ustack-echo (tests/interop/soak.py); memory
+# and counters sampled, a flat line is the pass.
 soak: build c-examples
+	$(CARGO) test --release -p stack --test churn -- --ignored --nocapture
 	USTACK_SOAK=1 USTACK_SOAK_SECONDS=$(SOAK_SECONDS) $(PY) tests/interop/run.py --bin-dir target/release -k soak_
 
 # ustack beside the Linux kernel, same run, same cores (needs root for

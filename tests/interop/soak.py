@@ -114,6 +114,9 @@ def _(ctx):
                   f"{re_},{es.get('tcp_memory_bytes', 0) // 1024},{ws.get('tcp_passive_opens', 0)},"
                   f"{es.get('rx_frames', 0)},{totals['requests']}\n")
         csv.flush()
+        print(f"    {elapsed:5.0f} s: ustack-http RSS {rw} KiB, TCP {ws.get('tcp_memory_bytes', 0) // 1024} KiB in "
+              f"{ws.get('tcp_connections', 0)} connections, {ws.get('tcp_passive_opens', 0)} accepted; "
+              f"ustack-echo RSS {re_} KiB", flush=True)
         if elapsed >= WARM_UP_SECONDS:
             # Less what the TCP connections hold: the connection-per-request
             # load keeps 2 MSL of them in TIME-WAIT, which rises for the
