@@ -3,8 +3,11 @@
 CARGO ?= cargo
 PY ?= /usr/bin/python3
 FUZZ_SECONDS ?= 30
+FUZZ_LONG_SECONDS ?= 3600
+FUZZ_TARGETS := rx_path wire_parsers
+SOAK_SECONDS ?= 3600
 
-.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short bench bench-c clean install install-files c-examples
+.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short fuzz-long soak bench bench-c clean install install-files c-examples
 
 all: build
 
@@ -98,9 +101,28 @@ c-examples: build
 fuzz: deps
 	cd fuzz && $(CARGO) +nightly fuzz run rx_path
 
+# The kept corpus (fuzz/seeds, made by scripts/fuzz-seeds.py and grown by
+# fuzz-long) is read; a short run's finds go to fuzz/corpus (not kept).
 fuzz-short: deps
-	cd fuzz && $(CARGO) +nightly fuzz run rx_path -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
-	cd fuzz && $(CARGO) +nightly fuzz run wire_parsers -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/corpus/$$t && \
+	  (cd fuzz && $(CARGO) +nightly fuzz run $$t corpus/$$t seeds/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048) || exit 1; \
+	done
+
+# Not in `make test`: each target for FUZZ_LONG_SECONDS (default an hour),
+# what it finds added to the kept corpus fuzz/seeds/<target> (commit it).
+fuzz-long: deps
+	for t in $(FUZZ_TARGETS); do \
+	  (cd fuzz && $(CARGO) +nightly fuzz run $$t seeds/$$t -- -max_total_time=$(FUZZ_LONG_SECONDS) -rss_limit_mb=2048) || exit 1; \
+	done
+
+# Not in `make test`: ten million connections through one stack (churn:
+# TIME-WAIT recycled, nothing left behind), then an hour (SOAK_SECONDS) of
+# mixed load on ustack-http and ustack-echo (tests/interop/soak.py); memory
+# and counters sampled, a flat line is the pass.
+soak: build c-examples
+	$(CARGO) test --release -p stack --test churn -- --ignored --nocapture
+	USTACK_SOAK=1 USTACK_SOAK_SECONDS=$(SOAK_SECONDS) $(PY) tests/interop/run.py --bin-dir target/release -k soak_
 
 # ustack beside the Linux kernel, same run, same cores (needs root for
 # /proc/slabinfo, valgrind, ~140 MB in /dev/shm, and an otherwise idle

@@ -884,3 +884,4 @@ import cases_gso  # noqa: E402,F401
 import cases_policy_live  # noqa: E402,F401
 import cases_pcap_live  # noqa: E402,F401
 import cases_kni_ctl  # noqa: E402,F401
+import cases_hardening  # noqa: E402,F401

@@ -514,7 +514,17 @@ pub fn shutdown(fd: RawFd, how: i32) -> Result<()> {
 /// close: a socket, an epoll or a kqueue.  The object closes with its
 /// last number (see [`dup`](crate::dup)); before that only `fd` goes.
 pub fn close(fd: RawFd) -> Result<()> {
-    Owner::of(fd)?.exec(|w| w.close_number(fd, true))?
+    match Owner::of(fd) {
+        Ok(owner) => owner.exec(|w| w.close_number(fd, true))?,
+        // Its worker's thread ended without `detach`: the object went with
+        // the worker, the number is given back now.
+        Err(Errno::EBADF) if fdtable::lookup(fd).is_some() => {
+            fdtable::remove(fd);
+            os::release_fd(fd);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 pub fn getsockname(fd: RawFd) -> Result<SocketAddr> {

@@ -23,7 +23,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
@@ -60,22 +61,58 @@ pub(crate) enum Object {
     Kqueue(Box<Kqueue>),
 }
 
-/// A job posted by another thread.
-struct Job {
-    /// The caller's closure; the caller waits until `done` is sent or
-    /// dropped, so the pointer stays valid while the job exists.
-    run: *mut (dyn FnMut(&mut Worker) + Send),
-    done: SyncSender<()>,
+/// The caller's closure as a posted job sees it (its lifetime erased:
+/// see [`JobSlot`]).
+type Lent = *mut (dyn FnMut(&mut Worker) + Send);
+
+/// Where a posted job's closure waits to run.  The closure lives on the
+/// poster's stack: the worker that runs it holds `run`'s lock for the
+/// whole call, and the poster empties the slot under that lock (waiting
+/// for a call under way to end) before its closure goes out of scope,
+/// whichever way it leaves [`run_on`] (a return or an unwind).  So no
+/// pointer to the closure is used after the closure is gone.
+struct JobSlot {
+    /// The closure while it may run; `None` once it ran or its poster left.
+    run: Mutex<Option<Lent>>,
 }
 
-// SAFETY: the closure behind `run` is `Send` (run_on requires it) and is
-// called only by the worker that receives the job, while its owner waits.
-unsafe impl Send for Job {}
+// SAFETY: the pointer is dereferenced only under the slot's lock, by the
+// worker running the job, while the poster (which empties the slot under
+// the same lock before the closure dies) still waits; the closure is
+// `Send` (run_on requires it).
+unsafe impl Send for JobSlot {}
+// SAFETY: as above: every use of the pointer is under the lock.
+unsafe impl Sync for JobSlot {}
+
+/// How a posted job ended: `Err` holds the payload of a panic in it, for
+/// its poster to raise again (a panic in a job is the poster's, not the
+/// thread's that happened to run it).
+type Outcome = std::thread::Result<()>;
+
+/// A job posted by another thread.
+struct Job {
+    slot: Arc<JobSlot>,
+    /// Dropped unsent when the job is dropped unrun (its caller: EBADF).
+    done: SyncSender<Outcome>,
+}
+
+/// Empties a job's slot when its poster leaves [`run_on`], however it
+/// leaves: from then on the worker skips the job.
+struct Revoke<'a>(&'a JobSlot);
+
+impl Drop for Revoke<'_> {
+    fn drop(&mut self) {
+        *self.0.run.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
 
 /// The part of a worker other threads see.
 pub(crate) struct WorkerShared {
     pub id: u32,
-    jobs: Mutex<Vec<Job>>,
+    /// Posted jobs; `None` once the worker is gone (detached, or its
+    /// thread ended): a post then fails at once instead of waiting for
+    /// a worker that will never run it.
+    jobs: Mutex<Option<Vec<Job>>>,
     has_jobs: AtomicBool,
     /// Bumped after each step of the worker's loop that did something,
     /// when other threads wait for progress.
@@ -139,9 +176,10 @@ impl Drop for WorkerShared {
 }
 
 impl WorkerShared {
-    fn post(&self, job: Job) {
+    /// Queues `job`; EBADF when the worker is gone.
+    fn post(&self, job: Job) -> Result<()> {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        jobs.push(job);
+        jobs.as_mut().ok_or(Errno::EBADF)?.push(job);
         self.has_jobs.store(true, Ordering::SeqCst);
         drop(jobs);
         // The worker sets `sleeping` before it looks at `has_jobs` a last
@@ -151,6 +189,15 @@ impl WorkerShared {
             // SAFETY: writes 8 bytes from a live u64 to the worker's eventfd.
             unsafe { libc::write(self.jobs_wake, (&one as *const u64).cast(), 8) };
         }
+        Ok(())
+    }
+
+    /// The worker is gone: jobs queued are dropped unrun (their callers
+    /// see EBADF) and no more are taken.
+    fn close_jobs(&self) {
+        let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.has_jobs.store(false, Ordering::SeqCst);
+        drop(jobs);
     }
 
     /// Whether a job waits.
@@ -343,20 +390,34 @@ pub(crate) struct Worker {
     pub(crate) scratch: Vec<u8>,
 }
 
-static REGISTRY: Mutex<Vec<Option<Arc<WorkerShared>>>> = Mutex::new(Vec::new());
+/// The live workers.  Ids are never reused, so an fd whose worker is gone
+/// names no other worker (its calls: EBADF).
+static REGISTRY: Mutex<Vec<Arc<WorkerShared>>> = Mutex::new(Vec::new());
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
 /// The calling thread's own worker; when the thread ends, so does the
-/// worker (its engines dropped; its objects' numbers stay held).
+/// worker (its engines dropped; its objects' numbers stay held until
+/// closed): it leaves the registry, and calls on its objects fail with
+/// EBADF instead of waiting for it.
 struct Own(Arc<WorkerShared>);
 
 impl Drop for Own {
     fn drop(&mut self) {
+        unregister(self.0.id);
+        self.0.close_jobs();
         if let Ok(Some(mut held)) = self.0.hold(true) {
             let w = held.guard.take();
             drop(held);
             drop(w);
         }
+        // Posted while the worker was being taken out.
+        self.0.close_jobs();
     }
+}
+
+/// Takes worker `id` out of the registry.
+fn unregister(id: u32) {
+    registry().retain(|w| w.id != id);
 }
 
 thread_local! {
@@ -366,7 +427,7 @@ thread_local! {
     static HOLDING: Cell<bool> = const { Cell::new(false) };
 }
 
-fn registry() -> std::sync::MutexGuard<'static, Vec<Option<Arc<WorkerShared>>>> {
+fn registry() -> std::sync::MutexGuard<'static, Vec<Arc<WorkerShared>>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -377,14 +438,12 @@ pub(crate) fn current_id() -> u32 {
 
 /// The worker with `id`, if it is alive.
 pub(crate) fn shared(id: u32) -> Option<Arc<WorkerShared>> {
-    registry()
-        .get((id as usize).checked_sub(1)?)
-        .and_then(|w| w.clone())
+    registry().iter().find(|w| w.id == id).cloned()
 }
 
 /// The worker that takes objects created by threads that have none.
 pub(crate) fn default_worker() -> Option<Arc<WorkerShared>> {
-    registry().iter().flatten().next().cloned()
+    registry().first().cloned()
 }
 
 /// Runs `f` on the calling thread's worker.
@@ -422,10 +481,9 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             // Its worker went with a detach or a fork: a new one.
         }
         let mut reg = registry();
-        let index = reg.iter().position(|w| w.is_none()).unwrap_or(reg.len());
         let shared = Arc::new(WorkerShared {
-            id: index as u32 + 1,
-            jobs: Mutex::new(Vec::new()),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            jobs: Mutex::new(Some(Vec::new())),
             has_jobs: AtomicBool::new(false),
             progress: Mutex::new(0),
             progressed: Condvar::new(),
@@ -447,11 +505,7 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             holds_seen: AtomicU64::new(u64::MAX),
             holds_seen_at: AtomicU64::new(micros_now()),
         });
-        if index == reg.len() {
-            reg.push(Some(shared.clone()));
-        } else {
-            reg[index] = Some(shared.clone());
-        }
+        reg.push(shared.clone());
         let id = shared.id;
         *shared.home.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(Worker {
             shared: shared.clone(),
@@ -474,13 +528,12 @@ pub(crate) fn detach() {
     let own = CURRENT.with(|c| c.borrow_mut().take());
     CURRENT_ID.with(|i| i.set(0));
     let Some(own) = own else { return };
-    registry()[own.0.id as usize - 1] = None;
+    unregister(own.0.id);
     let worker = own.0.home.lock().unwrap_or_else(|e| e.into_inner()).take();
+    // Jobs still queued are dropped unrun: their callers see EBADF.
+    own.0.close_jobs();
     let Some(mut w) = worker else { return };
     w.close_all();
-    // Jobs still queued are dropped unrun: their callers see EBADF.
-    let jobs = std::mem::take(&mut *w.shared.jobs.lock().unwrap_or_else(|e| e.into_inner()));
-    drop(jobs);
 }
 
 /// An fd number from the kernel that the fd table can hold.
@@ -509,24 +562,33 @@ pub(crate) fn run_on<R: Send>(
     }
     let mut f = Some(f);
     let mut out: Option<R> = None;
+    let slot = Arc::new(JobSlot {
+        run: Mutex::new(None),
+    });
     let (done, finished) = sync_channel(1);
-    {
+    let outcome = {
         let mut job = |w: &mut Worker| {
             if let Some(f) = f.take() {
                 out = Some(f(w));
             }
         };
         let job: &mut (dyn FnMut(&mut Worker) + Send + '_) = &mut job;
-        // SAFETY: only the lifetime is erased.  The worker calls the
-        // closure only while the job exists, and this function does not
-        // return (nor unwind: nothing below panics) before `finished`
-        // reports that the job ran or was dropped.
-        let run: *mut (dyn FnMut(&mut Worker) + Send + 'static) =
+        // SAFETY: only the lifetime is erased.  The pointer is used only
+        // through `slot`, which `revoke` (dropped before the closure, on
+        // a return or an unwind alike) empties under the slot's lock,
+        // after any call of it under way has ended.
+        let run: Lent =
             unsafe { std::mem::transmute(job as *mut (dyn FnMut(&mut Worker) + Send + '_)) };
-        target.post(Job { run, done });
-        loop {
+        *slot.run.lock().unwrap_or_else(|e| e.into_inner()) = Some(run);
+        let revoke = Revoke(&slot);
+        target.post(Job {
+            slot: Arc::clone(&slot),
+            done,
+        })?;
+        let outcome = loop {
             match finished.recv_timeout(Duration::from_millis(1)) {
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                Ok(outcome) => break Some(outcome),
+                Err(RecvTimeoutError::Disconnected) => break None,
                 Err(RecvTimeoutError::Timeout) => {
                     // A worker thread waiting on another keeps serving its
                     // own queue, so two workers calling each other do not
@@ -541,9 +603,17 @@ pub(crate) fn run_on<R: Send>(
                     }
                 }
             }
-        }
+        };
+        drop(revoke);
+        outcome
+    };
+    match outcome {
+        Some(Ok(())) => out.ok_or(Errno::EBADF),
+        // The job panicked on the thread that ran it: the panic is ours.
+        Some(Err(payload)) => std::panic::resume_unwind(payload),
+        // Dropped unrun: the worker is gone.
+        None => Err(Errno::EBADF),
     }
-    out.ok_or(Errno::EBADF)
 }
 
 impl Worker {
@@ -577,7 +647,9 @@ impl Worker {
         n
     }
 
-    /// Runs the jobs other threads posted.
+    /// Runs the jobs other threads posted.  A job that panics does not
+    /// unwind this thread (which may be waiting on a job of its own
+    /// elsewhere): its panic goes back to its poster.
     pub(crate) fn run_jobs(&mut self) -> bool {
         if !self.shared.has_jobs.load(Ordering::Acquire) {
             return false;
@@ -585,13 +657,24 @@ impl Worker {
         let jobs = {
             let mut q = self.shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.has_jobs.store(false, Ordering::Release);
-            std::mem::take(&mut *q)
+            q.as_mut().map(std::mem::take).unwrap_or_default()
         };
         for job in jobs {
-            // SAFETY: the poster waits on `done` (below) before its
-            // closure goes out of scope; see `run_on`.
-            unsafe { (*job.run)(self) };
-            let _ = job.done.send(());
+            let outcome = {
+                let mut lent = job.slot.run.lock().unwrap_or_else(|e| e.into_inner());
+                match lent.take() {
+                    Some(run) => std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        // SAFETY: the slot still held the closure, so its
+                        // poster has not left `run_on` (it empties the
+                        // slot under this lock first), and the lock held
+                        // across the call keeps it from leaving meanwhile.
+                        unsafe { (*run)(self) }
+                    })),
+                    // The poster left: nothing to run.
+                    None => Ok(()),
+                }
+            };
+            let _ = job.done.send(outcome);
         }
         true
     }
@@ -912,7 +995,7 @@ pub fn hold_for_fork() -> Option<ForkHold> {
     if current_id() != 0 {
         return None;
     }
-    let workers: Vec<Arc<WorkerShared>> = registry().iter().flatten().cloned().collect();
+    let workers: Vec<Arc<WorkerShared>> = registry().clone();
     if workers.is_empty() {
         return None;
     }
@@ -964,3 +1047,6 @@ impl ForkHold {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -82,9 +82,14 @@ fn staged<R>(f: impl FnOnce(&mut HashMap<usize, Staged>) -> R) -> R {
     r
 }
 
+/// The largest buffer `ff_zc_mbuf_get` hands out (F-Stack's comes from
+/// its mbuf pool, which runs dry long before a caller's INT_MAX).
+pub const MAX_ZC_MBUF_LEN: usize = 64 << 20;
+
 /// `ff_zc_mbuf_get(m, len)`: a buffer of `len` bytes for
 /// `ff_zc_mbuf_write`, then `ff_write(fd, m->bsd_mbuf, n)`.  0, or -1
-/// with errno EFAULT (`m` null) or EINVAL (`len` not positive).
+/// with errno EFAULT (`m` null), EINVAL (`len` not positive) or ENOBUFS
+/// (`len` above [`MAX_ZC_MBUF_LEN`], 64 MiB).
 ///
 /// # Safety
 /// `m` is null or a writable `struct ff_zc_mbuf`.
@@ -100,6 +105,12 @@ pub unsafe extern "C" fn ff_zc_mbuf_get(m: *mut FfZcMbuf, len: c_int) -> c_int {
     };
     if size == 0 {
         set_errno(Errno::EINVAL);
+        return -1;
+    }
+    // The caller's count sizes the buffer: bounded, so a huge count is an
+    // error, not an allocation that aborts the process.
+    if size > MAX_ZC_MBUF_LEN {
+        set_errno(Errno(libc::ENOBUFS));
         return -1;
     }
     let mut data = vec![0u8; size].into_boxed_slice();
@@ -258,4 +269,32 @@ pub(crate) fn ff_write_staged(fd: c_int, buf: *const c_void, n: usize) -> Option
         staged(|s| s.insert(buf as usize, b));
     }
     Some(ret_size(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_zero_copy_buffer_is_refused_not_allocated() {
+        let mut m = FfZcMbuf {
+            bsd_mbuf: std::ptr::null_mut(),
+            bsd_mbuf_off: std::ptr::null_mut(),
+            off: 0,
+            len: 0,
+        };
+        // SAFETY: `m` is a writable ff_zc_mbuf.
+        let r = unsafe { ff_zc_mbuf_get(&mut m, c_int::MAX) };
+        assert_eq!(r, -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::ENOBUFS)
+        );
+        assert!(m.bsd_mbuf.is_null());
+        // The largest allowed size is handed out.
+        // SAFETY: as above.
+        let r = unsafe { ff_zc_mbuf_get(&mut m, MAX_ZC_MBUF_LEN as c_int) };
+        assert_eq!(r, 0);
+        assert!(!m.bsd_mbuf.is_null());
+    }
 }

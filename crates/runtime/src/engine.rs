@@ -57,6 +57,9 @@ pub struct EngineCounters {
     pub rx_drop_port_down: u64,
     /// Frames the stack sent to a port taken down.
     pub tx_drop_port_down: u64,
+    /// Control frames (ARP, ICMP) sent from the link's reserve: the pool
+    /// had nothing else left.
+    pub tx_control_from_reserve: u64,
     pub link_errors: u64,
     /// Microseconds from the start of a turn that found no work to the
     /// start of the next (the idle sleep included): `ustack top`'s busy
@@ -203,6 +206,9 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
 
     fn frame(&mut self, iface: IfaceId, len: usize, meta: TxMeta) -> Option<&mut [u8]> {
         let port = self.ports.get_mut(usize::from(iface.0))?;
+        if meta.reserve {
+            return place_control_frame(port, len, meta, self.now, self.counters);
+        }
         // The usual frame joins a burst with room, in place: asked about
         // first, it takes no step out of line.
         if port.txq.len() + port.link.tx_pending() < MAX_BURST
@@ -298,6 +304,51 @@ fn place_frame_captured<'a, L: Link>(
     queue_placed(TxPlaced::Frame(buf), txq, oldest_queued, (len, meta), now, counters)
 }
 
+/// A control frame (ARP, ICMP: [`TxMeta::reserve`]): a buffer of its own,
+/// from the link's reserve when the pool has nothing else left, so the
+/// host still answers when data has drained the pool.  Out of line: such
+/// frames are few.
+#[inline(never)]
+fn place_control_frame<'a, L: Link>(
+    port: &'a mut Port<L>,
+    len: usize,
+    meta: TxMeta,
+    now: Instant,
+    counters: &mut EngineCounters,
+) -> Option<&'a mut [u8]> {
+    if port.down {
+        counters.tx_drop_port_down += 1;
+        return None;
+    }
+    if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
+        flush(port, counters);
+    }
+    let placed = match port.link.alloc_tx() {
+        Some(buf) => Some(buf),
+        None => {
+            let buf = port.link.alloc_tx_reserved();
+            counters.tx_control_from_reserve += u64::from(buf.is_some());
+            buf
+        }
+    };
+    let placed = match placed {
+        None => TxPlaced::NoBuffer,
+        Some(buf) if len > buf.capacity() => {
+            port.link.recycle(buf);
+            TxPlaced::Oversize
+        }
+        Some(mut buf) => {
+            buf.set_len(len);
+            buf.set_csum_partial(meta.csum_partial);
+            TxPlaced::Frame(buf)
+        }
+    };
+    let Port {
+        txq, oldest_queued, ..
+    } = port;
+    queue_placed(placed, txq, oldest_queued, (len, meta), now, counters)
+}
+
 /// The frames `frame` lends other than one written in the link's ring
 /// (a link that hands buffers out, or none free): out of line, so that
 /// one written in place needs no registers saved.
@@ -312,6 +363,12 @@ fn queue_placed<'a, B: PacketBuffer>(
 ) -> Option<&'a mut [u8]> {
     let buf = match placed {
         TxPlaced::InPlace(buf) => buf,
+        // A link lends a buffer of the frame's length; one that lends a
+        // shorter one is refused here rather than indexed past.
+        TxPlaced::Frame(buf) if buf.data().len() < len => {
+            counters.tx_drop_oversize += 1;
+            return None;
+        }
         TxPlaced::Frame(mut buf) => {
             // A super-frame's segment size (only on links with `tso_max`).
             buf.set_gso_size(meta.gso_size);

@@ -153,7 +153,10 @@ impl IpLayer {
             iface,
             header,
             repr.buffer_len(),
-            TxMeta::default(),
+            TxMeta {
+                reserve: true,
+                ..TxMeta::default()
+            },
             &mut |buf| repr.emit(&mut ArpPacket::new_unchecked(buf)),
         )
     }

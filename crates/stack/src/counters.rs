@@ -166,6 +166,10 @@ counters! {
         tx_bytes,
         /// A frame could not be sent: the link had no buffer.
         tx_drop_no_buffer,
+        /// A frame sink lent a buffer shorter than the frame it was asked
+        /// for (a broken sink): the frame was left unwritten rather than
+        /// written past the buffer's end.
+        tx_sink_short_buffer,
         /// A packet had no route.
         tx_drop_no_route,
         /// Packets dropped because their neighbor never answered.
@@ -256,6 +260,9 @@ counters! {
         tcp_accepted,
         tcp_syncookies_sent,
         tcp_syncookies_accepted,
+        /// TIME-WAIT connections ended early to make room in a full socket
+        /// table (as Linux past `tcp_max_tw_buckets`).
+        tcp_time_wait_recycled,
         /// Segments of no connection of ours offered to the other processes
         /// of the group (`Stack::set_flow_handoff`).
         tcp_handoff_offered,

@@ -229,11 +229,21 @@ pub(crate) fn send_frame(
     fill: &mut dyn FnMut(&mut [u8]),
 ) -> bool {
     let len = ethernet::HEADER_LEN + payload_len;
+    let mut wrote = false;
     let sent = transmit(links, sink, iface, len, meta, &mut |buf: &mut [u8]| {
-        let mut frame = EthernetFrame::new_unchecked(&mut buf[..len]);
+        // A sink lends at least `len` bytes; a shorter buffer is left
+        // unwritten (and counted) rather than indexed past.
+        let Some(buf) = buf.get_mut(..len) else {
+            return;
+        };
+        wrote = true;
+        let mut frame = EthernetFrame::new_unchecked(buf);
         header.emit(&mut frame);
         fill(frame.payload_mut());
     });
+    if sent && !wrote {
+        counters.tx_sink_short_buffer += 1;
+    }
     if sent {
         counters.tx_frames += 1;
         counters.tx_bytes += len as u64;

@@ -59,6 +59,10 @@ pub struct TxMeta {
     /// [`Stack::set_tso`](crate::Stack::set_tso)); 0 for every other frame.
     /// Always with `csum_partial`.
     pub gso_size: u16,
+    /// A control frame (ARP, ICMP, ICMPv6 and so NDP): it may take the
+    /// buffers a link keeps in reserve, so that a pool drained by data
+    /// never leaves the host unable to answer (DESIGN.md, "Memory").
+    pub reserve: bool,
 }
 
 /// What the link knows about a received frame.

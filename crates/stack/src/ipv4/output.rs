@@ -139,7 +139,7 @@ fn checksum_mode(offload: bool) -> (TxMeta, ChecksumMode) {
         (
             TxMeta {
                 csum_partial: true,
-                gso_size: 0,
+                ..TxMeta::default()
             },
             ChecksumMode::Offload,
         )
@@ -303,8 +303,15 @@ impl IpLayer {
         let (meta, mode) = checksum_mode(path.offload);
         let len = ethernet::HEADER_LEN + total;
         let eth = &path.eth;
+        let mut wrote = false;
         let mut write = |buf: &mut [u8]| {
-            let (head, rest) = buf[..len].split_at_mut(ethernet::HEADER_LEN);
+            // A sink lends at least `len` bytes; a shorter buffer is left
+            // unwritten (and counted) rather than indexed past.
+            let Some(buf) = buf.get_mut(..len) else {
+                return;
+            };
+            wrote = true;
+            let (head, rest) = buf.split_at_mut(ethernet::HEADER_LEN);
             head.copy_from_slice(eth);
             let (ip, payload) = rest.split_at_mut(ipv4::HEADER_LEN);
             ip.copy_from_slice(&h);
@@ -319,6 +326,9 @@ impl IpLayer {
                 None => false,
             },
         };
+        if sent && !wrote {
+            self.counters.tx_sink_short_buffer += 1;
+        }
         if sent {
             self.counters.tx_frames += 1;
             self.counters.tx_bytes += len as u64;
@@ -380,7 +390,8 @@ impl IpLayer {
                 dst_addr: mac,
                 ethertype: EtherType::Ipv4,
             };
-            let (meta, mode) = checksum_mode(offload);
+            let (mut meta, mode) = checksum_mode(offload);
+            meta.reserve = hdr.protocol == IpProtocol::Icmp;
             let sent = send_frame(
                 &mut self.counters,
                 &mut self.links,

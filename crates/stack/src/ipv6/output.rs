@@ -178,17 +178,18 @@ impl IpLayer {
                 dst_addr: mac,
                 ethertype: EtherType::Ipv6,
             };
-            let (meta, mode) = if offload {
+            let (mut meta, mode) = if offload {
                 (
                     TxMeta {
                         csum_partial: true,
-                        gso_size: 0,
+                        ..TxMeta::default()
                     },
                     ChecksumMode::Offload,
                 )
             } else {
                 (TxMeta::default(), ChecksumMode::Full)
             };
+            meta.reserve = hdr.protocol == IpProtocol::Icmpv6;
             let sent = send_frame(
                 &mut self.counters,
                 &mut self.links,

@@ -190,6 +190,11 @@ impl SocketTable {
     }
 
     /// Puts a socket in a free slot.
+    /// Whether [`SocketTable::insert`] would refuse (`kern.ipc.maxsockets`).
+    pub(crate) fn is_full(&self) -> bool {
+        self.open >= self.max
+    }
+
     pub(crate) fn insert(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
         if self.open >= self.max {
             return Err(SocketError::TooManySockets);

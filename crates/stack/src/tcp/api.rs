@@ -495,6 +495,7 @@ impl Stack {
         conn.max_snd_wnd = conn.snd_wnd;
         conn.snd_wl1 = seg.seq_number;
         conn.parent = Some((lindex, lgen));
+        self.tcp_recycle_time_wait(now, sink);
         match self.sockets.insert(Socket::Tcp(Box::new(conn))) {
             Ok(h) => {
                 self.ip.counters.rx_accept_tcp += 1;
@@ -527,6 +528,7 @@ impl Stack {
     ) {
         let key = ConnKey::new(conn.local, conn.remote);
         let lgen = self.sockets.handle(lindex).generation;
+        self.tcp_recycle_time_wait(now, sink);
         let Ok(h) = self.sockets.insert(Socket::Tcp(Box::new(conn))) else {
             // The peer retransmits its data (or its ACK): the handshake
             // completes once there is room.
@@ -814,6 +816,7 @@ impl Stack {
         if self.tcp.cfg.rfc1323 {
             conn.rcv_wscale = TcpConnection::wscale_for(self.tcp.cfg.recvbuf_max);
         }
+        self.tcp_recycle_time_wait(now, sink);
         let h = self.sockets.insert(Socket::Tcp(Box::new(conn)))?;
         self.sockets
             .tcp_conns
@@ -1181,6 +1184,58 @@ impl Stack {
         self.tcp_conn(h)?;
         self.tcp_abort_index(now, h.index, sink);
         Ok(())
+    }
+
+    /// A full socket table makes room for a new connection by ending a
+    /// TIME-WAIT early: the one due to end first among those no
+    /// application holds (as Linux does past `tcp_max_tw_buckets`; RFC
+    /// 1122 4.2.2.13 and RFC 6191 end one early for a new incarnation too).
+    /// Without this, a host that closes first under churn would refuse
+    /// connections for 2 MSL with its table full of finished ones.  The
+    /// candidates come from one walk of the table, 64 at a time, so a
+    /// refusal storm does not walk it per connection.  Returns whether one
+    /// was freed.
+    pub(crate) fn tcp_recycle_time_wait(&mut self, now: Instant, sink: &mut dyn FrameSink) -> bool {
+        const BATCH: usize = 64;
+        if !self.sockets.is_full() {
+            return false;
+        }
+        let mut walked = false;
+        loop {
+            let Some((_, index, generation)) = self.tcp.time_wait_victims.pop() else {
+                if walked {
+                    return false;
+                }
+                walked = true;
+                let mut heap = std::collections::BinaryHeap::with_capacity(BATCH + 1);
+                for (h, s) in self.sockets.iter() {
+                    if let Socket::Tcp(c) = s {
+                        if c.state == TcpState::TimeWait && c.detached {
+                            let end = c.timers.close().unwrap_or(now);
+                            heap.push((end, h.index, h.generation));
+                            if heap.len() > BATCH {
+                                heap.pop();
+                            }
+                        }
+                    }
+                }
+                // Latest first: `pop` takes the earliest.
+                let mut victims = heap.into_sorted_vec();
+                victims.reverse();
+                self.tcp.time_wait_victims = victims;
+                continue;
+            };
+            if self.sockets.handle(index).generation != generation {
+                continue;
+            }
+            match self.sockets.at(index) {
+                Some(Socket::Tcp(c)) if c.state == TcpState::TimeWait && c.detached => {}
+                _ => continue,
+            }
+            self.tcp_abort_index(now, index, sink);
+            self.ip.counters.tcp_time_wait_recycled += 1;
+            return true;
+        }
     }
 
     fn tcp_abort_index(&mut self, now: Instant, index: u32, sink: &mut dyn FrameSink) {

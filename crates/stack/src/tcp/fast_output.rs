@@ -299,7 +299,11 @@ fn transmit_segment<'a, const TCP_AT: usize, const N: usize>(
     let meta = TxMeta {
         csum_partial: offload,
         gso_size,
+        ..TxMeta::default()
     };
+    // A sink lends at least `frame_len` bytes; a shorter buffer is left
+    // unwritten (and counted) rather than indexed past.
+    let mut wrote = false;
     let sent = if out.vid.is_some() {
         // A VLAN interface's frame is written whole, then tagged.
         let segment = segment();
@@ -307,25 +311,31 @@ fn transmit_segment<'a, const TCP_AT: usize, const N: usize>(
             Some(link) => transmit_tagged(link, sink, frame_len, meta, &mut |buf| {
                 if let Some(frame) = buf.get_mut(..frame_len) {
                     segment.write(frame);
+                    wrote = true;
                 }
             }),
             None => false,
         }
     } else if let Some(buf) = sink.frame(out.port, frame_len, meta) {
-        segment().write(buf);
+        if let Some(frame) = buf.get_mut(..frame_len) {
+            segment().write(frame);
+            wrote = true;
+        }
         true
     } else if sink.lends_frames() {
         false
     } else {
         let segment = segment();
-        // A sink hands `fill` at least `frame_len` bytes; a shorter
-        // buffer is left unwritten rather than indexed past.
         sink.transmit_with(out.port, frame_len, meta, &mut |buf: &mut [u8]| {
             if let Some(frame) = buf.get_mut(..frame_len) {
                 segment.write(frame);
+                wrote = true;
             }
         })
     };
+    if sent && !wrote {
+        ip.counters.tx_sink_short_buffer += 1;
+    }
     if sent {
         ip.counters.tx_frames += 1;
         ip.counters.tx_bytes += frame_len as u64;

@@ -52,6 +52,10 @@ pub(crate) struct TcpShared {
     /// (RFC 3168; set by the general input path, which takes every such
     /// segment).
     pub segment_ce: bool,
+    /// TIME-WAIT connections a full socket table may end early, the
+    /// earliest to end last: (end of TIME-WAIT, index, generation), checked
+    /// again before use (see `Stack::tcp_recycle_time_wait`).
+    pub time_wait_victims: Vec<(Instant, u32, u32)>,
 }
 
 /// What the stack does with a TCP segment of no connection of its own when
@@ -89,6 +93,7 @@ impl TcpShared {
             handoff: Handoff::default(),
             ack_per_burst: false,
             burst_acks: Vec::new(),
+            time_wait_victims: Vec::new(),
             cfg,
             segment_ce: false,
         }

@@ -1,0 +1,277 @@
+"""Hostile load against ustack, sized for CI (a few seconds each): a SYN
+flood from spoofed sources at the highest rate a raw socket sends while
+100 real clients fetch from ustack-http (SYN cookies serve them, memory
+stays flat, counters account for every frame); and RFC 5961's blind
+attacks on a live connection (RSTs, SYNs and data at in-window and
+out-of-window numbers): challenge ACKs within their rate limit, nothing
+torn down or corrupted."""
+
+import os
+import random
+import socket
+import struct
+import threading
+import time
+
+import frames as fr
+import harness as h
+from cases import SUBNETS, http_topo, test
+from harness import check
+
+SUBNETS.update({
+    "syn_flood_http_af_packet": 50, "rfc5961_blind_af_packet": 51,
+})
+
+TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+
+def tcp_frame(dst_mac, src_mac, src, dst, sport, dport, seq, ack, flags, payload=b"", win=65535, ident=0):
+    """An Ethernet frame of one IPv4 TCP segment, checksums right."""
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, win, 0, 0)
+    pseudo = fr.ip4(src) + fr.ip4(dst) + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))
+    c = fr.csum(pseudo + tcp + payload)
+    tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
+    total = 20 + len(tcp) + len(payload)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, ident & 0xFFFF, 0x4000, 64, 6, 0, fr.ip4(src), fr.ip4(dst))
+    ip = ip[:10] + struct.pack("!H", fr.csum(ip)) + ip[12:]
+    return fr.eth(dst_mac, src_mac, fr.ETH_P_IP, ip + tcp + payload)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+# --------------------------------------------------------------------------
+# SYN flood
+
+FLOOD_SECONDS = 3
+FLOOD_DISTINCT = 32768
+
+
+@test("syn_flood_http_af_packet", budget=120)
+def _(ctx):
+    """Spoofed SYNs (sources 10.99.50.100-249, random ports and sequence
+    numbers: nobody answers their SYN-ACKs) from a raw socket as fast as it
+    sends, while wrk's 100 connections fetch from ustack-http with a new
+    connection per request: every request is served (the listen queue
+    overflows and SYN cookies take over), every frame the link received
+    ends in one outcome counter, and memory is flat: two floods in a row,
+    the second takes no more than the first took."""
+    import tcp_tools as tt
+
+    name = "syn_flood_http_af_packet"
+    t = http_topo(ctx, name)
+    url = f"http://{t.ustack_ip}/"
+    our_mac = h.mac_bytes(t.ustack_mac)
+    peer_mac = h.mac_bytes(t.kernel_mac())
+    rnd = random.Random(5961)
+    spoofed = [f"{h.NET_PREFIX}.{SUBNETS[name]}.{rnd.randrange(100, 250)}" for _ in range(FLOOD_DISTINCT)]
+    flood = [tcp_frame(our_mac, peer_mac, spoofed[i], t.ustack_ip, rnd.randrange(1024, 65536), 80,
+                       rnd.getrandbits(32), 0, TCP_SYN, ident=i) for i in range(FLOOD_DISTINCT)]
+    close = ("-H", "Connection: close")
+    # Warm up (buffers, caches, the clients' neighbour entry), then measure.
+    tt.run_wrk(t.ns_k, url, connections=100, seconds=1, extra=close)
+    pid = t.ustack.proc.pid
+    rss = [rss_kib(pid)]
+    tcp_kib = [t.ustack.settled_stats(quiet=0.3).get("tcp_memory_bytes", 0) // 1024]
+    for round_ in (1, 2):
+        before = t.ustack.settled_stats(quiet=0.3)
+        sent, refused, dt, out, r = flood_while_fetching(t, flood, url, close)
+        after = t.ustack.settled_stats(quiet=0.5, timeout=15)
+        rss.append(rss_kib(pid))
+        tcp_kib.append(after.get("tcp_memory_bytes", 0) // 1024)
+        d = h.delta(after, before)
+        link_rx = d.get("port0_link_rx_frames", 0)
+        link_dropped = d.get("port0_link_rx_dropped", 0)
+        print(f"    round {round_}: {sent} spoofed SYNs in {dt:.1f} s ({sent / dt:.0f}/s, {refused} refused by the "
+              f"kernel); wrk -c100 Connection: close: {r['requests']} requests, socket errors {r['socket_errors']}, "
+              f"non-2xx {r['non_2xx']}; ustack: link rx +{link_rx} (dropped by the ring +{link_dropped}), "
+              f"rx_frames +{d.get('rx_frames', 0)}, syncookies sent +{d.get('tcp_syncookies_sent', 0)} "
+              f"accepted +{d.get('tcp_syncookies_accepted', 0)}, listen overflow +{d.get('rx_drop_tcp_listen_overflow', 0)}, "
+              f"passive opens +{d.get('tcp_passive_opens', 0)}, ARP held +{d.get('arp_held', 0)} "
+              f"overflow +{d.get('arp_hold_overflow', 0)}; RSS {rss[-2]} -> {rss[-1]} KiB, of which TCP "
+              f"{tcp_kib[-2]} -> {tcp_kib[-1]} KiB in {after.get('tcp_connections', 0)} connections "
+              f"(the served ones in TIME-WAIT)")
+        check(t.ustack.running(), "ustack-http died under the flood")
+        check(sent > 10000, f"only {sent} SYNs sent")
+        check(r["requests"] > 100, f"only {r['requests']} requests served:\n{out}")
+        check(r["socket_errors"] == 0, f"clients saw socket errors under the flood:\n{out}")
+        check(r["non_2xx"] == 0, f"non-2xx responses under the flood:\n{out}")
+        check(d.get("tcp_syncookies_sent", 0) > 0, f"no SYN cookie was sent: {h.nonzero(d)}")
+        # Every frame the link took is in one outcome counter; the ring's
+        # drops are counted by the link.
+        check(h.outcome_sum(after) == after.get("rx_frames"),
+              f"rx_drop_* + rx_accept_* = {h.outcome_sum(after)}, rx_frames = {after.get('rx_frames')}")
+        check(link_rx + link_dropped >= sent,
+              f"the link saw {link_rx} frames and dropped {link_dropped}, fewer than the {sent} SYNs sent")
+        check(d.get("rx_frames", 0) >= link_rx, f"rx_frames +{d.get('rx_frames', 0)} < link rx +{link_rx}")
+    # Flat: the first flood takes memory to its working level (the
+    # neighbour entries and held frames of the spoofed sources, bounded),
+    # the second takes no more beyond the connections it served, which
+    # wait in TIME-WAIT (tcp_memory_bytes): nothing grows with the SYNs.
+    check(rss[1] - rss[0] < 32 * 1024, f"RSS grew by {rss[1] - rss[0]} KiB in the first flood")
+    beyond = (rss[2] - rss[1]) - (tcp_kib[2] - tcp_kib[1])
+    check(beyond < 4 * 1024, f"RSS grew by {rss[2] - rss[1]} KiB in the second flood, {beyond} KiB beyond "
+          f"the TCP connections' {tcp_kib[2] - tcp_kib[1]} KiB")
+    t.ustack.stop()
+
+
+def flood_while_fetching(t, flood, url, wrk_extra):
+    """Sends `flood` over and over from a raw socket while wrk's 100
+    connections fetch `url`; returns (sent, refused, seconds, wrk's
+    report, its figures)."""
+    import tcp_tools as tt
+
+    raw = t.raw_socket()
+    counts = {"sent": 0, "refused": 0}
+    stop = threading.Event()
+
+    def sender():
+        sent = refused = 0
+        while not stop.is_set():
+            for f in flood:
+                try:
+                    raw.send(f)
+                    sent += 1
+                except OSError:
+                    refused += 1
+                if stop.is_set():
+                    break
+        counts["sent"], counts["refused"] = sent, refused
+
+    th = threading.Thread(target=sender, daemon=True)
+    t0 = time.monotonic()
+    th.start()
+    try:
+        time.sleep(0.3)
+        out, r = tt.run_wrk(t.ns_k, url, connections=100, seconds=FLOOD_SECONDS - 1, extra=wrk_extra)
+    finally:
+        stop.set()
+        th.join(10)
+        raw.close()
+    h.log(out)
+    return counts["sent"], counts["refused"], time.monotonic() - t0, out, r
+
+
+# --------------------------------------------------------------------------
+# RFC 5961 blind attacks
+
+def sniff_last(raw, src, dst, sport, dport):
+    """The last TCP segment src:sport -> dst:dport that `raw` saw (its
+    queue drained): (seq, ack, payload length), or None."""
+    last = None
+    raw.setblocking(False)
+    while True:
+        try:
+            f = raw.recv(65535)
+        except BlockingIOError:
+            return last
+        if len(f) < 54 or f[12:14] != b"\x08\x00" or f[23] != 6:
+            continue
+        ihl = (f[14] & 0xF) * 4
+        if f[26:30] != fr.ip4(src) or f[30:34] != fr.ip4(dst):
+            continue
+        tcp = f[14 + ihl:]
+        s, dp, seq, ack, off = struct.unpack("!HHIIB", tcp[:13])
+        if (s, dp) != (sport, dport):
+            continue
+        total = struct.unpack("!H", f[16:18])[0]
+        last = (seq, ack, total - ihl - (off >> 4) * 4)
+
+
+def echo_round(sock, payload):
+    sock.sendall(payload)
+    got = b""
+    while len(got) < len(payload):
+        chunk = sock.recv(65536)
+        check(chunk, f"the connection closed after {len(got)} of {len(payload)} bytes")
+        got += chunk
+    check(got == payload, "the echo came back changed")
+
+
+@test("rfc5961_blind_af_packet", budget=60)
+def _(ctx):
+    """A live connection to ustack-echo (port 7) from a kernel socket, then
+    segments from a raw socket with its addresses and ports but guessed
+    numbers (RFC 5961): an RST and a SYN inside the window get a challenge
+    ACK each and tear nothing down; an RST outside the window is dropped
+    without one; data acknowledging what was acknowledged long ago is
+    dropped with a challenge ACK, data acknowledging what ustack never sent
+    and data outside the window are dropped with a plain ACK; a burst of 3000
+    in-window SYNs gets challenge ACKs only within the limit of 1000 a
+    second.  The echo afterwards comes back whole."""
+    t = ctx.topo("af_packet", SUBNETS["rfc5961_blind_af_packet"]).start()
+    u = t.ustack
+    our_mac = h.mac_bytes(t.ustack_mac)
+    peer_mac = h.mac_bytes(t.kernel_mac())
+    sniffer = t.raw_socket(proto=0x0003)  # ETH_P_ALL: the kernel's own segments too
+    inject = t.raw_socket()
+    c = h.netns_socket(t.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        c.settimeout(5)
+        c.connect((t.ustack_ip, 7))
+        sport = c.getsockname()[1]
+        echo_round(c, b"before the attack " * 50)
+        time.sleep(0.3)
+        last = sniff_last(sniffer, t.kernel_ip, t.ustack_ip, sport, 7)
+        check(last is not None, "saw none of the kernel's segments")
+        seq, ack, length = last
+        nxt = (seq + length) & 0xFFFFFFFF
+
+        def blind(what, seq_, ack_, flags, payload=b"", want_challenge=1):
+            before = u.settled_stats(quiet=0.2)
+            inject.send(tcp_frame(our_mac, peer_mac, t.kernel_ip, t.ustack_ip, sport, 7, seq_, ack_, flags, payload))
+            after = u.settled_stats(quiet=0.2)
+            d = h.delta(after, before)
+            got = d.get("tcp_challenge_acks_sent", 0)
+            print(f"    {what}: challenge ACKs +{got}, out of window +{d.get('tcp_out_of_window', 0)}, "
+                  f"resets received +{d.get('tcp_resets_received', 0)}")
+            check(got == want_challenge, f"{what}: {got} challenge ACKs, expected {want_challenge}: {h.nonzero(d)}")
+            check(d.get("tcp_resets_sent", 0) == 0, f"{what}: ustack sent a reset")
+            return d
+
+        blind("RST in the window (not RCV.NXT)", nxt + 1000, 0, TCP_RST)
+        blind("RST outside the window", nxt + 0x80000000, 0, TCP_RST, want_challenge=0)
+        blind("SYN in the window", nxt + 1000, 0, TCP_SYN)
+        blind("data acknowledging data long acknowledged", nxt, ack - 0x40000000, TCP_ACK | TCP_PSH, b"evil")
+        # RFC 5961 5.2 for an ACK of data never sent: dropped, a plain ACK
+        # (not counted as a challenge); taken, it would show in the echo.
+        blind("data acknowledging what was never sent", nxt, ack + 0x40000000, TCP_ACK | TCP_PSH, b"evil",
+              want_challenge=0)
+        d = blind("data outside the window", nxt + 0x80000000, ack, TCP_ACK | TCP_PSH, b"evil", want_challenge=0)
+        check(d.get("tcp_out_of_window", 0) >= 1, f"data outside the window not counted: {h.nonzero(d)}")
+
+        # The rate limit: 3000 in-window SYNs as fast as they go.
+        burst = [tcp_frame(our_mac, peer_mac, t.kernel_ip, t.ustack_ip, sport, 7, nxt + 1000 + i, 0, TCP_SYN,
+                           ident=i) for i in range(3000)]
+        # A fresh second of the bucket.
+        time.sleep(1.1)
+        before = u.settled_stats(quiet=0.2)
+        t0 = time.monotonic()
+        sent, refused = h.send_frames(inject, burst)
+        dt = time.monotonic() - t0
+        after = u.settled_stats(quiet=0.3)
+        got = h.delta(after, before).get("tcp_challenge_acks_sent", 0)
+        limit = 1000 + int(1000 * (dt + 0.5))
+        print(f"    {sent} in-window SYNs in {dt * 1000:.0f} ms ({refused} refused): {got} challenge ACKs "
+              f"(limit 1000/s: at most {limit})")
+        check(sent == 3000, f"only {sent} of the burst sent")
+        check(0 < got <= limit, f"{got} challenge ACKs for {sent} SYNs in {dt:.2f} s (limit {limit})")
+
+        echo_round(c, b"after the attack, whole " * 400)
+        st = u.settled_stats(quiet=0.2)
+        check(st.get("tcp_connections", 1) >= 1, "the connection is gone")
+    finally:
+        c.close()
+        sniffer.close()
+        inject.close()
+    t.ustack.stop()
+
+
+# `make soak`: only when asked for (an hour by default).
+if os.environ.get("USTACK_SOAK"):
+    import soak  # noqa: E402,F401
