@@ -293,15 +293,36 @@ fn place_frame_captured<'a, L: Link>(
         ..
     } = port;
     let Some(mut buf) = link.alloc_tx() else {
-        return queue_placed(TxPlaced::NoBuffer, txq, oldest_queued, (len, meta), now, counters);
+        return queue_placed(
+            TxPlaced::NoBuffer,
+            txq,
+            oldest_queued,
+            (len, meta),
+            now,
+            counters,
+        );
     };
     if len > buf.capacity() {
         link.recycle(buf);
-        return queue_placed(TxPlaced::Oversize, txq, oldest_queued, (len, meta), now, counters);
+        return queue_placed(
+            TxPlaced::Oversize,
+            txq,
+            oldest_queued,
+            (len, meta),
+            now,
+            counters,
+        );
     }
     buf.set_len(len);
     buf.set_csum_partial(meta.csum_partial);
-    queue_placed(TxPlaced::Frame(buf), txq, oldest_queued, (len, meta), now, counters)
+    queue_placed(
+        TxPlaced::Frame(buf),
+        txq,
+        oldest_queued,
+        (len, meta),
+        now,
+        counters,
+    )
 }
 
 /// A control frame (ARP, ICMP: [`TxMeta::reserve`]): a buffer of its own,
