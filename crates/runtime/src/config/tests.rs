@@ -308,7 +308,7 @@ fn invalid_values_name_file_line_section_key() {
         ),
         (
             "[port0]\nlink=tap\naddr=10.0.0.2/24\n",
-            "config.ini:2: [port0] link: \"tap\" is not a link: use tap:NAME, af_packet:IFACE, af_xdp:IFACE or dpdk",
+            "config.ini:2: [port0] link: \"tap\" is not a link: use tap:NAME, af_packet:IFACE, af_xdp:IFACE, dpdk, shm_create:PATH or shm_attach:PATH",
         ),
         (
             "[port0]\naddr=10.0.0.2/24\naddr6=fd00::2\nmtu=1000\n",
