@@ -243,6 +243,9 @@ impl Drop for PortGuard {
     }
 }
 
+/// Numbers the ports' pool sets of this process (see the pools' names).
+static POOL_SERIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -396,14 +399,18 @@ impl DpdkLink {
             | ffi::RSS_NONFRAG_IPV6_UDP;
         offloads.rss_hf = dev.flow_type_rss_offloads & rss_wanted;
 
-        // One pool per port queue, named after both (DPDK names are global).
+        // One pool per port queue, named after both and a serial (DPDK
+        // names are global): a pool whose mbufs were not all back when its
+        // link closed is left in place (see `MbufPool`'s drop), and a port
+        // number DPDK hands out again must not meet its name.
         // With several queues the links run on threads that are not EAL
         // lcores, which DPDK's per-lcore caches do not serve: a cache would
         // only strand mbufs the opening thread (an lcore) left in it.
+        let serial = POOL_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let pools = (0..queues)
             .map(|q| {
                 MbufPool::create(
-                    &format!("ustack_p{port_id}_q{q}"),
+                    &format!("ustack_p{port_id}_q{q}_{serial}"),
                     pool_size,
                     data_room,
                     dev.socket_id,
