@@ -59,6 +59,9 @@ pub(crate) fn apply_tcp_options(
     let _ = stack.tcp_set_keepalive_timing(h, secs(o.keepidle), secs(o.keepintvl), o.keepcnt);
     let _ = stack.tcp_set_user_timeout(h, user_timeout(o.user_timeout));
     let _ = stack.tcp_set_syn_retries(h, o.syncnt);
+    if o.mark != 0 {
+        let _ = stack.tcp_set_mark(h, o.mark);
+    }
 }
 
 /// TCP_USER_TIMEOUT's milliseconds as the stack takes them (0: off).
@@ -234,11 +237,11 @@ impl Worker {
         engine: usize,
         addr: SocketAddr,
     ) -> Result<SocketHandle> {
-        let (reuseaddr, reuseport, rcvbuf, v6only, ip) = {
+        let (reuseaddr, reuseport, rcvbuf, v6only, ip, mark) = {
             let s = self.socket(fd)?;
             let o = &s.opts;
             let ip = s.ip_options(addr.is_ipv6());
-            (o.reuseaddr, o.reuseport, o.rcvbuf, o.v6only, ip)
+            (o.reuseaddr, o.reuseport, o.rcvbuf, o.v6only, ip, o.mark)
         };
         let slot = &mut self.engines[engine];
         let h = match stack_ip::udp_bind(slot.driver.stack_mut(), addr, v6only) {
@@ -248,6 +251,7 @@ impl Worker {
                     let _ = stack.udp_set_recv_buffer(h, b / 2);
                 }
                 let _ = stack.udp_set_ip_options(h, ip.0, ip.1);
+                let _ = stack.udp_set_mark(h, mark);
                 h
             }
             Err(SocketError::AddrInUse) if addr.port() != 0 => {
@@ -307,9 +311,15 @@ impl Worker {
         }
         let v6only = self.socket(fd)?.opts.v6only;
         let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
+        let mark = self.socket(fd)?.opts.mark;
         let stack = self.engines[engine].driver.stack_mut();
         let h = match stack_ip::tcp_listen(stack, addr, backlog, v6only) {
-            Ok(h) => h,
+            Ok(h) => {
+                if mark != 0 {
+                    stack.tcp_set_mark(h, mark)?;
+                }
+                h
+            }
             Err(SocketError::AddrInUse) => {
                 // A SO_REUSEPORT group: the sockets share one listener and
                 // its accept queue.
@@ -453,7 +463,7 @@ impl Worker {
         };
         let slot = &mut self.engines[engine];
         let h = driver::call(slot.driver.as_mut(), |now, stack, sink| {
-            let h = stack.tcp_connect(now, addr, local, sink)?;
+            let h = stack.tcp_connect_marked(now, addr, local, opts.mark, sink)?;
             apply_tcp_options(now, stack, sink, h, &opts, ip);
             Ok::<_, SocketError>(h)
         })

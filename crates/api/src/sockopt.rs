@@ -155,6 +155,13 @@ impl Worker {
                     let _ = stack.tcp_set_linger_zero(h, on && secs == 0);
                 }
             }
+            (SOL_SOCKET, SO_MARK) => {
+                // Linux: any 32-bit value (it asks for CAP_NET_ADMIN, which
+                // a process owning its stack has).
+                let mark = int_arg(val)? as u32;
+                self.socket_mut(fd)?.opts.mark = mark;
+                self.apply_mark(fd)?;
+            }
             (SOL_SOCKET, SO_RCVTIMEO) => self.socket_mut(fd)?.opts.rcvtimeo = timeval_arg(val)?,
             (SOL_SOCKET, SO_SNDTIMEO) => self.socket_mut(fd)?.opts.sndtimeo = timeval_arg(val)?,
             (SOL_SOCKET, n) => {
@@ -370,6 +377,21 @@ impl Worker {
         Ok(())
     }
 
+    /// Gives the stack socket, if there is one yet, the socket's SO_MARK
+    /// (one made later gets it where it is made).
+    pub(crate) fn apply_mark(&mut self, fd: RawFd) -> Result<()> {
+        let sock = self.socket(fd)?;
+        let Some(e) = sock.engine else { return Ok(()) };
+        let (state, mark) = (sock.state, sock.opts.mark);
+        let stack = self.engines[e].driver.stack_mut();
+        match state {
+            State::Tcp { h, .. } | State::Listening { h, .. } => stack.tcp_set_mark(h, mark)?,
+            State::Udp { h, .. } => stack.udp_set_mark(h, mark)?,
+            State::Fresh | State::Bound(_) => {}
+        }
+        Ok(())
+    }
+
     pub(crate) fn getsockopt(
         &mut self,
         fd: RawFd,
@@ -402,6 +424,7 @@ impl Worker {
             (SOL_SOCKET, SO_REUSEPORT) => int(o.reuseport as i32, out),
             (SOL_SOCKET, SO_BROADCAST) => int(o.broadcast as i32, out),
             (SOL_SOCKET, SO_OOBINLINE) => int(o.oob_inline as i32, out),
+            (SOL_SOCKET, SO_MARK) => int(o.mark as i32, out),
             (SOL_SOCKET, SO_KEEPALIVE) => int(o.keepalive as i32, out),
             (SOL_SOCKET, SO_RCVBUF) => {
                 let default = if stream {

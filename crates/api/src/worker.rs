@@ -859,6 +859,8 @@ pub struct Inherited {
     pub nonblock: bool,
     pub reuseaddr: bool,
     pub reuseport: bool,
+    /// SO_MARK (0: none).
+    pub mark: u32,
 }
 
 /// In a child after fork: every worker (and its engines) is the parent's.
@@ -958,6 +960,7 @@ fn take_apart(w: &mut Worker, fds: &mut Vec<RawFd>, inherited: &mut Vec<Inherite
             nonblock: s.nonblock,
             reuseaddr: s.opts.reuseaddr,
             reuseport: s.opts.reuseport,
+            mark: s.opts.mark,
         });
     }
 }

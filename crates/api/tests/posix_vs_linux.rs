@@ -216,6 +216,50 @@ fn nonblocking_connect_matches_linux() {
     });
 }
 
+/// SO_MARK on TCP (before and after connect, on a listener and what it
+/// accepts) and UDP: values, sizes and errors as Linux's.  Linux asks for
+/// CAP_NET_ADMIN, so the comparison needs root.
+#[test]
+fn so_mark_matches_linux() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "SO_MARK on a kernel socket needs CAP_NET_ADMIN: run as root"
+    );
+    both(|n, t| {
+        let s = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val("SO_MARK default", &get_int(n, s, SOL_SOCKET, SO_MARK));
+        t.val("SO_MARK set 7", &set_int(n, s, SOL_SOCKET, SO_MARK, 7));
+        t.val("SO_MARK get", &get_int(n, s, SOL_SOCKET, SO_MARK));
+        t.val("SO_MARK set -1", &set_int(n, s, SOL_SOCKET, SO_MARK, -1));
+        t.val("SO_MARK get -1", &get_int(n, s, SOL_SOCKET, SO_MARK));
+        t.val(
+            "SO_MARK short value",
+            &n.setsockopt(s, SOL_SOCKET, SO_MARK, &[1, 0]),
+        );
+        let l = n.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+        t.val("SO_MARK listener", &set_int(n, l, SOL_SOCKET, SO_MARK, 5));
+        t.val("bind", &n.bind(l, &at(n, 7171)));
+        t.val("listen", &n.listen(l, 4));
+        t.val("SO_MARK listening", &get_int(n, l, SOL_SOCKET, SO_MARK));
+        let (c, a) = pair(n, t, l, 7171, false);
+        t.val("SO_MARK accepted", &get_int(n, a, SOL_SOCKET, SO_MARK));
+        t.val("SO_MARK client", &get_int(n, c, SOL_SOCKET, SO_MARK));
+        t.val(
+            "SO_MARK set connected",
+            &set_int(n, c, SOL_SOCKET, SO_MARK, 3),
+        );
+        t.val("SO_MARK get connected", &get_int(n, c, SOL_SOCKET, SO_MARK));
+        let u = n.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        t.val("SO_MARK udp set", &set_int(n, u, SOL_SOCKET, SO_MARK, 9));
+        t.val("SO_MARK udp get", &get_int(n, u, SOL_SOCKET, SO_MARK));
+        for fd in [s, l, c, a, u] {
+            let _ = n.close(fd);
+        }
+    });
+}
+
 #[test]
 fn socket_options_match_linux() {
     both(|n, t| {

@@ -770,6 +770,13 @@ pub extern "C" fn child_after_fork() {
         if i.domain == libc::AF_INET6 {
             opts.push((libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, int(i.v6only)));
         }
+        if i.mark != 0 {
+            opts.push((
+                libc::SOL_SOCKET,
+                libc::SO_MARK,
+                i.mark.to_ne_bytes().to_vec(),
+            ));
+        }
         t.add_pending(
             i.fd,
             crate::table::Pending {

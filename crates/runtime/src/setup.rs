@@ -816,6 +816,6 @@ mod tests {
             ]
         );
         let vip = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 99, 120, 10));
-        assert_eq!(stack.fib_of_source(vip), 2);
+        assert_eq!(stack.fib_of_source(vip, 0), 2);
     }
 }

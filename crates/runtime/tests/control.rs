@@ -612,6 +612,7 @@ fn rules_and_routes_of_other_fibs_reach_the_running_stack() {
                     priority: 100,
                     from: from.map(String::from),
                     iface: iface.map(String::from),
+                    mark: None,
                     fib,
                 };
                 let by_source = rule(Some("10.99.3.0/24"), None, 2);
@@ -671,6 +672,50 @@ fn rules_and_routes_of_other_fibs_reach_the_running_stack() {
                 assert_eq!(rules[0].iface.as_deref(), Some("mem2"));
                 assert_eq!(rules[1], by_source);
 
+                // By socket mark: listed as asked; mark 0 refused.
+                let by_mark = RuleSpec {
+                    priority: 10,
+                    mark: Some(9),
+                    ..rule(None, None, 3)
+                };
+                assert_eq!(
+                    done(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: by_mark.clone()
+                        }
+                    )),
+                    "added rule 10 setfib 3 mark 9"
+                );
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: RuleSpec {
+                                mark: Some(0),
+                                ..by_mark.clone()
+                            }
+                        }
+                    )),
+                    ErrorKind::Invalid
+                );
+                assert_eq!(
+                    engine_error(ask(
+                        &path,
+                        Request::RuleAdd {
+                            rule: RuleSpec {
+                                from: Some("10.99.3.0/24".into()),
+                                ..by_mark.clone()
+                            }
+                        }
+                    )),
+                    ErrorKind::Invalid
+                );
+                let Ok(Reply::Rules { rules, .. }) = ask(&path, Request::Rules) else {
+                    panic!("rules");
+                };
+                assert_eq!(rules[0], by_mark);
+
                 // A route in FIB 2, listed there and not in the main table.
                 let route = RouteSpec {
                     dest: "192.0.2.0/24".into(),
@@ -729,9 +774,10 @@ fn rules_and_routes_of_other_fibs_reach_the_running_stack() {
     // What the engine's stack now has: the source rule picks FIB 2, whose
     // route goes through the changed gateway.
     let s = &server.stack;
-    assert_eq!(s.rules().len(), 1);
-    assert_eq!(s.fib_of_source("10.99.3.2".parse().unwrap()), 2);
-    assert_eq!(s.fib_of_source("192.0.2.9".parse().unwrap()), 0);
+    assert_eq!(s.rules().len(), 2);
+    assert_eq!(s.fib_of_source("10.99.3.2".parse().unwrap(), 0), 2);
+    assert_eq!(s.fib_of_source("10.99.3.2".parse().unwrap(), 9), 3);
+    assert_eq!(s.fib_of_source("192.0.2.9".parse().unwrap(), 0), 0);
     let r = s
         .fib(2)
         .unwrap()

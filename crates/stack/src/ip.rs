@@ -150,32 +150,31 @@ impl IpLayer {
         })
     }
 
-    /// The routing table for a packet from `src` (FreeBSD's `setfib`):
-    /// the FIB of the first policy rule that matches, else the main one.
-    /// A rule's FIB is used alone: no route in it is no route.
+    /// The routing table for a packet from `src` of a socket marked
+    /// `mark` (FreeBSD's `setfib`, Linux's `ip rule`): the FIB of the
+    /// first policy rule that matches, else the main one.  A rule's FIB
+    /// is used alone: no route in it is no route.
     #[inline]
-    pub(crate) fn fib_for(&self, src: Option<IpAddr>) -> &RouteTable {
+    pub(crate) fn fib_for(&self, src: Option<IpAddr>, mark: u32) -> &RouteTable {
         if self.policy.is_empty() {
             return &self.routes;
         }
-        self.fib_by_policy(src)
+        self.fib_by_policy(src, mark)
     }
 
     #[inline(never)]
-    fn fib_by_policy(&self, src: Option<IpAddr>) -> &RouteTable {
-        let Some(src) = src else {
-            return &self.routes;
-        };
-        match self.fib_number(src) {
+    fn fib_by_policy(&self, src: Option<IpAddr>, mark: u32) -> &RouteTable {
+        match self.fib_number(src, mark) {
             0 => &self.routes,
             // Rules make their FIBs; the main one stands in for none.
             n => self.policy.fib(n).unwrap_or(&self.routes),
         }
     }
 
-    /// The FIB number the rules give a packet from `src`.
-    pub(crate) fn fib_number(&self, src: IpAddr) -> u16 {
-        self.policy.fib_of(src, |iface, ip| {
+    /// The FIB number the rules give a packet from `src` (`None`: not
+    /// chosen yet) of a socket marked `mark`.
+    pub(crate) fn fib_number(&self, src: Option<IpAddr>, mark: u32) -> u16 {
+        self.policy.fib_of(src, mark, |iface, ip| {
             self.interface(iface).is_some_and(|i| match ip {
                 IpAddr::V4(a) => i.has_addr(a),
                 IpAddr::V6(a) => i.ipv6.as_ref().is_some_and(|v6| v6.has_addr(a)),

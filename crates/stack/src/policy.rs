@@ -31,6 +31,9 @@ pub enum RuleMatch {
     /// Packets whose source address is one of the interface's own
     /// addresses (VIPs included), of either family.
     Interface(IfaceId),
+    /// Packets of sockets with this SO_MARK (Linux's `ip rule fwmark`);
+    /// never 0, which is an unmarked socket's.
+    Mark(u32),
 }
 
 impl fmt::Display for RuleMatch {
@@ -38,6 +41,7 @@ impl fmt::Display for RuleMatch {
         match self {
             RuleMatch::Source(p) => write!(f, "from {p}"),
             RuleMatch::Interface(i) => write!(f, "from {i}'s addresses"),
+            RuleMatch::Mark(m) => write!(f, "mark {m}"),
         }
     }
 }
@@ -65,6 +69,8 @@ pub enum PolicyError {
     RuleExists,
     NoSuchRule,
     TooManyRules,
+    /// A rule by mark 0, which every unmarked socket has.
+    MarkZero,
 }
 
 impl fmt::Display for PolicyError {
@@ -76,6 +82,9 @@ impl fmt::Display for PolicyError {
             PolicyError::RuleExists => f.write_str("the same rule exists"),
             PolicyError::NoSuchRule => f.write_str("no such rule"),
             PolicyError::TooManyRules => write!(f, "more than {MAX_RULES} rules"),
+            PolicyError::MarkZero => {
+                f.write_str("mark 0 is every unmarked socket's; a rule by mark takes 1..4294967295")
+            }
         }
     }
 }
@@ -126,6 +135,9 @@ impl Policy {
         if rule.fib >= MAX_FIBS {
             return Err(PolicyError::NoSuchFib(rule.fib));
         }
+        if rule.matches == RuleMatch::Mark(0) {
+            return Err(PolicyError::MarkZero);
+        }
         if self.rules.contains(&rule) {
             return Err(PolicyError::RuleExists);
         }
@@ -150,15 +162,21 @@ impl Policy {
         Ok(())
     }
 
-    /// The FIB of the first rule that matches a packet from `src`, 0 if
-    /// none does; `owns(iface, ip)` tells whether `ip` is an address of
-    /// `iface`.
-    pub(crate) fn fib_of(&self, src: IpAddr, owns: impl Fn(IfaceId, IpAddr) -> bool) -> u16 {
+    /// The FIB of the first rule that matches a packet from `src` (`None`:
+    /// not chosen yet) of a socket marked `mark`, 0 if none does;
+    /// `owns(iface, ip)` tells whether `ip` is an address of `iface`.
+    pub(crate) fn fib_of(
+        &self,
+        src: Option<IpAddr>,
+        mark: u32,
+        owns: impl Fn(IfaceId, IpAddr) -> bool,
+    ) -> u16 {
         self.rules
             .iter()
             .find(|r| match r.matches {
-                RuleMatch::Source(p) => p.contains(src),
-                RuleMatch::Interface(i) => owns(i, src),
+                RuleMatch::Source(p) => src.is_some_and(|s| p.contains(s)),
+                RuleMatch::Interface(i) => src.is_some_and(|s| owns(i, s)),
+                RuleMatch::Mark(m) => m == mark,
             })
             .map_or(0, |r| r.fib)
     }
@@ -194,9 +212,9 @@ mod tests {
         })
         .unwrap();
         let none = |_, _| false;
-        assert_eq!(p.fib_of(src(10, 99, 1, 7), none), 1);
-        assert_eq!(p.fib_of(src(10, 99, 2, 7), none), 2);
-        assert_eq!(p.fib_of(src(192, 0, 2, 1), none), 0);
+        assert_eq!(p.fib_of(Some(src(10, 99, 1, 7)), 0, none), 1);
+        assert_eq!(p.fib_of(Some(src(10, 99, 2, 7)), 0, none), 2);
+        assert_eq!(p.fib_of(Some(src(192, 0, 2, 1)), 0, none), 0);
         // The rules made FIBs 1 and 2.
         assert_eq!(p.fib_count(), 3);
         assert!(p.fib(2).is_some_and(|t| t.is_empty()));
@@ -214,8 +232,39 @@ mod tests {
         })
         .unwrap();
         let owns = |i: IfaceId, ip: IpAddr| i == IfaceId(3) && ip == src(10, 99, 3, 2);
-        assert_eq!(p.fib_of(src(10, 99, 3, 2), owns), 5);
-        assert_eq!(p.fib_of(src(10, 99, 3, 3), owns), 0);
+        assert_eq!(p.fib_of(Some(src(10, 99, 3, 2)), 0, owns), 5);
+        assert_eq!(p.fib_of(Some(src(10, 99, 3, 3)), 0, owns), 0);
+    }
+
+    #[test]
+    fn mark_rules_take_marked_packets_of_any_source() {
+        let mut p = Policy::default();
+        p.add_rule(PolicyRule {
+            priority: 10,
+            matches: RuleMatch::Mark(7),
+            fib: 2,
+        })
+        .unwrap();
+        p.add_rule(PolicyRule {
+            priority: 20,
+            matches: prefix(10, 99, 1, 0, 24),
+            fib: 1,
+        })
+        .unwrap();
+        let none = |_, _| false;
+        assert_eq!(p.fib_of(Some(src(10, 99, 1, 7)), 7, none), 2);
+        assert_eq!(p.fib_of(None, 7, none), 2);
+        assert_eq!(p.fib_of(Some(src(10, 99, 1, 7)), 8, none), 1);
+        assert_eq!(p.fib_of(Some(src(10, 99, 1, 7)), 0, none), 1);
+        assert_eq!(p.fib_of(None, 0, none), 0);
+        assert_eq!(
+            p.add_rule(PolicyRule {
+                priority: 1,
+                matches: RuleMatch::Mark(0),
+                fib: 1,
+            }),
+            Err(PolicyError::MarkZero)
+        );
     }
 
     #[test]

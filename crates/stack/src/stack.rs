@@ -489,12 +489,12 @@ impl Stack {
 
     /// The source address a packet to `dst` would leave with.
     pub fn ipv4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
-        self.ip.ipv4_source_for(dst)
+        self.ip.ipv4_source_for(dst, 0)
     }
 
     /// The source address an IPv6 packet to `dst` would leave with (RFC
     /// 6724 among the outgoing interface's usable addresses).
     pub fn ipv6_source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-        self.ip.ipv6_source_for(dst)
+        self.ip.ipv6_source_for(dst, 0)
     }
 }

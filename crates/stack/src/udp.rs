@@ -162,9 +162,9 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
-        let (local, ttl, tos) = {
+        let (local, ttl, tos, mark) = {
             let s = self.sockets.udp(h)?;
-            (s.local_addr(), s.ttl, s.tos)
+            (s.local_addr(), s.ttl, s.tos, s.mark)
         };
         if dst.port() == 0 || dst.ip().is_unspecified() {
             return Err(SocketError::InvalidArgument);
@@ -207,6 +207,7 @@ impl Stack {
                     l4_checksum: true,
                     ttl,
                     dscp_ecn: tos,
+                    mark,
                     ..Ipv4Send::new(dst_ip, IpProtocol::Udp)
                 };
                 self.ip.send_ipv4(
@@ -232,6 +233,7 @@ impl Stack {
                     l4_checksum: true,
                     hop_limit: ttl,
                     traffic_class: tos,
+                    mark,
                     ..Ipv6Send::new(dst_ip, IpProtocol::Udp)
                 };
                 self.ip.send_ipv6(

@@ -220,11 +220,12 @@ impl Stack {
         self.ip.policy.rules()
     }
 
-    /// The FIB a packet from `src` uses.
-    pub fn fib_of_source(&self, src: IpAddr) -> u16 {
+    /// The FIB a packet from `src` of a socket marked `mark` (0: none)
+    /// uses.
+    pub fn fib_of_source(&self, src: IpAddr, mark: u32) -> u16 {
         if self.ip.policy.is_empty() {
             return 0;
         }
-        self.ip.fib_number(src)
+        self.ip.fib_number(Some(src), mark)
     }
 }

@@ -286,11 +286,11 @@ fn udp_reply_follows_the_source_rule_and_falls_back_to_the_main_fib() {
         std::mem::take(&mut n.server_tags)
     };
     assert_eq!(echo(&mut n), vec![Some(20)], "FIB 2's gateway on VLAN 20");
-    assert_eq!(n.server.fib_of_source(IpAddr::V4(vip(20))), 2);
+    assert_eq!(n.server.fib_of_source(IpAddr::V4(vip(20)), 0), 2);
     // Without the rule the main FIB's default (VLAN 10's gateway, the
     // first one configured) carries the reply.
     n.server.remove_rule(&vip_rule(20, 2)).unwrap();
-    assert_eq!(n.server.fib_of_source(IpAddr::V4(vip(20))), 0);
+    assert_eq!(n.server.fib_of_source(IpAddr::V4(vip(20)), 0), 0);
     let tags = echo(&mut n);
     assert_eq!(tags.last(), Some(&Some(10)), "{tags:?}");
 }
@@ -654,4 +654,120 @@ fn ipv6_on_a_vlan_resolves_its_neighbours_there_and_replies_tagged() {
     };
     assert!(found(n.s20));
     assert!(!found(n.s10));
+}
+
+/// A rule by SO_MARK (priority 50) sending mark 7 to FIB 2.
+fn mark_rule() -> PolicyRule {
+    PolicyRule {
+        priority: 50,
+        matches: RuleMatch::Mark(7),
+        fib: 2,
+    }
+}
+
+#[test]
+fn a_marked_connection_takes_its_marks_fib_and_an_unmarked_one_the_main() {
+    let mut n = Net::new();
+    n.server.add_rule(mark_rule()).unwrap();
+    let _l = n
+        .peer
+        .tcp_listen(SocketAddr::new(IpAddr::V4(client(20)), 9000), 4)
+        .unwrap();
+    let dst = SocketAddr::new(IpAddr::V4(client(20)), 9000);
+    // Marked: FIB 2's default (VLAN 20's gateway) from the SYN on, and its
+    // source is VLAN 20's address, the one that route leaves from.
+    n.server_tags.clear();
+    let marked = n
+        .server
+        .tcp_connect_marked(n.now, dst, None, 7, &mut n.ss)
+        .unwrap();
+    n.run(5);
+    assert_eq!(n.server.tcp_state(marked), Ok(TcpState::Established));
+    assert_eq!(
+        n.server.tcp_local_addr(marked).unwrap().ip(),
+        IpAddr::V4(ip(10, 99, 20, 2))
+    );
+    let tags = std::mem::take(&mut n.server_tags);
+    assert!(
+        !tags.is_empty() && tags.iter().all(|t| *t == Some(20)),
+        "{tags:?}"
+    );
+    // Unmarked: the main FIB's default (VLAN 10's gateway).
+    let plain = n.server.tcp_connect(n.now, dst, None, &mut n.ss).unwrap();
+    n.run(5);
+    assert_eq!(
+        n.server.tcp_local_addr(plain).unwrap().ip(),
+        IpAddr::V4(ip(10, 99, 10, 2))
+    );
+    let tags = std::mem::take(&mut n.server_tags);
+    assert_eq!(tags.first(), Some(&Some(10)), "{tags:?}");
+    // The mark changed on a live connection moves its next segments.
+    n.server.tcp_set_mark(marked, 0).unwrap();
+    n.server
+        .tcp_send(n.now, marked, b"moved", &mut n.ss)
+        .unwrap();
+    n.run(1);
+    let tags = std::mem::take(&mut n.server_tags);
+    assert_eq!(tags.first(), Some(&Some(10)), "{tags:?}");
+    // UDP: the mark alone picks the FIB when the socket names no source.
+    let u = n
+        .server
+        .udp_bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0))
+        .unwrap();
+    n.server.udp_set_mark(u, 7).unwrap();
+    n.server
+        .udp_send_to(
+            n.now,
+            u,
+            SocketAddr::new(IpAddr::V4(client(20)), 53),
+            None,
+            b"q",
+            &mut n.ss,
+        )
+        .unwrap();
+    n.run(1);
+    assert_eq!(std::mem::take(&mut n.server_tags).first(), Some(&Some(20)));
+    // Mark 0 names every unmarked socket: refused as a rule.
+    assert!(n
+        .server
+        .add_rule(PolicyRule {
+            matches: RuleMatch::Mark(0),
+            ..mark_rule()
+        })
+        .is_err());
+}
+
+#[test]
+fn a_listeners_mark_routes_its_connections() {
+    let mut n = Net::new();
+    // Neighbours on both VLANs resolved first: what the server sends
+    // next is TCP alone.
+    let _ = n.connect(10, 80);
+    let _ = n.connect(20, 80);
+    n.server.add_rule(mark_rule()).unwrap();
+    let l = n
+        .server
+        .tcp_listen(SocketAddr::new(IpAddr::V4(vip(10)), 81), 4)
+        .unwrap();
+    n.server.tcp_set_mark(l, 7).unwrap();
+    n.server_tags.clear();
+    let c = n
+        .peer
+        .tcp_connect(
+            n.now,
+            SocketAddr::new(IpAddr::V4(vip(10)), 81),
+            Some(SocketAddr::new(IpAddr::V4(client(10)), 0)),
+            &mut n.sp,
+        )
+        .unwrap();
+    n.run(5);
+    // VIP 10's source rule says FIB 1, the mark's (ahead of it) FIB 2:
+    // the SYN-ACK left on VLAN 20.
+    let tags = std::mem::take(&mut n.server_tags);
+    assert_eq!(tags.first(), Some(&Some(20)), "{tags:?}");
+    assert_eq!(n.peer.tcp_state(c), Ok(TcpState::Established));
+    let (s, _) = n.server.tcp_accept(l).unwrap();
+    n.server.tcp_set_nodelay(n.now, s, true, &mut n.ss).unwrap();
+    let tags = n.server_sends(s, c, b"inherited");
+    assert!(tags.iter().all(|t| *t == Some(20)), "{tags:?}");
 }

@@ -456,17 +456,18 @@ fn rule_err(rule: &PolicyRule) -> impl Fn(StackError) -> ControlError + '_ {
     }
 }
 
-/// The stack's rule of `spec`: exactly one of a source prefix and an
-/// interface.
+/// The stack's rule of `spec`: exactly one of a source prefix, an
+/// interface and a mark.
 fn policy_rule(stack: &Stack, spec: &RuleSpec) -> Result<PolicyRule, ControlError> {
-    let matches = match (&spec.from, &spec.iface) {
-        (Some(p), None) => RuleMatch::Source(parse_cidr(p)?),
-        (None, Some(name)) => RuleMatch::Interface(iface_by_name(stack, name)?),
+    let matches = match (&spec.from, &spec.iface, spec.mark) {
+        (Some(p), None, None) => RuleMatch::Source(parse_cidr(p)?),
+        (None, Some(name), None) => RuleMatch::Interface(iface_by_name(stack, name)?),
+        (None, None, Some(m)) => RuleMatch::Mark(m),
         _ => {
             return Err(err(
                 ErrorKind::Invalid,
-                "a rule matches either a source prefix (from) or an interface's addresses \
-                 (iface), one of the two",
+                "a rule matches a source prefix (from), an interface's addresses (iface) \
+                 or a socket mark (mark), one of the three",
             ))
         }
     };
@@ -487,24 +488,27 @@ fn policy_rule(stack: &Stack, spec: &RuleSpec) -> Result<PolicyRule, ControlErro
 }
 
 fn rule_spec(stack: &Stack, r: &PolicyRule) -> RuleSpec {
-    let (from, iface) = match r.matches {
-        RuleMatch::Source(p) => (Some(p.to_string()), None),
-        RuleMatch::Interface(i) => (None, Some(iface_name(stack, i))),
+    let (from, iface, mark) = match r.matches {
+        RuleMatch::Source(p) => (Some(p.to_string()), None, None),
+        RuleMatch::Interface(i) => (None, Some(iface_name(stack, i)), None),
+        RuleMatch::Mark(m) => (None, None, Some(m)),
     };
     RuleSpec {
         priority: r.priority,
         from,
         iface,
+        mark,
         fib: u32::from(r.fib),
     }
 }
 
 /// `100 setfib 1 from 10.99.70.0/24` (ipfw's words).
 pub(crate) fn describe_rule(r: &RuleSpec) -> String {
-    let what = match (&r.from, &r.iface) {
-        (Some(p), _) => format!("from {p}"),
-        (None, Some(i)) => format!("from {i}'s addresses"),
-        (None, None) => "from any".to_string(),
+    let what = match (&r.from, &r.iface, r.mark) {
+        (Some(p), _, _) => format!("from {p}"),
+        (None, Some(i), _) => format!("from {i}'s addresses"),
+        (None, None, Some(m)) => format!("mark {m}"),
+        (None, None, None) => "from any".to_string(),
     };
     format!("{} setfib {} {what}", r.priority, r.fib)
 }

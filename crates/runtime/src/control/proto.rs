@@ -184,9 +184,10 @@ pub enum Request {
     KniSetAction { action: String },
 }
 
-/// A policy rule as asked for: packets from `from` (a prefix) or from
-/// the addresses of `iface` (exactly one of the two) use FIB `fib`;
-/// rules are tried by ascending `priority` (ipfw's rule number).
+/// A policy rule as asked for: packets from `from` (a prefix), from the
+/// addresses of `iface`, or of sockets whose SO_MARK is `mark` (exactly
+/// one of the three) use FIB `fib`; rules are tried by ascending
+/// `priority` (ipfw's rule number).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
@@ -195,6 +196,10 @@ pub struct RuleSpec {
     pub from: Option<String>,
     #[serde(default)]
     pub iface: Option<String>,
+    /// Left out of the JSON when absent, so that an engine of the
+    /// release before marks still reads the other rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<u32>,
     pub fib: Fib,
 }
 
@@ -690,6 +695,7 @@ mod tests {
                     priority: 100,
                     from: Some("10.99.70.0/24".into()),
                     iface: None,
+                    mark: None,
                     fib: 1,
                 },
             },
@@ -698,7 +704,17 @@ mod tests {
                     priority: 100,
                     from: None,
                     iface: Some("vlan10".into()),
+                    mark: None,
                     fib: 1,
+                },
+            },
+            Request::RuleAdd {
+                rule: RuleSpec {
+                    priority: 10,
+                    from: None,
+                    iface: None,
+                    mark: Some(7),
+                    fib: 2,
                 },
             },
         ] {

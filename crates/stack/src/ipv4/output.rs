@@ -36,6 +36,9 @@ pub struct Ipv4Send {
     /// is then told [`ChecksumMode::Offload`] when the interface offloads
     /// and the packet leaves whole.
     pub l4_checksum: bool,
+    /// The sending socket's SO_MARK (0: none), which policy rules may
+    /// route by.
+    pub mark: u32,
 }
 
 impl Ipv4Send {
@@ -49,6 +52,7 @@ impl Ipv4Send {
             dont_frag: false,
             iface: None,
             l4_checksum: false,
+            mark: 0,
         }
     }
 }
@@ -182,14 +186,15 @@ impl IpLayer {
         dst: Ipv4Addr,
         iface: Option<IfaceId>,
     ) -> Option<(IfaceId, Ipv4Addr, bool)> {
-        self.ipv4_route_from(None, dst, iface)
+        self.ipv4_route_from(None, 0, dst, iface)
     }
 
-    /// [`ipv4_route`](Self::ipv4_route) of a packet from `src`, in the FIB
-    /// the policy rules give that source.
+    /// [`ipv4_route`](Self::ipv4_route) of a packet from `src` of a socket
+    /// marked `mark`, in the FIB the policy rules give them.
     pub(crate) fn ipv4_route_from(
         &self,
         src: Option<Ipv4Addr>,
+        mark: u32,
         dst: Ipv4Addr,
         iface: Option<IfaceId>,
     ) -> Option<(IfaceId, Ipv4Addr, bool)> {
@@ -198,7 +203,7 @@ impl IpLayer {
             return Some((id, dst, true));
         }
         let hop = self
-            .fib_for(src.map(IpAddr::V4))
+            .fib_for(src.map(IpAddr::V4), mark)
             .next_hop(IpAddr::V4(dst))?;
         let IpAddr::V4(neighbor) = hop.neighbor else {
             return None;
@@ -216,10 +221,16 @@ impl IpLayer {
         self.pmtu4.get(dst, now).map_or(link, |m| m.min(link))
     }
 
-    /// The path to `dst` if it can be cached: routed (not broadcast) and
-    /// its next hop resolved.
-    pub(crate) fn ipv4_path(&self, src: Ipv4Addr, dst: Ipv4Addr, now: Instant) -> Option<Ipv4Path> {
-        let (iface, neighbor, broadcast) = self.ipv4_route_from(Some(src), dst, None)?;
+    /// The path to `dst` of packets from `src` marked `mark`, if it can be
+    /// cached: routed (not broadcast) and its next hop resolved.
+    pub(crate) fn ipv4_path(
+        &self,
+        src: Ipv4Addr,
+        mark: u32,
+        dst: Ipv4Addr,
+        now: Instant,
+    ) -> Option<Ipv4Path> {
+        let (iface, neighbor, broadcast) = self.ipv4_route_from(Some(src), mark, dst, None)?;
         if broadcast {
             return None;
         }
@@ -244,24 +255,31 @@ impl IpLayer {
 
     /// Refreshes `slot` for a packet from `src` to `dst` at `now`: keeps a
     /// path that is still right, looks it up again otherwise.  A slot
-    /// belongs to one connection, whose source does not change.
+    /// belongs to one connection, whose source does not change, and
+    /// whose owner empties it when the connection's mark changes.
     #[inline(always)]
     pub(crate) fn refresh_path(
         &self,
         slot: &mut Option<Ipv4Path>,
-        src: Ipv4Addr,
+        (src, mark): (Ipv4Addr, u32),
         dst: Ipv4Addr,
         now: Instant,
     ) {
         let fresh = matches!(slot, Some(p) if p.epoch == self.path_epoch() && now < p.expires && p.dst == dst);
         if !fresh {
-            self.lookup_path(slot, src, dst, now);
+            self.lookup_path(slot, (src, mark), dst, now);
         }
     }
 
     #[inline(never)]
-    fn lookup_path(&self, slot: &mut Option<Ipv4Path>, src: Ipv4Addr, dst: Ipv4Addr, now: Instant) {
-        *slot = self.ipv4_path(src, dst, now);
+    fn lookup_path(
+        &self,
+        slot: &mut Option<Ipv4Path>,
+        (src, mark): (Ipv4Addr, u32),
+        dst: Ipv4Addr,
+        now: Instant,
+    ) {
+        *slot = self.ipv4_path(src, mark, dst, now);
     }
 
     /// Sends a TCP or UDP packet from `src` along a fresh cached path
@@ -339,9 +357,10 @@ impl IpLayer {
         }
     }
 
-    /// The source address a packet to `dst` would leave with.
-    pub(crate) fn ipv4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
-        let (iface, _, _) = self.ipv4_route(dst, None)?;
+    /// The source address a packet to `dst` of a socket marked `mark`
+    /// would leave with.
+    pub(crate) fn ipv4_source_for(&self, dst: Ipv4Addr, mark: u32) -> Option<Ipv4Addr> {
+        let (iface, _, _) = self.ipv4_route_from(None, mark, dst, None)?;
         self.interface(iface).and_then(|i| i.addr())
     }
 
@@ -356,7 +375,8 @@ impl IpLayer {
         fill: &mut dyn FnMut(&mut [u8], Ipv4Addr, ChecksumMode),
         sink: &mut dyn FrameSink,
     ) -> Result<(), SendError> {
-        let Some((iface, neighbor, broadcast)) = self.ipv4_route_from(hdr.src, hdr.dst, hdr.iface)
+        let Some((iface, neighbor, broadcast)) =
+            self.ipv4_route_from(hdr.src, hdr.mark, hdr.dst, hdr.iface)
         else {
             self.counters.tx_drop_no_route += 1;
             return Err(SendError::NoRoute);

@@ -37,6 +37,9 @@ pub struct Ipv6Send {
     /// May be split into fragments at the source when larger than the
     /// path; TCP sizes its segments to the path instead.
     pub may_fragment: bool,
+    /// The sending socket's SO_MARK (0: none), which policy rules may
+    /// route by.
+    pub mark: u32,
 }
 
 impl Ipv6Send {
@@ -50,6 +53,7 @@ impl Ipv6Send {
             iface: None,
             l4_checksum: false,
             may_fragment: true,
+            mark: 0,
         }
     }
 }
@@ -69,14 +73,15 @@ impl IpLayer {
         dst: Ipv6Addr,
         iface: Option<IfaceId>,
     ) -> Option<(IfaceId, Ipv6Addr)> {
-        self.ipv6_route_from(None, dst, iface)
+        self.ipv6_route_from(None, 0, dst, iface)
     }
 
-    /// [`ipv6_route`](Self::ipv6_route) of a packet from `src`, in the FIB
-    /// the policy rules give that source.
+    /// [`ipv6_route`](Self::ipv6_route) of a packet from `src` of a socket
+    /// marked `mark`, in the FIB the policy rules give them.
     pub(crate) fn ipv6_route_from(
         &self,
         src: Option<Ipv6Addr>,
+        mark: u32,
         dst: Ipv6Addr,
         iface: Option<IfaceId>,
     ) -> Option<(IfaceId, Ipv6Addr)> {
@@ -87,7 +92,7 @@ impl IpLayer {
             return Some((id, dst));
         }
         let hop = self
-            .fib_for(src.map(IpAddr::V6))
+            .fib_for(src.map(IpAddr::V6), mark)
             .next_hop(IpAddr::V6(dst))?;
         let IpAddr::V6(neighbor) = hop.neighbor else {
             return None;
@@ -96,9 +101,10 @@ impl IpLayer {
         Some((hop.iface, neighbor))
     }
 
-    /// The source address a packet to `dst` would leave with.
-    pub(crate) fn ipv6_source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-        let (iface, _) = self.ipv6_route(dst, None)?;
+    /// The source address a packet to `dst` of a socket marked `mark`
+    /// would leave with.
+    pub(crate) fn ipv6_source_for(&self, dst: Ipv6Addr, mark: u32) -> Option<Ipv6Addr> {
+        let (iface, _) = self.ipv6_route_from(None, mark, dst, None)?;
         let v6 = self.interface(iface)?.ipv6.as_ref()?;
         select_source(&v6.addrs, dst)
     }
@@ -120,7 +126,8 @@ impl IpLayer {
         fill: &mut dyn FnMut(&mut [u8], Ipv6Addr, ChecksumMode),
         sink: &mut dyn FrameSink,
     ) -> Result<(), SendError> {
-        let Some((iface, neighbor)) = self.ipv6_route_from(hdr.src, hdr.dst, hdr.iface) else {
+        let Some((iface, neighbor)) = self.ipv6_route_from(hdr.src, hdr.mark, hdr.dst, hdr.iface)
+        else {
             self.counters.tx_drop_no_route += 1;
             return Err(SendError::NoRoute);
         };

@@ -127,9 +127,38 @@ impl Stack {
         tos: u8,
     ) -> Result<(), SocketError> {
         self.posix_tcp_mut(h).map(|c| {
-            c.ip_opts = crate::tcp::output::IpOptions { ttl, tos };
+            c.ip_opts.ttl = ttl;
+            c.ip_opts.tos = tos;
             c.drop_template();
         })
+    }
+
+    /// SO_MARK of a TCP socket (0: none): policy rules by mark route its
+    /// segments from the next one on.  A listener's connections inherit
+    /// it; one already made keeps its own.
+    pub fn tcp_set_mark(&mut self, h: SocketHandle, mark: u32) -> Result<(), SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Listener(l)) => {
+                l.mark = mark;
+                Ok(())
+            }
+            Some(Socket::Tcp(c)) => {
+                c.ip_opts.mark = mark;
+                // The cached path and template were looked up by the old
+                // mark's FIB.
+                c.path = None;
+                c.drop_template();
+                Ok(())
+            }
+            Some(_) => Err(SocketError::InvalidArgument),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// SO_MARK of a UDP socket's datagrams (0: none).
+    pub fn udp_set_mark(&mut self, h: SocketHandle, mark: u32) -> Result<(), SocketError> {
+        self.sockets.udp_mut(h)?.mark = mark;
+        Ok(())
     }
 
     /// IP_TTL and IP_TOS of a UDP socket's datagrams.

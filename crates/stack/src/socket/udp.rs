@@ -34,6 +34,8 @@ pub struct UdpSocket {
     /// IP_TTL (`None`: the stack's) and IP_TOS of what the socket sends.
     pub(crate) ttl: Option<u8>,
     pub(crate) tos: u8,
+    /// SO_MARK (0: none), which policy rules may route by.
+    pub(crate) mark: u32,
     /// Bound to `[::]`: IPv6 only (IPV6_V6ONLY), or IPv4 too.
     pub(crate) v6only: bool,
 }
@@ -46,6 +48,7 @@ impl UdpSocket {
             rx_dropped: 0,
             ttl: None,
             tos: 0,
+            mark: 0,
             v6only: false,
         }
     }

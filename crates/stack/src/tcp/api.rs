@@ -111,18 +111,27 @@ impl Stack {
         }
     }
 
-    /// The MSS we can receive on the interface that reaches `remote`.
-    fn tcp_mss_toward(&self, remote: IpAddr, now: Instant) -> usize {
-        match remote {
+    /// The MSS we can receive on the interface that reaches `remote` from
+    /// `local` with `mark`.
+    fn tcp_mss_toward(&self, local: IpAddr, remote: IpAddr, mark: u32, now: Instant) -> usize {
+        match (local, remote) {
             // The path's MTU where a fragmentation needed lowered it.
-            IpAddr::V4(dst) => self.ip.ipv4_route(dst, None).map_or(536, |(iface, _, _)| {
-                mss_for_mtu(self.ip.ipv4_path_mtu(iface, dst, now))
-            }),
+            (IpAddr::V4(src), IpAddr::V4(dst)) => self
+                .ip
+                .ipv4_route_from(Some(src), mark, dst, None)
+                .map_or(536, |(iface, _, _)| {
+                    mss_for_mtu(self.ip.ipv4_path_mtu(iface, dst, now))
+                }),
             // The path's MTU where a packet too big lowered it: the
             // connection then starts with segments that fit.
-            IpAddr::V6(dst) => self.ip.ipv6_route(dst, None).map_or(1220, |(iface, _)| {
-                mss_for_mtu_v6(self.ip.ipv6_path_mtu(iface, dst, now))
-            }),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => self
+                .ip
+                .ipv6_route_from(Some(src), mark, dst, None)
+                .map_or(1220, |(iface, _)| {
+                    mss_for_mtu_v6(self.ip.ipv6_path_mtu(iface, dst, now))
+                }),
+            (_, IpAddr::V4(_)) => 536,
+            (_, IpAddr::V6(_)) => 1220,
         }
     }
 
@@ -407,7 +416,13 @@ impl Stack {
             self.ip.counters.rx_drop_tcp_listen_unexpected += 1;
             return;
         }
-        let mss = self.tcp_mss_toward(remote.ip(), now);
+        // A listener's connections inherit its mark (Linux's sk_clone):
+        // their segments, the SYN-ACK first, take the route it gives.
+        let mark = match self.sockets.at(lindex) {
+            Some(Socket::Listener(l)) => l.mark,
+            _ => return,
+        };
+        let mss = self.tcp_mss_toward(local.ip(), remote.ip(), mark, now);
         if flags.ack() && !flags.syn() {
             // The last ACK of a handshake whose state we did not keep.
             if self.tcp.cfg.syncookies {
@@ -415,9 +430,10 @@ impl Stack {
                     Some(Socket::Listener(l)) => (l.backlog, l.accept_queue.len()),
                     _ => return,
                 };
-                if let Some(conn) =
+                if let Some(mut conn) =
                     connection_from_cookie(&mut self.tcp, now, local, remote, seg, mss)
                 {
+                    conn.ip_opts.mark = mark;
                     if queued >= backlog {
                         // A full accept queue drops the handshake's last
                         // ACK (Linux without tcp_abort_on_overflow): the
@@ -466,6 +482,7 @@ impl Stack {
                     &self.tcp,
                     now,
                     (local, remote),
+                    mark,
                     seg,
                     mss,
                     sink,
@@ -495,6 +512,7 @@ impl Stack {
         conn.max_snd_wnd = conn.snd_wnd;
         conn.snd_wl1 = seg.seq_number;
         conn.parent = Some((lindex, lgen));
+        conn.ip_opts.mark = mark;
         self.tcp_recycle_time_wait(now, sink);
         match self.sockets.insert(Socket::Tcp(Box::new(conn))) {
             Ok(h) => {
@@ -748,6 +766,20 @@ impl Stack {
         local: Option<SocketAddr>,
         sink: &mut dyn FrameSink,
     ) -> Result<SocketHandle, SocketError> {
+        self.tcp_connect_marked(now, remote, local, 0, sink)
+    }
+
+    /// [`tcp_connect`](Self::tcp_connect) from a socket with SO_MARK
+    /// `mark`: policy rules by mark choose its route, and so its source
+    /// address when `local` leaves it open, from its SYN on.
+    pub fn tcp_connect_marked(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        mark: u32,
+        sink: &mut dyn FrameSink,
+    ) -> Result<SocketHandle, SocketError> {
         let dst = remote.ip();
         // RFC 9293 MUST-46: no connection to a broadcast (a subnet's
         // directed one too) or multicast address.
@@ -773,8 +805,8 @@ impl Stack {
                 ip
             }
             _ => match dst {
-                IpAddr::V4(d) => self.ip.ipv4_source_for(d).map(IpAddr::V4),
-                IpAddr::V6(d) => self.ip.ipv6_source_for(d).map(IpAddr::V6),
+                IpAddr::V4(d) => self.ip.ipv4_source_for(d, mark).map(IpAddr::V4),
+                IpAddr::V6(d) => self.ip.ipv6_source_for(d, mark).map(IpAddr::V6),
             }
             .ok_or(SocketError::NetworkUnreachable)?,
         };
@@ -802,7 +834,7 @@ impl Stack {
             }
         };
         let local = SocketAddr::new(src_ip, port);
-        let mss = self.tcp_mss_toward(remote.ip(), now);
+        let mss = self.tcp_mss_toward(src_ip, remote.ip(), mark, now);
         let iss = SeqNumber(self.tcp.isn.isn(now, local, remote) as i32);
         let mut conn = TcpConnection::new(
             &mut self.tcp,
@@ -816,6 +848,7 @@ impl Stack {
         if self.tcp.cfg.rfc1323 {
             conn.rcv_wscale = TcpConnection::wscale_for(self.tcp.cfg.recvbuf_max);
         }
+        conn.ip_opts.mark = mark;
         self.tcp_recycle_time_wait(now, sink);
         let h = self.sockets.insert(Socket::Tcp(Box::new(conn)))?;
         self.sockets

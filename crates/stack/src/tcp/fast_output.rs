@@ -162,17 +162,19 @@ impl Ipv6Template {
     /// Builds the template toward `dst` on the path the IP layer gives
     /// now; `None` when there is none to cache (no route, or a neighbor
     /// that is not reachable: the general path resolves it, RFC 4861 7.3).
+    /// The route is the one policy gives the source and `mark`.
     fn new(
         now: Instant,
         ip: &IpLayer,
         options: TemplateOptions,
         (src, dst): (Ipv6Addr, Ipv6Addr),
+        mark: u32,
         ports: (u16, u16),
     ) -> Option<Ipv6Template> {
         if dst.is_multicast() {
             return None;
         }
-        let (iface, neighbor) = ip.ipv6_route(dst, None)?;
+        let (iface, neighbor) = ip.ipv6_route_from(Some(src), mark, dst, None)?;
         let ifc = ip.interface(iface)?;
         let out = ip.links.get(usize::from(iface.0))?.out;
         let (mac, reachable_until) = ip.neighbors.resolved(iface, IpAddr::V6(neighbor), now)?;
@@ -604,7 +606,7 @@ impl TcpConnection {
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (self.local.ip(), self.remote.ip()) else {
             return false;
         };
-        ip.refresh_path(&mut self.path, src, dst, now);
+        ip.refresh_path(&mut self.path, (src, self.ip_opts.mark), dst, now);
         let Some(path) = self.path else {
             self.template = None;
             return false;
@@ -629,7 +631,8 @@ impl TcpConnection {
             return false;
         };
         let ports = (self.local.port(), self.remote.port());
-        let Some(built) = Ipv6Template::new(now, ip, options, (src, dst), ports) else {
+        let Some(built) = Ipv6Template::new(now, ip, options, (src, dst), self.ip_opts.mark, ports)
+        else {
             self.template = None;
             return false;
         };

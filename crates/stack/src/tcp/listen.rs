@@ -26,6 +26,8 @@ pub(crate) struct TcpListener {
     pub syn_received: usize,
     /// Bound to `[::]`: IPv6 only (IPV6_V6ONLY), or IPv4 too.
     pub v6only: bool,
+    /// SO_MARK, which its connections inherit (0: none).
+    pub mark: u32,
 }
 
 impl TcpListener {
@@ -36,6 +38,7 @@ impl TcpListener {
             accept_queue: VecDeque::new(),
             syn_received: 0,
             v6only: false,
+            mark: 0,
         }
     }
 }
@@ -51,12 +54,15 @@ pub(crate) fn mss_for_mtu_v6(mtu: usize) -> usize {
     mtu.max(wire::ipv6::MIN_MTU) - 60
 }
 
-/// Answers a SYN with a SYN-ACK whose ISN is a cookie, keeping no state.
+/// Answers a SYN with a SYN-ACK whose ISN is a cookie, keeping no state;
+/// it goes by the route of the listener's `mark`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn send_cookie_syn_ack(
     ip: &mut IpLayer,
     shared: &TcpShared,
     now: Instant,
     (local, remote): (SocketAddr, SocketAddr),
+    mark: u32,
     syn: &TcpRepr<'_>,
     mss: usize,
     sink: &mut dyn FrameSink,
@@ -96,7 +102,10 @@ pub(crate) fn send_cookie_syn_ack(
         ip,
         now,
         (local, remote),
-        IpOptions::default(),
+        IpOptions {
+            mark,
+            ..IpOptions::default()
+        },
         &repr,
         0,
         &mut |_| {},

@@ -18,11 +18,13 @@ use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
 use crate::time::{Duration, Instant};
 
-/// IP_TTL and IP_TOS of a connection's segments (`None`: the stack's TTL).
+/// IP_TTL and IP_TOS of a connection's segments (`None`: the stack's TTL),
+/// and its SO_MARK (0: none), which policy rules may route by.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IpOptions {
     pub ttl: Option<u8>,
     pub tos: u8,
+    pub mark: u32,
 }
 
 /// Sends one TCP segment whose payload (`payload_len` bytes) `fill` writes
@@ -65,7 +67,7 @@ pub(crate) fn send_tcp(
         );
     };
     let cached = path.and_then(|slot| {
-        ip.refresh_path(slot, src, dst, now);
+        ip.refresh_path(slot, (src, ip_opts.mark), dst, now);
         *slot
     });
     let on_path = cached.and_then(|p| {
@@ -89,6 +91,7 @@ pub(crate) fn send_tcp(
                 l4_checksum: true,
                 ttl: ip_opts.ttl,
                 dscp_ecn: ip_opts.tos,
+                mark: ip_opts.mark,
                 ..Ipv4Send::new(dst, IpProtocol::Tcp)
             };
             ip.send_ipv4(now, hdr, total, &mut |buf, _, mode| write(buf, mode), sink)
@@ -127,6 +130,7 @@ fn send_tcp_v6(
         src: Some(src),
         hop_limit: ip_opts.ttl,
         traffic_class: ip_opts.tos,
+        mark: ip_opts.mark,
         l4_checksum: true,
         // Segments are sized to the path MTU; one sent before a packet too
         // big lowered it goes out in fragments rather than not at all.

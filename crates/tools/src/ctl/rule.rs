@@ -4,14 +4,15 @@
 //!
 //! ```text
 //! ustack rule [show]
-//! ustack rule add [PRIORITY] (from PREFIX | iface IFACE) fib N
-//! ustack rule delete [PRIORITY] (from PREFIX | iface IFACE) fib N
+//! ustack rule add [PRIORITY] (from PREFIX | iface IFACE | mark M) fib N
+//! ustack rule delete [PRIORITY] (from PREFIX | iface IFACE | mark M) fib N
 //! ```
 //!
 //! PRIORITY (default 100) orders the rules as ipfw's rule number does;
 //! `setfib N` and `table N` say `fib N` too.  `from` takes `10.0.0.0/24`,
-//! an address, or `ADDR NETMASK` (`ipfw_pr`'s form).  A change goes to
-//! every engine.
+//! an address, or `ADDR NETMASK` (`ipfw_pr`'s form); `mark` (`fwmark`, as
+//! `ip rule`) the SO_MARK of the sockets whose packets it takes (1 and
+//! up; 0 is every unmarked socket's).  A change goes to every engine.
 
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -54,12 +55,22 @@ fn netmask_len(s: &str) -> Option<u8> {
     (m.checked_shl(len).unwrap_or(0) == 0).then_some(len as u8)
 }
 
+/// A mark as `ip rule` takes it: decimal or `0x` hex, never 0.
+fn parse_mark(s: &str) -> Option<u32> {
+    let m = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+        None => s.parse().ok()?,
+    };
+    (m != 0).then_some(m)
+}
+
 /// A rule's words after `add` or `delete`.
 pub(crate) fn parse_rule(words: &[&str]) -> Result<RuleSpec, Usage> {
     let mut rule = RuleSpec {
         priority: DEFAULT_PRIORITY,
         from: None,
         iface: None,
+        mark: None,
         fib: 0,
     };
     let mut fib = None;
@@ -96,11 +107,16 @@ pub(crate) fn parse_rule(words: &[&str]) -> Result<RuleSpec, Usage> {
                 }
             }
             "mark" | "fwmark" => {
-                return Err(Usage(
-                    "ustack keeps no packet marks: a rule matches a source prefix (`from`) or \
-                     an interface's addresses (`iface`)"
-                        .into(),
-                ))
+                let m = value("a socket mark (SO_MARK)")?;
+                let m = parse_mark(m).ok_or_else(|| {
+                    Usage(format!(
+                        "{w} {m}: not a mark (1..4294967295, decimal or 0x hex; 0 is every \
+                         unmarked socket's)"
+                    ))
+                })?;
+                if rule.mark.replace(m).is_some() {
+                    return Err(Usage("one `mark` per rule".into()));
+                }
             }
             _ => match (&mut rule.from, netmask_len(w)) {
                 // `from 10.1.0.0 255.255.0.0`.
@@ -111,9 +127,14 @@ pub(crate) fn parse_rule(words: &[&str]) -> Result<RuleSpec, Usage> {
             },
         }
     }
-    if rule.from.is_some() == rule.iface.is_some() {
+    let kinds = [
+        rule.from.is_some(),
+        rule.iface.is_some(),
+        rule.mark.is_some(),
+    ];
+    if kinds.iter().filter(|&&k| k).count() != 1 {
         return Err(Usage(
-            "a rule matches either `from PREFIX` or `iface IFACE`, one of the two".into(),
+            "a rule matches `from PREFIX`, `iface IFACE` or `mark M`, one of the three".into(),
         ));
     }
     rule.fib = fib.ok_or_else(|| Usage("a rule needs `fib N`".into()))?;
@@ -136,10 +157,11 @@ fn show(c: &Common, sockets: &[EngineSocket]) -> ExitCode {
             if *fibs == 1 { "" } else { "s" }
         );
         for r in rules {
-            let what = match (&r.from, &r.iface) {
-                (Some(p), _) => format!("from {p}"),
-                (None, Some(i)) => format!("iface {i}"),
-                (None, None) => "from any".into(),
+            let what = match (&r.from, &r.iface, r.mark) {
+                (Some(p), _, _) => format!("from {p}"),
+                (None, Some(i), _) => format!("iface {i}"),
+                (None, None, Some(m)) => format!("mark {m}"),
+                (None, None, None) => "from any".into(),
             };
             println!("{:05} setfib {} {what}", r.priority, r.fib);
         }
@@ -173,18 +195,25 @@ mod tests {
             (r.priority, r.iface.as_deref(), r.fib),
             (5, Some("vlan10"), 3)
         );
+        let r = parse("50 mark 7 fib 2").unwrap();
+        assert_eq!((r.priority, r.mark, r.from, r.fib), (50, Some(7), None, 2));
+        let r = parse("fwmark 0x10 table 1").unwrap();
+        assert_eq!((r.mark, r.fib), (Some(16), 1));
     }
 
     #[test]
     fn bad_rules_say_what_is_wrong() {
         for (bad, says) in [
             ("from 10.0.0.0/8", "needs `fib N`"),
-            ("fib 1", "one of the two"),
-            ("from 10.0.0.0/8 iface port0 fib 1", "one of the two"),
+            ("fib 1", "one of the three"),
+            ("from 10.0.0.0/8 iface port0 fib 1", "one of the three"),
+            ("from 10.0.0.0/8 mark 3 fib 1", "one of the three"),
+            ("mark 0 fib 1", "not a mark"),
+            ("mark x fib 1", "not a mark"),
+            ("mark 1 mark 2 fib 1", "one `mark`"),
             ("from 10.0.0.0/8 fib x", "not a FIB number"),
             ("from 10.0.0.0/8 fib", "needs a FIB number"),
             ("from 10.0.0.0/8 fib 1 fib 2", "one FIB"),
-            ("mark 7 fib 1", "no packet marks"),
             (
                 "from 10.0.0.0 255.0.255.0 fib 1",
                 "unexpected `255.0.255.0`",
