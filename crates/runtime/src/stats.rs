@@ -118,6 +118,8 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
             ("tx_frames", t.tx_frames),
             ("tx_bytes", t.tx_bytes),
             ("tx_drop_no_buffer", t.tx_drop_no_buffer),
+            ("rx_drop_down", t.rx_drop_down),
+            ("tx_drop_down", t.tx_drop_down),
         ] {
             out.push((format!("port{}_vlan{}_{name}", vlan.port.0, vlan.vid), v));
         }

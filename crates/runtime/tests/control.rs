@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use link::MemoryLink;
 use runtime::control::client::{self, AskError};
-use runtime::control::proto::{ErrorKind, Reply, Request, RouteSpec};
+use runtime::control::proto::{ErrorKind, InterfaceChange, Reply, Request, RouteSpec};
 use runtime::control::{self as control, ControlSpec};
 use runtime::{AppContext, Application, Engine, EngineConfig};
 use stack::{InterfaceConfig, SocketHandle, Stack, StackConfig};
@@ -1024,6 +1024,9 @@ fn a_vlan_interface_made_live_carries_a_connection() {
                             prefix_len: 24,
                             gateway: None,
                             mtu: None,
+                            addr6: None,
+                            prefix_len6: None,
+                            gateway6: None,
                         },
                     )
                 };
@@ -1074,6 +1077,78 @@ fn a_vlan_interface_made_live_carries_a_connection() {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 assert!(counter(&path, "port0_vlan40_rx_frames") >= 3);
+
+                let set = |iface: &str, change| {
+                    ask(
+                        &path,
+                        Request::InterfaceSet {
+                            iface: iface.into(),
+                            change,
+                        },
+                    )
+                };
+                let listed = |name: &str| {
+                    let Ok(Reply::Interfaces { interfaces }) = ask(&path, Request::Interfaces)
+                    else {
+                        panic!("interfaces");
+                    };
+                    interfaces.into_iter().find(|i| i.name == name)
+                };
+                // Down alone, then up: the listing says so; the port stays up.
+                assert!(done(set("mem2.40", InterfaceChange::Up { up: false })).contains("down"));
+                assert!(!listed("mem2.40").unwrap().up);
+                assert!(listed("mem2").unwrap().up);
+                done(set("mem2.40", InterfaceChange::Up { up: true }));
+                assert!(listed("mem2.40").unwrap().up);
+                // The first IPv6 address turns IPv6 on (a link-local one
+                // beside it).
+                done(set(
+                    "mem2.40",
+                    InterfaceChange::AddAddr {
+                        addr: "fd99:40::2".parse().unwrap(),
+                        prefix_len: Some(64),
+                    },
+                ));
+                let v6: Vec<String> = listed("mem2.40")
+                    .unwrap()
+                    .inet6
+                    .iter()
+                    .map(|a| a.addr.to_string())
+                    .collect();
+                assert!(
+                    v6.len() == 2 && v6[0].starts_with("fe80::") && v6[1] == "fd99:40::2",
+                    "{v6:?}"
+                );
+                // Destroyed: gone from the listing and from the name; a
+                // port is not destroyed.
+                assert!(done(set("mem2.40", InterfaceChange::Destroy)).contains("destroyed"));
+                assert!(listed("mem2.40").is_none());
+                assert_eq!(
+                    engine_error(set("mem2.40", InterfaceChange::Destroy)),
+                    ErrorKind::NotFound
+                );
+                assert_eq!(
+                    engine_error(set("mem2", InterfaceChange::Destroy)),
+                    ErrorKind::Unsupported
+                );
+                // Made again, with IPv6 from the start.
+                let said = done(ask(
+                    &path,
+                    Request::VlanCreate {
+                        name: "mem2.40".into(),
+                        port: "mem2".into(),
+                        vid: 40,
+                        addr: "10.99.40.2".parse().unwrap(),
+                        prefix_len: 24,
+                        gateway: None,
+                        mtu: None,
+                        addr6: Some("fd99:40::2".parse().unwrap()),
+                        prefix_len6: None,
+                        gateway6: None,
+                    },
+                ));
+                assert!(said.contains("inet6 fd99:40::2/64"), "{said}");
+                assert_eq!(listed("mem2.40").unwrap().inet6.len(), 2);
             });
             flag.store(true, Ordering::Release);
             r

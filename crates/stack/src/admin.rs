@@ -81,6 +81,7 @@ impl Stack {
             return Err(AdminError::NotFound);
         }
         self.ip.iface_epoch += 1;
+        self.ip.sources_removed = true;
         Ok(())
     }
 
@@ -165,6 +166,7 @@ impl Stack {
             }
         }
         self.ip.iface_epoch += 1;
+        self.ip.sources_removed = true;
         Ok(())
     }
 

@@ -54,6 +54,8 @@ counters! {
         rx_drop_eth_unknown_type,
         rx_drop_vlan_truncated,
         rx_drop_vlan_unknown_id,
+        /// A frame of a VLAN interface taken down alone.
+        rx_drop_vlan_down,
         rx_drop_vlan_nested,
         /// An 802.1ad service tag (0x88a8) outermost: no interface takes them.
         rx_drop_vlan_service_tag,

@@ -145,6 +145,11 @@ impl Stack {
             }
         };
         if let Some(link) = self.ip.links.get_mut(usize::from(iface.0)) {
+            if !link.up {
+                link.traffic.rx_drop_down += 1;
+                self.ip.counters.rx_drop_vlan_down += 1;
+                return;
+            }
             link.traffic.rx_frames += 1;
             link.traffic.rx_bytes += (ethernet::HEADER_LEN + payload.len()) as u64;
         }
@@ -184,7 +189,9 @@ pub(crate) fn transmit(
 
 /// [`transmit`] on a VLAN interface: the frame, written 4 bytes in, has
 /// its addresses moved to the front and the tag written between them and
-/// the EtherType.
+/// the EtherType.  A VLAN interface that is down takes the frame and
+/// drops it, counted as its own (as the engine does for a port that is
+/// down): the stack above sees it sent.
 #[inline(never)]
 pub(crate) fn transmit_tagged(
     link: &mut LinkState,
@@ -193,6 +200,10 @@ pub(crate) fn transmit_tagged(
     meta: TxMeta,
     fill: &mut dyn FnMut(&mut [u8]),
 ) -> bool {
+    if !link.up {
+        link.traffic.tx_drop_down += 1;
+        return true;
+    }
     let vid = link.out.vid.unwrap_or(0);
     let tagged = len + vlan::HEADER_LEN;
     let sent = sink.transmit_with(link.out.port, tagged, meta, &mut |buf: &mut [u8]| {

@@ -50,6 +50,9 @@ pub struct IfaceTraffic {
     pub tx_bytes: u64,
     /// Frames not sent: the link had no free buffer.
     pub tx_drop_no_buffer: u64,
+    /// Frames dropped while the interface was down, each way.
+    pub rx_drop_down: u64,
+    pub tx_drop_down: u64,
 }
 
 /// Where an interface's frames leave: through which port, with which
@@ -78,6 +81,9 @@ impl LinkOut {
 pub(crate) struct LinkState {
     pub out: LinkOut,
     pub traffic: IfaceTraffic,
+    /// A VLAN interface taken down alone (`ifconfig port0.10 down`)
+    /// drops its frames both ways; a port's state is the engine's.
+    pub up: bool,
 }
 
 /// An interface of the stack.
@@ -114,6 +120,9 @@ pub struct Interface {
     /// The FIB packets from this interface's addresses use (0, the main
     /// table, unless a policy rule says otherwise).
     pub fib: u16,
+    /// A VLAN interface destroyed live: its place is kept (interfaces are
+    /// numbered by position) until a new VLAN interface takes it.
+    gone: bool,
 }
 
 impl Interface {
@@ -145,6 +154,7 @@ impl Interface {
             vlans: Vec::new(),
             bare: false,
             fib: 0,
+            gone: false,
         }
     }
 
@@ -168,7 +178,26 @@ impl Interface {
             vlans: Vec::new(),
             bare: true,
             fib: 0,
+            gone: false,
         }
+    }
+
+    /// Whether this is a VLAN interface destroyed live: no name, address,
+    /// route or frame is its any more; listings leave it out.
+    pub fn gone(&self) -> bool {
+        self.gone
+    }
+
+    /// Makes this (VLAN) interface a destroyed one: no address, no IPv6,
+    /// no gateway, nothing on its link.
+    pub(crate) fn bury(&mut self) {
+        self.gone = true;
+        self.addrs.clear();
+        self.ipv6 = None;
+        self.gateway = None;
+        self.broadcast = Ipv4Addr::BROADCAST;
+        self.prefix_len = 32;
+        self.fib = 0;
     }
 
     /// Whether this is a port without addresses of its own, which only

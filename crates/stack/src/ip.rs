@@ -61,6 +61,12 @@ pub(crate) struct IpLayer {
     pub(crate) next_ip_ident: u16,
     /// Counts interface and path MTU changes (see [`IpLayer::path_epoch`]).
     pub(crate) iface_epoch: u64,
+    /// An address was taken off (an alias removed, a VLAN interface
+    /// destroyed): a packet from a source that is no longer ours finds no
+    /// route (as Linux's output routing refuses such a source), so a
+    /// socket left on it fails rather than sending from it.  Off until
+    /// then, so the usual lookup does not pay for the check.
+    pub(crate) sources_removed: bool,
     /// When the neighbor and reassembly tables are next scanned.
     next_scan: Instant,
 }
@@ -116,6 +122,7 @@ impl IpLayer {
             icmp_errors: TokenBucket::new(cfg.icmp_rate_limit),
             next_ip_ident: rng.next_u32() as u16,
             iface_epoch: 0,
+            sources_removed: false,
             cfg,
             ifaces: Vec::new(),
             links: Vec::new(),
@@ -180,6 +187,21 @@ impl IpLayer {
                 IpAddr::V6(a) => i.ipv6.as_ref().is_some_and(|v6| v6.has_addr(a)),
             })
         })
+    }
+
+    /// Whether a packet from `src` may not leave because `src` is no
+    /// longer one of our addresses (see `sources_removed`).
+    #[inline]
+    pub(crate) fn source_gone(&self, src: Option<IpAddr>) -> bool {
+        self.sources_removed && src.is_some_and(|s| self.source_gone_slow(s))
+    }
+
+    #[inline(never)]
+    fn source_gone_slow(&self, src: IpAddr) -> bool {
+        match src {
+            IpAddr::V4(a) => !a.is_unspecified() && !self.is_local_addr(a),
+            IpAddr::V6(a) => !a.is_unspecified() && !self.is_local_ipv6(a),
+        }
     }
 
     /// Whether `ip` is one of our addresses on any interface.

@@ -544,6 +544,25 @@ impl NeighborCache {
 
     /// Removes every entry of one family (`arp -F`, `ndp -c`); the
     /// permanent ones too when `permanent`.  Returns how many went.
+    /// Forgets every neighbour of `iface`, permanent ones and the packets
+    /// held for them too (an interface destroyed).  Returns how many
+    /// entries and how many held packets.
+    pub fn remove_iface(&mut self, iface: IfaceId) -> (usize, usize) {
+        let before = self.entries.len();
+        let mut held = 0;
+        self.entries.retain(|&(i, _), s| {
+            if i != iface {
+                return true;
+            }
+            if let State::Incomplete { held: q, .. } = s {
+                held += q.len();
+            }
+            false
+        });
+        self.epoch += 1;
+        (before - self.entries.len(), held)
+    }
+
     pub fn flush(&mut self, v6: bool, permanent: bool) -> usize {
         let before = self.entries.len();
         self.entries.retain(|&(_, ip), s| {

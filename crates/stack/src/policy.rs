@@ -162,6 +162,16 @@ impl Policy {
         Ok(())
     }
 
+    /// Forgets interface `iface`: the rules that name it go, and its
+    /// routes in every FIB.
+    pub(crate) fn remove_iface(&mut self, iface: IfaceId) {
+        self.rules
+            .retain(|r| r.matches != RuleMatch::Interface(iface));
+        for fib in &mut self.fibs {
+            fib.remove_iface(iface);
+        }
+    }
+
     /// The FIB of the first rule that matches a packet from `src` (`None`:
     /// not chosen yet) of a socket marked `mark`, 0 if none does;
     /// `owns(iface, ip)` tells whether `ip` is an address of `iface`.

@@ -45,6 +45,8 @@ pub enum StackError {
     NotAPort,
     /// A VLAN interface takes its port's MAC and at most its MTU.
     VlanLinkDiffers,
+    /// Only a VLAN interface can be destroyed or taken down alone.
+    NotAVlan,
 }
 
 impl fmt::Display for StackError {
@@ -72,6 +74,7 @@ impl fmt::Display for StackError {
             StackError::VlanLinkDiffers => {
                 f.write_str("a VLAN interface has its port's MAC and at most its MTU")
             }
+            StackError::NotAVlan => f.write_str("not a VLAN interface"),
         }
     }
 }
@@ -243,13 +246,26 @@ impl Stack {
         Ok(id)
     }
 
-    /// Appends `iface` (whose id is the next one) and its link state.
+    /// Appends `iface` (whose id is the next one) and its link state, or
+    /// puts it in the place of the destroyed VLAN interface whose id it
+    /// took.
     pub(crate) fn push_interface(&mut self, iface: Interface) {
-        self.ip.links.push(crate::iface::LinkState {
+        let link = crate::iface::LinkState {
             out: iface.link_out(),
             traffic: Default::default(),
-        });
-        self.ip.ifaces.push(iface);
+            up: true,
+        };
+        let at = usize::from(iface.id.0);
+        match (self.ip.ifaces.get_mut(at), self.ip.links.get_mut(at)) {
+            (Some(slot), Some(l)) => {
+                *slot = iface;
+                *l = link;
+            }
+            _ => {
+                self.ip.links.push(link);
+                self.ip.ifaces.push(iface);
+            }
+        }
         self.ip.iface_epoch += 1;
     }
 

@@ -59,7 +59,12 @@ impl Stack {
         if cfg.mac != p.mac || cfg.mtu > p.mtu {
             return Err(StackError::VlanLinkDiffers);
         }
-        let id = self.next_iface_id()?;
+        // A destroyed VLAN interface's place first: destroying and making
+        // VLAN interfaces again and again does not grow the table.
+        let id = match self.ip.ifaces.iter().find(|i| i.gone()) {
+            Some(i) => i.id,
+            None => self.next_iface_id()?,
+        };
         let mut iface = Interface::new(id, cfg);
         iface.vlan = Some(Vlan { port, vid });
         let id = self.install_interface(iface, cfg)?;
@@ -71,11 +76,76 @@ impl Stack {
     }
 
     /// A VLAN interface's frames and bytes each way (`None` for a port,
-    /// whose traffic is in [`counters`](Self::counters), or no interface).
+    /// whose traffic is in [`counters`](Self::counters), a destroyed
+    /// VLAN interface, or no interface).
     pub fn interface_traffic(&self, id: IfaceId) -> Option<IfaceTraffic> {
         let ifc = self.ip.interface(id)?;
         ifc.vlan?;
+        if ifc.gone() {
+            return None;
+        }
         self.ip.links.get(usize::from(id.0)).map(|l| l.traffic)
+    }
+
+    /// The live VLAN interface `id`, or why not.
+    fn live_vlan(&self, id: IfaceId) -> Result<Vlan, StackError> {
+        let ifc = self
+            .ip
+            .interface(id)
+            .filter(|i| !i.gone())
+            .ok_or(StackError::NoSuchInterface)?;
+        ifc.vlan.ok_or(StackError::NotAVlan)
+    }
+
+    /// Takes a VLAN interface down or up alone (`ifconfig port0.10
+    /// down`): while down its frames are dropped both ways, counted in
+    /// its `rx_drop_down` / `tx_drop_down` (and the stack's
+    /// `rx_drop_vlan_down`); its addresses, routes and connections stay,
+    /// as a port's do.  A port goes down with its VLANs in the engine.
+    pub fn set_vlan_up(&mut self, id: IfaceId, up: bool) -> Result<(), StackError> {
+        self.live_vlan(id)?;
+        let link = self
+            .ip
+            .links
+            .get_mut(usize::from(id.0))
+            .ok_or(StackError::NoSuchInterface)?;
+        link.up = up;
+        self.ip.iface_epoch += 1;
+        Ok(())
+    }
+
+    /// Whether VLAN interface `id` is up (`None`: not a live VLAN
+    /// interface).
+    pub fn vlan_up(&self, id: IfaceId) -> Option<bool> {
+        self.live_vlan(id).ok()?;
+        self.ip.links.get(usize::from(id.0)).map(|l| l.up)
+    }
+
+    /// Destroys VLAN interface `id` live (`ifconfig port0.10 destroy`):
+    /// its port stops taking its tag (counted in
+    /// `rx_drop_vlan_unknown_id`), its addresses and IPv6 go, and with
+    /// them every route through it (in every FIB), every rule naming it
+    /// and every neighbour on it (packets held for one are dropped and
+    /// counted in `tx_drop_no_neighbor`).  Sockets are left as they are,
+    /// as Linux leaves them when an address goes: a connection from one
+    /// of its addresses finds no route from then on (it times out), a
+    /// send from one fails.  Its place in the table is kept for the next
+    /// VLAN interface made.
+    pub fn destroy_vlan(&mut self, id: IfaceId) -> Result<(), StackError> {
+        let vlan = self.live_vlan(id)?;
+        if let Some(p) = self.ip.ifaces.get_mut(usize::from(vlan.port.0)) {
+            p.vlans.retain(|&(_, v)| v != id);
+        }
+        self.ip.routes.remove_iface(id);
+        self.ip.policy.remove_iface(id);
+        let (_, held) = self.ip.neighbors.remove_iface(id);
+        self.ip.counters.tx_drop_no_neighbor += held as u64;
+        if let Some(ifc) = self.ip.ifaces.get_mut(usize::from(id.0)) {
+            ifc.bury();
+        }
+        self.ip.sources_removed = true;
+        self.ip.iface_epoch += 1;
+        Ok(())
     }
 
     /// Gives interface `id` FIB `fib` of its own (1..`MAX_FIBS`): its

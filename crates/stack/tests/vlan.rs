@@ -771,3 +771,111 @@ fn a_listeners_mark_routes_its_connections() {
     let tags = n.server_sends(s, c, b"inherited");
     assert!(tags.iter().all(|t| *t == Some(20)), "{tags:?}");
 }
+
+#[test]
+fn a_vlan_taken_down_alone_drops_both_ways_and_comes_back() {
+    let mut n = Net::new();
+    let (c10, s10) = n.connect(10, 80);
+    let (c20, s20) = n.connect(20, 80);
+    n.server.set_vlan_up(n.s20, false).unwrap();
+    assert_eq!(n.server.vlan_up(n.s20), Some(false));
+    assert_eq!(n.server.vlan_up(PORT), None, "a port is the engine's");
+    assert_eq!(n.server.set_vlan_up(PORT, false), Err(StackError::NotAVlan));
+    // The server's segment on VLAN 20 never reaches the wire.
+    n.server_tags.clear();
+    n.server.tcp_send(n.now, s20, b"held", &mut n.ss).unwrap();
+    n.run(1);
+    assert!(!n.server_tags.contains(&Some(20)), "{:?}", n.server_tags);
+    let t = n.server.interface_traffic(n.s20).unwrap();
+    assert!(t.tx_drop_down >= 1, "{t:?}");
+    // What the peer sends on VLAN 20 is dropped and counted.
+    n.peer.tcp_send(n.now, c20, b"in", &mut n.sp).unwrap();
+    n.run(1);
+    assert!(n.server.counters().rx_drop_vlan_down >= 1);
+    assert!(n.server.interface_traffic(n.s20).unwrap().rx_drop_down >= 1);
+    // VLAN 10 carries on meanwhile.
+    assert_eq!(n.server_sends(s10, c10, b"vlan 10 is up"), vec![Some(10)]);
+    // Up again: the held data goes by retransmission, the connection lives.
+    n.server.set_vlan_up(n.s20, true).unwrap();
+    for _ in 0..40 {
+        n.run(50);
+    }
+    let mut buf = [0u8; 16];
+    let got = n.peer.tcp_recv(n.now, c20, &mut buf, &mut n.sp).unwrap();
+    assert_eq!(&buf[..got], b"held");
+    assert_eq!(n.server.tcp_state(s20), Ok(TcpState::Established));
+}
+
+#[test]
+fn a_destroyed_vlan_takes_its_routes_rules_and_neighbours_and_its_place_is_reused() {
+    let mut n = Net::new();
+    let (_c20, s20) = n.connect(20, 80);
+    let gw20 = IpAddr::V4(ip(10, 99, 20, 1));
+    assert!(matches!(
+        n.server.neighbors().lookup(n.s20, gw20, n.now),
+        Lookup::Found(_)
+    ));
+    let by_iface = PolicyRule {
+        priority: 7,
+        matches: RuleMatch::Interface(n.s20),
+        fib: 2,
+    };
+    n.server.add_rule(by_iface).unwrap();
+    n.server.destroy_vlan(n.s20).unwrap();
+    assert_eq!(
+        n.server.destroy_vlan(n.s20),
+        Err(StackError::NoSuchInterface)
+    );
+    assert_eq!(n.server.destroy_vlan(PORT), Err(StackError::NotAVlan));
+    assert!(n.server.interface(n.s20).unwrap().gone());
+    assert_eq!(n.server.interface_traffic(n.s20), None);
+    // Its routes (main FIB and FIB 2), its rule, its neighbours: gone.
+    assert!(n.server.fib(0).unwrap().iter().all(|r| r.iface != n.s20));
+    assert!(n.server.fib(2).unwrap().iter().all(|r| r.iface != n.s20));
+    assert!(!n.server.rules().contains(&by_iface));
+    assert!(!matches!(
+        n.server.neighbors().lookup(n.s20, gw20, n.now),
+        Lookup::Found(_)
+    ));
+    // The connection from VIP 20 sends nothing: its source is not ours.
+    let no_route = n.server.counters().tx_drop_no_route;
+    n.server_tags.clear();
+    let _ = n.server.tcp_send(n.now, s20, b"orphan", &mut n.ss);
+    n.run(1);
+    assert!(n.server_tags.is_empty(), "{:?}", n.server_tags);
+    assert!(n.server.counters().tx_drop_no_route > no_route);
+    // A frame tagged 20 is for no interface now.
+    let unknown = n.server.counters().rx_drop_vlan_unknown_id;
+    n.server.receive(
+        n.now,
+        PORT,
+        &udp_frame(Some(20), ip(10, 99, 20, 2)),
+        RxMeta::default(),
+        &mut n.ss,
+    );
+    assert_eq!(n.server.counters().rx_drop_vlan_unknown_id, unknown + 1);
+    // VLAN 20 made again takes the destroyed one's place and works.
+    let again = n
+        .server
+        .add_vlan(PORT, 20, &vlan_cfg(SERVER_MAC, 20, 2, false, vec![vip(20)]))
+        .unwrap();
+    assert_eq!(again, n.s20);
+    assert_eq!(n.server.interfaces().len(), 3);
+    // Its FIB 2 is empty now: the VIP's rule is left out, and a host
+    // route in the main FIB takes the replies back through VLAN 20.
+    n.server.remove_rule(&vip_rule(20, 2)).unwrap();
+    let (c, s) = n.connect(20, 81);
+    n.server
+        .add_route(
+            0,
+            Route {
+                dest: IpCidr::new(IpAddr::V4(client(20)), 32).unwrap(),
+                gateway: Some(gw20),
+                iface: again,
+            },
+        )
+        .unwrap();
+    // (The orphan connection's source is ours again: its data goes too.)
+    let tags = n.server_sends(s, c, b"again");
+    assert!(tags.iter().all(|t| *t == Some(20)), "{tags:?}");
+}

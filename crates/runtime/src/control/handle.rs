@@ -60,45 +60,24 @@ pub(crate) fn handle<L: Link>(
             prefix_len,
             gateway,
             mtu,
-        } => {
-            if iface_by_name(&engine.stack, &name).is_ok() {
-                return Err(err(ErrorKind::Exists, format!("{name} exists")));
-            }
-            let port_id = iface_by_name(&engine.stack, &port)?;
-            let Some(p) = engine.stack.interface(port_id) else {
-                return Err(err(ErrorKind::NotFound, format!("no interface {port}")));
-            };
-            if p.vlan.is_some() {
-                return Err(err(
-                    ErrorKind::Invalid,
-                    format!("{port} is a VLAN interface: a VLAN rides on a port"),
-                ));
-            }
-            let cfg = stack::InterfaceConfig {
-                name: name.clone(),
-                mac: p.mac,
-                mtu: mtu.unwrap_or(p.mtu),
+            addr6,
+            prefix_len6,
+            gateway6,
+        } => vlan_create(
+            engine,
+            VlanAsked {
+                name,
+                port,
+                vid,
                 addr,
                 prefix_len,
-                broadcast: None,
                 gateway,
-                extra_addrs: Vec::new(),
-            };
-            engine.stack.add_vlan(port_id, vid, &cfg).map_err(|e| {
-                let kind = match e {
-                    StackError::VlanExists(_) | StackError::Route(RouteError::Exists) => {
-                        ErrorKind::Exists
-                    }
-                    _ => ErrorKind::Invalid,
-                };
-                err(kind, format!("{name}: {e}"))
-            })?;
-            // Peers learn the new address's owner at once.
-            engine.with_context(|cx| cx.stack.announce(cx.sink));
-            Ok(Reply::Done {
-                message: format!("{name}: vlan {vid} on {port}, inet {addr}/{prefix_len}"),
-            })
-        }
+                mtu,
+                addr6,
+                prefix_len6,
+                gateway6,
+            },
+        ),
         Request::Routes { fib } => {
             let n = fib_number(&engine.stack, fib)?;
             let table = engine
@@ -540,7 +519,7 @@ fn iface_by_name(stack: &Stack, name: &str) -> Result<IfaceId, ControlError> {
     stack
         .interfaces()
         .iter()
-        .find(|i| i.name == name)
+        .find(|i| i.name == name && !i.gone())
         .map(|i| i.id)
         .ok_or_else(|| err(ErrorKind::NotFound, format!("no interface {name}")))
 }
@@ -636,9 +615,11 @@ fn interfaces<L: Link>(engine: &Engine<L>) -> Vec<InterfaceInfo> {
     stack
         .interfaces()
         .iter()
+        .filter(|i| !i.gone())
         .map(|i| {
             let port = i.vlan.map_or(i.id, |v| v.port);
-            let up = engine.port_up(usize::from(port.0));
+            // A VLAN interface is up when it and its port are.
+            let up = engine.port_up(usize::from(port.0)) && stack.vlan_up(i.id) != Some(false);
             let mut flags = if up { vec!["UP"] } else { Vec::new() };
             flags.extend(["BROADCAST", "RUNNING", "MULTICAST"]);
             if i.tx_checksum_offload {
@@ -820,6 +801,99 @@ fn neighbor_iface(stack: &Stack, ip: IpAddr, name: Option<&str>) -> Result<Iface
     }
 }
 
+/// What `ustack ifconfig NAME create ...` asked for.
+struct VlanAsked {
+    name: String,
+    port: String,
+    vid: u16,
+    addr: std::net::Ipv4Addr,
+    prefix_len: u8,
+    gateway: Option<std::net::Ipv4Addr>,
+    mtu: Option<usize>,
+    addr6: Option<std::net::Ipv6Addr>,
+    prefix_len6: Option<u8>,
+    gateway6: Option<std::net::Ipv6Addr>,
+}
+
+/// Makes a VLAN interface live, with IPv6 when asked.
+fn vlan_create<L: Link>(engine: &mut Engine<L>, v: VlanAsked) -> Result<Reply, ControlError> {
+    let VlanAsked {
+        name, port, vid, ..
+    } = &v;
+    if iface_by_name(&engine.stack, name).is_ok() {
+        return Err(err(ErrorKind::Exists, format!("{name} exists")));
+    }
+    let port_id = iface_by_name(&engine.stack, port)?;
+    let Some(p) = engine.stack.interface(port_id) else {
+        return Err(err(ErrorKind::NotFound, format!("no interface {port}")));
+    };
+    if p.vlan.is_some() {
+        return Err(err(
+            ErrorKind::Invalid,
+            format!("{port} is a VLAN interface: a VLAN rides on a port"),
+        ));
+    }
+    if v.gateway6.is_some() && v.addr6.is_none() {
+        return Err(err(
+            ErrorKind::Invalid,
+            format!("{name}: an IPv6 gateway needs an IPv6 address (inet6)"),
+        ));
+    }
+    let prefix_len6 = v.prefix_len6.unwrap_or(64);
+    if prefix_len6 > 128 {
+        return Err(err(
+            ErrorKind::Invalid,
+            format!("{name}: /{prefix_len6} is not an IPv6 prefix length"),
+        ));
+    }
+    let mtu = v.mtu.unwrap_or(p.mtu);
+    if v.addr6.is_some() && mtu < 1280 {
+        return Err(err(
+            ErrorKind::Invalid,
+            format!("{name}: IPv6 needs an MTU of 1280 or more, not {mtu}"),
+        ));
+    }
+    let cfg = stack::InterfaceConfig {
+        name: name.clone(),
+        mac: p.mac,
+        mtu,
+        addr: v.addr,
+        prefix_len: v.prefix_len,
+        broadcast: None,
+        gateway: v.gateway,
+        extra_addrs: Vec::new(),
+    };
+    let id = engine.stack.add_vlan(port_id, *vid, &cfg).map_err(|e| {
+        let kind = match e {
+            StackError::VlanExists(_) | StackError::Route(RouteError::Exists) => ErrorKind::Exists,
+            _ => ErrorKind::Invalid,
+        };
+        err(kind, format!("{name}: {e}"))
+    })?;
+    let mut said = format!(
+        "{name}: vlan {vid} on {port}, inet {}/{}",
+        v.addr, v.prefix_len
+    );
+    if let Some(a6) = v.addr6 {
+        let c = stack::Ipv6Config {
+            addrs: vec![(a6, prefix_len6)],
+            gateway: v.gateway6,
+        };
+        let now = engine.now();
+        if let Err(e) = engine.stack.enable_ipv6(now, id, &c) {
+            // Not half made: the interface goes again.
+            let _ = engine.stack.destroy_vlan(id);
+            return Err(err(ErrorKind::Invalid, format!("{name}: inet6 {a6}: {e}")));
+        }
+        said.push_str(&format!(
+            ", inet6 {a6}/{prefix_len6} (tentative until duplicate address detection ends)"
+        ));
+    }
+    // Peers learn the new address's owner at once.
+    engine.with_context(|cx| cx.stack.announce(cx.sink));
+    Ok(Reply::Done { message: said })
+}
+
 fn interface_set<L: Link>(
     engine: &mut Engine<L>,
     name: &str,
@@ -853,10 +927,30 @@ fn interface_set<L: Link>(
         } => {
             let len = prefix_len.unwrap_or(64);
             let now = engine.now();
-            engine
-                .stack
-                .add_ipv6_addr(now, id, a, len)
-                .map_err(admin_err)?;
+            let has_v6 = engine.stack.interface(id).is_some_and(|i| i.ipv6.is_some());
+            if has_v6 {
+                engine
+                    .stack
+                    .add_ipv6_addr(now, id, a, len)
+                    .map_err(admin_err)?;
+            } else {
+                // The interface's first IPv6 address turns IPv6 on for it
+                // (its link-local address with it), as on FreeBSD.
+                if len > 128 {
+                    return Err(err(
+                        ErrorKind::Invalid,
+                        format!("/{len} is not an IPv6 prefix length"),
+                    ));
+                }
+                let c = stack::Ipv6Config {
+                    addrs: vec![(a, len)],
+                    gateway: None,
+                };
+                engine
+                    .stack
+                    .enable_ipv6(now, id, &c)
+                    .map_err(|e| err(ErrorKind::Invalid, format!("{name}: inet6 {a}: {e}")))?;
+            }
             format!("{name}: added {a}/{len} (tentative until duplicate address detection ends)")
         }
         InterfaceChange::RemoveAddr {
@@ -879,16 +973,42 @@ fn interface_set<L: Link>(
             engine.stack.set_mtu(id, mtu, max).map_err(admin_err)?;
             format!("{name}: mtu {mtu}")
         }
-        InterfaceChange::Up { up } => {
-            if let Some(v) = engine.stack.interface(id).and_then(|i| i.vlan) {
+        InterfaceChange::Destroy => {
+            let Some(v) = engine.stack.interface(id).and_then(|i| i.vlan) else {
                 return Err(err(
                     ErrorKind::Unsupported,
-                    format!(
-                        "{name} is VLAN {} of {}: a port goes up and down, with its VLANs",
-                        v.vid,
-                        iface_name(&engine.stack, v.port)
-                    ),
+                    format!("{name} is a port: only a VLAN interface is destroyed live"),
                 ));
+            };
+            engine
+                .stack
+                .destroy_vlan(id)
+                .map_err(|e| err(ErrorKind::Invalid, format!("{name}: {e}")))?;
+            format!(
+                "{name}: destroyed (vlan {} of {}: its addresses, routes, rules and neighbours \
+                 are gone; its tag is dropped as unknown)",
+                v.vid,
+                iface_name(&engine.stack, v.port)
+            )
+        }
+        InterfaceChange::Up { up } => {
+            if engine.stack.interface(id).is_some_and(|i| i.vlan.is_some()) {
+                engine
+                    .stack
+                    .set_vlan_up(id, up)
+                    .map_err(|e| err(ErrorKind::Invalid, format!("{name}: {e}")))?;
+                if up {
+                    engine.with_context(|cx| cx.stack.announce(cx.sink));
+                    return Ok(Reply::Done {
+                        message: format!("{name}: up"),
+                    });
+                }
+                return Ok(Reply::Done {
+                    message: format!(
+                        "{name}: down (its frames are dropped and counted both ways until up; \
+                         its port and other VLANs carry on)"
+                    ),
+                });
             }
             if !engine.set_port_up(usize::from(id.0), up) {
                 return Err(err(

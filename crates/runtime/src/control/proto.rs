@@ -99,6 +99,15 @@ pub enum Request {
         /// By default the port's.
         #[serde(default)]
         mtu: Option<usize>,
+        /// IPv6 on the interface: an address (checked by duplicate
+        /// address detection before use) beside the link-local one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        addr6: Option<std::net::Ipv6Addr>,
+        /// The prefix length of `addr6` (64 when left out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefix_len6: Option<u8>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gateway6: Option<std::net::Ipv6Addr>,
     },
     /// Changes one interface.
     InterfaceSet {
@@ -228,6 +237,8 @@ pub enum InterfaceChange {
     Mtu { mtu: usize },
     /// Administratively up or down.
     Up { up: bool },
+    /// Destroys a VLAN interface.
+    Destroy,
 }
 
 /// A route as asked for: the prefix, the next hop (none: on the link), the
@@ -678,6 +689,13 @@ mod tests {
                 prefix_len: 24,
                 gateway: None,
                 mtu: Some(1400),
+                addr6: Some("fd99:78::2".parse().unwrap()),
+                prefix_len6: Some(64),
+                gateway6: None,
+            },
+            Request::InterfaceSet {
+                iface: "ustack0.40".into(),
+                change: InterfaceChange::Destroy,
             },
             Request::CaptureStart {
                 iface: "ustack0.10".into(),

@@ -202,6 +202,9 @@ impl IpLayer {
             let id = iface.or_else(|| self.ifaces.first().map(|i| i.id))?;
             return Some((id, dst, true));
         }
+        if self.source_gone(src.map(IpAddr::V4)) {
+            return None;
+        }
         let hop = self
             .fib_for(src.map(IpAddr::V4), mark)
             .next_hop(IpAddr::V4(dst))?;

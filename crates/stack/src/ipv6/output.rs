@@ -91,6 +91,9 @@ impl IpLayer {
             self.interface(id)?.ipv6.as_ref()?;
             return Some((id, dst));
         }
+        if self.source_gone(src.map(IpAddr::V6)) {
+            return None;
+        }
         let hop = self
             .fib_for(src.map(IpAddr::V6), mark)
             .next_hop(IpAddr::V6(dst))?;

@@ -8,13 +8,18 @@
 //! ustack ifconfig IFACE inet6 ADDR/LEN alias       add an IPv6 address
 //! ustack ifconfig IFACE inet6 ADDR -alias          remove it
 //! ustack ifconfig IFACE mtu N
-//! ustack ifconfig IFACE up|down                   a port (with its VLANs)
-//! ustack ifconfig NAME create [vlan N] [vlandev PORT] inet ADDR/LEN [gateway GW] [mtu N]
+//! ustack ifconfig IFACE up|down                   a port (with its VLANs), or one VLAN
+//! ustack ifconfig NAME create [vlan N] [vlandev PORT] inet ADDR/LEN [gateway GW]
+//!                             [inet6 ADDR[/LEN] [gateway6 GW6]] [mtu N]
+//! ustack ifconfig NAME destroy                    a VLAN interface
 //! ```
 //!
 //! `create` makes a VLAN interface live; NAME `PORT.N` (`ustack0.40`)
 //! gives the VLAN id and the port when `vlan` and `vlandev` are left out.
-//! `destroy` is refused: a VLAN interface lasts as long as its engine.
+//! `destroy` takes a VLAN interface away live: its addresses, the routes
+//! (in every FIB), rules and neighbours through it go; its tag is then
+//! dropped as unknown.  The first `inet6` address given to an interface
+//! without IPv6 turns IPv6 on for it.
 
 use std::net::IpAddr;
 use std::process::ExitCode;
@@ -54,14 +59,7 @@ pub fn main(c: &Common, sockets: &[EngineSocket], args: &[String]) -> Result<Exi
     }
     let change_req = match rest {
         [] => return Ok(show(c, sockets, Some(&iface))),
-        ["destroy"] => {
-            eprintln!(
-                "ustack ifconfig: {iface} destroy: a VLAN interface cannot be destroyed while its \
-                 engine runs (its sockets, routes and neighbours would be left dangling): take its \
-                 addresses off, or leave its [vlanN] section out at the next start"
-            );
-            return Ok(ExitCode::FAILURE);
-        }
+        ["destroy"] => InterfaceChange::Destroy,
         [family @ ("inet" | "inet6"), a, "alias"] | [family @ ("inet" | "inet6"), a, "add"] => {
             let (addr, prefix_len) = addr(family, a)?;
             InterfaceChange::AddAddr { addr, prefix_len }
@@ -96,6 +94,7 @@ pub(crate) fn parse_create(name: &str, words: &[&str]) -> Result<Request, Usage>
         None => (None, None),
     };
     let (mut inet, mut gateway, mut mtu) = (None, None, None);
+    let (mut inet6, mut gateway6) = (None, None);
     let mut it = words.iter();
     while let Some(&w) = it.next() {
         let v = *it
@@ -122,6 +121,27 @@ pub(crate) fn parse_create(name: &str, words: &[&str]) -> Result<Request, Usage>
                     .filter(|&l| l <= 32)
                     .ok_or_else(|| Usage(format!("inet {v}: not a prefix length 0..32")))?;
                 inet = Some((a, l));
+            }
+            "inet6" => {
+                let (a, l) = match v.split_once('/') {
+                    Some((a, l)) => (
+                        a,
+                        Some(l.parse::<u8>().ok().filter(|&l| l <= 128).ok_or_else(|| {
+                            Usage(format!("inet6 {v}: not a prefix length 0..128"))
+                        })?),
+                    ),
+                    None => (v, None),
+                };
+                let a: std::net::Ipv6Addr = a
+                    .parse()
+                    .map_err(|_| Usage(format!("inet6 {v}: {a:?} is not an IPv6 address")))?;
+                inet6 = Some((a, l));
+            }
+            "gateway6" => {
+                gateway6 = Some(
+                    v.parse()
+                        .map_err(|_| Usage(format!("gateway6 {v}: not an IPv6 address")))?,
+                )
             }
             "gateway" => {
                 gateway = Some(
@@ -150,6 +170,9 @@ pub(crate) fn parse_create(name: &str, words: &[&str]) -> Result<Request, Usage>
     })?;
     let (addr, prefix_len) =
         inet.ok_or_else(|| Usage("create: a VLAN interface needs `inet ADDR/LEN`".into()))?;
+    if gateway6.is_some() && inet6.is_none() {
+        return Err(Usage("create: `gateway6` needs `inet6 ADDR/LEN`".into()));
+    }
     Ok(Request::VlanCreate {
         name: name.to_string(),
         port,
@@ -158,6 +181,9 @@ pub(crate) fn parse_create(name: &str, words: &[&str]) -> Result<Request, Usage>
         prefix_len,
         gateway,
         mtu,
+        addr6: inet6.map(|(a, _)| a),
+        prefix_len6: inet6.and_then(|(_, l)| l),
+        gateway6,
     })
 }
 
@@ -253,7 +279,31 @@ mod tests {
                 prefix_len: 24,
                 gateway: Some("10.99.78.1".parse().unwrap()),
                 mtu: None,
+                addr6: None,
+                prefix_len6: None,
+                gateway6: None,
             }
+        );
+        let Request::VlanCreate {
+            addr6,
+            prefix_len6,
+            gateway6,
+            ..
+        } = create(
+            "ustack0.41",
+            "inet 10.99.78.2/24 inet6 fd99:78::2/80 gateway6 fd99:78::1",
+        )
+        .unwrap()
+        else {
+            panic!("not a create");
+        };
+        assert_eq!(
+            (addr6, prefix_len6, gateway6),
+            (
+                Some("fd99:78::2".parse().unwrap()),
+                Some(80),
+                Some("fd99:78::1".parse().unwrap())
+            )
         );
         let Request::VlanCreate { port, vid, mtu, .. } =
             create("v40", "vlan 41 vlandev eth1 inet 10.0.0.1/8 mtu 1400").unwrap()
@@ -275,6 +325,17 @@ mod tests {
             ("p.40", "vlan x inet 10.0.0.1/8", "not a VLAN id"),
             ("p.40", "inet 10.0.0.1/8 color red", "unexpected `color`"),
             ("p.40", "inet", "needs a value"),
+            (
+                "p.40",
+                "inet 10.0.0.1/8 inet6 10.0.0.2",
+                "not an IPv6 address",
+            ),
+            (
+                "p.40",
+                "inet 10.0.0.1/8 inet6 fd00::1/129",
+                "not a prefix length",
+            ),
+            ("p.40", "inet 10.0.0.1/8 gateway6 fd00::1", "needs `inet6"),
         ] {
             let e = create(name, words).unwrap_err();
             assert!(e.contains(says), "{name} {words}: {e}");
