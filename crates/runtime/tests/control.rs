@@ -459,6 +459,11 @@ fn changes_reach_the_running_stack() {
                     done(set("net.inet.tcp.cc.algorithm", "newreno")),
                     "net.inet.tcp.cc.algorithm: newreno"
                 );
+                // The ARP timers are live too.
+                assert!(find("net.link.ether.inet.max_age").live);
+                assert!(find("net.link.ether.inet.maxhold").live);
+                done(set("net.link.ether.inet.max_age", "5"));
+                done(set("net.link.ether.inet.maxhold", "3"));
                 assert_eq!(
                     engine_error(set("net.inet.ip.portrange.first", "2000")),
                     ErrorKind::ConfigOnly
@@ -588,6 +593,11 @@ fn changes_reach_the_running_stack() {
     // What the engine's stack now has.
     assert_eq!(server.stack.config().ip_ttl, 32);
     assert_eq!(server.stack.config().tcp.cc, stack::CcAlgorithm::NewReno);
+    assert_eq!(
+        server.stack.config().arp_max_age,
+        stack::Duration::from_secs(5)
+    );
+    assert_eq!(server.stack.config().arp_maxhold, 3);
     let i = &server.stack.interfaces()[0];
     assert_eq!(i.mtu, 1400);
     assert_eq!(i.addrs().len(), 2);

@@ -265,6 +265,12 @@ pub enum Tunable {
     TcpKeepCnt(u32),
     /// ECN of new connections.
     TcpEcn(crate::tcp::EcnMode),
+    /// Lifetime of a neighbour resolved from then on
+    /// (`net.link.ether.inet.max_age`).
+    ArpMaxAge(core::time::Duration),
+    /// Packets held per unresolved neighbour from then on
+    /// (`net.link.ether.inet.maxhold`).
+    ArpMaxHold(usize),
 }
 
 impl Stack {
@@ -291,6 +297,14 @@ impl Stack {
             Tunable::TcpKeepIntvl(v) => tcp.keepintvl = v,
             Tunable::TcpKeepCnt(v) => tcp.keepcnt = v,
             Tunable::TcpEcn(v) => tcp.ecn = v,
+            Tunable::ArpMaxAge(v) => {
+                self.ip.cfg.arp_max_age = v;
+                self.ip.neighbors.set_max_age(v);
+            }
+            Tunable::ArpMaxHold(v) => {
+                self.ip.cfg.arp_maxhold = v;
+                self.ip.neighbors.set_max_hold(v);
+            }
         }
         // What `Stack::config` shows stays what is in force.
         self.ip.cfg.tcp = self.tcp.cfg.clone();

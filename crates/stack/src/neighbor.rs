@@ -544,6 +544,17 @@ impl NeighborCache {
 
     /// Removes every entry of one family (`arp -F`, `ndp -c`); the
     /// permanent ones too when `permanent`.  Returns how many went.
+    /// How long a neighbour resolved from now on stays so.
+    pub fn set_max_age(&mut self, max_age: Duration) {
+        self.cfg.max_age = max_age;
+    }
+
+    /// How many packets wait for an unresolved neighbour from now on (those
+    /// already held stay).
+    pub fn set_max_hold(&mut self, max_hold: usize) {
+        self.cfg.max_hold = max_hold;
+    }
+
     /// Forgets every neighbour of `iface`, permanent ones and the packets
     /// held for them too (an interface destroyed).  Returns how many
     /// entries and how many held packets.

@@ -1051,6 +1051,8 @@ fn tunable(s: &Sysctls, name: &str) -> Option<Tunable> {
         "net.inet.tcp.keepintvl" => Tunable::TcpKeepIntvl(s.tcp_keepintvl),
         "net.inet.tcp.keepcnt" => Tunable::TcpKeepCnt(s.tcp_keepcnt),
         "net.inet.tcp.ecn.enable" => Tunable::TcpEcn(crate::setup::ecn_mode(s.tcp_ecn)),
+        "net.link.ether.inet.max_age" => Tunable::ArpMaxAge(s.arp_max_age),
+        "net.link.ether.inet.maxhold" => Tunable::ArpMaxHold(s.arp_maxhold as usize),
         _ => return None,
     })
 }
