@@ -885,3 +885,4 @@ import cases_policy_live  # noqa: E402,F401
 import cases_pcap_live  # noqa: E402,F401
 import cases_kni_ctl  # noqa: E402,F401
 import cases_hardening  # noqa: E402,F401
+import cases_ops  # noqa: E402,F401

@@ -11,7 +11,8 @@ gateway, which holds the streaming client, and forward to it.  So a reply
 from VIP 10 reaches its client whichever VLAN it leaves on, and the
 switch's record of the trunk tells which VLAN that was.  Then a fourth
 VLAN's interface is made live (`ustack ifconfig ustack0.40 create`), and
-the port is taken down and up again."""
+given an IPv6 address, destroyed and made again with inet and inet6; one
+VLAN is taken down and up alone, and the port down and up again."""
 
 import os
 import socket
@@ -34,6 +35,8 @@ VLANS = {
 FORWARD_SUBNETS = {20: 73, 30: 74}
 # A VLAN ustack has no interface for until `ustack ifconfig ... create`.
 LIVE_VLAN, LIVE_SUBNET = 40, 79
+# The live VLAN's IPv6 prefix (fd99:79::/64, beside its 10.99.79.0/24).
+LIVE6 = "fd99:79::"
 
 
 def config(if_u, run_dir):
@@ -111,7 +114,7 @@ def _(ctx):
     h.sh(["ip", "link", "add", if_u, "netns", ns_u, "type", "veth", "peer", "name", trunk, "netns", ns_s])
     h.sh(["ip", "-n", ns_u, "link", "set", if_u, "up"])
     h.sh(["ip", "-n", ns_s, "link", "set", trunk, "up"])
-    gateways, access = {}, {}
+    gateways, access, gw_ifs = {}, {}, {}
     for vid, (subnet, vip, client) in list(VLANS.items()) + [(LIVE_VLAN, (LIVE_SUBNET, None, None))]:
         gw, port, gw_if = h.unique("g"), h.unique("a"), h.unique("g")
         h.add_netns(gw)
@@ -121,6 +124,7 @@ def _(ctx):
         h.sh(["ip", "-n", gw, "addr", "add", f"10.99.{subnet}.1/24", "dev", gw_if])
         h.sh(["ip", "-n", gw, "link", "set", gw_if, "up"])
         gateways[vid] = gw
+        gw_ifs[vid] = gw_if
         access[vid] = port
         if vip is None:
             continue
@@ -225,7 +229,8 @@ def _(ctx):
           f"fib 2: {routes}")
 
     def pings(vid, addr, tries=1):
-        return any(h.nsx(gateways[vid], "ping", "-c", "1", "-W", "0.3", "-q", addr, check_rc=False,
+        family = ["-6"] if ":" in addr else []
+        return any(h.nsx(gateways[vid], "ping", *family, "-c", "1", "-W", "0.3", "-q", addr, check_rc=False,
                          timeout=5).returncode == 0 for _ in range(tries))
 
     # VLAN 40 made live: dropped as unknown before, answered after.
@@ -236,13 +241,47 @@ def _(ctx):
     made = {i["name"]: i for i in cli.reply("ifconfig")["interfaces"]}[f"ustack0.{LIVE_VLAN}"]
     check(made["vlan"] == {"vid": LIVE_VLAN, "port": "ustack0"} and made["inet"][0]["addr"] == live,
           f"the VLAN interface made live: {made}")
-    p = cli.run("ifconfig", f"ustack0.{LIVE_VLAN}", "destroy", check_rc=False, json_out=False)
-    check(p.returncode == 1 and "cannot be destroyed while its engine runs" in p.stderr, f"destroy: {p.stderr}")
+    # IPv6 on the live VLAN: its first inet6 address turns IPv6 on there.
+    gw40 = gateways[LIVE_VLAN]
+    gw40_if = gw_ifs[LIVE_VLAN]
+    h.nsx(gw40, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0", f"net.ipv6.conf.{gw40_if}.disable_ipv6=0")
+    h.sh(["ip", "-n", gw40, "-6", "addr", "add", f"{LIVE6}1/64", "dev", gw40_if, "nodad"])
+    cli.reply("ifconfig", f"ustack0.{LIVE_VLAN}", "inet6", f"{LIVE6}2/64", "alias")
+    check(pings(LIVE_VLAN, f"{LIVE6}2", tries=15), f"{LIVE6}2 did not answer on VLAN {LIVE_VLAN}")
+
+    # Destroyed live: nothing answers, its tag is unknown again; made again
+    # with inet and inet6 on `create`, it answers both.
+    unknown = u.stats().get("rx_drop_vlan_unknown_id", 0)
+    said = cli.run("ifconfig", f"ustack0.{LIVE_VLAN}", "destroy", json_out=False).stdout
+    check("destroyed" in said, f"destroy: {said}")
+    check(f"ustack0.{LIVE_VLAN}" not in {i["name"] for i in cli.reply("ifconfig")["interfaces"]},
+          "the destroyed interface is still listed")
+    check(not pings(LIVE_VLAN, live), f"{live} answered after its VLAN interface was destroyed")
+    u.wait_stats(lambda st: st.get("rx_drop_vlan_unknown_id", 0) > unknown, timeout=3,
+                 what="VLAN 40's frames counted as unknown once destroyed")
+    p = cli.run("ifconfig", "ustack0", "destroy", check_rc=False, json_out=False)
+    check(p.returncode == 1 and "only a VLAN interface" in p.stderr, f"a port destroyed: {p.stderr}")
+    cli.reply("ifconfig", f"ustack0.{LIVE_VLAN}", "create", "inet", f"{live}/24", "inet6", f"{LIVE6}2/64")
+    check(pings(LIVE_VLAN, live, tries=10), f"{live} did not answer once made again")
+    check(pings(LIVE_VLAN, f"{LIVE6}2", tries=15), f"{LIVE6}2 did not answer once made again")
+
+    # One VLAN down alone: it drops both ways, the others carry on; up again.
+    vlan10, vlan20 = f"10.99.{VLANS[10][0]}.2", f"10.99.{VLANS[20][0]}.2"
+    said = cli.run("ifconfig", "ustack0.10", "down", json_out=False).stdout
+    check("down" in said, f"ustack0.10 down: {said}")
+    check(not pings(10, vlan10, tries=2), f"{vlan10} answered with its VLAN down")
+    check(pings(20, vlan20, tries=3), f"{vlan20} did not answer with VLAN 10 down")
+    iface10 = {i["name"]: i for i in cli.reply("ifconfig")["interfaces"]}["ustack0.10"]
+    check(not iface10["up"], f"ustack0.10 down: {iface10}")
+    st = u.wait_stats(lambda s: s.get("port0_vlan10_rx_drop_down", 0) >= 2, timeout=3,
+                      what="VLAN 10's frames dropped while it was down")
+    cli.reply("ifconfig", "ustack0.10", "up")
+    check(pings(10, vlan10, tries=10), f"{vlan10} did not answer once its VLAN was up")
+    print(f"    vlan {LIVE_VLAN}: inet6 added live answers ping -6; destroyed (nothing answers, its frames "
+          f"unknown), made again with inet and inet6; ustack0.10 down alone "
+          f"(port0_vlan10_rx_drop_down={st['port0_vlan10_rx_drop_down']}), VLAN 20 unaffected, up again")
 
     # The port down: nothing answers, what arrives is counted; up again.
-    vlan10 = f"10.99.{VLANS[10][0]}.2"
-    p = cli.run("ifconfig", "ustack0.10", "down", check_rc=False, json_out=False)
-    check(p.returncode == 1 and "a port goes up and down" in p.stderr, f"a VLAN taken down: {p.stderr}")
     cli.reply("ifconfig", "ustack0", "down")
     check(not pings(10, vlan10, tries=2), f"{vlan10} answered with its port down")
     port = {i["name"]: i for i in cli.reply("ifconfig")["interfaces"]}["ustack0"]
