@@ -224,3 +224,45 @@ def _(ctx):
     check(proc.returncode == 0, f"client rc={proc.returncode}: {lines()[-10:]}")
     print(f"    marked TCP and UDP went by gateway B (fib 1), unmarked by A; "
           f"rule deleted: both by A")
+
+
+# A VLAN interface made live on a DPDK port (the net_af_packet vdev on a
+# veth): ustack never turns the port's hardware VLAN filter on (it filters
+# tags itself), so a VLAN id made live reaches it with no change to the
+# port.  The kernel's end of the veth is the trunk of cases_vlan's Python
+# 802.1Q switch (this kernel has no 8021q module), whose access port for
+# the VLAN leads to a namespace holding the VLAN's peer address.
+DPDK_UNTAGGED, DPDK_VLAN, DPDK_VID = 67, 68, 44
+
+
+@test("vlan_live_dpdk", budget=60)
+def _(ctx):
+    from cases_vlan import VlanSwitch
+
+    run_dir = os.path.join(ctx.workdir, "run")
+    t = ctx.topo("dpdk", DPDK_UNTAGGED, sets=[f"control.dir={run_dir}"]).start()
+    cli = Cli(os.path.join(os.path.dirname(ctx.binary), "ustack"), run_dir)
+    peer, access, peer_if = h.unique("g"), h.unique("a"), h.unique("g")
+    h.add_netns(peer)
+    h.sh(["ip", "link", "add", access, "netns", t.ns_k, "type", "veth", "peer", "name", peer_if, "netns", peer])
+    h.sh(["ip", "-n", t.ns_k, "link", "set", access, "up"])
+    h.sh(["ip", "-n", peer, "addr", "add", f"10.99.{DPDK_VLAN}.1/24", "dev", peer_if])
+    h.sh(["ip", "-n", peer, "link", "set", peer_if, "up"])
+    switch = VlanSwitch(t.ns_k, t.if_k, {DPDK_VID: access})
+    h.on_cleanup("vlan switch", switch.close)
+    port = cli.reply("ifconfig")["interfaces"][0]["name"]
+    addr = f"10.99.{DPDK_VLAN}.2"
+
+    def pings(tries):
+        return any(h.nsx(peer, "ping", "-c", "1", "-W", "0.3", "-q", addr, check_rc=False,
+                         timeout=5).returncode == 0 for _ in range(tries))
+
+    check(not pings(1), f"{addr} answered before its VLAN interface existed")
+    cli.reply("ifconfig", f"{port}.{DPDK_VID}", "create", "inet", f"{addr}/24")
+    check(pings(10), f"{addr} did not answer on VLAN {DPDK_VID} over DPDK once created")
+    st = t.ustack.stats()
+    check(st.get(f"port0_vlan{DPDK_VID}_rx_frames", 0) >= 1, f"no VLAN {DPDK_VID} frames counted: {h.nonzero(st)}")
+    cli.reply("ifconfig", f"{port}.{DPDK_VID}", "destroy")
+    check(not pings(2), f"{addr} answered after its VLAN interface was destroyed")
+    print(f"    {port}.{DPDK_VID} made live on a DPDK port answers ping (port0_vlan{DPDK_VID}_rx_frames="
+          f"{st[f'port0_vlan{DPDK_VID}_rx_frames']}); destroyed, it does not")
