@@ -32,9 +32,10 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 /// The usage lines of the subcommands.
 pub const USAGE: &str = "\
        ustack ifconfig [IFACE [inet|inet6 ADDR[/LEN] [alias|-alias]] [mtu N]]
-       ustack ifconfig IFACE up|down | NAME create [vlan N] [vlandev PORT] inet ADDR/LEN [gateway GW] [mtu N]
+       ustack ifconfig IFACE up|down | NAME destroy
+       ustack ifconfig NAME create [vlan N] [vlandev PORT] inet ADDR/LEN [gateway GW] [inet6 ADDR[/LEN] [gateway6 GW6]] [mtu N]
        ustack route [show] [-fib N] | add|change DEST [GATEWAY] [-interface IFACE] | delete DEST
-       ustack rule [show] | add|delete [PRIORITY] from PREFIX|iface IFACE fib N
+       ustack rule [show] | add|delete [PRIORITY] from PREFIX|iface IFACE|mark M fib N
        ustack arp [-a] | -s IP MAC [IFACE] | -d IP | -F          (ndp: the same for IPv6)
        ustack netstat [-a] [-s] [-i]
        ustack sysctl [-a] [NAME[=VALUE]]...
