@@ -5,6 +5,9 @@ back), checked by SHA-256 on the kernel's side.
 - With the kernel peer's default offloads (TSO, GSO, checksum offload), its
   writes reach the veth as TCP super-frames of up to 64 KB, which the link
   hands to the stack whole (`link::af_packet`): none is cut, none dropped.
+  With the default TPACKET_V2 ring (2 KiB slots) each one is put in the
+  ring truncated (`TP_STATUS_COPY`) and read whole from the socket's
+  queue; with `rx_ring=v3` it lies whole in a block.
 - With the peer's segmentation offload off, MTU-sized segments arrive and
   the link aggregates each flow's in-order segments per receive burst
   (`link::gro`).
@@ -18,7 +21,8 @@ import harness as h
 from cases import SUBNETS, no_tcp_trouble, test
 from harness import check
 
-SUBNETS.update({"tcp_stream_gso_af_packet": 30, "tcp_stream_gro_af_packet": 31, "tcp_stream_tso_af_packet": 32})
+SUBNETS.update({"tcp_stream_gso_af_packet": 30, "tcp_stream_gro_af_packet": 31, "tcp_stream_tso_af_packet": 32,
+                "tcp_stream_gso_af_packet_v3": 33})
 
 STREAM_SIZE = 16 * 1024 * 1024
 
@@ -44,13 +48,30 @@ def one_stream_each_way(t, seed):
     return st
 
 
+def super_frames_whole(st, ring):
+    supers, cut = st.get("port0_link_rx_super_frames", 0), st.get("port0_link_rx_super_cut", 0)
+    queued = st.get("port0_link_rx_queued_whole", 0)
+    check(supers > 0, f"no super-frame arrived (is the kernel's TSO on?): {h.nonzero(st)}")
+    check(cut == 0, f"{cut} of {supers} super-frames were cut, not handed over whole: {h.nonzero(st)}")
+    if ring == "v2":
+        # A super-frame cannot fit a 2 KiB slot: every one came through
+        # the socket's queue.
+        check(queued >= supers, f"{queued} frames read whole from the queue for {supers} super-frames")
+    else:
+        check(queued == 0, f"{queued} frames from the socket's queue with a V3 ring")
+    print(f"    {supers} super-frames whole, {queued} of them from the socket's queue")
+
+
 @test("tcp_stream_gso_af_packet", budget=90)
 def _(ctx):
     t = ctx.topo("af_packet", SUBNETS["tcp_stream_gso_af_packet"]).start()
-    st = one_stream_each_way(t, 30)
-    supers, cut = st.get("port0_link_rx_super_frames", 0), st.get("port0_link_rx_super_cut", 0)
-    check(supers > 0, f"no super-frame arrived (is the kernel's TSO on?): {h.nonzero(st)}")
-    check(cut == 0, f"{cut} of {supers} super-frames were cut, not handed over whole: {h.nonzero(st)}")
+    super_frames_whole(one_stream_each_way(t, 30), "v2")
+
+
+@test("tcp_stream_gso_af_packet_v3", budget=90)
+def _(ctx):
+    t = ctx.topo("af_packet", SUBNETS["tcp_stream_gso_af_packet_v3"], extra_port="rx_ring=v3\n").start()
+    super_frames_whole(one_stream_each_way(t, 33), "v3")
 
 
 @test("tcp_stream_gro_af_packet", budget=90)

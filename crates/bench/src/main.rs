@@ -17,6 +17,9 @@
 //! subcommands are its processes (see `proc.rs`); `pair` runs both ustack
 //! engines in one thread, for callgrind.
 //!
+//! `USTACK_BENCH_SET` (lines of `k=v`) is handed to every `ustack run`
+//! as `--set`s, to measure a configuration variant.
+//!
 //! Workloads for `--workload`: `pingpong:N`, `short:N`, `stream`, `udp:N`,
 //! `idle:N` (see `logic.rs`).
 

@@ -529,6 +529,7 @@ impl NginxBench {
                 .arg(&self.ini)
                 .arg("--stats")
                 .arg(&stats)
+                .args(crate::servers::launcher_sets())
                 .arg("--");
         }
         let prefix = format!("{}/", self.dir.display());

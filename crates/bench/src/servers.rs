@@ -205,6 +205,7 @@ impl ServerBench {
                 .arg("run")
                 .arg("--config")
                 .arg(&self.ini)
+                .args(launcher_sets())
                 .arg("--");
         }
         match self.program {
@@ -405,6 +406,18 @@ impl Drop for ServerBench {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `--set k=v` for `ustack run`, one per line of `USTACK_BENCH_SET`: to
+/// measure a configuration variant (`port0.rx_ring=v3`) of the rows
+/// that run programs under `ustack run` (redis, Knot, nginx, iperf3).
+pub fn launcher_sets() -> Vec<String> {
+    let sets = std::env::var("USTACK_BENCH_SET").unwrap_or_default();
+    sets.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .flat_map(|kv| ["--set".to_string(), kv.to_string()])
+        .collect()
 }
 
 /// redis-benchmark's `--csv`: `"SET","98039.22",...`; the rate of the

@@ -213,6 +213,7 @@ impl StreamBench {
                 .arg(&self.ini)
                 .arg("--stats")
                 .arg(&stats)
+                .args(crate::servers::launcher_sets())
                 .arg("--");
         }
         // -4 on both stacks: without it iperf3 listens on an AF_INET6

@@ -1,22 +1,26 @@
-//! AF_PACKET with TPACKET_V3 rings: a kernel NIC driven from user space
+//! AF_PACKET with TPACKET rings: a kernel NIC driven from user space
 //! without DPDK or XDP.
 //!
 //! One `SOCK_RAW` packet socket, bound to one interface for all protocols,
 //! with two rings in one shared mapping:
-//! - RX: TPACKET_V3 blocks. The kernel fills a block with frames and hands
-//!   it over (`TP_STATUS_USER`) when it is full or its retire timer (1 ms by
-//!   default) fires; we copy each frame into a pool buffer and give the block
-//!   back when all its frames are taken. A frame received with a partial
-//!   checksum (`TP_STATUS_CSUMNOTREADY`) is flagged `csum_partial`. A VLAN
-//!   tag the kernel took out into metadata is put back into the frame.
-//!   Large receive (`RingConfig::gro`): a TCP super-frame from a peer with
-//!   segmentation offload (a veth's) is copied whole into a 64 KiB buffer;
-//!   without one free (or tagged), `gso.rs` cuts it into segments of the
-//!   MTU. In-order TCP segments of a flow read in one burst are joined
-//!   into one (`gro.rs`).
-//! - TX: TPACKET_V3 frames of fixed size (the kernel has no block mode for
-//!   transmit; each slot is a `tpacket3_hdr` followed by the frame at offset
-//!   48). We copy a frame in, mark it `TP_STATUS_SEND_REQUEST`, and kick the
+//! - RX: TPACKET_V2 frame slots by default, each handed over
+//!   (`TP_STATUS_USER`) as soon as the kernel wrote it; a frame longer
+//!   than a slot is read whole from the socket's receive queue
+//!   (`TP_STATUS_COPY`, see `af_packet/rx_ring.rs`). Or TPACKET_V3 blocks
+//!   (`RingConfig::rx_ring`), handed over when full or when their retire
+//!   timer fires. We copy each frame into a pool buffer and give the slot
+//!   or block back. A frame received with a partial checksum
+//!   (`TP_STATUS_CSUMNOTREADY`) is flagged `csum_partial`. A VLAN tag the
+//!   kernel took out into metadata is put back into the frame. Large
+//!   receive (`RingConfig::gro`): a TCP super-frame from a peer with
+//!   segmentation offload (a veth's) is handed over whole in a 64 KiB
+//!   buffer; without one free (or tagged), `gso.rs` cuts it into segments
+//!   of the MTU. In-order TCP segments of a flow read in one burst are
+//!   joined into one (`gro.rs`). What is done with each frame is in
+//!   `af_packet/receive.rs`.
+//! - TX: frames of fixed size, in the RX ring's TPACKET version (each slot
+//!   a `tpacket2_hdr` or `tpacket3_hdr` followed by the frame at offset 32
+//!   or 48). We copy a frame in, mark it `TP_STATUS_SEND_REQUEST`, and kick the
 //!   kernel with `send(fd, NULL, 0, MSG_DONTWAIT)`. With `RingConfig::tso`
 //!   (`PACKET_VNET_HDR`) a `virtio_net_hdr` goes before each frame: the
 //!   kernel finishes partial TCP/UDP checksums and cuts TCP super-frames
@@ -29,8 +33,8 @@
 //! stack takes the interface over, so the kernel should hold no address on
 //! it.
 //!
-//! Latency note: TPACKET_V3 hands frames over a block at a time, so at low
-//! rates a frame may wait up to the retire timeout before it is seen.
+//! Latency: with TPACKET_V3 a frame may wait up to the retire timeout
+//! (1 ms at least) before it is seen, which is why V2 is the default.
 
 use std::cell::Cell;
 use std::io;
@@ -38,11 +42,17 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::gro::{Aggregator, Offer, LARGE_BUF_SIZE};
-use crate::gso::{NotSplit, TcpSuperFrame};
+use crate::gro::LARGE_BUF_SIZE;
 use crate::ifreq::{cvt, CtlSocket};
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
+
+mod receive;
+mod rx_ring;
+
+use receive::{FrameMeta, Receiver};
+pub use rx_ring::RxRingKind;
+use rx_ring::{RingFrame, SlotCursor};
 
 /// Ethernet header and one VLAN tag.
 const FRAME_OVERHEAD: usize = 18;
@@ -53,6 +63,7 @@ mod abi {
     pub const SOL_PACKET: libc::c_int = 263;
     pub const PACKET_RX_RING: libc::c_int = 5;
     pub const PACKET_STATISTICS: libc::c_int = 6;
+    pub const PACKET_COPY_THRESH: libc::c_int = 7;
     pub const PACKET_VERSION: libc::c_int = 10;
     pub const PACKET_TX_RING: libc::c_int = 13;
     pub const PACKET_LOSS: libc::c_int = 14;
@@ -60,19 +71,17 @@ mod abi {
     pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
     pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
     /// `enum tpacket_versions`: V1 = 0, V2 = 1, V3 = 2.
+    pub const TPACKET_V2: libc::c_int = 1;
     pub const TPACKET_V3: libc::c_int = 2;
 
     pub const TP_STATUS_KERNEL: u32 = 0;
-    pub const TP_STATUS_USER: u32 = 1 << 0;
-    pub const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
-    pub const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
-    pub const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
     pub const TP_STATUS_SEND_REQUEST: u32 = 1 << 0;
     pub const TP_STATUS_SENDING: u32 = 1 << 1;
     pub const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
 
-    /// `struct tpacket_req3`.
+    /// `struct tpacket_req3`; a V1/V2 ring reads its first four fields
+    /// (`struct tpacket_req`).
     #[repr(C)]
     #[derive(Debug, Clone, Copy, Default)]
     pub struct TpacketReq3 {
@@ -100,25 +109,6 @@ mod abi {
         pub ts_last_pkt: [u32; 2],
     }
 
-    /// `struct tpacket3_hdr` with its `tpacket_hdr_variant1` inlined.
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy)]
-    pub struct Tpacket3Hdr {
-        pub tp_next_offset: u32,
-        pub tp_sec: u32,
-        pub tp_nsec: u32,
-        pub tp_snaplen: u32,
-        pub tp_len: u32,
-        pub tp_status: u32,
-        pub tp_mac: u16,
-        pub tp_net: u16,
-        pub tp_rxhash: u32,
-        pub tp_vlan_tci: u32,
-        pub tp_vlan_tpid: u16,
-        pub tp_padding: u16,
-        pub tp_padding2: [u8; 8],
-    }
-
     /// `struct tpacket_stats_v3`.
     #[repr(C)]
     #[derive(Debug, Clone, Copy, Default)]
@@ -128,32 +118,84 @@ mod abi {
         pub tp_freeze_q_cnt: u32,
     }
 
-    /// Offset of `block_status` in a block, of `tp_status` in a frame.
+    /// Offset of `block_status` in a V3 block.
     pub const BLOCK_STATUS_OFFSET: usize = 8;
-    pub const FRAME_STATUS_OFFSET: usize = 20;
-    /// Where a TX frame's bytes start in its slot:
-    /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`, which is what the
-    /// kernel uses (`tp_hdrlen - sizeof(struct sockaddr_ll)`) when
-    /// `PACKET_TX_HAS_OFF` is off.
-    pub const TX_DATA_OFFSET: usize = 48;
 
     const _: () = assert!(std::mem::size_of::<TpacketReq3>() == 28);
     const _: () = assert!(std::mem::size_of::<BlockDesc>() == 48);
-    const _: () = assert!(std::mem::size_of::<Tpacket3Hdr>() == 48);
     const _: () = assert!(std::mem::offset_of!(BlockDesc, block_status) == BLOCK_STATUS_OFFSET);
-    const _: () = assert!(std::mem::offset_of!(Tpacket3Hdr, tp_status) == FRAME_STATUS_OFFSET);
-    const _: () = assert!(std::mem::offset_of!(Tpacket3Hdr, tp_vlan_tci) == 32);
 }
+
+/// Where a TX slot's fields are, by TPACKET version.
+#[derive(Debug, Clone, Copy)]
+struct TxLayout {
+    /// `tp_status`.
+    status: usize,
+    /// `tp_snaplen` and `tp_len`.
+    snaplen: usize,
+    len: usize,
+    /// Where the frame's bytes start: `tp_hdrlen - sizeof(struct
+    /// sockaddr_ll)` aligned to 16, which is what the kernel uses when
+    /// `PACKET_TX_HAS_OFF` is off.
+    data: usize,
+}
+
+impl TxLayout {
+    /// `struct tpacket2_hdr`.
+    const V2: TxLayout = TxLayout {
+        status: 0,
+        len: 4,
+        snaplen: 8,
+        data: 32,
+    };
+    /// `struct tpacket3_hdr` (its `tp_next_offset`, at 0, must be 0).
+    const V3: TxLayout = TxLayout {
+        snaplen: 12,
+        len: 16,
+        status: 20,
+        data: 48,
+    };
+}
+
+/// The RX ring and the reader's place in it.
+enum RxRing {
+    /// TPACKET_V2: fixed-size frame slots.
+    Slots(SlotCursor),
+    /// TPACKET_V3: blocks of frames.
+    Blocks {
+        block_size: usize,
+        block_count: usize,
+        block: usize,
+        cursor: Option<BlockCursor>,
+    },
+}
+
+/// The most a frame's slot holds beside the frame: a `tpacket2_hdr`
+/// (32), a `sockaddr_ll` (20), 16-byte alignment and a `virtio_net_hdr`
+/// (10), as `tpacket_rcv` lays a slot out.
+const V2_SLOT_OVERHEAD: usize = 96;
+
+/// The socket's receive buffer, where frames longer than a V2 slot wait
+/// whole: room for about a hundred 64 KiB super-frames.
+const COPY_RCVBUF: libc::c_int = 8 << 20;
 
 /// Ring sizes and socket choices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingConfig {
-    /// Size of an RX block; a power of two, at least a page.
+    /// The RX ring's layout (and the TX ring's TPACKET version).
+    pub rx_ring: RxRingKind,
+    /// V2: RX frame slots.
+    pub rx_frame_count: usize,
+    /// V2: size of an RX slot; a power of two of at least 2048. `None`:
+    /// the smallest that holds an MTU-sized frame (a tagged one, after a
+    /// `virtio_net_hdr`). Longer frames come through the socket's queue.
+    pub rx_frame_size: Option<usize>,
+    /// V3: size of an RX block; a power of two, at least a page.
     pub rx_block_size: usize,
-    /// RX blocks.
+    /// V3: RX blocks.
     pub rx_block_count: usize,
-    /// Milliseconds after which the kernel hands over a block that is not
-    /// full (at least 1).
+    /// V3: milliseconds after which the kernel hands over a block that is
+    /// not full (at least 1).
     pub rx_retire_ms: u32,
     /// TX slots.
     pub tx_frame_count: usize,
@@ -178,10 +220,14 @@ pub struct RingConfig {
 }
 
 impl Default for RingConfig {
-    /// 16 RX blocks of 256 KiB (4 MiB), 1 ms retire, 256 TX slots, 40
-    /// large buffers (2.5 MiB), aggregation on.
+    /// A V2 RX ring of 2048 slots (4 MiB with 2 KiB slots); for V3, 16
+    /// RX blocks of 256 KiB (4 MiB), 1 ms retire; 256 TX slots, 40 large
+    /// buffers (2.5 MiB), aggregation on.
     fn default() -> RingConfig {
         RingConfig {
+            rx_ring: RxRingKind::V2,
+            rx_frame_count: 2048,
+            rx_frame_size: None,
             rx_block_size: 1 << 18,
             rx_block_count: 16,
             rx_retire_ms: 1,
@@ -202,6 +248,18 @@ struct Mapping {
 }
 
 impl Mapping {
+    /// The status word at `offset`, shared with the kernel.
+    fn status(&self, offset: usize) -> &AtomicU32 {
+        assert!(offset + 4 <= self.len && offset & 3 == 0);
+        // SAFETY: checked above to lie in the mapping and be 4-aligned
+        // (the mapping is page-aligned; blocks and slots are powers of
+        // two of at least 2048 bytes, and the status fields sit at 0, 8
+        // or 20). The kernel updates it concurrently, which is why it is
+        // only ever read and written atomically. The reference lives no
+        // longer than `&self`, and the mapping as long as the link.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU32>() }
+    }
+
     /// Bytes `[offset, offset + len)` of the mapping; see
     /// [`AfPacketLink::bytes`] for when they may be looked at. Borrows the
     /// mapping alone, so the link's other fields stay free to use.
@@ -234,34 +292,20 @@ struct BlockCursor {
     offset: usize,
 }
 
-/// A VLAN tag the kernel moved out of a received frame into metadata.
-#[derive(Debug, Clone, Copy)]
-struct VlanTag {
-    tpid: u16,
-    tci: u16,
-}
-
-impl VlanTag {
-    /// Writes the tag's 4 bytes (TPID, TCI) into `out`.
-    fn write(&self, out: &mut [u8]) {
-        out[..2].copy_from_slice(&self.tpid.to_be_bytes());
-        out[2..4].copy_from_slice(&self.tci.to_be_bytes());
-    }
-}
-
-/// A link over an AF_PACKET socket with TPACKET_V3 rings.
+/// A link over an AF_PACKET socket with TPACKET rings.
 pub struct AfPacketLink {
     // Field order matters for drop: unmap before the socket closes.
     map: Mapping,
     fd: OwnedFd,
-    pool: PacketPool,
     info: LinkInfo,
 
-    rx_block_size: usize,
-    rx_block_count: usize,
-    rx_block: usize,
-    rx_cursor: Option<BlockCursor>,
+    ring: RxRing,
+    rx: Receiver,
+    /// Where a frame longer than a V2 slot is read into when no large
+    /// buffer is free (grown on first use).
+    copy_scratch: Vec<u8>,
 
+    tx_layout: TxLayout,
     tx_base: usize,
     tx_frame_size: usize,
     tx_frame_count: usize,
@@ -275,28 +319,9 @@ pub struct AfPacketLink {
     /// TCP super-frames sent for the kernel to cut (or pass on whole).
     tx_super_frames: u64,
 
-    rx_frames: u64,
-    rx_bytes: u64,
     tx_frames: u64,
     tx_bytes: u64,
     tx_dropped: u64,
-    rx_oversize: u64,
-    rx_bad: u64,
-    /// Segments cut from TCP super-frames (`gso.rs`) and not yet handed
-    /// to the engine (a super-frame makes more than a burst).
-    rx_segments: std::collections::VecDeque<PoolBuf>,
-    rx_super_frames: u64,
-    /// Super-frames cut into segments (no large buffer, or too long for
-    /// one IP packet).
-    rx_super_cut: u64,
-    /// Super-frames whose whole TCP checksum failed.
-    rx_super_bad_checksum: u64,
-    /// Large buffers: super-frames handed over whole and aggregates.
-    /// (Boxed, as the aggregation state: the link is a variant of the
-    /// runtime's port enums, kept small.)
-    large: Box<PacketPool>,
-    /// Receive aggregation, when on.
-    gro: Option<Box<Aggregator>>,
     /// Ring drops reported by PACKET_STATISTICS (which resets on read).
     kernel_drops: Cell<u64>,
 }
@@ -359,13 +384,31 @@ impl AfPacketLink {
         let mtu = dev_mtu.min(pool.buf_size().saturating_sub(FRAME_OVERHEAD));
 
         let page = page_size();
-        if !ring.rx_block_size.is_power_of_two() || ring.rx_block_size < page {
+        let (version, tx_layout) = match ring.rx_ring {
+            RxRingKind::V2 => (abi::TPACKET_V2, TxLayout::V2),
+            RxRingKind::V3 => (abi::TPACKET_V3, TxLayout::V3),
+        };
+        if ring.rx_ring == RxRingKind::V3
+            && (!ring.rx_block_size.is_power_of_two() || ring.rx_block_size < page)
+        {
             return Err(invalid(format!(
                 "rx_block_size {} must be a power of two of at least {page}",
                 ring.rx_block_size
             )));
         }
-        if ring.rx_block_count == 0 || ring.tx_frame_count == 0 {
+        let rx_frame_size = ring.rx_frame_size.unwrap_or_else(|| {
+            (V2_SLOT_OVERHEAD + dev_mtu + FRAME_OVERHEAD)
+                .next_power_of_two()
+                .max(2048)
+        });
+        if ring.rx_ring == RxRingKind::V2
+            && (!rx_frame_size.is_power_of_two() || rx_frame_size < 2048)
+        {
+            return Err(invalid(format!(
+                "rx_frame_size {rx_frame_size} must be a power of two of at least 2048"
+            )));
+        }
+        if ring.rx_block_count == 0 || ring.rx_frame_count == 0 || ring.tx_frame_count == 0 {
             return Err(invalid("ring counts must be above zero".into()));
         }
         let largest_frame = if ring.tso {
@@ -374,16 +417,16 @@ impl AfPacketLink {
             dev_mtu + FRAME_OVERHEAD
         };
         let tx_frame_size = ring.tx_frame_size.unwrap_or_else(|| {
-            (abi::TX_DATA_OFFSET + largest_frame)
+            (tx_layout.data + largest_frame)
                 .next_power_of_two()
                 .max(2048)
         });
-        if !tx_frame_size.is_power_of_two() || tx_frame_size <= abi::TX_DATA_OFFSET + 14 {
+        if !tx_frame_size.is_power_of_two() || tx_frame_size <= tx_layout.data + 14 {
             return Err(invalid(format!("bad tx_frame_size {tx_frame_size}")));
         }
         // One slot per block if slots are a page or more, else a page of
         // slots per block: either way blocks are whole pages and slot `i`
-        // sits at `i * tx_frame_size`.
+        // sits at `i * tx_frame_size`. The same for V2 RX slots.
         let tx_block_size = tx_frame_size.max(page);
         let tx_per_block = tx_block_size / tx_frame_size;
         let tx_block_count = ring.tx_frame_count.div_ceil(tx_per_block);
@@ -393,7 +436,7 @@ impl AfPacketLink {
         // rings exist.
         let fd = crate::packet_socket::packet_socket()?;
         let s = fd.as_raw_fd();
-        setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VERSION, abi::TPACKET_V3)?;
+        setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VERSION, version)?;
         setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_LOSS, 1)?;
         if ring.tso {
             // Before the rings: the kernel refuses it once they exist.
@@ -401,17 +444,54 @@ impl AfPacketLink {
                 .map_err(|e| io::Error::new(e.kind(), format!("PACKET_VNET_HDR (for tso): {e}")))?;
         }
 
-        let rx_req = abi::TpacketReq3 {
-            tp_block_size: ring.rx_block_size as u32,
-            tp_block_nr: ring.rx_block_count as u32,
-            // V3 frames are variable; the kernel only checks the arithmetic.
-            tp_frame_size: 2048,
-            tp_frame_nr: (ring.rx_block_size / 2048 * ring.rx_block_count) as u32,
-            tp_retire_blk_tov: ring.rx_retire_ms.max(1),
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
+        let (rx_req, rx_ring) = match ring.rx_ring {
+            RxRingKind::V2 => {
+                let block_size = rx_frame_size.max(page);
+                let per_block = block_size / rx_frame_size;
+                let block_count = ring.rx_frame_count.div_ceil(per_block);
+                let req = abi::TpacketReq3 {
+                    tp_block_size: block_size as u32,
+                    tp_block_nr: block_count as u32,
+                    tp_frame_size: rx_frame_size as u32,
+                    tp_frame_nr: (block_count * per_block) as u32,
+                    ..Default::default()
+                };
+                let cursor = SlotCursor::new(rx_frame_size, block_count * per_block);
+                (req, RxRing::Slots(cursor))
+            }
+            RxRingKind::V3 => {
+                let req = abi::TpacketReq3 {
+                    tp_block_size: ring.rx_block_size as u32,
+                    tp_block_nr: ring.rx_block_count as u32,
+                    // V3 frames are variable; the kernel only checks the
+                    // arithmetic.
+                    tp_frame_size: 2048,
+                    tp_frame_nr: (ring.rx_block_size / 2048 * ring.rx_block_count) as u32,
+                    tp_retire_blk_tov: ring.rx_retire_ms.max(1),
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: 0,
+                };
+                let blocks = RxRing::Blocks {
+                    block_size: ring.rx_block_size,
+                    block_count: ring.rx_block_count,
+                    block: 0,
+                    cursor: None,
+                };
+                (req, blocks)
+            }
         };
         setsockopt_req(s, abi::PACKET_RX_RING, &rx_req)?;
+        if ring.rx_ring == RxRingKind::V2 {
+            // A frame longer than a slot is also queued whole on the
+            // socket (any value above 0 asks for it), where it waits in
+            // the receive buffer: made large enough for a burst of
+            // super-frames (SO_RCVBUFFORCE when privileged, else as far
+            // as `rmem_max` allows).
+            setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_COPY_THRESH, 1)?;
+            if setsockopt_int(s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, COPY_RCVBUF).is_err() {
+                setsockopt_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, COPY_RCVBUF)?;
+            }
+        }
         let tx_req = abi::TpacketReq3 {
             tp_block_size: tx_block_size as u32,
             tp_block_nr: tx_block_count as u32,
@@ -424,7 +504,7 @@ impl AfPacketLink {
         };
         setsockopt_req(s, abi::PACKET_TX_RING, &tx_req)?;
 
-        let rx_len = ring.rx_block_size * ring.rx_block_count;
+        let rx_len = rx_req.tp_block_size as usize * rx_req.tp_block_nr as usize;
         let map_len = rx_len + tx_block_size * tx_block_count;
         // SAFETY: maps the rings just set up on `s`, RX first then TX, as
         // the kernel lays them out; the result is checked.
@@ -468,16 +548,20 @@ impl AfPacketLink {
         Ok(AfPacketLink {
             map,
             fd,
-            pool,
             info: LinkInfo {
                 name: ifname.to_string(),
                 mac,
                 mtu,
             },
-            rx_block_size: ring.rx_block_size,
-            rx_block_count: ring.rx_block_count,
-            rx_block: 0,
-            rx_cursor: None,
+            ring: rx_ring,
+            rx: Receiver::new(
+                pool,
+                PacketPool::new(LARGE_BUF_SIZE, ring.large_buffers),
+                ring.gro,
+                mtu,
+            ),
+            copy_scratch: Vec::new(),
+            tx_layout,
             tx_base: rx_len,
             tx_frame_size,
             tx_frame_count,
@@ -487,19 +571,9 @@ impl AfPacketLink {
             ignore_outgoing,
             vnet_hdr: ring.tso,
             tx_super_frames: 0,
-            rx_frames: 0,
-            rx_bytes: 0,
             tx_frames: 0,
             tx_bytes: 0,
             tx_dropped: 0,
-            rx_oversize: 0,
-            rx_bad: 0,
-            rx_segments: std::collections::VecDeque::new(),
-            rx_super_frames: 0,
-            rx_super_cut: 0,
-            rx_super_bad_checksum: 0,
-            large: Box::new(PacketPool::new(LARGE_BUF_SIZE, ring.large_buffers)),
-            gro: ring.gro.then(|| Box::new(Aggregator::new())),
             kernel_drops: Cell::new(0),
         })
     }
@@ -529,33 +603,13 @@ impl AfPacketLink {
 
     /// The pool's levels and counters.
     pub fn pool_stats(&self) -> PoolStats {
-        self.pool.stats()
+        self.rx.pool.stats()
     }
 
-    /// Frames in RX blocks that made no sense (never expected from the
-    /// kernel; counted rather than trusted).
+    /// Ring entries that made no sense (never expected from the kernel;
+    /// counted rather than trusted).
     pub fn rx_malformed(&self) -> u64 {
-        self.rx_bad
-    }
-
-    /// The status word at `offset` in the mapping, shared with the kernel.
-    fn status_at(&self, offset: usize) -> &AtomicU32 {
-        debug_assert!(offset + 4 <= self.map.len && offset & 3 == 0);
-        // SAFETY: `offset` is a block's or slot's status field: inside the
-        // mapping (blocks and slots lie within it), 4-aligned (the mapping is
-        // page-aligned, blocks and slots are powers of two of at least 2048
-        // bytes, and the fields sit at 8 and 20). The kernel updates it
-        // concurrently, which is why it is only ever read and written
-        // atomically. The reference lives no longer than `&self`, and the
-        // mapping lives as long as `self`.
-        unsafe { &*self.map.base.as_ptr().add(offset).cast::<AtomicU32>() }
-    }
-
-    /// Bytes `[offset, offset + len)` of the mapping. Only called for parts
-    /// of a block the kernel has handed over, or of a TX slot it is not
-    /// sending: it does not write those while we look.
-    fn bytes(&self, offset: usize, len: usize) -> &[u8] {
-        self.map.bytes(offset, len)
+        self.rx.malformed
     }
 
     fn bytes_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
@@ -566,229 +620,120 @@ impl AfPacketLink {
         unsafe { std::slice::from_raw_parts_mut(self.map.base.as_ptr().add(offset), len) }
     }
 
-    fn read_block_desc(&self, block_off: usize) -> abi::BlockDesc {
-        // SAFETY: a block starts within the mapping and is at least a page,
-        // larger than the descriptor; the block is ours (status USER, read
-        // with Acquire before this), so the kernel does not write it now.
-        // `read_unaligned` needs no alignment argument.
-        unsafe {
-            std::ptr::read_unaligned(
-                self.map
-                    .base
-                    .as_ptr()
-                    .add(block_off)
-                    .cast::<abi::BlockDesc>(),
-            )
+    /// Reads one frame from the V2 ring's next slot, if the kernel has
+    /// handed it over, and gives the slot back (unless no buffer was free
+    /// for a frame in the slot: it waits there).
+    fn rx_from_slots(&mut self, out: &mut Vec<PoolBuf>, start: usize) -> RxStep {
+        let AfPacketLink {
+            map,
+            fd,
+            ring,
+            rx,
+            copy_scratch,
+            vnet_hdr,
+            ..
+        } = self;
+        let RxRing::Slots(cursor) = ring else {
+            return RxStep::Empty;
+        };
+        let off = cursor.offset();
+        let status = map.status(off).load(Ordering::Acquire);
+        if status & rx_ring::TP_STATUS_USER == 0 {
+            return RxStep::Empty;
         }
-    }
-
-    fn read_frame_hdr(&self, offset: usize) -> abi::Tpacket3Hdr {
-        assert!(offset + std::mem::size_of::<abi::Tpacket3Hdr>() <= self.map.len);
-        // SAFETY: bounds checked above; the frame is in a block we own.
-        unsafe {
-            std::ptr::read_unaligned(
-                self.map
-                    .base
-                    .as_ptr()
-                    .add(offset)
-                    .cast::<abi::Tpacket3Hdr>(),
-            )
+        let slot = map.bytes(off, cursor.size());
+        match rx_ring::read_v2(slot, status) {
+            Ok(RingFrame::Whole { data, len, meta }) => {
+                if !rx.take(&slot[data..data + len], meta, out, start) {
+                    return RxStep::NoBuffer;
+                }
+            }
+            Ok(RingFrame::Copied { len, meta }) => {
+                take_copied(
+                    fd.as_raw_fd(),
+                    *vnet_hdr,
+                    rx,
+                    copy_scratch,
+                    len,
+                    meta,
+                    out,
+                    start,
+                );
+            }
+            Ok(RingFrame::Truncated) => rx.oversize += 1,
+            Err(rx_ring::Malformed) => rx.malformed += 1,
         }
-    }
-
-    /// Gives the current RX block back to the kernel and moves on.
-    fn release_block(&mut self) {
-        let off = self.rx_block * self.rx_block_size;
-        self.status_at(off + abi::BLOCK_STATUS_OFFSET)
+        map.status(off)
             .store(abi::TP_STATUS_KERNEL, Ordering::Release);
-        self.rx_block = (self.rx_block + 1) % self.rx_block_count;
-        self.rx_cursor = None;
+        cursor.advance();
+        RxStep::Taken
     }
 
-    /// Takes the frame at `frame_off` in the current block: joined to an
-    /// aggregate of the burst (whose frames since its start are
-    /// `out[start..]`), copied into a buffer pushed on `out`, handed over
-    /// whole in a large buffer or cut into segments (a super-frame), or
-    /// dropped and counted. Returns false when no buffer was free (the
-    /// frame is lost, counted by the pool).
-    fn take_frame(
-        &mut self,
-        block_off: usize,
-        frame_off: usize,
-        out: &mut Vec<PoolBuf>,
-        start: usize,
-    ) -> bool {
-        let bs = self.rx_block_size;
-        if frame_off + std::mem::size_of::<abi::Tpacket3Hdr>() > bs {
-            self.rx_bad += 1;
-            return true;
-        }
-        let hdr = self.read_frame_hdr(block_off + frame_off);
-        let data_off = frame_off + usize::from(hdr.tp_mac);
-        let snap = hdr.tp_snaplen as usize;
-        if data_off + snap > bs {
-            self.rx_bad += 1;
-            return true;
-        }
-        if snap < hdr.tp_len as usize {
-            self.rx_oversize += 1;
-            return true;
-        }
-        let partial = hdr.tp_status & abi::TP_STATUS_CSUMNOTREADY != 0;
-        let tagged = hdr.tp_status & abi::TP_STATUS_VLAN_VALID != 0 && snap >= 12;
-        // The 802.1Q tag the kernel moved into metadata, to be put back.
-        let tag = tagged.then(|| {
-            let tpid =
-                if hdr.tp_status & abi::TP_STATUS_VLAN_TPID_VALID != 0 && hdr.tp_vlan_tpid != 0 {
-                    hdr.tp_vlan_tpid
-                } else {
-                    0x8100
+    /// Reads one frame from the V3 ring's current block, if the kernel
+    /// has handed it over, and gives the block back after its last.
+    fn rx_from_blocks(&mut self, out: &mut Vec<PoolBuf>, start: usize) -> RxStep {
+        let AfPacketLink { map, ring, rx, .. } = self;
+        let RxRing::Blocks {
+            block_size,
+            block_count,
+            block,
+            cursor,
+        } = ring
+        else {
+            return RxStep::Empty;
+        };
+        let block_off = *block * *block_size;
+        let status_off = block_off + abi::BLOCK_STATUS_OFFSET;
+        let c = match *cursor {
+            Some(c) => c,
+            None => {
+                if map.status(status_off).load(Ordering::Acquire) & rx_ring::TP_STATUS_USER == 0 {
+                    return RxStep::Empty;
+                }
+                let desc = read_block_desc(map, block_off);
+                let c = BlockCursor {
+                    left: desc.num_pkts,
+                    offset: desc.offset_to_first_pkt as usize,
                 };
-            VlanTag {
-                tpid,
-                tci: hdr.tp_vlan_tci as u16,
+                *cursor = Some(c);
+                c
             }
-        });
-        let offset = block_off + data_off;
-        let mut start_aggregate = false;
-        if let (Some(gro), None) = (self.gro.as_mut(), tag) {
-            let src = self.map.bytes(offset, snap);
-            match gro.offer(
-                src,
-                partial,
-                &mut out[start..],
-                &mut self.pool,
-                &mut self.large,
-            ) {
-                Offer::Joined => {
-                    self.rx_frames += 1;
-                    self.rx_bytes += snap as u64;
-                    return true;
-                }
-                Offer::Keep { start } => start_aggregate = start,
-            }
-        }
-        let len = snap + if tagged { 4 } else { 0 };
-        if len > self.pool.buf_size() {
-            if self.take_super_frame(offset, snap, partial, tag, out) {
-                self.rx_frames += 1;
-                self.rx_bytes += snap as u64;
-            }
-            return true;
-        }
-        // Receive may use the reserve (DESIGN.md, "Memory").
-        let Some(mut buf) = self.pool.alloc_reserved() else {
-            return false;
         };
-        let src = self.map.bytes(offset, snap);
-        buf.set_len(len);
-        let dst = buf.data_mut();
-        if let Some(tag) = tag {
-            dst[..12].copy_from_slice(&src[..12]);
-            tag.write(&mut dst[12..16]);
-            dst[16..].copy_from_slice(&src[12..]);
+        let blk = map.bytes(block_off, *block_size);
+        let mut next = 0;
+        if c.left > 0 {
+            match rx_ring::read_v3(blk, c.offset) {
+                Ok((frame, n)) => {
+                    next = n;
+                    match frame {
+                        RingFrame::Whole { data, len, meta } => {
+                            if !rx.take(&blk[data..data + len], meta, out, start) {
+                                // No buffer: the frame waits in the ring.
+                                return RxStep::NoBuffer;
+                            }
+                        }
+                        _ => rx.oversize += 1,
+                    }
+                }
+                Err(rx_ring::Malformed) => rx.malformed += 1,
+            }
+        }
+        if c.left <= 1 || next == 0 {
+            // Last frame, or a chain that cannot go on.
+            if c.left > 1 {
+                rx.malformed += u64::from(c.left - 1);
+            }
+            map.status(status_off)
+                .store(abi::TP_STATUS_KERNEL, Ordering::Release);
+            *block = (*block + 1) % *block_count;
+            *cursor = None;
         } else {
-            dst.copy_from_slice(src);
+            *cursor = Some(BlockCursor {
+                left: c.left - 1,
+                offset: c.offset + next,
+            });
         }
-        buf.set_csum_partial(partial);
-        self.rx_frames += 1;
-        self.rx_bytes += len as u64;
-        out.push(buf);
-        if start_aggregate {
-            if let (Some(gro), Some(b)) = (self.gro.as_mut(), out.last()) {
-                gro.started(out.len() - 1 - start, b.data(), partial);
-            }
-        }
-        true
-    }
-
-    /// A TCP super-frame at `offset` (`snap` bytes): into a large buffer
-    /// whole when one is free and its IP length fits its field, else cut
-    /// into segments of the MTU queued in `rx_segments`. Returns whether
-    /// it was taken; a frame that is no TCP super-frame, or whose whole
-    /// checksum fails, is counted and dropped.
-    fn take_super_frame(
-        &mut self,
-        offset: usize,
-        snap: usize,
-        partial: bool,
-        tag: Option<VlanTag>,
-        out: &mut Vec<PoolBuf>,
-    ) -> bool {
-        let frame = self.map.bytes(offset, snap);
-        let whole = tag.is_none()
-            && snap <= self.large.buf_size()
-            && crate::gro::TcpSegment::parse(frame).is_some_and(|s| s.frame_len() == snap);
-        if whole {
-            if let Some(mut b) = self.large.alloc() {
-                // A whole checksum is verified by the stack over all of
-                // it; a partial one the kernel vouched for.
-                self.rx_super_frames += 1;
-                b.set_len(snap);
-                b.data_mut().copy_from_slice(frame);
-                b.set_csum_partial(partial);
-                out.push(b);
-                return true;
-            }
-        }
-        if self.cut_super_frame(offset, snap, partial, tag) {
-            return false;
-        }
-        self.rx_oversize += 1;
-        false
-    }
-
-    /// Cuts the TCP super-frame at `offset` (`snap` bytes) into segments
-    /// of the MTU, queued in `rx_segments`. Returns whether the frame was
-    /// dealt with (cut, or dropped for a bad checksum); false leaves it to
-    /// be counted as oversize.
-    fn cut_super_frame(
-        &mut self,
-        offset: usize,
-        snap: usize,
-        partial: bool,
-        tag: Option<VlanTag>,
-    ) -> bool {
-        let frame = self.bytes(offset, snap);
-        let sf = match TcpSuperFrame::parse(frame, self.info.mtu, partial) {
-            Ok(sf) => sf,
-            Err(NotSplit::NotTcp) => return false,
-            Err(NotSplit::BadChecksum) => {
-                self.rx_super_bad_checksum += 1;
-                return true;
-            }
-        };
-        self.rx_super_frames += 1;
-        self.rx_super_cut += 1;
-        for i in 0..sf.segments() {
-            let Some(mut b) = self.pool.alloc_reserved() else {
-                // The pool counts it; the rest of the frame is lost, as a
-                // full ring would lose it.
-                break;
-            };
-            let seg_len = sf.segment_len(i);
-            let len = seg_len + if tag.is_some() { 4 } else { 0 };
-            if len > b.capacity() {
-                self.pool.free(b);
-                self.rx_oversize += 1;
-                break;
-            }
-            b.set_len(len);
-            let out = b.data_mut();
-            match tag {
-                None => sf.write_segment(self.bytes(offset, snap), i, out),
-                Some(tag) => {
-                    // Each segment carries the super-frame's tag: written
-                    // 4 bytes in, its addresses moved ahead of the tag.
-                    sf.write_segment(self.bytes(offset, snap), i, &mut out[4..]);
-                    out.copy_within(4..16, 0);
-                    tag.write(&mut out[12..16]);
-                }
-            }
-            b.set_csum_partial(true);
-            self.rx_segments.push_back(b);
-        }
-        true
+        RxStep::Taken
     }
 
     /// Tells the kernel to send the slots marked SEND_REQUEST.
@@ -819,6 +764,106 @@ impl AfPacketLink {
     }
 }
 
+/// What one read of the RX ring found.
+enum RxStep {
+    /// A frame was taken (or dropped and counted).
+    Taken,
+    /// Nothing handed over yet.
+    Empty,
+    /// A frame is there but no buffer was free for it.
+    NoBuffer,
+}
+
+fn read_block_desc(map: &Mapping, block_off: usize) -> abi::BlockDesc {
+    let b = map.bytes(block_off, std::mem::size_of::<abi::BlockDesc>());
+    // SAFETY: `b` holds exactly a descriptor's bytes (checked by `bytes`),
+    // of a block handed over to us (status USER, read with Acquire
+    // before this), so the kernel does not write it now; the descriptor
+    // is plain integers, valid for any bytes, and `read_unaligned` needs
+    // no alignment.
+    unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<abi::BlockDesc>()) }
+}
+
+/// Takes a frame the V2 ring held truncated (`TP_STATUS_COPY`): its
+/// whole copy, `len` bytes, is the next on the socket's receive queue
+/// (the kernel queues copies in ring order). Read into a large buffer
+/// when one is free (a TCP super-frame is then handed over in it), else
+/// into `scratch`. Lost (counted) when no buffer takes it; counted
+/// malformed when the queue does not hold what the ring said.
+#[allow(clippy::too_many_arguments)]
+fn take_copied(
+    fd: RawFd,
+    vnet_hdr: bool,
+    rx: &mut Receiver,
+    scratch: &mut Vec<u8>,
+    len: usize,
+    meta: FrameMeta,
+    out: &mut Vec<PoolBuf>,
+    start: usize,
+) {
+    if let Some(mut b) = rx.large.alloc() {
+        let room = b.capacity();
+        b.set_len(room);
+        match recv_whole(fd, vnet_hdr, b.data_mut()) {
+            Some(n) if n == len && n <= room => {
+                rx.queued_whole += 1;
+                b.set_len(n);
+                rx.take_large(b, meta, out, start);
+            }
+            Some(n) if n == len => {
+                rx.oversize += 1;
+                rx.large.free(b);
+            }
+            _ => {
+                rx.malformed += 1;
+                rx.large.free(b);
+            }
+        }
+        return;
+    }
+    if scratch.len() < LARGE_BUF_SIZE {
+        scratch.resize(LARGE_BUF_SIZE, 0);
+    }
+    match recv_whole(fd, vnet_hdr, scratch) {
+        Some(n) if n == len && n <= scratch.len() => {
+            rx.queued_whole += 1;
+            // `take` returns false with no pool buffer: lost, the pool
+            // counts it (the copy is off the queue already).
+            let _ = rx.take(&scratch[..n], meta, out, start);
+        }
+        Some(n) if n == len => rx.oversize += 1,
+        _ => rx.malformed += 1,
+    }
+}
+
+/// Reads the next frame queued on the packet socket `fd` into `buf`,
+/// after its `virtio_net_hdr` when the socket has one. Returns the
+/// frame's whole length (more than `buf` when it was cut), or `None`
+/// when nothing was queued or the read failed.
+fn recv_whole(fd: RawFd, vnet_hdr: bool, buf: &mut [u8]) -> Option<usize> {
+    let mut hdr = [0u8; VNET_HDR_LEN];
+    let mut iov = [
+        libc::iovec {
+            iov_base: hdr.as_mut_ptr().cast(),
+            iov_len: VNET_HDR_LEN,
+        },
+        libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        },
+    ];
+    let iov: &mut [libc::iovec] = if vnet_hdr { &mut iov } else { &mut iov[1..] };
+    // SAFETY: msghdr is plain data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len();
+    // SAFETY: `msg` names only `iov`, whose entries point at `hdr` and
+    // `buf` with their lengths; all live and writable for the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+    let head = if vnet_hdr { VNET_HDR_LEN } else { 0 };
+    usize::try_from(n).ok()?.checked_sub(head)
+}
+
 impl Link for AfPacketLink {
     type Buf = PoolBuf;
 
@@ -830,77 +875,39 @@ impl Link for AfPacketLink {
         let mut ring_budget = max * 4;
         while out.len() - start < max && ring_budget > 0 {
             // Segments of a super-frame first, in order.
-            if let Some(b) = self.rx_segments.pop_front() {
-                self.rx_frames += 1;
-                self.rx_bytes += b.data().len() as u64;
+            if let Some(b) = self.rx.segments.pop_front() {
+                self.rx.frames += 1;
+                self.rx.bytes += b.data().len() as u64;
                 out.push(b);
                 continue;
             }
-            let block_off = self.rx_block * self.rx_block_size;
-            let cursor = match self.rx_cursor {
-                Some(c) => c,
-                None => {
-                    let status = self
-                        .status_at(block_off + abi::BLOCK_STATUS_OFFSET)
-                        .load(Ordering::Acquire);
-                    if status & abi::TP_STATUS_USER == 0 {
-                        break;
-                    }
-                    let desc = self.read_block_desc(block_off);
-                    let c = BlockCursor {
-                        left: desc.num_pkts,
-                        offset: desc.offset_to_first_pkt as usize,
-                    };
-                    self.rx_cursor = Some(c);
-                    c
-                }
+            let step = match self.ring {
+                RxRing::Slots(_) => self.rx_from_slots(out, start),
+                RxRing::Blocks { .. } => self.rx_from_blocks(out, start),
             };
-            if cursor.left == 0 {
-                self.release_block();
-                continue;
-            }
-            if !self.take_frame(block_off, cursor.offset, out, start) {
-                // No buffer: the frame waits in the ring.
-                break;
-            }
-            ring_budget -= 1;
-            let next =
-                if cursor.offset + std::mem::size_of::<abi::Tpacket3Hdr>() <= self.rx_block_size {
-                    self.read_frame_hdr(block_off + cursor.offset)
-                        .tp_next_offset as usize
-                } else {
-                    0
-                };
-            if cursor.left == 1 || next == 0 {
-                // Last frame, or a chain that cannot go on.
-                if cursor.left > 1 {
-                    self.rx_bad += u64::from(cursor.left - 1);
-                }
-                self.release_block();
-            } else {
-                self.rx_cursor = Some(BlockCursor {
-                    left: cursor.left - 1,
-                    offset: cursor.offset + next,
-                });
+            match step {
+                RxStep::Taken => ring_budget -= 1,
+                RxStep::Empty | RxStep::NoBuffer => break,
             }
         }
-        if let Some(gro) = self.gro.as_mut() {
+        if let Some(gro) = self.rx.gro.as_mut() {
             gro.finish(&mut out[start..]);
         }
         Ok(out.len() - start)
     }
 
     fn alloc_tx(&mut self) -> Option<PoolBuf> {
-        self.pool.alloc()
+        self.rx.pool.alloc()
     }
 
     fn alloc_tx_reserved(&mut self) -> Option<PoolBuf> {
-        self.pool.alloc_reserved()
+        self.rx.pool.alloc_reserved()
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
         let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
-        let room = self.tx_frame_size - abi::TX_DATA_OFFSET - hdr_len;
+        let lay = self.tx_layout;
+        let room = self.tx_frame_size - lay.data - hdr_len;
         let mut taken = 0;
         let mut queued = 0;
         for buf in bufs.iter() {
@@ -916,8 +923,7 @@ impl Link for AfPacketLink {
                 continue;
             };
             let slot = self.tx_base + self.tx_next * self.tx_frame_size;
-            let status = self.status_at(slot + abi::FRAME_STATUS_OFFSET);
-            let st = status.load(Ordering::Acquire);
+            let st = self.map.status(slot + lay.status).load(Ordering::Acquire);
             if st & (abi::TP_STATUS_SEND_REQUEST | abi::TP_STATUS_SENDING) != 0 {
                 break; // ring full
             }
@@ -925,18 +931,23 @@ impl Link for AfPacketLink {
                 // Not expected with PACKET_LOSS; the slot's frame was lost.
                 self.tx_dropped += 1;
             }
-            let data = slot + abi::TX_DATA_OFFSET;
+            let data = slot + lay.data;
             if hdr_len > 0 {
                 self.bytes_mut(data, hdr_len).copy_from_slice(&vnet);
             }
             self.bytes_mut(data + hdr_len, len)
                 .copy_from_slice(buf.data());
             let wire_len = (hdr_len + len) as u32;
-            let hdr = self.bytes_mut(slot, abi::FRAME_STATUS_OFFSET);
-            hdr.fill(0); // tp_next_offset must be 0: fixed-size slots
-            hdr[12..16].copy_from_slice(&wire_len.to_ne_bytes()); // tp_snaplen
-            hdr[16..20].copy_from_slice(&wire_len.to_ne_bytes()); // tp_len
-            self.status_at(slot + abi::FRAME_STATUS_OFFSET)
+            let hdr = self.bytes_mut(slot, lay.data);
+            if lay.status > 0 {
+                // V3: tp_next_offset (and what else lies before the
+                // status) must be 0: fixed-size slots.
+                hdr[..lay.status].fill(0);
+            }
+            hdr[lay.snaplen..lay.snaplen + 4].copy_from_slice(&wire_len.to_ne_bytes());
+            hdr[lay.len..lay.len + 4].copy_from_slice(&wire_len.to_ne_bytes());
+            self.map
+                .status(slot + lay.status)
                 .store(abi::TP_STATUS_SEND_REQUEST, Ordering::Release);
             self.tx_next = (self.tx_next + 1) % self.tx_frame_count;
             self.tx_frames += 1;
@@ -949,9 +960,9 @@ impl Link for AfPacketLink {
         }
         for buf in bufs.drain(..taken) {
             if buf.capacity() == LARGE_BUF_SIZE {
-                self.large.free(buf);
+                self.rx.large.free(buf);
             } else {
-                self.pool.free(buf);
+                self.rx.pool.free(buf);
             }
         }
         if queued > 0 || self.tx_need_kick {
@@ -962,10 +973,10 @@ impl Link for AfPacketLink {
 
     fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PoolBuf> {
         // A super-frame (only with `tso`) takes a large buffer.
-        let buf = if len > self.pool.buf_size() && self.vnet_hdr {
-            self.large.alloc()
+        let buf = if len > self.rx.pool.buf_size() && self.vnet_hdr {
+            self.rx.large.alloc()
         } else {
-            self.pool.alloc()
+            self.rx.pool.alloc()
         };
         let Some(mut buf) = buf else {
             return TxPlaced::NoBuffer;
@@ -993,9 +1004,9 @@ impl Link for AfPacketLink {
 
     fn recycle(&mut self, buf: PoolBuf) {
         if buf.capacity() == LARGE_BUF_SIZE {
-            self.large.free(buf);
+            self.rx.large.free(buf);
         } else {
-            self.pool.free(buf);
+            self.rx.pool.free(buf);
         }
     }
 
@@ -1007,7 +1018,8 @@ impl Link for AfPacketLink {
         let mut st = abi::TpacketStatsV3::default();
         let mut len = std::mem::size_of::<abi::TpacketStatsV3>() as libc::socklen_t;
         // SAFETY: `st` is a live tpacket_stats_v3 and `len` its size; the
-        // kernel writes at most `len` bytes.
+        // kernel writes at most `len` bytes (V2's tpacket_stats is its
+        // first two fields).
         let r = unsafe {
             libc::getsockopt(
                 self.fd.as_raw_fd(),
@@ -1021,22 +1033,24 @@ impl Link for AfPacketLink {
             self.kernel_drops
                 .set(self.kernel_drops.get() + u64::from(st.tp_drops));
         }
-        let gro = self.gro.as_ref().map(|g| g.stats()).unwrap_or_default();
+        let rx = &self.rx;
+        let gro = rx.gro.as_ref().map(|g| g.stats()).unwrap_or_default();
         LinkStats {
-            rx_frames: self.rx_frames,
-            rx_bytes: self.rx_bytes,
+            rx_frames: rx.frames,
+            rx_bytes: rx.bytes,
             tx_frames: self.tx_frames,
             tx_bytes: self.tx_bytes,
             rx_dropped: self.kernel_drops.get(),
             tx_dropped: self.tx_dropped,
-            pool_exhausted: self.pool.stats().exhausted,
-            rx_oversize: self.rx_oversize,
-            rx_copied: self.rx_frames,
-            ring_errors: self.rx_bad,
+            pool_exhausted: rx.pool.stats().exhausted,
+            rx_oversize: rx.oversize,
+            rx_copied: rx.frames,
+            ring_errors: rx.malformed,
             rx_csum_partial_form: 0,
-            rx_super_frames: self.rx_super_frames,
-            rx_super_cut: self.rx_super_cut,
-            rx_super_bad_checksum: self.rx_super_bad_checksum,
+            rx_super_frames: rx.super_frames,
+            rx_super_cut: rx.super_cut,
+            rx_queued_whole: rx.queued_whole,
+            rx_super_bad_checksum: rx.super_bad_checksum,
             rx_gro_aggregates: gro.aggregates,
             rx_gro_joined: gro.joined,
             tx_super_frames: self.tx_super_frames,
@@ -1216,16 +1230,22 @@ mod tests {
         if !is_root() {
             return;
         }
-        let cfg = RingConfig {
+        let blocks = RingConfig {
+            rx_ring: RxRingKind::V3,
             rx_block_size: 3000,
             ..RingConfig::default()
         };
-        let err = AfPacketLink::open("lo", PacketPool::new(2048, 4), &cfg)
-            .err()
-            .unwrap();
-        assert!(
-            err.kind() == io::ErrorKind::InvalidInput || err.kind() == io::ErrorKind::Unsupported
-        );
+        let slots = RingConfig {
+            rx_frame_size: Some(3000),
+            ..RingConfig::default()
+        };
+        let (na, _nb, _cleanup) = quiet_veth_pair("uvr");
+        for cfg in [blocks, slots] {
+            let err = AfPacketLink::open(&na, PacketPool::new(2048, 4), &cfg)
+                .err()
+                .unwrap();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        }
         assert!(AfPacketLink::open(
             "no-such-if0",
             PacketPool::new(2048, 4),
@@ -1658,7 +1678,9 @@ mod tests {
     /// frame after their `virtio_net_hdr`: the veth carries the
     /// super-frame whole to its peer, whose link (reading the kernel's
     /// marks) hands it over whole, or cut into checked segments without
-    /// large buffers.
+    /// large buffers. With either RX ring: a V2 slot holds 2 KiB, so
+    /// there the super-frame comes whole through the socket's queue
+    /// (`TP_STATUS_COPY`).
     #[test]
     fn tso_super_frames_cross_a_veth_whole_or_cut() {
         assert!(is_root(), "this AF_PACKET test needs root");
@@ -1695,8 +1717,15 @@ mod tests {
             }
         };
         let ours = |d: &[u8]| d.len() > 54 && d[12..14] == [0x08, 0x00] && d[34..36] == [15, 160];
-        for whole in [true, false] {
+        let cases = [
+            (RxRingKind::V2, true),
+            (RxRingKind::V2, false),
+            (RxRingKind::V3, true),
+            (RxRingKind::V3, false),
+        ];
+        for (kind, whole) in cases {
             let rx = RingConfig {
+                rx_ring: kind,
                 gro: whole,
                 large_buffers: if whole { 4 } else { 0 },
                 ..RingConfig::default()
@@ -1718,7 +1747,12 @@ mod tests {
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert_eq!(bytes, payload.len(), "whole {whole}: {:?}", b.stats());
+            assert_eq!(
+                bytes,
+                payload.len(),
+                "{kind:?} whole {whole}: {:?}",
+                b.stats()
+            );
             assert!(got.iter().all(|g| g.1), "the kernel's partial mark on each");
             if whole {
                 assert_eq!(got.len(), 1);
@@ -1734,8 +1768,15 @@ mod tests {
                 assert!(joined == payload);
             }
             assert_eq!(b.stats().rx_super_frames, 1);
+            assert_eq!(b.stats().rx_oversize + b.stats().ring_errors, 0);
+            let queued = b.stats().rx_queued_whole;
+            assert_eq!(
+                queued,
+                u64::from(kind == RxRingKind::V2),
+                "through the queue"
+            );
         }
-        assert_eq!(a.stats().tx_super_frames, 2);
+        assert_eq!(a.stats().tx_super_frames, 4);
         assert_eq!(a.stats().tx_dropped, 0);
     }
 }

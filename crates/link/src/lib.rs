@@ -34,7 +34,7 @@ pub mod tap;
 #[cfg(test)]
 mod test_net;
 
-pub use af_packet::{AfPacketLink, RingConfig};
+pub use af_packet::{AfPacketLink, RingConfig, RxRingKind};
 pub use af_xdp::{AfXdpLink, XdpBindChoice, XdpConfig, XdpFrame, XdpMode, XdpModeChoice};
 pub use arp_tap::ArpTap;
 pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
@@ -132,6 +132,9 @@ pub struct LinkStats {
     pub rx_super_cut: u64,
     /// Super-frames dropped because their whole TCP checksum failed.
     pub rx_super_bad_checksum: u64,
+    /// Frames longer than a ring slot, read whole from the socket's
+    /// receive queue (AF_PACKET's TPACKET_V2 ring, `TP_STATUS_COPY`).
+    pub rx_queued_whole: u64,
     /// Aggregates of two or more received TCP segments handed over
     /// (`gro.rs`).
     pub rx_gro_aggregates: u64,

@@ -292,6 +292,7 @@ impl Link for MemoryLink {
             rx_csum_partial_form: 0,
             rx_super_frames: 0,
             rx_super_cut: 0,
+            rx_queued_whole: 0,
             rx_super_bad_checksum: 0,
             rx_gro_aggregates: 0,
             rx_gro_joined: 0,

@@ -5,7 +5,7 @@ use std::fmt;
 
 use link::{
     AfPacketLink, FaultConfig, FaultLink, Link, PacketPool, PcapLink, PcapSeries, RingConfig,
-    ShmConfig, ShmLink, TapLink,
+    RxRingKind, ShmConfig, ShmLink, TapLink,
 };
 use std::net::IpAddr;
 
@@ -16,7 +16,8 @@ use stack::{
 };
 
 use crate::config::{
-    Config, CongestionControl, DpdkConfig, LinkSpec, PortConfig, SourcePrefix, Sysctls,
+    Config, CongestionControl, DpdkConfig, LinkSpec, PortConfig, RxRingSetting, SourcePrefix,
+    Sysctls,
 };
 use crate::engine::{Engine, EngineConfig};
 use crate::ports::PortLink;
@@ -221,7 +222,12 @@ pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
         (true, false) => d.large_buffers,
         (false, false) => 0,
     };
+    let rx_ring = match port.rx_ring {
+        RxRingSetting::V2 => RxRingKind::V2,
+        RxRingSetting::V3 => RxRingKind::V3,
+    };
     RingConfig {
+        rx_ring,
         gro: port.gro,
         large_buffers,
         tso,

@@ -53,6 +53,7 @@ pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
         ("rx_csum_partial_form", s.rx_csum_partial_form),
         ("rx_super_frames", s.rx_super_frames),
         ("rx_super_cut", s.rx_super_cut),
+        ("rx_queued_whole", s.rx_queued_whole),
         ("rx_super_bad_checksum", s.rx_super_bad_checksum),
         ("rx_gro_aggregates", s.rx_gro_aggregates),
         ("rx_gro_joined", s.rx_gro_joined),

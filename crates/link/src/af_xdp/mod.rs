@@ -908,6 +908,7 @@ impl Link for AfXdpLink {
             rx_csum_partial_form: self.partial_form.marked(),
             rx_super_frames: self.rx_super_frames,
             rx_super_cut: 0,
+            rx_queued_whole: 0,
             rx_super_bad_checksum: self.rx_super_bad_checksum,
             rx_gro_aggregates: 0,
             rx_gro_joined: 0,

@@ -940,6 +940,7 @@ impl Link for DpdkLink {
             rx_csum_partial_form: self.partial_form.marked(),
             rx_super_frames: 0,
             rx_super_cut: 0,
+            rx_queued_whole: 0,
             rx_super_bad_checksum: 0,
             rx_gro_aggregates: 0,
             rx_gro_joined: 0,

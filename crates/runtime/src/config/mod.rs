@@ -50,8 +50,8 @@ pub use sections::{
     PreloadMode, FAULT_DEFAULT_SEED,
 };
 pub use types::{
-    CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType, XdpBindSetting,
-    XdpModeSetting,
+    CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType, RxRingSetting,
+    XdpBindSetting, XdpModeSetting,
 };
 pub use vlan::VlanConfig;
 

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::addrs::{self, AddressKeys, SourcePrefix};
 use super::ini::{Entry, Section};
-use super::types::{LinkSpec, PoolSize, XdpBindSetting, XdpModeSetting};
+use super::types::{LinkSpec, PoolSize, RxRingSetting, XdpBindSetting, XdpModeSetting};
 use super::value::{self, MAX_CORES};
 use super::{ConfigError, Ctx};
 
@@ -73,6 +73,9 @@ pub struct PortConfig {
     /// of a flow aggregated per receive burst. Other links warn when it is
     /// set on, and receive as they do.
     pub gro: bool,
+    /// `rx_ring`: an `af_packet` port's RX ring, `v2` (default) or `v3`.
+    /// Other links warn when it is set.
+    pub rx_ring: RxRingSetting,
 }
 
 /// The smallest MTU (IPv4's minimum), and F-Stack's.
@@ -91,6 +94,7 @@ const KEYS: &[&str] = &[
     "xdp_mode",
     "xdp_bind",
     "gro",
+    "rx_ring",
 ];
 
 const IGNORED: &[(&str, &str)] = &[
@@ -125,8 +129,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         xdp_mode: XdpModeSetting::Auto,
         xdp_bind: XdpBindSetting::Auto,
         gro: true,
+        rx_ring: RxRingSetting::V2,
     };
     let mut gro: Option<&Entry> = None;
+    let mut rx_ring: Option<&Entry> = None;
     // Raw values with their entries, validated together below.
     let mut keys = AddressKeys::default();
     let mut mtu: Option<&Entry> = None;
@@ -155,6 +161,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
                 p.gro = cx.value(s, e, value::flag)?;
                 gro = Some(e);
             }
+            "rx_ring" => {
+                p.rx_ring = cx.value(s, e, RxRingSetting::parse)?;
+                rx_ring = Some(e);
+            }
             _ => cx.other_key(s, e, &all_keys(), IGNORED)?,
         }
     }
@@ -174,6 +184,12 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
                 "[{s}] gro: only an af_packet link receives large segments; this port's \
                  link hands the stack frames of its MTU"
             ),
+        );
+    }
+    if let (Some(e), false) = (rx_ring, matches!(p.link, LinkSpec::AfPacket(_))) {
+        cx.warn(
+            e.origin,
+            format!("[{s}] rx_ring: only an af_packet link has TPACKET rings; ignored here"),
         );
     }
     if let (Some(e), Some(m)) = (mtu, p.mtu) {

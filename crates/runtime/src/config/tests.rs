@@ -1267,3 +1267,21 @@ fn gro_acts_on_af_packet_and_is_warned_about_elsewhere() {
         "config.ini:4: [port0] gro: \"maybe\" must be 0 or 1"
     );
 }
+
+#[test]
+fn rx_ring_chooses_the_af_packet_ring_and_is_refused_or_warned_by_name() {
+    let port = |link: &str, r: &str| format!("[port0]\nlink={link}\naddr=10.99.1.2/24\n{r}");
+    let c = parse(&port("af_packet:e0", "")).unwrap();
+    assert_eq!(c.ports[0].rx_ring, RxRingSetting::V2, "v2 by default");
+    let c = parse(&port("af_packet:e0", "rx_ring=v3\n")).unwrap();
+    assert_eq!(c.ports[0].rx_ring, RxRingSetting::V3);
+    assert!(c.warnings.is_empty());
+    assert_eq!(
+        err(&port("af_packet:e0", "rx_ring=v1\n")),
+        "config.ini:4: [port0] rx_ring: \"v1\" is not v2 or v3"
+    );
+    assert_eq!(
+        warnings(&port("tap:t0", "rx_ring=v2\n")),
+        ["config.ini:4: [port0] rx_ring: only an af_packet link has TPACKET rings; ignored here"]
+    );
+}

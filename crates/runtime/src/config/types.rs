@@ -158,6 +158,28 @@ impl XdpModeSetting {
     }
 }
 
+/// The RX ring of an `af_packet` port (`[portN] rx_ring=`, ustack's own
+/// key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxRingSetting {
+    /// `v2` (default): TPACKET_V2 frame slots, each frame seen as soon as
+    /// the kernel wrote it.
+    #[default]
+    V2,
+    /// `v3`: TPACKET_V3 blocks, seen when full or after 1 ms.
+    V3,
+}
+
+impl RxRingSetting {
+    pub(crate) fn parse(v: &str) -> Result<RxRingSetting, String> {
+        match v {
+            "v2" => Ok(RxRingSetting::V2),
+            "v3" => Ok(RxRingSetting::V3),
+            _ => Err("is not v2 or v3".to_string()),
+        }
+    }
+}
+
 /// How an AF_XDP port's socket binds (`[portN] xdp_bind=`, ustack's own
 /// key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
