@@ -463,6 +463,17 @@ pub const SPECS: &[Spec] = &[
         higher_better: false,
         family: Family::V4,
     },
+    Spec {
+        name: "instr_per_pingpong",
+        kind: Kind::CInstructions,
+        way: Way::FfKqueue,
+        workload: "pingpong:100",
+        unit: "instructions",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: false,
+        family: Family::V4,
+    },
 ];
 
 #[cfg(test)]
