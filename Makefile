@@ -133,7 +133,8 @@ soak: build c-examples
 # built by bench-c against an installed copy of the library (pkg-config), as a
 # user builds: pingpong (Linux sockets: the kernel's side, and the program
 # `ustack run` launches), pingpong_capi (ustack.h) and pingpong_ff (ff_api.h
-# with kqueue).  The chart is
+# with kqueue).  The rust_async rows run ustack-bench's own server and client
+# written on the async Rust API (crates/bench/src/rust_async.rs).  The chart is
 # bench/results/latest.svg.
 BENCH_ARGS ?=
 bench:

@@ -21,12 +21,13 @@
 //! numbers of one socket (dup) have knotes of their own, and closing a
 //! number drops its knotes (knote_fdclose) while the socket lives on.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::RawFd;
 
 use crate::consts::*;
 use crate::errno::{Errno, Result};
 use crate::events::WAKE_ALL;
+use crate::int_map::IntMap;
 use crate::socket::Status;
 use crate::worker::{Object, Worker};
 
@@ -100,11 +101,14 @@ fn filter(filter: i16, st: &Status) -> (bool, i64, u16, u32) {
 
 #[derive(Debug, Default)]
 pub(crate) struct Kqueue {
-    notes: HashMap<(RawFd, i16), Knote>,
+    /// Keyed by numbers the process chose (fd, filter): hashed by a
+    /// multiply, not SipHash (`int_map`); looked up several times per
+    /// request (each wakeup, each knote kevent reports).
+    notes: IntMap<(RawFd, i16), Knote>,
     queue: VecDeque<(RawFd, i16)>,
     /// The idents of knotes whose ident is not their socket's key (a
     /// dup), by socket; most sockets have none.
-    others: HashMap<RawFd, Vec<RawFd>>,
+    others: IntMap<RawFd, Vec<RawFd>>,
 }
 
 impl Kqueue {

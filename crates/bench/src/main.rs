@@ -4,8 +4,8 @@
 //! ustack-bench run [--runs N] [--max-batches B] [--mem-runs N] [--warmup-ms MS]
 //!                  [--window-ms MS] [--out DIR] [--only NAME|WAY|NAME@WAY,...]
 //!                  [--callgrind-count N] [--callgrind-window-ms MS] [--nginx-seconds S]
-//! ustack-bench server --stack ustack|linux --port P [--link FILE] [--cpu N] [--family 4|6]
-//! ustack-bench client --stack ustack|linux --port P --workload W [--link FILE] [--family 4|6]
+//! ustack-bench server --stack ustack|rust_async|linux --port P [--link FILE] [--cpu N] [--family 4|6]
+//! ustack-bench client --stack ustack|rust_async|linux --port P --workload W [--link FILE] [--family 4|6]
 //!                     [--cpu N] [--warmup-ms MS --window-ms MS | --count N | --settle-ms MS]
 //! ustack-bench pair --workload W --count N [--step-us US] [--family 4|6]
 //! ```
@@ -33,6 +33,7 @@ mod nginx;
 mod proc;
 mod report;
 mod run;
+mod rust_async;
 mod servers;
 mod specs;
 mod stats;

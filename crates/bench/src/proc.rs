@@ -20,6 +20,7 @@ use crate::kernel::{self, KernelNet};
 use crate::logic::{Budget, Client, Measure, Server, Workload};
 use crate::mem;
 use crate::net::Family;
+use crate::rust_async;
 use crate::us::{self, UsNet};
 
 /// Which stack a process runs on.
@@ -27,6 +28,8 @@ use crate::us::{self, UsNet};
 pub enum Which {
     Ustack,
     Linux,
+    /// ustack through the async Rust API (`rust_async.rs`).
+    RustAsync,
 }
 
 impl std::str::FromStr for Which {
@@ -35,7 +38,8 @@ impl std::str::FromStr for Which {
         match s {
             "ustack" | "us" => Ok(Which::Ustack),
             "linux" | "kernel" => Ok(Which::Linux),
-            _ => Err(format!("unknown stack {s:?} (ustack or linux)")),
+            "rust_async" => Ok(Which::RustAsync),
+            _ => Err(format!("unknown stack {s:?} (ustack, rust_async or linux)")),
         }
     }
 }
@@ -90,7 +94,7 @@ impl Control {
     }
 }
 
-fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     let mut out = io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
@@ -104,7 +108,7 @@ fn pin(cpu: Option<usize>) -> Result<(), String> {
     Ok(())
 }
 
-fn result_line(m: &Measure) -> String {
+pub(crate) fn result_line(m: &Measure) -> String {
     format!(
         "result units={} elapsed_us={} errors={}",
         m.units,
@@ -149,6 +153,7 @@ pub fn server(a: &ProcArgs) -> Result<(), String> {
     pin(a.cpu)?;
     let ctl = Control::spawn();
     match a.which {
+        Which::RustAsync => rust_async::server(a, Arc::clone(&ctl.stop))?,
         Which::Ustack => {
             let seed = link::os::random_seed().map_err(|e| e.to_string())?;
             let mut engine = us::server_engine(&a.link, seed, us::TIMER_TICK, a.family)
@@ -210,6 +215,7 @@ pub fn client(a: &ProcArgs) -> Result<(), String> {
     let ctl = Control::spawn();
     let idle = matches!(a.workload, Workload::IdleConns { .. });
     match a.which {
+        Which::RustAsync => rust_async::client(a, Arc::clone(&ctl.stop))?,
         Which::Ustack => {
             let seed = link::os::random_seed().map_err(|e| e.to_string())?;
             let mut engine = us::client_engine(&a.link, seed, us::TIMER_TICK, a.family)

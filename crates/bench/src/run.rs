@@ -36,7 +36,7 @@ use crate::net::Family;
 use crate::nginx::{self, NginxBench, RunFigures};
 use crate::report::{fmt_value, load_average, render_json, render_table, when_utc, Row, RunFacts};
 use crate::servers::{self, ServerBench, ServerFigures};
-use crate::specs::{Kind, Spec, SPECS};
+use crate::specs::{Kind, Spec, Way, SPECS};
 use crate::stats::{self, Batch};
 use crate::stream::{self, StreamBench, StreamFigures};
 use crate::Flags;
@@ -905,6 +905,12 @@ pub fn main(f: &Flags) -> Result<(), String> {
         eprintln!("ustack-bench: {} ({}) ...", spec.name, spec.way.name());
         match spec.kind {
             Kind::Rate => {
+                // The ustack side's program: the core's, or the async one.
+                let us_side = if spec.way == Way::RustAsync {
+                    "rust_async"
+                } else {
+                    "ustack"
+                };
                 rows[i].batches = stats::batches(runs, max_batches, spec.higher_better, |r| {
                     let mut one = |which: &str| {
                         let got = ctx.rate_run(which, spec);
@@ -913,7 +919,7 @@ pub fn main(f: &Flags) -> Result<(), String> {
                         }
                         Some(got)
                     };
-                    let u = one("ustack");
+                    let u = one(us_side);
                     (u, one("linux"))
                 });
             }

@@ -48,6 +48,10 @@ pub enum Way {
     /// F-Stack's `ff_*` layer with kqueue: `ff_kevent` inside `ff_run`'s
     /// loop (the kernel's side: the same program on epoll).
     FfKqueue,
+    /// The async Rust API (`crates/rt` over the socket layer): a task per
+    /// connection inside the engine's loop (`rust_async.rs`); the kernel's
+    /// side is the core rows' program on epoll.
+    RustAsync,
 }
 
 impl Way {
@@ -58,6 +62,7 @@ impl Way {
             Way::Preload => "preload",
             Way::CapiEpoll => "capi_epoll",
             Way::FfKqueue => "ff_kqueue",
+            Way::RustAsync => "rust_async",
         }
     }
 }
@@ -226,6 +231,61 @@ pub const SPECS: &[Spec] = &[
         goal: Goal::None,
         higher_better: true,
         family: Family::V4,
+    },
+    Spec {
+        name: "tcp_pingpong_64b_100conn",
+        kind: Kind::Rate,
+        way: Way::RustAsync,
+        workload: "pingpong:100",
+        unit: "round trips/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "tcp_pingpong_64b_100conn_ipv6",
+        kind: Kind::Rate,
+        way: Way::RustAsync,
+        workload: "pingpong:100",
+        unit: "round trips/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V6,
+    },
+    Spec {
+        name: "tcp_short_conn",
+        kind: Kind::Rate,
+        way: Way::RustAsync,
+        workload: "short:64",
+        unit: "connections/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "udp_reqresp_64b",
+        kind: Kind::Rate,
+        way: Way::RustAsync,
+        workload: "udp:100",
+        unit: "round trips/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V4,
+    },
+    Spec {
+        name: "udp_reqresp_64b_ipv6",
+        kind: Kind::Rate,
+        way: Way::RustAsync,
+        workload: "udp:100",
+        unit: "requests/s",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: true,
+        family: Family::V6,
     },
     Spec {
         name: "tcp_stream_1conn",
@@ -403,4 +463,45 @@ pub const SPECS: &[Spec] = &[
         higher_better: false,
         family: Family::V4,
     },
+    Spec {
+        name: "instr_per_pingpong",
+        kind: Kind::CInstructions,
+        way: Way::FfKqueue,
+        workload: "pingpong:100",
+        unit: "instructions",
+        scale: 1.0,
+        goal: Goal::None,
+        higher_better: false,
+        family: Family::V4,
+    },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rate workload of the core rows among the async way's
+    /// (ping-pong at 100 connections, short connections, UDP, both
+    /// families where the core has them) has its `rust_async` row.
+    #[test]
+    fn the_async_way_runs_the_core_rows_it_can() {
+        let has = |name: &str, way: Way| SPECS.iter().any(|s| s.name == name && s.way == way);
+        for core in SPECS
+            .iter()
+            .filter(|s| s.way == Way::Core && s.kind == Kind::Rate)
+        {
+            let async_client = matches!(core.workload, "pingpong:100" | "udp:100" | "short:64");
+            assert_eq!(
+                has(core.name, Way::RustAsync),
+                async_client,
+                "{} ({})",
+                core.name,
+                core.workload
+            );
+        }
+        assert!(SPECS
+            .iter()
+            .filter(|s| s.way == Way::RustAsync)
+            .all(|s| s.kind == Kind::Rate));
+    }
+}

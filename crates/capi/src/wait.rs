@@ -5,7 +5,7 @@
 use std::os::raw::{c_int, c_ulong, c_void};
 use std::time::Duration;
 
-use api::Errno;
+use api::{Errno, KEvent};
 use libc::{pollfd, timespec, timeval};
 
 use crate::events::{self, CKevent};
@@ -231,16 +231,17 @@ pub unsafe extern "C" fn ff_kevent_do_each(
         // SAFETY: passed on from the caller.
         return unsafe { events::kevent(kq, changes, nchanges, eventlist.cast(), nevents, t) };
     };
-    // SAFETY: passed on from the caller.
-    let r = unsafe { events::kevent_collect(kq, changes, nchanges, nevents, t) }.map(|out| {
+    let each = |out: &[KEvent]| {
         let mut cursor = eventlist;
-        for k in &out {
+        for k in out {
             let mut ev = CKevent::from(k);
-            // SAFETY: the application's callback with its own cursor and
-            // an event that lives through the call.
+            // SAFETY: the application's callback with its own cursor and an
+            // event that lives through the call.
             unsafe { f(&mut cursor, &mut ev) };
         }
         out.len() as c_int
-    });
+    };
+    // SAFETY: passed on from the caller.
+    let r = unsafe { events::kevent_collect(kq, changes, nchanges, nevents, t, each) };
     ret_int(r)
 }
