@@ -1452,6 +1452,12 @@ impl Stack {
             .fold((0, 0), |(bytes, n), m| (bytes + m, n + 1))
     }
 
+    /// Entries in the TCP timer wheel (stale ones included) and the bytes
+    /// its slots hold room for.
+    pub fn tcp_timer_wheel(&self) -> (usize, usize) {
+        (self.tcp.wheel.len(), self.tcp.wheel.capacity_bytes())
+    }
+
     /// Idle ring storage the stack keeps for reuse.
     pub fn tcp_buffer_cache_bytes(&self) -> usize {
         self.tcp.buffers.held_bytes()
