@@ -90,7 +90,7 @@ def _(ctx):
     rnd = random.Random(23)
     csv = open(os.path.join(ctx.workdir, "soak.csv"), "w")
     csv.write("seconds,http_rss_kib,http_tcp_kib,http_tcp_connections,echo_rss_kib,echo_tcp_kib,"
-              "http_passive_opens,echo_rx_frames,requests\n")
+              "http_passive_opens,echo_rx_frames,requests,http_timer_entries,http_timer_kib\n")
     rss_web, rss_echo = [], []
     totals = {"requests": 0, "udp_sent": 0, "udp_answered": 0, "echoes": 0}
     start = time.monotonic()
@@ -112,10 +112,12 @@ def _(ctx):
         elapsed = time.monotonic() - start
         csv.write(f"{elapsed:.0f},{rw},{ws.get('tcp_memory_bytes', 0) // 1024},{ws.get('tcp_connections', 0)},"
                   f"{re_},{es.get('tcp_memory_bytes', 0) // 1024},{ws.get('tcp_passive_opens', 0)},"
-                  f"{es.get('rx_frames', 0)},{totals['requests']}\n")
+                  f"{es.get('rx_frames', 0)},{totals['requests']},{ws.get('tcp_timer_entries', 0)},"
+                  f"{ws.get('tcp_timer_bytes', 0) // 1024}\n")
         csv.flush()
         print(f"    {elapsed:5.0f} s: ustack-http RSS {rw} KiB, TCP {ws.get('tcp_memory_bytes', 0) // 1024} KiB in "
-              f"{ws.get('tcp_connections', 0)} connections, {ws.get('tcp_passive_opens', 0)} accepted; "
+              f"{ws.get('tcp_connections', 0)} connections, {ws.get('tcp_passive_opens', 0)} accepted, timer wheel "
+              f"{ws.get('tcp_timer_entries', 0)} entries in {ws.get('tcp_timer_bytes', 0) // 1024} KiB; "
               f"ustack-echo RSS {re_} KiB", flush=True)
         if elapsed >= WARM_UP_SECONDS:
             # Less what the TCP connections hold: the connection-per-request

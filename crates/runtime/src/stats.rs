@@ -84,6 +84,9 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
         "tcp_memory_per_connection".to_string(),
         tcp_bytes.checked_div(tcp_conns).unwrap_or(0) as u64,
     ));
+    let (timer_entries, timer_bytes) = engine.stack.tcp_timer_wheel();
+    out.push(("tcp_timer_entries".to_string(), timer_entries as u64));
+    out.push(("tcp_timer_bytes".to_string(), timer_bytes as u64));
     let e = engine.counters();
     for (name, v) in [
         ("engine_loops", e.loops),

@@ -16,6 +16,8 @@ const GAUGES: &[&str] = &[
     "tcp_connections",
     "tcp_memory_bytes",
     "tcp_memory_per_connection",
+    "tcp_timer_entries",
+    "tcp_timer_bytes",
 ];
 
 /// One engine's counters and who it is.

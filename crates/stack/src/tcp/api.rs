@@ -670,11 +670,22 @@ impl Stack {
     pub(crate) fn tcp_poll(&mut self, now: Instant, sink: &mut dyn FrameSink) {
         self.tcp_trim(now);
         let mut fired = core::mem::take(&mut self.tcp.fired);
-        self.tcp.wheel.advance(now, |index, _| fired.push(index));
-        for &index in &fired {
+        self.tcp
+            .wheel
+            .advance(now, |index, deadline| fired.push((index, deadline)));
+        for &(index, deadline) in &fired {
             let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
                 continue;
             };
+            // Only the entry the connection last asked for is its own: an
+            // entry it superseded by an earlier one, or one of an earlier
+            // connection in the same slot of the table, goes.  Taken as
+            // its own, each would arm the connection again and live on
+            // as a new entry, and with the table's slots reused under
+            // churn the wheel would grow by every connection ever made.
+            if conn.wheel_at != deadline.total_micros() {
+                continue;
+            }
             // The entry is gone: the next settling must find the earliest
             // deadline afresh, set since or not.
             conn.wheel_at = u64::MAX;
@@ -1483,6 +1494,12 @@ impl Stack {
                 _ => None,
             })
             .fold((0, 0), |(bytes, n), m| (bytes + m, n + 1))
+    }
+
+    /// Entries in the TCP timer wheel (stale ones included) and the bytes
+    /// its slots hold room for.
+    pub fn tcp_timer_wheel(&self) -> (usize, usize) {
+        (self.tcp.wheel.len(), self.tcp.wheel.capacity_bytes())
     }
 
     /// Idle ring storage the stack keeps for reuse.

@@ -3,7 +3,11 @@
 //! The wheel holds one entry per connection, at or before the connection's
 //! earliest deadline (`TcpConnection::wheel_at`).  A deadline that is
 //! cleared or moved later leaves that entry early, which is harmless: the
-//! wheel fires, finds nothing due, and the entry moves on.  Only a deadline
+//! wheel fires, finds nothing due, and the entry moves on.  An entry that
+//! is not `wheel_at` (superseded by an earlier one, or left by a connection
+//! that had the same slot of the table before) is dropped when it fires,
+//! so the wheel holds at most the entries scheduled in the last 2 MSL or
+//! so, however many connections came and went.  Only a deadline
 //! set earlier than the entry needs the wheel told, so each setter keeps
 //! the earliest deadline set since the wheel last heard
 //! ([`Timers::take_armed`]): after an ordinary event, one compare of it

@@ -32,8 +32,9 @@ pub(crate) struct TcpShared {
     pub buffers: BufferCache,
     /// Keys the timestamp offset of each four-tuple (RFC 7323 7.1).
     pub ts_secret: KeyedState,
-    /// Connections whose timers fired, reused between polls.
-    pub fired: Vec<u32>,
+    /// Connections whose wheel entries fired, with the entries'
+    /// deadlines; reused between polls.
+    pub fired: Vec<(u32, Instant)>,
     /// Received frames lent to the connections' receive buffers.
     pub lend: FrameLending,
     /// When the next trim scan may run.

@@ -228,6 +228,13 @@ impl TimerWheel {
         self.len == 0
     }
 
+    /// Bytes the slots hold room for (their capacity, used or not).
+    pub fn capacity_bytes(&self) -> usize {
+        self.slots.iter().map(Vec::capacity).sum::<usize>() * mem::size_of::<Entry>()
+            + self.slots.capacity() * mem::size_of::<Vec<Entry>>()
+            + self.pending.capacity() * mem::size_of::<Entry>()
+    }
+
     /// The time of the last advance (or the start).
     pub fn now(&self) -> Instant {
         self.now
