@@ -116,6 +116,9 @@ pub(crate) struct Socket {
     /// accept), as the stack has it.
     pub bound: Option<SocketAddr>,
     pub nonblock: bool,
+    /// The file status flags F_SETFL keeps besides O_NONBLOCK, as Linux's
+    /// (O_APPEND, O_NOATIME): shown by F_GETFL, no effect on a socket.
+    pub status_flags: i32,
     pub opts: Options,
     pub shut_rd: bool,
     pub shut_wr: bool,
@@ -139,6 +142,7 @@ impl Socket {
             state: State::Fresh,
             bound: None,
             nonblock,
+            status_flags: 0,
             opts: Options::default(),
             shut_rd: false,
             shut_wr: false,
