@@ -96,7 +96,9 @@ impl Worker {
         flags: i32,
     ) -> Result<RecvMsg> {
         let sock = self.socket(fd)?;
-        if flags & MSG_OOB != 0 {
+        // UDP has no urgent data: Linux's udp_recvmsg does not look at
+        // MSG_OOB and reads as without it.
+        if flags & MSG_OOB != 0 && sock.stream {
             return self.recv_urgent(fd, bufs, flags);
         }
         if sock.stream {
@@ -107,8 +109,13 @@ impl Worker {
     }
 
     fn tcp_recv(&mut self, fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<RecvMsg> {
-        let h = match self.socket(fd)?.state {
+        let sock = self.socket(fd)?;
+        let h = match sock.state {
             State::Tcp { h, .. } => h,
+            // Linux's tcp_recvmsg looks at RCV_SHUTDOWN before the closed
+            // state: a socket that was never connected, shut for reading
+            // (shutdown said ENOTCONN, and kept the flag), reads 0.
+            State::Fresh | State::Bound(_) if sock.shut_rd => return Ok(RecvMsg::default()),
             _ => return Err(Errno::ENOTCONN),
         };
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -124,7 +131,9 @@ impl Worker {
                     // EAGAIN), without taking the data.
                     let stack = d.stack_mut();
                     let state = stack.tcp_state(h)?;
-                    result = match stack.tcp_peek_error(h)? {
+                    // The error is reported once, peeking or not
+                    // (Linux's sock_error clears it either way).
+                    result = match stack.tcp_take_error(h)? {
                         Some(e) => Err(Errno::from(e)),
                         None if sock.shut_rd
                             || matches!(
@@ -220,7 +229,14 @@ impl Worker {
                     }
                     break Ok(r);
                 }
-                Err(SocketError::WouldBlock) if sock.shut_rd => break Err(None),
+                // Shut for reading and empty: a call that would wait
+                // returns 0 (end of file); one that would not is EAGAIN,
+                // as Linux's __skb_recv_udp.
+                Err(SocketError::WouldBlock)
+                    if sock.shut_rd && !sock.nonblock && flags & MSG_DONTWAIT == 0 =>
+                {
+                    break Err(None)
+                }
                 Err(e) => break Err(Some(Errno::from(e))),
             }
         };
@@ -401,13 +417,20 @@ impl Worker {
             State::Udp { peer, .. } => peer,
             _ => None,
         };
+        let dst = match (msg.addr, peer) {
+            (Some(a), _) => family::remote_addr(sock.domain, sock.opts.v6only, Use::UdpSend, a)?,
+            (None, Some(p)) => p,
+            // Linux's inet_sendmsg gives the socket a port before this
+            // is found; ustack binds at the first datagram that goes out,
+            // on the engine that reaches its destination (a socket is
+            // never pinned to an engine by a send that failed).
+            (None, None) => return Err(Errno::EDESTADDRREQ),
+        };
+        // The address is checked first; a shut socket fails when the
+        // datagram is made (sock_alloc_send_skb).
         if sock.shut_wr {
             return Err(Errno::EPIPE);
         }
-        let dst = match msg.addr {
-            Some(a) => family::remote_addr(sock.domain, sock.opts.v6only, Use::UdpSend, a)?,
-            None => peer.ok_or(Errno::EDESTADDRREQ)?,
-        };
         if matches!(dst, SocketAddr::V4(a) if a.ip().is_broadcast()) && !sock.opts.broadcast {
             return Err(Errno(libc::EACCES));
         }

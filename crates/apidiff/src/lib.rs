@@ -25,13 +25,29 @@
 //!   sequence fills and read back without their value (Linux doubles what
 //!   it is given; the defaults differ); at most 64 calls of at most 255
 //!   bytes never fill a default buffer on either side, so no send is cut
-//!   short by a size.  TCP_MAXSEG is read back without its value (loopback's
-//!   MTU is 64 KiB, the memory link's 1500).
+//!   short by a size.
 //! - **Topology**: the kernel's client and server are one host (127.0.0.1),
 //!   ustack's two (a host does not talk to itself).  A connect or a sendto
 //!   to the server's address from a socket already on the server's side
 //!   (bound, listening, accepted), and a sendto to the last peer seen from
 //!   one on the client's side, are not made on either side; the trace says so.
+//! - **Not in ustack yet** (each a gap, not a choice; the runner steers
+//!   clear so the rest can be compared): TCP_MAXSEG is not asked for
+//!   (ustack answers ENOPROTOOPT); a datagram socket connected to a port
+//!   no datagram socket of the sequence is bound to sends nothing (Linux's
+//!   ICMP port unreachable reaches a connected UDP socket as ECONNREFUSED;
+//!   ustack's UDP sockets get no ICMP errors); bind on a stream socket
+//!   after a connect, and getsockname after a refusal, are not made
+//!   (Linux frees a failed connection's port at once, so bind works again
+//!   and getsockname shows the old port on 0.0.0.0; ustack keeps it until
+//!   connect reports the failure).
+//! - **A UDP port at the first datagram**: Linux gives a UDP socket a
+//!   port before it looks at a send, so even a failed one (no
+//!   destination, MSG_OOB) leaves it bound; ustack binds at the first
+//!   datagram that goes out, on the engine that reaches the destination
+//!   (a failed send must not pin a socket to one engine of several).  So
+//!   bind and getsockname on such a socket are not made until a send
+//!   succeeds.
 //! - **Blocking**: every socket is non-blocking (SOCK_NONBLOCK, accept4
 //!   with it, F_SETFL keeping O_NONBLOCK): a blocking call with nothing
 //!   to come waits for ever on both.  epoll_wait waits 0 or 1 ms.

@@ -39,9 +39,148 @@ fn with(mut a: Vec<Op>, b: &[Op]) -> Vec<Op> {
     a
 }
 
-/// (name, calls) of every seed.
+// Indices into `run.rs`'s tables, for the seeds below.
+const IP_TTL: u8 = 19;
+const SO_ERROR: u8 = 7;
+const LEN_2: u8 = 4;
+const RECV_OOB: u8 = 3;
+const RECV_OOB_PEEK: u8 = 7;
+const RECV_PEEK: u8 = 1;
+const SEND_NOSIGNAL: u8 = 2;
+const F_SETFL_APPEND: u8 = 2;
+const F_GETFL: u8 = 0;
+
+/// (name, calls) of every seed.  `seed_fix_*` are the differences the
+/// fuzzer found that were fixed in ustack, each the shortest sequence
+/// that showed it.
 pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
     vec![
+        (
+            "seed_fix_ip_option_into_a_short_buffer",
+            vec![
+                DGRAM,
+                GetOpt {
+                    s: 0,
+                    opt: IP_TTL,
+                    len: LEN_2,
+                },
+            ],
+        ),
+        (
+            "seed_fix_udp_recv_oob",
+            vec![
+                DGRAM,
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 0,
+                },
+                DGRAM,
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: RECV_OOB,
+                },
+                SendTo {
+                    s: 1,
+                    len: 20,
+                    to: 0,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: RECV_OOB_PEEK,
+                },
+                Recv {
+                    s: 0,
+                    len: 30,
+                    flags: RECV_OOB,
+                },
+            ],
+        ),
+        (
+            "seed_fix_udp_shut_for_reading_nonblocking",
+            vec![
+                DGRAM,
+                Shutdown { s: 0, how: 0 },
+                Connect { s: 0, port: 0 },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+            ],
+        ),
+        (
+            "seed_fix_udp_send_without_destination",
+            vec![
+                DGRAM,
+                Shutdown { s: 0, how: 1 },
+                Send {
+                    s: 0,
+                    len: 5,
+                    flags: 0,
+                },
+                SendTo {
+                    s: 0,
+                    len: 5,
+                    to: 0,
+                },
+            ],
+        ),
+        (
+            "seed_fix_tcp_shut_before_connecting",
+            vec![
+                STREAM,
+                Shutdown { s: 0, how: 2 },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+                Send {
+                    s: 0,
+                    len: 5,
+                    flags: SEND_NOSIGNAL,
+                },
+                STREAM,
+                Shutdown { s: 1, how: 1 },
+                Recv {
+                    s: 1,
+                    len: 10,
+                    flags: 0,
+                },
+            ],
+        ),
+        (
+            "seed_fix_peek_takes_the_error",
+            vec![
+                STREAM,
+                Connect { s: 0, port: 2 },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: RECV_PEEK,
+                },
+                Poll { s: 0, events: 3 },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+            ],
+        ),
+        (
+            "seed_fix_fcntl_status_flags",
+            vec![
+                STREAM,
+                Fcntl {
+                    s: 0,
+                    cmd: F_SETFL_APPEND,
+                },
+                Fcntl { s: 0, cmd: F_GETFL },
+            ],
+        ),
         (
             "seed_tcp_exchange",
             with(
@@ -281,12 +420,12 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 },
                 SetOpt {
                     s: 0,
-                    opt: 16,
+                    opt: 15,
                     val: 9,
                 },
                 GetOpt {
                     s: 0,
-                    opt: 16,
+                    opt: 15,
                     len: 0,
                 },
                 GetOpt {
@@ -321,22 +460,22 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 },
                 SetOpt {
                     s: 0,
-                    opt: 20,
+                    opt: 19,
                     val: 4,
                 },
                 GetOpt {
                     s: 0,
-                    opt: 20,
+                    opt: 19,
                     len: 0,
                 },
                 SetOpt {
                     s: 0,
-                    opt: 21,
+                    opt: 20,
                     val: 5,
                 },
                 GetOpt {
                     s: 0,
-                    opt: 21,
+                    opt: 20,
                     len: 0,
                 },
                 SetOpt {
