@@ -40,7 +40,11 @@
 //!   after a connect, and getsockname after a refusal, are not made
 //!   (Linux frees a failed connection's port at once, so bind works again
 //!   and getsockname shows the old port on 0.0.0.0; ustack keeps it until
-//!   connect reports the failure).
+//!   connect reports the failure); a stream socket does not bind a port a
+//!   connection was accepted on (Linux's accepted connections hold their
+//!   listener's port, even closed until TIME-WAIT ends, so such a bind is
+//!   EADDRINUSE without SO_REUSEADDR; ustack's bind looks only at sockets
+//!   bound by bind()).
 //! - **A UDP port at the first datagram**: Linux gives a UDP socket a
 //!   port before it looks at a send, so even a failed one (no
 //!   destination, MSG_OOB) leaves it bound; ustack binds at the first

@@ -172,11 +172,21 @@ const FAILED_CONNECT: &str = "ustack keeps a failed connection's port until conn
 const FAILED_SEND: &str =
     "a failed first send: Linux gave it a port, ustack gives one at the first datagram";
 
+/// Why a stream socket does not bind a port a connection was accepted
+/// on: on Linux the accepted connections hold the listener's port (also
+/// after their close, until TIME-WAIT ends), so without SO_REUSEADDR such
+/// a bind is EADDRINUSE; ustack's bind looks only at sockets bound by
+/// bind().  A gap, open.
+const PORT_OF_CONNECTIONS: &str = "accepted connections hold it on Linux, not in ustack";
+
 pub struct Runner<'a> {
     sys: &'a mut dyn Sys,
     socks: [Slot; SOCKETS as usize],
     eps: [i32; EPOLLS as usize],
     last_peer: Option<SocketAddr>,
+    /// The sequence's ports a connection was accepted on (see
+    /// [`PORT_OF_CONNECTIONS`]).
+    accepted_on: [bool; PORTS as usize],
     /// Bytes sent so far: the next send's bytes continue the pattern.
     sent: u32,
     slow: bool,
@@ -249,6 +259,7 @@ impl<'a> Runner<'a> {
             socks: [EMPTY; SOCKETS as usize],
             eps: [-1; EPOLLS as usize],
             last_peer: None,
+            accepted_on: [false; PORTS as usize],
             sent: 0,
             slow,
         }
@@ -345,6 +356,10 @@ impl<'a> Runner<'a> {
                 if self.socks[usize::from(s)].failed_send {
                     return format!("bind s{s}: not made ({FAILED_SEND})");
                 }
+                let stream = self.fd(s) >= 0 && !self.socks[usize::from(s)].dgram;
+                if stream && port < PORTS && self.accepted_on[usize::from(port)] {
+                    return format!("bind s{s} P{port}: not made ({PORT_OF_CONNECTIONS})");
+                }
                 let ip = if any {
                     std::net::Ipv4Addr::UNSPECIFIED
                 } else {
@@ -394,8 +409,12 @@ impl<'a> Runner<'a> {
             }
             Op::Accept { s, cloexec } => {
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
+                let listener_port = self.socks[usize::from(s)].port;
                 let r = self.sys.accept4(self.fd(s), flags).map(|(fd, a)| {
                     self.last_peer = Some(a);
+                    if let Some(p) = listener_port {
+                        self.accepted_on[usize::from(p)] = true;
+                    }
                     let h = self.place(
                         fd,
                         Slot {

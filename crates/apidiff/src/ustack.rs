@@ -17,6 +17,10 @@ const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 1);
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 2);
 const PORT_FIRST: u16 = 7100;
 const LINUX_KEEPCNT: u32 = 9;
+/// Each link end's buffers: a sequence has at most 64 calls of a few
+/// frames each in flight; a pool made for every sequence is most of its
+/// cost, so no larger than that needs.
+const POOL_BUFFERS: usize = 256;
 /// Steps in a row that found nothing to do before the network is taken
 /// as quiet (one engine's answer is the other's next step's work).
 const QUIET_STEPS: u32 = 2;
@@ -71,7 +75,7 @@ impl Ustack {
     /// address live on) and a client engine to the calling thread.
     pub fn begin() -> Ustack {
         crate::kernel::ignore_sigpipe();
-        let (mut a, mut b) = MemoryLink::pair(1500, 4096);
+        let (mut a, mut b) = MemoryLink::pair(1500, POOL_BUFFERS);
         a.set_mac([2, 0, 0, 0, 5, 1]);
         b.set_mac([2, 0, 0, 0, 5, 2]);
         let cfg = EngineConfig {
