@@ -122,33 +122,20 @@ impl Worker {
         let (sock, d) = parts(self, fd)?;
         let mut total = 0usize;
         let mut result = Ok(());
-        if flags & MSG_PEEK != 0 {
-            let want = total_len(bufs);
+        let want = total_len(bufs);
+        if want == 0 {
+            // Linux's tcp_recvmsg looks once even for no bytes: with
+            // nothing queued, what a read would say.
+            if d.stack_mut().tcp_recv_queued(h).unwrap_or(0) == 0 {
+                result = nothing_queued(d.stack_mut(), h, sock.shut_rd);
+            }
+        } else if flags & MSG_PEEK != 0 {
             scratch.resize(want, 0);
             match d.stack_mut().tcp_peek(h, &mut scratch) {
-                Ok(0) if want > 0 => {
-                    // Nothing queued: what a read would say (EOF, error,
-                    // EAGAIN), without taking the data.
-                    let stack = d.stack_mut();
-                    let state = stack.tcp_state(h)?;
-                    // The error is reported once, peeking or not
-                    // (Linux's sock_error clears it either way).
-                    result = match stack.tcp_take_error(h)? {
-                        Some(e) => Err(Errno::from(e)),
-                        None if sock.shut_rd
-                            || matches!(
-                                state,
-                                TcpState::CloseWait
-                                    | TcpState::LastAck
-                                    | TcpState::Closing
-                                    | TcpState::TimeWait
-                                    | TcpState::Closed
-                            ) =>
-                        {
-                            Ok(())
-                        }
-                        None => Err(Errno::EAGAIN),
-                    };
+                Ok(0) => {
+                    // Nothing queued: what a read would say, without
+                    // taking the data.
+                    result = nothing_queued(d.stack_mut(), h, sock.shut_rd);
                 }
                 Ok(n) => {
                     scatter(&scratch[..n], bufs);
@@ -467,6 +454,29 @@ impl Worker {
         });
         self.scratch = scratch;
         r.map_err(Errno::from)
+    }
+}
+
+/// What a TCP read says when nothing is queued: the pending error (once,
+/// peeking or not, as Linux's sock_error clears it), end of file (0) when
+/// shut for reading or the peer has closed, else EAGAIN.
+fn nothing_queued(stack: &mut stack::Stack, h: stack::SocketHandle, shut_rd: bool) -> Result<()> {
+    let state = stack.tcp_state(h)?;
+    match stack.tcp_take_error(h)? {
+        Some(e) => Err(Errno::from(e)),
+        None if shut_rd
+            || matches!(
+                state,
+                TcpState::CloseWait
+                    | TcpState::LastAck
+                    | TcpState::Closing
+                    | TcpState::TimeWait
+                    | TcpState::Closed
+            ) =>
+        {
+            Ok(())
+        }
+        None => Err(Errno::EAGAIN),
     }
 }
 

@@ -171,6 +171,37 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
         (
+            "seed_fix_tcp_read_of_no_bytes",
+            with(
+                tcp_pair(),
+                &[
+                    Recv {
+                        s: 2,
+                        len: 0,
+                        flags: 0,
+                    },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 0,
+                        flags: 0,
+                    },
+                    STREAM,
+                    Connect { s: 3, port: 2 },
+                    Recv {
+                        s: 3,
+                        len: 0,
+                        flags: 0,
+                    },
+                    Connect { s: 3, port: 2 },
+                ],
+            ),
+        ),
+        (
             "seed_fix_fcntl_status_flags",
             vec![
                 STREAM,
