@@ -4,7 +4,7 @@ CARGO ?= cargo
 PY ?= /usr/bin/python3
 FUZZ_SECONDS ?= 30
 FUZZ_LONG_SECONDS ?= 3600
-FUZZ_TARGETS := rx_path wire_parsers
+FUZZ_TARGETS := rx_path wire_parsers api_diff
 SOAK_SECONDS ?= 3600
 
 .PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short fuzz-long soak bench bench-c clean install install-files c-examples
@@ -101,7 +101,8 @@ c-examples: build
 fuzz: deps
 	cd fuzz && $(CARGO) +nightly fuzz run rx_path
 
-# The kept corpus (fuzz/seeds, made by scripts/fuzz-seeds.py and grown by
+# The kept corpus (fuzz/seeds, made by scripts/fuzz-seeds.py, api_diff's by
+# crates/apidiff/src/seeds.rs, and grown by
 # fuzz-long) is read; a short run's finds go to fuzz/corpus (not kept).
 fuzz-short: deps
 	for t in $(FUZZ_TARGETS); do \
