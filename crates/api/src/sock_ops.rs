@@ -661,6 +661,11 @@ impl Worker {
                 }
             }
         };
+        // inet_shutdown ends with sk_state_change whatever it returns:
+        // every waiter wakes (EPOLLHUP even on an unconnected socket).
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.state_changed = true;
+        }
         self.touch(fd);
         result
     }

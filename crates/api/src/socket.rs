@@ -124,6 +124,10 @@ pub(crate) struct Socket {
     pub shut_wr: bool,
     pub totals: Totals,
     pub seen: Seen,
+    /// A call changed the socket where the stack does not see it
+    /// (shutdown, also of an unconnected socket): the next look wakes
+    /// every waiter, as Linux's sk_state_change.
+    pub state_changed: bool,
     /// The epoll and kqueue instances watching this socket.
     pub watchers: Vec<RawFd>,
     /// F_SETOWN: the process (or, negative, process group) told of urgent
@@ -148,6 +152,7 @@ impl Socket {
             shut_wr: false,
             totals: Totals::default(),
             seen: Seen::default(),
+            state_changed: false,
             watchers: Vec::new(),
             owner: 0,
             urgent_seen: 0,

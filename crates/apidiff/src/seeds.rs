@@ -202,6 +202,25 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             ),
         ),
         (
+            "seed_fix_shutdown_wakes_every_waiter",
+            vec![
+                STREAM,
+                EpollCreate,
+                EpollCtl {
+                    ep: 0,
+                    s: 0,
+                    op: 0,
+                    events: 0b1_0011,
+                },
+                EpollWait { ep: 0, wait: false },
+                EpollWait { ep: 0, wait: false },
+                Shutdown { s: 0, how: 1 },
+                EpollWait { ep: 0, wait: false },
+                Shutdown { s: 0, how: 0 },
+                EpollWait { ep: 0, wait: false },
+            ],
+        ),
+        (
             "seed_fix_fcntl_status_flags",
             vec![
                 STREAM,
