@@ -424,6 +424,13 @@ impl Worker {
                 phase: Phase::Connected,
                 ..
             } => Err(Errno::EISCONN),
+            // Shut down while connecting (the attempt had failed: a live
+            // one is Connected after shutdown): Linux's socket is
+            // SS_DISCONNECTING, which connect refuses.
+            State::Tcp {
+                phase: Phase::Connecting,
+                ..
+            } if sock.shut_rd || sock.shut_wr => Err(Errno::EINVAL),
             State::Tcp {
                 phase: Phase::Connecting,
                 ..

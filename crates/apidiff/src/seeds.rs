@@ -221,6 +221,20 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
         (
+            "seed_fix_connect_after_shutdown_of_a_failed_attempt",
+            vec![
+                STREAM,
+                Connect { s: 0, port: 2 },
+                Shutdown { s: 0, how: 2 },
+                Connect { s: 0, port: 2 },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+            ],
+        ),
+        (
             "seed_fix_fcntl_status_flags",
             vec![
                 STREAM,
