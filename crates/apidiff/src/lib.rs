@@ -45,9 +45,10 @@
 //!   listener's port, even closed until TIME-WAIT ends, so such a bind is
 //!   EADDRINUSE without SO_REUSEADDR; ustack's bind looks only at sockets
 //!   bound by bind()); a stream socket does not send to a peer shut both
-//!   ways by shutdown() (Linux resets on that data as after close, RFC
-//!   1122 4.2.2.13, and the sender, which had the FIN, still reads end of
-//!   file and its writes say EPIPE; ustack resets only after close).
+//!   ways by shutdown() or closed (Linux resets on that data, after close
+//!   and after shutdown alike, RFC 1122 4.2.2.13, and the sender, which
+//!   had the FIN, then reads end of file while its writes say EPIPE;
+//!   ustack resets only after close, and its sender says ECONNRESET).
 //! - **A UDP port at the first datagram**: Linux gives a UDP socket a
 //!   port before it looks at a send, so even a failed one (no
 //!   destination, MSG_OOB) leaves it bound; ustack binds at the first

@@ -185,11 +185,12 @@ const FAILED_SEND: &str =
 const PORT_OF_CONNECTIONS: &str = "accepted connections hold it on Linux, not in ustack";
 
 /// Why a stream socket does not send to a peer shut both ways by
-/// shutdown(): Linux answers such data with a reset (RFC 1122 4.2.2.13,
-/// which it applies to shutdown as to close), and the sender, which had
-/// the FIN, still reads end of file while its writes say EPIPE; ustack
-/// resets only after close.  A gap, open.
-const SHUT_PEER: &str = "its peer is shut both ways: Linux resets on the data, ustack takes it";
+/// shutdown() or closed: Linux answers such data with a reset (RFC 1122
+/// 4.2.2.13, which it applies to shutdown as to close), and the sender,
+/// which had the FIN, then reads end of file while its writes say EPIPE;
+/// ustack resets only after close, and its sender then says ECONNRESET
+/// to both.  A gap, open.
+const SHUT_PEER: &str = "its peer is shut both ways or closed: a reset, after which Linux says EOF and EPIPE, ustack ECONNRESET";
 
 pub struct Runner<'a> {
     sys: &'a mut dyn Sys,
@@ -199,6 +200,8 @@ pub struct Runner<'a> {
     /// The sequence's ports a connection was accepted on (see
     /// [`PORT_OF_CONNECTIONS`]).
     accepted_on: [bool; PORTS as usize],
+    /// (local, peer) of each closed connection (see [`CLOSED_PEER`]).
+    closed: Vec<(SocketAddr, SocketAddr)>,
     /// Bytes sent so far: the next send's bytes continue the pattern.
     sent: u32,
     slow: bool,
@@ -272,6 +275,7 @@ impl<'a> Runner<'a> {
             eps: [-1; EPOLLS as usize],
             last_peer: None,
             accepted_on: [false; PORTS as usize],
+            closed: Vec::new(),
             sent: 0,
             slow,
         }
@@ -535,6 +539,11 @@ impl<'a> Runner<'a> {
             }
             Op::Close { s } => {
                 let fd = self.fd(s);
+                if fd >= 0 && !self.socks[usize::from(s)].dgram {
+                    if let (Ok(l), Ok(p)) = (self.sys.getsockname(fd), self.sys.getpeername(fd)) {
+                        self.closed.push((l, p));
+                    }
+                }
                 let r = self.sys.close(fd);
                 self.socks[usize::from(s)] = EMPTY;
                 format!("close s{s} = {}", show(r.map(|_| "ok".into())))
@@ -685,6 +694,11 @@ impl<'a> Runner<'a> {
         let Ok(peer) = self.sys.getpeername(slot.fd) else {
             return false;
         };
+        if let Ok(me) = self.sys.getsockname(slot.fd) {
+            if self.closed.contains(&(peer, me)) {
+                return true;
+            }
+        }
         let shut: Vec<i32> = self
             .socks
             .iter()
