@@ -138,11 +138,26 @@ impl Worker {
                     result = nothing_queued(d.stack_mut(), h, sock.shut_rd);
                 }
                 Ok(n) => {
-                    scatter(&scratch[..n], bufs);
+                    // MSG_TRUNC: Linux's TCP counts the bytes and copies none.
+                    if flags & MSG_TRUNC == 0 {
+                        scatter(&scratch[..n], bufs);
+                    }
                     total = n;
                 }
                 Err(e) => result = Err(e.into()),
             }
+        } else if flags & MSG_TRUNC != 0 {
+            // Linux's TCP with MSG_TRUNC: the bytes are taken and dropped,
+            // the caller's buffer left as it was.
+            scratch.resize(want, 0);
+            let r = driver::call(d, |now, stack, sink| {
+                stack.tcp_recv(now, h, &mut scratch, sink)
+            });
+            match r {
+                Ok(n) => total = n,
+                Err(e) => result = Err(Errno::from(e)),
+            }
+            sock.totals.consumed += total as u64;
         } else {
             for b in bufs.iter_mut() {
                 if b.is_empty() {

@@ -235,6 +235,39 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
         (
+            "seed_fix_tcp_recv_msg_trunc_copies_nothing",
+            with(
+                tcp_pair(),
+                &[
+                    Send {
+                        s: 1,
+                        len: 100,
+                        flags: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 255,
+                        flags: 4,
+                    },
+                    Send {
+                        s: 1,
+                        len: 30,
+                        flags: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 255,
+                        flags: 6,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 255,
+                        flags: 0,
+                    },
+                ],
+            ),
+        ),
+        (
             "seed_fix_fcntl_status_flags",
             vec![
                 STREAM,
