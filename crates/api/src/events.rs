@@ -107,7 +107,7 @@ impl Worker {
             key |= (libc::EPOLLIN | libc::EPOLLRDNORM) as u32;
         }
         let space_freed = st.out_total > seen.out_total;
-        if st.state != seen.state {
+        if st.state != seen.state || std::mem::take(&mut sock.state_changed) {
             key = WAKE_ALL;
         }
         sock.seen = socket::Seen {
@@ -136,6 +136,7 @@ impl Worker {
     pub(crate) fn mark_seen(&mut self, fd: RawFd) -> Option<Status> {
         let st = self.status_of(fd)?;
         if let Ok(sock) = self.socket_mut(fd) {
+            sock.state_changed = false;
             sock.seen = socket::Seen {
                 mask: st.mask,
                 in_total: st.in_total,

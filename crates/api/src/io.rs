@@ -96,7 +96,9 @@ impl Worker {
         flags: i32,
     ) -> Result<RecvMsg> {
         let sock = self.socket(fd)?;
-        if flags & MSG_OOB != 0 {
+        // UDP has no urgent data: Linux's udp_recvmsg does not look at
+        // MSG_OOB and reads as without it.
+        if flags & MSG_OOB != 0 && sock.stream {
             return self.recv_urgent(fd, bufs, flags);
         }
         if sock.stream {
@@ -107,46 +109,55 @@ impl Worker {
     }
 
     fn tcp_recv(&mut self, fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<RecvMsg> {
-        let h = match self.socket(fd)?.state {
+        let sock = self.socket(fd)?;
+        let h = match sock.state {
             State::Tcp { h, .. } => h,
+            // Linux's tcp_recvmsg looks at RCV_SHUTDOWN before the closed
+            // state: a socket that was never connected, shut for reading
+            // (shutdown said ENOTCONN, and kept the flag), reads 0.
+            State::Fresh | State::Bound(_) if sock.shut_rd => return Ok(RecvMsg::default()),
             _ => return Err(Errno::ENOTCONN),
         };
         let mut scratch = std::mem::take(&mut self.scratch);
         let (sock, d) = parts(self, fd)?;
         let mut total = 0usize;
         let mut result = Ok(());
-        if flags & MSG_PEEK != 0 {
-            let want = total_len(bufs);
+        let want = total_len(bufs);
+        if want == 0 {
+            // Linux's tcp_recvmsg looks once even for no bytes: with
+            // nothing queued, what a read would say.
+            if d.stack_mut().tcp_recv_queued(h).unwrap_or(0) == 0 {
+                result = nothing_queued(d.stack_mut(), h, sock.shut_rd);
+            }
+        } else if flags & MSG_PEEK != 0 {
             scratch.resize(want, 0);
             match d.stack_mut().tcp_peek(h, &mut scratch) {
-                Ok(0) if want > 0 => {
-                    // Nothing queued: what a read would say (EOF, error,
-                    // EAGAIN), without taking the data.
-                    let stack = d.stack_mut();
-                    let state = stack.tcp_state(h)?;
-                    result = match stack.tcp_peek_error(h)? {
-                        Some(e) => Err(Errno::from(e)),
-                        None if sock.shut_rd
-                            || matches!(
-                                state,
-                                TcpState::CloseWait
-                                    | TcpState::LastAck
-                                    | TcpState::Closing
-                                    | TcpState::TimeWait
-                                    | TcpState::Closed
-                            ) =>
-                        {
-                            Ok(())
-                        }
-                        None => Err(Errno::EAGAIN),
-                    };
+                Ok(0) => {
+                    // Nothing queued: what a read would say, without
+                    // taking the data.
+                    result = nothing_queued(d.stack_mut(), h, sock.shut_rd);
                 }
                 Ok(n) => {
-                    scatter(&scratch[..n], bufs);
+                    // MSG_TRUNC: Linux's TCP counts the bytes and copies none.
+                    if flags & MSG_TRUNC == 0 {
+                        scatter(&scratch[..n], bufs);
+                    }
                     total = n;
                 }
                 Err(e) => result = Err(e.into()),
             }
+        } else if flags & MSG_TRUNC != 0 {
+            // Linux's TCP with MSG_TRUNC: the bytes are taken and dropped,
+            // the caller's buffer left as it was.
+            scratch.resize(want, 0);
+            let r = driver::call(d, |now, stack, sink| {
+                stack.tcp_recv(now, h, &mut scratch, sink)
+            });
+            match r {
+                Ok(n) => total = n,
+                Err(e) => result = Err(Errno::from(e)),
+            }
+            sock.totals.consumed += total as u64;
         } else {
             for b in bufs.iter_mut() {
                 if b.is_empty() {
@@ -220,7 +231,14 @@ impl Worker {
                     }
                     break Ok(r);
                 }
-                Err(SocketError::WouldBlock) if sock.shut_rd => break Err(None),
+                // Shut for reading and empty: a call that would wait
+                // returns 0 (end of file); one that would not is EAGAIN,
+                // as Linux's __skb_recv_udp.
+                Err(SocketError::WouldBlock)
+                    if sock.shut_rd && !sock.nonblock && flags & MSG_DONTWAIT == 0 =>
+                {
+                    break Err(None)
+                }
                 Err(e) => break Err(Some(Errno::from(e))),
             }
         };
@@ -401,13 +419,20 @@ impl Worker {
             State::Udp { peer, .. } => peer,
             _ => None,
         };
+        let dst = match (msg.addr, peer) {
+            (Some(a), _) => family::remote_addr(sock.domain, sock.opts.v6only, Use::UdpSend, a)?,
+            (None, Some(p)) => p,
+            // Linux's inet_sendmsg gives the socket a port before this
+            // is found; ustack binds at the first datagram that goes out,
+            // on the engine that reaches its destination (a socket is
+            // never pinned to an engine by a send that failed).
+            (None, None) => return Err(Errno::EDESTADDRREQ),
+        };
+        // The address is checked first; a shut socket fails when the
+        // datagram is made (sock_alloc_send_skb).
         if sock.shut_wr {
             return Err(Errno::EPIPE);
         }
-        let dst = match msg.addr {
-            Some(a) => family::remote_addr(sock.domain, sock.opts.v6only, Use::UdpSend, a)?,
-            None => peer.ok_or(Errno::EDESTADDRREQ)?,
-        };
         if matches!(dst, SocketAddr::V4(a) if a.ip().is_broadcast()) && !sock.opts.broadcast {
             return Err(Errno(libc::EACCES));
         }
@@ -444,6 +469,29 @@ impl Worker {
         });
         self.scratch = scratch;
         r.map_err(Errno::from)
+    }
+}
+
+/// What a TCP read says when nothing is queued: the pending error (once,
+/// peeking or not, as Linux's sock_error clears it), end of file (0) when
+/// shut for reading or the peer has closed, else EAGAIN.
+fn nothing_queued(stack: &mut stack::Stack, h: stack::SocketHandle, shut_rd: bool) -> Result<()> {
+    let state = stack.tcp_state(h)?;
+    match stack.tcp_take_error(h)? {
+        Some(e) => Err(Errno::from(e)),
+        None if shut_rd
+            || matches!(
+                state,
+                TcpState::CloseWait
+                    | TcpState::LastAck
+                    | TcpState::Closing
+                    | TcpState::TimeWait
+                    | TcpState::Closed
+            ) =>
+        {
+            Ok(())
+        }
+        None => Err(Errno::EAGAIN),
     }
 }
 

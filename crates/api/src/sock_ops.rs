@@ -434,6 +434,13 @@ impl Worker {
                 phase: Phase::Connected,
                 ..
             } => Err(Errno::EISCONN),
+            // Shut down while connecting (the attempt had failed: a live
+            // one is Connected after shutdown): Linux's socket is
+            // SS_DISCONNECTING, which connect refuses.
+            State::Tcp {
+                phase: Phase::Connecting,
+                ..
+            } if sock.shut_rd || sock.shut_wr => Err(Errno::EINVAL),
             State::Tcp {
                 phase: Phase::Connecting,
                 ..
@@ -671,6 +678,11 @@ impl Worker {
                 }
             }
         };
+        // inet_shutdown ends with sk_state_change whatever it returns:
+        // every waiter wakes (EPOLLHUP even on an unconnected socket).
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.state_changed = true;
+        }
         self.touch(fd);
         result
     }
@@ -827,9 +839,16 @@ impl Worker {
     pub(crate) fn fcntl(&mut self, fd: RawFd, cmd: i32, arg: i32) -> Result<i32> {
         let sock = self.socket_mut(fd)?;
         match cmd {
-            F_GETFL => Ok(O_RDWR | if sock.nonblock { O_NONBLOCK } else { 0 }),
+            F_GETFL => Ok(O_RDWR | sock.status_flags | if sock.nonblock { O_NONBLOCK } else { 0 }),
             F_SETFL => {
+                // Linux: a socket cannot do O_DIRECT; O_APPEND and
+                // O_NOATIME are kept (and do nothing); other flags
+                // (access mode, creation flags) are ignored.
+                if arg & libc::O_DIRECT != 0 {
+                    return Err(Errno::EINVAL);
+                }
                 sock.nonblock = arg & O_NONBLOCK != 0;
+                sock.status_flags = arg & KEPT_STATUS_FLAGS;
                 Ok(0)
             }
             F_GETFD | F_SETFD => os::fd_flags(fd, cmd, arg),
@@ -851,6 +870,9 @@ impl Worker {
         }
     }
 }
+
+/// The F_SETFL flags a socket keeps besides O_NONBLOCK.
+const KEPT_STATUS_FLAGS: i32 = libc::O_APPEND | libc::O_NOATIME;
 
 /// The engine of a socket and the socket, borrowed together.
 pub(crate) fn parts(w: &mut Worker, fd: RawFd) -> Result<(&mut Socket, &mut dyn Driver)> {

@@ -119,11 +119,18 @@ pub(crate) struct Socket {
     /// accept), as the stack has it.
     pub bound: Option<SocketAddr>,
     pub nonblock: bool,
+    /// The file status flags F_SETFL keeps besides O_NONBLOCK, as Linux's
+    /// (O_APPEND, O_NOATIME): shown by F_GETFL, no effect on a socket.
+    pub status_flags: i32,
     pub opts: Options,
     pub shut_rd: bool,
     pub shut_wr: bool,
     pub totals: Totals,
     pub seen: Seen,
+    /// A call changed the socket where the stack does not see it
+    /// (shutdown, also of an unconnected socket): the next look wakes
+    /// every waiter, as Linux's sk_state_change.
+    pub state_changed: bool,
     /// The epoll and kqueue instances watching this socket.
     pub watchers: Vec<RawFd>,
     /// F_SETOWN: the process (or, negative, process group) told of urgent
@@ -142,11 +149,13 @@ impl Socket {
             state: State::Fresh,
             bound: None,
             nonblock,
+            status_flags: 0,
             opts: Options::default(),
             shut_rd: false,
             shut_wr: false,
             totals: Totals::default(),
             seen: Seen::default(),
+            state_changed: false,
             watchers: Vec::new(),
             owner: 0,
             urgent_seen: 0,

@@ -68,6 +68,15 @@ fn put(out: &mut [u8], bytes: &[u8]) -> usize {
     n
 }
 
+/// An IP option's int as `do_ip_getsockopt` gives it: into a buffer
+/// shorter than an int, a value that fits a byte goes as that one byte.
+fn put_ip_int(out: &mut [u8], v: i32) -> usize {
+    match u8::try_from(v) {
+        Ok(b) if !out.is_empty() && out.len() < 4 => put(out, &[b]),
+        _ => put(out, &v.to_ne_bytes()),
+    }
+}
+
 fn linux_tcp_state(s: Option<TcpState>) -> u8 {
     match s {
         Some(TcpState::Established) => 1,
@@ -510,10 +519,10 @@ impl Worker {
                 _ => Err(Errno::ENOPROTOOPT),
             },
             (IPPROTO_IP, n) => match n {
-                IP_TTL => int(i32::from(o.ttl.unwrap_or(ip_ttl)), out),
-                IP_TOS => int(o.tos, out),
-                IP_PKTINFO => int(o.pktinfo as i32, out),
-                IP_RECVDSTADDR => int(o.recvdstaddr as i32, out),
+                IP_TTL => Ok(put_ip_int(out, i32::from(o.ttl.unwrap_or(ip_ttl)))),
+                IP_TOS => Ok(put_ip_int(out, o.tos)),
+                IP_PKTINFO => Ok(put_ip_int(out, o.pktinfo as i32)),
+                IP_RECVDSTADDR => Ok(put_ip_int(out, o.recvdstaddr as i32)),
                 _ => Err(Errno::ENOPROTOOPT),
             },
             (IPPROTO_IPV6, n) if domain == Domain::V6 => match n {
