@@ -21,13 +21,22 @@ const FRAME_OVERHEAD: usize = 18;
 /// included.
 const MAX_MBUF_FRAME: usize = u16::MAX as usize - HEADROOM;
 
-/// Mbufs per queue in the pool a driver receives into when its frames are
-/// larger than the port's buffers (DPDK's af_packet driver: one mbuf of
-/// its whole `framesz` per frame, however short the frame). The driver
+/// The pool a driver receives into when its frames are larger than the
+/// port's buffers (DPDK's af_packet driver: one mbuf of its whole
+/// `framesz` per frame, however short the frame) has the port's number of
+/// mbufs, as far as this many bytes per queue allow, and at least
+/// [`LARGE_RX_MBUFS_MIN`]: 1024 mbufs of 16 KB, 256 of 64 KB. The driver
 /// takes one per frame as it reads it, so these cover the bursts in
 /// flight and the frames sockets keep; the frames to send come from the
 /// port's pool of MTU-sized mbufs.
-const LARGE_RX_MBUFS: u32 = 256;
+const LARGE_RX_BYTES: usize = 17 << 20;
+const LARGE_RX_MBUFS_MIN: u32 = 256;
+
+/// Mbufs in a queue's large receive pool (see [`LARGE_RX_BYTES`]).
+fn large_rx_mbufs(pool_size: u32, frame: usize) -> u32 {
+    let fit = u32::try_from(LARGE_RX_BYTES / (frame + HEADROOM).max(1)).unwrap_or(u32::MAX);
+    pool_size.min(fit).max(LARGE_RX_MBUFS_MIN)
+}
 
 /// Mbufs per queue into which chained frames are gathered (ports with
 /// scatter receive): a frame longer than one mbuf arrives in segments and
@@ -199,7 +208,7 @@ struct PortQueues {
     port: PortGuard,
     pools: Vec<MbufPool>,
     /// The pool each queue receives into when it is not `pools[q]`: mbufs
-    /// of the driver's frame size (see [`LARGE_RX_MBUFS`]); empty when the
+    /// of the driver's frame size (see [`LARGE_RX_BYTES`]); empty when the
     /// queues receive into `pools`.
     rx_pools: Vec<MbufPool>,
     /// Where each queue gathers chained frames (scatter receive on), with
@@ -538,7 +547,7 @@ impl DpdkLink {
                 port_id,
                 queues,
                 serial,
-                LARGE_RX_MBUFS,
+                large_rx_mbufs(pool_size, frame),
                 frame,
                 dev.socket_id,
             )?,
@@ -653,9 +662,10 @@ impl DpdkLink {
                     shared: Arc::clone(&shared),
                     queue,
                     reserve_target: reserve,
-                    lend_budget: if large_rx.is_some() {
+                    lend_budget: if let Some(frame) = large_rx {
                         // The driver takes no mbuf ahead of a frame.
-                        (LARGE_RX_MBUFS as usize).saturating_sub(2 * MAX_BURST) / 2
+                        (large_rx_mbufs(pool_size, frame) as usize).saturating_sub(2 * MAX_BURST)
+                            / 2
                     } else {
                         (pool_size as usize).saturating_sub(min_pool + reserve + driver_held) / 2
                     },
