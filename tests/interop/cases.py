@@ -103,7 +103,8 @@ def _(ctx):
     # The vdev names no framesz: ustack gives one, and says so, so the
     # pings the kernel fragments (4000, 8000 bytes) come back whole.
     err = ping_sizes(ctx, "dpdk", "ping_dpdk")
-    check("vdev net_af_packet0: no framesz given, so framesz=16384,blocksz=16384 is added" in err,
+    check("vdev net_af_packet0: no framesz given, so framesz=65408,blocksz=2093056,framecnt=128 is added"
+          in err,
           f"ustack did not say what it added to the vdev: {err[-1500:]!r}")
 
 

@@ -159,6 +159,12 @@ def _(ctx):
                              what="every TCP connection closed")
     no_tcp_trouble(st, "echo")
     check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
+    # The driver reports checksum offload both ways, and the link uses it:
+    # received frames carry its verdict, sent ones leave their checksum to it.
+    rx_off, tx_off = st.get("port0_link_rx_l4_csum_offloaded", 0), st.get("port0_link_tx_csum_offloaded", 0)
+    print(f"    checksums verified by the port {rx_off}, left to the port {tx_off}")
+    check(rx_off > 0 and tx_off > 0 and st.get("port0_link_tx_csum_software", 0) == 0,
+          f"the port's checksum offload was not used: {h.nonzero(st)}")
     t.ustack.stop()
 
 
@@ -209,3 +215,63 @@ for _mode in ("native", "generic"):
             tcp_corrupt(t)
 
     _register(_mode)
+
+
+SUBNETS.update({"tcp_stream_peer_tso_dpdk_af_packet": 82, "ping_jumbo_dpdk_tap_chained": 83})
+
+
+@test("tcp_stream_peer_tso_dpdk_af_packet", budget=90)
+def _(ctx):
+    # `vdev=net_af_packet0,iface=IFACE` as people write it, the kernel's
+    # end with every default offload: its TCP arrives in super-frames of up
+    # to 64 KB, which the driver's ring slots (ustack adds 64 KB ones)
+    # hand over whole; a 3000-byte ping arrives reassembled by the
+    # driver's fanout.
+    from cases_gso import STREAM_SIZE
+    import hashlib
+    import random
+    import tcp_tools as tt
+
+    t = ctx.topo("dpdk", SUBNETS["tcp_stream_peer_tso_dpdk_af_packet"]).start()
+    peer_keeps_offloads(t)
+    p = t.ping(3000, count=5, interval="0.05")
+    out = p.stdout + p.stderr
+    check(p.returncode == 0 and " 0% packet loss" in out, f"ping -s 3000: expected 5 of 5 answered:\n{out}")
+    payload = random.Random(82).randbytes(STREAM_SIZE)
+    (got,) = tt.echo_many(t.ns_k, (t.ustack_ip, 7), [payload], timeout=60)
+    want, back = hashlib.sha256(payload).hexdigest(), hashlib.sha256(got).hexdigest()
+    check(len(got) == len(payload) and back == want,
+          f"{len(got)} bytes back of {len(payload)}, sha256 {back[:16]}... expected {want[:16]}...")
+    st = t.ustack.settled_stats()
+    no_tcp_trouble(st, "stream")
+    above = st.get("port0_link_rx_above_mtu", 0)
+    print(f"    {STREAM_SIZE} bytes each way, sha256 {want[:16]}... on both; frames above the MTU received "
+          f"whole: {above}, tcp retransmitted segments {st.get('tcp_retransmitted_segments', 0)}")
+    check(above > 0, f"no frame above the MTU arrived (is the kernel's TSO on?): {h.nonzero(st)}")
+    for k in ("rx_drop_ipv4_truncated", "rx_drop_eth_truncated", "port0_link_rx_oversize",
+              "port0_link_rx_chained_no_buffer", "rx_drop_tcp_bad_checksum"):
+        check(st.get(k, 0) == 0, f"{k} is {st.get(k)}: frames were cut or dropped: {h.nonzero(st)}")
+    err = t.ustack.stop()
+    check("no framesz given, so framesz=65408,blocksz=2093056,framecnt=128 is added" in err,
+          f"ustack did not say what it added to the vdev: {err[-1500:]!r}")
+
+
+@test("ping_jumbo_dpdk_tap_chained")
+def _(ctx):
+    # DPDK's tap driver reads what the kernel sends into its TAP at the
+    # TAP's MTU, whatever the port was set up with: with the kernel's end
+    # raised to 9000 bytes, a 6000-byte ping leaves the kernel in one frame
+    # longer than an mbuf. The driver chains it (scatter, which ustack
+    # turns on) and the link gathers it; without, it was cut to 2 KB.
+    t = DpdkTapCtx(ctx).topo("dpdk", SUBNETS["ping_jumbo_dpdk_tap_chained"]).start()
+    h.nsx(t.ns_k, "ip", "link", "set", t.if_k, "mtu", "9000")
+    p = t.ping(6000, count=5, interval="0.05")
+    out = p.stdout + p.stderr
+    check(p.returncode == 0 and " 0% packet loss" in out, f"ping -s 6000: expected 5 of 5 answered:\n{out}")
+    st = t.ustack.settled_stats()
+    gathered = st.get("port0_link_rx_chained_gathered", 0)
+    print(f"    chained frames gathered: {gathered}")
+    check(gathered >= 5, f"the pings did not arrive chained: {h.nonzero(st)}")
+    for k in ("rx_drop_ipv4_truncated", "port0_link_rx_oversize", "port0_link_rx_chained_no_buffer"):
+        check(st.get(k, 0) == 0, f"{k} is {st.get(k)}: frames were cut or dropped: {h.nonzero(st)}")
+    t.ustack.stop()

@@ -461,10 +461,9 @@ class Topology:
         # The kernel's end keeps its default offloads (TSO, GSO, checksum
         # offload) where ustack's link takes what they make: AF_PACKET takes
         # the TCP super-frames a veth hands over (whole, or cut), TAP gets
-        # segments anyway, AF_XDP gathers them (cases_xdp.py). DPDK's
-        # af_packet driver copies each frame into one mbuf of at most its
-        # framesz and cuts what is longer (64 KB frames would need 64 KB
-        # mbufs), so segmentation offload is off on its peers.
+        # segments anyway, AF_XDP gathers them (cases_xdp.py), DPDK's
+        # af_packet driver takes them whole in 64 KB slots when its vdev
+        # names no framesz (ustack adds one, cases_devices.py).
         feats = [] if self.peer_segmentation_offload() else ["tso", "off", "gso", "off"]
         if not self.offload:
             feats += ["tx", "off"]
@@ -473,15 +472,15 @@ class Topology:
 
     def peer_segmentation_offload(self):
         """Whether the kernel's end keeps TSO and GSO (see _kernel_side_up)."""
-        return self.kind != "dpdk"
+        return True
 
     def config(self):
         if self.kind == "dpdk":
             # The vdev as people write it: the af_packet driver hands over
-            # fragmented datagrams reassembled (its fanout defragments), and
-            # ustack gives it 16 KiB frames when no framesz is named (it
-            # says so), which hold the tests' largest (8 KB); its mbufs
-            # grow to match.
+            # fragmented datagrams reassembled (its fanout defragments) and
+            # the peer's TCP super-frames whole, and ustack gives it 64 KB
+            # frames when no framesz is named (it says so), received into
+            # mbufs of that size.
             vdev = f"net_af_packet0,iface={self.if_u}"
             dpdk = f"no_huge=1\nvdev={vdev}\nfile_prefix={self.ns_u}\n"
             return ustack_config("dpdk", self.ustack_ip, extra_port="memory=1024\n" + self.extra_port,

@@ -90,7 +90,8 @@ pub fn open_queues(d: &DpdkConfig, port: &PortConfig, engines: usize) -> io::Res
     let o = link.offloads();
     eprintln!(
         "ustack: [port{}] dpdk port {} ({}): {} queue pair(s), rx checksum offload tcp={} \
-         udp={}, tx checksum offload tcp={} udp={}, tso={}, vlan strip={}, rss={}{}",
+         udp={}, tx checksum offload tcp={} udp={}, tso={}, vlan strip={}, rx scatter={}{}, \
+         rss={}{}",
         port.id,
         link.port_id(),
         link.driver(),
@@ -101,6 +102,12 @@ pub fn open_queues(d: &DpdkConfig, port: &PortConfig, engines: usize) -> io::Res
         o.tx_udp_csum,
         o.tso,
         o.vlan_strip,
+        o.rx_scatter,
+        // A driver whose frames may exceed the port's buffers (af_packet's
+        // framesz) receives into mbufs of its frame size.
+        o.large_rx_frame
+            .map(|f| format!(", received into mbufs of {f} bytes"))
+            .unwrap_or_default(),
         o.rss_hf != 0,
         // Whatever queue the port puts a frame on (its RSS hash, or for a
         // port without RSS queue 0 or the driver's own rule), the engine
@@ -141,8 +148,8 @@ mod tests {
         assert_eq!(
             e.args().join(" "),
             "ustack -l 1,2 -n 2 --no-pci --file-prefix us7 --no-huge -m 256 \
-             --vdev net_af_packet0,iface=a,framesz=16384,blocksz=16384 \
-             --vdev net_af_packet1,iface=b,framesz=16384,blocksz=16384 --proc-type auto \
+             --vdev net_af_packet0,iface=a,framesz=65408,blocksz=2093056,framecnt=128 \
+             --vdev net_af_packet1,iface=b,framesz=65408,blocksz=2093056,framecnt=128 --proc-type auto \
              --no-shconf --no-telemetry"
         );
         let p0 = port_config(&cfg.dpdk, &cfg.ports[0]);

@@ -14,6 +14,11 @@ use crate::ports::PortLink;
 pub fn snapshot(engine: &Engine<PortLink>) -> Vec<(String, u64)> {
     let mut out = snapshot_of(engine);
     for (i, port) in engine.ports().enumerate() {
+        // A backend's own counters beyond every link's (DPDK's offloads
+        // used, chained frames gathered ...).
+        for (name, v) in port.extra_stats() {
+            out.push((format!("port{i}_link_{name}"), v));
+        }
         if let Some(errors) = port.capture_write_errors() {
             out.push((format!("port{i}_pcap_write_errors"), errors));
         }

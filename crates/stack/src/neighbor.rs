@@ -292,6 +292,11 @@ impl NeighborCache {
         out
     }
 
+    /// The link address an entry holds (none while it is incomplete).
+    pub fn cached_mac(&self, iface: IfaceId, ip: IpAddr) -> Option<[u8; 6]> {
+        self.entries.get(&(iface, ip)).and_then(State::mac)
+    }
+
     /// A reachable neighbor's link address and when that stops being
     /// known, for a path cached until then (or the [`epoch`](Self::epoch)
     /// changes).

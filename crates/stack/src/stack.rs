@@ -296,7 +296,7 @@ impl Stack {
     /// Tells the stack that the link under `id` takes TCP super-frames of
     /// up to `max` bytes of IP packet and cuts them into segments itself
     /// (a NIC's TSO, the kernel's GSO behind AF_PACKET); 0 turns it off.
-    /// An IPv4 connection on such an interface then sends a burst of new
+    /// An IPv4 or IPv6 connection on such an interface then sends a burst of new
     /// data as one segment of several MSS (marked
     /// [`TxMeta::gso_size`](crate::TxMeta)), where its checksum is left
     /// to the link (see [`set_tx_checksum_offload`](Self::set_tx_checksum_offload)).

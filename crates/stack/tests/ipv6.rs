@@ -835,3 +835,46 @@ fn a_datagram_whose_fragments_never_all_come_is_reported_to_its_sender() {
     // came (RFC 8200 4.5).
     assert_eq!(collect_errors(&mut w), [(3, 1, 0)]);
 }
+
+#[test]
+fn a_solicited_advert_without_link_address_confirms_a_probed_neighbor() {
+    // RFC 4861 7.2.4: the answer to a unicast probe may omit the target's
+    // link address (Linux's does); 7.2.5: a solicited advertisement for an
+    // entry that has one makes it reachable all the same.
+    let mut w = acquainted();
+    let b = IpAddr::V6(v6(2));
+    assert!(w.a.neighbors().resolved(IF0, b, w.now).is_some());
+    // Reachable time passes: the next datagram puts b in DELAY, and 5 s
+    // later a probes it with a unicast solicitation.
+    w.now = w.now.add_micros(31_000_000);
+    let h =
+        w.a.udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
+            .unwrap();
+    w.a.udp_send_to(w.now, h, SocketAddr::new(b, 9), None, b"again", &mut w.sa)
+        .unwrap();
+    w.sa.frames.clear();
+    w.now = w.now.add_micros(6_000_000);
+    w.a.poll(w.now, &mut w.sa);
+    let probes = w.a.counters().ndp_neighbor_probes_sent;
+    assert!(probes > 0, "a probed b");
+    assert!(w.a.neighbors().resolved(IF0, b, w.now).is_none());
+    w.sa.frames.clear();
+    // b's answer, as Linux sends it: solicited, no option.
+    let na = icmp(
+        &Icmpv6Repr::NeighborAdvert {
+            router: false,
+            solicited: true,
+            override_: false,
+            target_addr: v6(2),
+            options: &[],
+        },
+        v6(2),
+        v6(1),
+    );
+    let f = frame(mac(2), mac(1), v6(2), v6(1), 255, IpProtocol::Icmpv6, &na);
+    w.a.receive(w.now, IF0, &f, RxMeta::default(), &mut w.sa);
+    assert!(
+        w.a.neighbors().resolved(IF0, b, w.now).is_some(),
+        "the probe's answer confirmed b"
+    );
+}

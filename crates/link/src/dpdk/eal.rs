@@ -281,41 +281,84 @@ pub fn is_started() -> bool {
 }
 
 /// The frame size ustack gives DPDK's af_packet driver when the devargs
-/// name none (the driver's own default is 2048).
-pub const AF_PACKET_FRAME_SIZE: u32 = 16384;
+/// name none (the driver's own default is 2048): large enough for the
+/// largest frames the kernel hands over, small enough that an mbuf holds
+/// its data (`framesz` - 32 <= 65535 - 128), a multiple of 16. A frame
+/// starts 66 bytes into its slot, so frames of up to 65,342 bytes arrive
+/// whole: a Linux peer's TCP super-frames (at most 65,536 - 321 bytes of
+/// payload, `sk_dst_gso_max_size`, in whole segments, plus headers) and
+/// datagrams reassembled to 64 KB less a little.
+pub const AF_PACKET_FRAME_SIZE: u32 = 65408;
+
+/// The block that holds such frames: the driver finds frame i at i times
+/// the frame size from the ring's start, so a block must be a whole
+/// number of frames, and the kernel wants whole pages: 32 frames are 511
+/// pages.
+pub const AF_PACKET_BLOCK_SIZE: u32 = 32 * AF_PACKET_FRAME_SIZE;
+
+/// Frames per ring when ustack sets the frame size (4 blocks, 8 MB per
+/// ring, as the 512 frames of 16 KB given before).
+pub const AF_PACKET_FRAME_COUNT: u32 = 128;
+
+/// The frame size for a `blocksz` given alone: the largest that is at most
+/// [`AF_PACKET_FRAME_SIZE`], a multiple of 16 and a whole fraction of the
+/// block (the driver's ring layout), or none.
+fn frame_size_for_block(block: u32) -> Option<u32> {
+    (1..=block / 16).find_map(|k| {
+        let f = block / k;
+        (block.is_multiple_of(k) && f.is_multiple_of(16) && f <= AF_PACKET_FRAME_SIZE).then_some(f)
+    })
+}
 
 /// A virtual device's devargs as ustack hands them to DPDK, and what it
-/// added, to be said once. DPDK's af_packet driver (22.11) joins its
-/// socket to a fanout group with the kernel's defragmentation flag, so a
-/// fragmented datagram arrives reassembled as one frame; with the
-/// driver's default `framesz` of 2048 anything larger (a 2,000-byte ping)
-/// is cut and then dropped. Without a `framesz` the devargs get
-/// `framesz=16384,blocksz=16384` (jumbo frames and reassembled datagrams
-/// up to 16 KB fit; larger ones are still cut, and counted by the stack
-/// as `rx_drop_ipv4_truncated`); a `framesz` the user wrote is kept.
+/// added, to be said once. DPDK's af_packet driver (22.11) copies each
+/// frame the kernel hands its TPACKET_V2 ring into one mbuf, and the
+/// kernel cuts a frame longer than the ring's slot (`framesz`, 2048 by
+/// default) to the slot, silently: its socket joins a fanout group with
+/// the defragmentation flag, so a fragmented datagram arrives reassembled
+/// as one frame, and a veth peer with TSO/GSO on (every container's) hands
+/// over TCP super-frames of up to 64 KB; with 2048-byte slots every one is
+/// cut, then dropped by the stack, and a transfer crawls on
+/// retransmissions. Without a `framesz` the devargs get
+/// `framesz=65408,blocksz=2093056,framecnt=128` (the driver has no vnet
+/// header to ask the kernel to cut them instead); with a `blocksz` alone,
+/// the largest `framesz` that fits it whole (at most 65408); a `framesz`
+/// the user wrote is kept.
 pub fn vdev_devargs(devargs: &str) -> (String, Option<String>) {
     let mut fields = devargs.split(',');
     let name = fields.next().unwrap_or("").trim();
     if !name.starts_with("net_af_packet") {
         return (devargs.to_string(), None);
     }
-    let has = |key: &str| {
-        devargs
-            .split(',')
-            .skip(1)
-            .any(|kv| kv.trim().split('=').next() == Some(key))
+    let value = |key: &str| {
+        devargs.split(',').skip(1).find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k.trim() == key).then(|| v.trim().to_string())
+        })
     };
-    if has("framesz") {
+    if value("framesz").is_some() {
         return (devargs.to_string(), None);
     }
-    let mut added = format!("framesz={AF_PACKET_FRAME_SIZE}");
-    if !has("blocksz") {
-        added.push_str(&format!(",blocksz={AF_PACKET_FRAME_SIZE}"));
-    }
+    let added = match value("blocksz") {
+        Some(b) => match b.parse().ok().and_then(frame_size_for_block) {
+            Some(frame) => format!("framesz={frame}"),
+            // The driver refuses the block itself, and says so.
+            None => return (devargs.to_string(), None),
+        },
+        None => {
+            let mut a = format!("framesz={AF_PACKET_FRAME_SIZE},blocksz={AF_PACKET_BLOCK_SIZE}");
+            if value("framecnt").is_none() {
+                a.push_str(&format!(",framecnt={AF_PACKET_FRAME_COUNT}"));
+            }
+            a
+        }
+    };
     let note = format!(
-        "ustack: vdev {name}: no framesz given, so {added} is added: the af_packet driver \
-         hands over fragmented datagrams reassembled by the kernel, and its default 2048-byte \
-         frames would cut every one above about 2 KB"
+        "ustack: vdev {name}: no framesz given, so {added} is added (name a framesz to choose): \
+         the af_packet driver cuts every frame longer than its ring's slot (2048 bytes by \
+         default), and the kernel hands it TCP super-frames of up to 64 KB from a peer with \
+         TSO/GSO on and fragmented datagrams reassembled; ustack receives them into mbufs of \
+         that size"
     );
     (format!("{devargs},{added}"), Some(note))
 }
@@ -369,11 +412,30 @@ mod tests {
     #[test]
     fn af_packet_vdevs_get_a_frame_size_when_none_is_given() {
         let (a, note) = vdev_devargs("net_af_packet0,iface=v0");
-        assert_eq!(a, "net_af_packet0,iface=v0,framesz=16384,blocksz=16384");
-        assert!(note.unwrap().contains("framesz=16384"));
-        let (a, note) = vdev_devargs("net_af_packet0,iface=v0,blocksz=65536");
-        assert_eq!(a, "net_af_packet0,iface=v0,blocksz=65536,framesz=16384");
+        assert_eq!(
+            a,
+            "net_af_packet0,iface=v0,framesz=65408,blocksz=2093056,framecnt=128"
+        );
+        assert!(note.unwrap().contains("framesz=65408"));
+        // The block is whole pages, a whole number of frames.
+        assert_eq!(AF_PACKET_BLOCK_SIZE % 4096, 0);
+        assert_eq!(AF_PACKET_BLOCK_SIZE % AF_PACKET_FRAME_SIZE, 0);
+        assert_eq!(
+            AF_PACKET_FRAME_COUNT % (AF_PACKET_BLOCK_SIZE / AF_PACKET_FRAME_SIZE),
+            0
+        );
+        let (a, note) = vdev_devargs("net_af_packet0,iface=v0,framecnt=512");
+        assert_eq!(
+            a,
+            "net_af_packet0,iface=v0,framecnt=512,framesz=65408,blocksz=2093056"
+        );
         assert!(note.is_some());
+        let (a, _) = vdev_devargs("net_af_packet0,iface=v0,blocksz=65536");
+        assert_eq!(a, "net_af_packet0,iface=v0,blocksz=65536,framesz=32768");
+        let (a, _) = vdev_devargs("net_af_packet0,iface=v0,blocksz=16384");
+        assert_eq!(a, "net_af_packet0,iface=v0,blocksz=16384,framesz=16384");
+        let (a, _) = vdev_devargs("net_af_packet0,iface=v0,blocksz=2093056");
+        assert_eq!(a, "net_af_packet0,iface=v0,blocksz=2093056,framesz=65408");
         for kept in [
             "net_af_packet0,iface=v0,framesz=4096",
             "net_af_packet1,iface=v0, framesz=2048,blocksz=4096",
@@ -403,7 +465,7 @@ mod tests {
         assert_eq!(
             cfg.args().join(" "),
             "ustack -l 1,2 -n 4 -a 0000:02:00.0 --file-prefix us1 --no-huge -m 128 \
-             --vdev net_af_packet0,iface=a,framesz=16384,blocksz=16384 --vdev net_null0 \
+             --vdev net_af_packet0,iface=a,framesz=65408,blocksz=2093056,framecnt=128 --vdev net_null0 \
              --base-virtaddr 0x10000000 \
              --proc-type primary --no-shconf --log-level 4 --no-telemetry"
         );

@@ -97,15 +97,20 @@ pub const RX_L4_CSUM_PARTIAL: u32 = 2;
 pub const RX_L4_CSUM_BAD: u32 = 4;
 pub const RX_VLAN_REINSERTED: u32 = 8;
 pub const RX_VLAN_LOST: u32 = 16;
+/// The frame came in several segments; `Rx::len` is the whole frame's.
+pub const RX_CHAINED: u32 = 32;
 
 /// `Tx::offload`.
 pub const TX_TCP_CSUM: u32 = 1;
 pub const TX_UDP_CSUM: u32 = 2;
+/// The frame is IPv6 (else IPv4).
+pub const TX_IPV6: u32 = 4;
 
 /// `RTE_ETH_RX_OFFLOAD_*` and `RTE_ETH_TX_OFFLOAD_*` (rte_ethdev.h).
 pub const RX_OFFLOAD_VLAN_STRIP: u64 = 1 << 0;
 pub const RX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;
 pub const RX_OFFLOAD_TCP_CKSUM: u64 = 1 << 3;
+pub const RX_OFFLOAD_SCATTER: u64 = 1 << 13;
 pub const TX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;
 pub const TX_OFFLOAD_TCP_CKSUM: u64 = 1 << 3;
 pub const TX_OFFLOAD_TCP_TSO: u64 = 1 << 5;
@@ -156,6 +161,7 @@ extern "C" {
     pub fn ustack_dpdk_page_size_of(addr: *const c_void) -> u64;
 
     pub fn ustack_dpdk_rx_burst(port: u16, queue: u16, out: *mut Rx, n: u16) -> u16;
+    pub fn ustack_dpdk_chain_copy(mbuf: *const c_void, dst: *mut u8, room: u32) -> i32;
     pub fn ustack_dpdk_alloc(pool: *mut RteMempool, out: *mut Buf) -> c_int;
     pub fn ustack_dpdk_free(mbuf: *mut RteMbuf);
     pub fn ustack_dpdk_tx_burst(port: u16, queue: u16, pkts: *const Tx, n: u16) -> u16;

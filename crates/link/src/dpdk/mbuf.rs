@@ -47,6 +47,45 @@ impl Mbuf {
         })
     }
 
+    /// Takes ownership of a received chained mbuf (several segments) as
+    /// an empty frame: dropping it frees every segment; its bytes are read
+    /// only through [`Mbuf::gather_chain`].
+    ///
+    /// # Safety
+    /// `rx.mbuf` is a live mbuf chain that nothing else references, and
+    /// `rx.room` bytes from `rx.data` are inside its first segment's buffer.
+    pub(crate) unsafe fn from_rx_chain(rx: &ffi::Rx) -> Option<Mbuf> {
+        Some(Mbuf {
+            mbuf: NonNull::new(rx.mbuf)?,
+            data: NonNull::new(rx.data)?,
+            len: 0,
+            room: rx.room,
+            csum_partial: false,
+        })
+    }
+
+    /// Copies every segment of `chain` (an mbuf chain from
+    /// [`Mbuf::from_rx_chain`]) into this buffer, which becomes the whole
+    /// frame. False when the frame does not fit or the chain's segments do
+    /// not add up to its length (this buffer is then left empty).
+    pub(crate) fn gather_chain(&mut self, chain: &Mbuf) -> bool {
+        // SAFETY: `chain` owns a live mbuf chain; `self.data` has `room`
+        // bytes of this buffer's own, which the shim writes at most.
+        let n = unsafe {
+            ffi::ustack_dpdk_chain_copy(chain.as_mbuf_ptr(), self.data.as_ptr(), self.room)
+        };
+        match u32::try_from(n) {
+            Ok(len) if len <= self.room => {
+                self.len = len;
+                true
+            }
+            _ => {
+                self.len = 0;
+                false
+            }
+        }
+    }
+
     /// Takes ownership of a freshly allocated mbuf.
     ///
     /// # Safety

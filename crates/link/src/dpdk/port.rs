@@ -17,6 +17,32 @@ const HEADROOM: usize = 128;
 /// Ethernet header and one VLAN tag.
 const FRAME_OVERHEAD: usize = 18;
 
+/// The largest frame an mbuf holds: its data room is 16 bits, headroom
+/// included.
+const MAX_MBUF_FRAME: usize = u16::MAX as usize - HEADROOM;
+
+/// The pool a driver receives into when its frames are larger than the
+/// port's buffers (DPDK's af_packet driver: one mbuf of its whole
+/// `framesz` per frame, however short the frame) has the port's number of
+/// mbufs, as far as this many bytes per queue allow, and at least
+/// [`LARGE_RX_MBUFS_MIN`]: 1024 mbufs of 16 KB, 256 of 64 KB. The driver
+/// takes one per frame as it reads it, so these cover the bursts in
+/// flight and the frames sockets keep; the frames to send come from the
+/// port's pool of MTU-sized mbufs.
+const LARGE_RX_BYTES: usize = 17 << 20;
+const LARGE_RX_MBUFS_MIN: u32 = 256;
+
+/// Mbufs in a queue's large receive pool (see [`LARGE_RX_BYTES`]).
+fn large_rx_mbufs(pool_size: u32, frame: usize) -> u32 {
+    let fit = u32::try_from(LARGE_RX_BYTES / (frame + HEADROOM).max(1)).unwrap_or(u32::MAX);
+    pool_size.min(fit).max(LARGE_RX_MBUFS_MIN)
+}
+
+/// Mbufs per queue into which chained frames are gathered (ports with
+/// scatter receive): a frame longer than one mbuf arrives in segments and
+/// leaves the link as one buffer.
+const CHAIN_MBUFS: u32 = 64;
+
 /// A symmetric RSS key (the 16-bit pattern 0x6d5a repeated): the Toeplitz
 /// hash of a flow is the same in both directions, so a connection's two
 /// halves land on one queue.
@@ -93,6 +119,13 @@ pub struct DpdkOffloads {
     pub tx_udp_csum: bool,
     pub tso: bool,
     pub vlan_strip: bool,
+    /// Scatter receive: frames longer than an mbuf come chained and are
+    /// gathered into one buffer.
+    pub rx_scatter: bool,
+    /// Frames are received into mbufs of this many bytes, larger than the
+    /// port's (a driver whose frames may exceed them: net_af_packet's
+    /// `framesz`).
+    pub large_rx_frame: Option<usize>,
     /// RSS hash functions in use (0: none).
     pub rss_hf: u64,
 }
@@ -120,6 +153,15 @@ struct Counters {
     /// Partial frames whose checksum the link completed in software.
     tx_csum_software: u64,
     pool_exhausted: u64,
+    /// Frames longer than the MTU (and its Ethernet header and a tag)
+    /// received whole: a peer's TCP super-frames and reassembled datagrams
+    /// from the af_packet driver, chained frames gathered.
+    rx_above_mtu: u64,
+    /// Frames received in several segments, gathered into one buffer.
+    rx_chained_gathered: u64,
+    /// Chained frames dropped: no buffer to gather them into (the count
+    /// of those too long for any buffer is `rx_oversize`).
+    rx_chained_no_buffer: u64,
 }
 
 /// One RX/TX queue pair of a DPDK port.
@@ -165,6 +207,13 @@ struct PortGuard(u16);
 struct PortQueues {
     port: PortGuard,
     pools: Vec<MbufPool>,
+    /// The pool each queue receives into when it is not `pools[q]`: mbufs
+    /// of the driver's frame size (see [`LARGE_RX_BYTES`]); empty when the
+    /// queues receive into `pools`.
+    rx_pools: Vec<MbufPool>,
+    /// Where each queue gathers chained frames (scatter receive on), with
+    /// room for the largest frame an mbuf holds; empty without scatter.
+    chain_pools: Vec<MbufPool>,
     /// The port's RSS as the engines must compute it (several queues with
     /// RSS), or why it is not known.
     rss: Result<RssTable, String>,
@@ -241,6 +290,45 @@ impl Drop for PortGuard {
         // stopping frees the mbufs its rings hold back to their pool.
         unsafe { ffi::ustack_dpdk_port_close(self.0) }
     }
+}
+
+/// One pool per queue beside a port's main pools (`what`: "rx" or
+/// "chain"), of `n` mbufs holding frames of `frame` bytes, without
+/// per-lcore caches (a small pool is not to be stranded in them).
+fn extra_pools(
+    what: &str,
+    port_id: u16,
+    queues: u16,
+    serial: u32,
+    n: u32,
+    frame: usize,
+    socket: i32,
+) -> io::Result<Vec<MbufPool>> {
+    let data_room = u16::try_from(HEADROOM + frame)
+        .map_err(|_| invalid(format!("buffers of {frame} bytes are too large")))?;
+    (0..queues)
+        .map(|q| {
+            MbufPool::create(
+                &format!("ustack_p{port_id}_q{q}_{what}_{serial}"),
+                n,
+                data_room,
+                socket,
+                false,
+                false,
+            )
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "port {port_id} queue {q}: a {what} pool of {n} mbufs of {data_room} \
+                         bytes ({} MB) cannot be made ({e}): give DPDK more memory \
+                         (hugepages, or [dpdk] memory= with no_huge)",
+                        (n as usize * usize::from(data_room)) >> 20
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Numbers the ports' pool sets of this process (see the pools' names).
@@ -344,9 +432,19 @@ impl DpdkLink {
                 cfg.pool_size, cfg.rx_desc, cfg.tx_desc
             );
         }
-        let mut buf_size = cfg
-            .buf_size
-            .max(device_frame_size(&driver, &c_str(&dev.devargs)));
+        let mut buf_size = cfg.buf_size;
+        // A driver whose frames may be longer than the port's buffers
+        // receives into a pool of its own, of mbufs that hold them.
+        let rx_frame = device_frame_size(&driver, &c_str(&dev.devargs));
+        let large_rx = (rx_frame > buf_size).then_some(rx_frame);
+        if let Some(f) = large_rx {
+            if f > MAX_MBUF_FRAME {
+                return Err(invalid(format!(
+                    "port {port_id} ({driver}): its frames of {f} bytes do not fit in an mbuf \
+                     (at most {MAX_MBUF_FRAME}): give its vdev a smaller framesz"
+                )));
+            }
+        }
         if driver == "net_af_xdp" && dev.max_rx_pktlen != 0 && buf_size > dev.max_rx_pktlen as usize
         {
             // Its UMEM chunk is an mbuf, which must fit in a page.
@@ -372,6 +470,15 @@ impl DpdkLink {
         if dev.rx_offload_capa & ffi::RX_OFFLOAD_UDP_CKSUM != 0 {
             rx_offloads |= ffi::RX_OFFLOAD_UDP_CKSUM;
             offloads.rx_udp_csum = true;
+        }
+        // Scatter wherever the port has it: a frame longer than one mbuf
+        // (a driver that does not filter by length, as net_tap under a
+        // kernel MTU raised behind its back) then arrives chained and is
+        // gathered into one buffer, where without it the driver would cut
+        // it to the mbuf. Frames that fit come in one segment as before.
+        if dev.rx_offload_capa & ffi::RX_OFFLOAD_SCATTER != 0 {
+            rx_offloads |= ffi::RX_OFFLOAD_SCATTER;
+            offloads.rx_scatter = true;
         }
         if cfg.vlan_strip && dev.rx_offload_capa & ffi::RX_OFFLOAD_VLAN_STRIP != 0 {
             rx_offloads |= ffi::RX_OFFLOAD_VLAN_STRIP;
@@ -433,7 +540,37 @@ impl DpdkLink {
                 })
             })
             .collect::<io::Result<Vec<MbufPool>>>()?;
-        let pool_ptrs: Vec<*mut ffi::RteMempool> = pools.iter().map(MbufPool::as_ptr).collect();
+        offloads.large_rx_frame = large_rx;
+        let rx_pools = match large_rx {
+            Some(frame) => extra_pools(
+                "rx",
+                port_id,
+                queues,
+                serial,
+                large_rx_mbufs(pool_size, frame),
+                frame,
+                dev.socket_id,
+            )?,
+            None => Vec::new(),
+        };
+        let chain_pools = if offloads.rx_scatter {
+            extra_pools(
+                "chain",
+                port_id,
+                queues,
+                serial,
+                CHAIN_MBUFS,
+                MAX_MBUF_FRAME,
+                dev.socket_id,
+            )?
+        } else {
+            Vec::new()
+        };
+        let pool_ptrs: Vec<*mut ffi::RteMempool> = if rx_pools.is_empty() {
+            pools.iter().map(MbufPool::as_ptr).collect()
+        } else {
+            rx_pools.iter().map(MbufPool::as_ptr).collect()
+        };
 
         let mut conf = ffi::PortConf {
             rx_offloads,
@@ -471,6 +608,8 @@ impl DpdkLink {
         let shared = Arc::new(PortQueues {
             port: PortGuard(port_id),
             pools,
+            rx_pools,
+            chain_pools,
             rss,
         });
         if r != 0 {
@@ -523,9 +662,13 @@ impl DpdkLink {
                     shared: Arc::clone(&shared),
                     queue,
                     reserve_target: reserve,
-                    lend_budget: (pool_size as usize)
-                        .saturating_sub(min_pool + reserve + driver_held)
-                        / 2,
+                    lend_budget: if let Some(frame) = large_rx {
+                        // The driver takes no mbuf ahead of a frame.
+                        (large_rx_mbufs(pool_size, frame) as usize).saturating_sub(2 * MAX_BURST)
+                            / 2
+                    } else {
+                        (pool_size as usize).saturating_sub(min_pool + reserve + driver_held) / 2
+                    },
                     info: LinkInfo {
                         name: c_str(&dev.name),
                         mac,
@@ -576,6 +719,38 @@ impl DpdkLink {
         &self.shared.pools[usize::from(self.queue)]
     }
 
+    /// The pool this queue receives into.
+    fn rx_pool(&self) -> &MbufPool {
+        self.shared
+            .rx_pools
+            .get(usize::from(self.queue))
+            .unwrap_or_else(|| self.pool())
+    }
+
+    /// Takes a frame the driver handed over in several segments: gathered
+    /// into one buffer of the queue's chain pool, or dropped and counted
+    /// (never cut).
+    fn gather(&mut self, rx: &ffi::Rx) -> Option<Mbuf> {
+        // SAFETY: the shim handed over a received mbuf chain (RX_CHAINED)
+        // with its first segment's data pointer and room.
+        let chain = unsafe { Mbuf::from_rx_chain(rx) }?;
+        let Some(pool) = self.shared.chain_pools.get(usize::from(self.queue)) else {
+            // A driver chained without scatter asked.
+            self.counters.rx_oversize += 1;
+            return None;
+        };
+        let Some(mut whole) = pool.alloc() else {
+            self.counters.rx_chained_no_buffer += 1;
+            return None;
+        };
+        if !whole.gather_chain(&chain) {
+            self.counters.rx_oversize += 1;
+            return None;
+        }
+        self.counters.rx_chained_gathered += 1;
+        Some(whole)
+    }
+
     /// The offloads in use.
     pub fn offloads(&self) -> DpdkOffloads {
         self.offloads
@@ -595,7 +770,8 @@ impl DpdkLink {
     /// Whether `buf`'s bytes lie in this link's mbuf memory: the proof that
     /// a received frame was not copied out of its mbuf.
     pub fn owns_memory_of(&self, buf: &Mbuf) -> bool {
-        self.pool().contains(buf.data().as_ptr())
+        let p = buf.data().as_ptr();
+        self.pool().contains(p) || self.rx_pool().contains(p)
     }
 
     /// The size of the page holding `buf`'s bytes: 4 KiB without
@@ -607,7 +783,7 @@ impl DpdkLink {
     }
 
     /// Link counters beyond [`LinkStats`]: `(name, value)`.
-    pub fn extra_stats(&self) -> [(&'static str, u64); 6] {
+    pub fn extra_stats(&self) -> [(&'static str, u64); 9] {
         let c = &self.counters;
         [
             ("rx_vlan_reinserted", c.rx_vlan_reinserted),
@@ -616,6 +792,9 @@ impl DpdkLink {
             ("rx_l4_csum_offloaded", c.rx_l4_csum_offloaded),
             ("tx_csum_offloaded", c.tx_csum_offloaded),
             ("tx_csum_software", c.tx_csum_software),
+            ("rx_above_mtu", c.rx_above_mtu),
+            ("rx_chained_gathered", c.rx_chained_gathered),
+            ("rx_chained_no_buffer", c.rx_chained_no_buffer),
         ]
     }
 
@@ -632,12 +811,13 @@ impl DpdkLink {
     /// the port can, else the link does. Returns the shim's offload request.
     fn prepare_partial(&mut self, buf: &mut Mbuf) -> (u32, u16, u16) {
         let Some(l4) = l4_of(buf.data()) else {
-            // Not TCP/UDP over IPv4: nothing to finish.
+            // Not TCP/UDP over IPv4 or IPv6: nothing to finish.
             return (0, 0, 0);
         };
+        let family = if l4.v6 { ffi::TX_IPV6 } else { 0 };
         let offload = match l4.proto {
-            6 if self.offloads.tx_tcp_csum => ffi::TX_TCP_CSUM,
-            17 if self.offloads.tx_udp_csum => ffi::TX_UDP_CSUM,
+            6 if self.offloads.tx_tcp_csum => ffi::TX_TCP_CSUM | family,
+            17 if self.offloads.tx_udp_csum => ffi::TX_UDP_CSUM | family,
             _ => 0,
         };
         if offload != 0 {
@@ -650,21 +830,29 @@ impl DpdkLink {
     }
 }
 
-/// The largest frame a driver may hand over beyond the MTU, which the
-/// mbufs must hold: DPDK's af_packet driver joins its socket to a fanout
-/// group with the kernel's defragmentation flag, so a fragmented datagram
-/// arrives reassembled, as one frame of up to `framesz` bytes (2048 by
-/// default; its queue setup refuses mbufs smaller than that). Other
-/// drivers deliver frames up to the MTU: 0.
+/// The largest frame a driver may hand over beyond the MTU, which its
+/// receive mbufs must hold: DPDK's af_packet driver joins its socket to a
+/// fanout group with the kernel's defragmentation flag, so a fragmented
+/// datagram arrives reassembled, and a veth peer's TCP super-frames
+/// (TSO/GSO) arrive whole, each as one frame of up to its ring's frame
+/// size. Its queue setup refuses mbufs of less room than `framesz` less
+/// the 32 bytes of TPACKET_V2 header beyond a `sockaddr_ll` (and a frame
+/// starts 66 bytes into its slot, so none is longer). `framesz` is 2048
+/// when not given. Other drivers deliver frames up to the MTU: 0.
 pub(super) fn device_frame_size(driver: &str, devargs: &str) -> usize {
     if driver != "net_af_packet" {
         return 0;
     }
-    devargs
+    let framesz: usize = devargs
         .split(',')
-        .find_map(|kv| kv.strip_prefix("framesz=")?.trim().parse().ok())
-        .unwrap_or(2048)
+        .find_map(|kv| kv.trim().strip_prefix("framesz=")?.trim().parse().ok())
+        .unwrap_or(2048);
+    framesz.saturating_sub(AF_PACKET_SLOT_HEADER)
 }
+
+/// What DPDK's af_packet driver (22.11) subtracts from `framesz` for the
+/// data an mbuf must hold: `TPACKET2_HDRLEN - sizeof(struct sockaddr_ll)`.
+const AF_PACKET_SLOT_HEADER: usize = 32;
 
 /// The address ustack takes on a `net_tap` port. DPDK's tap driver gives
 /// the kernel's TAP interface the port's own address (setting the port's
@@ -714,22 +902,41 @@ pub(super) fn kernel_interface<'a>(driver: &str, devargs: &'a str) -> Option<&'a
         .filter(|i| !i.is_empty())
 }
 
-/// Where the L4 header of an IPv4 TCP/UDP frame is.
+/// Where the L4 header of an IPv4 or IPv6 TCP/UDP frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct L4 {
     proto: u8,
     l2_len: u16,
     l3_len: u16,
+    v6: bool,
 }
 
-/// Finds the TCP or UDP header of an unfragmented IPv4 frame (after at
-/// most one VLAN tag).
+/// Finds the TCP or UDP header of an unfragmented IPv4 frame, or of an
+/// IPv6 frame with TCP or UDP as its first header (what the stack makes),
+/// after at most one VLAN tag.
 pub(super) fn l4_of(frame: &[u8]) -> Option<L4> {
     let mut l2 = 14;
     let mut ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
     if ethertype == 0x8100 {
         ethertype = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
         l2 = 18;
+    }
+    if ethertype == 0x86dd {
+        let proto = *frame.get(l2 + 6)?;
+        let min_l4 = match proto {
+            6 => 20,
+            17 => 8,
+            _ => return None,
+        };
+        if frame.len() < l2 + 40 + min_l4 {
+            return None;
+        }
+        return Some(L4 {
+            proto,
+            l2_len: l2 as u16,
+            l3_len: 40,
+            v6: true,
+        });
     }
     if ethertype != 0x0800 {
         return None;
@@ -750,6 +957,7 @@ pub(super) fn l4_of(frame: &[u8]) -> Option<L4> {
         proto,
         l2_len: l2 as u16,
         l3_len: ihl as u16,
+        v6: false,
     })
 }
 
@@ -757,12 +965,16 @@ pub(super) fn l4_of(frame: &[u8]) -> Option<L4> {
 /// pseudo-header sum; the one's complement sum over the L4 segment with it
 /// gives the final value (as a NIC does for `CHECKSUM_PARTIAL`).
 pub(super) fn complete_checksum(frame: &mut [u8], l4: &L4) {
-    let start = usize::from(l4.l2_len) + usize::from(l4.l3_len);
-    let total = u16::from_be_bytes([
-        frame[usize::from(l4.l2_len) + 2],
-        frame[usize::from(l4.l2_len) + 3],
-    ]);
-    let end = (usize::from(l4.l2_len) + usize::from(total)).min(frame.len());
+    let l2 = usize::from(l4.l2_len);
+    let start = l2 + usize::from(l4.l3_len);
+    // The IP packet's end: IPv4's total length, IPv6's payload length
+    // after its fixed header.
+    let end = if l4.v6 {
+        start + usize::from(u16::from_be_bytes([frame[l2 + 4], frame[l2 + 5]]))
+    } else {
+        l2 + usize::from(u16::from_be_bytes([frame[l2 + 2], frame[l2 + 3]]))
+    }
+    .min(frame.len());
     if end <= start {
         return;
     }
@@ -797,21 +1009,29 @@ impl Link for DpdkLink {
             ffi::ustack_dpdk_rx_burst(self.shared.port.0, self.queue, self.rx.as_mut_ptr(), max)
         };
         let mut taken = 0;
-        for rx in &self.rx[..usize::from(n)] {
-            // SAFETY: the shim handed over a received single-segment mbuf
-            // (or one with len 0 if chained), its data pointer and room.
-            let Some(mut m) = (unsafe { Mbuf::from_rx(rx) }) else {
-                continue;
-            };
+        for i in 0..usize::from(n) {
+            let rx = self.rx[i];
             if rx.flags & ffi::RX_VLAN_LOST != 0 {
                 self.counters.rx_vlan_lost += 1;
-                continue; // dropped with `m`
-            }
-            if rx.len == 0 || rx.len > rx.room {
-                // A chained (multi-segment) frame: larger than a buffer.
-                self.counters.rx_oversize += 1;
+                // SAFETY: as below; taken only to be freed.
+                drop(unsafe { Mbuf::from_rx_chain(&rx) });
                 continue;
             }
+            let m = if rx.flags & ffi::RX_CHAINED != 0 {
+                self.gather(&rx)
+            } else if rx.len > rx.room {
+                // SAFETY: as below; taken only to be freed.
+                drop(unsafe { Mbuf::from_rx_chain(&rx) });
+                self.counters.rx_oversize += 1;
+                None
+            } else {
+                // SAFETY: the shim handed over a received single-segment
+                // mbuf, its data pointer and room, and len <= room.
+                unsafe { Mbuf::from_rx(&rx) }
+            };
+            let Some(mut m) = m else {
+                continue;
+            };
             if rx.flags & ffi::RX_VLAN_REINSERTED != 0 {
                 self.counters.rx_vlan_reinserted += 1;
             }
@@ -829,7 +1049,10 @@ impl Link for DpdkLink {
                 self.partial_form.mark(&mut m);
             }
             self.counters.rx_frames += 1;
-            self.counters.rx_bytes += u64::from(rx.len);
+            self.counters.rx_bytes += u64::from(m.len_u32());
+            if m.len_u32() as usize > self.info.mtu + FRAME_OVERHEAD {
+                self.counters.rx_above_mtu += 1;
+            }
             out.push(m);
             taken += 1;
         }

@@ -40,10 +40,12 @@
 #define USTACK_RX_L4_CSUM_BAD 4u      /* BAD: the NIC found the L4 checksum wrong */
 #define USTACK_RX_VLAN_REINSERTED 8u  /* the NIC had stripped a tag; it is back */
 #define USTACK_RX_VLAN_LOST 16u       /* a stripped tag could not be put back */
+#define USTACK_RX_CHAINED 32u         /* several segments: len is the whole frame's */
 
 /* Transmit requests from Rust (UstackTx::offload). */
 #define USTACK_TX_TCP_CSUM 1u
 #define USTACK_TX_UDP_CSUM 2u
+#define USTACK_TX_IPV6 4u /* the frame is IPv6 (else IPv4) */
 
 int ustack_dpdk_errno(void) { return rte_errno; }
 
@@ -126,7 +128,8 @@ struct ustack_port_conf {
     uint16_t nb_queues;
     uint16_t nb_rxd;
     uint16_t nb_txd;
-    /* 0: keep the port's MTU. */
+    /* 0: keep the port's MTU (also the largest frame asked of the port,
+     * rxmode.mtu, plus its Ethernet overhead). */
     uint16_t mtu;
     uint8_t promiscuous;
     /* Non-NULL: set this Ethernet address. */
@@ -150,6 +153,9 @@ int ustack_dpdk_port_start(uint16_t port, struct ustack_port_conf *conf, void *c
     memset(&ec, 0, sizeof(ec));
     ec.rxmode.offloads = conf->rx_offloads;
     ec.txmode.offloads = conf->tx_offloads;
+    /* The largest frame the port is to take (0: ethdev's 1500), so a NIC
+     * that filters by length drops and counts what is longer. */
+    ec.rxmode.mtu = conf->mtu;
     if (conf->rss_hf != 0) {
         ec.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
         ec.rx_adv_conf.rss_conf.rss_key = (uint8_t *)conf->rss_key;
@@ -446,15 +452,44 @@ uint16_t ustack_dpdk_rx_burst(uint16_t port, uint16_t queue, struct ustack_rx *o
         }
         out[i].mbuf = m;
         out[i].data = rte_pktmbuf_mtod(m, uint8_t *);
-        /* Chained mbufs (scatter) are not enabled: data_len is the frame,
-         * unless a driver chains anyway, which the caller sees as len !=
-         * pkt_len and drops. */
-        out[i].len = m->nb_segs == 1 ? m->data_len : 0;
+        /* A frame longer than one mbuf comes chained (scatter): `len` is
+         * then the whole frame's, which the caller gathers into one buffer
+         * (ustack_dpdk_chain_copy); the first segment alone is never taken
+         * for the frame. */
+        if (m->nb_segs == 1) {
+            out[i].len = m->data_len;
+        } else {
+            out[i].len = m->pkt_len;
+            flags |= USTACK_RX_CHAINED;
+        }
         out[i].room = m->buf_len - m->data_off;
         out[i].flags = flags;
         out[i].pad = 0;
     }
     return got;
+}
+
+/*
+ * Copies every segment of the chained frame `mbuf` into `dst` (`room`
+ * bytes).  Returns the frame's length, or -1 when it does not fit or its
+ * segments do not add up to its pkt_len (a malformed chain: nothing is
+ * trusted beyond what the segments hold).
+ */
+int32_t ustack_dpdk_chain_copy(const void *mbuf, uint8_t *dst, uint32_t room) {
+    const struct rte_mbuf *m = mbuf;
+    uint32_t total = m->pkt_len;
+    uint32_t off = 0;
+    uint32_t segs = 0;
+
+    if (total > room)
+        return -1;
+    for (; m != NULL; m = m->next) {
+        if (++segs > RTE_MBUF_MAX_NB_SEGS || m->data_len > total - off)
+            return -1;
+        memcpy(dst + off, rte_pktmbuf_mtod(m, const uint8_t *), m->data_len);
+        off += m->data_len;
+    }
+    return off == total ? (int32_t)total : -1;
 }
 
 int ustack_dpdk_alloc(void *pool, struct ustack_buf *out) {
@@ -487,7 +522,8 @@ uint16_t ustack_dpdk_tx_burst(uint16_t port, uint16_t queue, const struct ustack
         if (in[i].offload != 0) {
             m->l2_len = in[i].l2_len;
             m->l3_len = in[i].l3_len;
-            m->ol_flags |= RTE_MBUF_F_TX_IPV4;
+            m->ol_flags |=
+                (in[i].offload & USTACK_TX_IPV6) ? RTE_MBUF_F_TX_IPV6 : RTE_MBUF_F_TX_IPV4;
             m->ol_flags |= (in[i].offload & USTACK_TX_TCP_CSUM) ? RTE_MBUF_F_TX_TCP_CKSUM
                                                                 : RTE_MBUF_F_TX_UDP_CKSUM;
         }

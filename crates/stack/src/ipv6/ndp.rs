@@ -206,10 +206,17 @@ impl IpLayer {
             None => {}
         }
         self.counters.rx_accept_ndp_neighbor_advert += 1;
-        // RFC 4861 7.2.5: only an entry we have is updated, and only by an
-        // advertisement that carries the link address.
-        let Some(mac) = find_lladdr(options, true) else {
-            return;
+        // RFC 4861 7.2.5: only an entry we have is updated. An incomplete
+        // one needs the link address; an entry that has one is updated by
+        // an advertisement without it too (the answer to a unicast probe,
+        // which may omit it, 7.2.4: Linux does), so a solicited one
+        // confirms the neighbour reachable.
+        let mac = match find_lladdr(options, true) {
+            Some(mac) => mac,
+            None => match self.neighbors.cached_mac(d.iface, IpAddr::V6(target)) {
+                Some(mac) => EthernetAddress(mac),
+                None => return,
+            },
         };
         if !mac.is_unicast() {
             return;

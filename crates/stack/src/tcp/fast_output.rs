@@ -91,6 +91,9 @@ pub(crate) struct Ipv6Template {
     out: LinkOut,
     mtu: usize,
     offload: bool,
+    /// The largest TCP super-frame the link cuts itself (0: none), as for
+    /// IPv4.
+    tso_max: usize,
 }
 
 /// What a template is built from besides the path: the connection's IP
@@ -213,6 +216,12 @@ impl Ipv6Template {
             out,
             mtu: ip.ipv6_path_mtu(iface, dst, now),
             offload: ifc.tx_checksum_offload,
+            // A super-frame's checksum is the link's to finish per segment.
+            tso_max: if ifc.tx_checksum_offload {
+                ifc.tso_max
+            } else {
+                0
+            },
         })
     }
 }
@@ -406,28 +415,30 @@ impl TcpConnection {
     }
 
     /// The most new data one segment may carry: the MSS; or, on an IPv4
-    /// path whose link cuts TCP super-frames itself (`Stack::set_tso`)
-    /// and that the direct path sends on (what `send_on_ipv4_template`
-    /// takes), as many whole MSS as fit in its largest frame.  The
-    /// template decides; one gone stale is built again on the same
-    /// interface, which keeps its offloads.
+    /// or IPv6 path whose link cuts TCP super-frames itself
+    /// (`Stack::set_tso`) and that the direct path sends on (what
+    /// `send_on_ipv4_template` and `send_direct_v6` take), as many whole
+    /// MSS as fit in its largest frame.  The template decides; one gone
+    /// stale is built again on the same interface, which keeps its
+    /// offloads.
     #[inline]
     pub(crate) fn segment_max(&self, ip: &IpLayer) -> usize {
-        let Some(SegmentTemplate::V4(t)) = &self.template else {
-            return self.snd_mss;
+        let (tso_max, ip_header) = match &self.template {
+            Some(SegmentTemplate::V4(t)) => (t.tso_max, IPV4_LEN),
+            Some(SegmentTemplate::V6(t)) => (t.tso_max, IPV6_LEN),
+            None => return self.snd_mss,
         };
-        if t.tso_max == 0 || !ip.cfg.tcp.fast_path || (self.sack_ok && self.recv.has_out_of_order())
-        {
+        if tso_max == 0 || !ip.cfg.tcp.fast_path || (self.sack_ok && self.recv.has_out_of_order()) {
             return self.snd_mss;
         }
-        let header = IPV4_LEN
+        let header = ip_header
             + if self.ts_ok {
                 TIMESTAMP_HEADER_LEN
             } else {
                 PLAIN_HEADER_LEN
             };
         let mss = self.snd_mss.max(1);
-        (t.tso_max.saturating_sub(header) / mss).max(1) * mss
+        (tso_max.saturating_sub(header) / mss).max(1) * mss
     }
 
     /// The options a template is built with.
@@ -558,9 +569,16 @@ impl TcpConnection {
             PLAIN_HEADER_LEN
         };
         let tcp_len = header_len + len;
-        if IPV6_LEN + tcp_len > t.mtu {
+        // Larger than the MTU: a super-frame for the link to cut, as over
+        // IPv4 (its payload length field holds the whole TCP length).
+        let ip_len = IPV6_LEN + tcp_len;
+        let gso_size = if ip_len <= t.mtu {
+            0
+        } else if ip_len <= t.tso_max && self.snd_mss < len {
+            self.snd_mss as u16
+        } else {
             return false;
-        }
+        };
         let (out, offload) = (t.out, t.offload);
         let fields = self.segment_fields(now, flags, seq);
         let offset = seq - self.data_start();
@@ -583,7 +601,7 @@ impl TcpConnection {
         let frame_len = TCP_AT_V6 + tcp_len;
         let headers = &t.bytes;
         let send = &self.send;
-        transmit_segment(ip, sink, out, frame_len, (offload, 0), || Segment::<
+        transmit_segment(ip, sink, out, frame_len, (offload, gso_size), || Segment::<
             TCP_AT_V6,
             HEADERS_V6,
         > {
