@@ -13,7 +13,7 @@ FUZZ_TARGETS := rx_path wire_parsers
 FUZZ_LONG_TARGETS := $(FUZZ_TARGETS) api_diff
 SOAK_SECONDS ?= 3600
 
-.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short fuzz-long fuzz-api soak bench bench-c clean install install-files c-examples
+.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short fuzz-long fuzz-api soak scale bench bench-c clean install install-files c-examples
 
 all: build
 
@@ -44,6 +44,9 @@ test-unit:
 	@# RFC 9293 requirements and which conformance scripts cover which RFC
 	@# section (docs/tcp-conformance.md; prints the counts).
 	$(CARGO) test --release -p stack --test conformance coverage_table -- --nocapture --quiet
+	@# Issue 23's scale point at CI size: 30,000 idle connections between two
+	@# engines, memory per connection end within its budget (see `scale`).
+	$(RELEASE_DIR)/ustack-bench scale --count $(SCALE_CI_CONNS) --ports 2 --budget-bytes $(SCALE_BUDGET_BYTES)
 
 test-interop: build c-examples
 	$(PY) tests/interop/run.py --bin-dir target/release
@@ -135,6 +138,19 @@ fuzz-long: deps
 soak: build c-examples
 	$(CARGO) test --release -p stack --test churn -- --ignored --nocapture
 	USTACK_SOAK=1 USTACK_SOAK_SECONDS=$(SOAK_SECONDS) $(PY) tests/interop/run.py --bin-dir target/release -k soak_
+
+# One engine holding SCALE_CONNS established idle connections (from a second
+# engine in the same thread, over the shared-memory link, spread over
+# SCALE_PORTS server ports), then idle for 3 s: prints the time to establish
+# them and the memory per connection end (anonymous RSS growth plus the
+# kernel's socket caches), and fails over SCALE_BUDGET_BYTES. A million
+# takes about 4 GB and a few minutes here.
+SCALE_CONNS ?= 1000000
+SCALE_PORTS ?= 40
+SCALE_CI_CONNS ?= 30000
+SCALE_BUDGET_BYTES ?= 2000
+scale: build
+	$(RELEASE_DIR)/ustack-bench scale --count $(SCALE_CONNS) --ports $(SCALE_PORTS) --budget-bytes $(SCALE_BUDGET_BYTES)
 
 # ustack beside the Linux kernel, same run, same cores (needs root for
 # /proc/slabinfo, valgrind, ~140 MB in /dev/shm, and an otherwise idle

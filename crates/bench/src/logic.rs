@@ -156,6 +156,9 @@ pub struct Client<S> {
     last_scan: Duration,
     /// Idle connections: all are up since then.
     all_up_at: Option<Duration>,
+    /// Idle connections: the server port offsets they go to, in turn (each
+    /// server port gives a client address its own ephemeral ports).
+    idle_ports: Vec<u16>,
 }
 
 impl<S: SockKey> Client<S> {
@@ -185,6 +188,15 @@ impl<S: SockKey> Client<S> {
             result: None,
             last_scan: Duration::ZERO,
             all_up_at: None,
+            idle_ports: vec![ECHO, ECHO2],
+        }
+    }
+
+    /// Idle connections go to these server port offsets in turn (echo
+    /// listeners the server opened, see [`Server::listen_echo`]).
+    pub fn set_idle_ports(&mut self, offsets: Vec<u16>) {
+        if !offsets.is_empty() {
+            self.idle_ports = offsets;
         }
     }
 
@@ -254,11 +266,7 @@ impl<S: SockKey> Client<S> {
                 Workload::ShortConn { .. } => net.tcp_connect(self.addr(ONESHOT)),
                 Workload::PingPong { .. } => net.tcp_connect(self.addr(ECHO)),
                 Workload::IdleConns { .. } => {
-                    let port = if self.to_open.is_multiple_of(2) {
-                        ECHO
-                    } else {
-                        ECHO2
-                    };
+                    let port = self.idle_ports[self.to_open % self.idle_ports.len()];
                     net.tcp_connect(self.addr(port))
                 }
             };
@@ -580,6 +588,20 @@ impl<S: SockKey> Server<S> {
             chunk: vec![b's'; CHUNK],
             stats: ServerStats::default(),
         })
+    }
+
+    /// Opens one more echo listener, at `base_port + offset` (for idle
+    /// connections spread over many ports).
+    pub fn listen_echo<N: Net<Sock = S>>(
+        &mut self,
+        net: &mut N,
+        family: Family,
+        base_port: u16,
+        offset: u16,
+    ) -> io::Result<()> {
+        let l = net.tcp_listen(SocketAddr::new(family.unspecified(), base_port + offset))?;
+        self.roles.insert(l, Role::Listener(ECHO));
+        Ok(())
     }
 
     /// Connections open now.

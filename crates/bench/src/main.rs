@@ -8,6 +8,7 @@
 //! ustack-bench client --stack ustack|rust_async|linux --port P --workload W [--link FILE] [--family 4|6]
 //!                     [--cpu N] [--warmup-ms MS --window-ms MS | --count N | --settle-ms MS]
 //! ustack-bench pair --workload W --count N [--step-us US] [--family 4|6]
+//! ustack-bench scale --count N [--ports P] [--settle-ms MS] [--budget-bytes B]
 //! ```
 //!
 //! `run` is what `make bench` calls: every workload through each way in
@@ -15,7 +16,8 @@
 //! (`stats.rs`), then a table, `bench/results/latest.json` and
 //! `latest.svg` (`report.rs`, `chart.rs`). The other
 //! subcommands are its processes (see `proc.rs`); `pair` runs both ustack
-//! engines in one thread, for callgrind.
+//! engines in one thread, for callgrind; `scale` holds N idle connections
+//! between two engines in one thread and checks memory per connection.
 //!
 //! `USTACK_BENCH_SET` (lines of `k=v`) is handed to every `ustack run`
 //! as `--set`s, to measure a configuration variant.
@@ -49,7 +51,7 @@ use logic::{Budget, Workload};
 use proc::{ProcArgs, Which};
 
 fn usage() -> String {
-    "usage: ustack-bench run|server|client|pair [options] (see the source's header)".into()
+    "usage: ustack-bench run|server|client|pair|scale [options] (see the source's header)".into()
 }
 
 /// `--flag value` pairs, in order.
@@ -159,6 +161,19 @@ fn main_inner() -> Result<(), String> {
                 flags.parse_or("port", 7000u16)?,
                 Duration::from_micros(flags.parse_or("step-us", 1u64)?),
                 flags.get("family").unwrap_or("4").parse()?,
+            )
+        }
+        "scale" => {
+            flags.check_known(&["count", "ports", "settle-ms", "budget-bytes"])?;
+            proc::scale(
+                flags.parse_or("count", 20_000usize)?,
+                flags.parse_or("ports", 2u16)?,
+                Duration::from_millis(flags.parse_or("settle-ms", 3000u64)?),
+                flags
+                    .get("budget-bytes")
+                    .map(str::parse::<f64>)
+                    .transpose()
+                    .map_err(|e| format!("--budget-bytes: {e}"))?,
             )
         }
         "run" => run::main(&flags),

@@ -359,3 +359,109 @@ pub fn pair(
     ));
     Ok(())
 }
+
+/// `ustack-bench scale`: one ustack engine holds `count` established idle
+/// connections from another over the shared-memory link (both in this
+/// thread, as `pair`), spread over `ports` server ports (each gives the
+/// client's address its own ephemeral ports), then idle for `settle`;
+/// prints the time to establish them and memory per connection end,
+/// measured as the memory row measures it (anonymous RSS growth plus the
+/// kernel's socket caches, which a ustack socket does not touch). Fails
+/// when memory per end is over `budget` bytes.
+pub fn scale(
+    count: usize,
+    ports: u16,
+    settle: Duration,
+    budget: Option<f64>,
+) -> Result<(), String> {
+    let family = Family::V4;
+    let port = 7000;
+    let path = PathBuf::from(format!(
+        "/dev/shm/ustack-bench-scale-{}",
+        std::process::id()
+    ));
+    let mut se = us::server_engine(&path, 1, us::TIMER_TICK, family).map_err(|e| e.to_string())?;
+    let mut ce = us::client_engine(&path, 2, us::TIMER_TICK, family).map_err(|e| e.to_string())?;
+    // Offsets past the server's own four listeners, two apart.
+    let offsets: Vec<u16> = (0..ports.max(1)).map(|k| 10 + 2 * k).collect();
+    let server = us::with_net(&mut se, |net| {
+        let mut server = Server::new(net, family, port)?;
+        for &off in &offsets {
+            server.listen_echo(net, family, port, off)?;
+        }
+        Ok::<_, io::Error>(server)
+    })
+    .map_err(|e| format!("cannot listen: {e}"))?;
+    let mut sapp = ServerApp(server);
+    let mut client = Client::new(
+        Workload::IdleConns { count },
+        us::server_ip(family),
+        port,
+        Budget::Count(count as u64),
+    );
+    client.set_idle_ports(offsets);
+    let mut capp = ClientApp(client);
+    se.announce();
+    ce.announce();
+    let kernel_before = mem::kernel_snapshot();
+    let anon_before = mem::rss_anon_kb().unwrap_or(0);
+    let heap_before = heap_in_use();
+    // Both engines on the clock, in turn.
+    let start = std::time::Instant::now();
+    let mut turns = 0u64;
+    while capp.0.result().is_none() {
+        se.turn(&mut sapp);
+        ce.turn(&mut capp);
+        turns += 1;
+        if turns.is_multiple_of(1 << 20) && start.elapsed() > Duration::from_secs(3600) {
+            return Err(format!(
+                "{} of {count} connections up in an hour",
+                capp.0.count()
+            ));
+        }
+    }
+    let up = start.elapsed();
+    let idle_from = std::time::Instant::now();
+    while idle_from.elapsed() < settle {
+        se.turn(&mut sapp);
+        ce.turn(&mut capp);
+    }
+    let anon = mem::rss_anon_kb().unwrap_or(0);
+    let (kernel, detail) = mem::socket_delta(&kernel_before, &mem::kernel_snapshot());
+    let ends = 2.0 * count as f64;
+    let per_end = ((anon.saturating_sub(anon_before)) as f64 * 1024.0 + kernel as f64) / ends;
+    let (tcp_s, conns_s) = se.stack.tcp_memory();
+    let (tcp_c, conns_c) = ce.stack.tcp_memory();
+    say(&format!(
+        "scale conns={count} server_conns={} client_conns={conns_c} ports={ports} \
+         up_ms={} conns_per_s={:.0} bytes_per_end={per_end:.0} \
+         stack_bytes_per_end={:.0} heap_in_use_per_end={:.0} rss_anon_grew_kb={} \
+         kernel_socket_bytes={kernel} ({detail}) budget={}",
+        conns_s,
+        up.as_millis(),
+        count as f64 / up.as_secs_f64(),
+        (tcp_s + tcp_c) as f64 / ends,
+        heap_in_use().saturating_sub(heap_before) as f64 / ends,
+        anon.saturating_sub(anon_before),
+        budget.map_or("none".to_string(), |b| format!("{b:.0}")),
+    ));
+    if conns_s < count || conns_c < count {
+        return Err(format!(
+            "{conns_s} server and {conns_c} client connections open of {count}"
+        ));
+    }
+    if let Some(b) = budget {
+        if per_end > b {
+            return Err(format!(
+                "{per_end:.0} bytes per connection end, over the budget of {b:.0}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Bytes the C allocator has handed out and not had back (glibc).
+fn heap_in_use() -> usize {
+    // SAFETY: mallinfo2 takes no arguments and returns a plain struct.
+    unsafe { libc::mallinfo2() }.uordblks
+}

@@ -487,7 +487,10 @@ impl Ctx {
                 "--workload".into(),
                 format!("idle:{share}"),
                 "--settle-ms".into(),
-                "1000".into(),
+                // Idle for 3 s before measuring: long enough for a stack's
+                // caches to give back what the burst of connecting used
+                // (ustack's ring cache decays in two 0.5 s periods).
+                "3000".into(),
             ];
             match self.start(which, spec.family, &extra) {
                 Ok(p) => procs.push(p),

@@ -43,6 +43,13 @@ impl Default for EngineConfig {
     }
 }
 
+/// Ring storage the stack frees before the engine hands the heap's empty
+/// pages back to the system.
+const HEAP_TRIM_BYTES: u64 = 1 << 20;
+/// The least time between two such hand-backs (a trim walks the heap's
+/// free lists: tens of milliseconds for gigabytes).
+const HEAP_TRIM_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Counters of the loop itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineCounters {
@@ -472,6 +479,9 @@ pub struct Engine<L: Link> {
     one_port: bool,
     /// IPv6 addresses found duplicate so far, said on stderr.
     duplicates_told: u64,
+    /// The stack's freed ring storage when the heap was last trimmed, and
+    /// when it may be trimmed again (see [`Engine::return_freed_heap`]).
+    heap_trimmed_at: (u64, Instant),
     /// The control socket, when the engine has one.
     control: Option<Box<EngineControl<L>>>,
     /// When the control socket is next looked at.
@@ -528,6 +538,7 @@ impl<L: Link> Engine<L> {
             lent: lend::Lender::default(),
             one_port: false,
             duplicates_told: 0,
+            heap_trimmed_at: (0, Instant::ZERO),
             control: None,
             next_control: Instant::ZERO,
             last_turn: Instant::ZERO,
@@ -873,11 +884,30 @@ impl<L: Link> Engine<L> {
             if self.stack.counters().ndp_dad_duplicates != self.duplicates_told {
                 self.tell_duplicates();
             }
+            if self.stack.tcp_buffer_released_bytes() >= self.heap_trimmed_at.0 + HEAP_TRIM_BYTES
+                && now >= self.heap_trimmed_at.1
+            {
+                self.return_freed_heap(now);
+            }
         }
         if self.control.is_some() && now >= self.next_control {
             return self.serve_control(now) | work;
         }
         work
+    }
+
+    /// Hands the heap pages the stack's freed ring storage left empty back
+    /// to the system: freed storage stays resident in the allocator's free
+    /// lists otherwise, and a burst that once had every connection's rings
+    /// in flight would pin its peak for good. At most once per
+    /// [`HEAP_TRIM_INTERVAL`], after [`HEAP_TRIM_BYTES`] were freed.
+    #[cold]
+    fn return_freed_heap(&mut self, now: Instant) {
+        self.heap_trimmed_at = (
+            self.stack.tcp_buffer_released_bytes(),
+            now + HEAP_TRIM_INTERVAL,
+        );
+        crate::heap::trim();
     }
 
     /// Says which IPv6 addresses another node holds: the operator must

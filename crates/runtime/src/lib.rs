@@ -8,6 +8,7 @@ pub mod cores;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod engine;
+pub mod heap;
 pub mod ports;
 pub mod procgroup;
 pub mod setup;

@@ -20,7 +20,7 @@ use crate::tcp::listen::{
     connection_from_cookie, mss_for_mtu, mss_for_mtu_v6, send_cookie_syn_ack, TcpListener,
 };
 use crate::tcp::output::send_reset_for;
-use crate::tcp::shared::{TcpShared, TRIM_INTERVAL};
+use crate::tcp::shared::{TcpShared, CACHE_DECAY_INTERVAL, TRIM_INTERVAL};
 use crate::tcp::timer_wheel::TimerWheel;
 use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
 use crate::tcp::urgent::OobRead;
@@ -661,9 +661,28 @@ impl Stack {
         cache.set_parked(again);
     }
 
-    /// When the trim scan is due, if a ring waits for one.
+    /// Ends the buffer cache's decay period when it is due: storage the
+    /// cache held unused through the period is freed.
+    fn tcp_decay_cache(&mut self, now: Instant) {
+        if self.tcp.buffers.held_bytes() == 0 || now < self.tcp.next_decay {
+            return;
+        }
+        self.tcp.next_decay = now + CACHE_DECAY_INTERVAL;
+        self.tcp.buffers.decay();
+    }
+
+    /// When the trim scan is due, if a ring waits for one, or the cache's
+    /// decay, if it holds storage.
     pub(crate) fn tcp_trim_deadline(&self) -> Option<Instant> {
-        self.tcp.buffers.parked().then_some(self.tcp.next_trim)
+        let trim = self.tcp.buffers.parked().then_some(self.tcp.next_trim);
+        let decay = (self.tcp.buffers.held_bytes() > 0).then_some(self.tcp.next_decay);
+        trim.into_iter().chain(decay).min()
+    }
+
+    /// Bytes of ring storage the stack has freed since the start (a
+    /// runtime that can hand freed heap back to the system watches it).
+    pub fn tcp_buffer_released_bytes(&self) -> u64 {
+        self.tcp.buffers.released_bytes()
     }
 
     /// Runs the TCP timers that are due.
@@ -698,6 +717,9 @@ impl Stack {
         }
         fired.clear();
         self.tcp.fired = fired;
+        // Last: the timers may have given the cache storage, and a decay
+        // deadline left in the past would have the caller poll again at once.
+        self.tcp_decay_cache(now);
     }
 
     /// Opens a listening socket (RFC 9293 3.10.1 passive OPEN).

@@ -378,6 +378,7 @@ impl ByteRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tcp::buffer_cache::BATCH_BYTES;
 
     /// Reading every held byte keeps what was written beyond them (the
     /// receive ring's out-of-order data) where it was, relative to the
@@ -487,8 +488,9 @@ mod tests {
         assert_eq!(r.allocated(), 0);
         assert_eq!(
             c.held_bytes(),
-            1024 + 4096,
-            "the storage outgrown and the last went back to the cache"
+            2 * BATCH_BYTES,
+            "the storage outgrown and the last went back to the cache (beside \
+             the rest of the two classes' first batches)"
         );
     }
 

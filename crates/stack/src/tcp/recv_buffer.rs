@@ -464,6 +464,10 @@ impl RecvBuffer {
     fn after_read(&mut self, cache: &mut BufferCache) {
         if self.held_frames == 0 && self.pending.is_none() {
             self.chunks.clear();
+            if self.chunks.capacity() > 0 {
+                // The queue's memory goes at the next trim scan.
+                cache.note_parked();
+            }
         }
         if self.ring.is_empty() && self.ooo.is_empty() {
             self.ring.park(cache);
@@ -477,7 +481,15 @@ impl RecvBuffer {
 
     /// A trim scan (see [`ByteRing::trim`]); the ring only counts as empty
     /// when no out-of-order data waits past it.
+    /// The queues of held frames and out-of-order ranges, once empty, give
+    /// their memory back too.
     pub fn trim(&mut self, cache: &mut BufferCache) -> bool {
+        if self.chunks.is_empty() && self.chunks.capacity() > 0 {
+            self.chunks = VecDeque::new();
+        }
+        if self.ooo.is_empty() && self.ooo.capacity() > 0 {
+            self.ooo = Vec::new();
+        }
         self.ooo.is_empty() && self.ring.trim(cache)
     }
 

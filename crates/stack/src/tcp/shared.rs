@@ -16,6 +16,9 @@ pub const BUFFER_CACHE_BYTES: usize = 64 << 20;
 /// How often rings that emptied are looked at: one empty and unused for
 /// a whole interval gives its storage back (so within two intervals).
 pub const TRIM_INTERVAL: Duration = Duration::from_millis(100);
+/// The period of the ring storage cache's decay (`BufferCache::decay`):
+/// storage unused for a whole period is freed.
+pub const CACHE_DECAY_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Challenge ACKs per second at most (RFC 5961 section 7).
 pub const CHALLENGE_ACK_LIMIT: u32 = 1000;
@@ -39,6 +42,8 @@ pub(crate) struct TcpShared {
     pub lend: FrameLending,
     /// When the next trim scan may run.
     pub next_trim: Instant,
+    /// When the buffer cache's decay period ends.
+    pub next_decay: Instant,
     /// `cfg.delayed_ack_timeout` in microseconds: armed on most segments
     /// with data.
     pub delack_us: u64,
@@ -90,6 +95,7 @@ impl TcpShared {
             fired: Vec::new(),
             lend: FrameLending::default(),
             next_trim: Instant::ZERO,
+            next_decay: Instant::ZERO,
             delack_us: duration_micros(cfg.delayed_ack_timeout),
             handoff: Handoff::default(),
             ack_per_burst: false,
