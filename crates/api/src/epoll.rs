@@ -287,11 +287,16 @@ impl Worker {
             return Err(Errno::EINVAL);
         }
         self.pump();
+        // Nothing queued (a busy loop's usual look): the instance stays put.
+        if matches!(self.object(epfd), Some(Object::Epoll(ep)) if ep.ready.is_empty()) {
+            return Ok(0);
+        }
         let Some(Object::Epoll(mut ep)) = self.take(epfd) else {
             return Err(Errno::EBADF);
         };
         let mut n = 0;
-        let mut again = Vec::new();
+        // A level-triggered registration reported goes to the back, behind
+        // those not looked at: the loop visits only those queued before it.
         for _ in 0..ep.ready.len() {
             if n == out.len() {
                 break;
@@ -325,10 +330,9 @@ impl Worker {
                 it.events &= PRIVATE;
             } else if events & EPOLLET as u32 == 0 {
                 it.queued = true;
-                again.push(reg);
+                ep.ready.push_back(reg);
             }
         }
-        ep.ready.extend(again);
         self.put(epfd, Object::Epoll(ep));
         Ok(n)
     }

@@ -127,6 +127,7 @@ pub use driver::Driver;
 pub use dup::{dup, dup2, dup3, dup_from, fd_limit};
 pub use epoll::epoll_event;
 pub use errno::{Errno, Result};
+pub use int_map::IntMap;
 pub use io::{Pkt6Info, PktInfo, RecvMsg, SendMsg};
 pub use kqueue::KEvent;
 pub use os::{move_placeholder, placeholder_fd};

@@ -258,7 +258,13 @@ impl WorkerShared {
     /// holding a worker (a call from inside a call); another thread that
     /// does gets `Ok(None)`.
     pub(crate) fn hold(&self, owner: bool) -> Result<Option<Held<'_>>> {
-        if HOLDING.with(|h| h.get()) {
+        // One thread-local lookup per hold (the flag is set, and cleared
+        // when the hold ends, through this address).
+        let holding = HOLDING.with(|h| h as *const Cell<bool>);
+        // SAFETY: the calling thread's flag, which lives as long as the
+        // thread (a const thread-local without a destructor).
+        let holding: &Cell<bool> = unsafe { &*holding };
+        if holding.get() {
             return if owner {
                 Err(Errno(libc::EDEADLK))
             } else {
@@ -281,8 +287,8 @@ impl WorkerShared {
             let n = self.owner_holds.load(Ordering::Relaxed);
             self.owner_holds.store(n.wrapping_add(1), Ordering::Relaxed);
         }
-        HOLDING.with(|h| h.set(true));
-        Ok(Some(Held { guard }))
+        holding.set(true);
+        Ok(Some(Held { guard, holding }))
     }
 
     /// Ends the idle sleep of the thread holding the worker, if it sleeps.
@@ -356,6 +362,9 @@ pub enum Drive {
 /// let go.
 pub(crate) struct Held<'a> {
     guard: MutexGuard<'a, Option<Box<Worker>>>,
+    /// The holding thread's [`HOLDING`] (a `Held` is not `Send`: the
+    /// guard ties it to that thread).
+    holding: &'a Cell<bool>,
 }
 
 impl Held<'_> {
@@ -370,7 +379,7 @@ impl Drop for Held<'_> {
         if let Some(w) = self.guard.as_deref_mut() {
             w.run_jobs();
         }
-        HOLDING.with(|h| h.set(false));
+        self.holding.set(false);
     }
 }
 

@@ -4,9 +4,13 @@
 //! takes ustack events into the first half of the array (more if the
 //! kernel has fewer), kernel events into the rest, so neither side starves
 //! the other, and when both are quiet it sleeps on the engine's links and
-//! the kernel epoll at once.
+//! the kernel epoll at once.  While no kernel fd was added to an instance
+//! (`Shadow::kernel_side`), a wait asks the kernel only every
+//! [`KERNEL_LOOK_EVERY`]th time and after each sleep, instead of a syscall
+//! per wait.
 
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use api::Errno;
@@ -20,9 +24,23 @@ use crate::{classify, notes, place, process, real, ret, Fd};
 fn shadowed(fd: c_int) -> c_int {
     if fd >= 0 && process::settings().is_some() {
         let _g = Inside::enter();
-        table::lock().add_epoll(fd, Shadow::default());
+        table::lock().set_epoll(fd, Shadow::new());
     }
     fd
+}
+
+/// Records that epoll instance `epfd`'s kernel side may hold fds (see
+/// `Shadow::kernel_side`).
+pub(crate) fn kernel_side_used(epfd: c_int) {
+    if table::shadow(epfd).is_some_and(|s| s.kernel_side) {
+        return;
+    }
+    let _g = Inside::enter();
+    let mut t = table::lock();
+    if let Some(mut s) = t.get().epoll(epfd) {
+        s.kernel_side = true;
+        t.set_epoll(epfd, s);
+    }
 }
 
 /// # Safety
@@ -49,16 +67,57 @@ pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
     shadowed(fd)
 }
 
+/// Before `fd` gets another number or goes to another process (dup,
+/// SCM_RIGHTS): if it is an epoll instance, fds may join its kernel side
+/// through the other one, unseen.
+pub(crate) fn shared_number(fd: c_int) {
+    if table::mark(fd) == table::Mark::Epoll {
+        kernel_side_used(fd);
+    }
+}
+
+/// Before `msg` is sent on a kernel socket: the epoll instances among the
+/// fds it passes (SCM_RIGHTS) are [`shared_number`]s.
+///
+/// # Safety
+/// `msg` is null or points to a msghdr whose control buffer is
+/// `msg_controllen` readable bytes.
+pub(crate) unsafe fn passing_fds(msg: *const libc::msghdr) {
+    // SAFETY: the caller's promise.
+    if msg.is_null() || unsafe { (*msg).msg_controllen == 0 || (*msg).msg_control.is_null() } {
+        return;
+    }
+    // SAFETY: the caller's promise; CMSG_FIRSTHDR and CMSG_NXTHDR stay
+    // within the control buffer and return null past it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c);
+                let header = data as usize - c as usize;
+                let n =
+                    ((*c).cmsg_len as usize).saturating_sub(header) / std::mem::size_of::<c_int>();
+                for i in 0..n {
+                    let fd = data.cast::<c_int>().add(i).read_unaligned();
+                    shared_number(fd);
+                }
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+}
+
 /// The socket-layer epoll of `epfd`, made on first need.
 fn ustack_side(epfd: c_int) -> Result<c_int, Errno> {
-    if let Some(ep) = table::lock().get().epolls.get(&epfd).and_then(|s| s.ustack) {
+    if let Some(ep) = table::shadow(epfd).and_then(|s| s.ustack) {
         return Ok(ep);
     }
     let ep = api::epoll_create1(libc::EPOLL_CLOEXEC)?;
     let mut t = table::lock();
-    match t.get().epolls.get_mut(&epfd) {
-        Some(s) => {
+    match t.get().epoll(epfd) {
+        Some(mut s) => {
             s.ustack = Some(ep);
+            t.set_epoll(epfd, s);
             Ok(ep)
         }
         None => {
@@ -80,10 +139,20 @@ pub unsafe extern "C" fn epoll_ctl(
 ) -> c_int {
     // SAFETY: the caller's arguments.
     let kernel = || unsafe { real::epoll_ctl(epfd, op, fd, ev) };
-    if guard::inside() || classify(epfd) != Fd::Epoll {
+    if classify(epfd) != Fd::Epoll {
         return kernel();
     }
-    let _g = Inside::enter();
+    let Some(_g) = Inside::outside() else {
+        return kernel();
+    };
+    // A kernel fd joining the kernel epoll.
+    let add_kernel = || {
+        let r = kernel();
+        if r == 0 && op == libc::EPOLL_CTL_ADD {
+            kernel_side_used(epfd);
+        }
+        r
+    };
     match classify(fd) {
         Fd::Pending => {
             if let Err(e) = place::on_ustack(fd) {
@@ -91,19 +160,14 @@ pub unsafe extern "C" fn epoll_ctl(
             }
         }
         Fd::Epoll => {
-            let inner_has_ustack = table::lock()
-                .get()
-                .epolls
-                .get(&fd)
-                .is_some_and(|s| s.ustack.is_some());
-            if inner_has_ustack {
+            if table::shadow(fd).is_some_and(|s| s.ustack.is_some()) {
                 notes::once(
                     "an epoll instance inside another: only its kernel fds wake the outer one",
                 );
             }
-            return kernel();
+            return add_kernel();
         }
-        Fd::Kernel => return kernel(),
+        Fd::Kernel => return add_kernel(),
         Fd::Ustack => {}
     }
     let ep = match ustack_side(epfd) {
@@ -139,13 +203,15 @@ pub unsafe extern "C" fn epoll_pwait(
 ) -> c_int {
     // SAFETY: the caller's arguments.
     let kernel = || unsafe { real::epoll_pwait(epfd, ev, n, timeout, mask) };
-    if guard::inside() || classify(epfd) != Fd::Epoll {
+    let Some(shadow) = table::shadow(epfd) else {
         return kernel();
-    }
-    let _g = Inside::enter();
-    let side = table::lock().get().epolls.get(&epfd).and_then(|s| s.ustack);
+    };
+    let Some(g) = Inside::outside() else {
+        return kernel();
+    };
     let drives = drives_engine();
-    if side.is_none() && !drives {
+    if shadow.ustack.is_none() && !drives {
+        drop(g);
         return kernel();
     }
     if n <= 0 || n as usize > i32::MAX as usize / std::mem::size_of::<epoll_event>() {
@@ -158,32 +224,50 @@ pub unsafe extern "C" fn epoll_pwait(
     let events = unsafe { std::slice::from_raw_parts_mut(ev, n as usize) };
     // SAFETY: the caller's mask.
     let _m = unsafe { MaskGuard::set(mask) };
-    ret(wait(epfd, side, events, timeout, drives))
+    ret(wait(epfd, shadow, events, timeout, drives))
 }
+
+/// While an instance's kernel side is known empty, a wait asks the kernel
+/// this often anyway (and after every sleep): an fd added out of sight
+/// (from a process that got the instance by a way the library does not
+/// see) is served late, never lost.
+const KERNEL_LOOK_EVERY: u32 = 64;
+
+/// Waits that skipped the kernel side, counted over every instance.
+static KERNEL_SKIPPED: AtomicU32 = AtomicU32::new(0);
 
 fn wait(
     epfd: c_int,
-    side: Option<c_int>,
+    shadow: Shadow,
     events: &mut [epoll_event],
     timeout: c_int,
     drives: bool,
 ) -> Result<c_int, Errno> {
+    let side = shadow.ustack;
+    // A zero timeout returns after one look: no clock needed.
     let deadline = u64::try_from(timeout)
         .ok()
+        .filter(|&ms| ms > 0)
         .map(|ms| Instant::now() + Duration::from_millis(ms));
     let max = events.len();
-    let mut pfd = vec![libc::pollfd {
-        fd: epfd,
-        events: libc::POLLIN,
-        revents: 0,
-    }];
+    // Made for the first sleep.
+    let mut pfd: Vec<libc::pollfd> = Vec::new();
     let watch = match side {
         Some(ep) if !drives => api::watch_progress(ep),
         _ => None,
     };
+    let mut ask_kernel = shadow.may_hold_kernel_fds()
+        || KERNEL_SKIPPED
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(KERNEL_LOOK_EVERY);
+    let mut slept = false;
     loop {
         if drives {
-            process::tick_stats();
+            if slept {
+                process::tick_stats();
+            } else {
+                process::tick_stats_busy();
+            }
         }
         let mut got = 0;
         let half = max.div_ceil(2);
@@ -195,11 +279,16 @@ fn wait(
         }
         let ours = got;
         let rest = &mut events[got..];
-        if !rest.is_empty() {
+        if !rest.is_empty() && ask_kernel {
             // SAFETY: `rest` is writable memory for its length of events.
             let k = unsafe { real::epoll_wait(epfd, rest.as_mut_ptr(), rest.len() as c_int, 0) };
             if k < 0 {
                 return Err(crate::last_errno());
+            }
+            if k > 0 && !shadow.kernel_side {
+                // Fds the library did not see join: from now on the
+                // kernel is asked every time.
+                kernel_side_used(epfd);
             }
             got += k as usize;
         }
@@ -208,7 +297,7 @@ fn wait(
                 got += api::epoll_wait(ep, &mut events[got..], 0)?;
             }
         }
-        if got > 0 {
+        if got > 0 || timeout == 0 {
             return Ok(got as c_int);
         }
         let left = match deadline {
@@ -221,6 +310,15 @@ fn wait(
                 Some(d - now)
             }
         };
+        if pfd.is_empty() {
+            pfd.push(libc::pollfd {
+                fd: epfd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
         sleep_mixed(&mut pfd, left, drives, watch.as_ref())?;
+        ask_kernel = true;
+        slept = true;
     }
 }

@@ -3,6 +3,11 @@
 //! rest, which resolve to the interposed functions here; while a thread is
 //! inside ustack those must go straight to the C library, as must calls
 //! from a thread that ustack itself runs.
+//!
+//! The flag is a thread-local, which a library loaded by the dynamic
+//! linker reaches through a call (`__tls_get_addr`): an interposed call
+//! looks it up once ([`Inside::outside`]) and the guard it returns sets
+//! it back through the address it found.
 
 use std::cell::Cell;
 
@@ -21,19 +26,46 @@ pub fn inside() -> bool {
 
 /// Marks the calling thread inside ustack until dropped.
 pub struct Inside {
+    /// The calling thread's flag.  The guard is neither `Send` nor
+    /// `Sync` (a raw pointer), so it is dropped on the thread whose flag
+    /// it is, which outlives it; `None`: the thread's thread-locals are
+    /// gone (it is being torn down).
+    flag: Option<*const Cell<bool>>,
     was: bool,
 }
 
 impl Inside {
+    /// Enters, whether or not the thread was inside already.
     pub fn enter() -> Inside {
-        let was = INSIDE.try_with(|c| c.replace(true)).unwrap_or(true);
-        Inside { was }
+        match INSIDE.try_with(|c| (c as *const Cell<bool>, c.replace(true))) {
+            Ok((flag, was)) => Inside {
+                flag: Some(flag),
+                was,
+            },
+            Err(_) => Inside {
+                flag: None,
+                was: true,
+            },
+        }
+    }
+
+    /// For a call from the program: enters and returns the guard if the
+    /// thread was outside ustack; `None` if it was inside already (the
+    /// call is ustack's own, for the kernel).  One thread-local lookup
+    /// for the call's whole life.
+    #[inline]
+    pub fn outside() -> Option<Inside> {
+        let g = Inside::enter();
+        (!g.was).then_some(g)
     }
 }
 
 impl Drop for Inside {
     fn drop(&mut self) {
-        let was = self.was;
-        let _ = INSIDE.try_with(|c| c.set(was));
+        if let Some(flag) = self.flag {
+            // SAFETY: the calling thread's own thread-local (see `flag`),
+            // alive while the thread is.
+            unsafe { (*flag).set(self.was) };
+        }
     }
 }

@@ -189,7 +189,10 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     by_fd!(
         fd,
         // SAFETY: the caller's arguments.
-        unsafe { real::sendmsg(fd, msg, flags) },
+        unsafe {
+            crate::epoll::passing_fds(msg);
+            real::sendmsg(fd, msg, flags)
+        },
         // SAFETY: the caller's arguments.
         sent(unsafe { capi::ustack_sendmsg(fd, msg, flags) }),
         -1
@@ -199,7 +202,9 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
 /// `r`, after what the call queued has been sent if the engine sends at
 /// once: this thread may block elsewhere before its engine turns again.
 pub(crate) fn sent<T>(r: T) -> T {
-    api::flush_tx();
+    if crate::process::sends_at_once() {
+        api::flush_tx();
+    }
     r
 }
 
@@ -302,7 +307,14 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: 
     by_fd!(
         fd,
         // SAFETY: the caller's arguments.
-        unsafe { real::sendmmsg(fd, v, n, flags) },
+        unsafe {
+            if !v.is_null() {
+                for i in 0..n as usize {
+                    crate::epoll::passing_fds(&(*v.add(i)).msg_hdr);
+                }
+            }
+            real::sendmmsg(fd, v, n, flags)
+        },
         // SAFETY: the caller's arguments.
         sent(unsafe { sendmmsg_ustack(fd, v, n, flags) }),
         -1

@@ -69,11 +69,11 @@ pub fn on_ustack(fd: RawFd) -> Result<(), Errno> {
         table::lock().add_pending(fd, p);
         return Err(e);
     }
-    for (level, name, val) in &p.opts {
-        if let Err(e) = api::setsockopt(fd, *level, *name, val) {
+    for o in &p.opts {
+        if let Err(e) = api::setsockopt(fd, o.level, o.name, o.value()) {
             notes::once(format!(
                 "{} is not supported by ustack ({e}); ignored",
-                notes::option_name(*level, *name)
+                notes::option_name(o.level, o.name)
             ));
         }
     }
@@ -108,13 +108,14 @@ fn kernel_socket(fd: RawFd, p: &Pending) -> Result<(), Errno> {
         return Err(crate::last_errno());
     }
     let r = (|| {
-        for (level, name, val) in &p.opts {
+        for o in &p.opts {
+            let val = o.value();
             // SAFETY: `val` is a live buffer of its length.
             let r = unsafe {
                 real::setsockopt(
                     k,
-                    *level,
-                    *name,
+                    o.level,
+                    o.name,
                     val.as_ptr().cast(),
                     val.len() as socklen_t,
                 )

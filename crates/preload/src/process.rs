@@ -117,6 +117,13 @@ pub fn settings() -> Option<&'static Settings> {
         .as_ref()
 }
 
+/// Whether the engine sends what a call queued at once (`[dpdk]
+/// pkt_tx_delay` 0), so the calls that send flush it (`io::sent`); with a
+/// delay the engine's own turns send it, and a flush would do nothing.
+pub fn sends_at_once() -> bool {
+    settings().is_some_and(|s| s.cfg.dpdk.pkt_tx_delay.is_zero())
+}
+
 /// The network and mask of `addr/len`.
 fn prefix6(addr: Ipv6Addr, len: u8) -> (u128, u128) {
     let mask = u128::MAX
@@ -687,7 +694,10 @@ thread_local! {
 }
 
 thread_local! {
-    static NEXT_STATS: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+    /// When the stats file is next due, and the waits since the clock was
+    /// last read ([`tick_stats_busy`]).
+    static NEXT_STATS: std::cell::Cell<(Option<Instant>, u32)> =
+        const { std::cell::Cell::new((None, 0)) };
 }
 
 const STATS_EVERY: Duration = Duration::from_millis(100);
@@ -697,9 +707,9 @@ const STATS_EVERY: Duration = Duration::from_millis(100);
 pub fn tick_stats() {
     let now = Instant::now();
     let due = NEXT_STATS.with(|n| match n.get() {
-        Some(t) if now < t => false,
+        (Some(t), _) if now < t => false,
         _ => {
-            n.set(Some(now + STATS_EVERY));
+            n.set((Some(now + STATS_EVERY), 0));
             true
         }
     });
@@ -707,6 +717,22 @@ pub fn tick_stats() {
         capi::write_stats();
     }
 }
+
+/// [`tick_stats`] from a wait's first look, which a program's busy loop
+/// makes many times a millisecond: the clock is read every
+/// [`BUSY_TICK_EVERY`]th time (a wait that sleeps ticks after its sleep).
+pub fn tick_stats_busy() {
+    let look = NEXT_STATS.with(|n| {
+        let (t, k) = n.get();
+        n.set((t, k.wrapping_add(1)));
+        k.is_multiple_of(BUSY_TICK_EVERY)
+    });
+    if look {
+        tick_stats();
+    }
+}
+
+const BUSY_TICK_EVERY: u32 = 32;
 
 impl Settings {
     /// How many packet sockets an engine of this configuration opens
@@ -736,6 +762,7 @@ impl Settings {
 /// inherited are set up again, pending, for an engine of its own; the
 /// connections stay the parent's (their numbers, still held, fail).
 pub extern "C" fn child_after_fork() {
+    crate::table::count_fork();
     crate::privileges::forget_after_fork();
     // The parent's forks are not the child's.
     FORKED.store(false, Ordering::Release);
@@ -756,19 +783,22 @@ pub extern "C" fn child_after_fork() {
     capi::forget_after_fork();
     ENGINE.store(ENGINE_NONE, Ordering::Release);
     let mut t = crate::table::lock();
-    for s in t.get().epolls.values_mut() {
-        s.ustack = None;
-    }
+    t.each_epoll(|s| s.ustack = None);
     for i in inherited {
-        let int = |on: bool| (on as libc::c_int).to_ne_bytes().to_vec();
+        use crate::table::SetOpt;
+        let int = |on: bool| on as libc::c_int;
         let mut opts = vec![
-            (libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
-            (libc::SOL_SOCKET, libc::SO_REUSEPORT, int(i.reuseport)),
+            SetOpt::int(libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
+            SetOpt::int(libc::SOL_SOCKET, libc::SO_REUSEPORT, int(i.reuseport)),
         ];
         // Before the bind, as the parent set it: it decides whether an
         // AF_INET6 listener on [::] takes IPv4 connections too.
         if i.domain == libc::AF_INET6 {
-            opts.push((libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, int(i.v6only)));
+            opts.push(SetOpt::int(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_V6ONLY,
+                int(i.v6only),
+            ));
         }
         if i.mark != 0 {
             opts.push((
@@ -821,6 +851,7 @@ pub extern "C" fn before_fork() {
 
 /// pthread_atfork's parent side: the held engine goes on.
 pub extern "C" fn parent_after_fork() {
+    crate::table::count_fork();
     let held = FORK_HOLD.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(h) = held {
         let _g = Inside::enter();

@@ -11,7 +11,7 @@ use libc::{sockaddr, socklen_t};
 
 use crate::guard::{self, Inside};
 use crate::place::{self, inside};
-use crate::table::{self, Pending};
+use crate::table::{self, Pending, SetOpt};
 use crate::{classify, notes, process, real, ret, set_errno, Fd};
 
 /// For a call that needs a placed socket: a pending one is placed on
@@ -28,19 +28,26 @@ pub(crate) fn placed(fd: RawFd) -> Result<Fd, Errno> {
 
 /// Runs `$kernel` for a kernel fd, `$ustack` (inside the guard) for a
 /// ustack one (a pending one placed on ustack first); on a failed placing,
-/// errno and `$err`.
+/// errno and `$err`.  The guard's one thread-local lookup serves the whole
+/// call; the kernel's calls run outside it (a signal handler may
+/// interrupt them and use ustack sockets).
 macro_rules! by_fd {
     ($fd:expr, $kernel:expr, $ustack:expr, $err:expr) => {{
-        if crate::guard::inside() {
+        let Some(g) = crate::guard::Inside::outside() else {
             return $kernel;
-        }
+        };
         match crate::sockets::placed($fd) {
             Ok(crate::Fd::Ustack) => {
-                let _g = crate::guard::Inside::enter();
-                $ustack
+                let r = $ustack;
+                drop(g);
+                r
             }
-            Ok(_) => $kernel,
+            Ok(_) => {
+                drop(g);
+                $kernel
+            }
             Err(e) => {
+                drop(g);
                 crate::set_errno(e);
                 $err
             }
@@ -55,27 +62,27 @@ pub(crate) use by_fd;
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
     // SAFETY: no pointers.
     let kernel = || unsafe { real::socket(domain, ty, protocol) };
-    if guard::inside() {
-        return kernel();
-    }
-    let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-    let Some(settings) = process::settings() else {
-        return kernel();
-    };
     let name = match domain {
         libc::AF_INET => "AF_INET",
         libc::AF_INET6 => "AF_INET6",
         _ => return kernel(),
     };
+    let Some(g) = Inside::outside() else {
+        return kernel();
+    };
+    let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+    let Some(settings) = process::settings() else {
+        drop(g);
+        return kernel();
+    };
     if domain == libc::AF_INET6 && !settings.has_ipv6() {
         if base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM {
-            inside(|| {
-                notes::once(
-                    "AF_INET6 sockets stay with the kernel (no port of the configuration has \
-                     an IPv6 address: addr6)",
-                )
-            });
+            notes::once(
+                "AF_INET6 sockets stay with the kernel (no port of the configuration has an \
+                 IPv6 address: addr6)",
+            );
         }
+        drop(g);
         return kernel();
     }
     let proto_ok = match protocol {
@@ -86,16 +93,14 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
     };
     if !proto_ok {
         if base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM {
-            inside(|| {
-                notes::once(format!(
-                    "{name} socket type {base} protocol {protocol} stays with the kernel"
-                ))
-            });
+            notes::once(format!(
+                "{name} socket type {base} protocol {protocol} stays with the kernel"
+            ));
         }
+        drop(g);
         return kernel();
     }
-    ret(inside(|| {
-        let fd = api::reserve_fd(ty & libc::SOCK_CLOEXEC != 0)?;
+    let r = api::reserve_fd(ty & libc::SOCK_CLOEXEC != 0).inspect(|&fd| {
         table::lock().add_pending(
             fd,
             Pending {
@@ -108,8 +113,9 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
                 backlog: None,
             },
         );
-        Ok(fd)
-    }))
+    });
+    drop(g);
+    ret(r)
 }
 
 /// # Safety
@@ -295,31 +301,43 @@ pub unsafe extern "C" fn accept4(
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     // SAFETY: the caller's arguments.
     let kernel = || unsafe { real::connect(fd, addr, len) };
-    if guard::inside() {
+    let Some(g) = Inside::outside() else {
         return kernel();
-    }
-    match classify(fd) {
-        // SAFETY: the caller's arguments.
-        Fd::Ustack => inside(|| crate::io::sent(unsafe { capi::ustack_connect(fd, addr, len) })),
+    };
+    // SAFETY: the caller's arguments.
+    let on_ustack = || crate::io::sent(unsafe { capi::ustack_connect(fd, addr, len) });
+    let r = match classify(fd) {
+        Fd::Ustack => on_ustack(),
         Fd::Pending => {
             // SAFETY: the caller's address and length.
             let dst = match unsafe { place::pending_addr(fd, addr, len, Call::Connect) } {
                 Ok(Some(a)) => a,
                 // Dissolving an association that does not exist.
                 Ok(None) => return 0,
-                Err(e) => return ret(Err(e)),
-            };
-            match inside(|| place::for_use(fd, Some(dst))) {
-                Err(e) => ret(Err(e)),
-                // SAFETY: the caller's arguments.
-                Ok(()) if classify(fd) == Fd::Ustack => {
-                    inside(|| crate::io::sent(unsafe { capi::ustack_connect(fd, addr, len) }))
+                Err(e) => {
+                    drop(g);
+                    return ret(Err(e));
                 }
-                Ok(()) => kernel(),
+            };
+            match place::for_use(fd, Some(dst)) {
+                Err(e) => {
+                    drop(g);
+                    return ret(Err(e));
+                }
+                Ok(()) if classify(fd) == Fd::Ustack => on_ustack(),
+                Ok(()) => {
+                    drop(g);
+                    return kernel();
+                }
             }
         }
-        Fd::Epoll | Fd::Kernel => kernel(),
-    }
+        Fd::Epoll | Fd::Kernel => {
+            drop(g);
+            return kernel();
+        }
+    };
+    drop(g);
+    r
 }
 
 /// # Safety
@@ -341,40 +359,39 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     // SAFETY: no pointers.
     let kernel = || unsafe { real::close(fd) };
-    if guard::inside() {
+    let Some(g) = Inside::outside() else {
         return kernel();
-    }
+    };
     match classify(fd) {
-        Fd::Ustack => inside(|| {
+        Fd::Ustack => {
             let r = crate::io::sent(capi::ustack_close(fd));
             crate::process::after_close();
-            r
-        }),
+            drop(g);
+            return r;
+        }
         Fd::Pending => {
-            inside(|| table::lock().take_pending(fd));
-            kernel()
+            table::lock().take_pending(fd);
         }
         Fd::Epoll => {
-            let shadow = inside(|| table::lock().take_epoll(fd));
+            let shadow = table::lock().take_epoll(fd);
             if let Some(ep) = shadow.and_then(|s| s.ustack) {
-                inside(|| {
-                    capi::ustack_close(ep);
-                    crate::process::after_close();
-                });
+                capi::ustack_close(ep);
+                crate::process::after_close();
             }
-            kernel()
         }
         Fd::Kernel => {
             if api::placeholder_fd() == Some(fd) {
                 // A program closing every number (a daemon): the
                 // placeholder moves out of its way.
-                if let Err(e) = inside(api::move_placeholder) {
+                if let Err(e) = api::move_placeholder() {
+                    drop(g);
                     return ret(Err(e));
                 }
             }
-            kernel()
         }
     }
+    drop(g);
+    kernel()
 }
 
 /// # Safety
@@ -466,11 +483,11 @@ pub unsafe extern "C" fn setsockopt(
 ) -> c_int {
     // SAFETY: the caller's arguments.
     let kernel = || unsafe { real::setsockopt(fd, level, name, val, len) };
-    if guard::inside() {
+    let Some(g) = Inside::outside() else {
         return kernel();
-    }
+    };
     match classify(fd) {
-        Fd::Ustack => inside(|| {
+        Fd::Ustack => {
             // SAFETY: the caller's arguments.
             let r = unsafe { capi::ustack_setsockopt(fd, level, name, val, len) };
             if r < 0 && crate::last_errno() == Errno::ENOPROTOOPT {
@@ -481,7 +498,7 @@ pub unsafe extern "C" fn setsockopt(
                 set_errno(Errno::ENOPROTOOPT);
             }
             r
-        }),
+        }
         Fd::Pending => {
             if (len as c_int) < 0 {
                 return ret(Err(Errno::EINVAL));
@@ -489,29 +506,65 @@ pub unsafe extern "C" fn setsockopt(
             if len > 0 && val.is_null() {
                 return ret(Err(Errno(libc::EFAULT)));
             }
-            let bytes = if len == 0 {
-                Vec::new()
+            let bytes: &[u8] = if len == 0 {
+                &[]
             } else {
                 // SAFETY: `len` readable bytes at `val` (the caller's promise).
-                unsafe { std::slice::from_raw_parts(val.cast::<u8>(), len as usize) }.to_vec()
+                unsafe { std::slice::from_raw_parts(val.cast::<u8>(), len as usize) }
             };
-            // The option's validity is the kernel's question for a socket
-            // of this kind: ask a throwaway one, so a bad option fails now.
-            ret(inside(|| {
-                let ty = table::lock()
-                    .get()
-                    .pending
-                    .get(&fd)
-                    .map(|p| (p.domain, p.ty, p.protocol));
-                let (d, t, p) = ty.ok_or(Errno::EBADF)?;
-                check_on_kernel(d, t, p, level, name, &bytes)?;
-                let mut tab = table::lock();
-                let p = tab.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
-                p.opts.push((level, name, bytes));
-                Ok(0)
-            }))
+            ret(set_pending_option(fd, level, name, bytes))
         }
-        Fd::Epoll | Fd::Kernel => kernel(),
+        Fd::Epoll | Fd::Kernel => {
+            drop(g);
+            kernel()
+        }
+    }
+}
+
+/// setsockopt on pending socket `fd`: recorded, for its placing, once the
+/// kernel would take it on a socket of this kind (so a bad option fails
+/// now, as on the kernel).  Inside the guard.
+fn set_pending_option(fd: RawFd, level: c_int, name: c_int, val: &[u8]) -> Result<c_int, Errno> {
+    let mut tab = table::lock();
+    let p = tab.get().pending.get(&fd).ok_or(Errno::EBADF)?;
+    let (d, t, pr) = (p.domain, p.ty, p.protocol);
+    if !taken_whatever_the_value(t, level, name, val.len()) {
+        // The kernel's question: a throwaway socket of this kind answers.
+        drop(tab);
+        check_on_kernel(d, t, pr, level, name, val)?;
+        tab = table::lock();
+    }
+    let p = tab.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
+    p.opts.push(SetOpt::new(level, name, val));
+    Ok(0)
+}
+
+/// Whether Linux takes option (level, name) with a value of `len` bytes
+/// on every AF_INET and AF_INET6 socket of type `ty`, whatever the value:
+/// the int options programs set on each socket (SO_REUSEADDR before a
+/// bind, TCP_NODELAY before a connect), which it checks only for their
+/// length (`sk_setsockopt`, `do_tcp_setsockopt`: at least an int).  These
+/// need no throwaway kernel socket (a socket, a setsockopt and a close
+/// per option).  `tests::fast_options_are_what_the_kernel_takes` holds
+/// this to the kernel's answers.
+fn taken_whatever_the_value(ty: c_int, level: c_int, name: c_int, len: usize) -> bool {
+    if len < std::mem::size_of::<c_int>() {
+        return false;
+    }
+    match level {
+        libc::SOL_SOCKET => matches!(
+            name,
+            libc::SO_REUSEADDR
+                | libc::SO_REUSEPORT
+                | libc::SO_KEEPALIVE
+                | libc::SO_BROADCAST
+                | libc::SO_SNDBUF
+                | libc::SO_RCVBUF
+        ),
+        libc::IPPROTO_TCP => {
+            ty == libc::SOCK_STREAM && matches!(name, libc::TCP_NODELAY | libc::TCP_CORK)
+        }
+        _ => false,
     }
 }
 
@@ -577,9 +630,18 @@ pub unsafe extern "C" fn getsockopt(
                 if k < 0 {
                     return -1;
                 }
-                for (l, n, v) in &p.opts {
+                for o in &p.opts {
+                    let v = o.value();
                     // SAFETY: a live buffer of its length.
-                    unsafe { real::setsockopt(k, *l, *n, v.as_ptr().cast(), v.len() as socklen_t) };
+                    unsafe {
+                        real::setsockopt(
+                            k,
+                            o.level,
+                            o.name,
+                            v.as_ptr().cast(),
+                            v.len() as socklen_t,
+                        )
+                    };
                 }
                 // SAFETY: the caller's arguments.
                 let r = unsafe { real::getsockopt(k, level, name, val, len) };
@@ -632,6 +694,9 @@ unsafe fn fcntl_any(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         return kernel();
     }
     let k = classify(fd);
+    if k == Fd::Epoll && matches!(cmd, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) {
+        crate::epoll::shared_number(fd);
+    }
     if k == Fd::Pending {
         match cmd {
             libc::F_GETFL => {
@@ -750,6 +815,9 @@ pub(crate) fn dup_ustack(
 #[no_mangle]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     if guard::inside() || matches!(classify(fd), Fd::Kernel | Fd::Epoll) {
+        if !guard::inside() {
+            crate::epoll::shared_number(fd);
+        }
         // SAFETY: no pointers.
         return unsafe { real::dup(fd) };
     }
@@ -788,6 +856,7 @@ unsafe fn dup_onto(fd: c_int, new: c_int, flags: c_int, three: bool) -> c_int {
         if fd == new {
             return kernel();
         }
+        crate::epoll::shared_number(fd);
         // The number `new` is about to name a kernel file: whatever of
         // ours it named is closed first, as the kernel closes its own.
         match classify(new) {
@@ -840,6 +909,60 @@ mod tests {
 
     fn a(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    /// Every option `taken_whatever_the_value` lets through without a
+    /// kernel socket, the kernel takes on a socket of that kind, for any
+    /// value of that length; values shorter than an int are left to the
+    /// kernel (which refuses them).
+    #[test]
+    fn fast_options_are_what_the_kernel_takes() {
+        let options = [
+            (libc::SOL_SOCKET, libc::SO_REUSEADDR),
+            (libc::SOL_SOCKET, libc::SO_REUSEPORT),
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+            (libc::SOL_SOCKET, libc::SO_BROADCAST),
+            (libc::SOL_SOCKET, libc::SO_SNDBUF),
+            (libc::SOL_SOCKET, libc::SO_RCVBUF),
+            (libc::SOL_SOCKET, libc::SO_LINGER),
+            (libc::SOL_SOCKET, libc::SO_RCVTIMEO),
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY),
+            (libc::IPPROTO_TCP, libc::TCP_CORK),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE),
+            (libc::IPPROTO_TCP, libc::TCP_MAXSEG),
+            (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY),
+            (libc::IPPROTO_IP, libc::IP_TOS),
+        ];
+        let mut fast = 0;
+        for domain in [libc::AF_INET, libc::AF_INET6] {
+            for ty in [libc::SOCK_STREAM, libc::SOCK_DGRAM] {
+                for (level, name) in options {
+                    for len in 0..4 {
+                        // The kernel refuses these (EINVAL): its answer.
+                        assert!(!taken_whatever_the_value(ty, level, name, len));
+                    }
+                    for len in [4usize, 8, 16] {
+                        if !taken_whatever_the_value(ty, level, name, len) {
+                            continue;
+                        }
+                        fast += 1;
+                        for v in [0i32, 1, -1, i32::MAX, 7] {
+                            let mut val = vec![0xa5u8; len];
+                            val[..4].copy_from_slice(&v.to_ne_bytes());
+                            let r = check_on_kernel(domain, ty, 0, level, name, &val);
+                            assert_eq!(
+                                r,
+                                Ok(()),
+                                "family {domain} type {ty} option {level}/{name} len {len} = {v}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Both families, both kinds for the socket options, streams for
+        // TCP's, at lengths 4, 8 and 16.
+        assert_eq!(fast, 2 * (2 * 6 + 2) * 3);
     }
 
     #[test]
