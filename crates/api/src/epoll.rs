@@ -287,16 +287,11 @@ impl Worker {
             return Err(Errno::EINVAL);
         }
         self.pump();
-        // Nothing queued (a busy loop's usual look): the instance stays put.
-        if matches!(self.object(epfd), Some(Object::Epoll(ep)) if ep.ready.is_empty()) {
-            return Ok(0);
-        }
         let Some(Object::Epoll(mut ep)) = self.take(epfd) else {
             return Err(Errno::EBADF);
         };
         let mut n = 0;
-        // A level-triggered registration reported goes to the back, behind
-        // those not looked at: the loop visits only those queued before it.
+        let mut again = Vec::new();
         for _ in 0..ep.ready.len() {
             if n == out.len() {
                 break;
@@ -330,9 +325,10 @@ impl Worker {
                 it.events &= PRIVATE;
             } else if events & EPOLLET as u32 == 0 {
                 it.queued = true;
-                ep.ready.push_back(reg);
+                again.push(reg);
             }
         }
+        ep.ready.extend(again);
         self.put(epfd, Object::Epoll(ep));
         Ok(n)
     }

@@ -801,10 +801,10 @@ pub extern "C" fn child_after_fork() {
             ));
         }
         if i.mark != 0 {
-            opts.push((
+            opts.push(SetOpt::new(
                 libc::SOL_SOCKET,
                 libc::SO_MARK,
-                i.mark.to_ne_bytes().to_vec(),
+                &i.mark.to_ne_bytes(),
             ));
         }
         t.add_pending(
