@@ -49,6 +49,9 @@ const MESH_RING: usize = 1024;
 
 /// A port's queue for one engine, opened on the starting thread (fanout
 /// groups are joined in engine order) and handed to the engine's thread.
+/// Not boxed: one per queue, moved once into the engine's port (boxing
+/// AF_PACKET's would put an indirection on its receive path).
+#[allow(clippy::large_enum_variant)]
 pub enum QueueLink {
     AfPacket(AfPacketLink),
     Tap(TapLink),
