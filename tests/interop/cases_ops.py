@@ -260,8 +260,13 @@ def _(ctx):
     check(not pings(1), f"{addr} answered before its VLAN interface existed")
     cli.reply("ifconfig", f"{port}.{DPDK_VID}", "create", "inet", f"{addr}/24")
     check(pings(10), f"{addr} did not answer on VLAN {DPDK_VID} over DPDK once created")
-    st = t.ustack.stats()
-    check(st.get(f"port0_vlan{DPDK_VID}_rx_frames", 0) >= 1, f"no VLAN {DPDK_VID} frames counted: {h.nonzero(st)}")
+    # The stats file is a periodic snapshot: wait for one taken after the ping.
+    key = f"port0_vlan{DPDK_VID}_rx_frames"
+    try:
+        st = t.ustack.wait_stats(lambda s: s.get(key, 0) >= 1, what=key)
+    except Exception:
+        st = t.ustack.stats()
+    check(st.get(key, 0) >= 1, f"no VLAN {DPDK_VID} frames counted: {h.nonzero(st)}")
     cli.reply("ifconfig", f"{port}.{DPDK_VID}", "destroy")
     check(not pings(2), f"{addr} answered after its VLAN interface was destroyed")
     print(f"    {port}.{DPDK_VID} made live on a DPDK port answers ping (port0_vlan{DPDK_VID}_rx_frames="
