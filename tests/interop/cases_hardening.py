@@ -76,12 +76,17 @@ def _(ctx):
     # Warm up (buffers, caches, the clients' neighbour entry), then measure.
     tt.run_wrk(t.ns_k, url, connections=100, seconds=1, extra=close)
     pid = t.ustack.proc.pid
+    # Idle, the engine gives a burst's ring storage back within the cache's
+    # decay period (0.5 s) and its next heap trim (at most once a second):
+    # RSS is read after both, or it samples a cache about to be freed.
+    time.sleep(1.5)
     rss = [rss_kib(pid)]
     tcp_kib = [t.ustack.settled_stats(quiet=0.3).get("tcp_memory_bytes", 0) // 1024]
     for round_ in (1, 2):
         before = t.ustack.settled_stats(quiet=0.3)
         sent, refused, dt, out, r = flood_while_fetching(t, flood, url, close)
         after = t.ustack.settled_stats(quiet=0.5, timeout=15)
+        time.sleep(1.5)
         rss.append(rss_kib(pid))
         tcp_kib.append(after.get("tcp_memory_bytes", 0) // 1024)
         d = h.delta(after, before)
