@@ -328,7 +328,11 @@ impl Worker {
                 again.push(reg);
             }
         }
-        ep.ready.extend(again);
+        // An empty extend is still a call: a wait that found nothing
+        // level-triggered (the usual turn) skips it.
+        if !again.is_empty() {
+            ep.ready.extend(again);
+        }
         self.put(epfd, Object::Epoll(ep));
         Ok(n)
     }
