@@ -287,6 +287,11 @@ impl Worker {
             return Err(Errno::EINVAL);
         }
         self.pump();
+        // Nothing queued (most turns of a busy loop): no need to take the
+        // epoll out and put it back.
+        if matches!(self.object(epfd), Some(Object::Epoll(ep)) if ep.ready.is_empty()) {
+            return Ok(0);
+        }
         let Some(Object::Epoll(mut ep)) = self.take(epfd) else {
             return Err(Errno::EBADF);
         };

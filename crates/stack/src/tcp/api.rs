@@ -1559,6 +1559,14 @@ impl Stack {
     pub fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
         self.sockets.drain_ready(out)
     }
+
+    /// Whether [`drain_ready`](Self::drain_ready) would hand out any
+    /// socket: a caller that looks every turn skips the drain on the
+    /// many turns that changed nothing.
+    #[inline]
+    pub fn has_ready(&self) -> bool {
+        self.sockets.has_ready()
+    }
 }
 
 /// Whether a closed connection in `state` still has something of ours to
