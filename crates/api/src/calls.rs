@@ -652,26 +652,35 @@ pub fn kevent(
     timeout: Option<Duration>,
 ) -> Result<usize> {
     let owner = Owner::of(kq)?;
+    if timeout == Some(Duration::ZERO) && matches!(owner, Owner::Local) {
+        // As epoll_wait's: a look, a step if nothing was ready, and a
+        // look again, in one hold of the worker (`ff_kevent` in a
+        // program's `ff_run` loop calls this per turn).
+        return worker::with_current(|w| {
+            let n = w.kevent_nb(w.key(kq), changes, events, true)?;
+            if n > 0 || events.is_empty() {
+                return Ok(n);
+            }
+            w.step();
+            w.kevent_nb(w.key(kq), &[], events, true)
+        })?;
+    }
     let n = owner.exec(|w| w.kevent_nb(w.key(kq), changes, events, true))??;
     if n > 0 || events.is_empty() {
         return Ok(n);
     }
+    // Another thread's worker is not stepped from here: a zero wait
+    // has had its look.
+    if timeout == Some(Duration::ZERO) {
+        return Ok(0);
+    }
     let deadline = timeout.map(|t| Instant::now() + t);
-    let mut stepped = false;
     loop {
-        if timeout == Some(Duration::ZERO) {
-            if stepped || matches!(owner, Owner::Remote(_)) {
-                return Ok(0);
-            }
-            worker::with_current(|w| w.step())?;
-            stepped = true;
-        } else {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(0);
-            }
-            let seen = owner.progress();
-            owner.wait(seen, deadline);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(0);
         }
+        let seen = owner.progress();
+        owner.wait(seen, deadline);
         let n = owner.exec(|w| w.kevent_nb(w.key(kq), &[], events, true))??;
         if n > 0 {
             return Ok(n);

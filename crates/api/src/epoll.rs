@@ -287,6 +287,11 @@ impl Worker {
             return Err(Errno::EINVAL);
         }
         self.pump();
+        // Nothing queued (most turns of a busy loop): no need to take the
+        // epoll out and put it back.
+        if matches!(self.object(epfd), Some(Object::Epoll(ep)) if ep.ready.is_empty()) {
+            return Ok(0);
+        }
         let Some(Object::Epoll(mut ep)) = self.take(epfd) else {
             return Err(Errno::EBADF);
         };
@@ -328,7 +333,11 @@ impl Worker {
                 again.push(reg);
             }
         }
-        ep.ready.extend(again);
+        // An empty extend is still a call: a wait that found nothing
+        // level-triggered (the usual turn) skips it.
+        if !again.is_empty() {
+            ep.ready.extend(again);
+        }
         self.put(epfd, Object::Epoll(ep));
         Ok(n)
     }

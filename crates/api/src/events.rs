@@ -35,22 +35,39 @@ impl Worker {
 
     /// Takes the stack's ready lists and our own, and wakes the watchers of
     /// every socket that changed.  Returns whether any socket changed.
+    /// Called at least once every turn, mostly to find nothing: that case
+    /// is kept to a test per engine, the work out of line.
     pub(crate) fn pump(&mut self) -> bool {
-        let mut handles = std::mem::take(&mut self.ready_scratch);
         for e in 0..self.engines.len() {
-            handles.clear();
-            let slot = &mut self.engines[e];
-            slot.driver.stack_mut().drain_ready(&mut handles);
-            for h in &handles {
-                if let Some(fds) = slot.fds.get(h) {
-                    self.dirty.extend_from_slice(fds);
-                }
+            if self.engines[e].driver.stack_mut().has_ready() {
+                self.take_ready(e);
             }
         }
-        self.ready_scratch = handles;
         if self.dirty.is_empty() {
             return false;
         }
+        self.refresh_dirty();
+        true
+    }
+
+    /// The fds of the sockets on engine `e`'s ready list join `dirty`.
+    #[inline(never)]
+    fn take_ready(&mut self, e: usize) {
+        let mut handles = std::mem::take(&mut self.ready_scratch);
+        handles.clear();
+        let slot = &mut self.engines[e];
+        slot.driver.stack_mut().drain_ready(&mut handles);
+        for h in &handles {
+            if let Some(fds) = slot.fds.get(h) {
+                self.dirty.extend_from_slice(fds);
+            }
+        }
+        self.ready_scratch = handles;
+    }
+
+    /// Wakes the watchers of every socket in `dirty`, and empties it.
+    #[inline(never)]
+    fn refresh_dirty(&mut self) {
         let mut dirty = std::mem::take(&mut self.dirty);
         for &fd in &dirty {
             self.signal_urgent(fd);
@@ -58,7 +75,6 @@ impl Worker {
         }
         dirty.clear();
         self.dirty = dirty;
-        true
     }
 
     /// RFC 9293 MUST-32: a new urgent pointer on socket `fd` sends SIGURG

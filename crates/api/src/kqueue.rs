@@ -277,6 +277,13 @@ impl Worker {
             _ => return Err(Errno::EBADF),
         }
         self.pump();
+        // No changes and nothing queued (most turns of a busy loop): no
+        // need to take the kqueue out and put it back.
+        if changes.is_empty()
+            && matches!(self.object(kq), Some(Object::Kqueue(q)) if q.queue.is_empty())
+        {
+            return Ok(0);
+        }
         let Some(Object::Kqueue(mut q)) = self.take(kq) else {
             return Err(Errno::EBADF);
         };

@@ -179,10 +179,10 @@ pub(crate) fn sleep(
     extra: &mut [libc::pollfd],
     timeout: Option<Duration>,
 ) -> Result<usize> {
-    let plans: Vec<IdlePlan> = w.engines.iter().map(|e| e.driver.idle_plan()).collect();
     let mut limit = timeout;
     let mut fds = Vec::new();
-    for p in &plans {
+    for e in &w.engines {
+        let p = e.driver.idle_plan();
         let t = if p.pollable {
             p.timeout
         } else {
@@ -190,6 +190,13 @@ pub(crate) fn sleep(
         };
         limit = Some(limit.map_or(t, |l| l.min(t)));
         fds.extend_from_slice(&p.fds);
+    }
+    // No time to wait and nothing of the caller's to look at: the engines
+    // busy-poll (`idle_sleep=0`), and a zero-time poll of their fds would
+    // be a system call whose answer nobody reads (the next step looks at
+    // the links and the posted jobs itself).
+    if limit == Some(Duration::ZERO) && extra.is_empty() {
+        return Ok(0);
     }
     let shared = w.shared.clone();
     if shared.jobs_wake >= 0 {
@@ -212,7 +219,7 @@ pub(crate) fn sleep(
         .sleeping
         .store(false, std::sync::atomic::Ordering::SeqCst);
     shared.drain_jobs_wake();
-    if !plans.is_empty() && limit != Some(Duration::ZERO) {
+    if !w.engines.is_empty() && limit != Some(Duration::ZERO) {
         for e in &mut w.engines {
             e.driver.note_idle_sleep();
         }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use stack::{SocketHandle, Stack, TcpState};
+use stack::{SocketHandle, Stack, TcpPollView, TcpState};
 
 use crate::consts::*;
 use crate::family::{Binding, Domain};
@@ -320,17 +320,22 @@ fn udp_mask(sock: &Socket, queued: bool, error: i32) -> u32 {
 }
 
 fn tcp_status(sock: &Socket, stack: &Stack, h: SocketHandle, st: &mut Status) {
-    let Ok(state) = stack.tcp_state(h) else {
+    // One look-up: this runs several times per request.
+    let Ok(view) = stack.tcp_poll_view(h) else {
         return;
     };
-    let readable = stack.tcp_recv_queued(h).unwrap_or(0);
     // tcp_poll: an out-of-line urgent octet at the read position is not
-    // data to read; one waiting for recv(MSG_OOB) is EPOLLPRI.
-    let readable_now = stack.tcp_recv_readable(h).unwrap_or(0);
-    let urgent = stack.tcp_readiness(h).is_ok_and(|r| r.urgent);
-    let space = stack.tcp_send_space(h).unwrap_or(0);
-    let queued = stack.tcp_send_queued(h).unwrap_or(0);
-    let error = stack.tcp_peek_error(h).ok().flatten();
+    // data to read (`recv_readable`); one waiting for recv(MSG_OOB) is
+    // EPOLLPRI.
+    let TcpPollView {
+        state,
+        recv_queued: readable,
+        recv_readable: readable_now,
+        urgent,
+        send_space: space,
+        send_queued: queued,
+        error,
+    } = view;
     let closed = state == TcpState::Closed;
     let peer_fin = matches!(
         state,

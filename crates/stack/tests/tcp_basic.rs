@@ -644,3 +644,47 @@ fn a_full_socket_table_refuses_a_handshake_with_a_counter_and_takes_it_once_ther
     n.run(3_000);
     assert_eq!(n.a.tcp_state(conns[2]).unwrap(), TcpState::Established);
 }
+
+/// `tcp_poll_view`, the one look-up the socket layer's poll makes, says
+/// what each getter it stands for says: with data unacknowledged, with
+/// data and an urgent octet waiting (not readable once it is next), and
+/// after the
+/// peer's FIN; a listener is not a connection.
+#[test]
+fn poll_view_says_what_each_getter_says() {
+    fn agrees(st: &Stack, h: stack::SocketHandle) -> stack::TcpPollView {
+        let v = st.tcp_poll_view(h).unwrap();
+        assert_eq!(v.state, st.tcp_state(h).unwrap());
+        assert_eq!(v.recv_queued, st.tcp_recv_queued(h).unwrap());
+        assert_eq!(v.recv_readable, st.tcp_recv_readable(h).unwrap());
+        assert_eq!(v.urgent, st.tcp_readiness(h).unwrap().urgent);
+        assert_eq!(v.send_space, st.tcp_send_space(h).unwrap());
+        assert_eq!(v.send_queued, st.tcp_send_queued(h).unwrap());
+        assert_eq!(v.error, st.tcp_peek_error(h).unwrap());
+        v
+    }
+    let mut n = Net::new();
+    let (c, s) = n.established();
+    n.a.tcp_send(n.now, c, &[7u8; 300], &mut n.sa).unwrap();
+    n.a.tcp_send_urgent(n.now, c, b"!", &mut n.sa).unwrap();
+    let sending = agrees(&n.a, c);
+    assert_eq!(sending.send_queued, 301);
+    n.run(5);
+    let acked = agrees(&n.a, c);
+    assert_eq!((acked.send_queued, acked.state), (0, TcpState::Established));
+    let urgent = agrees(&n.b, s);
+    assert!(urgent.urgent);
+    assert_eq!((urgent.recv_queued, urgent.recv_readable), (301, 301));
+    // Read up to the mark: the urgent octet is next, queued but not
+    // readable for poll.
+    let mut buf = [0u8; 300];
+    assert_eq!(n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb), Ok(300));
+    let at_mark = agrees(&n.b, s);
+    assert_eq!((at_mark.recv_queued, at_mark.recv_readable), (1, 0));
+    n.a.tcp_shutdown(n.now, c, Shutdown::Write, &mut n.sa)
+        .unwrap();
+    n.run(5);
+    assert_eq!(agrees(&n.b, s).state, TcpState::CloseWait);
+    let l = n.b.tcp_listen(addr(2, 81), 4).unwrap();
+    assert_eq!(n.b.tcp_poll_view(l), Err(SocketError::NotSupported));
+}

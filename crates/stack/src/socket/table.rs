@@ -271,6 +271,11 @@ impl SocketTable {
         }
     }
 
+    /// Whether the ready list holds any socket.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// Moves the ready list into `out` (handles of sockets still open).
     #[inline]
     pub(crate) fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {

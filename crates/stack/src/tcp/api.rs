@@ -22,7 +22,7 @@ use crate::tcp::listen::{
 use crate::tcp::output::send_reset_for;
 use crate::tcp::shared::{TcpShared, CACHE_DECAY_INTERVAL, TRIM_INTERVAL};
 use crate::tcp::timer_wheel::TimerWheel;
-use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
+use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpPollView, TcpState};
 use crate::tcp::urgent::OobRead;
 use crate::time::Instant;
 
@@ -1352,6 +1352,28 @@ impl Stack {
         }
     }
 
+    /// A connection's state, queues and pending error for poll, in one
+    /// look-up: what [`tcp_state`](Self::tcp_state),
+    /// [`tcp_recv_queued`](Self::tcp_recv_queued),
+    /// [`tcp_recv_readable`](Self::tcp_recv_readable),
+    /// [`tcp_readiness`](Self::tcp_readiness)'s `urgent`,
+    /// [`tcp_send_space`](Self::tcp_send_space),
+    /// [`tcp_send_queued`](Self::tcp_send_queued) and
+    /// [`tcp_peek_error`](Self::tcp_peek_error) each say.  NotSupported
+    /// for a listener.
+    pub fn tcp_poll_view(&self, h: SocketHandle) -> Result<TcpPollView, SocketError> {
+        let c = self.tcp_conn(h)?;
+        Ok(TcpPollView {
+            state: c.state,
+            recv_queued: c.recv.readable(),
+            recv_readable: c.readable_for_poll(),
+            urgent: c.urgent_pending(),
+            send_space: c.send_space(),
+            send_queued: c.send.len(),
+            error: c.error,
+        })
+    }
+
     /// Takes the pending error (SO_ERROR).
     pub fn tcp_take_error(&mut self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
         self.tcp_conn_mut(h).map(|c| c.error.take())
@@ -1536,6 +1558,14 @@ impl Stack {
     #[inline]
     pub fn drain_ready(&mut self, out: &mut Vec<SocketHandle>) {
         self.sockets.drain_ready(out)
+    }
+
+    /// Whether [`drain_ready`](Self::drain_ready) would hand out any
+    /// socket: a caller that looks every turn skips the drain on the
+    /// many turns that changed nothing.
+    #[inline]
+    pub fn has_ready(&self) -> bool {
+        self.sockets.has_ready()
     }
 }
 

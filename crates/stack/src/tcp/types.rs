@@ -2,6 +2,7 @@
 
 use core::fmt;
 
+use crate::socket::SocketError;
 use crate::steer::FlowSteering;
 use crate::tcp::cc::CcAlgorithm;
 use crate::time::Duration;
@@ -64,6 +65,27 @@ pub struct Readiness {
     pub error: bool,
     /// An urgent octet waits for `recv(MSG_OOB)` (EPOLLPRI).
     pub urgent: bool,
+}
+
+/// What poll, epoll and kqueue need of a connection at one moment, read
+/// in one look-up (`Stack::tcp_poll_view`): a socket layer asks for it
+/// several times per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpPollView {
+    pub state: TcpState,
+    /// Bytes waiting to be read (FIONREAD).
+    pub recv_queued: usize,
+    /// Bytes a read would return: `recv_queued` less an out-of-line
+    /// urgent octet at the read position.
+    pub recv_readable: usize,
+    /// An urgent octet waits for `recv(MSG_OOB)` (EPOLLPRI).
+    pub urgent: bool,
+    /// Room in the send buffer.
+    pub send_space: usize,
+    /// Bytes queued to send (sent and unacknowledged, or not sent yet).
+    pub send_queued: usize,
+    /// The pending error, left in place.
+    pub error: Option<SocketError>,
 }
 
 /// `net.inet.tcp.ecn.enable`: whether connections use ECN (RFC 3168),
