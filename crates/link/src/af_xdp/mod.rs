@@ -48,9 +48,13 @@
 
 mod abi;
 mod attached;
+#[cfg(feature = "libxdp")]
+mod dispatched;
 mod gather;
 mod program;
 mod ring;
+#[cfg(feature = "libxdp")]
+pub mod served;
 #[cfg(test)]
 mod tests;
 mod umem;
