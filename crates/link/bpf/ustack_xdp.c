@@ -16,6 +16,13 @@
  *   the kernel: XDP_PASS, which the dispatcher hands on to the programs
  *   after this one (the chain-call metadata below).
  *
+ * Two entry points share that decision: ustack_xsk, for libxdp (in its
+ * dispatcher, or alone), whose XDP_PASS goes to the kernel or down the
+ * dispatcher's chain; and ustack_xsk_chain, put in front of a program the
+ * interface already ran alone where the dispatcher cannot run
+ * (crates/link/src/af_xdp/chained.rs), which tail-calls that program with
+ * every frame ustack does not take.
+ *
  * Nothing is copied: the verdict is a redirect or a pass of the frame as it
  * lies.  Every read is bounds-checked against data_end (the verifier
  * insists); a frame too short to classify goes to the kernel.
@@ -75,6 +82,20 @@ struct {
 	__type(value, __u64);
 } ustack_kni SEC(".maps");
 
+/*
+ * The program that ran on the interface before ustack's, when ustack chains
+ * to it rather than joining libxdp's dispatcher (the kernel refuses the
+ * dispatcher's freplace programs, and another program holds the interface
+ * alone): ustack_xsk_chain tail-calls it with every frame ustack does not
+ * take. Empty otherwise (the tail call falls through).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} ustack_next SEC(".maps");
+
 /* Runs after programs of the default priority (50): a firewall or load
  * balancer sees frames first; what ustack passes goes on down the chain. */
 struct {
@@ -105,10 +126,9 @@ static __always_inline int kni_to_kernel(__u8 proto, __u16 dport_host, int has_p
 	return mode == KNI_ACCEPT ? listed : !listed;
 }
 
-static __always_inline int to_socket(struct xdp_md *ctx)
-{
-	return bpf_redirect_map(&ustack_xsks, ctx->rx_queue_index, XDP_PASS);
-}
+/* Verdicts of the classifiers below. */
+#define KERNEL 0
+#define USTACK 1
 
 /* The destination port (host order) of the TCP or UDP header at `l4`. */
 static __always_inline int dest_port(void *l4, void *end, __u16 *port)
@@ -121,7 +141,7 @@ static __always_inline int dest_port(void *l4, void *end, __u16 *port)
 	return 1;
 }
 
-static __always_inline int ipv4(struct xdp_md *ctx, void *l3, void *end)
+static __always_inline int ipv4(void *l3, void *end)
 {
 	__u8 *h = l3;
 	__u32 dst;
@@ -129,15 +149,15 @@ static __always_inline int ipv4(struct xdp_md *ctx, void *l3, void *end)
 	int has_port = 0;
 
 	if ((void *)(h + 20) > end)
-		return XDP_PASS;
+		return KERNEL;
 	__builtin_memcpy(&dst, h + 16, 4);
 	/* Broadcast and multicast: ustack's, as with the program that takes
 	 * everything (the kernel sees none of them). */
 	if (dst == 0xffffffff || (bpf_ntohl(dst) >> 28) == 0xe)
-		return to_socket(ctx);
+		return USTACK;
 	if (!bpf_map_lookup_elem(&ustack_addrs4, &dst)) {
 		/* A subnet broadcast ustack registered is in the map too. */
-		return XDP_PASS;
+		return KERNEL;
 	}
 	__builtin_memcpy(&frag, h + 6, 2);
 	/* The first (or only) fragment carries the ports. */
@@ -148,11 +168,11 @@ static __always_inline int ipv4(struct xdp_md *ctx, void *l3, void *end)
 			has_port = dest_port(h + ihl, end, &port);
 	}
 	if (kni_to_kernel(h[9], port, has_port))
-		return XDP_PASS;
-	return to_socket(ctx);
+		return KERNEL;
+	return USTACK;
 }
 
-static __always_inline int ipv6(struct xdp_md *ctx, void *l3, void *end)
+static __always_inline int ipv6(void *l3, void *end)
 {
 	__u8 *h = l3;
 	struct in6_key dst;
@@ -160,7 +180,7 @@ static __always_inline int ipv6(struct xdp_md *ctx, void *l3, void *end)
 	int has_port = 0;
 
 	if ((void *)(h + 40) > end)
-		return XDP_PASS;
+		return KERNEL;
 	__builtin_memcpy(&dst, h + 24, 16);
 	if (dst.b[0] == 0xff) {
 		/* A neighbour solicitation (ICMPv6 135, no extension header)
@@ -170,52 +190,87 @@ static __always_inline int ipv6(struct xdp_md *ctx, void *l3, void *end)
 
 			__builtin_memcpy(&target, h + 48, 16);
 			if (!bpf_map_lookup_elem(&ustack_addrs6, &target))
-				return XDP_PASS;
+				return KERNEL;
 		}
-		return to_socket(ctx);
+		return USTACK;
 	}
 	if (!bpf_map_lookup_elem(&ustack_addrs6, &dst))
-		return XDP_PASS;
+		return KERNEL;
 	if (h[6] == IPPROTO_TCP || h[6] == IPPROTO_UDP)
 		has_port = dest_port(h + 40, end, &port);
 	if (kni_to_kernel(h[6], port, has_port))
-		return XDP_PASS;
-	return to_socket(ctx);
+		return KERNEL;
+	return USTACK;
 }
 
-static __always_inline int arp(struct xdp_md *ctx, void *l3, void *end)
+static __always_inline int arp(void *l3, void *end)
 {
 	__u8 *a = l3;
 	__u32 target;
 
 	/* Ethernet/IPv4 ARP: the target protocol address at byte 24. */
 	if ((void *)(a + 28) > end)
-		return XDP_PASS;
+		return KERNEL;
 	__builtin_memcpy(&target, a + 24, 4);
 	if (bpf_map_lookup_elem(&ustack_addrs4, &target))
-		return to_socket(ctx);
-	return XDP_PASS;
+		return USTACK;
+	return KERNEL;
 }
 
+/* Who serves the frame at [data, end). */
+static __always_inline int classify(void *data, void *end)
+{
+	struct ethhdr *eth = data;
+	__u16 type;
+
+	if ((void *)(eth + 1) > end)
+		return KERNEL;
+	type = bpf_ntohs(eth->h_proto);
+	if (type == ETH_P_8021Q || type == ETH_P_8021AD)
+		return USTACK;
+	if (type == ETH_P_IP)
+		return ipv4(eth + 1, end);
+	if (type == ETH_P_IPV6)
+		return ipv6(eth + 1, end);
+	if (type == ETH_P_ARP)
+		return arp(eth + 1, end);
+	return KERNEL;
+}
+
+/* The socket of the frame's queue; XDP_PASS when that queue has none. */
+static __always_inline int to_socket(struct xdp_md *ctx)
+{
+	return bpf_redirect_map(&ustack_xsks, ctx->rx_queue_index, XDP_PASS);
+}
+
+/* In libxdp's dispatcher, or alone: XDP_PASS for the kernel (the
+ * dispatcher then runs the next program). */
 SEC("xdp")
 int ustack_xsk(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	__u16 type;
 
-	if ((void *)(eth + 1) > end)
-		return XDP_PASS;
-	type = bpf_ntohs(eth->h_proto);
-	if (type == ETH_P_8021Q || type == ETH_P_8021AD)
+	if (classify(data, end) == USTACK)
 		return to_socket(ctx);
-	if (type == ETH_P_IP)
-		return ipv4(ctx, eth + 1, end);
-	if (type == ETH_P_IPV6)
-		return ipv6(ctx, eth + 1, end);
-	if (type == ETH_P_ARP)
-		return arp(ctx, eth + 1, end);
+	return XDP_PASS;
+}
+
+/* Chained in front of the interface's previous program: what ustack does
+ * not take goes to that program, which decides. */
+SEC("xdp")
+int ustack_xsk_chain(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+
+	if (classify(data, end) == USTACK) {
+		int verdict = to_socket(ctx);
+
+		if (verdict != XDP_PASS)
+			return verdict;
+	}
+	bpf_tail_call(ctx, &ustack_next, 0);
 	return XDP_PASS;
 }
 

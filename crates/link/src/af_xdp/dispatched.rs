@@ -24,10 +24,10 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use super::program::XdpMode;
 
 /// The program object clang built (build.rs).
-static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ustack_xdp.o"));
+pub(super) static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ustack_xdp.o"));
 
 #[repr(C)]
-struct BpfObject {
+pub(super) struct BpfObject {
     _private: [u8; 0],
 }
 #[repr(C)]
@@ -44,11 +44,14 @@ const XDP_MODE_SKB: c_int = 2;
 
 #[link(name = "bpf")]
 extern "C" {
-    fn bpf_object__open_mem(buf: *const c_void, size: usize, opts: *const c_void)
-        -> *mut BpfObject;
-    fn bpf_object__close(obj: *mut BpfObject);
+    pub(super) fn bpf_object__open_mem(
+        buf: *const c_void,
+        size: usize,
+        opts: *const c_void,
+    ) -> *mut BpfObject;
+    pub(super) fn bpf_object__close(obj: *mut BpfObject);
     fn bpf_object__find_map_fd_by_name(obj: *const BpfObject, name: *const c_char) -> c_int;
-    fn libbpf_get_error(ptr: *const c_void) -> c_long;
+    pub(super) fn libbpf_get_error(ptr: *const c_void) -> c_long;
 }
 
 #[link(name = "xdp")]
@@ -99,7 +102,7 @@ fn libxdp_mode(mode: XdpMode) -> c_int {
     }
 }
 
-fn map_fd(obj: *mut BpfObject, name: &CStr) -> io::Result<OwnedFd> {
+pub(super) fn map_fd(obj: *mut BpfObject, name: &CStr) -> io::Result<OwnedFd> {
     // SAFETY: `obj` is a loaded object we own; `name` is NUL-terminated.
     let fd = unsafe { bpf_object__find_map_fd_by_name(obj, name.as_ptr()) };
     if fd < 0 {

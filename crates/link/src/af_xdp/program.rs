@@ -71,6 +71,10 @@ enum Attachment {
     /// The classifying program through libxdp.
     #[cfg(feature = "libxdp")]
     Libxdp(super::dispatched::Dispatched),
+    /// The classifying program chained in front of the interface's
+    /// previous program (where libxdp's dispatcher cannot run).
+    #[cfg(feature = "libxdp")]
+    Chained(super::chained::Chained),
 }
 
 pub(super) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
@@ -231,8 +235,44 @@ impl XdpProgram {
     /// (libxdp's fallback; [`XdpProgram::in_dispatcher`] says which).
     /// Frames go to the sockets only for the addresses given to
     /// [`XdpProgram::served`]; the rest pass to the kernel.
+    ///
+    /// When the interface already runs a program that is not libxdp's
+    /// dispatcher (one attached alone, as libxdp's own fallback does where
+    /// the kernel refuses the dispatcher), ustack's program is chained in
+    /// front of it instead, in its mode (`chained.rs`).
     #[cfg(feature = "libxdp")]
     pub fn attach_libxdp(ifindex: u32, mode: XdpMode) -> io::Result<XdpProgram> {
+        if let Some((prev_id, prev_mode)) = super::attached::attached_program(ifindex)
+            .map_err(|e| annotate(e, "asking rtnetlink for the interface's XDP program"))?
+        {
+            let prev = get_fd_by_id(abi::BPF_PROG_GET_FD_BY_ID, prev_id)
+                .map_err(|e| annotate(e, "opening the interface's XDP program"))?;
+            let mut info = abi::ProgInfo::default();
+            info_by_fd(&prev, &mut info)?;
+            if info.name == name16("ustack_xsk") || info.name == name16("ustack_xsk_chain") {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "interface {ifindex} runs ustack's XDP program already (another process)"
+                    ),
+                ));
+            }
+            if info.name != name16("xdp_dispatcher") {
+                let (held, maps) =
+                    super::chained::Chained::attach(ifindex, prev_mode, prev, prev_id)?;
+                return Ok(XdpProgram {
+                    attachment: Attachment::Chained(held),
+                    map: maps.xsks,
+                    served: Some(super::served::ServedMaps::new(
+                        maps.addrs4,
+                        maps.addrs6,
+                        maps.kni,
+                    )),
+                    ifindex,
+                    mode: prev_mode,
+                });
+            }
+        }
         let (held, maps) = super::dispatched::Dispatched::attach(ifindex, mode)?;
         Ok(XdpProgram {
             attachment: Attachment::Libxdp(held),
@@ -254,6 +294,17 @@ impl XdpProgram {
             Attachment::Link { .. } => false,
             #[cfg(feature = "libxdp")]
             Attachment::Libxdp(d) => d.in_dispatcher(),
+            #[cfg(feature = "libxdp")]
+            Attachment::Chained(_) => false,
+        }
+    }
+
+    /// The program ustack's is chained in front of, if it is.
+    pub fn chained_to(&self) -> Option<u32> {
+        match &self.attachment {
+            #[cfg(feature = "libxdp")]
+            Attachment::Chained(c) => Some(c.previous_id()),
+            _ => None,
         }
     }
 

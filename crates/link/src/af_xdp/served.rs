@@ -10,33 +10,18 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::abi;
 use super::program::bpf;
+use crate::KernelPorts;
 
 const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 
-/// Which of ustack's own traffic the program sends to the kernel, as
-/// `[kni] method` and `kni_action` say (the `KNI_*` values of the C file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelPorts {
-    /// None: no exception path.
-    None,
-    /// The listed TCP and UDP destination ports (`method=accept`).
-    Listed,
-    /// All but the listed ports, other protocols too (`method=reject`).
-    Unlisted,
-    /// Everything (`kni_action=alltokni`); ARP and neighbour discovery
-    /// stay ustack's.
-    All,
-}
-
-impl KernelPorts {
-    fn word(self) -> u64 {
-        match self {
-            KernelPorts::None => 0,
-            KernelPorts::Listed => 1,
-            KernelPorts::Unlisted => 2,
-            KernelPorts::All => 3,
-        }
+/// The `KNI_*` value of the C file for `mode`.
+fn mode_word(mode: KernelPorts) -> u64 {
+    match mode {
+        KernelPorts::None => 0,
+        KernelPorts::Listed => 1,
+        KernelPorts::Unlisted => 2,
+        KernelPorts::All => 3,
     }
 }
 
@@ -164,7 +149,7 @@ impl ServedMaps {
         }
         // The mode last: the program never acts on half-written lists of a
         // mode it did not have before.
-        update(&self.kni, &0u32, &mode.word()).map_err(what)
+        update(&self.kni, &0u32, &mode_word(mode)).map_err(what)
     }
 
     /// The mode word the program reads (for tests).

@@ -551,7 +551,7 @@ fn libxdp_program_passes_what_ustack_does_not_serve(tag: &str, mode: XdpMode) {
     served.set_addresses(&[ours], &[]).unwrap();
     assert_eq!(served.addresses().unwrap(), (vec![ours], vec![]));
     served
-        .set_kernel_ports(served::KernelPorts::Listed, &[22], &[9999])
+        .set_kernel_ports(crate::KernelPorts::Listed, &[22], &[9999])
         .unwrap();
     assert_eq!(served.kernel_ports_mode().unwrap(), 1);
     let cfg = XdpConfig {
@@ -603,12 +603,91 @@ fn libxdp_program_passes_what_ustack_does_not_serve(tag: &str, mode: XdpMode) {
     );
 }
 
-/// Both modes in one test: each adds the kernel's address to its veth in
-/// this namespace, and two veths of one process share a subnet.
+/// The id of the XDP program `ifname` runs, if any.
+#[cfg(feature = "libxdp")]
+fn xdp_prog_id(ifname: &str) -> Option<u32> {
+    let ifindex = CtlSocket::new().unwrap().index(ifname).unwrap() as u32;
+    attached::attached_program(ifindex)
+        .unwrap()
+        .map(|(id, _)| id)
+}
+
+/// Where the interface already runs a program attached alone (here
+/// libxdp's own AF_XDP default program, loaded by `ip`), ustack's program
+/// is chained in front of it: the kernel's own address still answers
+/// (through the previous program, which passes it), ustack's address comes
+/// to the socket, and the previous program is back when ustack's goes.
+#[cfg(feature = "libxdp")]
+fn libxdp_program_chains_in_front_of_a_program_attached_alone() {
+    let veth = Veth::new("lc");
+    let kernel_addr = format!("10.99.{}.4", veth.y);
+    run(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{kernel_addr}/24"),
+        "dev",
+        &veth.outer,
+    ]);
+    run(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        &veth.outer,
+        "xdpgeneric",
+        "obj",
+        "/usr/lib/x86_64-linux-gnu/bpf/xsk_def_xdp_prog.o",
+        "sec",
+        "xdp",
+    ]);
+    let previous = xdp_prog_id(&veth.outer).expect("ip attached no program");
+    let ifindex = CtlSocket::new().unwrap().index(&veth.outer).unwrap() as u32;
+    let prog = XdpProgram::attach_libxdp(ifindex, XdpMode::Generic).unwrap();
+    assert_eq!(prog.chained_to(), Some(previous));
+    assert!(!prog.in_dispatcher());
+    let ours = std::net::Ipv4Addr::new(10, 99, veth.y, 2);
+    prog.served().unwrap().set_addresses(&[ours], &[]).unwrap();
+    let mut link = AfXdpLink::open_with(
+        &veth.outer,
+        Arc::new(prog),
+        &small_config(XdpModeChoice::Generic),
+    )
+    .unwrap();
+    let now = xdp_prog_id(&veth.outer);
+    assert!(
+        now.is_some() && now != Some(previous),
+        "ustack's program is not on the interface"
+    );
+    veth.wait_peer_ready();
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &veth.ns, "ping", "-c", "1", "-W", "3"])
+        .arg(&kernel_addr)
+        .output()
+        .unwrap();
+    assert!(ping.status.success(), "{}", veth.diagnostics());
+    veth.peer_neigh(link.info().mac);
+    veth.peer_send_udp(7777, b"to ustack");
+    let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+        is_udp_to(b.data(), 7777)
+    });
+    assert_eq!(got.len(), 1, "{}", veth.diagnostics());
+    drop(link);
+    assert_eq!(
+        xdp_prog_id(&veth.outer),
+        Some(previous),
+        "the previous program is not back"
+    );
+    run(&["ip", "link", "set", "dev", &veth.outer, "xdpgeneric", "off"]);
+}
+
+/// One test: each case adds the kernel's address to its veth in this
+/// namespace, and two veths of one process share a subnet.
 #[cfg(feature = "libxdp")]
 #[test]
-fn libxdp_program_passes_what_ustack_does_not_serve_native_and_generic() {
+fn libxdp_program_native_generic_and_chained() {
     assert!(is_root(), "AF_XDP tests need root");
     libxdp_program_passes_what_ustack_does_not_serve("ln", XdpMode::Native);
     libxdp_program_passes_what_ustack_does_not_serve("lg", XdpMode::Generic);
+    libxdp_program_chains_in_front_of_a_program_attached_alone();
 }
