@@ -14,6 +14,10 @@ apt_packages=(
   # servers, their load generators and clients, and strace for looking at
   # which calls they make.
   nginx redis-server redis-tools knot bind9-dnsutils dnsperf iperf3 strace
+  # The libxdp feature (`[portN] xdp_program=libxdp`): clang builds the XDP
+  # program (crates/link/bpf/ustack_xdp.c), libxdp loads it; xdp-tools'
+  # xdp-loader puts another program beside it in the tests.
+  clang libbpf-dev libxdp-dev xdp-tools
   # `ustack top` in a terminal (tests/interop/cases_ctl.py).
   tmux
 )

@@ -9,9 +9,39 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    if env::var_os("CARGO_FEATURE_DPDK").is_none() {
-        return;
+    if env::var_os("CARGO_FEATURE_LIBXDP").is_some() {
+        xdp_program();
     }
+    if env::var_os("CARGO_FEATURE_DPDK").is_some() {
+        dpdk();
+    }
+}
+
+/// With the `libxdp` feature: compiles ustack's XDP program
+/// (bpf/ustack_xdp.c) with clang into a BPF object with BTF (libxdp reads
+/// its run-priority metadata from it; src/af_xdp/dispatched.rs embeds it),
+/// and links libxdp and libbpf.
+fn xdp_program() {
+    println!("cargo:rerun-if-changed=bpf/ustack_xdp.c");
+    println!("cargo:rerun-if-env-changed=BPF_CLANG");
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let clang = env::var("BPF_CLANG").unwrap_or_else(|_| "clang".to_string());
+    // The multiarch include directory holds <asm/types.h> for -target bpf.
+    let multiarch = format!(
+        "/usr/include/{}-linux-gnu",
+        env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".to_string())
+    );
+    run(
+        Command::new(&clang)
+            .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Wextra", "-Werror"])
+            .arg(format!("-I{multiarch}"))
+            .args(["-c", "bpf/ustack_xdp.c", "-o"])
+            .arg(out.join("ustack_xdp.o")),
+        "compiling bpf/ustack_xdp.c with clang (the libxdp feature needs clang, libbpf-dev, libxdp-dev)",
+    );
+}
+
+fn dpdk() {
     println!("cargo:rerun-if-changed=src/dpdk/shim.c");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=CC");

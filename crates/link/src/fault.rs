@@ -496,6 +496,23 @@ impl<L: Link> Link for FaultLink<L> {
     fn droppable_in_fork_child(&self) -> bool {
         self.inner.droppable_in_fork_child()
     }
+
+    fn serve_addresses(
+        &self,
+        v4: &[std::net::Ipv4Addr],
+        v6: &[std::net::Ipv6Addr],
+    ) -> io::Result<bool> {
+        self.inner.serve_addresses(v4, v6)
+    }
+
+    fn serve_kernel_ports(
+        &self,
+        mode: crate::KernelPorts,
+        tcp: &[u16],
+        udp: &[u16],
+    ) -> std::io::Result<bool> {
+        self.inner.serve_kernel_ports(mode, tcp, udp)
+    }
 }
 
 impl<L: Link> Drop for FaultLink<L> {

@@ -22,6 +22,7 @@ pub mod gro;
 pub mod gso;
 pub mod handoff;
 mod ifreq;
+mod kernel_ports;
 pub mod memory;
 pub mod os;
 pub mod packet_socket;
@@ -39,6 +40,7 @@ pub use af_xdp::{AfXdpLink, XdpBindChoice, XdpConfig, XdpFrame, XdpMode, XdpMode
 pub use arp_tap::ArpTap;
 pub use fault::{FaultConfig, FaultDirStats, FaultLink, FaultStats};
 pub use handoff::FlowHandoff;
+pub use kernel_ports::KernelPorts;
 pub use memory::{MemoryConfig, MemoryLink, QueueChooser};
 pub use pcap::{FrameRecorder, PcapLink, PcapSeries, PcapWriter};
 pub use pool::{PacketPool, PoolBuf, PoolStats};
@@ -325,6 +327,31 @@ pub trait Link {
     /// program's map; a DPDK port would stop).
     fn droppable_in_fork_child(&self) -> bool {
         false
+    }
+
+    /// Makes the link's receive filter take frames for exactly these
+    /// addresses of the port (frames for others go to the kernel), where
+    /// the link has such a filter (AF_XDP under ustack's classifying
+    /// program): returns whether it has.
+    fn serve_addresses(
+        &self,
+        _v4: &[std::net::Ipv4Addr],
+        _v6: &[std::net::Ipv6Addr],
+    ) -> io::Result<bool> {
+        Ok(false)
+    }
+
+    /// Makes the link's receive filter send the port's own traffic that
+    /// `mode` names over TCP ports `tcp` and UDP ports `udp` to the kernel
+    /// (`[kni]` without a TAP), where the link has such a filter: returns
+    /// whether it has.
+    fn serve_kernel_ports(
+        &self,
+        _mode: KernelPorts,
+        _tcp: &[u16],
+        _udp: &[u16],
+    ) -> io::Result<bool> {
+        Ok(false)
     }
 
     /// A descriptor that becomes readable when frames wait, for idle sleep;

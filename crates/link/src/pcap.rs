@@ -299,6 +299,23 @@ impl<L: Link, R: FrameRecorder> Link for PcapLink<L, R> {
     fn rx_fd(&self) -> Option<RawFd> {
         self.inner.rx_fd()
     }
+
+    fn serve_addresses(
+        &self,
+        v4: &[std::net::Ipv4Addr],
+        v6: &[std::net::Ipv6Addr],
+    ) -> std::io::Result<bool> {
+        self.inner.serve_addresses(v4, v6)
+    }
+
+    fn serve_kernel_ports(
+        &self,
+        mode: crate::KernelPorts,
+        tcp: &[u16],
+        udp: &[u16],
+    ) -> std::io::Result<bool> {
+        self.inner.serve_kernel_ports(mode, tcp, udp)
+    }
 }
 
 impl<L: Link, R: FrameRecorder> PcapLink<L, R> {

@@ -205,7 +205,7 @@ fn open_port(
         }
         // Engine `e` on queue `e`; the NIC's RSS spreads flows over the
         // queues and the dispatcher hands each frame to its engine.
-        LinkSpec::AfXdp(ifname) => Ok(crate::xdp::open_queues(ifname, port, engines)
+        LinkSpec::AfXdp(ifname) => Ok(crate::xdp::open_queues(ifname, port, &cfg.kni, engines)
             .map_err(&err)?
             .into_iter()
             .map(|l| QueueLink::AfXdp(Box::new(l)))
@@ -288,6 +288,11 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
                 .iter()
                 .zip(&links)
                 .map(|(port, link)| {
+                    // The port's XDP program sends [kni]'s traffic to the
+                    // kernel itself: no TAP.
+                    if crate::xdp::kernel_path_in_program(port) {
+                        return Ok(None);
+                    }
                     open_kni(
                         &cfg.kni,
                         port.id,

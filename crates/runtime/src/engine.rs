@@ -68,6 +68,9 @@ pub struct EngineCounters {
     /// had nothing else left.
     pub tx_control_from_reserve: u64,
     pub link_errors: u64,
+    /// Times a port's addresses could not be written into its XDP
+    /// program's maps (`Engine::sync_served_addresses`).
+    pub served_addresses_failed: u64,
     /// Microseconds from the start of a turn that found no work to the
     /// start of the next (the idle sleep included): `ustack top`'s busy
     /// share is the rest of the wall time.
@@ -546,7 +549,53 @@ impl<L: Link> Engine<L> {
         };
         engine.start_lending();
         engine.refresh_turn_kind();
+        engine.sync_served_addresses();
         engine
+    }
+
+    /// Sets which of each port's own traffic its link's receive filter
+    /// sends to the kernel (`[kni]` on AF_XDP under `xdp_program=libxdp`):
+    /// at `ustack kni -a`, so the program follows the exception path's
+    /// action as the software filter does.
+    pub fn serve_kernel_ports(&mut self, mode: link::KernelPorts, tcp: &[u16], udp: &[u16]) {
+        for (i, port) in self.ports.iter().enumerate() {
+            if let Err(e) = port.link.serve_kernel_ports(mode, tcp, udp) {
+                self.counters.served_addresses_failed += 1;
+                eprintln!("ustack: port {i}: writing [kni]'s ports into the XDP program: {e}");
+            }
+        }
+    }
+
+    /// Writes each port's addresses (its interface's IPv4 addresses and
+    /// subnet broadcast, its IPv6 addresses, link-local and tentative ones
+    /// included) into the port link's receive filter, where it has one
+    /// (AF_XDP under `xdp_program=libxdp`): frames for them come to ustack,
+    /// frames for other addresses go to the kernel. At start and after
+    /// every address change (`ustack ifconfig ... alias`/`-alias`); VLAN
+    /// interfaces need nothing (tagged frames all come to ustack).
+    pub fn sync_served_addresses(&mut self) {
+        for (i, port) in self.ports.iter().enumerate() {
+            let Some(iface) = self.stack.interface(IfaceId(i as u16)) else {
+                continue;
+            };
+            let mut v4 = iface.addrs().to_vec();
+            if !v4.is_empty() && iface.prefix_len < 31 {
+                v4.push(iface.broadcast);
+            }
+            let v6: Vec<std::net::Ipv6Addr> = iface
+                .ipv6
+                .as_ref()
+                .map(|x| x.addrs.iter().map(|a| a.addr).collect())
+                .unwrap_or_default();
+            if let Err(e) = port.link.serve_addresses(&v4, &v6) {
+                self.counters.served_addresses_failed += 1;
+                eprintln!(
+                    "ustack: {}: writing its addresses into the XDP program: {e}; frames for \
+                     addresses left out go to the kernel",
+                    iface.name
+                );
+            }
+        }
     }
 
     /// Puts the dispatcher hook in front of the stack: every received frame

@@ -404,6 +404,23 @@ impl Link for PortLink {
         each!(self, l => l.droppable_in_fork_child())
     }
 
+    fn serve_addresses(
+        &self,
+        v4: &[std::net::Ipv4Addr],
+        v6: &[std::net::Ipv6Addr],
+    ) -> std::io::Result<bool> {
+        each!(self, l => l.serve_addresses(v4, v6))
+    }
+
+    fn serve_kernel_ports(
+        &self,
+        mode: link::KernelPorts,
+        tcp: &[u16],
+        udp: &[u16],
+    ) -> std::io::Result<bool> {
+        each!(self, l => l.serve_kernel_ports(mode, tcp, udp))
+    }
+
     fn tx_checksum_offload(&self) -> bool {
         each!(self, l => l.tx_checksum_offload())
     }

@@ -16,8 +16,8 @@ use stack::{
 };
 
 use crate::config::{
-    Config, CongestionControl, DpdkConfig, LinkSpec, PortConfig, RxRingSetting, SourcePrefix,
-    Sysctls,
+    Config, CongestionControl, DpdkConfig, KniConfig, LinkSpec, PortConfig, RxRingSetting,
+    SourcePrefix, Sysctls,
 };
 use crate::engine::{Engine, EngineConfig};
 use crate::ports::PortLink;
@@ -287,7 +287,8 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
                 .map(PortLink::AfPacket)
                 .map_err(open_err)
         }
-        LinkSpec::AfXdp(ifname) => crate::xdp::open_queues(ifname, port, 1)
+        // Without the exception path (it takes the engines' way: cores.rs).
+        LinkSpec::AfXdp(ifname) => crate::xdp::open_queues(ifname, port, &KniConfig::default(), 1)
             .map(|mut q| PortLink::AfXdp(Box::new(q.remove(0))))
             .map_err(open_err),
         LinkSpec::ShmCreate(path) => {

@@ -102,6 +102,7 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
         ("engine_rx_drop_port_down", e.rx_drop_port_down),
         ("engine_tx_drop_port_down", e.tx_drop_port_down),
         ("engine_tx_control_from_reserve", e.tx_control_from_reserve),
+        ("engine_served_addresses_failed", e.served_addresses_failed),
         ("engine_link_errors", e.link_errors),
         ("engine_idle_us", e.idle_us),
     ] {

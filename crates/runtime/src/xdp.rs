@@ -6,9 +6,9 @@ use std::io;
 use std::sync::Arc;
 
 use link::af_xdp::{attach_or_join_program, attach_program};
-use link::{AfXdpLink, XdpBindChoice, XdpConfig, XdpModeChoice};
+use link::{AfXdpLink, KernelPorts, XdpBindChoice, XdpConfig, XdpModeChoice};
 
-use crate::config::{PortConfig, XdpBindSetting, XdpModeSetting};
+use crate::config::{KniConfig, PortConfig, XdpBindSetting, XdpModeSetting, XdpProgramSetting};
 use crate::setup::DEFAULT_POOL_BUFFERS;
 
 /// Frames up to this MTU fit a 2048-byte chunk (256 bytes of kernel
@@ -56,9 +56,106 @@ fn rx_queues(ifname: &str) -> Option<usize> {
     )
 }
 
+/// Attaches the program `port.xdp_program` names to `ifname`.
+fn port_program(
+    ifname: &str,
+    port: &PortConfig,
+    kni: &KniConfig,
+) -> io::Result<Arc<link::af_xdp::XdpProgram>> {
+    let mode = xdp_config(port, 0).mode;
+    match port.xdp_program {
+        XdpProgramSetting::Alone => attach_program(ifname, mode),
+        XdpProgramSetting::Libxdp => libxdp_program(ifname, mode, kni),
+    }
+}
+
+/// ustack's classifying program through libxdp, with `[kni]`'s ports (the
+/// addresses are written by each engine as it starts:
+/// `Engine::sync_served_addresses`).
+#[cfg(feature = "libxdp")]
+fn libxdp_program(
+    ifname: &str,
+    mode: XdpModeChoice,
+    kni: &KniConfig,
+) -> io::Result<Arc<link::af_xdp::XdpProgram>> {
+    let prog = link::af_xdp::attach_libxdp_program(ifname, mode)?;
+    let kernel = if kni.enable {
+        kernel_ports(
+            kni.kni_action,
+            kni.method == crate::config::KniMethod::Accept,
+        )
+    } else {
+        KernelPorts::None
+    };
+    let served = prog
+        .served()
+        .ok_or_else(|| io::Error::other("the libxdp program has no address maps"))?;
+    served.set_kernel_ports(kernel, &kni.tcp_ports, &kni.udp_ports)?;
+    eprintln!(
+        "ustack: af_xdp {ifname}: ustack's XDP program {} (libxdp, {} mode): frames for \
+         other addresses{} go to the kernel",
+        match (prog.in_dispatcher(), prog.chained_to()) {
+            (true, _) => "runs in libxdp's dispatcher beside other XDP programs".to_string(),
+            (false, Some(id)) => format!(
+                "is chained in front of XDP program {id}, which gets every frame ustack does \
+                 not take (libxdp's dispatcher is not running here)"
+            ),
+            (false, None) => "holds the interface alone: libxdp could not use its dispatcher \
+                              (see libxdp's message above)"
+                .to_string(),
+        },
+        prog.mode().name(),
+        if kernel == KernelPorts::None {
+            ""
+        } else {
+            " and [kni]'s ports"
+        }
+    );
+    Ok(prog)
+}
+
+#[cfg(not(feature = "libxdp"))]
+fn libxdp_program(
+    ifname: &str,
+    _mode: XdpModeChoice,
+    _kni: &KniConfig,
+) -> io::Result<Arc<link::af_xdp::XdpProgram>> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "af_xdp {ifname}: xdp_program=libxdp needs ustack built with the libxdp feature \
+             (cargo build --features runtime/libxdp; clang, libbpf-dev and libxdp-dev)"
+        ),
+    ))
+}
+
+/// What `[kni]`'s `kni_action` and `method` (accept or not) send to the
+/// kernel, as a receive filter applies it.
+pub fn kernel_ports(action: crate::config::KniAction, accept: bool) -> KernelPorts {
+    use crate::config::KniAction;
+    match (action, accept) {
+        (KniAction::AllToFf, _) => KernelPorts::None,
+        (KniAction::AllToKni, _) => KernelPorts::All,
+        (KniAction::Default, true) => KernelPorts::Listed,
+        (KniAction::Default, false) => KernelPorts::Unlisted,
+    }
+}
+
+/// Whether `port`'s program sends the `[kni]` ports to the kernel itself,
+/// so the port needs no TAP.
+pub fn kernel_path_in_program(port: &PortConfig) -> bool {
+    matches!(port.link, crate::config::LinkSpec::AfXdp(_))
+        && port.xdp_program == XdpProgramSetting::Libxdp
+}
+
 /// Opens `engines` sockets on `ifname`, queue `e` for engine `e`.
-pub fn open_queues(ifname: &str, port: &PortConfig, engines: usize) -> io::Result<Vec<AfXdpLink>> {
-    let program = attach_program(ifname, xdp_config(port, 0).mode)?;
+pub fn open_queues(
+    ifname: &str,
+    port: &PortConfig,
+    kni: &KniConfig,
+    engines: usize,
+) -> io::Result<Vec<AfXdpLink>> {
+    let program = port_program(ifname, port, kni)?;
     if let Some(n) = rx_queues(ifname) {
         if n > engines {
             eprintln!(
@@ -114,6 +211,15 @@ pub fn open_member(
         eprintln!(
             "ustack: af_xdp {ifname}: {n} receive queues, {members} processes: frames on the              others go to the kernel (ethtool -L {ifname} combined {members})"
         );
+    }
+    if port.xdp_program == XdpProgramSetting::Libxdp {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "af_xdp {ifname}: xdp_program=libxdp serves one process per port; processes \
+                 sharing a port join ustack's own program (xdp_program=alone)"
+            ),
+        ));
     }
     let program = attach_or_join_program(ifname, xdp_config(port, 0).mode)?;
     let end = std::time::Instant::now() + MEMBER_WAIT;

@@ -11,6 +11,24 @@ use super::program::XdpMode;
 use crate::ifreq::cvt;
 
 const RTM_GETLINK: u16 = 18;
+#[cfg(feature = "libxdp")]
+const RTM_SETLINK: u16 = 19;
+#[cfg(feature = "libxdp")]
+const NLM_F_ACK: u16 = 4;
+#[cfg(feature = "libxdp")]
+const NLA_F_NESTED: u16 = 0x8000;
+#[cfg(feature = "libxdp")]
+const IFLA_XDP_FD: u16 = 1;
+#[cfg(feature = "libxdp")]
+const IFLA_XDP_FLAGS: u16 = 3;
+#[cfg(feature = "libxdp")]
+const IFLA_XDP_EXPECTED_FD: u16 = 8;
+#[cfg(feature = "libxdp")]
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+#[cfg(feature = "libxdp")]
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+#[cfg(feature = "libxdp")]
+const XDP_FLAGS_REPLACE: u32 = 1 << 4;
 const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
 const NLMSG_HDRLEN: usize = 16;
@@ -33,7 +51,61 @@ pub fn attached_program(ifindex: u32) -> io::Result<Option<(u32, XdpMode)>> {
     Ok(parse_link_reply(&reply))
 }
 
+/// Puts program `fd` on interface `ifindex` in `mode` in place of program
+/// `expected` in one step (`XDP_FLAGS_REPLACE`: the kernel refuses when
+/// `expected` is no longer the interface's program).
+#[cfg(feature = "libxdp")]
+pub fn replace_program(
+    ifindex: u32,
+    mode: XdpMode,
+    fd: std::os::fd::RawFd,
+    expected: std::os::fd::RawFd,
+) -> io::Result<()> {
+    let flags = XDP_FLAGS_REPLACE
+        | match mode {
+            XdpMode::Native => XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => XDP_FLAGS_SKB_MODE,
+        };
+    let mut xdp = Vec::new();
+    push_attr(&mut xdp, IFLA_XDP_FD, &fd.to_ne_bytes());
+    push_attr(&mut xdp, IFLA_XDP_FLAGS, &flags.to_ne_bytes());
+    push_attr(&mut xdp, IFLA_XDP_EXPECTED_FD, &expected.to_ne_bytes());
+    let mut req = vec![0u8; NLMSG_HDRLEN + IFINFOMSG_LEN];
+    push_attr(&mut req, IFLA_XDP | NLA_F_NESTED, &xdp);
+    let len = req.len() as u32;
+    req[0..4].copy_from_slice(&len.to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_SETLINK.to_ne_bytes());
+    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    req[NLMSG_HDRLEN + 4..NLMSG_HDRLEN + 8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    exchange(&req).map(|_| ())
+}
+
+#[cfg(feature = "libxdp")]
+fn push_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
+    buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
+    buf.extend_from_slice(&ty.to_ne_bytes());
+    buf.extend_from_slice(payload);
+    while !buf.len().is_multiple_of(4) {
+        buf.push(0);
+    }
+}
+
 fn get_link(ifindex: u32) -> io::Result<Vec<u8>> {
+    const REQ_LEN: usize = NLMSG_HDRLEN + IFINFOMSG_LEN;
+    let mut req = [0u8; REQ_LEN];
+    req[0..4].copy_from_slice(&(REQ_LEN as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
+    req[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    // ifinfomsg: family AF_UNSPEC, index.
+    req[NLMSG_HDRLEN + 4..NLMSG_HDRLEN + 8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    exchange(&req)
+}
+
+/// Sends one request to the kernel's rtnetlink and returns its reply (an
+/// error reply as the error).
+fn exchange(req: &[u8]) -> io::Result<Vec<u8>> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let raw = cvt(unsafe {
         libc::socket(
@@ -44,14 +116,6 @@ fn get_link(ifindex: u32) -> io::Result<Vec<u8>> {
     })?;
     // SAFETY: `raw` is a fresh descriptor nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    const REQ_LEN: usize = NLMSG_HDRLEN + IFINFOMSG_LEN;
-    let mut req = [0u8; REQ_LEN];
-    req[0..4].copy_from_slice(&(REQ_LEN as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
-    req[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    // ifinfomsg: family AF_UNSPEC, index.
-    req[NLMSG_HDRLEN + 4..NLMSG_HDRLEN + 8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
     // SAFETY: sockaddr_nl is plain data; all-zero addresses the kernel.
     let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
     kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;

@@ -48,9 +48,15 @@
 
 mod abi;
 mod attached;
+#[cfg(feature = "libxdp")]
+mod chained;
+#[cfg(feature = "libxdp")]
+mod dispatched;
 mod gather;
 mod program;
 mod ring;
+#[cfg(feature = "libxdp")]
+pub mod served;
 #[cfg(test)]
 mod tests;
 mod umem;
@@ -157,6 +163,36 @@ pub fn attach_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<Xdp
                     "ustack: af_xdp {ifname}: native XDP refused ({e}); using generic (SKB) XDP"
                 );
                 XdpProgram::attach(ifindex, XdpMode::Generic)?
+            }
+        },
+    };
+    Ok(Arc::new(prog))
+}
+
+/// Attaches ustack's classifying program to `ifname` through libxdp
+/// ([`XdpProgram::attach_libxdp`]), in the mode `choice` says (auto:
+/// native, else generic, said on stderr).
+#[cfg(feature = "libxdp")]
+pub fn attach_libxdp_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<XdpProgram>> {
+    let ifindex = CtlSocket::new()?.index(ifname)? as u32;
+    let prog = match choice {
+        XdpModeChoice::Native => XdpProgram::attach_libxdp(ifindex, XdpMode::Native)?,
+        XdpModeChoice::Generic => XdpProgram::attach_libxdp(ifindex, XdpMode::Generic)?,
+        XdpModeChoice::Auto => match XdpProgram::attach_libxdp(ifindex, XdpMode::Native) {
+            Ok(p) => p,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::AlreadyExists | io::ErrorKind::ResourceBusy
+                ) =>
+            {
+                return Err(e)
+            }
+            Err(e) => {
+                eprintln!(
+                    "ustack: af_xdp {ifname}: native XDP refused ({e}); using generic (SKB) XDP"
+                );
+                XdpProgram::attach_libxdp(ifindex, XdpMode::Generic)?
             }
         },
     };
@@ -735,6 +771,35 @@ impl Drop for AfXdpLink {
 }
 
 impl Link for AfXdpLink {
+    fn serve_addresses(
+        &self,
+        v4: &[std::net::Ipv4Addr],
+        v6: &[std::net::Ipv6Addr],
+    ) -> io::Result<bool> {
+        #[cfg(feature = "libxdp")]
+        if let Some(served) = self.program.served() {
+            served.set_addresses(v4, v6)?;
+            return Ok(true);
+        }
+        let _ = (v4, v6);
+        Ok(false)
+    }
+
+    fn serve_kernel_ports(
+        &self,
+        mode: crate::KernelPorts,
+        tcp: &[u16],
+        udp: &[u16],
+    ) -> io::Result<bool> {
+        #[cfg(feature = "libxdp")]
+        if let Some(served) = self.program.served() {
+            served.set_kernel_ports(mode, tcp, udp)?;
+            return Ok(true);
+        }
+        let _ = (mode, tcp, udp);
+        Ok(false)
+    }
+
     type Buf = XdpFrame;
 
     fn rx_burst(&mut self, out: &mut Vec<XdpFrame>, max: usize) -> io::Result<usize> {

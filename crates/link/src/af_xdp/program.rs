@@ -53,14 +53,31 @@ pub const MAX_QUEUES: u32 = 256;
 #[derive(Debug)]
 pub struct XdpProgram {
     // Drop order: detach first, then the program, then the map.
-    attachment: OwnedFd,
-    _prog: OwnedFd,
+    attachment: Attachment,
     map: OwnedFd,
+    /// The maps of the classifying program (`xdp_program=libxdp`).
+    #[cfg(feature = "libxdp")]
+    served: Option<super::served::ServedMaps>,
     ifindex: u32,
     mode: XdpMode,
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+/// What holds the program on the interface.
+#[derive(Debug)]
+enum Attachment {
+    /// The five-instruction program through a BPF link of ours (its
+    /// program descriptor kept beside it).
+    Link { _link: OwnedFd, _prog: OwnedFd },
+    /// The classifying program through libxdp.
+    #[cfg(feature = "libxdp")]
+    Libxdp(super::dispatched::Dispatched),
+    /// The classifying program chained in front of the interface's
+    /// previous program (where libxdp's dispatcher cannot run).
+    #[cfg(feature = "libxdp")]
+    Chained(super::chained::Chained),
+}
+
+pub(super) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a live, fully initialised `union bpf_attr` prefix of
     // the layout `cmd` reads (declared in `abi`, size checked there); the
     // kernel reads at most `size_of::<T>()` bytes and treats the rest of the
@@ -193,19 +210,109 @@ impl XdpProgram {
                 XdpMode::Generic => abi::XDP_FLAGS_SKB_MODE,
             },
         };
-        let attachment = owned(bpf(abi::BPF_LINK_CREATE, &mut link_attr).map_err(|e| {
+        let link = owned(bpf(abi::BPF_LINK_CREATE, &mut link_attr).map_err(|e| {
             annotate(
                 e,
                 &format!("attaching the XDP program in {} mode", mode.name()),
             )
         })?);
         Ok(XdpProgram {
-            attachment,
-            _prog: prog,
+            attachment: Attachment::Link {
+                _link: link,
+                _prog: prog,
+            },
             map,
+            #[cfg(feature = "libxdp")]
+            served: None,
             ifindex,
             mode,
         })
+    }
+
+    /// Loads ustack's classifying program (`bpf/ustack_xdp.c`) and attaches
+    /// it to `ifindex` in `mode` through libxdp: in libxdp's dispatcher
+    /// beside other programs where the kernel allows it, else alone
+    /// (libxdp's fallback; [`XdpProgram::in_dispatcher`] says which).
+    /// Frames go to the sockets only for the addresses given to
+    /// [`XdpProgram::served`]; the rest pass to the kernel.
+    ///
+    /// When the interface already runs a program that is not libxdp's
+    /// dispatcher (one attached alone, as libxdp's own fallback does where
+    /// the kernel refuses the dispatcher), ustack's program is chained in
+    /// front of it instead, in its mode (`chained.rs`).
+    #[cfg(feature = "libxdp")]
+    pub fn attach_libxdp(ifindex: u32, mode: XdpMode) -> io::Result<XdpProgram> {
+        if let Some((prev_id, prev_mode)) = super::attached::attached_program(ifindex)
+            .map_err(|e| annotate(e, "asking rtnetlink for the interface's XDP program"))?
+        {
+            let prev = get_fd_by_id(abi::BPF_PROG_GET_FD_BY_ID, prev_id)
+                .map_err(|e| annotate(e, "opening the interface's XDP program"))?;
+            let mut info = abi::ProgInfo::default();
+            info_by_fd(&prev, &mut info)?;
+            if info.name == name16("ustack_xsk") || info.name == name16("ustack_xsk_chain") {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "interface {ifindex} runs ustack's XDP program already (another process)"
+                    ),
+                ));
+            }
+            if info.name != name16("xdp_dispatcher") {
+                let (held, maps) =
+                    super::chained::Chained::attach(ifindex, prev_mode, prev, prev_id)?;
+                return Ok(XdpProgram {
+                    attachment: Attachment::Chained(held),
+                    map: maps.xsks,
+                    served: Some(super::served::ServedMaps::new(
+                        maps.addrs4,
+                        maps.addrs6,
+                        maps.kni,
+                    )),
+                    ifindex,
+                    mode: prev_mode,
+                });
+            }
+        }
+        let (held, maps) = super::dispatched::Dispatched::attach(ifindex, mode)?;
+        Ok(XdpProgram {
+            attachment: Attachment::Libxdp(held),
+            map: maps.xsks,
+            served: Some(super::served::ServedMaps::new(
+                maps.addrs4,
+                maps.addrs6,
+                maps.kni,
+            )),
+            ifindex,
+            mode,
+        })
+    }
+
+    /// Whether the program runs in libxdp's dispatcher (beside other XDP
+    /// programs); false when it holds the interface alone.
+    pub fn in_dispatcher(&self) -> bool {
+        match &self.attachment {
+            Attachment::Link { .. } => false,
+            #[cfg(feature = "libxdp")]
+            Attachment::Libxdp(d) => d.in_dispatcher(),
+            #[cfg(feature = "libxdp")]
+            Attachment::Chained(_) => false,
+        }
+    }
+
+    /// The program ustack's is chained in front of, if it is.
+    pub fn chained_to(&self) -> Option<u32> {
+        match &self.attachment {
+            #[cfg(feature = "libxdp")]
+            Attachment::Chained(c) => Some(c.previous_id()),
+            _ => None,
+        }
+    }
+
+    /// The addresses and exception ports the classifying program serves
+    /// (none for the default program, which takes every frame).
+    #[cfg(feature = "libxdp")]
+    pub fn served(&self) -> Option<&super::served::ServedMaps> {
+        self.served.as_ref()
     }
 
     /// Joins the ustack program interface `ifindex` of this namespace
@@ -246,11 +353,15 @@ impl XdpProgram {
                 "the XDP program {prog_id} on interface {ifindex} has no ustack socket map"
             )));
         }
-        let attachment = link_of(prog_id, ifindex)?;
+        let link = link_of(prog_id, ifindex)?;
         Ok(XdpProgram {
-            attachment,
-            _prog: prog,
+            attachment: Attachment::Link {
+                _link: link,
+                _prog: prog,
+            },
             map,
+            #[cfg(feature = "libxdp")]
+            served: None,
             ifindex,
             mode,
         })
@@ -262,11 +373,6 @@ impl XdpProgram {
 
     pub fn ifindex(&self) -> u32 {
         self.ifindex
-    }
-
-    /// The BPF link that holds the attachment (for tests).
-    pub fn attachment_fd(&self) -> RawFd {
-        self.attachment.as_raw_fd()
     }
 
     /// Sends frames of `queue` to socket `xsk`.

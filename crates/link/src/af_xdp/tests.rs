@@ -519,3 +519,175 @@ fn a_second_process_joins_the_program_and_keeps_it_attached() {
         "the last member's going detaches it"
     );
 }
+
+/// Whether `f` is an IPv4 UDP datagram to port `port`.
+#[cfg(feature = "libxdp")]
+fn is_udp_to(f: &[u8], port: u16) -> bool {
+    f.len() >= 42 && f[12..14] == [0x08, 0x00] && f[23] == 17 && f[36..38] == port.to_be_bytes()
+}
+
+/// ustack's classifying program through libxdp, in `mode`: the kernel
+/// serves its own address on the interface (the peer's ping of it, ARP
+/// included, is answered by the kernel), datagrams to ustack's address come
+/// to the socket, those to a `[kni]` port go to the kernel instead, and the
+/// program leaves the interface when dropped.
+#[cfg(feature = "libxdp")]
+fn libxdp_program_passes_what_ustack_does_not_serve(tag: &str, mode: XdpMode) {
+    let veth = Veth::new(tag);
+    let kernel_addr = format!("10.99.{}.3", veth.y);
+    run(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{kernel_addr}/24"),
+        "dev",
+        &veth.outer,
+    ]);
+    let ifindex = CtlSocket::new().unwrap().index(&veth.outer).unwrap() as u32;
+    let prog = XdpProgram::attach_libxdp(ifindex, mode).unwrap();
+    assert_eq!(prog.mode(), mode);
+    let ours = std::net::Ipv4Addr::new(10, 99, veth.y, 2);
+    let served = prog.served().expect("the classifying program has maps");
+    served.set_addresses(&[ours], &[]).unwrap();
+    assert_eq!(served.addresses().unwrap(), (vec![ours], vec![]));
+    served
+        .set_kernel_ports(crate::KernelPorts::Listed, &[22], &[9999])
+        .unwrap();
+    assert_eq!(served.kernel_ports_mode().unwrap(), 1);
+    let cfg = XdpConfig {
+        mode: match mode {
+            XdpMode::Native => XdpModeChoice::Native,
+            XdpMode::Generic => XdpModeChoice::Generic,
+        },
+        ..small_config(XdpModeChoice::Auto)
+    };
+    let mut link = AfXdpLink::open_with(&veth.outer, Arc::new(prog), &cfg).unwrap();
+    assert!(xdp_attached(&veth.outer));
+    veth.wait_peer_ready();
+
+    // The kernel's own address: ARP and ICMP pass to the kernel, which
+    // answers (nothing of it reaches the socket).
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &veth.ns, "ping", "-c", "1", "-W", "3"])
+        .arg(&kernel_addr)
+        .output()
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "the kernel did not answer for its own address {kernel_addr} beside ustack's program: {}\n{}",
+        String::from_utf8_lossy(&ping.stdout),
+        veth.diagnostics()
+    );
+
+    // ustack's address: a datagram to a [kni] UDP port goes to the kernel,
+    // one to another port to the socket. The first is sent first, so were
+    // it redirected it would be received before the second.
+    veth.peer_neigh(link.info().mac);
+    veth.peer_send_udp(9999, b"to the kernel");
+    veth.peer_send_udp(7777, b"to ustack");
+    let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+        is_udp_to(b.data(), 9999) || is_udp_to(b.data(), 7777)
+    });
+    assert_eq!(got.len(), 1, "{}", veth.diagnostics());
+    assert!(
+        is_udp_to(&got[0].0, 7777),
+        "the datagram to the [kni] port 9999 reached the socket"
+    );
+    assert_eq!(link.stats().rx_copied, 0);
+
+    drop(link);
+    assert!(
+        !xdp_attached_settled(&veth.outer, false),
+        "the program stayed on {} after the link closed",
+        veth.outer
+    );
+}
+
+/// The id of the XDP program `ifname` runs, if any.
+#[cfg(feature = "libxdp")]
+fn xdp_prog_id(ifname: &str) -> Option<u32> {
+    let ifindex = CtlSocket::new().unwrap().index(ifname).unwrap() as u32;
+    attached::attached_program(ifindex)
+        .unwrap()
+        .map(|(id, _)| id)
+}
+
+/// Where the interface already runs a program attached alone (here
+/// libxdp's own AF_XDP default program, loaded by `ip`), ustack's program
+/// is chained in front of it: the kernel's own address still answers
+/// (through the previous program, which passes it), ustack's address comes
+/// to the socket, and the previous program is back when ustack's goes.
+#[cfg(feature = "libxdp")]
+fn libxdp_program_chains_in_front_of_a_program_attached_alone() {
+    let veth = Veth::new("lc");
+    let kernel_addr = format!("10.99.{}.4", veth.y);
+    run(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{kernel_addr}/24"),
+        "dev",
+        &veth.outer,
+    ]);
+    run(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        &veth.outer,
+        "xdpgeneric",
+        "obj",
+        "/usr/lib/x86_64-linux-gnu/bpf/xsk_def_xdp_prog.o",
+        "sec",
+        "xdp",
+    ]);
+    let previous = xdp_prog_id(&veth.outer).expect("ip attached no program");
+    let ifindex = CtlSocket::new().unwrap().index(&veth.outer).unwrap() as u32;
+    let prog = XdpProgram::attach_libxdp(ifindex, XdpMode::Generic).unwrap();
+    assert_eq!(prog.chained_to(), Some(previous));
+    assert!(!prog.in_dispatcher());
+    let ours = std::net::Ipv4Addr::new(10, 99, veth.y, 2);
+    prog.served().unwrap().set_addresses(&[ours], &[]).unwrap();
+    let mut link = AfXdpLink::open_with(
+        &veth.outer,
+        Arc::new(prog),
+        &small_config(XdpModeChoice::Generic),
+    )
+    .unwrap();
+    let now = xdp_prog_id(&veth.outer);
+    assert!(
+        now.is_some() && now != Some(previous),
+        "ustack's program is not on the interface"
+    );
+    veth.wait_peer_ready();
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &veth.ns, "ping", "-c", "1", "-W", "3"])
+        .arg(&kernel_addr)
+        .output()
+        .unwrap();
+    assert!(ping.status.success(), "{}", veth.diagnostics());
+    veth.peer_neigh(link.info().mac);
+    veth.peer_send_udp(7777, b"to ustack");
+    let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
+        is_udp_to(b.data(), 7777)
+    });
+    assert_eq!(got.len(), 1, "{}", veth.diagnostics());
+    drop(link);
+    assert_eq!(
+        xdp_prog_id(&veth.outer),
+        Some(previous),
+        "the previous program is not back"
+    );
+    run(&["ip", "link", "set", "dev", &veth.outer, "xdpgeneric", "off"]);
+}
+
+/// One test: each case adds the kernel's address to its veth in this
+/// namespace, and two veths of one process share a subnet.
+#[cfg(feature = "libxdp")]
+#[test]
+fn libxdp_program_native_generic_and_chained() {
+    assert!(is_root(), "AF_XDP tests need root");
+    libxdp_program_passes_what_ustack_does_not_serve("ln", XdpMode::Native);
+    libxdp_program_passes_what_ustack_does_not_serve("lg", XdpMode::Generic);
+    libxdp_program_chains_in_front_of_a_program_attached_alone();
+}

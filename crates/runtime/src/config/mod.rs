@@ -51,7 +51,7 @@ pub use sections::{
 };
 pub use types::{
     CongestionControl, CoreSet, KniAction, KniMethod, LinkSpec, PoolSize, ProcType, RxRingSetting,
-    XdpBindSetting, XdpModeSetting,
+    XdpBindSetting, XdpModeSetting, XdpProgramSetting,
 };
 pub use vlan::VlanConfig;
 

@@ -4,7 +4,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::addrs::{self, AddressKeys, SourcePrefix};
 use super::ini::{Entry, Section};
-use super::types::{LinkSpec, PoolSize, RxRingSetting, XdpBindSetting, XdpModeSetting};
+use super::types::{
+    LinkSpec, PoolSize, RxRingSetting, XdpBindSetting, XdpModeSetting, XdpProgramSetting,
+};
 use super::value::{self, MAX_CORES};
 use super::{ConfigError, Ctx};
 
@@ -68,6 +70,8 @@ pub struct PortConfig {
     pub xdp_mode: XdpModeSetting,
     /// `xdp_bind`: zero-copy or copy mode for an `af_xdp` port.
     pub xdp_bind: XdpBindSetting,
+    /// `xdp_program`: which XDP program an AF_XDP port loads.
+    pub xdp_program: XdpProgramSetting,
     /// `gro`: large receive on an `af_packet` port (default on): a peer's
     /// TCP super-frames handed to the stack whole, and in-order segments
     /// of a flow aggregated per receive burst. Other links warn when it is
@@ -93,6 +97,7 @@ const KEYS: &[&str] = &[
     "mac",
     "xdp_mode",
     "xdp_bind",
+    "xdp_program",
     "gro",
     "rx_ring",
 ];
@@ -128,6 +133,7 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         mac: None,
         xdp_mode: XdpModeSetting::Auto,
         xdp_bind: XdpBindSetting::Auto,
+        xdp_program: XdpProgramSetting::Alone,
         gro: true,
         rx_ring: RxRingSetting::V2,
     };
@@ -157,6 +163,7 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
             "mac" => p.mac = Some(cx.value(s, e, value::mac)?),
             "xdp_mode" => p.xdp_mode = cx.value(s, e, XdpModeSetting::parse)?,
             "xdp_bind" => p.xdp_bind = cx.value(s, e, XdpBindSetting::parse)?,
+            "xdp_program" => p.xdp_program = cx.value(s, e, XdpProgramSetting::parse)?,
             "gro" => {
                 p.gro = cx.value(s, e, value::flag)?;
                 gro = Some(e);

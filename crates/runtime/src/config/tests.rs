@@ -1023,6 +1023,23 @@ fn xdp_keys_choose_mode_and_bind() {
     .unwrap();
     assert_eq!(c.ports[0].xdp_mode, XdpModeSetting::Native);
     assert_eq!(c.ports[0].xdp_bind, XdpBindSetting::ZeroCopy);
+    assert_eq!(c.ports[0].xdp_program, XdpProgramSetting::Alone);
+    let c = Config::parse(
+        "[port0]\nlink=af_xdp:e0\naddr=10.0.0.2/24\nxdp_program=libxdp\n",
+        "x.ini",
+    )
+    .unwrap();
+    assert_eq!(c.ports[0].xdp_program, XdpProgramSetting::Libxdp);
+    let e = Config::parse(
+        "[port0]\nlink=af_xdp:e0\naddr=10.0.0.2/24\nxdp_program=dispatcher\n",
+        "x.ini",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("xdp_program") && e.contains("is not alone or libxdp"),
+        "{e}"
+    );
 }
 
 #[test]

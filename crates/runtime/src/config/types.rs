@@ -205,6 +205,32 @@ impl XdpBindSetting {
     }
 }
 
+/// Which XDP program an AF_XDP port loads (`[portN] xdp_program=`,
+/// ustack's own key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpProgramSetting {
+    /// `alone` (default): a five-instruction program that sends every frame
+    /// of a served queue to ustack, attached through a BPF link that holds
+    /// the interface alone (it goes with the process).
+    #[default]
+    Alone,
+    /// `libxdp`: ustack's classifying program through libxdp (cargo
+    /// feature `libxdp`): in libxdp's dispatcher beside other XDP programs
+    /// where the kernel allows it; frames ustack does not serve (other
+    /// addresses, the `[kni]` ports) go to the kernel without a TAP.
+    Libxdp,
+}
+
+impl XdpProgramSetting {
+    pub(crate) fn parse(v: &str) -> Result<XdpProgramSetting, String> {
+        match v {
+            "alone" => Ok(XdpProgramSetting::Alone),
+            "libxdp" => Ok(XdpProgramSetting::Libxdp),
+            _ => Err("is not alone or libxdp".to_string()),
+        }
+    }
+}
+
 /// The size of a port's packet pool per engine (`[portN] memory=`).
 ///
 /// A bare number counts buffers (`memory=8192`); a number with a binary

@@ -51,7 +51,12 @@ pub(crate) fn handle<L: Link>(
         Request::Interfaces => Ok(Reply::Interfaces {
             interfaces: interfaces(engine),
         }),
-        Request::InterfaceSet { iface, change } => interface_set(engine, &iface, change),
+        Request::InterfaceSet { iface, change } => {
+            let r = interface_set(engine, &iface, change);
+            // An AF_XDP port's program learns the address set at once.
+            engine.sync_served_addresses();
+            r
+        }
         Request::VlanCreate {
             name,
             port,
@@ -210,6 +215,15 @@ pub(crate) fn handle<L: Link>(
                 ));
             };
             f.set_action(a);
+            let (tcp, udp) = f.ports();
+            let listed = |set: &crate::steer::PortSet| -> Vec<u16> {
+                (0..=u16::MAX).filter(|&p| set.contains(p)).collect()
+            };
+            let (tcp, udp) = (listed(tcp), listed(udp));
+            let mode = crate::xdp::kernel_ports(a, f.accepts());
+            // A port whose XDP program sends [kni]'s traffic to the kernel
+            // follows the new action too.
+            engine.serve_kernel_ports(mode, &tcp, &udp);
             Ok(Reply::Done {
                 message: format!("kni action {action}"),
             })

@@ -499,6 +499,11 @@ impl<B: PacketBuffer> Dispatcher<B> {
 
     /// Writes a copy of `frame` to the kernel through port `port`'s TAP
     /// (this engine owns the exception path).
+    /// Whether port `port` has an exception TAP on this engine.
+    fn has_tap(&self, port: usize) -> bool {
+        self.kni.get(port).is_some_and(Option::is_some)
+    }
+
     fn give_kernel(&mut self, port: usize, frame: &[u8], csum_partial: bool) {
         let Some(k) = self.kni.get_mut(port).and_then(Option::as_mut) else {
             self.counters.kni_drop += 1;
@@ -629,7 +634,10 @@ pub(super) fn route<L: Link>(
         if d.engines > 1 && !d.every_member_receives {
             copy_neighbor(d, ports, i, &buf, class == FrameClass::Arp);
         }
-        if verdict == KniVerdict::Both && d.engine == 0 {
+        // A port without a TAP has its exception path in its XDP program
+        // (`xdp_program=libxdp`), which keeps the kernel's neighbour
+        // traffic: this frame is ustack's alone.
+        if verdict == KniVerdict::Both && d.engine == 0 && d.has_tap(i) {
             d.give_kernel(i, buf.data(), false);
         }
         return Some(buf);

@@ -1,0 +1,168 @@
+//! What the classifying XDP program (`bpf/ustack_xdp.c`) sends to ustack's
+//! sockets: the port's addresses, and the `[kni]` ports among their
+//! traffic that go to the kernel instead. ustack writes these maps at start
+//! and whenever an address changes; the program reads them per frame.
+
+use std::collections::HashSet;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use super::abi;
+use super::program::bpf;
+use crate::KernelPorts;
+
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+
+/// The `KNI_*` value of the C file for `mode`.
+fn mode_word(mode: KernelPorts) -> u64 {
+    match mode {
+        KernelPorts::None => 0,
+        KernelPorts::Listed => 1,
+        KernelPorts::Unlisted => 2,
+        KernelPorts::All => 3,
+    }
+}
+
+/// First entries of the TCP and UDP port bitmaps in `ustack_kni`.
+const KNI_TCP_BASE: u32 = 1;
+const KNI_UDP_BASE: u32 = 1025;
+
+/// The program's address and port maps.
+#[derive(Debug)]
+pub struct ServedMaps {
+    addrs4: OwnedFd,
+    addrs6: OwnedFd,
+    kni: OwnedFd,
+}
+
+fn annotate(e: io::Error, what: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn update<K, V>(map: &OwnedFd, key: &K, value: &V) -> io::Result<()> {
+    let mut attr = abi::MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: (key as *const K) as u64,
+        value: (value as *const V) as u64,
+        ..Default::default()
+    };
+    bpf(abi::BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+}
+
+fn delete<K>(map: &OwnedFd, key: &K) {
+    let mut attr = abi::MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: (key as *const K) as u64,
+        ..Default::default()
+    };
+    // Failing only when the key is gone already, which is the goal.
+    let _ = bpf(abi::BPF_MAP_DELETE_ELEM, &mut attr);
+}
+
+/// Every key of hash map `map` (keys of `N` bytes).
+fn keys<const N: usize>(map: &OwnedFd) -> io::Result<Vec<[u8; N]>> {
+    let mut out: Vec<[u8; N]> = Vec::new();
+    loop {
+        let mut next = [0u8; N];
+        let mut attr = abi::MapElemAttr {
+            map_fd: map.as_raw_fd() as u32,
+            // No key: the first one.
+            key: out.last().map_or(0, |k| k.as_ptr() as u64),
+            value: next.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
+            Ok(_) => out.push(next),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(out),
+            Err(e) => return Err(annotate(e, "listing the XDP program's addresses")),
+        }
+    }
+}
+
+/// Makes hash map `map` hold exactly `want`.
+fn replace_keys<const N: usize>(map: &OwnedFd, want: &[[u8; N]]) -> io::Result<()> {
+    let want_set: HashSet<[u8; N]> = want.iter().copied().collect();
+    for k in keys::<N>(map)? {
+        if !want_set.contains(&k) {
+            delete(map, &k);
+        }
+    }
+    for k in want {
+        update(map, k, &1u8).map_err(|e| {
+            annotate(
+                e,
+                "adding an address to the XDP program's map (1024 per family at most)",
+            )
+        })?;
+    }
+    Ok(())
+}
+
+impl ServedMaps {
+    pub(super) fn new(addrs4: OwnedFd, addrs6: OwnedFd, kni: OwnedFd) -> ServedMaps {
+        ServedMaps {
+            addrs4,
+            addrs6,
+            kni,
+        }
+    }
+
+    /// Makes ustack's addresses exactly these: their frames (and ARP and
+    /// neighbour solicitations for them) go to the sockets, frames to other
+    /// addresses to the kernel. An IPv4 subnet broadcast belongs here too.
+    pub fn set_addresses(&self, v4: &[Ipv4Addr], v6: &[Ipv6Addr]) -> io::Result<()> {
+        let v4: Vec<[u8; 4]> = v4.iter().map(|a| a.octets()).collect();
+        let v6: Vec<[u8; 16]> = v6.iter().map(|a| a.octets()).collect();
+        replace_keys(&self.addrs4, &v4)?;
+        replace_keys(&self.addrs6, &v6)
+    }
+
+    /// The addresses the program serves now (for tests and `describe`).
+    pub fn addresses(&self) -> io::Result<(Vec<Ipv4Addr>, Vec<Ipv6Addr>)> {
+        let mut v4: Vec<Ipv4Addr> = keys::<4>(&self.addrs4)?
+            .into_iter()
+            .map(Ipv4Addr::from)
+            .collect();
+        let mut v6: Vec<Ipv6Addr> = keys::<16>(&self.addrs6)?
+            .into_iter()
+            .map(Ipv6Addr::from)
+            .collect();
+        v4.sort();
+        v6.sort();
+        Ok((v4, v6))
+    }
+
+    /// Sets which of ustack's traffic goes to the kernel: `mode`, over the
+    /// TCP ports `tcp` and UDP ports `udp`.
+    pub fn set_kernel_ports(&self, mode: KernelPorts, tcp: &[u16], udp: &[u16]) -> io::Result<()> {
+        let what = |e| annotate(e, "writing the XDP program's exception ports");
+        for (base, ports) in [(KNI_TCP_BASE, tcp), (KNI_UDP_BASE, udp)] {
+            let mut words = [0u64; 1024];
+            for &p in ports {
+                words[usize::from(p / 64)] |= 1 << (p % 64);
+            }
+            for (i, w) in words.iter().enumerate() {
+                update(&self.kni, &(base + i as u32), w).map_err(what)?;
+            }
+        }
+        // The mode last: the program never acts on half-written lists of a
+        // mode it did not have before.
+        update(&self.kni, &0u32, &mode_word(mode)).map_err(what)
+    }
+
+    /// The mode word the program reads (for tests).
+    pub fn kernel_ports_mode(&self) -> io::Result<u64> {
+        let key = 0u32;
+        let mut value = 0u64;
+        let mut attr = abi::MapElemAttr {
+            map_fd: self.kni.as_raw_fd() as u32,
+            key: (&key as *const u32) as u64,
+            value: (&mut value as *mut u64) as u64,
+            ..Default::default()
+        };
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(|e| annotate(e, "reading ustack_kni"))?;
+        Ok(value)
+    }
+}
