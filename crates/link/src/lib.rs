@@ -23,6 +23,7 @@ pub mod gso;
 pub mod handoff;
 mod ifreq;
 pub mod memory;
+pub mod nic_rss;
 pub mod os;
 pub mod packet_socket;
 pub mod partial_form;

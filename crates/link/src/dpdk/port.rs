@@ -219,18 +219,7 @@ struct PortQueues {
     rss: Result<RssTable, String>,
 }
 
-/// A port's RSS key and indirection table: the NIC puts a frame on queue
-/// `reta[toeplitz(key, frame) % reta.len()]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RssTable {
-    /// The key (its first 40 bytes are all an IPv4 or IPv6 flow's hash
-    /// reads).
-    pub key: Vec<u8>,
-    pub reta: Vec<u16>,
-    /// The table is the one ustack wrote (entry i: queue i % queues);
-    /// false: the driver refused, and this is the table it reads back.
-    pub programmed: bool,
-}
+pub use crate::nic_rss::RssTable;
 
 /// Programs port `port_id`'s indirection table to spread flows round
 /// robin over `queues` queues, or reads it back where the driver does not
