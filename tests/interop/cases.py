@@ -882,6 +882,7 @@ import cases_vlan  # noqa: E402,F401
 import cases_ctl  # noqa: E402,F401
 import cases_devices  # noqa: E402,F401
 import cases_gso  # noqa: E402,F401
+import cases_dpdk_tso  # noqa: E402,F401
 import cases_policy_live  # noqa: E402,F401
 import cases_pcap_live  # noqa: E402,F401
 import cases_kni_ctl  # noqa: E402,F401

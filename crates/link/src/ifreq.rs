@@ -75,7 +75,8 @@ pub(crate) fn ioctl_ifreq(fd: RawFd, request: libc::c_ulong, req: &mut IfReq) ->
     // writes at most one `struct ifreq`, and `req` points at a live one of
     // the kernel's layout (checked by the size assertion above); for
     // SIOCETHTOOL its `data` points at a live struct of the command's
-    // layout (`driver`).
+    // layout (`driver`), or at a buffer holding every byte the command's
+    // header names (`ethtool`, checked by its callers).
     cvt(unsafe { libc::ioctl(fd, request as _, req as *mut IfReq) })?;
     Ok(())
 }
@@ -180,6 +181,16 @@ impl CtlSocket {
         ioctl_ifreq(self.0.as_raw_fd(), SIOCETHTOOL, &mut req)?;
         let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
         Ok(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+    }
+
+    /// Issues the ethtool command in `buf` (its first u32) on the
+    /// interface (SIOCETHTOOL); the kernel writes its answer back into
+    /// `buf`.  The caller checks that `buf` holds every byte the command's
+    /// header names (`nic_rss::request_len`).
+    pub fn ethtool(&self, name: &str, buf: &mut [u8]) -> io::Result<()> {
+        let mut req = IfReq::new(name)?;
+        req.data.data = buf.as_mut_ptr().cast();
+        ioctl_ifreq(self.0.as_raw_fd(), SIOCETHTOOL, &mut req)
     }
 
     /// The interface's index (SIOCGIFINDEX).

@@ -24,6 +24,7 @@ pub mod handoff;
 mod ifreq;
 mod kernel_ports;
 pub mod memory;
+pub mod nic_rss;
 pub mod os;
 pub mod packet_socket;
 pub mod partial_form;

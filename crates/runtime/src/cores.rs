@@ -361,12 +361,24 @@ fn ports_rss(
                 Err(why) => {
                     if l.offloads().rss_hf != 0 {
                         eprintln!(
-                            "ustack: [port{}] the port's RSS is not known to the engines ({why}):                              frames are steered to their engine in software",
+                            "ustack: [port{}] the port's RSS is not known to the engines ({why}): frames are steered to their engine in software",
                             port.id
                         );
                     }
                     None
                 }
+            },
+            QueueLink::AfXdp(l) => match l.rss_table() {
+                Some(Ok(t)) => Some((t.key[..40].to_vec(), t.reta.clone(), t.programmed)),
+                Some(Err(why)) => {
+                    eprintln!(
+                        "ustack: [port{}] the interface's RSS is not known to the engines \
+                         ({why}): frames are steered to their engine in software",
+                        port.id
+                    );
+                    None
+                }
+                None => None,
             },
             _ => None,
         };
@@ -376,7 +388,7 @@ fn ports_rss(
             (Some(t), Some(f)) if t.0 == f.0 && t.1 == f.1 => {}
             (Some(_), Some(_)) => {
                 eprintln!(
-                    "ustack: [port{}] its RSS key or indirection table differs from port {}'s:                      frames are steered to their engine in software",
+                    "ustack: [port{}] its RSS key or indirection table differs from port {}'s: frames are steered to their engine in software",
                     port.id, cfg.ports[0].id
                 );
                 usable = false;
@@ -388,7 +400,7 @@ fn ports_rss(
     match stack::steer::RssSteering::new(&key, reta, engines as u16) {
         Ok(r) => {
             eprintln!(
-                "ustack: RSS: the engines compute the ports' Toeplitz hash and indirection table                  ({entries} entries, {}): each frame is read by the engine that owns it, and                  outgoing connections take source ports whose replies the NIC brings back",
+                "ustack: RSS: the engines compute the ports' Toeplitz hash and indirection table ({entries} entries, {}): each frame is read by the engine that owns it, and outgoing connections take source ports whose replies the NIC brings back",
                 if programmed {
                     "written by ustack"
                 } else {

@@ -118,10 +118,17 @@ pub fn open_queues(d: &DpdkConfig, port: &PortConfig, engines: usize) -> io::Res
             _ => "",
         }
     );
-    if d.tso {
+    if d.tso && !o.tso {
         eprintln!(
-            "ustack: [dpdk] tso=1: DPDK ports do not use the NIC's TSO yet; frames go out \
-             at the MTU (af_packet ports do cut TCP super-frames)"
+            "ustack: [port{}] tso=1: the port has no TCP segmentation offload (or no TCP \
+             checksum offload): frames go out at the MTU",
+            port.id
+        );
+    } else if o.tso && !o.tso_ipv6 {
+        eprintln!(
+            "ustack: [port{}] tso=1: the port cuts TCP over IPv4; IPv6 super-frames are cut \
+             by the link",
+            port.id
         );
     }
     Ok(links)

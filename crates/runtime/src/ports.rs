@@ -439,6 +439,8 @@ impl Link for PortLink {
     fn tso_max(&self) -> usize {
         match self {
             PortLink::AfPacket(l) => l.tso_max(),
+            #[cfg(feature = "dpdk")]
+            PortLink::Dpdk(l) => l.tso_max(),
             _ => 0,
         }
     }
@@ -446,6 +448,16 @@ impl Link for PortLink {
     fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PortBuf> {
         if let PortLink::AfPacket(l) = self {
             // Its own: super-frames take its large buffers.
+            return match l.tx_place(len, csum_partial) {
+                TxPlaced::Frame(b) => TxPlaced::Frame(b.into()),
+                TxPlaced::InPlace(bytes) => TxPlaced::InPlace(bytes),
+                TxPlaced::NoBuffer => TxPlaced::NoBuffer,
+                TxPlaced::Oversize => TxPlaced::Oversize,
+            };
+        }
+        #[cfg(feature = "dpdk")]
+        if let PortLink::Dpdk(l) = self {
+            // Its own: super-frames take its TSO pool's buffers.
             return match l.tx_place(len, csum_partial) {
                 TxPlaced::Frame(b) => TxPlaced::Frame(b.into()),
                 TxPlaced::InPlace(bytes) => TxPlaced::InPlace(bytes),

@@ -172,14 +172,42 @@ pub fn open_queues(
             ));
         }
     }
-    (0..engines)
+    // The NIC's RSS, before any socket binds (a driver may reset its
+    // queues when its RSS changes).
+    let rss = (engines > 1).then(|| nic_rss(ifname, engines));
+    let mut links = (0..engines)
         .map(|e| {
             let cfg = xdp_config(port, e as u32);
             let link = AfXdpLink::open_with(ifname, Arc::clone(&program), &cfg)?;
             eprintln!("ustack: {ifname}: {}", link.describe());
             Ok(link)
         })
-        .collect()
+        .collect::<io::Result<Vec<AfXdpLink>>>()?;
+    if let (Some(rss), Some(first)) = (rss, links.first_mut()) {
+        first.set_rss_table(rss);
+    }
+    Ok(links)
+}
+
+/// Programs interface `ifname`'s RSS for `engines` queues through ethtool
+/// (a symmetric key, a round-robin table, addresses and ports hashed), or
+/// reads back what the driver keeps, for the engines to compute; or why
+/// the engines cannot (a veth has no RSS: frames arrive on the queue the
+/// peer sent on, and are steered in software).
+fn nic_rss(ifname: &str, engines: usize) -> Result<link::nic_rss::RssTable, String> {
+    let queues = u16::try_from(engines).map_err(|_| format!("{engines} engines"))?;
+    let dev = link::nic_rss::InterfaceEthtool::new(ifname).map_err(|e| e.to_string())?;
+    let table = link::nic_rss::program_or_read(&dev, queues)?;
+    if table.programmed {
+        eprintln!(
+            "ustack: af_xdp {ifname}: RSS programmed through ethtool for {engines} queues \
+             ({} table entries, {}-byte key); it stays after ustack exits \
+             (ethtool -X {ifname} default restores the driver's table)",
+            table.reta.len(),
+            table.key.len()
+        );
+    }
+    Ok(table)
 }
 
 /// How long a process of a group waits for a free queue (one a process
@@ -203,13 +231,13 @@ pub fn open_member(
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "{ifname} has {n} receive queues and {members} processes share it: AF_XDP gives                  each process a queue of its own (ethtool -L {ifname} combined {members}; a veth                  is made with numrxqueues {members} numtxqueues {members})"
+                "{ifname} has {n} receive queues and {members} processes share it: AF_XDP gives each process a queue of its own (ethtool -L {ifname} combined {members}; a veth is made with numrxqueues {members} numtxqueues {members})"
             ),
         ));
     }
     if n > members && member == 0 {
         eprintln!(
-            "ustack: af_xdp {ifname}: {n} receive queues, {members} processes: frames on the              others go to the kernel (ethtool -L {ifname} combined {members})"
+            "ustack: af_xdp {ifname}: {n} receive queues, {members} processes: frames on the others go to the kernel (ethtool -L {ifname} combined {members})"
         );
     }
     if port.xdp_program == XdpProgramSetting::Libxdp {
@@ -230,7 +258,7 @@ pub fn open_member(
                 Ok(link) => {
                     if q != member {
                         eprintln!(
-                            "ustack: af_xdp {ifname}: queue {member} is another process's; this                              one (process {member} of {members}) took queue {q}"
+                            "ustack: af_xdp {ifname}: queue {member} is another process's; this one (process {member} of {members}) took queue {q}"
                         );
                     }
                     eprintln!("ustack: {ifname}: {}", link.describe());
@@ -245,7 +273,7 @@ pub fn open_member(
             return Err(io::Error::new(
                 e.kind(),
                 format!(
-                    "every receive queue of {ifname} has a process's AF_XDP socket ({n} queues,                      waited {}s for one to be let go): {e}",
+                    "every receive queue of {ifname} has a process's AF_XDP socket ({n} queues, waited {}s for one to be let go): {e}",
                     MEMBER_WAIT.as_secs()
                 ),
             ));

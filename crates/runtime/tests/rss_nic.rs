@@ -8,6 +8,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use link::nic_rss::{self, EthtoolDevice, Rxfh};
 use link::{MemoryConfig, MemoryLink};
 use runtime::engine::{mesh, Dispatcher};
 use runtime::{AppContext, Application, Engine, EngineConfig};
@@ -137,7 +138,14 @@ struct Setup {
 
 impl Setup {
     fn new(engines: usize, aware: bool) -> Setup {
-        let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap());
+        let rss = RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap();
+        Setup::with_rss(rss, aware)
+    }
+
+    /// As `new`, behind a NIC with RSS `rss`.
+    fn with_rss(rss: RssSteering, aware: bool) -> Setup {
+        let engines = usize::from(rss.queues());
+        let rss = Arc::new(rss);
         let choose = {
             let rss = rss.clone();
             Arc::new(move |f: &[u8]| nic_queue(&rss, f))
@@ -209,7 +217,11 @@ impl Setup {
 }
 
 fn run(engines: usize) {
-    let mut setup = Setup::new(engines, true);
+    run_behind(Setup::new(engines, true));
+}
+
+fn run_behind(mut setup: Setup) {
+    let engines = setup.servers.len();
     // Connections the peer opens (passive for the engines) ...
     let passive = 64;
     setup.peer.1.to_open = passive;
@@ -283,4 +295,68 @@ fn engines_unaware_of_the_nics_rss_hand_frames_over() {
         forwarded > 0,
         "the flow hash and the NIC's Toeplitz hash disagree"
     );
+}
+
+/// A NIC whose RSS ustack may not change (every ethtool set refused), with
+/// a key of its own (not symmetric) and a table of its own (not round
+/// robin): ustack reads them back through ethtool's commands
+/// (`link::nic_rss`, as the AF_XDP port does at start), and the engines
+/// that compute them steer nothing.
+struct ReadOnlyNic {
+    key: Vec<u8>,
+    table: Vec<u32>,
+}
+
+impl EthtoolDevice for ReadOnlyNic {
+    fn request(&self, buf: &mut [u8]) -> std::io::Result<()> {
+        let cmd = u32::from_ne_bytes(buf[..4].try_into().unwrap());
+        match cmd {
+            nic_rss::ETHTOOL_GRSSH => {
+                let q = Rxfh::decode(buf).unwrap();
+                let full = q.indir_size != 0;
+                let a = Rxfh {
+                    cmd,
+                    indir_size: self.table.len() as u32,
+                    key_size: self.key.len() as u32,
+                    hfunc: nic_rss::ETH_RSS_HASH_TOP,
+                    input_xfrm: 0,
+                    indir: if full { self.table.clone() } else { vec![] },
+                    key: if full { self.key.clone() } else { vec![] },
+                }
+                .encode();
+                buf[..a.len()].copy_from_slice(&a);
+                Ok(())
+            }
+            nic_rss::ETHTOOL_GRXFH => {
+                buf[8..16].copy_from_slice(&nic_rss::RXH_ADDRESSES_AND_PORTS.to_ne_bytes());
+                Ok(())
+            }
+            _ => Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
+        }
+    }
+}
+
+#[test]
+fn four_engines_behind_a_nic_whose_rss_is_read_back_through_ethtool_steer_nothing() {
+    // Microsoft's verification key, and a table in blocks of 16 spread
+    // backwards over the 4 queues.
+    let key: Vec<u8> = vec![
+        0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f,
+        0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+        0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+    ];
+    let table: Vec<u32> = (0..128u32).map(|i| 3 - (i / 16) % 4).collect();
+    let nic = ReadOnlyNic {
+        key: key.clone(),
+        table: table.clone(),
+    };
+    let read = nic_rss::program_or_read(&nic, 4).unwrap();
+    assert!(!read.programmed, "every set was refused");
+    assert_eq!(read.key, key);
+    assert_eq!(
+        read.reta,
+        table.iter().map(|&q| q as u16).collect::<Vec<_>>()
+    );
+    let rss = RssSteering::new(&read.key[..40], read.reta, 4).unwrap();
+    run_behind(Setup::with_rss(rss, true));
 }

@@ -213,6 +213,9 @@ counters! {
         /// Redirects that set a destination's first hop (RFC 4861 8.3).
         ndp_redirects_applied,
         ndp_resolution_failed,
+        /// Neighbors confirmed reachable by TCP's forward progress (new
+        /// data acknowledged, RFC 4861 7.3.1) rather than by probing.
+        ndp_reachable_by_upper_layer,
         ipv6_reassembled,
         ipv6_reassembly_timeout,
         ipv6_fragments_sent,

@@ -292,6 +292,39 @@ impl NeighborCache {
         out
     }
 
+    /// RFC 4861 7.3.1: an upper layer's sign of forward progress (TCP's
+    /// new data acknowledged) confirms IPv6 neighbor `ip` reachable, as a
+    /// solicited advertisement would, so a neighbor under a live
+    /// connection does not go STALE, then DELAY and PROBE.  An entry
+    /// still reachable for more than half of ReachableTime is left as it
+    /// is (hints come often); incomplete, permanent and IPv4 entries are
+    /// not touched.  The epoch stays: a path cached until the old expiry
+    /// is rebuilt then, with the new one.  Returns whether the entry was
+    /// confirmed.
+    pub fn confirm_reachable(&mut self, iface: IfaceId, ip: IpAddr, now: Instant) -> bool {
+        if !ip.is_ipv6() {
+            return false;
+        }
+        let Some(state) = self.entries.get_mut(&(iface, ip)) else {
+            return false;
+        };
+        let mac = match *state {
+            State::Reachable { expires, .. } if expires > now + NDP_REACHABLE_TIME / 2 => {
+                return false
+            }
+            State::Reachable { mac, .. }
+            | State::Stale { mac, .. }
+            | State::Delay { mac, .. }
+            | State::Probe { mac, .. } => mac,
+            State::Incomplete { .. } | State::Permanent { .. } => return false,
+        };
+        *state = State::Reachable {
+            mac,
+            expires: now + NDP_REACHABLE_TIME,
+        };
+        true
+    }
+
     /// The link address an entry holds (none while it is incomplete).
     pub fn cached_mac(&self, iface: IfaceId, ip: IpAddr) -> Option<[u8; 6]> {
         self.entries.get(&(iface, ip)).and_then(State::mac)
@@ -734,6 +767,38 @@ mod tests {
         solicited: true,
         override_: true,
     };
+
+    #[test]
+    fn forward_progress_confirms_a_known_ipv6_neighbor_reachable() {
+        let mut c = cache(8, 4);
+        let t0 = Instant::ZERO;
+        c.hold(I, ip6(1), t0, vec![1]);
+        // Incomplete: nothing to confirm.
+        assert!(!c.confirm_reachable(I, ip6(1), t0));
+        c.learn_ndp(I, ip6(1), MAC, SOLICITED, t0);
+        // Fresh: left as it is.
+        assert!(!c.confirm_reachable(I, ip6(1), t0 + Duration::from_secs(10)));
+        // Past half of ReachableTime: refreshed.
+        let t1 = t0 + Duration::from_secs(20);
+        assert!(c.confirm_reachable(I, ip6(1), t1));
+        assert_eq!(
+            c.resolved(I, ip6(1), t1).map(|(_, until)| until),
+            Some(t1 + NDP_REACHABLE_TIME)
+        );
+        // Stale, then in DELAY: back to reachable, no probe.
+        let t2 = t1 + NDP_REACHABLE_TIME;
+        assert!(events(&mut c, t2).is_empty());
+        assert!(c.resolved(I, ip6(1), t2).is_none());
+        c.lookup_to_send(I, ip6(1), t2);
+        assert!(c.confirm_reachable(I, ip6(1), t2 + Duration::from_secs(1)));
+        assert!(events(&mut c, t2 + NDP_DELAY_FIRST_PROBE).is_empty());
+        assert!(c.resolved(I, ip6(1), t2 + NDP_DELAY_FIRST_PROBE).is_some());
+        // Not a neighbor we know, and never IPv4 (ARP has no such state).
+        assert!(!c.confirm_reachable(I, ip6(2), t2));
+        let v4 = IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, 1));
+        c.learn(I, v4, MAC, t0, true);
+        assert!(!c.confirm_reachable(I, v4, t2));
+    }
 
     #[test]
     fn an_ipv6_neighbor_goes_stale_then_delay_then_probe_then_away() {

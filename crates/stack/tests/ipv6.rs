@@ -878,3 +878,43 @@ fn a_solicited_advert_without_link_address_confirms_a_probed_neighbor() {
         "the probe's answer confirmed b"
     );
 }
+
+#[test]
+fn acknowledged_data_keeps_the_neighbor_reachable_under_a_live_connection() {
+    // RFC 4861 7.3.1: new data acknowledged is forward progress, which
+    // confirms the first hop as a solicited advertisement would; a
+    // neighbor under a live connection neither goes stale nor is probed.
+    let mut w = acquainted();
+    let b = IpAddr::V6(v6(2));
+    let server = SocketAddr::new(b, 80);
+    let l = w.b.tcp_listen(server, 8).unwrap();
+    let c = w.a.tcp_connect(w.now, server, None, &mut w.sa).unwrap();
+    w.run();
+    let (s, _) = w.b.tcp_accept(l).unwrap();
+    let mut buf = [0u8; 64];
+    // 70 s, past two ReachableTimes: a sends every half second, b reads
+    // and only acknowledges.
+    let a = IpAddr::V6(v6(1));
+    let mut b_lost_a = false;
+    for step in 0..140 {
+        assert_eq!(w.a.tcp_send(w.now, c, b"tick", &mut w.sa).unwrap(), 4);
+        w.run();
+        assert_eq!(w.b.tcp_recv(w.now, s, &mut buf, &mut w.sb).unwrap(), 4);
+        w.run();
+        w.advance(500);
+        assert!(
+            w.a.neighbors().resolved(IF0, b, w.now).is_some(),
+            "b went unconfirmed at step {step} ({} s)",
+            w.now.total_millis() / 1000
+        );
+        b_lost_a |= w.b.neighbors().resolved(IF0, a, w.now).is_none();
+    }
+    // One confirmation per half ReachableTime.
+    assert!(w.a.counters().ndp_reachable_by_upper_layer >= 4);
+    // Of b's, only the SYN was acknowledged (it sent no data), while its
+    // entry for a was fresh: no hint, so that entry went stale under the
+    // ACKs b sent, and was probed.
+    assert_eq!(w.b.counters().ndp_reachable_by_upper_layer, 0);
+    assert!(b_lost_a, "b's entry for a stayed reachable with no hint");
+    assert!(w.b.counters().ndp_neighbor_probes_sent > 0);
+}

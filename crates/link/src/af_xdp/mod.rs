@@ -402,6 +402,9 @@ pub struct AfXdpLink {
     /// Segments cut from a super-frame, handed out before the RX ring.
     segments: VecDeque<XdpFrame>,
     rx_super_frames: u64,
+    /// The NIC's RSS as the engines must compute it, when asked
+    /// (several queues): see [`AfXdpLink::set_rss_table`].
+    rss: Option<Result<crate::nic_rss::RssTable, String>>,
     rx_super_bad_checksum: u64,
 }
 
@@ -536,6 +539,7 @@ impl AfXdpLink {
             gather: Gather::default(),
             segments: VecDeque::new(),
             rx_super_frames: 0,
+            rss: None,
             rx_super_bad_checksum: 0,
         };
         link.refill();
@@ -555,6 +559,20 @@ impl AfXdpLink {
 
     pub fn queue(&self) -> u32 {
         self.queue
+    }
+
+    /// Records what programming or reading the interface's RSS found
+    /// (`nic_rss::program_or_read`), for the engines to steer by.
+    pub fn set_rss_table(&mut self, rss: Result<crate::nic_rss::RssTable, String>) {
+        self.rss = Some(rss);
+    }
+
+    /// The interface's RSS as the engines must compute it, or why it is
+    /// not known; `None` when it was not asked (one queue).
+    pub fn rss_table(&self) -> Option<Result<&crate::nic_rss::RssTable, &str>> {
+        self.rss
+            .as_ref()
+            .map(|r| r.as_ref().map_err(String::as_str))
     }
 
     /// The UMEM's address range: received frames' bytes lie inside it.

@@ -72,7 +72,10 @@ pub struct Tx {
     pub l2_len: u16,
     pub l3_len: u16,
     pub offload: u32,
-    pub pad: u32,
+    /// With [`TX_TSO`]: the payload of each segment, and the TCP header's
+    /// length.
+    pub tso_segsz: u16,
+    pub l4_len: u16,
 }
 
 /// `struct ustack_buf`: a fresh transmit buffer.
@@ -105,12 +108,15 @@ pub const TX_TCP_CSUM: u32 = 1;
 pub const TX_UDP_CSUM: u32 = 2;
 /// The frame is IPv6 (else IPv4).
 pub const TX_IPV6: u32 = 4;
+/// A TCP super-frame the port cuts into segments of `tso_segsz` (TSO).
+pub const TX_TSO: u32 = 8;
 
 /// `RTE_ETH_RX_OFFLOAD_*` and `RTE_ETH_TX_OFFLOAD_*` (rte_ethdev.h).
 pub const RX_OFFLOAD_VLAN_STRIP: u64 = 1 << 0;
 pub const RX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;
 pub const RX_OFFLOAD_TCP_CKSUM: u64 = 1 << 3;
 pub const RX_OFFLOAD_SCATTER: u64 = 1 << 13;
+pub const TX_OFFLOAD_IPV4_CKSUM: u64 = 1 << 1;
 pub const TX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;
 pub const TX_OFFLOAD_TCP_CKSUM: u64 = 1 << 3;
 pub const TX_OFFLOAD_TCP_TSO: u64 = 1 << 5;

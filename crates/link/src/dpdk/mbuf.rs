@@ -22,6 +22,8 @@ pub struct Mbuf {
     len: u32,
     room: u32,
     csum_partial: bool,
+    /// A TCP super-frame's segment size (0: an ordinary frame).
+    gso_size: u16,
 }
 
 // SAFETY: an `Mbuf` is the only handle on its mbuf; freeing an mbuf from any
@@ -44,6 +46,7 @@ impl Mbuf {
             len: rx.len,
             room: rx.room,
             csum_partial: false,
+            gso_size: 0,
         })
     }
 
@@ -61,6 +64,7 @@ impl Mbuf {
             len: 0,
             room: rx.room,
             csum_partial: false,
+            gso_size: 0,
         })
     }
 
@@ -97,6 +101,7 @@ impl Mbuf {
             len: 0,
             room: b.room,
             csum_partial: false,
+            gso_size: 0,
         })
     }
 
@@ -157,6 +162,14 @@ impl PacketBuffer for Mbuf {
 
     fn set_csum_partial(&mut self, partial: bool) {
         self.csum_partial = partial;
+    }
+
+    fn gso_size(&self) -> u16 {
+        self.gso_size
+    }
+
+    fn set_gso_size(&mut self, size: u16) {
+        self.gso_size = size;
     }
 }
 

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use super::eal::{self, dpdk_error};
 use super::ffi;
 use super::mbuf::{Mbuf, MbufPool};
+use crate::gso::TcpSuperFrame;
 use crate::partial_form::PartialForm;
-use crate::{Link, LinkInfo, LinkStats, PacketBuffer, MAX_BURST};
+use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 
 /// DPDK's default headroom in front of an mbuf's data
 /// (`RTE_PKTMBUF_HEADROOM`).
@@ -42,6 +43,10 @@ fn large_rx_mbufs(pool_size: u32, frame: usize) -> u32 {
 /// scatter receive): a frame longer than one mbuf arrives in segments and
 /// leaves the link as one buffer.
 const CHAIN_MBUFS: u32 = 64;
+
+/// Mbufs per queue for TCP super-frames to send (TSO on): each up to
+/// [`MAX_MBUF_FRAME`], enough for a few bursts of them in flight.
+const TSO_MBUFS: u32 = 64;
 
 /// A symmetric RSS key (the 16-bit pattern 0x6d5a repeated): the Toeplitz
 /// hash of a flow is the same in both directions, so a connection's two
@@ -117,7 +122,14 @@ pub struct DpdkOffloads {
     pub rx_udp_csum: bool,
     pub tx_tcp_csum: bool,
     pub tx_udp_csum: bool,
+    /// TCP segmentation offload: super-frames to send go to the port whole.
     pub tso: bool,
+    /// The port's TSO cuts IPv6 super-frames too (else the link cuts them).
+    pub tso_ipv6: bool,
+    /// The port counts the Ethernet header against the MTU when it checks
+    /// a segment's size (net_tap: `tso_segsz` plus every header at most
+    /// the MTU), so segments carry 14 bytes less.
+    pub tso_segment_counts_l2: bool,
     pub vlan_strip: bool,
     /// Scatter receive: frames longer than an mbuf come chained and are
     /// gathered into one buffer.
@@ -162,6 +174,11 @@ struct Counters {
     /// Chained frames dropped: no buffer to gather them into (the count
     /// of those too long for any buffer is `rx_oversize`).
     rx_chained_no_buffer: u64,
+    /// TCP super-frames handed to the port to cut (TSO).
+    tx_tso_frames: u64,
+    /// TCP super-frames the link cut into segments itself (the port's TSO
+    /// does not take them: IPv6 on net_tap).
+    tx_super_frames_cut: u64,
 }
 
 /// One RX/TX queue pair of a DPDK port.
@@ -214,23 +231,15 @@ struct PortQueues {
     /// Where each queue gathers chained frames (scatter receive on), with
     /// room for the largest frame an mbuf holds; empty without scatter.
     chain_pools: Vec<MbufPool>,
+    /// Where each queue takes buffers for TCP super-frames to send (TSO
+    /// on), of [`MAX_MBUF_FRAME`] bytes; empty without TSO.
+    tso_pools: Vec<MbufPool>,
     /// The port's RSS as the engines must compute it (several queues with
     /// RSS), or why it is not known.
     rss: Result<RssTable, String>,
 }
 
-/// A port's RSS key and indirection table: the NIC puts a frame on queue
-/// `reta[toeplitz(key, frame) % reta.len()]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RssTable {
-    /// The key (its first 40 bytes are all an IPv4 or IPv6 flow's hash
-    /// reads).
-    pub key: Vec<u8>,
-    pub reta: Vec<u16>,
-    /// The table is the one ustack wrote (entry i: queue i % queues);
-    /// false: the driver refused, and this is the table it reads back.
-    pub programmed: bool,
-}
+pub use crate::nic_rss::RssTable;
 
 /// Programs port `port_id`'s indirection table to spread flows round
 /// robin over `queues` queues, or reads it back where the driver does not
@@ -494,9 +503,26 @@ impl DpdkLink {
                 offloads.tx_udp_csum = true;
             }
         }
+        // TSO where the port has it and takes TCP checksums: a super-frame's
+        // checksum is partial, finished by the port for each segment.
         if cfg.tso && dev.tx_offload_capa & ffi::TX_OFFLOAD_TCP_TSO != 0 {
-            tx_offloads |= ffi::TX_OFFLOAD_TCP_TSO;
-            offloads.tso = true;
+            if offloads.tx_tcp_csum {
+                tx_offloads |= ffi::TX_OFFLOAD_TCP_TSO;
+                if dev.tx_offload_capa & ffi::TX_OFFLOAD_IPV4_CKSUM != 0 {
+                    tx_offloads |= ffi::TX_OFFLOAD_IPV4_CKSUM;
+                }
+                offloads.tso = true;
+                // DPDK 22.11's net_tap cuts with the GSO library, which
+                // takes TCP over IPv4 only, and checks segments against
+                // the MTU headers and all (rte_eth_tap.c).
+                offloads.tso_ipv6 = driver != "net_tap";
+                offloads.tso_segment_counts_l2 = driver == "net_tap";
+            } else {
+                eprintln!(
+                    "ustack: port {port_id} ({driver}): tso=1 is not used: TSO needs TCP \
+                     checksum offload, which is off (tx_csum_offoad_skip=1) or missing"
+                );
+            }
         }
         let rss_wanted = ffi::RSS_IPV4
             | ffi::RSS_NONFRAG_IPV4_TCP
@@ -566,6 +592,19 @@ impl DpdkLink {
         } else {
             Vec::new()
         };
+        let tso_pools = if offloads.tso {
+            extra_pools(
+                "tso",
+                port_id,
+                queues,
+                serial,
+                TSO_MBUFS,
+                MAX_MBUF_FRAME,
+                dev.socket_id,
+            )?
+        } else {
+            Vec::new()
+        };
         let pool_ptrs: Vec<*mut ffi::RteMempool> = if rx_pools.is_empty() {
             pools.iter().map(MbufPool::as_ptr).collect()
         } else {
@@ -610,6 +649,7 @@ impl DpdkLink {
             pools,
             rx_pools,
             chain_pools,
+            tso_pools,
             rss,
         });
         if r != 0 {
@@ -653,7 +693,8 @@ impl DpdkLink {
             l2_len: 0,
             l3_len: 0,
             offload: 0,
-            pad: 0,
+            tso_segsz: 0,
+            l4_len: 0,
         };
         let links = (0..queues)
             .map(|queue| {
@@ -783,7 +824,7 @@ impl DpdkLink {
     }
 
     /// Link counters beyond [`LinkStats`]: `(name, value)`.
-    pub fn extra_stats(&self) -> [(&'static str, u64); 9] {
+    pub fn extra_stats(&self) -> [(&'static str, u64); 11] {
         let c = &self.counters;
         [
             ("rx_vlan_reinserted", c.rx_vlan_reinserted),
@@ -795,6 +836,8 @@ impl DpdkLink {
             ("rx_above_mtu", c.rx_above_mtu),
             ("rx_chained_gathered", c.rx_chained_gathered),
             ("rx_chained_no_buffer", c.rx_chained_no_buffer),
+            ("tx_tso_frames", c.tx_tso_frames),
+            ("tx_super_frames_cut", c.tx_super_frames_cut),
         ]
     }
 
@@ -805,6 +848,79 @@ impl DpdkLink {
                 None => break,
             }
         }
+    }
+
+    /// The segment size the port is asked for (see [`tso_segment_size`]).
+    fn tso_segment(&self, gso_size: u16, l2_len: u16, l3_len: u16, l4_len: u16) -> u16 {
+        let hdrs = usize::from(l3_len)
+            + usize::from(l4_len)
+            + if self.offloads.tso_segment_counts_l2 {
+                usize::from(l2_len)
+            } else {
+                0
+            };
+        tso_segment_size(gso_size, self.info.mtu, hdrs)
+    }
+
+    /// Cuts, in place in `bufs`, the super-frames the port's TSO does not
+    /// take (IPv6 where it cuts IPv4 only, anything but TCP) into segments
+    /// of their `gso_size` from the queue's pool, their checksums left
+    /// partial as the super-frame's was. Returns the frames dropped (no
+    /// buffer for a segment, or not TCP), counted by the caller.
+    fn cut_what_the_port_cannot(&mut self, bufs: &mut Vec<Mbuf>) -> u64 {
+        let mut dropped = 0;
+        let mut i = 0;
+        while i < bufs.len() {
+            let gso = bufs[i].gso_size();
+            let port_takes = gso == 0
+                || (bufs[i].csum_partial()
+                    && l4_of(bufs[i].data())
+                        .is_some_and(|l4| l4.proto == 6 && (!l4.v6 || self.offloads.tso_ipv6)));
+            if port_takes {
+                i += 1;
+                continue;
+            }
+            let frame = bufs.remove(i);
+            let cut = l4_of(frame.data()).and_then(|l4| {
+                let tcp_len = usize::from(
+                    *frame
+                        .data()
+                        .get(usize::from(l4.l2_len) + usize::from(l4.l3_len) + 12)?
+                        >> 4,
+                ) * 4;
+                let mtu = usize::from(l4.l3_len) + tcp_len + usize::from(gso);
+                TcpSuperFrame::parse(frame.data(), mtu, frame.csum_partial()).ok()
+            });
+            let Some(sf) = cut else {
+                dropped += 1;
+                continue;
+            };
+            let mut segments = Vec::with_capacity(sf.segments());
+            for k in 0..sf.segments() {
+                let Some(mut m) = self.alloc_tx() else {
+                    break;
+                };
+                let len = sf.segment_len(k);
+                if len > m.capacity() {
+                    break;
+                }
+                m.set_len(len);
+                sf.write_segment(frame.data(), k, m.data_mut());
+                m.set_csum_partial(true);
+                m.set_gso_size(0);
+                segments.push(m);
+            }
+            if segments.len() < sf.segments() {
+                // Half a super-frame is worse than none: TCP sends it again.
+                dropped += 1;
+                continue;
+            }
+            self.counters.tx_super_frames_cut += 1;
+            let n = segments.len();
+            bufs.splice(i..i, segments);
+            i += n;
+        }
+        dropped
     }
 
     /// Prepares a frame marked partial: the NIC finishes its checksum if
@@ -900,6 +1016,15 @@ pub(super) fn kernel_interface<'a>(driver: &str, devargs: &'a str) -> Option<&'a
         .find_map(|kv| kv.trim().strip_prefix("iface="))
         .map(str::trim)
         .filter(|i| !i.is_empty())
+}
+
+/// The payload of each segment a port cuts a super-frame into: the
+/// stack's segment size, but no more than the MTU leaves after `hdrs`
+/// (the IP and TCP headers, and the Ethernet header for a port that counts
+/// it: see [`DpdkOffloads::tso_segment_counts_l2`]), and at least 1.
+pub(super) fn tso_segment_size(gso_size: u16, mtu: usize, hdrs: usize) -> u16 {
+    let room = u16::try_from(mtu.saturating_sub(hdrs)).unwrap_or(u16::MAX);
+    gso_size.min(room).max(1)
 }
 
 /// Where the L4 header of an IPv4 or IPv6 TCP/UDP frame is.
@@ -1080,29 +1205,49 @@ impl Link for DpdkLink {
 
     fn tx_burst(&mut self, bufs: &mut Vec<Mbuf>) -> io::Result<usize> {
         let mut dropped = 0;
+        // Super-frames the port does not cut are cut here, in place.
+        if self.offloads.tso && bufs.iter().any(|b| b.gso_size() > 0) {
+            dropped += self.cut_what_the_port_cannot(bufs);
+        }
         // Frames that are not Ethernet, or larger than the port carries,
         // go no further.
         let max_frame = self.info.mtu + FRAME_OVERHEAD;
         bufs.retain(|b| {
-            let ok = b.data().len() >= 14 && b.data().len() <= max_frame;
+            let max = if b.gso_size() > 0 {
+                MAX_MBUF_FRAME
+            } else {
+                max_frame
+            };
+            let ok = b.data().len() >= 14 && b.data().len() <= max;
             dropped += u64::from(!ok);
             ok
         });
         self.counters.tx_dropped += dropped;
         let n = bufs.len().min(MAX_BURST);
         for (i, b) in bufs.iter_mut().take(n).enumerate() {
-            let (offload, l2_len, l3_len) = if b.csum_partial() {
+            let (mut offload, l2_len, l3_len) = if b.csum_partial() {
                 self.prepare_partial(b)
             } else {
                 (0, 0, 0)
             };
+            let (mut tso_segsz, mut l4_len) = (0, 0);
+            if b.gso_size() > 0 {
+                // Left by `cut_what_the_port_cannot` only when the port
+                // takes it: TCP with its checksum offloaded.
+                let hdrs = usize::from(l2_len) + usize::from(l3_len);
+                l4_len = b.data().get(hdrs + 12).map_or(0, |o| u16::from(o >> 4) * 4);
+                tso_segsz = self.tso_segment(b.gso_size(), l2_len, l3_len, l4_len);
+                offload |= ffi::TX_TSO;
+                self.counters.tx_tso_frames += 1;
+            }
             self.tx[i] = ffi::Tx {
                 mbuf: b.as_mbuf_ptr() as *mut ffi::RteMbuf,
                 len: b.len_u32(),
                 l2_len,
                 l3_len,
                 offload,
-                pad: 0,
+                tso_segsz,
+                l4_len,
             };
         }
         // SAFETY: `self.tx[..n]` describe `n` live mbufs owned by `bufs[..n]`;
@@ -1119,6 +1264,39 @@ impl Link for DpdkLink {
         self.counters.tx_frames += sent as u64;
         self.counters.tx_bytes += sent_bytes;
         Ok(sent + dropped as usize)
+    }
+
+    /// A super-frame of up to 64 KB takes a buffer of the queue's TSO pool.
+    fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, Mbuf> {
+        let large = len > self.info.mtu + FRAME_OVERHEAD;
+        let buf = match self.shared.tso_pools.get(usize::from(self.queue)) {
+            Some(pool) if large => pool.alloc(),
+            _ => self.alloc_tx(),
+        };
+        let Some(mut buf) = buf else {
+            if large {
+                self.counters.pool_exhausted += 1;
+            }
+            return TxPlaced::NoBuffer;
+        };
+        if len > buf.capacity() {
+            self.recycle(buf);
+            return TxPlaced::Oversize;
+        }
+        buf.set_len(len);
+        buf.set_csum_partial(csum_partial);
+        buf.set_gso_size(0);
+        TxPlaced::Frame(buf)
+    }
+
+    /// The largest IP packet of a super-frame: what an mbuf of the TSO
+    /// pool holds after the Ethernet header and a tag.
+    fn tso_max(&self) -> usize {
+        if self.shared.tso_pools.is_empty() {
+            0
+        } else {
+            MAX_MBUF_FRAME - FRAME_OVERHEAD
+        }
     }
 
     fn recycle(&mut self, buf: Mbuf) {

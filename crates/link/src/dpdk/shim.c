@@ -46,6 +46,7 @@
 #define USTACK_TX_TCP_CSUM 1u
 #define USTACK_TX_UDP_CSUM 2u
 #define USTACK_TX_IPV6 4u /* the frame is IPv6 (else IPv4) */
+#define USTACK_TX_TSO 8u  /* a TCP super-frame to cut into tso_segsz segments */
 
 int ustack_dpdk_errno(void) { return rte_errno; }
 
@@ -403,7 +404,8 @@ struct ustack_tx {
     uint16_t l2_len;
     uint16_t l3_len;
     uint32_t offload;
-    uint32_t pad;
+    uint16_t tso_segsz; /* with USTACK_TX_TSO: each segment's payload */
+    uint16_t l4_len;    /* with USTACK_TX_TSO: the TCP header's length */
 };
 
 /* A fresh buffer for transmit: mbuf, data pointer and room. */
@@ -526,6 +528,15 @@ uint16_t ustack_dpdk_tx_burst(uint16_t port, uint16_t queue, const struct ustack
                 (in[i].offload & USTACK_TX_IPV6) ? RTE_MBUF_F_TX_IPV6 : RTE_MBUF_F_TX_IPV4;
             m->ol_flags |= (in[i].offload & USTACK_TX_TCP_CSUM) ? RTE_MBUF_F_TX_TCP_CKSUM
                                                                 : RTE_MBUF_F_TX_UDP_CKSUM;
+            if (in[i].offload & USTACK_TX_TSO) {
+                /* TSO: the IPv4 header's checksum is the port's to make
+                 * for each segment too (rte_mbuf_core.h). */
+                m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+                if (!(in[i].offload & USTACK_TX_IPV6))
+                    m->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+                m->tso_segsz = in[i].tso_segsz;
+                m->l4_len = in[i].l4_len;
+            }
         }
         pkts[i] = m;
     }

@@ -165,3 +165,15 @@ fn ipv6_checksums_are_completed_too() {
     ext[20] = 0;
     assert!(port::l4_of(&ext).is_none());
 }
+
+#[test]
+fn tso_segments_fit_the_mtu_as_the_port_counts_it() {
+    // The stack's segment size when it fits: IPv4 (20) and TCP with
+    // timestamps (32) under a 1500-byte MTU leave 1448.
+    assert_eq!(port::tso_segment_size(1448, 1500, 20 + 32), 1448);
+    // net_tap counts the Ethernet header too: 14 bytes less.
+    assert_eq!(port::tso_segment_size(1448, 1500, 14 + 20 + 32), 1434);
+    // A peer's smaller MSS stays; headers larger than the MTU leave 1.
+    assert_eq!(port::tso_segment_size(536, 1500, 14 + 40 + 32), 536);
+    assert_eq!(port::tso_segment_size(1448, 60, 14 + 40 + 32), 1);
+}

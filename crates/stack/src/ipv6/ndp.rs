@@ -28,6 +28,27 @@ pub(crate) const SOLICIT_INTERVAL: Duration = Duration::from_secs(4);
 pub(crate) const MAX_SOLICITS: u8 = 3;
 
 impl IpLayer {
+    /// TCP's hint (RFC 4861 7.3.1): new data `src` sent to `dst` (on a
+    /// socket marked `mark`) was acknowledged, so the first hop toward
+    /// `dst` is reachable.
+    pub(crate) fn confirm_forward_progress(
+        &mut self,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        mark: u32,
+        now: Instant,
+    ) {
+        let Some((iface, neighbor)) = self.ipv6_route_from(Some(src), mark, dst, None) else {
+            return;
+        };
+        if self
+            .neighbors
+            .confirm_reachable(iface, IpAddr::V6(neighbor), now)
+        {
+            self.counters.ndp_reachable_by_upper_layer += 1;
+        }
+    }
+
     pub(crate) fn ndp_input(
         &mut self,
         now: Instant,

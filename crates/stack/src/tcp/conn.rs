@@ -22,6 +22,11 @@ use crate::tcp::types::{Readiness, TcpInfo, TcpState};
 use crate::tcp::urgent::UrgentMark;
 use crate::time::{Duration, Instant};
 
+/// How often at most a connection's acknowledged data confirms its IPv6
+/// first hop reachable: well inside ReachableTime (30 s), and rare enough
+/// that the route lookup it costs is nothing per ACK.
+pub(crate) const REACHABILITY_HINT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Counters of one connection (TCP_INFO).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ConnStats {
@@ -175,6 +180,10 @@ pub(crate) struct TcpConnection {
     pub parent: Option<(u32, u32)>,
     pub last_send: Instant,
     pub last_recv: Instant,
+    /// When new data acknowledged next tells the neighbor cache that the
+    /// first hop is reachable (IPv6, RFC 4861 7.3.1; at most once per
+    /// [`REACHABILITY_HINT_INTERVAL`](crate::tcp::conn::REACHABILITY_HINT_INTERVAL)).
+    pub reachability_hint_due: Instant,
     /// When we last answered a bare ACK we could not use.
     pub last_invalid_ack: Option<Instant>,
     pub stats: ConnStats,
@@ -285,6 +294,7 @@ impl TcpConnection {
             detached: false,
             parent: None,
             last_send: now,
+            reachability_hint_due: now,
             last_recv: now,
             last_invalid_ack: None,
             stats: ConnStats::default(),

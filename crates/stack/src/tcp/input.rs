@@ -2,13 +2,15 @@
 //! 3.10.7.4 (the other states), with RFC 5961's protections against blind
 //! resets and injection, and RFC 7323's PAWS.
 
+use core::net::IpAddr;
+
 use wire::tcp::{SeqNumber, TcpFlags, TcpRepr};
 
 use crate::ip::IpLayer;
 use crate::sink::FrameSink;
 use crate::socket::SocketError;
 use crate::tcp::cc::CongestionControl;
-use crate::tcp::conn::{TcpConnection, Timers};
+use crate::tcp::conn::{TcpConnection, Timers, REACHABILITY_HINT_INTERVAL};
 use crate::tcp::output::send_reset_for;
 use crate::tcp::shared::TcpShared;
 use crate::tcp::types::TcpState;
@@ -632,6 +634,9 @@ impl TcpConnection {
         }
         self.send_base += data_acked;
         self.snd_una = ack;
+        if now >= self.reachability_hint_due {
+            self.reachability_hint(now, ip);
+        }
         self.urgent_acked();
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
@@ -746,5 +751,18 @@ impl TcpConnection {
         self.send_data_at(now, seq, len, fin, ip, sink);
         self.high_rxt = self.high_rxt.max(seq + len);
         self.arm_rtx(now);
+    }
+}
+
+impl TcpConnection {
+    /// RFC 4861 7.3.1: new data acknowledged is forward progress, which
+    /// confirms an IPv6 connection's first hop reachable (then at most
+    /// once per [`REACHABILITY_HINT_INTERVAL`]).
+    #[cold]
+    fn reachability_hint(&mut self, now: Instant, ip: &mut IpLayer) {
+        self.reachability_hint_due = now + REACHABILITY_HINT_INTERVAL;
+        if let (IpAddr::V6(src), IpAddr::V6(dst)) = (self.local.ip(), self.remote.ip()) {
+            ip.confirm_forward_progress(src, dst, self.ip_opts.mark, now);
+        }
     }
 }
