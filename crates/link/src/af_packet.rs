@@ -310,7 +310,15 @@ pub struct AfPacketLink {
     tx_frame_size: usize,
     tx_frame_count: usize,
     tx_next: usize,
+    /// Slots marked SEND_REQUEST wait for a kick: the last one was
+    /// refused (busy) or the kernel stopped short of the last slot we
+    /// filled (see [`AfPacketLink::kick`]).
     tx_need_kick: bool,
+    /// The last kick's frame was refused by the driver (ENOBUFS): the
+    /// owed kick waits for the next burst.
+    tx_refused: bool,
+    /// Kicks after which the kernel had left requested slots behind.
+    tx_kick_short: u64,
 
     qdisc_bypass: bool,
     ignore_outgoing: bool,
@@ -503,6 +511,16 @@ impl AfPacketLink {
             tp_feature_req_word: 0,
         };
         setsockopt_req(s, abi::PACKET_TX_RING, &tx_req)?;
+        // Each frame the kernel took from the TX ring counts against the
+        // socket's send buffer until the receiver lets it go (a veth
+        // peer: once its IP layer took it off its backlog). With the
+        // default (`wmem_default`, ~200 KiB: three super-frames) the
+        // kernel stops short of the slots requested while the peer's core
+        // is busy; so the buffer is made to hold the whole ring.
+        let tx_ring_bytes = (tx_block_size * tx_block_count).min(i32::MAX as usize / 2) as i32;
+        if setsockopt_int(s, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, tx_ring_bytes).is_err() {
+            setsockopt_int(s, libc::SOL_SOCKET, libc::SO_SNDBUF, tx_ring_bytes)?;
+        }
 
         let rx_len = rx_req.tp_block_size as usize * rx_req.tp_block_nr as usize;
         let map_len = rx_len + tx_block_size * tx_block_count;
@@ -567,6 +585,8 @@ impl AfPacketLink {
             tx_frame_count,
             tx_next: 0,
             tx_need_kick: false,
+            tx_refused: false,
+            tx_kick_short: 0,
             qdisc_bypass,
             ignore_outgoing,
             vnet_hdr: ring.tso,
@@ -737,30 +757,54 @@ impl AfPacketLink {
     }
 
     /// Tells the kernel to send the slots marked SEND_REQUEST.
+    ///
+    /// The kernel sends requested slots in ring order and may stop before
+    /// the last: its send buffer full (`send` then still succeeds, or
+    /// says EAGAIN), or the driver refusing a frame (ENOBUFS). Whatever
+    /// it left stays requested, so the last slot we filled tells: if it
+    /// is still SEND_REQUEST, another kick is owed (`tx_pending` says so
+    /// to the engine, which flushes again on its next turn), else nothing
+    /// waits. Without this the slots left waited for the stack's next
+    /// frame, which, with the whole window in the ring, only a
+    /// retransmission timeout would bring.
     fn kick(&mut self) -> io::Result<()> {
         // SAFETY: a zero-length send with a NULL buffer is what the TX ring
         // protocol asks for; the kernel reads the ring, not the buffer.
         let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
-        if r >= 0 {
-            self.tx_need_kick = false;
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            // Busy: the slots stay requested; try again on the next burst.
-            Some(libc::EAGAIN) | Some(libc::EINTR) => {
-                self.tx_need_kick = true;
-                Ok(())
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                // Busy: the slots stay requested.
+                Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                // The driver refused a frame (its queue full, or a veth
+                // whose peer is down): the kernel marks its slot requested
+                // again and stops. Tried again with the next burst, not
+                // on every turn: a peer that stays down must not keep the
+                // engine from sleeping.
+                Some(libc::ENOBUFS) => {
+                    self.tx_dropped += 1;
+                    self.tx_need_kick = true;
+                    self.tx_refused = true;
+                    return Ok(());
+                }
+                _ => return Err(err),
             }
-            // The driver dropped a frame (its queue was full): that frame's
-            // slot is free again and the rest are still requested.
-            Some(libc::ENOBUFS) => {
-                self.tx_dropped += 1;
-                self.tx_need_kick = true;
-                Ok(())
-            }
-            _ => Err(err),
         }
+        self.tx_refused = false;
+        self.tx_need_kick = self.last_tx_slot_requested();
+        self.tx_kick_short += u64::from(self.tx_need_kick);
+        Ok(())
+    }
+
+    /// Whether the slot filled last is still waiting for the kernel.
+    fn last_tx_slot_requested(&self) -> bool {
+        let last = (self.tx_next + self.tx_frame_count - 1) % self.tx_frame_count;
+        let slot = self.tx_base + last * self.tx_frame_size;
+        self.map
+            .status(slot + self.tx_layout.status)
+            .load(Ordering::Acquire)
+            & abi::TP_STATUS_SEND_REQUEST
+            != 0
     }
 }
 
@@ -1002,6 +1046,19 @@ impl Link for AfPacketLink {
         self.vnet_hdr
     }
 
+    /// 1 while requested TX slots wait for another kick (see `kick`),
+    /// unless the driver refused the last.
+    fn tx_pending(&self) -> usize {
+        usize::from(self.tx_need_kick && !self.tx_refused)
+    }
+
+    fn tx_flush(&mut self) -> io::Result<()> {
+        if self.tx_need_kick {
+            self.kick()?;
+        }
+        Ok(())
+    }
+
     fn recycle(&mut self, buf: PoolBuf) {
         if buf.capacity() == LARGE_BUF_SIZE {
             self.rx.large.free(buf);
@@ -1054,6 +1111,7 @@ impl Link for AfPacketLink {
             rx_gro_aggregates: gro.aggregates,
             rx_gro_joined: gro.joined,
             tx_super_frames: self.tx_super_frames,
+            tx_kick_short: self.tx_kick_short,
         }
     }
 
@@ -1223,6 +1281,113 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+    }
+
+    /// The kernel may send fewer of the requested TX slots than a kick
+    /// asks for: here a send buffer shrunk to the minimum, with a slow
+    /// qdisc holding the frames it took. The link then says a kick is
+    /// owed (`tx_pending`), and `tx_flush` sends the rest without a new
+    /// frame to send (before, they waited for the next `tx_burst`: in a
+    /// TCP stream whose window was all in the ring, the retransmission
+    /// timeout). And the link's own send buffer holds its whole TX ring.
+    #[test]
+    fn frames_left_by_a_short_kick_are_owed_and_flushed() {
+        assert!(is_root(), "AF_PACKET test needs root");
+        let (na, nb, _cleanup) = quiet_veth_pair("uvk");
+        run(&["ip", "link", "set", &nb, "up"]);
+        // One 1000-byte frame at once, then one a millisecond.
+        run(&[
+            "tc", "qdisc", "replace", "dev", &na, "root", "tbf", "rate", "8mbit", "burst", "1600",
+            "latency", "5s",
+        ]);
+        let ring = RingConfig {
+            qdisc_bypass: false,
+            tx_frame_count: 64,
+            ..RingConfig::default()
+        };
+        let mut link = AfPacketLink::open(&na, PacketPool::new(2048, 128), &ring).unwrap();
+        let sndbuf = |link: &AfPacketLink| {
+            let mut v: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: `v` is a live int and `len` its size.
+            let r = unsafe {
+                libc::getsockopt(
+                    link.fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(r, 0);
+            v as usize
+        };
+        assert!(
+            sndbuf(&link) >= link.tx_frame_size * link.tx_frame_count,
+            "send buffer {} for a ring of {} x {}",
+            sndbuf(&link),
+            link.tx_frame_count,
+            link.tx_frame_size
+        );
+        let rx_packets = || {
+            std::fs::read_to_string(format!("/sys/class/net/{nb}/statistics/rx_packets"))
+                .unwrap()
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let mac = link.info().mac;
+        let mut frame = arp_request(mac, [10, 99, 153, 2], [10, 99, 153, 1]);
+        frame.resize(1000, 0);
+        let frames = |link: &mut AfPacketLink, n: usize| {
+            (0..n)
+                .map(|_| {
+                    let mut b = link.alloc_tx().unwrap();
+                    b.set_len(frame.len());
+                    b.data_mut().copy_from_slice(&frame);
+                    b
+                })
+                .collect::<Vec<_>>()
+        };
+        // Until the peer gets frames: opening the link brought our end
+        // up, and its qdisc is attached by the kernel's linkwatch work.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while rx_packets() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the veth never passed a frame"
+            );
+            let mut v = frames(&mut link, 1);
+            link.tx_burst(&mut v).unwrap();
+            while link.tx_pending() > 0 {
+                link.tx_flush().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+
+        setsockopt_int(link.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 1).unwrap();
+        let before = rx_packets();
+        let short_before = link.stats().tx_kick_short;
+        let mut v = frames(&mut link, 40);
+        assert_eq!(link.tx_burst(&mut v).unwrap(), 40);
+        assert_eq!(link.tx_pending(), 1, "the kernel took every slot at once");
+        assert!(link.stats().tx_kick_short > short_before);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while link.tx_pending() > 0 {
+            assert!(std::time::Instant::now() < deadline, "a kick stays owed");
+            link.tx_flush().unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        while rx_packets() < before + 40 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of 40 frames reached the peer",
+                rx_packets() - before
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(rx_packets(), before + 40);
     }
 
     #[test]

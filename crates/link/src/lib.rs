@@ -143,6 +143,10 @@ pub struct LinkStats {
     /// TCP super-frames handed to the device to cut (segmentation
     /// offload; `Link::tso_max`).
     pub tx_super_frames: u64,
+    /// Kicks of a TX ring after which the kernel had left requested
+    /// frames behind (its send buffer full, or the driver busy): sent by
+    /// the next kick, on the engine's next turn (AF_PACKET).
+    pub tx_kick_short: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to

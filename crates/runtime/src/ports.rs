@@ -385,6 +385,22 @@ impl Link for PortLink {
         }
     }
 
+    /// AF_PACKET owes a kick when the kernel left requested TX slots
+    /// behind; other links here send all they take in `tx_burst`.
+    fn tx_pending(&self) -> usize {
+        match self {
+            PortLink::AfPacket(l) => l.tx_pending(),
+            _ => 0,
+        }
+    }
+
+    fn tx_flush(&mut self) -> io::Result<()> {
+        match self {
+            PortLink::AfPacket(l) => l.tx_flush(),
+            _ => Ok(()),
+        }
+    }
+
     fn next_event(&self) -> Option<std::time::Instant> {
         match self {
             PortLink::Faulty(f) => f.next_event(),
