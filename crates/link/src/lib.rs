@@ -254,6 +254,24 @@ pub trait Link {
         0
     }
 
+    /// [`Link::tx_place`] of a frame to be cut into segments of
+    /// `gso_size` payload bytes by the device (0: none; only on a link
+    /// with [`Link::tso_max`]). The default places as `tx_place` does and
+    /// marks a buffer handed out; a link that lends its ring in place
+    /// keeps the size beside the frame.
+    fn tx_place_sized(
+        &mut self,
+        len: usize,
+        csum_partial: bool,
+        gso_size: u16,
+    ) -> TxPlaced<'_, Self::Buf> {
+        let mut placed = self.tx_place(len, csum_partial);
+        if let TxPlaced::Frame(b) = &mut placed {
+            b.set_gso_size(gso_size);
+        }
+        placed
+    }
+
     /// Whether [`Link::tx_place`] of `len` bytes would lend them in place
     /// on what the link already knows, with no step out of line (a look
     /// at the peer's index, a buffer taken): a caller that asks first may

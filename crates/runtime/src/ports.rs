@@ -439,6 +439,35 @@ impl Link for PortLink {
         }
     }
 
+    /// AF_PACKET lends its TX ring's slots in place.
+    fn tx_place_sized(
+        &mut self,
+        len: usize,
+        csum_partial: bool,
+        gso_size: u16,
+    ) -> TxPlaced<'_, PortBuf> {
+        if let PortLink::AfPacket(l) = self {
+            return match l.tx_place_sized(len, csum_partial, gso_size) {
+                TxPlaced::Frame(b) => TxPlaced::Frame(b.into()),
+                TxPlaced::InPlace(bytes) => TxPlaced::InPlace(bytes),
+                TxPlaced::NoBuffer => TxPlaced::NoBuffer,
+                TxPlaced::Oversize => TxPlaced::Oversize,
+            };
+        }
+        let mut placed = self.tx_place(len, csum_partial);
+        if let TxPlaced::Frame(b) = &mut placed {
+            b.set_gso_size(gso_size);
+        }
+        placed
+    }
+
+    fn tx_fits_in_place(&self, len: usize) -> bool {
+        match self {
+            PortLink::AfPacket(l) => l.tx_fits_in_place(len),
+            _ => false,
+        }
+    }
+
     fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PortBuf> {
         if let PortLink::AfPacket(l) = self {
             // Its own: super-frames take its large buffers.
