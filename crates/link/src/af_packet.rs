@@ -266,7 +266,8 @@ impl Mapping {
     fn bytes(&self, offset: usize, len: usize) -> &[u8] {
         assert!(offset + len <= self.len);
         // SAFETY: bounds checked above; the callers only look at parts of
-        // a block the kernel has handed over (it does not write those
+        // a block the kernel has handed over, or at a TX slot written in
+        // place and not yet requested (the kernel does not write those
         // while the slice lives), and the slice lives no longer than the
         // borrow of the mapping.
         unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), len) }
@@ -310,7 +311,20 @@ pub struct AfPacketLink {
     tx_frame_size: usize,
     tx_frame_count: usize,
     tx_next: usize,
+    /// Slots marked SEND_REQUEST wait for a kick: the last one was
+    /// refused (busy) or the kernel stopped short of the last slot we
+    /// filled (see [`AfPacketLink::kick`]).
     tx_need_kick: bool,
+    /// The last kick's frame was refused by the driver (ENOBUFS): the
+    /// owed kick waits for the next burst.
+    tx_refused: bool,
+    /// Kicks after which the kernel had left requested slots behind.
+    tx_kick_short: u64,
+    /// Frames written in place (`tx_place_sized`) in the slots from
+    /// `tx_next` on, not yet requested: each one's length, whether its
+    /// checksum is partial, and its segment size. Requested in order by
+    /// the next flush or burst.
+    tx_lent: Vec<LentFrame>,
 
     qdisc_bypass: bool,
     ignore_outgoing: bool,
@@ -503,6 +517,16 @@ impl AfPacketLink {
             tp_feature_req_word: 0,
         };
         setsockopt_req(s, abi::PACKET_TX_RING, &tx_req)?;
+        // Each frame the kernel took from the TX ring counts against the
+        // socket's send buffer until the receiver lets it go (a veth
+        // peer: once its IP layer took it off its backlog). With the
+        // default (`wmem_default`, ~200 KiB: three super-frames) the
+        // kernel stops short of the slots requested while the peer's core
+        // is busy; so the buffer is made to hold the whole ring.
+        let tx_ring_bytes = (tx_block_size * tx_block_count).min(i32::MAX as usize / 2) as i32;
+        if setsockopt_int(s, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, tx_ring_bytes).is_err() {
+            setsockopt_int(s, libc::SOL_SOCKET, libc::SO_SNDBUF, tx_ring_bytes)?;
+        }
 
         let rx_len = rx_req.tp_block_size as usize * rx_req.tp_block_nr as usize;
         let map_len = rx_len + tx_block_size * tx_block_count;
@@ -567,6 +591,9 @@ impl AfPacketLink {
             tx_frame_count,
             tx_next: 0,
             tx_need_kick: false,
+            tx_refused: false,
+            tx_kick_short: 0,
+            tx_lent: Vec::with_capacity(MAX_BURST),
             qdisc_bypass,
             ignore_outgoing,
             vnet_hdr: ring.tso,
@@ -737,31 +764,138 @@ impl AfPacketLink {
     }
 
     /// Tells the kernel to send the slots marked SEND_REQUEST.
+    ///
+    /// The kernel sends requested slots in ring order and may stop before
+    /// the last: its send buffer full (`send` then still succeeds, or
+    /// says EAGAIN), or the driver refusing a frame (ENOBUFS). Whatever
+    /// it left stays requested, so the last slot we filled tells: if it
+    /// is still SEND_REQUEST, another kick is owed (`tx_pending` says so
+    /// to the engine, which flushes again on its next turn), else nothing
+    /// waits. Without this the slots left waited for the stack's next
+    /// frame, which, with the whole window in the ring, only a
+    /// retransmission timeout would bring.
     fn kick(&mut self) -> io::Result<()> {
         // SAFETY: a zero-length send with a NULL buffer is what the TX ring
         // protocol asks for; the kernel reads the ring, not the buffer.
         let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
-        if r >= 0 {
-            self.tx_need_kick = false;
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            // Busy: the slots stay requested; try again on the next burst.
-            Some(libc::EAGAIN) | Some(libc::EINTR) => {
-                self.tx_need_kick = true;
-                Ok(())
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                // Busy: the slots stay requested.
+                Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                // The driver refused a frame (its queue full, or a veth
+                // whose peer is down): the kernel marks its slot requested
+                // again and stops. Tried again with the next burst, not
+                // on every turn: a peer that stays down must not keep the
+                // engine from sleeping.
+                Some(libc::ENOBUFS) => {
+                    self.tx_dropped += 1;
+                    self.tx_need_kick = true;
+                    self.tx_refused = true;
+                    return Ok(());
+                }
+                _ => return Err(err),
             }
-            // The driver dropped a frame (its queue was full): that frame's
-            // slot is free again and the rest are still requested.
-            Some(libc::ENOBUFS) => {
-                self.tx_dropped += 1;
-                self.tx_need_kick = true;
-                Ok(())
-            }
-            _ => Err(err),
         }
+        self.tx_refused = false;
+        self.tx_need_kick = self.last_tx_slot_requested();
+        self.tx_kick_short += u64::from(self.tx_need_kick);
+        Ok(())
     }
+
+    /// The room for a frame in a TX slot (after the `virtio_net_hdr`).
+    fn tx_room(&self) -> usize {
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        self.tx_frame_size - self.tx_layout.data - hdr_len
+    }
+
+    /// Offset of the TX slot `ahead` slots after `tx_next`.
+    fn tx_slot(&self, ahead: usize) -> usize {
+        self.tx_base + (self.tx_next + ahead) % self.tx_frame_count * self.tx_frame_size
+    }
+
+    /// Whether the kernel is done with the TX slot at `slot`.
+    fn tx_slot_free(&self, slot: usize) -> bool {
+        self.map
+            .status(slot + self.tx_layout.status)
+            .load(Ordering::Acquire)
+            & (abi::TP_STATUS_SEND_REQUEST | abi::TP_STATUS_SENDING)
+            == 0
+    }
+
+    /// Writes slot `slot`'s header for a frame of `len` bytes (its
+    /// `virtio_net_hdr` already in place) and requests it.
+    fn request_tx_slot(&mut self, slot: usize, len: usize) {
+        let lay = self.tx_layout;
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        // A frame the kernel must skip (PACKET_LOSS) goes as length 0.
+        let wire_len = if len == 0 { 0 } else { (hdr_len + len) as u32 };
+        let hdr = self.bytes_mut(slot, lay.data);
+        if lay.status > 0 {
+            // V3: tp_next_offset (and what else lies before the status)
+            // must be 0: fixed-size slots.
+            hdr[..lay.status].fill(0);
+        }
+        hdr[lay.snaplen..lay.snaplen + 4].copy_from_slice(&wire_len.to_ne_bytes());
+        hdr[lay.len..lay.len + 4].copy_from_slice(&wire_len.to_ne_bytes());
+        self.map
+            .status(slot + lay.status)
+            .store(abi::TP_STATUS_SEND_REQUEST, Ordering::Release);
+    }
+
+    /// Requests the frames written in place, in order; returns how many.
+    fn request_lent(&mut self) -> usize {
+        let lent = std::mem::take(&mut self.tx_lent);
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        for f in &lent {
+            let slot = self.tx_slot(0);
+            let data = slot + self.tx_layout.data;
+            let mut len = f.len;
+            if self.vnet_hdr {
+                let frame = &self.map.bytes(data + hdr_len, f.len);
+                match vnet_header(frame, f.csum_partial, f.gso_size) {
+                    Some(vnet) => self.bytes_mut(data, hdr_len).copy_from_slice(&vnet),
+                    None => {
+                        // Its headers do not say what to finish: skipped.
+                        self.tx_dropped += 1;
+                        len = 0;
+                    }
+                }
+            }
+            self.request_tx_slot(slot, len);
+            self.tx_next = (self.tx_next + 1) % self.tx_frame_count;
+            if len > 0 {
+                self.tx_frames += 1;
+                self.tx_bytes += len as u64;
+                if f.gso_size > 0 {
+                    self.tx_super_frames += 1;
+                }
+            }
+        }
+        let n = lent.len();
+        self.tx_lent = lent;
+        self.tx_lent.clear();
+        n
+    }
+
+    /// Whether the slot filled last is still waiting for the kernel.
+    fn last_tx_slot_requested(&self) -> bool {
+        let last = (self.tx_next + self.tx_frame_count - 1) % self.tx_frame_count;
+        let slot = self.tx_base + last * self.tx_frame_size;
+        self.map
+            .status(slot + self.tx_layout.status)
+            .load(Ordering::Acquire)
+            & abi::TP_STATUS_SEND_REQUEST
+            != 0
+    }
+}
+
+/// A frame written in a TX slot in place, not yet requested.
+#[derive(Debug, Clone, Copy)]
+struct LentFrame {
+    len: usize,
+    csum_partial: bool,
+    gso_size: u16,
 }
 
 /// What one read of the RX ring found.
@@ -905,11 +1039,11 @@ impl Link for AfPacketLink {
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<PoolBuf>) -> io::Result<usize> {
+        // Frames written in place came first.
+        let mut queued = self.request_lent();
         let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
-        let lay = self.tx_layout;
-        let room = self.tx_frame_size - lay.data - hdr_len;
+        let room = self.tx_room();
         let mut taken = 0;
-        let mut queued = 0;
         for buf in bufs.iter() {
             let len = buf.data().len();
             let vnet = if self.vnet_hdr {
@@ -922,33 +1056,22 @@ impl Link for AfPacketLink {
                 taken += 1;
                 continue;
             };
-            let slot = self.tx_base + self.tx_next * self.tx_frame_size;
-            let st = self.map.status(slot + lay.status).load(Ordering::Acquire);
-            if st & (abi::TP_STATUS_SEND_REQUEST | abi::TP_STATUS_SENDING) != 0 {
+            let slot = self.tx_slot(0);
+            if !self.tx_slot_free(slot) {
                 break; // ring full
             }
-            if st & abi::TP_STATUS_WRONG_FORMAT != 0 {
+            let st = self.map.status(slot + self.tx_layout.status);
+            if st.load(Ordering::Relaxed) & abi::TP_STATUS_WRONG_FORMAT != 0 {
                 // Not expected with PACKET_LOSS; the slot's frame was lost.
                 self.tx_dropped += 1;
             }
-            let data = slot + lay.data;
+            let data = slot + self.tx_layout.data;
             if hdr_len > 0 {
                 self.bytes_mut(data, hdr_len).copy_from_slice(&vnet);
             }
             self.bytes_mut(data + hdr_len, len)
                 .copy_from_slice(buf.data());
-            let wire_len = (hdr_len + len) as u32;
-            let hdr = self.bytes_mut(slot, lay.data);
-            if lay.status > 0 {
-                // V3: tp_next_offset (and what else lies before the
-                // status) must be 0: fixed-size slots.
-                hdr[..lay.status].fill(0);
-            }
-            hdr[lay.snaplen..lay.snaplen + 4].copy_from_slice(&wire_len.to_ne_bytes());
-            hdr[lay.len..lay.len + 4].copy_from_slice(&wire_len.to_ne_bytes());
-            self.map
-                .status(slot + lay.status)
-                .store(abi::TP_STATUS_SEND_REQUEST, Ordering::Release);
+            self.request_tx_slot(slot, len);
             self.tx_next = (self.tx_next + 1) % self.tx_frame_count;
             self.tx_frames += 1;
             self.tx_bytes += len as u64;
@@ -969,6 +1092,40 @@ impl Link for AfPacketLink {
             self.kick()?;
         }
         Ok(taken)
+    }
+
+    /// In place, in the next free TX slot (no buffer, no copy), when one
+    /// is free and holds the frame; else in a buffer of the pool (a large
+    /// one for a super-frame).
+    fn tx_place_sized(
+        &mut self,
+        len: usize,
+        csum_partial: bool,
+        gso_size: u16,
+    ) -> TxPlaced<'_, PoolBuf> {
+        if !self.tx_fits_in_place(len) {
+            let mut placed = self.tx_place(len, csum_partial);
+            if let TxPlaced::Frame(b) = &mut placed {
+                b.set_gso_size(gso_size);
+            }
+            return placed;
+        }
+        let slot = self.tx_slot(self.tx_lent.len());
+        self.tx_lent.push(LentFrame {
+            len,
+            csum_partial,
+            gso_size,
+        });
+        let hdr_len = if self.vnet_hdr { VNET_HDR_LEN } else { 0 };
+        TxPlaced::InPlace(self.bytes_mut(slot + self.tx_layout.data + hdr_len, len))
+    }
+
+    /// The next slot past those lent is free, and holds `len` bytes.
+    #[inline]
+    fn tx_fits_in_place(&self, len: usize) -> bool {
+        self.tx_lent.len() < MAX_BURST.min(self.tx_frame_count)
+            && (14..=self.tx_room()).contains(&len)
+            && self.tx_slot_free(self.tx_slot(self.tx_lent.len()))
     }
 
     fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PoolBuf> {
@@ -1000,6 +1157,19 @@ impl Link for AfPacketLink {
 
     fn tx_checksum_offload(&self) -> bool {
         self.vnet_hdr
+    }
+
+    /// The frames written in place, and 1 while requested TX slots wait
+    /// for another kick (see `kick`), unless the driver refused the last.
+    fn tx_pending(&self) -> usize {
+        self.tx_lent.len() + usize::from(self.tx_need_kick && !self.tx_refused)
+    }
+
+    fn tx_flush(&mut self) -> io::Result<()> {
+        if self.request_lent() > 0 || self.tx_need_kick {
+            self.kick()?;
+        }
+        Ok(())
     }
 
     fn recycle(&mut self, buf: PoolBuf) {
@@ -1054,6 +1224,7 @@ impl Link for AfPacketLink {
             rx_gro_aggregates: gro.aggregates,
             rx_gro_joined: gro.joined,
             tx_super_frames: self.tx_super_frames,
+            tx_kick_short: self.tx_kick_short,
         }
     }
 
@@ -1223,6 +1394,113 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+    }
+
+    /// The kernel may send fewer of the requested TX slots than a kick
+    /// asks for: here a send buffer shrunk to the minimum, with a slow
+    /// qdisc holding the frames it took. The link then says a kick is
+    /// owed (`tx_pending`), and `tx_flush` sends the rest without a new
+    /// frame to send (before, they waited for the next `tx_burst`: in a
+    /// TCP stream whose window was all in the ring, the retransmission
+    /// timeout). And the link's own send buffer holds its whole TX ring.
+    #[test]
+    fn frames_left_by_a_short_kick_are_owed_and_flushed() {
+        assert!(is_root(), "AF_PACKET test needs root");
+        let (na, nb, _cleanup) = quiet_veth_pair("uvk");
+        run(&["ip", "link", "set", &nb, "up"]);
+        // One 1000-byte frame at once, then one a millisecond.
+        run(&[
+            "tc", "qdisc", "replace", "dev", &na, "root", "tbf", "rate", "8mbit", "burst", "1600",
+            "latency", "5s",
+        ]);
+        let ring = RingConfig {
+            qdisc_bypass: false,
+            tx_frame_count: 64,
+            ..RingConfig::default()
+        };
+        let mut link = AfPacketLink::open(&na, PacketPool::new(2048, 128), &ring).unwrap();
+        let sndbuf = |link: &AfPacketLink| {
+            let mut v: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: `v` is a live int and `len` its size.
+            let r = unsafe {
+                libc::getsockopt(
+                    link.fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(r, 0);
+            v as usize
+        };
+        assert!(
+            sndbuf(&link) >= link.tx_frame_size * link.tx_frame_count,
+            "send buffer {} for a ring of {} x {}",
+            sndbuf(&link),
+            link.tx_frame_count,
+            link.tx_frame_size
+        );
+        let rx_packets = || {
+            std::fs::read_to_string(format!("/sys/class/net/{nb}/statistics/rx_packets"))
+                .unwrap()
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let mac = link.info().mac;
+        let mut frame = arp_request(mac, [10, 99, 153, 2], [10, 99, 153, 1]);
+        frame.resize(1000, 0);
+        let frames = |link: &mut AfPacketLink, n: usize| {
+            (0..n)
+                .map(|_| {
+                    let mut b = link.alloc_tx().unwrap();
+                    b.set_len(frame.len());
+                    b.data_mut().copy_from_slice(&frame);
+                    b
+                })
+                .collect::<Vec<_>>()
+        };
+        // Until the peer gets frames: opening the link brought our end
+        // up, and its qdisc is attached by the kernel's linkwatch work.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while rx_packets() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the veth never passed a frame"
+            );
+            let mut v = frames(&mut link, 1);
+            link.tx_burst(&mut v).unwrap();
+            while link.tx_pending() > 0 {
+                link.tx_flush().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+
+        setsockopt_int(link.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 1).unwrap();
+        let before = rx_packets();
+        let short_before = link.stats().tx_kick_short;
+        let mut v = frames(&mut link, 40);
+        assert_eq!(link.tx_burst(&mut v).unwrap(), 40);
+        assert_eq!(link.tx_pending(), 1, "the kernel took every slot at once");
+        assert!(link.stats().tx_kick_short > short_before);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while link.tx_pending() > 0 {
+            assert!(std::time::Instant::now() < deadline, "a kick stays owed");
+            link.tx_flush().unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        while rx_packets() < before + 40 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of 40 frames reached the peer",
+                rx_packets() - before
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(rx_packets(), before + 40);
     }
 
     #[test]
@@ -1680,7 +1958,8 @@ mod tests {
     /// marks) hands it over whole, or cut into checked segments without
     /// large buffers. With either RX ring: a V2 slot holds 2 KiB, so
     /// there the super-frame comes whole through the socket's queue
-    /// (`TP_STATUS_COPY`).
+    /// (`TP_STATUS_COPY`). Sent from a buffer, or written in the TX
+    /// ring's slot in place.
     #[test]
     fn tso_super_frames_cross_a_veth_whole_or_cut() {
         assert!(is_root(), "this AF_PACKET test needs root");
@@ -1704,7 +1983,20 @@ mod tests {
             tcp_len as u32,
         );
         frame[50..52].copy_from_slice(&pseudo.to_be_bytes());
-        let send = |a: &mut AfPacketLink, frame: &[u8]| {
+        let send = |a: &mut AfPacketLink, frame: &[u8], in_place: bool| {
+            if in_place {
+                // Written in the TX ring's slot, requested by the flush.
+                let TxPlaced::InPlace(bytes) = a.tx_place_sized(frame.len(), true, 1000) else {
+                    panic!("a free slot not lent");
+                };
+                bytes.copy_from_slice(frame);
+                assert_eq!(a.tx_pending(), 1);
+                a.tx_flush().unwrap();
+                while a.tx_pending() > 0 {
+                    a.tx_flush().unwrap();
+                }
+                return;
+            }
             let TxPlaced::Frame(mut buf) = a.tx_place(frame.len(), true) else {
                 panic!("no large buffer for a super-frame");
             };
@@ -1717,13 +2009,14 @@ mod tests {
             }
         };
         let ours = |d: &[u8]| d.len() > 54 && d[12..14] == [0x08, 0x00] && d[34..36] == [15, 160];
+        // (ring, whole, sent in place)
         let cases = [
-            (RxRingKind::V2, true),
-            (RxRingKind::V2, false),
-            (RxRingKind::V3, true),
-            (RxRingKind::V3, false),
+            (RxRingKind::V2, true, false),
+            (RxRingKind::V2, false, true),
+            (RxRingKind::V3, true, true),
+            (RxRingKind::V3, false, false),
         ];
-        for (kind, whole) in cases {
+        for (kind, whole, in_place) in cases {
             let rx = RingConfig {
                 rx_ring: kind,
                 gro: whole,
@@ -1731,7 +2024,7 @@ mod tests {
                 ..RingConfig::default()
             };
             let mut b = AfPacketLink::open(&nb, PacketPool::new(2048, 256), &rx).unwrap();
-            send(&mut a, &frame);
+            send(&mut a, &frame, in_place);
             let mut got: Vec<(Vec<u8>, bool)> = Vec::new();
             let mut bytes = 0;
             let mut out = Vec::new();

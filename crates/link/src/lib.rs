@@ -146,6 +146,10 @@ pub struct LinkStats {
     /// TCP super-frames handed to the device to cut (segmentation
     /// offload; `Link::tso_max`).
     pub tx_super_frames: u64,
+    /// Kicks of a TX ring after which the kernel had left requested
+    /// frames behind (its send buffer full, or the driver busy): sent by
+    /// the next kick, on the engine's next turn (AF_PACKET).
+    pub tx_kick_short: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to
@@ -251,6 +255,24 @@ pub trait Link {
     /// [`Link::tx_place`].
     fn tso_max(&self) -> usize {
         0
+    }
+
+    /// [`Link::tx_place`] of a frame to be cut into segments of
+    /// `gso_size` payload bytes by the device (0: none; only on a link
+    /// with [`Link::tso_max`]). The default places as `tx_place` does and
+    /// marks a buffer handed out; a link that lends its ring in place
+    /// keeps the size beside the frame.
+    fn tx_place_sized(
+        &mut self,
+        len: usize,
+        csum_partial: bool,
+        gso_size: u16,
+    ) -> TxPlaced<'_, Self::Buf> {
+        let mut placed = self.tx_place(len, csum_partial);
+        if let TxPlaced::Frame(b) = &mut placed {
+            b.set_gso_size(gso_size);
+        }
+        placed
     }
 
     /// Whether [`Link::tx_place`] of `len` bytes would lend them in place

@@ -1497,6 +1497,7 @@ impl Link for ShmLink {
             rx_gro_aggregates: 0,
             rx_gro_joined: 0,
             tx_super_frames: 0,
+            tx_kick_short: 0,
         }
     }
 

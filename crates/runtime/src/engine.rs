@@ -250,7 +250,7 @@ fn place_frame<'a, L: Link>(
         oldest_queued,
         ..
     } = port;
-    match link.tx_place(len, meta.csum_partial) {
+    match link.tx_place_sized(len, meta.csum_partial, meta.gso_size) {
         TxPlaced::InPlace(buf) => {
             oldest_queued.get_or_insert(now);
             Some(buf)

@@ -388,6 +388,22 @@ impl Link for PortLink {
         }
     }
 
+    /// AF_PACKET owes a kick when the kernel left requested TX slots
+    /// behind; other links here send all they take in `tx_burst`.
+    fn tx_pending(&self) -> usize {
+        match self {
+            PortLink::AfPacket(l) => l.tx_pending(),
+            _ => 0,
+        }
+    }
+
+    fn tx_flush(&mut self) -> io::Result<()> {
+        match self {
+            PortLink::AfPacket(l) => l.tx_flush(),
+            _ => Ok(()),
+        }
+    }
+
     fn next_event(&self) -> Option<std::time::Instant> {
         match self {
             PortLink::Faulty(f) => f.next_event(),
@@ -442,6 +458,35 @@ impl Link for PortLink {
             #[cfg(feature = "dpdk")]
             PortLink::Dpdk(l) => l.tso_max(),
             _ => 0,
+        }
+    }
+
+    /// AF_PACKET lends its TX ring's slots in place.
+    fn tx_place_sized(
+        &mut self,
+        len: usize,
+        csum_partial: bool,
+        gso_size: u16,
+    ) -> TxPlaced<'_, PortBuf> {
+        if let PortLink::AfPacket(l) = self {
+            return match l.tx_place_sized(len, csum_partial, gso_size) {
+                TxPlaced::Frame(b) => TxPlaced::Frame(b.into()),
+                TxPlaced::InPlace(bytes) => TxPlaced::InPlace(bytes),
+                TxPlaced::NoBuffer => TxPlaced::NoBuffer,
+                TxPlaced::Oversize => TxPlaced::Oversize,
+            };
+        }
+        let mut placed = self.tx_place(len, csum_partial);
+        if let TxPlaced::Frame(b) = &mut placed {
+            b.set_gso_size(gso_size);
+        }
+        placed
+    }
+
+    fn tx_fits_in_place(&self, len: usize) -> bool {
+        match self {
+            PortLink::AfPacket(l) => l.tx_fits_in_place(len),
+            _ => false,
         }
     }
 

@@ -63,6 +63,7 @@ pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
         ("rx_gro_aggregates", s.rx_gro_aggregates),
         ("rx_gro_joined", s.rx_gro_joined),
         ("tx_super_frames", s.tx_super_frames),
+        ("tx_kick_short", s.tx_kick_short),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -1346,6 +1346,7 @@ impl Link for DpdkLink {
             rx_gro_aggregates: 0,
             rx_gro_joined: 0,
             tx_super_frames: 0,
+            tx_kick_short: 0,
         }
     }
 
