@@ -320,17 +320,19 @@ fn udp_mask(sock: &Socket, queued: bool, error: i32) -> u32 {
 }
 
 fn tcp_status(sock: &Socket, stack: &Stack, h: SocketHandle, st: &mut Status) {
-    let Ok(state) = stack.tcp_state(h) else {
+    // One look at the connection (this runs after every event).
+    let Ok(view) = stack.tcp_poll_view(h) else {
         return;
     };
-    let readable = stack.tcp_recv_queued(h).unwrap_or(0);
+    let state = view.state;
+    let readable = view.recv_queued;
     // tcp_poll: an out-of-line urgent octet at the read position is not
     // data to read; one waiting for recv(MSG_OOB) is EPOLLPRI.
-    let readable_now = stack.tcp_recv_readable(h).unwrap_or(0);
-    let urgent = stack.tcp_readiness(h).is_ok_and(|r| r.urgent);
-    let space = stack.tcp_send_space(h).unwrap_or(0);
-    let queued = stack.tcp_send_queued(h).unwrap_or(0);
-    let error = stack.tcp_peek_error(h).ok().flatten();
+    let readable_now = view.recv_readable;
+    let urgent = view.urgent;
+    let space = view.send_space;
+    let queued = view.send_queued;
+    let error = view.error;
     let closed = state == TcpState::Closed;
     let peer_fin = matches!(
         state,

@@ -39,6 +39,8 @@ pub use sink::{FrameSink, RxMeta, TxMeta, VecSink};
 pub use socket::udp::{UdpMeta, UdpRecv};
 pub use socket::{SocketError, SocketHandle};
 pub use stack::{Stack, StackError, MAX_INTERFACES};
-pub use tcp::{CcAlgorithm, EcnMode, OobRead, Readiness, Shutdown, TcpConfig, TcpInfo, TcpState};
+pub use tcp::{
+    CcAlgorithm, EcnMode, OobRead, Readiness, Shutdown, TcpConfig, TcpInfo, TcpPollView, TcpState,
+};
 pub use time::{Duration, Instant};
 pub use udp::MAX_UDP_PAYLOAD;

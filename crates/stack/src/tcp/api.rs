@@ -22,7 +22,7 @@ use crate::tcp::listen::{
 use crate::tcp::output::send_reset_for;
 use crate::tcp::shared::{TcpShared, CACHE_DECAY_INTERVAL, TRIM_INTERVAL};
 use crate::tcp::timer_wheel::TimerWheel;
-use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpState};
+use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpPollView, TcpState};
 use crate::tcp::urgent::OobRead;
 use crate::time::Instant;
 
@@ -1394,6 +1394,12 @@ impl Stack {
         Ok(())
     }
 
+    /// TCP_CORK on: as `tcp_set_cork(.., true, ..)`, which sends nothing
+    /// and needs no clock.
+    pub fn tcp_cork(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        self.tcp_conn_mut(h).map(|c| c.cork = true)
+    }
+
     /// SO_KEEPALIVE.
     pub fn tcp_set_keepalive(
         &mut self,
@@ -1413,6 +1419,23 @@ impl Stack {
     /// SO_LINGER with a zero timeout: close resets the connection.
     pub fn tcp_set_linger_zero(&mut self, h: SocketHandle, on: bool) -> Result<(), SocketError> {
         self.tcp_conn_mut(h).map(|c| c.linger_zero = on)
+    }
+
+    /// Everything a poll of connection `h` reads, in one lookup: as
+    /// `tcp_state`, `tcp_recv_queued`, `tcp_recv_readable`,
+    /// `tcp_readiness(h).urgent`, `tcp_send_space`, `tcp_send_queued` and
+    /// `tcp_peek_error` each would.
+    pub fn tcp_poll_view(&self, h: SocketHandle) -> Result<TcpPollView, SocketError> {
+        let c = self.tcp_conn(h)?;
+        Ok(TcpPollView {
+            state: c.state,
+            recv_queued: c.recv.readable(),
+            recv_readable: c.readable_for_poll(),
+            urgent: c.urgent_pending(),
+            send_space: c.send_space(),
+            send_queued: c.send.len(),
+            error: c.error,
+        })
     }
 
     /// Room in the send buffer.

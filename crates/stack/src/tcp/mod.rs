@@ -27,5 +27,5 @@ mod types;
 pub(crate) mod urgent;
 
 pub use cc::CcAlgorithm;
-pub use types::{EcnMode, Readiness, Shutdown, TcpConfig, TcpInfo, TcpState};
+pub use types::{EcnMode, Readiness, Shutdown, TcpConfig, TcpInfo, TcpPollView, TcpState};
 pub use urgent::OobRead;

@@ -66,6 +66,27 @@ pub struct Readiness {
     pub urgent: bool,
 }
 
+/// What a poll of a connection reads, taken in one look (the socket
+/// layer computes its readiness from this after every event, so one
+/// lookup instead of one per figure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpPollView {
+    pub state: TcpState,
+    /// Bytes waiting to be read (FIONREAD).
+    pub recv_queued: usize,
+    /// Bytes a read returns now (not an out-of-line urgent octet at the
+    /// read position).
+    pub recv_readable: usize,
+    /// An urgent octet waits for `recv(MSG_OOB)`.
+    pub urgent: bool,
+    /// Room in the send buffer.
+    pub send_space: usize,
+    /// Bytes queued to send (sent or not).
+    pub send_queued: usize,
+    /// The pending error, left in place.
+    pub error: Option<crate::SocketError>,
+}
+
 /// `net.inet.tcp.ecn.enable`: whether connections use ECN (RFC 3168),
 /// FreeBSD's values (Linux's `net.ipv4.tcp_ecn` has the same three).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
