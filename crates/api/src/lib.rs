@@ -135,4 +135,4 @@ pub use poll::{idle_wait, poll, readiness};
 pub use sockopt::TCP_INFO_LEN;
 pub use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 pub use worker::{hold_for_fork, Drive, ForkHold, Inherited, ProgressWatch, ADOPT_AFTER};
-pub use zero_copy::{zc_send_commit, zc_send_reserve, ZcSendBuf};
+pub use zero_copy::{zc_send_commit, zc_send_fill, zc_send_reserve, ZcSendBuf};

@@ -242,9 +242,16 @@ impl Worker {
                         o.cork = v != 0;
                         if let (Some(h), Some(e)) = (conn, engine) {
                             let d = self.engines[e].driver.as_mut();
-                            driver::call(d, |now, stack, sink| {
-                                stack.tcp_set_cork(now, h, v != 0, sink)
-                            })?;
+                            if v != 0 {
+                                // Corking only holds what comes next: no
+                                // clock, nothing to send (nginx corks and
+                                // uncorks every response).
+                                d.stack_mut().tcp_cork(h)?;
+                            } else {
+                                driver::call(d, |now, stack, sink| {
+                                    stack.tcp_set_cork(now, h, false, sink)
+                                })?;
+                            }
                         }
                     }
                     TCP_KEEPIDLE | TCP_KEEPINTVL => {

@@ -72,6 +72,27 @@ pub fn zc_send_commit(fd: RawFd, n: usize) -> Result<usize> {
     owner.exec(|w| w.zc_commit(w.key(fd), n))?
 }
 
+/// [`zc_send_reserve`] of at most `want` bytes, `fill` on the region (it
+/// writes there and says how many bytes it wrote) and [`zc_send_commit`]
+/// of those bytes, in one hold of the worker: sendfile's path, a file read
+/// straight into the send buffer with one look at the socket, not two.
+/// Returns what was sent (0 when `fill` wrote nothing); the errors of
+/// [`zc_send_reserve`] (a blocking socket waits for room as there), or
+/// `fill`'s error, with nothing sent, as `Ok(Err(..))`.
+pub fn zc_send_fill(
+    fd: RawFd,
+    want: usize,
+    mut fill: impl FnMut(&mut [u8]) -> Result<usize> + Send,
+) -> Result<Result<usize>> {
+    let owner = Owner::of(fd)?;
+    if !matches!(owner, Owner::Local) {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    blocking(&owner, fd, Dir::Write, 0, |w| {
+        w.zc_fill(w.key(fd), want, &mut fill)
+    })
+}
+
 impl Worker {
     /// The connection of a TCP socket `fd` that may send, with the
     /// errors of a zero-copy call that finds it may not.
@@ -111,6 +132,37 @@ impl Worker {
             }),
             Err(e) => Err(send_errno(e)),
         }
+    }
+
+    /// See [`zc_send_fill`]: the outer error is the socket's (EAGAIN
+    /// waits), the inner one `fill`'s.
+    fn zc_fill(
+        &mut self,
+        fd: RawFd,
+        want: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<usize>,
+    ) -> Result<Result<usize>> {
+        let h = self.zc_connection(fd)?;
+        let (sock, d) = parts(self, fd)?;
+        let region = d
+            .stack_mut()
+            .tcp_send_reserve(h, want)
+            .map_err(send_errno)?;
+        let lent = region.len();
+        let got = match fill(region) {
+            Ok(g) if g <= lent => g,
+            r => {
+                // Nothing sent: the loan given back.
+                let _ = driver::call(d, |now, stack, sink| stack.tcp_send_commit(now, h, 0, sink));
+                return Ok(Err(r.err().unwrap_or(Errno::EINVAL)));
+            }
+        };
+        let n = driver::call(d, |now, stack, sink| {
+            stack.tcp_send_commit(now, h, got, sink)
+        })
+        .map_err(send_errno)?;
+        sock.totals.written += n as u64;
+        Ok(Ok(n))
     }
 
     fn zc_commit(&mut self, fd: RawFd, n: usize) -> Result<usize> {

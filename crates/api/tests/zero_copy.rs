@@ -125,3 +125,45 @@ fn refusals_have_linux_errno_values() {
     assert_eq!(api::zc_send_commit(c, 5), Err(Errno::EPIPE));
     assert_eq!(api::zc_send_reserve(c, 5), Err(Errno::EPIPE));
 }
+
+#[test]
+fn fill_sends_what_it_wrote_and_nothing_on_its_error() {
+    let _e = two_engines();
+    let (c, s) = pair(7102);
+
+    // What fill writes in the region is sent, in order with a write.
+    assert_eq!(api::write(s, b"head:"), Ok(5));
+    let sent = api::zc_send_fill(s, 600, |dst| {
+        assert_eq!(dst.len(), 600);
+        dst[..4].copy_from_slice(b"body");
+        Ok(4)
+    });
+    assert_eq!(sent, Ok(Ok(4)));
+    // fill's own error: nothing sent, the loan given back (a write
+    // follows at once), and the error returned as fill's.
+    assert_eq!(
+        api::zc_send_fill(s, 10, |dst| {
+            dst.fill(b'!');
+            Err(Errno(libc::EIO))
+        }),
+        Ok(Err(Errno(libc::EIO)))
+    );
+    // More than lent: EINVAL as fill's error, nothing sent.
+    assert_eq!(
+        api::zc_send_fill(s, 3, |dst| Ok(dst.len() + 1)),
+        Ok(Err(Errno::EINVAL))
+    );
+    // Nothing written: 0, nothing sent.
+    assert_eq!(api::zc_send_fill(s, 3, |_| Ok(0)), Ok(Ok(0)));
+    assert_eq!(api::write(s, b":tail"), Ok(5));
+    let mut got = [0u8; 14];
+    assert_eq!(api::recv(c, &mut got, MSG_WAITALL), Ok(14));
+    assert_eq!(&got, b"head:body:tail");
+
+    // The socket's refusals as zc_send_reserve's, fill never called.
+    let udp = api::socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+    let never = |_: &mut [u8]| -> Result<usize, Errno> { panic!("fill called") };
+    assert_eq!(api::zc_send_fill(udp, 1, never), Err(Errno::EOPNOTSUPP));
+    api::shutdown(s, SHUT_WR).unwrap();
+    assert_eq!(api::zc_send_fill(s, 1, never), Err(Errno::EPIPE));
+}

@@ -1,6 +1,7 @@
 //! The socket calls: `ustack_socket` ... `ustack_fcntl`, each the POSIX
 //! call of the same name over the socket layer.
 
+use std::borrow::Cow;
 use std::io::{IoSlice, IoSliceMut};
 use std::os::raw::{c_int, c_ulong, c_void};
 
@@ -50,9 +51,19 @@ pub(crate) unsafe fn bytes_mut<'a>(buf: *mut c_void, len: usize) -> Result<&'a m
 /// # Safety
 /// `iov` is null or points to `count` iovecs, each of which describes
 /// memory valid as in [`bytes`] (or [`bytes_mut`] for `_mut`).
-pub(crate) unsafe fn iovecs<'a>(iov: *const iovec, count: c_int) -> Result<Vec<IoSlice<'a>>> {
+pub(crate) unsafe fn iovecs<'a>(iov: *const iovec, count: c_int) -> Result<Cow<'a, [IoSlice<'a>]>> {
     // SAFETY: passed on.
     let raw = unsafe { iov_array(iov, count)? };
+    if raw.iter().all(|v| !v.iov_base.is_null()) {
+        // The common case, without a copy (a writev per response): the
+        // caller's array itself.  SAFETY: `IoSlice` is ABI-compatible with
+        // `iovec` on Unix (std's promise), every base is non-null and
+        // describes `iov_len` readable bytes for `'a` (our caller's).
+        return Ok(Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(raw.as_ptr().cast::<IoSlice<'a>>(), raw.len())
+        }));
+    }
+    // A null base: EFAULT unless its length is 0 (then an empty slice).
     raw.iter()
         // SAFETY: each iovec describes readable memory (our caller's promise).
         .map(|v| unsafe { bytes(v.iov_base, v.iov_len) }.map(IoSlice::new))
@@ -443,4 +454,41 @@ pub extern "C" fn ustack_fcntl(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
 #[no_mangle]
 pub extern "C" fn ustack_is_fd(fd: c_int) -> c_int {
     c_int::from(api::is_ustack_fd(fd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iov(base: *const u8, len: usize) -> iovec {
+        iovec {
+            iov_base: base as *mut c_void,
+            iov_len: len,
+        }
+    }
+
+    #[test]
+    fn iovecs_borrow_the_callers_array_and_check_as_linux() {
+        let (a, b) = (*b"head", *b"body!");
+        let v = [iov(a.as_ptr(), 4), iov(b.as_ptr(), 5), iov(b.as_ptr(), 0)];
+        // SAFETY: three iovecs over live arrays.
+        let got = unsafe { iovecs(v.as_ptr(), 3) }.unwrap();
+        assert!(matches!(got, Cow::Borrowed(_)), "no copy of the array");
+        let joined: Vec<u8> = got.iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(joined, b"headbody!");
+        // A null base of length 0 is an empty buffer (copied form).
+        let v = [iov(a.as_ptr(), 4), iov(std::ptr::null(), 0)];
+        // SAFETY: as above; the null one has no bytes.
+        let got = unsafe { iovecs(v.as_ptr(), 2) }.unwrap();
+        assert_eq!(got.iter().map(|s| s.len()).collect::<Vec<_>>(), [4, 0]);
+        // A null base with bytes: EFAULT; a bad count: EINVAL.
+        let v = [iov(std::ptr::null(), 1)];
+        // SAFETY: one iovec; its null base is refused before any read.
+        assert_eq!(unsafe { iovecs(v.as_ptr(), 1) }.err(), Some(EFAULT));
+        // SAFETY: the count is refused before the array is read.
+        assert_eq!(
+            unsafe { iovecs(v.as_ptr(), IOV_MAX + 1) }.err(),
+            Some(Errno::EINVAL)
+        );
+    }
 }

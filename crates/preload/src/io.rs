@@ -472,7 +472,7 @@ unsafe fn copy_file_to_ustack(
         }
         o
     };
-    let r = copy_loop(out, n, |dst: &mut [u8], at: usize| {
+    let r = copy_loop(out, n, false, |dst: &mut [u8], at: usize| {
         // SAFETY: `dst` is writable memory of its length.
         let r = unsafe {
             libc::pread64(
@@ -506,36 +506,29 @@ unsafe fn copy_file_to_ustack(
 /// Moves up to `n` bytes from `fill` (which reads into a buffer at the
 /// stream position it is given and says how much it read; 0 is the end)
 /// into ustack socket `out`.  Returns the bytes sent, or the error with
-/// the bytes sent before it.
+/// the bytes sent before it.  `source_may_block`: `fill` may wait (a
+/// pipe), so the worker is not held while it runs.
 fn copy_loop(
     out: RawFd,
     n: usize,
-    mut fill: impl FnMut(&mut [u8], usize) -> Result<usize, Errno>,
+    source_may_block: bool,
+    mut fill: impl FnMut(&mut [u8], usize) -> Result<usize, Errno> + Send,
 ) -> Result<usize, (usize, Errno)> {
     let mut sent = 0usize;
     let mut bounce: Vec<u8> = Vec::new();
     while sent < n {
         let want = n - sent;
-        match api::zc_send_reserve(out, want.min(1 << 20)) {
-            Ok(region) => {
-                // SAFETY: the socket layer lends `len` writable bytes at
-                // `ptr` until the commit, touched by nothing else meanwhile.
-                let dst =
-                    unsafe { std::slice::from_raw_parts_mut(region.ptr.as_ptr(), region.len) };
-                let got = match fill(dst, sent) {
-                    Ok(g) => g,
-                    Err(e) => {
-                        let _ = api::zc_send_commit(out, 0);
-                        return Err((sent, e));
-                    }
-                };
-                if got == 0 {
-                    let _ = api::zc_send_commit(out, 0);
-                    break;
-                }
-                api::zc_send_commit(out, got).map_err(|e| (sent, e))?;
-                sent += got;
-            }
+        let step = if source_may_block {
+            reserve_fill_commit(out, want.min(1 << 20), |dst| fill(dst, sent))
+        } else {
+            // A file read does not block: reserve, fill and commit in one
+            // hold of the worker.
+            api::zc_send_fill(out, want.min(1 << 20), |dst| fill(dst, sent))
+        };
+        match step {
+            Ok(Ok(0)) => break,
+            Ok(Ok(got)) => sent += got,
+            Ok(Err(e)) => return Err((sent, e)),
             // Not the engine's thread, or UDP: through a buffer.
             Err(Errno::EOPNOTSUPP) => {
                 bounce.resize(want.min(COPY_CHUNK), 0);
@@ -553,6 +546,26 @@ fn copy_loop(
         }
     }
     Ok(sent)
+}
+
+/// As `api::zc_send_fill`, with the worker not held while `fill` runs (a
+/// pipe's read may block, and another thread may then drive the engine).
+fn reserve_fill_commit(
+    out: RawFd,
+    want: usize,
+    fill: impl FnOnce(&mut [u8]) -> Result<usize, Errno>,
+) -> Result<Result<usize, Errno>, Errno> {
+    let region = api::zc_send_reserve(out, want)?;
+    // SAFETY: the socket layer lends `len` writable bytes at `ptr` until
+    // the commit, touched by nothing else meanwhile.
+    let dst = unsafe { std::slice::from_raw_parts_mut(region.ptr.as_ptr(), region.len) };
+    match fill(dst) {
+        Ok(got) => api::zc_send_commit(out, got).map(Ok),
+        Err(e) => {
+            let _ = api::zc_send_commit(out, 0);
+            Ok(Err(e))
+        }
+    }
 }
 
 /// # Safety
@@ -585,7 +598,7 @@ pub unsafe extern "C" fn splice(
                 return ret_size(Err(e));
             }
             let _g = Inside::enter();
-            let r = copy_loop(fout, n, |dst: &mut [u8], _| {
+            let r = copy_loop(fout, n, true, |dst: &mut [u8], _| {
                 // SAFETY: `dst` is writable memory of its length.
                 let r = unsafe { real::read(fin, dst.as_mut_ptr().cast(), dst.len()) };
                 if r < 0 {

@@ -1416,6 +1416,12 @@ impl Stack {
         Ok(())
     }
 
+    /// TCP_CORK on: as `tcp_set_cork(.., true, ..)`, which sends nothing
+    /// and needs no clock.
+    pub fn tcp_cork(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        self.tcp_conn_mut(h).map(|c| c.cork = true)
+    }
+
     /// SO_KEEPALIVE.
     pub fn tcp_set_keepalive(
         &mut self,

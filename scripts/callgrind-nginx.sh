@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Instructions and syscalls per request of nginx under `ustack run`, the
+# keep-alive workload of `make bench` (nginx_preload_keepalive_600b: the
+# same nginx configuration, a 600-byte page, sendfile and tcp_nopush on,
+# AF_PACKET, idle_sleep=0), counted by callgrind and strace: the evidence
+# for the preload's fast paths (the machine's throughput figures are
+# noisy; instruction counts are not).
+#
+#   sudo scripts/callgrind-nginx.sh callgrind|strace [SECONDS] [BIN_DIR]
+#
+# nginx (master and one worker, as the bench) runs in the root namespace
+# over a veth whose peer, in a namespace of its own (10.99.87.1), runs
+# wrk -t1 -c20.  callgrind: the worker's counters are zeroed after a
+# warm-up and dumped after SECONDS of load; prints, per request, the
+# total, each object's part, the interposed calls' inclusive cost
+# (epoll_pwait's includes the engine's turns, idle ones too, so it varies
+# with the load; the rest does not) and the heaviest functions
+# (scripts/callgrind-split.py).  strace: syscalls per request over the
+# same load (strace -c on the worker, attached after the warm-up).
+set -euo pipefail
+MODE=$1 SECS=${2:-10} BIN=${3:-target/release}
+NS=ucn$$n A=ucn$$a B=ucn$$b
+D=$(mktemp -d)
+SRV=
+cleanup() {
+    [ -n "$SRV" ] && kill "$SRV" 2>/dev/null || true
+    sleep 0.5
+    [ -n "$SRV" ] && kill -9 "$SRV" 2>/dev/null || true
+    ip netns del "$NS" 2>/dev/null || true
+    ip link del "$A" 2>/dev/null || true
+    rm -rf "$D"
+}
+trap cleanup EXIT
+ip netns add "$NS"
+ip link add "$A" type veth peer name "$B"
+ip link set "$B" netns "$NS"
+ip -n "$NS" addr add 10.99.87.1/24 dev "$B"
+ip -n "$NS" link set "$B" up
+ip -n "$NS" link set lo up
+ip link set "$A" up
+echo 1 >"/proc/sys/net/ipv6/conf/$A/disable_ipv6"
+ethtool -K "$A" tso off gso off >/dev/null
+ip netns exec "$NS" ethtool -K "$B" tso off gso off >/dev/null
+ip -n "$NS" neigh replace 10.99.87.2 lladdr "$(cat "/sys/class/net/$A/address")" dev "$B" nud permanent
+printf '[dpdk]\nidle_sleep=0\n[port0]\nlink=af_packet:%s\naddr=10.99.87.2/24\n' "$A" >"$D/u.ini"
+mkdir -p "$D/www"
+python3 -c 'import sys
+head = b"<!DOCTYPE html>\n<html><body><p>ustack-bench nginx</p>\n<p>"
+tail = b"</p></body></html>\n"
+sys.stdout.buffer.write(head + b"x" * (600 - len(head) - len(tail)) + tail)' >"$D/www/index.html"
+cat >"$D/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid $D/nginx.pid;
+error_log $D/error.log warn;
+events {
+    worker_connections 4096;
+}
+http {
+    types {
+        text/html html;
+    }
+    default_type application/octet-stream;
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 65;
+    client_body_temp_path $D/client_body;
+    proxy_temp_path $D/proxy;
+    fastcgi_temp_path $D/fastcgi;
+    uwsgi_temp_path $D/uwsgi;
+    scgi_temp_path $D/scgi;
+    server {
+        listen 80 reuseport;
+        server_name _;
+        root $D/www;
+    }
+}
+EOF
+case "$MODE" in
+callgrind)
+    TRACE=(valgrind --tool=callgrind --dump-instr=no --collect-jumps=no --trace-children=yes
+        "--callgrind-out-file=$D/cg.out.%p")
+    ;;
+strace) TRACE=() ;;
+*)
+    echo "mode: callgrind or strace" >&2
+    exit 2
+    ;;
+esac
+"$BIN/ustack" run --config "$D/u.ini" -- "${TRACE[@]}" nginx -c "$D/nginx.conf" \
+    >"$D/nginx.stdout" 2>&1 &
+SRV=$!
+for _ in $(seq 120); do
+    ip netns exec "$NS" curl -s -m 2 -o "$D/got" http://10.99.87.2/index.html && break
+    sleep 1
+done
+cmp "$D/got" "$D/www/index.html"
+WRK=(ip netns exec "$NS" wrk -t1 -c20)
+"${WRK[@]}" -d2s http://10.99.87.2/index.html >"$D/warm.out"
+MASTER=$(cat "$D/nginx.pid")
+WORKER=$(pgrep -P "$MASTER" | head -1)
+if [ "$MODE" = callgrind ]; then
+    callgrind_control -z "$WORKER" >/dev/null
+    "${WRK[@]}" "-d${SECS}s" http://10.99.87.2/index.html | tee "$D/wrk.out"
+    callgrind_control -d "$WORKER" >/dev/null
+    sleep 1
+    DUMP=$(ls -t "$D"/cg.out."$WORKER"* | head -1)
+    # CALLGRIND_KEEP=FILE keeps the dump for callgrind_annotate.
+    [ -n "${CALLGRIND_KEEP:-}" ] && cp "$DUMP" "$CALLGRIND_KEEP"
+else
+    strace -c -p "$WORKER" -o "$D/strace.out" &
+    ST=$!
+    sleep 0.3
+    "${WRK[@]}" "-d${SECS}s" http://10.99.87.2/index.html | tee "$D/wrk.out"
+    kill -INT "$ST"
+    wait "$ST" || true
+fi
+REQS=$(awk '/requests in/ {print $1}' "$D/wrk.out")
+grep -q "Socket errors" "$D/wrk.out" && { echo "wrk saw socket errors" >&2; exit 1; }
+if [ "$MODE" = callgrind ]; then
+    # The total, each object's part, the interposed calls (inclusive) and
+    # the heaviest functions, per request.
+    python3 "$(dirname "$0")/callgrind-split.py" "$DUMP" "$REQS" \
+        epoll_pwait recv writev sendfile64 setsockopt close
+else
+    echo "requests $REQS"
+    awk -v r="$REQS" '$NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ {
+        c = $4
+        printf "  %-16s %10d calls  %.3f per request\n", $NF, c, c / r }' "$D/strace.out"
+fi
