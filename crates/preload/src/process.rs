@@ -473,6 +473,10 @@ fn start_on_this_thread(s: &'static Settings, thread_engine: Option<usize>) -> R
     };
     match started {
         Ok(()) => {
+            if thread_engine.is_none() {
+                // Before the group can hand this engine a connection.
+                crate::place::listeners_on_new_engine();
+            }
             if let Err(e) = share_ports(s, thread_engine.unwrap_or(0)) {
                 eprintln!("libustack_preload[{}]: {e}", std::process::id());
                 match thread_engine {

@@ -250,6 +250,13 @@ pub struct DispatchCounters {
     pub handoff_neighbors_received: u64,
     /// Errors reading an ARP tap.
     pub arp_tap_errors: u64,
+    /// Frames of an AF_XDP queue no process holds, read from the pass tap
+    /// (`link::PassTap`) and received.
+    pub pass_tap_frames: u64,
+    /// Such frames longer than the tap's buffer, dropped.
+    pub pass_tap_truncated: u64,
+    /// Errors reading the pass tap.
+    pub pass_tap_errors: u64,
 }
 
 impl DispatchCounters {
@@ -287,6 +294,9 @@ impl DispatchCounters {
             self.handoff_neighbors_received,
         );
         f("arp_tap_errors", self.arp_tap_errors);
+        f("pass_tap_frames", self.pass_tap_frames);
+        f("pass_tap_truncated", self.pass_tap_truncated);
+        f("pass_tap_errors", self.pass_tap_errors);
     }
 }
 
@@ -309,6 +319,10 @@ pub struct Dispatcher<B> {
     arp_taps: Vec<(u16, link::ArpTap)>,
     /// The group's channel for frames of flows another process has.
     handoff: Option<link::FlowHandoff>,
+    /// By port, the frames of AF_XDP queues no process of the group holds
+    /// (`link::PassTap`), with the buffer they are read into.
+    pass_taps: Vec<(u16, link::PassTap)>,
+    pass_buf: Vec<u8>,
     /// Copy the ARP and neighbour discovery frames received to the group's
     /// other processes over `handoff`: their links (AF_XDP queues) never
     /// see the frames of this process's queue, and no tap does.
@@ -369,6 +383,8 @@ impl<B: PacketBuffer> Dispatcher<B> {
             hook: None,
             arp_taps: Vec::new(),
             handoff: None,
+            pass_taps: Vec::new(),
+            pass_buf: Vec::new(),
             share_neighbors: false,
             every_member_receives: false,
             offers: std::collections::VecDeque::new(),
@@ -453,6 +469,13 @@ impl<B: PacketBuffer> Dispatcher<B> {
         self.arp_taps.push((port, tap));
     }
 
+    /// Reads port `port`'s frames that no AF_XDP socket of the group took
+    /// from `tap`, and receives them as the port's own.
+    pub fn add_pass_tap(&mut self, port: u16, tap: link::PassTap) {
+        self.pass_taps.push((port, tap));
+        self.pass_buf = vec![0; link::pass_tap::PASS_TAP_FRAME];
+    }
+
     pub fn engine(&self) -> usize {
         self.engine
     }
@@ -487,6 +510,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             .flatten()
             .filter_map(|k| k.tap.rx_fd())
             .chain(self.arp_taps.iter().map(|(_, t)| t.fd()))
+            .chain(self.pass_taps.iter().map(|(_, t)| t.fd()))
             .chain(self.handoff.iter().map(|h| h.fd()))
     }
 
@@ -860,7 +884,8 @@ pub(super) fn serve<L: Link>(
     // The group's side channels (ARP taps, handoffs) carry little and
     // rarely: read at most once per SIDE_READ_EVERY, not every turn (each
     // read is a system call, most of them finding nothing).
-    let side = (!d.arp_taps.is_empty() || d.handoff.is_some()) && now >= d.next_side_read;
+    let side = (!d.arp_taps.is_empty() || d.handoff.is_some() || !d.pass_taps.is_empty())
+        && now >= d.next_side_read;
     if side {
         d.next_side_read = now + SIDE_READ_EVERY;
     }
@@ -897,6 +922,12 @@ pub(super) fn serve<L: Link>(
             };
             stack.receive(now, IfaceId(*port), &frame[..n], meta, &mut muted);
         }
+    }
+    // Frames of queues no process holds: received as the port's own
+    // (offered to the others if the flow is not ours), and their neighbour
+    // frames shared, as those of our own queue are.
+    if side && !d.pass_taps.is_empty() {
+        work |= serve_pass_taps(d, stack, ports, counters, now);
     }
     // Frames of our flows that reached another process of the group, and
     // claims of our offers.
@@ -1038,6 +1069,62 @@ pub(super) fn serve<L: Link>(
             k.tap.recycle(b);
         }
     }
+    work
+}
+
+/// Reads the pass taps (see [`Dispatcher::add_pass_tap`]).  Returns
+/// whether there was work.
+fn serve_pass_taps<L: Link>(
+    d: &mut Dispatcher<L::Buf>,
+    stack: &mut Stack,
+    ports: &mut [Port<L>],
+    counters: &mut EngineCounters,
+    now: Instant,
+) -> bool {
+    let mut work = false;
+    let mut buf = std::mem::take(&mut d.pass_buf);
+    for t in 0..d.pass_taps.len() {
+        let port = d.pass_taps[t].0;
+        if usize::from(port) >= ports.len() {
+            continue;
+        }
+        for _ in 0..INBOUND_BUDGET {
+            let got = match d.pass_taps[t].1.recv(&mut buf) {
+                Ok(Some(got)) => got,
+                Ok(None) => break,
+                Err(_) => {
+                    d.counters.pass_tap_errors += 1;
+                    break;
+                }
+            };
+            work = true;
+            if got.truncated {
+                d.counters.pass_tap_truncated += 1;
+                continue;
+            }
+            d.counters.pass_tap_frames += 1;
+            let frame = &buf[..got.len];
+            if d.share_neighbors && classify(frame).is_neighbor_discovery() {
+                if let Some(h) = d.handoff.as_mut() {
+                    h.share_neighbor(port, frame);
+                    d.counters.handoff_neighbors_shared += 1;
+                }
+            }
+            let meta = RxMeta {
+                csum_partial: got.csum_partial,
+            };
+            let mut sink = TxQueues {
+                ports,
+                now,
+                counters,
+            };
+            stack.receive(now, IfaceId(port), frame, meta, &mut sink);
+            if stack.take_handoff() {
+                d.offer(usize::from(port), got.csum_partial, frame);
+            }
+        }
+    }
+    d.pass_buf = buf;
     work
 }
 
