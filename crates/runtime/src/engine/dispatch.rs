@@ -238,9 +238,15 @@ pub struct DispatchCounters {
     pub handoff_received: u64,
     /// Frames another process offered that were ours (claimed).
     pub handoff_claimed: u64,
-    /// Offers of ours nobody claimed in time: received as if the ports
-    /// were not shared (a reset for a segment of no connection).
+    /// Offers of ours nobody claimed (every member they went to declined,
+    /// or one never answered within `OFFER_WAIT_MAX`): received as if the
+    /// ports were not shared (a reset for a segment of no connection).
     pub handoff_expired: u64,
+    /// Offers of ours that a member declined (not its flow).
+    pub handoff_declined: u64,
+    /// Offers of ours answered only by the time limit: a member they went
+    /// to never said (busy for `OFFER_WAIT_MAX`, or gone with the record).
+    pub handoff_unanswered: u64,
     /// Errors reading the handoff channel.
     pub handoff_errors: u64,
     /// ARP and neighbour discovery frames copied to the group's other
@@ -287,6 +293,8 @@ impl DispatchCounters {
         f("handoff_received", self.handoff_received);
         f("handoff_claimed", self.handoff_claimed);
         f("handoff_expired", self.handoff_expired);
+        f("handoff_declined", self.handoff_declined);
+        f("handoff_unanswered", self.handoff_unanswered);
         f("handoff_errors", self.handoff_errors);
         f("handoff_neighbors_shared", self.handoff_neighbors_shared);
         f(
@@ -340,22 +348,28 @@ pub struct Dispatcher<B> {
     rss: Option<std::sync::Arc<stack::steer::RssSteering>>,
 }
 
-/// A frame offered to the group, kept until a member claims it or its
-/// time passes (then it is ours to answer: with a reset).
+/// A frame offered to the group, kept until a member claims it, or every
+/// member it went to declines it, or its time passes (then it is ours to
+/// answer: with a reset).
 struct PendingOffer {
     id: u32,
     deadline: std::time::Instant,
+    /// Members it went to that have not answered yet.
+    awaiting: usize,
     port: u16,
     csum_partial: bool,
     frame: Vec<u8>,
 }
 
-/// How long an offer waits for a claim.  The other processes answer on
-/// their next side read or when their idle wait sees the channel
-/// readable, but a busy one may take a while, and a claim that comes after
-/// the reset went out is too late: the wait is long, as it costs only the
-/// memory of frames nobody has (rare outside a restart).
-const OFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+/// How long an offer waits at most for its answers.  Every member it went
+/// to answers, with a claim (the flow is its) or a decline, on its next
+/// side read or when its idle wait sees the channel readable; the offer
+/// is ours to answer once all have declined.  A member busy in the
+/// program between two waits may take a while, and answering before it
+/// does would reset a connection it has (Linux never loses a flow of a
+/// live process): the wait ends without all answers only for a member
+/// that is stuck or left the group with the offer unread.
+const OFFER_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// Offers waiting at most; past it the oldest is dropped unanswered.
 const MAX_OFFERS: usize = 8192;
 /// How soon an outbox the receiver's queue refused is tried again.
@@ -425,7 +439,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
         let o = h.offer(port as u16, csum_partial, frame);
         let deadline = if o.queued > 0 {
             self.counters.handoff_offered += 1;
-            std::time::Instant::now() + OFFER_WAIT
+            std::time::Instant::now() + OFFER_WAIT_MAX
         } else if o.members == 0 {
             // Nobody else could have the flow: answered at once.
             self.counters.handoff_unsent += 1;
@@ -441,6 +455,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
         self.offers.push_back(PendingOffer {
             id: o.id,
             deadline,
+            awaiting: o.queued,
             port: port as u16,
             csum_partial,
             frame: frame.to_vec(),
@@ -933,6 +948,8 @@ pub(super) fn serve<L: Link>(
     // claims of our offers.
     if let Some(h) = d.handoff.as_mut().filter(|_| side) {
         let mut claims = Vec::new();
+        let mut declines = Vec::new();
+        let wall = std::time::Instant::now();
         for _ in 0..INBOUND_BUDGET {
             let datagram = match h.receive() {
                 Ok(Some(datagram)) => datagram,
@@ -978,6 +995,17 @@ pub(super) fn serve<L: Link>(
                         }
                         continue;
                     }
+                    Ok(link::handoff::Message::Decline { id }) => {
+                        d.counters.handoff_declined += 1;
+                        if let Some(o) = d.offers.iter_mut().find(|o| o.id == id) {
+                            o.awaiting = o.awaiting.saturating_sub(1);
+                            if o.awaiting == 0 {
+                                // Nobody has the flow: ours to answer now.
+                                o.deadline = wall;
+                            }
+                        }
+                        continue;
+                    }
                     Err(link::handoff::Malformed) => {
                         d.counters.handoff_malformed += 1;
                         continue;
@@ -997,16 +1025,20 @@ pub(super) fn serve<L: Link>(
                 if stack.receive_handed_over(now, IfaceId(port), frame, meta, &mut sink) {
                     d.counters.handoff_claimed += 1;
                     claims.push(from);
+                } else {
+                    declines.push(from);
                 }
             }
         }
         for from in &claims {
             h.claim(from);
         }
+        for from in &declines {
+            h.decline(from);
+        }
         // Offers nobody claimed: ours to answer.
-        // (Those offered to nobody are due at once, behind others that
-        // wait: the queue is not in deadline order.)
-        let wall = std::time::Instant::now();
+        // (Those offered to nobody or declined by all are due at once,
+        // behind others that wait: the queue is not in deadline order.)
         let mut due = Vec::new();
         if d.offers.iter().any(|o| o.deadline <= wall) {
             for o in std::mem::take(&mut d.offers) {
@@ -1020,6 +1052,9 @@ pub(super) fn serve<L: Link>(
         for o in due {
             work = true;
             d.counters.handoff_expired += 1;
+            if o.awaiting > 0 {
+                d.counters.handoff_unanswered += 1;
+            }
             if usize::from(o.port) >= ports.len() {
                 continue;
             }
