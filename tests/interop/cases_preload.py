@@ -1706,23 +1706,32 @@ def wrk_threads(ctx, name, sets, keepalive):
 #     closes its listener; each worker serves it on an engine of its own.
 
 PREFORK_SERVER = r"""
-import os, select, socket, sys, time
+import os, select, signal, socket, sys, time
+# A worker serves until SIGUSR1 (the test sends it after its requests),
+# or argv[1] seconds at most.
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 8091))
 s.listen(64)
-c, _ = s.accept()
-c.recv(1000)
-c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
-c.close()
+for _ in range(int(sys.argv[2])):
+    c, _ = s.accept()
+    c.recv(1000)
+    c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
+    c.close()
 kids = []
 for k in range(2):
     pid = os.fork()
     if pid == 0:
         served = 0
         end = time.monotonic() + float(sys.argv[1])
-        while time.monotonic() < end:
-            if not select.select([s], [], [], 0.1)[0]:
+        while time.monotonic() < end and not stop:
+            try:
+                ready = select.select([s], [], [], 0.1)[0]
+            except InterruptedError:
+                continue
+            if not ready:
                 continue
             c, _ = s.accept()
             c.recv(1000)
@@ -1773,12 +1782,18 @@ def _(ctx):
     prefork_test(ctx, "preload_prefork_af_xdp", (), xdp=True)
 
 
+PARENT_REQUESTS = 8
+
+
 def prefork_test(ctx, name, sets, xdp=False):
     p = Preload(ctx, name, sets=sets, xdp=xdp)
     script = os.path.join(ctx.workdir, "prefork_server.py")
     with open(script, "w") as f:
         f.write(PREFORK_SERVER)
-    srv = p.start(["/usr/bin/python3", script, "3"], "prefork-server")
+    # The parent serves PARENT_REQUESTS before it forks: over AF_XDP each
+    # connection lands on one of the veth's two queues (the kernel peer's
+    # choice), and the parent's engine holds queue 0 alone.
+    srv = p.start(["/usr/bin/python3", script, "30", str(PARENT_REQUESTS)], "prefork-server")
     url = f"http://{p.ustack_ip}:8091/"
     deadline = time.monotonic() + 20
     while True:
@@ -1789,9 +1804,18 @@ def prefork_test(ctx, name, sets, xdp=False):
               f"no answer from the parent: rc={r.returncode} {r.stderr.strip()!r}; {srv.stderr()[-1500:]}")
         time.sleep(0.1)
     check(r.stdout.strip() == "parent", f"the parent's reply: {r.stdout!r}")
+    for i in range(1, PARENT_REQUESTS):
+        r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+        check(r.returncode == 0 and r.stdout.strip() == "parent",
+              f"request {i} to the parent before the fork: rc={r.returncode} {r.stdout!r} {r.stderr.strip()!r}")
     m = srv.wait_line(r"^workers (\d+) (\d+) parent (\d+)$", timeout=10)
     workers = {int(m.group(1)), int(m.group(2))}
     parent = int(m.group(3))
+    if p.ustack and xdp:
+        # The connections of the queue nobody held came through the pass
+        # tap (each lands there with even odds).
+        passed = p.stats().get(parent, {}).get("pass_tap_frames", 0)
+        print(f"    {PARENT_REQUESTS} requests to the parent alone: {passed} frames through its pass tap")
     for w in workers:
         h.on_cleanup(f"prefork worker {w}", lambda w=w: h.pid_alive(w) and os.kill(w, signal.SIGKILL))
     if p.ustack and xdp:
@@ -1826,6 +1850,8 @@ def prefork_test(ctx, name, sets, xdp=False):
         answered[int(got.split()[1])] += 1
     print(f"    16 requests after the fork, answered per worker: {dict(answered)}")
     check(set(answered) == workers, f"only {sorted(answered)} of the workers {sorted(workers)} answered")
+    for w in workers:
+        os.kill(w, signal.SIGUSR1)
     srv.wait_line(r"^parent done$", timeout=15)
     check(srv.wait_exit(5) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
     if p.ustack:

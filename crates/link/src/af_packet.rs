@@ -612,6 +612,14 @@ impl AfPacketLink {
         crate::fanout::join(self.fd.as_raw_fd(), group)
     }
 
+    /// Stops (`on` false) or resumes receiving (see
+    /// [`crate::fanout::set_receiving`]): a socket about to join a group
+    /// that has members stops, drops what it received as a bystander
+    /// (copies of frames the group gave its members), joins, and resumes.
+    pub fn set_receiving(&self, on: bool) -> io::Result<()> {
+        crate::fanout::set_receiving(self.fd.as_raw_fd(), on)
+    }
+
     /// Installs the flow-hash program on the group this socket is in.
     pub fn set_fanout_program(&self) -> io::Result<()> {
         crate::fanout::set_program(self.fd.as_raw_fd(), &crate::fanout::FLOW_HASH_PROGRAM)

@@ -246,6 +246,48 @@ pub fn join(fd: RawFd, group: Option<u16>) -> io::Result<u16> {
     }
 }
 
+/// A socket filter that takes no frame.
+const TAKE_NOTHING: [BpfInsn; 1] = [insn(RET | K, 0, 0, 0)];
+
+/// Stops (`on` false) or resumes the frames packet socket `fd` receives:
+/// a socket filter that takes none, or none at all.  A socket bound to an
+/// interface receives a copy of every frame until it joins a fanout
+/// group; stopped, it receives none of them (see
+/// `AfPacketLink::set_receiving`).
+pub fn set_receiving(fd: RawFd, on: bool) -> io::Result<()> {
+    if on {
+        let none: libc::c_int = 0;
+        // SAFETY: an int option of its size (the kernel ignores it).
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_DETACH_FILTER,
+                (&none as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        // ENOENT: there was no filter.
+        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
+            return Err(io::Error::last_os_error());
+        }
+        return Ok(());
+    }
+    let prog = SockFprog::new(&TAKE_NOTHING)?;
+    // SAFETY: `prog` points at `TAKE_NOTHING`, a static of `len`
+    // instructions; the kernel copies it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&prog as *const SockFprog).cast(),
+            std::mem::size_of::<SockFprog>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
 /// Installs `program` as the group's demultiplexer (through any member).
 pub fn set_program(fd: RawFd, program: &[BpfInsn]) -> io::Result<()> {
     let prog = SockFprog::new(program)?;

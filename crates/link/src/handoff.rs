@@ -31,6 +31,7 @@ const RECORD_HEADER: usize = 12;
 const OFFER: u8 = 0;
 const CLAIM: u8 = 1;
 const NEIGHBOR: u8 = 2;
+const DECLINE: u8 = 3;
 
 /// The largest frame handed over (a jumbo frame and more).
 pub const MAX_FRAME: usize = 16 * 1024;
@@ -123,6 +124,9 @@ pub enum Message<'a> {
     },
     /// Our offer `id` was taken by the member that has its flow.
     Claim { id: u32 },
+    /// Our offer `id` is not this member's: once every member it went to
+    /// has declined, nobody has the flow.
+    Decline { id: u32 },
     /// An ARP or neighbour discovery frame it received on `port`, to be
     /// learned from (not answered: it answered) where the link gives each
     /// process only its own queue's frames (AF_XDP).
@@ -190,6 +194,7 @@ impl<'a> Iterator for Datagram<'a> {
                 },
             })),
             CLAIM if len == 0 => Some(Ok(Message::Claim { id })),
+            DECLINE if len == 0 => Some(Ok(Message::Decline { id })),
             NEIGHBOR => Some(Ok(Message::Neighbor {
                 port: u16::from_ne_bytes([head[2], head[3]]),
                 frame,
@@ -357,7 +362,16 @@ impl FlowHandoff {
 
     /// Tells the member that offered a frame that its flow is ours.
     pub fn claim(&mut self, to: &Sender) {
-        let head = record_header(CLAIM, false, 0, to.id, 0);
+        self.answer(CLAIM, to);
+    }
+
+    /// Tells the member that offered a frame that its flow is not ours.
+    pub fn decline(&mut self, to: &Sender) {
+        self.answer(DECLINE, to);
+    }
+
+    fn answer(&mut self, kind: u8, to: &Sender) {
+        let head = record_header(kind, false, 0, to.id, 0);
         let i = match self.peers.iter().position(|p| p.is(&to.addr, to.len)) {
             Some(i) => i,
             None => {
@@ -497,8 +511,8 @@ mod tests {
                         frame,
                         from,
                     } => got.push((port, csum_partial, frame.to_vec(), from)),
-                    Message::Claim { .. } | Message::Neighbor { .. } => {
-                        panic!("a claim or neighbour frame where offers were expected")
+                    Message::Claim { .. } | Message::Decline { .. } | Message::Neighbor { .. } => {
+                        panic!("an answer or neighbour frame where offers were expected")
                     }
                 }
             }
@@ -539,8 +553,8 @@ mod tests {
             for m in d {
                 match m.unwrap() {
                     Message::Claim { id } => claimed.push(id),
-                    Message::Offer { .. } | Message::Neighbor { .. } => {
-                        panic!("an offer or neighbour frame where claims were expected")
+                    Message::Decline { .. } | Message::Offer { .. } | Message::Neighbor { .. } => {
+                        panic!("another record where claims were expected")
                     }
                 }
             }
@@ -589,6 +603,57 @@ mod tests {
             assert_eq!(got, vec![(1, arp.to_vec())]);
         }
         assert!(a.receive().unwrap().is_none());
+    }
+
+    /// Each member an offer went to answers it: the one with the flow
+    /// claims, the others decline, so the offerer knows when nobody has
+    /// it without a time limit.
+    #[test]
+    fn every_member_answers_an_offer() {
+        let group = 40_000 + (std::process::id() % 5000) as u16;
+        let mut a = FlowHandoff::open(group, 0).unwrap();
+        let mut b = FlowHandoff::open(group, 1).unwrap();
+        let mut c = FlowHandoff::open(group, 2).unwrap();
+        let first = a.offer(0, false, &[1; 60]);
+        let second = a.offer(0, false, &[2; 60]);
+        assert_eq!((first.members, first.queued), (2, 2));
+        a.flush();
+        // b has the first flow, c neither.
+        for (i, (_, _, frame, from)) in offers(&mut b).iter().enumerate() {
+            assert_eq!(frame[0] as usize, i + 1);
+            if i == 0 {
+                b.claim(from);
+            } else {
+                b.decline(from);
+            }
+        }
+        for (_, _, _, from) in &offers(&mut c) {
+            c.decline(from);
+        }
+        b.flush();
+        c.flush();
+        let mut answers = Vec::new();
+        while let Some(d) = a.receive().unwrap() {
+            for m in d {
+                match m.unwrap() {
+                    Message::Claim { id } => answers.push(("claim", id)),
+                    Message::Decline { id } => answers.push(("decline", id)),
+                    Message::Offer { .. } | Message::Neighbor { .. } => {
+                        panic!("another record where answers were expected")
+                    }
+                }
+            }
+        }
+        answers.sort();
+        assert_eq!(
+            answers,
+            vec![
+                ("claim", first.id),
+                ("decline", first.id),
+                ("decline", second.id),
+                ("decline", second.id),
+            ]
+        );
     }
 
     #[test]

@@ -52,18 +52,57 @@ fn sockaddr_bytes(a: &SocketAddr) -> Vec<u8> {
 /// the same number, with the options, address and listen state recorded.
 /// Must be called inside the guard.
 pub fn on_ustack(fd: RawFd) -> Result<(), Errno> {
-    let Some(p) = table::lock().take_pending(fd) else {
-        // Placed meanwhile by another thread.
-        return if api::is_ustack_fd(fd) {
+    let placed_meanwhile = || {
+        if api::is_ustack_fd(fd) {
             Ok(())
         } else {
             Err(Errno::EBADF)
-        };
+        }
     };
-    if let Err(e) = process::ensure_engine() {
-        table::lock().add_pending(fd, p);
-        return Err(e);
+    if !table::lock().get().pending.contains_key(&fd) {
+        // Placed meanwhile by another thread.
+        return placed_meanwhile();
     }
+    // An engine that starts now places the pending listeners (this one
+    // too, if it is one) before it joins its ports' group.
+    process::ensure_engine()?;
+    let Some(p) = table::lock().take_pending(fd) else {
+        return placed_meanwhile();
+    };
+    on_engine(fd, p)
+}
+
+/// Every pending listener of this process (those it inherited across a
+/// fork, and any it set up before it had an engine), placed on the
+/// engine that has just started, before that engine joins its ports'
+/// group: from the moment the group's hash can give this process a new
+/// connection, the listener that takes it is there (after fork, a SYN to
+/// a listener the children hold is never refused, as on Linux).  Must be
+/// called inside the guard, on the engine's thread.
+pub fn listeners_on_new_engine() {
+    let mut fds: Vec<RawFd> = table::lock()
+        .get()
+        .pending
+        .iter()
+        .filter(|(_, p)| p.backlog.is_some())
+        .map(|(&fd, _)| fd)
+        .collect();
+    fds.sort_unstable();
+    for fd in fds {
+        let Some(p) = table::lock().take_pending(fd) else {
+            continue;
+        };
+        if let Err(e) = on_engine(fd, p) {
+            notes::once(format!(
+                "a listener (fd {fd}) could not be set up on the engine as it started: {e}"
+            ));
+        }
+    }
+}
+
+/// Makes pending socket `p` under number `fd` on the engine this process
+/// has: on an error before the socket exists, the record is put back.
+fn on_engine(fd: RawFd, p: Pending) -> Result<(), Errno> {
     let ty = p.ty | if p.nonblock { libc::SOCK_NONBLOCK } else { 0 };
     if let Err(e) = api::socket_at(fd, p.domain, ty, p.protocol) {
         table::lock().add_pending(fd, p);

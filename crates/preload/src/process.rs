@@ -242,6 +242,22 @@ static STARTING: Mutex<()> = Mutex::new(());
 /// Set in a process that forked while it had its engine (the parent).
 static FORKED: AtomicBool = AtomicBool::new(false);
 
+/// Set in a child forked while its parent had its engine: with a
+/// `link=dpdk` port, DPDK's EAL was started in this process image, and
+/// it cannot start again in a forked child.
+static CHILD_OF_ENGINE: AtomicBool = AtomicBool::new(false);
+
+impl Settings {
+    /// The first `link=dpdk` port's number, if any.
+    fn dpdk_port(&self) -> Option<u16> {
+        self.cfg
+            .ports
+            .iter()
+            .find(|p| matches!(p.link, runtime::config::LinkSpec::Dpdk))
+            .map(|p| p.id)
+    }
+}
+
 /// After the program closed a ustack fd.  A process that forked while it
 /// had its engine (a pre-fork server's parent) and now holds no ustack fd
 /// at all stops its engine: its packet sockets leave the port's fanout
@@ -255,6 +271,11 @@ pub fn after_close() {
         return;
     }
     let Some(s) = settings() else { return };
+    if s.dpdk_port().is_some() {
+        // The children cannot start an engine on a DPDK port (see
+        // `CHILD_OF_ENGINE`): this one goes on serving it.
+        return;
+    }
     let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     if !engine_up() || api::live_fds() != 0 {
         return;
@@ -315,6 +336,19 @@ pub fn ensure_engine() -> Result<(), Errno> {
     let Some(s) = settings() else {
         return Err(Errno(libc::ENETDOWN));
     };
+    if let Some(port) = s
+        .dpdk_port()
+        .filter(|_| CHILD_OF_ENGINE.load(Ordering::Acquire))
+    {
+        notes::once(format!(
+            "[port{port}] link=dpdk: this process was forked after its parent started its \
+             engine, and DPDK's EAL cannot start again in a forked child: its ustack sockets \
+             fail with ENETDOWN (the parent serves the port; use link=af_packet or link=af_xdp \
+             for workers of their own)"
+        ));
+        ENGINE.store(ENGINE_FAILED, Ordering::Release);
+        return Err(Errno(libc::ENETDOWN));
+    }
     // The processes of a run start their engines one at a time, so each
     // sees those before it in the group (its core and place follow).
     let _turn = group_lock();
@@ -473,6 +507,10 @@ fn start_on_this_thread(s: &'static Settings, thread_engine: Option<usize>) -> R
     };
     match started {
         Ok(()) => {
+            if thread_engine.is_none() {
+                // Before the group can hand this engine a connection.
+                crate::place::listeners_on_new_engine();
+            }
             if let Err(e) = share_ports(s, thread_engine.unwrap_or(0)) {
                 eprintln!("libustack_preload[{}]: {e}", std::process::id());
                 match thread_engine {
@@ -770,6 +808,7 @@ pub extern "C" fn child_after_fork() {
     if ENGINE.load(Ordering::Acquire) != ENGINE_UP {
         return;
     }
+    CHILD_OF_ENGINE.store(true, Ordering::Release);
     let _g = Inside::enter();
     let (fds, inherited) = api::forget_after_fork_held(held);
     // The engine thread of run to wait is the parent's: a new one starts

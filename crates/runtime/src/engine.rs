@@ -71,6 +71,10 @@ pub struct EngineCounters {
     /// Times a port's addresses could not be written into its XDP
     /// program's maps (`Engine::sync_served_addresses`).
     pub served_addresses_failed: u64,
+    /// Frames a port received before it joined its fanout group, while it
+    /// was a bystander getting a copy of every frame: the group's members
+    /// had them, so they are dropped (`procgroup::share_ports_engine`).
+    pub rx_drop_before_group_join: u64,
     /// Microseconds from the start of a turn that found no work to the
     /// start of the next (the idle sleep included): `ustack top`'s busy
     /// share is the rest of the wall time.
@@ -628,6 +632,17 @@ impl<L: Link> Engine<L> {
         self.refresh_turn_kind();
     }
 
+    /// Reads port `port`'s frames that no AF_XDP socket of the group took
+    /// from `tap` (see `Dispatcher::add_pass_tap`); gives the engine a
+    /// dispatcher if it has none.
+    pub fn add_pass_tap(&mut self, port: u16, tap: link::PassTap) {
+        let d = self
+            .dispatch
+            .get_or_insert_with(|| Dispatcher::new(0, 1, None, None, Vec::new()));
+        d.add_pass_tap(port, tap);
+        self.refresh_turn_kind();
+    }
+
     /// Shares flows with the other processes of a fanout group over `h`
     /// (see `Stack::set_flow_handoff`); gives the engine a dispatcher if
     /// it has none.
@@ -767,6 +782,28 @@ impl<L: Link> Engine<L> {
 
     pub fn ports(&self) -> impl Iterator<Item = &L> {
         self.ports.iter().map(|p| &p.link)
+    }
+
+    /// Drops every frame the ports have received and not yet given to the
+    /// stack (see [`EngineCounters::rx_drop_before_group_join`]).
+    pub fn drop_received_before_group_join(&mut self) {
+        let mut bufs = Vec::new();
+        for p in &mut self.ports {
+            loop {
+                match p.link.rx_burst(&mut bufs, link::MAX_BURST) {
+                    Ok(n) if n > 0 => {}
+                    Ok(_) => break,
+                    Err(_) => {
+                        self.counters.link_errors += 1;
+                        break;
+                    }
+                }
+                for b in bufs.drain(..) {
+                    self.counters.rx_drop_before_group_join += 1;
+                    p.link.recycle(b);
+                }
+            }
+        }
     }
 
     pub fn link_stats(&self) -> Vec<LinkStats> {

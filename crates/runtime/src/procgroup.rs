@@ -39,7 +39,38 @@ pub fn share_ports_engine(
     index: usize,
 ) -> Result<(), SetupError> {
     let mut taps = Vec::new();
+    let mut pass_taps = Vec::new();
     let mut xdp = false;
+    // A packet socket bound to the interface has received a copy of every
+    // frame since it opened: frames the group's members received too (a
+    // SYN answered twice, the second answer reset by the member that has
+    // the first).  With members in the group, the sockets stop receiving,
+    // drop what they hold, join, and resume.
+    let bystander = members(group) > 0;
+    let packet_links = || {
+        engine.ports().filter_map(|l| match l.device() {
+            PortLink::AfPacket(l) => Some(l),
+            _ => None,
+        })
+    };
+    if bystander {
+        for l in packet_links() {
+            l.set_receiving(false).map_err(|error| SetupError::Open {
+                port: 0,
+                link: "af_packet (stopping it before it joins the group)".into(),
+                error,
+            })?;
+        }
+        if cfg
+            .ports
+            .iter()
+            .any(|p| p.rx_ring == crate::config::RxRingSetting::V3)
+        {
+            // A TPACKET_V3 block shows its frames once retired (1 ms).
+            std::thread::sleep(V3_RETIRE_WAIT);
+        }
+        engine.drop_received_before_group_join();
+    }
     for (i, (port, link)) in cfg.ports.iter().zip(engine.ports()).enumerate() {
         let err = |error: io::Error| SetupError::Open {
             port: port.id,
@@ -50,12 +81,21 @@ pub fn share_ports_engine(
             (LinkSpec::AfPacket(ifname), PortLink::AfPacket(l)) => {
                 l.join_fanout(Some(group)).map_err(err)?;
                 l.set_fanout_program().map_err(err)?;
+                if bystander {
+                    l.set_receiving(true).map_err(err)?;
+                }
                 taps.push((i as u16, link::ArpTap::open(ifname).map_err(err)?));
             }
             // Its queue was bound when the link opened (xdp::open_member);
             // the program hands no frame to a tap, so the neighbour frames
             // of each queue go to the others over the handoff channel.
-            (LinkSpec::AfXdp(_), PortLink::AfXdp(_)) => xdp = true,
+            // The frames of queues no process holds reach the kernel: a
+            // pass tap per port, in a fanout group of its own, takes them.
+            (LinkSpec::AfXdp(ifname), PortLink::AfXdp(_)) => {
+                xdp = true;
+                let tap = link::PassTap::open(ifname, pass_tap_group(group, i)).map_err(err)?;
+                pass_taps.push((i as u16, tap));
+            }
             (LinkSpec::AfPacket(_) | LinkSpec::AfXdp(_), _) => return unreachable_link(port.id),
             (LinkSpec::Dpdk, _) => {
                 return Err(SetupError::PortIncomplete {
@@ -74,6 +114,9 @@ pub fn share_ports_engine(
     for (i, tap) in taps {
         engine.add_arp_tap(i, tap);
     }
+    for (i, tap) in pass_taps {
+        engine.add_pass_tap(i, tap);
+    }
     let handoff = link::FlowHandoff::open(group, index).map_err(|error| SetupError::Open {
         port: 0,
         link: "the group's handoff channel".into(),
@@ -83,6 +126,17 @@ pub fn share_ports_engine(
     engine.set_share_neighbors(xdp);
     Ok(())
 }
+
+/// The fanout group of port `port`'s pass taps: apart from `group` (the
+/// AF_PACKET ports' group, bound to another interface) and per port (a
+/// group belongs to one interface).
+fn pass_tap_group(group: u16, port: usize) -> u16 {
+    0x8000 | (group.wrapping_add(port as u16) & 0x7fff)
+}
+
+/// Longer than a TPACKET_V3 ring's block retire timeout (`ring_config`'s
+/// 1 ms).
+const V3_RETIRE_WAIT: Duration = Duration::from_millis(3);
 
 fn unreachable_link<T>(port: u16) -> Result<T, SetupError> {
     Err(SetupError::PortIncomplete {

@@ -105,6 +105,10 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
         ("engine_tx_control_from_reserve", e.tx_control_from_reserve),
         ("engine_served_addresses_failed", e.served_addresses_failed),
         ("engine_link_errors", e.link_errors),
+        (
+            "engine_rx_drop_before_group_join",
+            e.rx_drop_before_group_join,
+        ),
         ("engine_idle_us", e.idle_us),
     ] {
         out.push((name.to_string(), v));

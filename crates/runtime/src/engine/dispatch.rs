@@ -238,9 +238,15 @@ pub struct DispatchCounters {
     pub handoff_received: u64,
     /// Frames another process offered that were ours (claimed).
     pub handoff_claimed: u64,
-    /// Offers of ours nobody claimed in time: received as if the ports
-    /// were not shared (a reset for a segment of no connection).
+    /// Offers of ours nobody claimed (every member they went to declined,
+    /// or one never answered within `OFFER_WAIT_MAX`): received as if the
+    /// ports were not shared (a reset for a segment of no connection).
     pub handoff_expired: u64,
+    /// Offers of ours that a member declined (not its flow).
+    pub handoff_declined: u64,
+    /// Offers of ours answered only by the time limit: a member they went
+    /// to never said (busy for `OFFER_WAIT_MAX`, or gone with the record).
+    pub handoff_unanswered: u64,
     /// Errors reading the handoff channel.
     pub handoff_errors: u64,
     /// ARP and neighbour discovery frames copied to the group's other
@@ -250,6 +256,13 @@ pub struct DispatchCounters {
     pub handoff_neighbors_received: u64,
     /// Errors reading an ARP tap.
     pub arp_tap_errors: u64,
+    /// Frames of an AF_XDP queue no process holds, read from the pass tap
+    /// (`link::PassTap`) and received.
+    pub pass_tap_frames: u64,
+    /// Such frames longer than the tap's buffer, dropped.
+    pub pass_tap_truncated: u64,
+    /// Errors reading the pass tap.
+    pub pass_tap_errors: u64,
 }
 
 impl DispatchCounters {
@@ -280,6 +293,8 @@ impl DispatchCounters {
         f("handoff_received", self.handoff_received);
         f("handoff_claimed", self.handoff_claimed);
         f("handoff_expired", self.handoff_expired);
+        f("handoff_declined", self.handoff_declined);
+        f("handoff_unanswered", self.handoff_unanswered);
         f("handoff_errors", self.handoff_errors);
         f("handoff_neighbors_shared", self.handoff_neighbors_shared);
         f(
@@ -287,6 +302,9 @@ impl DispatchCounters {
             self.handoff_neighbors_received,
         );
         f("arp_tap_errors", self.arp_tap_errors);
+        f("pass_tap_frames", self.pass_tap_frames);
+        f("pass_tap_truncated", self.pass_tap_truncated);
+        f("pass_tap_errors", self.pass_tap_errors);
     }
 }
 
@@ -309,6 +327,10 @@ pub struct Dispatcher<B> {
     arp_taps: Vec<(u16, link::ArpTap)>,
     /// The group's channel for frames of flows another process has.
     handoff: Option<link::FlowHandoff>,
+    /// By port, the frames of AF_XDP queues no process of the group holds
+    /// (`link::PassTap`), with the buffer they are read into.
+    pass_taps: Vec<(u16, link::PassTap)>,
+    pass_buf: Vec<u8>,
     /// Copy the ARP and neighbour discovery frames received to the group's
     /// other processes over `handoff`: their links (AF_XDP queues) never
     /// see the frames of this process's queue, and no tap does.
@@ -326,22 +348,28 @@ pub struct Dispatcher<B> {
     rss: Option<std::sync::Arc<stack::steer::RssSteering>>,
 }
 
-/// A frame offered to the group, kept until a member claims it or its
-/// time passes (then it is ours to answer: with a reset).
+/// A frame offered to the group, kept until a member claims it, or every
+/// member it went to declines it, or its time passes (then it is ours to
+/// answer: with a reset).
 struct PendingOffer {
     id: u32,
     deadline: std::time::Instant,
+    /// Members it went to that have not answered yet.
+    awaiting: usize,
     port: u16,
     csum_partial: bool,
     frame: Vec<u8>,
 }
 
-/// How long an offer waits for a claim.  The other processes answer on
-/// their next side read or when their idle wait sees the channel
-/// readable, but a busy one may take a while, and a claim that comes after
-/// the reset went out is too late: the wait is long, as it costs only the
-/// memory of frames nobody has (rare outside a restart).
-const OFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+/// How long an offer waits at most for its answers.  Every member it went
+/// to answers, with a claim (the flow is its) or a decline, on its next
+/// side read or when its idle wait sees the channel readable; the offer
+/// is ours to answer once all have declined.  A member busy in the
+/// program between two waits may take a while, and answering before it
+/// does would reset a connection it has (Linux never loses a flow of a
+/// live process): the wait ends without all answers only for a member
+/// that is stuck or left the group with the offer unread.
+const OFFER_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// Offers waiting at most; past it the oldest is dropped unanswered.
 const MAX_OFFERS: usize = 8192;
 /// How soon an outbox the receiver's queue refused is tried again.
@@ -369,6 +397,8 @@ impl<B: PacketBuffer> Dispatcher<B> {
             hook: None,
             arp_taps: Vec::new(),
             handoff: None,
+            pass_taps: Vec::new(),
+            pass_buf: Vec::new(),
             share_neighbors: false,
             every_member_receives: false,
             offers: std::collections::VecDeque::new(),
@@ -409,7 +439,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
         let o = h.offer(port as u16, csum_partial, frame);
         let deadline = if o.queued > 0 {
             self.counters.handoff_offered += 1;
-            std::time::Instant::now() + OFFER_WAIT
+            std::time::Instant::now() + OFFER_WAIT_MAX
         } else if o.members == 0 {
             // Nobody else could have the flow: answered at once.
             self.counters.handoff_unsent += 1;
@@ -425,6 +455,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
         self.offers.push_back(PendingOffer {
             id: o.id,
             deadline,
+            awaiting: o.queued,
             port: port as u16,
             csum_partial,
             frame: frame.to_vec(),
@@ -451,6 +482,13 @@ impl<B: PacketBuffer> Dispatcher<B> {
     /// frame to answers it).
     pub fn add_arp_tap(&mut self, port: u16, tap: link::ArpTap) {
         self.arp_taps.push((port, tap));
+    }
+
+    /// Reads port `port`'s frames that no AF_XDP socket of the group took
+    /// from `tap`, and receives them as the port's own.
+    pub fn add_pass_tap(&mut self, port: u16, tap: link::PassTap) {
+        self.pass_taps.push((port, tap));
+        self.pass_buf = vec![0; link::pass_tap::PASS_TAP_FRAME];
     }
 
     pub fn engine(&self) -> usize {
@@ -487,6 +525,7 @@ impl<B: PacketBuffer> Dispatcher<B> {
             .flatten()
             .filter_map(|k| k.tap.rx_fd())
             .chain(self.arp_taps.iter().map(|(_, t)| t.fd()))
+            .chain(self.pass_taps.iter().map(|(_, t)| t.fd()))
             .chain(self.handoff.iter().map(|h| h.fd()))
     }
 
@@ -868,7 +907,8 @@ pub(super) fn serve<L: Link>(
     // The group's side channels (ARP taps, handoffs) carry little and
     // rarely: read at most once per SIDE_READ_EVERY, not every turn (each
     // read is a system call, most of them finding nothing).
-    let side = (!d.arp_taps.is_empty() || d.handoff.is_some()) && now >= d.next_side_read;
+    let side = (!d.arp_taps.is_empty() || d.handoff.is_some() || !d.pass_taps.is_empty())
+        && now >= d.next_side_read;
     if side {
         d.next_side_read = now + SIDE_READ_EVERY;
     }
@@ -906,10 +946,18 @@ pub(super) fn serve<L: Link>(
             stack.receive(now, IfaceId(*port), &frame[..n], meta, &mut muted);
         }
     }
+    // Frames of queues no process holds: received as the port's own
+    // (offered to the others if the flow is not ours), and their neighbour
+    // frames shared, as those of our own queue are.
+    if side && !d.pass_taps.is_empty() {
+        work |= serve_pass_taps(d, stack, ports, counters, now);
+    }
     // Frames of our flows that reached another process of the group, and
     // claims of our offers.
     if let Some(h) = d.handoff.as_mut().filter(|_| side) {
         let mut claims = Vec::new();
+        let mut declines = Vec::new();
+        let wall = std::time::Instant::now();
         for _ in 0..INBOUND_BUDGET {
             let datagram = match h.receive() {
                 Ok(Some(datagram)) => datagram,
@@ -955,6 +1003,17 @@ pub(super) fn serve<L: Link>(
                         }
                         continue;
                     }
+                    Ok(link::handoff::Message::Decline { id }) => {
+                        d.counters.handoff_declined += 1;
+                        if let Some(o) = d.offers.iter_mut().find(|o| o.id == id) {
+                            o.awaiting = o.awaiting.saturating_sub(1);
+                            if o.awaiting == 0 {
+                                // Nobody has the flow: ours to answer now.
+                                o.deadline = wall;
+                            }
+                        }
+                        continue;
+                    }
                     Err(link::handoff::Malformed) => {
                         d.counters.handoff_malformed += 1;
                         continue;
@@ -974,16 +1033,20 @@ pub(super) fn serve<L: Link>(
                 if stack.receive_handed_over(now, IfaceId(port), frame, meta, &mut sink) {
                     d.counters.handoff_claimed += 1;
                     claims.push(from);
+                } else {
+                    declines.push(from);
                 }
             }
         }
         for from in &claims {
             h.claim(from);
         }
+        for from in &declines {
+            h.decline(from);
+        }
         // Offers nobody claimed: ours to answer.
-        // (Those offered to nobody are due at once, behind others that
-        // wait: the queue is not in deadline order.)
-        let wall = std::time::Instant::now();
+        // (Those offered to nobody or declined by all are due at once,
+        // behind others that wait: the queue is not in deadline order.)
         let mut due = Vec::new();
         if d.offers.iter().any(|o| o.deadline <= wall) {
             for o in std::mem::take(&mut d.offers) {
@@ -997,6 +1060,9 @@ pub(super) fn serve<L: Link>(
         for o in due {
             work = true;
             d.counters.handoff_expired += 1;
+            if o.awaiting > 0 {
+                d.counters.handoff_unanswered += 1;
+            }
             if usize::from(o.port) >= ports.len() {
                 continue;
             }
@@ -1046,6 +1112,62 @@ pub(super) fn serve<L: Link>(
             k.tap.recycle(b);
         }
     }
+    work
+}
+
+/// Reads the pass taps (see [`Dispatcher::add_pass_tap`]).  Returns
+/// whether there was work.
+fn serve_pass_taps<L: Link>(
+    d: &mut Dispatcher<L::Buf>,
+    stack: &mut Stack,
+    ports: &mut [Port<L>],
+    counters: &mut EngineCounters,
+    now: Instant,
+) -> bool {
+    let mut work = false;
+    let mut buf = std::mem::take(&mut d.pass_buf);
+    for t in 0..d.pass_taps.len() {
+        let port = d.pass_taps[t].0;
+        if usize::from(port) >= ports.len() {
+            continue;
+        }
+        for _ in 0..INBOUND_BUDGET {
+            let got = match d.pass_taps[t].1.recv(&mut buf) {
+                Ok(Some(got)) => got,
+                Ok(None) => break,
+                Err(_) => {
+                    d.counters.pass_tap_errors += 1;
+                    break;
+                }
+            };
+            work = true;
+            if got.truncated {
+                d.counters.pass_tap_truncated += 1;
+                continue;
+            }
+            d.counters.pass_tap_frames += 1;
+            let frame = &buf[..got.len];
+            if d.share_neighbors && classify(frame).is_neighbor_discovery() {
+                if let Some(h) = d.handoff.as_mut() {
+                    h.share_neighbor(port, frame);
+                    d.counters.handoff_neighbors_shared += 1;
+                }
+            }
+            let meta = RxMeta {
+                csum_partial: got.csum_partial,
+            };
+            let mut sink = TxQueues {
+                ports,
+                now,
+                counters,
+            };
+            stack.receive(now, IfaceId(port), frame, meta, &mut sink);
+            if stack.take_handoff() {
+                d.offer(usize::from(port), got.csum_partial, frame);
+            }
+        }
+    }
+    d.pass_buf = buf;
     work
 }
 
