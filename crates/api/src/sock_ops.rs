@@ -17,7 +17,7 @@ use crate::fdtable;
 use crate::os;
 use crate::socket::{Options, Phase, Socket, State};
 use crate::stack_ip;
-use crate::worker::{self, Object, Worker};
+use crate::worker::{self, Object, PortHold, Worker};
 
 /// Linux's `ip_local_port_range`: ports bind() picks for port 0.
 const BIND_PORTS: core::ops::RangeInclusive<u16> = 32768..=60999;
@@ -67,6 +67,20 @@ pub(crate) fn apply_tcp_options(
 /// TCP_USER_TIMEOUT's milliseconds as the stack takes them (0: off).
 pub(crate) fn user_timeout(ms: u32) -> Option<Duration> {
     (ms > 0).then(|| Duration::from_millis(u64::from(ms)))
+}
+
+/// Whether the stack still has connection `h` (in any state but closed,
+/// closing after its fd is gone and TIME-WAIT too).
+/// The any address of `ip`'s family.
+fn unspecified(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    }
+}
+
+fn holds_port(stack: &Stack, h: SocketHandle) -> bool {
+    stack.tcp_holds_port(h)
 }
 
 impl Worker {
@@ -147,6 +161,39 @@ impl Worker {
         })
     }
 
+    /// Whether binding `fd` to `me_at` would collide with a connection
+    /// holding the port (see [`PortHold`]): as with sockets, both
+    /// SO_REUSEADDR (a connection never listens) or both SO_REUSEPORT
+    /// share.  Holds of connections the stack has freed are dropped here.
+    fn held_conflict(&mut self, engine: usize, fd: RawFd, me_at: Binding) -> bool {
+        let Ok(me) = self.socket(fd) else {
+            return true;
+        };
+        let (reuseaddr, reuseport) = (me.opts.reuseaddr, me.opts.reuseport);
+        let slot = &mut self.engines[engine];
+        let Some(holds) = slot.conn_ports.get_mut(&me_at.addr.port()) else {
+            return false;
+        };
+        let stack = slot.driver.stack_mut();
+        holds.retain(|p| holds_port(stack, p.h));
+        holds.iter().any(|p| {
+            p.at.overlaps(&me_at) && !((reuseaddr && p.reuseaddr) || (reuseport && p.reuseport))
+        })
+    }
+
+    /// Notes that connection `hold.h` holds its port (see [`PortHold`]).
+    /// The list sweeps out freed connections before it would grow, so it
+    /// stays within twice the live ones.
+    pub(crate) fn hold_port(&mut self, engine: usize, hold: PortHold) {
+        let slot = &mut self.engines[engine];
+        let holds = slot.conn_ports.entry(hold.at.addr.port()).or_default();
+        if holds.len() == holds.capacity() {
+            let stack = slot.driver.stack_mut();
+            holds.retain(|p| holds_port(stack, p.h));
+        }
+        holds.push(hold);
+    }
+
     /// The binding `fd` would have at `addr`.
     fn binding_at(&self, fd: RawFd, addr: SocketAddr) -> Result<Binding> {
         let s = self.socket(fd)?;
@@ -174,6 +221,7 @@ impl Worker {
             if !in_stack
                 && !self.engines[engine].tcp_binds.contains_key(&port)
                 && !self.tcp_conflict(engine, fd, b)
+                && !self.held_conflict(engine, fd, b)
             {
                 return Ok(port);
             }
@@ -212,7 +260,7 @@ impl Worker {
         let at = self.binding_at(fd, addr)?;
         if addr.port() == 0 {
             addr.set_port(self.pick_tcp_port(engine, fd, at)?);
-        } else if self.tcp_conflict(engine, fd, at) {
+        } else if self.tcp_conflict(engine, fd, at) || self.held_conflict(engine, fd, at) {
             return Err(Errno::EADDRINUSE);
         }
         let sock = self.socket_mut(fd)?;
@@ -306,7 +354,8 @@ impl Worker {
         let engine = self.socket(fd)?.engine.ok_or(Errno::EINVAL)?;
         // Linux checks the bind conflicts again (another socket may have
         // started listening on a shared port meanwhile).
-        if self.tcp_conflict(engine, fd, self.binding_at(fd, addr)?) {
+        let at = self.binding_at(fd, addr)?;
+        if self.tcp_conflict(engine, fd, at) || self.held_conflict(engine, fd, at) {
             return Err(Errno::EADDRINUSE);
         }
         let v6only = self.socket(fd)?.opts.v6only;
@@ -401,6 +450,15 @@ impl Worker {
         });
         let local = slot.driver.stack_mut().tcp_local_addr(ch).ok();
         slot.fds.entry(ch).or_default().push(newfd);
+        if let Some(addr) = local {
+            let hold = PortHold {
+                h: ch,
+                at: Binding { addr, dual: false },
+                reuseaddr: opts.reuseaddr,
+                reuseport: opts.reuseport,
+            };
+            self.hold_port(engine, hold);
+        }
         let mut child = Socket::new(domain, true, flags & SOCK_NONBLOCK != 0);
         // An accepted socket inherits its listener's options (sk_clone),
         // but not its file flags (O_NONBLOCK).
@@ -538,6 +596,11 @@ impl Worker {
                 (true, Some(a)) => sock.state = State::Bound(a),
                 _ => {
                     sock.state = State::Fresh;
+                    // What connect's report leaves (Linux's
+                    // inet_stream_connect resets the address, not the port).
+                    sock.failed_name = sock
+                        .bound
+                        .map(|a| SocketAddr::new(unspecified(a.ip()), a.port()));
                     sock.bound = None;
                     sock.engine = None;
                 }
@@ -708,6 +771,20 @@ impl Worker {
                     }
                 }
                 if let Some(engine) = sock.engine {
+                    // A connection from a bound port keeps holding it
+                    // after its fd is gone (an accepted one already does).
+                    if let State::Tcp { h, bound: true, .. } = sock.state {
+                        let stack = self.engines[engine].driver.stack_mut();
+                        if let Ok(addr) = stack.tcp_local_addr(h) {
+                            let hold = PortHold {
+                                h,
+                                at: Binding { addr, dual: false },
+                                reuseaddr: sock.opts.reuseaddr,
+                                reuseport: sock.opts.reuseport,
+                            };
+                            self.hold_port(engine, hold);
+                        }
+                    }
                     if let Some(b) = sock.bound {
                         let binds = &mut self.engines[engine].tcp_binds;
                         if let Some(v) = binds.get_mut(&b.port()) {
@@ -748,7 +825,7 @@ impl Worker {
         let sock = self.socket(fd)?;
         let domain = sock.domain;
         let local = match sock.state {
-            State::Fresh => domain.any(0),
+            State::Fresh => sock.failed_name.unwrap_or(domain.any(0)),
             State::Bound(a) | State::Listening { local: a, .. } => a,
             State::Tcp { h, .. } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;

@@ -138,6 +138,10 @@ pub(crate) struct Socket {
     pub owner: i32,
     /// The stack's count of urgent pointers received when last looked at.
     pub urgent_seen: u32,
+    /// The local address of the last connection connect() started and
+    /// saw fail: Linux frees a failed connection's port (the socket can
+    /// bind again) but getsockname still shows that address and port.
+    pub failed_name: Option<SocketAddr>,
 }
 
 impl Socket {
@@ -159,6 +163,7 @@ impl Socket {
             watchers: Vec::new(),
             owner: 0,
             urgent_seen: 0,
+            failed_name: None,
         }
     }
 

@@ -36,19 +36,16 @@
 //!   (ustack answers ENOPROTOOPT); a datagram socket connected to a port
 //!   no datagram socket of the sequence is bound to sends nothing (Linux's
 //!   ICMP port unreachable reaches a connected UDP socket as ECONNREFUSED;
-//!   ustack's UDP sockets get no ICMP errors); bind on a stream socket
-//!   after a connect, and getsockname after a refusal, are not made
-//!   (Linux frees a failed connection's port at once, so bind works again
-//!   and getsockname shows the old port on 0.0.0.0; ustack keeps it until
-//!   connect reports the failure); a stream socket does not bind a port a
-//!   connection was accepted on (Linux's accepted connections hold their
-//!   listener's port, even closed until TIME-WAIT ends, so such a bind is
-//!   EADDRINUSE without SO_REUSEADDR; ustack's bind looks only at sockets
-//!   bound by bind()); a stream socket does not send to a peer shut both
+//!   ustack's UDP sockets get no ICMP errors); a stream socket does not send to a peer shut both
 //!   ways by shutdown() or closed (Linux resets on that data, after close
 //!   and after shutdown alike, RFC 1122 4.2.2.13, and the sender, which
 //!   had the FIN, then reads end of file while its writes say EPIPE;
 //!   ustack resets only after close, and its sender says ECONNRESET).
+//! - **A failed connection's port**: bind on a stream socket after a
+//!   connect is made only once a call reported the connection's failure.
+//!   Linux frees the port when the connection ends, so its bind works
+//!   before any report; ustack frees it when a call reports the failure
+//!   (the socket's pending error lives on the connection until then).
 //! - **A UDP port at the first datagram**: Linux gives a UDP socket a
 //!   port before it looks at a send, so even a failed one (no
 //!   destination, MSG_OOB) leaves it bound; ustack binds at the first

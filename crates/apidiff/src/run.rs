@@ -162,11 +162,15 @@ const POLL_BITS: [(i16, &str); 6] = [
     (libc::POLLHUP, "HUP"),
 ];
 
-/// Why bind after a connect, and getsockname after a refusal, are not
-/// made: Linux frees a failed connection's port at once (bind works
-/// again; getsockname shows 0.0.0.0 and the old port), ustack only when
-/// connect reports the failure.  A gap, open.
-const FAILED_CONNECT: &str = "ustack keeps a failed connection's port until connect reports it";
+/// Why bind after a connect is not made until a call reported the
+/// connection's refusal: Linux frees a failed or reset connection's port
+/// when the connection ends, so bind works again at once; ustack frees it
+/// when a call reports the failure (SO_ERROR, connect, a read or write).
+/// After that report both bind, and getsockname shows the failed
+/// connection's address on both.  An acceptable difference: the bind
+/// would have to take the pending error off the connection first.
+const FAILED_CONNECT: &str =
+    "ustack frees a failed connection's port when a call reports the failure";
 
 /// Why bind and getsockname are not made on a UDP socket whose first
 /// send failed (no destination, MSG_OOB): Linux's inet_sendmsg gives it a
@@ -176,13 +180,6 @@ const FAILED_CONNECT: &str = "ustack keeps a failed connection's port until conn
 /// of several.  By design.
 const FAILED_SEND: &str =
     "a failed first send: Linux gave it a port, ustack gives one at the first datagram";
-
-/// Why a stream socket does not bind a port a connection was accepted
-/// on: on Linux the accepted connections hold the listener's port (also
-/// after their close, until TIME-WAIT ends), so without SO_REUSEADDR such
-/// a bind is EADDRINUSE; ustack's bind looks only at sockets bound by
-/// bind().  A gap, open.
-const PORT_OF_CONNECTIONS: &str = "accepted connections hold it on Linux, not in ustack";
 
 /// Why a stream socket does not send to a peer shut both ways by
 /// shutdown() or closed: Linux answers such data with a reset (RFC 1122
@@ -197,9 +194,6 @@ pub struct Runner<'a> {
     socks: [Slot; SOCKETS as usize],
     eps: [i32; EPOLLS as usize],
     last_peer: Option<SocketAddr>,
-    /// The sequence's ports a connection was accepted on (see
-    /// [`PORT_OF_CONNECTIONS`]).
-    accepted_on: [bool; PORTS as usize],
     /// (local, peer) of each closed connection (see [`CLOSED_PEER`]).
     closed: Vec<(SocketAddr, SocketAddr)>,
     /// Bytes sent so far: the next send's bytes continue the pattern.
@@ -274,7 +268,6 @@ impl<'a> Runner<'a> {
             socks: [EMPTY; SOCKETS as usize],
             eps: [-1; EPOLLS as usize],
             last_peer: None,
-            accepted_on: [false; PORTS as usize],
             closed: Vec::new(),
             sent: 0,
             slow,
@@ -366,15 +359,12 @@ impl<'a> Runner<'a> {
                 )
             }
             Op::Bind { s, any, port } => {
-                if self.socks[usize::from(s)].connect_tried {
+                let slot = self.socks[usize::from(s)];
+                if slot.connect_tried && !slot.refused {
                     return format!("bind s{s}: not made (after a connect: {FAILED_CONNECT})");
                 }
                 if self.socks[usize::from(s)].failed_send {
                     return format!("bind s{s}: not made ({FAILED_SEND})");
-                }
-                let stream = self.fd(s) >= 0 && !self.socks[usize::from(s)].dgram;
-                if stream && port < PORTS && self.accepted_on[usize::from(port)] {
-                    return format!("bind s{s} P{port}: not made ({PORT_OF_CONNECTIONS})");
                 }
                 let ip = if any {
                     std::net::Ipv4Addr::UNSPECIFIED
@@ -412,6 +402,7 @@ impl<'a> Runner<'a> {
                 }
                 let a = self.server(port);
                 let r = self.sys.connect(self.fd(s), &a);
+                self.socks[usize::from(s)].refused = false;
                 self.saw(s, &r);
                 if self.fd(s) >= 0 {
                     let slot = &mut self.socks[usize::from(s)];
@@ -425,12 +416,8 @@ impl<'a> Runner<'a> {
             }
             Op::Accept { s, cloexec } => {
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
-                let listener_port = self.socks[usize::from(s)].port;
                 let r = self.sys.accept4(self.fd(s), flags).map(|(fd, a)| {
                     self.last_peer = Some(a);
-                    if let Some(p) = listener_port {
-                        self.accepted_on[usize::from(p)] = true;
-                    }
                     let h = self.place(
                         fd,
                         Slot {
@@ -574,9 +561,6 @@ impl<'a> Runner<'a> {
                 format!("ioctl s{s} {name} = {}", show(res.map(|_| v.to_string())))
             }
             Op::Name { s, peer } => {
-                if !peer && self.socks[usize::from(s)].refused {
-                    return format!("getsockname s{s}: not made (refused: {FAILED_CONNECT})");
-                }
                 if !peer && self.socks[usize::from(s)].failed_send {
                     return format!("getsockname s{s}: not made ({FAILED_SEND})");
                 }
@@ -724,7 +708,8 @@ impl<'a> Runner<'a> {
     /// Notes a refusal seen on stream socket `s` (see [`FAILED_CONNECT`]).
     fn saw<T>(&mut self, s: u8, r: &api::Result<T>) {
         let slot = &mut self.socks[usize::from(s)];
-        if matches!(r, Err(e) if e.0 == libc::ECONNREFUSED) && !slot.dgram {
+        let failed = |e: &Errno| e.0 == libc::ECONNREFUSED || e.0 == libc::ECONNABORTED;
+        if matches!(r, Err(e) if failed(e)) && !slot.dgram {
             slot.refused = true;
         }
     }

@@ -42,6 +42,7 @@ fn with(mut a: Vec<Op>, b: &[Op]) -> Vec<Op> {
 // Indices into `run.rs`'s tables, for the seeds below.
 const IP_TTL: u8 = 19;
 const SO_ERROR: u8 = 7;
+const SO_REUSEADDR: u8 = 0;
 const LEN_2: u8 = 4;
 const RECV_OOB: u8 = 3;
 const RECV_OOB_PEEK: u8 = 7;
@@ -892,6 +893,112 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 },
                 EpollClose { ep: 1 },
                 Poll { s: 0, events: 1 },
+            ],
+        ),
+        (
+            "seed_fix_bind_beside_accepted_connections",
+            with(
+                tcp_pair(),
+                &[
+                    Close { s: 0 },
+                    STREAM,
+                    Bind {
+                        s: 0,
+                        any: true,
+                        port: 0,
+                    },
+                    Close { s: 2 },
+                    Bind {
+                        s: 0,
+                        any: false,
+                        port: 0,
+                    },
+                    Close { s: 1 },
+                    Bind {
+                        s: 0,
+                        any: true,
+                        port: 0,
+                    },
+                ],
+            ),
+        ),
+        (
+            "seed_fix_bind_beside_accepted_connections_reuseaddr",
+            vec![
+                STREAM,
+                SetOpt {
+                    s: 0,
+                    opt: SO_REUSEADDR,
+                    val: 1,
+                },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM,
+                Connect { s: 1, port: 1 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Close { s: 0 },
+                STREAM,
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: SO_REUSEADDR,
+                    val: 1,
+                },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM,
+                SetOpt {
+                    s: 3,
+                    opt: SO_REUSEADDR,
+                    val: 1,
+                },
+                Bind {
+                    s: 3,
+                    any: false,
+                    port: 1,
+                },
+            ],
+        ),
+        (
+            "seed_fix_name_after_a_refused_connect",
+            vec![
+                STREAM,
+                Connect { s: 0, port: 2 },
+                Name { s: 0, peer: false },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                Name { s: 0, peer: false },
+                Connect { s: 0, port: 2 },
+                Name { s: 0, peer: false },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 2,
+                },
+                Name { s: 0, peer: false },
+                STREAM,
+                Connect { s: 1, port: 2 },
+                Connect { s: 1, port: 2 },
+                Name { s: 1, peer: false },
+                Name { s: 1, peer: true },
             ],
         ),
     ]

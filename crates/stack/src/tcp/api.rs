@@ -1319,6 +1319,14 @@ impl Stack {
         self.tcp_after_event(now, index, InputEvents::default());
     }
 
+    /// Whether connection `h` still holds its local port: the stack has
+    /// it in a state but closed, also after the application let it go
+    /// (closing, TIME-WAIT).  Linux's bind conflicts count such
+    /// connections until they are freed.
+    pub fn tcp_holds_port(&self, h: SocketHandle) -> bool {
+        matches!(self.sockets.get(h), Some(Socket::Tcp(c)) if c.state != TcpState::Closed)
+    }
+
     pub fn tcp_state(&self, h: SocketHandle) -> Result<TcpState, SocketError> {
         match self.sockets.get(h) {
             Some(Socket::Listener(_)) => Ok(TcpState::Listen),
