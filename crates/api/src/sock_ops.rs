@@ -361,12 +361,14 @@ impl Worker {
         let v6only = self.socket(fd)?.opts.v6only;
         let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
         let mark = self.socket(fd)?.opts.mark;
+        let max_segment = self.socket(fd)?.opts.max_segment;
         let stack = self.engines[engine].driver.stack_mut();
         let h = match stack_ip::tcp_listen(stack, addr, backlog, v6only) {
             Ok(h) => {
                 if mark != 0 {
                     stack.tcp_set_mark(h, mark)?;
                 }
+                stack.tcp_set_max_segment(h, max_segment)?;
                 h
             }
             Err(SocketError::AddrInUse) => {
@@ -528,7 +530,7 @@ impl Worker {
         };
         let slot = &mut self.engines[engine];
         let h = driver::call(slot.driver.as_mut(), |now, stack, sink| {
-            let h = stack.tcp_connect_marked(now, addr, local, opts.mark, sink)?;
+            let h = stack.tcp_connect_with(now, addr, local, opts.mark, opts.max_segment, sink)?;
             apply_tcp_options(now, stack, sink, h, &opts, ip);
             Ok::<_, SocketError>(h)
         })

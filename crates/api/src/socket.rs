@@ -85,6 +85,9 @@ pub(crate) struct Options {
     pub user_timeout: u32,
     /// TCP_SYNCNT (`None`: the stack's `syn_retries`).
     pub syncnt: Option<u32>,
+    /// TCP_MAXSEG as set (`None`: 0, the path's MSS): read at the
+    /// handshake, by connect() and by a listener's connections.
+    pub max_segment: Option<u16>,
     /// SO_MARK (0: none): policy rules by mark (`ustack rule add mark N
     /// fib M`) route the socket's packets by it.
     pub mark: u32,

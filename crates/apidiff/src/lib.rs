@@ -32,8 +32,7 @@
 //!   (bound, listening, accepted), and a sendto to the last peer seen from
 //!   one on the client's side, are not made on either side; the trace says so.
 //! - **Not in ustack yet** (each a gap, not a choice; the runner steers
-//!   clear so the rest can be compared): TCP_MAXSEG is not asked for
-//!   (ustack answers ENOPROTOOPT); a datagram socket connected to a port
+//!   clear so the rest can be compared): a datagram socket connected to a port
 //!   no datagram socket of the sequence is bound to sends nothing (Linux's
 //!   ICMP port unreachable reaches a connected UDP socket as ECONNREFUSED;
 //!   ustack's UDP sockets get no ICMP errors); a stream socket does not send to a peer shut both
@@ -53,6 +52,11 @@
 //!   (a failed send must not pin a socket to one engine of several).  So
 //!   bind and getsockname on such a socket are not made until a send
 //!   succeeds.
+//! - **TCP_MAXSEG of a connection**: Linux reports the MSS the
+//!   connection sends, which the path's MTU decides (loopback's 65536,
+//!   ustack's link 1500 here); on a socket that has had a connection it
+//!   is compared only when it is a value the sequence set, before one
+//!   always (the value set, or 536).
 //! - **Blocking**: every socket is non-blocking (SOCK_NONBLOCK, accept4
 //!   with it, F_SETFL keeping O_NONBLOCK): a blocking call with nothing
 //!   to come waits for ever on both.  epoll_wait waits 0 or 1 ms.

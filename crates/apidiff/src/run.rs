@@ -36,8 +36,14 @@ struct Slot {
     peer_port: Option<u8>,
     /// A stream socket that tried to connect (see [`FAILED_CONNECT`]).
     connect_tried: bool,
-    /// A stream socket a call told ECONNREFUSED.
-    refused: bool,
+    /// A stream socket whose connect() reported its connection's failure
+    /// (see [`FAILED_CONNECT`]).
+    connect_failed: bool,
+    /// A stream socket with a connection (connected or accepted): its
+    /// TCP_MAXSEG is the path's (see [`Kind::Mss`]).
+    connection: bool,
+    /// TCP_MAXSEG values set on it or, accepted, on its listener.
+    mss_set: [Option<i32>; 2],
     /// A datagram socket without a port whose send failed (see
     /// [`FAILED_SEND`]).
     failed_send: bool,
@@ -53,7 +59,9 @@ const EMPTY: Slot = Slot {
     port: None,
     peer_port: None,
     connect_tried: false,
-    refused: false,
+    connect_failed: false,
+    connection: false,
+    mss_set: [None; 2],
     failed_send: false,
     shut_rd: false,
     shut_wr: false,
@@ -82,6 +90,13 @@ const RECV_FLAGS: [i32; 8] = [
 enum Kind {
     /// An int, its value compared.
     Int,
+    /// TCP_MAXSEG: on a socket that has had a connection, Linux reports
+    /// the MSS the connection sends, which the path's MTU decides
+    /// (loopback's 65536, ustack's link 1500 here): shown only when it is
+    /// a value set by the sequence, "the path's" otherwise.  Before a
+    /// connection (fresh, bound, listening) the value is compared: the
+    /// one set, or 536.
+    Mss,
     /// A buffer size: set only to sizes no sequence fills; read back as
     /// success and length, the value not compared (the sizes differ by
     /// design, and Linux doubles what it is given).
@@ -92,9 +107,7 @@ enum Kind {
     Timeval,
 }
 
-/// Not here: TCP_MAXSEG, which ustack does not have yet (ENOPROTOOPT;
-/// Linux takes 0 or 88..=32767 and reports 536 before a connection).
-const OPTS: [(i32, i32, Kind, &str); 21] = [
+const OPTS: [(i32, i32, Kind, &str); 22] = [
     (SOL_SOCKET, SO_REUSEADDR, Kind::Int, "SO_REUSEADDR"),
     (SOL_SOCKET, SO_REUSEPORT, Kind::Int, "SO_REUSEPORT"),
     (SOL_SOCKET, SO_KEEPALIVE, Kind::Int, "SO_KEEPALIVE"),
@@ -116,6 +129,7 @@ const OPTS: [(i32, i32, Kind, &str); 21] = [
     (IPPROTO_TCP, TCP_CORK, Kind::Int, "TCP_CORK"),
     (IPPROTO_IP, IP_TTL, Kind::Int, "IP_TTL"),
     (IPPROTO_IP, IP_TOS, Kind::Int, "IP_TOS"),
+    (IPPROTO_TCP, TCP_MAXSEG, Kind::Mss, "TCP_MAXSEG"),
 ];
 
 const INT_VALUES: [i32; 12] = [0, 1, 2, 5, 64, 255, 256, -1, 100_000, 7200, i32::MAX, 32767];
@@ -360,7 +374,7 @@ impl<'a> Runner<'a> {
             }
             Op::Bind { s, any, port } => {
                 let slot = self.socks[usize::from(s)];
-                if slot.connect_tried && !slot.refused {
+                if slot.connect_tried && !slot.connect_failed {
                     return format!("bind s{s}: not made (after a connect: {FAILED_CONNECT})");
                 }
                 if self.socks[usize::from(s)].failed_send {
@@ -402,12 +416,13 @@ impl<'a> Runner<'a> {
                 }
                 let a = self.server(port);
                 let r = self.sys.connect(self.fd(s), &a);
-                self.socks[usize::from(s)].refused = false;
-                self.saw(s, &r);
                 if self.fd(s) >= 0 {
                     let slot = &mut self.socks[usize::from(s)];
                     slot.side = Side::Client;
                     slot.connect_tried = !slot.dgram;
+                    slot.connection = !slot.dgram;
+                    let failed = |e: &Errno| e.0 == libc::ECONNREFUSED || e.0 == libc::ECONNABORTED;
+                    slot.connect_failed = matches!(&r, Err(e) if failed(e));
                     if slot.dgram && r.is_ok() {
                         slot.peer_port = Some(port);
                     }
@@ -416,12 +431,15 @@ impl<'a> Runner<'a> {
             }
             Op::Accept { s, cloexec } => {
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
+                let listener_mss = self.socks[usize::from(s)].mss_set[0];
                 let r = self.sys.accept4(self.fd(s), flags).map(|(fd, a)| {
                     self.last_peer = Some(a);
                     let h = self.place(
                         fd,
                         Slot {
                             side: Side::Server,
+                            connection: true,
+                            mss_set: [None, listener_mss],
                             ..EMPTY
                         },
                     );
@@ -439,7 +457,6 @@ impl<'a> Runner<'a> {
                 }
                 let data = self.pattern(len);
                 let r = self.sys.sendto(self.fd(s), &data, f, None);
-                self.saw(s, &r);
                 self.sent_datagram(s, r.is_ok());
                 format!(
                     "send s{s} {len} flags {f:#x} = {}",
@@ -452,7 +469,6 @@ impl<'a> Runner<'a> {
                 let r = self
                     .sys
                     .recvfrom(self.fd(s), &mut buf[..usize::from(len)], f);
-                self.saw(s, &r);
                 let r =
                     r.map(|(n, _)| format!("{n} #{:08x}", hash(&buf[..n.min(usize::from(len))])));
                 format!("recv s{s} {len} flags {f:#x} = {}", show(r))
@@ -705,15 +721,6 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Notes a refusal seen on stream socket `s` (see [`FAILED_CONNECT`]).
-    fn saw<T>(&mut self, s: u8, r: &api::Result<T>) {
-        let slot = &mut self.socks[usize::from(s)];
-        let failed = |e: &Errno| e.0 == libc::ECONNREFUSED || e.0 == libc::ECONNABORTED;
-        if matches!(r, Err(e) if failed(e)) && !slot.dgram {
-            slot.refused = true;
-        }
-    }
-
     /// Why a send from datagram socket `s` is not made: it is connected
     /// to a port no datagram socket of the sequence is bound to.  Linux
     /// answers with ICMP port unreachable, which a connected UDP socket
@@ -735,7 +742,7 @@ impl<'a> Runner<'a> {
     fn setopt(&mut self, s: u8, opt: u8, val: u8) -> String {
         let (level, name, kind, label) = OPTS[usize::from(opt) % OPTS.len()];
         let mut bytes: Vec<u8> = match kind {
-            Kind::Int => INT_VALUES[usize::from(val % 16) % INT_VALUES.len()]
+            Kind::Int | Kind::Mss => INT_VALUES[usize::from(val % 16) % INT_VALUES.len()]
                 .to_ne_bytes()
                 .to_vec(),
             Kind::Buffer => BUFFER_VALUES[usize::from(val % 16) % BUFFER_VALUES.len()]
@@ -765,6 +772,10 @@ impl<'a> Runner<'a> {
             bytes.resize(len, 0);
         }
         let r = self.sys.setsockopt(self.fd(s), level, name, &bytes);
+        if kind == Kind::Mss && r.is_ok() && self.fd(s) >= 0 {
+            let v = i32::from_ne_bytes(bytes[..4].try_into().expect("4 bytes"));
+            self.socks[usize::from(s)].mss_set[0] = Some(v);
+        }
         let r = r.map(|_| "ok".to_string()).unwrap_or_else(errno_name);
         format!("setsockopt s{s} {label} {value} len {} = {r}", bytes.len())
     }
@@ -784,13 +795,21 @@ impl<'a> Runner<'a> {
         let r = self
             .sys
             .getsockopt(self.fd(s), level, name, &mut buf[..want]);
-        if name == SO_ERROR && r.is_ok() && buf[..4] == libc::ECONNREFUSED.to_ne_bytes() {
-            self.saw::<()>(s, &Err(Errno(libc::ECONNREFUSED)));
-        }
         let r = r.map(|n| {
             let got = &buf[..n.min(want)];
+            let slot = self.socks[usize::from(s)];
+            let set = |v: i32| slot.mss_set.contains(&Some(v));
             let value = match kind {
                 Kind::Buffer => "(value not compared)".to_string(),
+                Kind::Mss if slot.connection && n >= 4 => {
+                    let v = i32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
+                    if set(v) {
+                        v.to_string()
+                    } else {
+                        "(the path's MSS, not compared)".to_string()
+                    }
+                }
+                Kind::Mss if slot.connection => "(a part of the path's MSS)".to_string(),
                 _ => format!("{got:?}"),
             };
             format!("len {n} {value}")

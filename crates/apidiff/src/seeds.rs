@@ -43,6 +43,13 @@ fn with(mut a: Vec<Op>, b: &[Op]) -> Vec<Op> {
 const IP_TTL: u8 = 19;
 const SO_ERROR: u8 = 7;
 const SO_REUSEADDR: u8 = 0;
+const TCP_MAXSEG: u8 = 21;
+/// Values of `run.rs`'s INT_VALUES: 64 (too small for TCP_MAXSEG), 255,
+/// 100000 (too large), 0.
+const INT_64: u8 = 4;
+const INT_255: u8 = 5;
+const INT_100000: u8 = 8;
+const INT_0: u8 = 0;
 const LEN_2: u8 = 4;
 const RECV_OOB: u8 = 3;
 const RECV_OOB_PEEK: u8 = 7;
@@ -999,6 +1006,90 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 Connect { s: 1, port: 2 },
                 Name { s: 1, peer: false },
                 Name { s: 1, peer: true },
+            ],
+        ),
+        (
+            "seed_fix_tcp_maxseg",
+            vec![
+                STREAM,
+                GetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    val: INT_64,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    val: INT_100000,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    val: INT_255,
+                },
+                GetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    len: LEN_2,
+                },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 0,
+                },
+                Listen { s: 0, backlog: 2 },
+                GetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                STREAM,
+                SetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    val: INT_0,
+                },
+                GetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                Connect { s: 1, port: 0 },
+                GetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                GetOpt {
+                    s: 2,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                DGRAM,
+                GetOpt {
+                    s: 3,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                SetOpt {
+                    s: 3,
+                    opt: TCP_MAXSEG,
+                    val: INT_255,
+                },
+                SetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    val: 128 + INT_255,
+                },
             ],
         ),
     ]

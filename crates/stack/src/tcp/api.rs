@@ -418,11 +418,14 @@ impl Stack {
         }
         // A listener's connections inherit its mark (Linux's sk_clone):
         // their segments, the SYN-ACK first, take the route it gives.
-        let mark = match self.sockets.at(lindex) {
-            Some(Socket::Listener(l)) => l.mark,
+        // And its TCP_MAXSEG: the MSS their SYN-ACK advertises and the
+        // most they send.
+        let (mark, max_segment) = match self.sockets.at(lindex) {
+            Some(Socket::Listener(l)) => (l.mark, l.max_segment),
             _ => return,
         };
         let mss = self.tcp_mss_toward(local.ip(), remote.ip(), mark, now);
+        let mss = max_segment.map_or(mss, |m| mss.min(m));
         if flags.ack() && !flags.syn() {
             // The last ACK of a handshake whose state we did not keep.
             if self.tcp.cfg.syncookies {
@@ -813,6 +816,21 @@ impl Stack {
         mark: u32,
         sink: &mut dyn FrameSink,
     ) -> Result<SocketHandle, SocketError> {
+        self.tcp_connect_with(now, remote, local, mark, None, sink)
+    }
+
+    /// [`tcp_connect_marked`](Self::tcp_connect_marked) with TCP_MAXSEG
+    /// `max_segment`: the SYN advertises at most that MSS and the
+    /// connection sends segments no larger (Linux's user_mss).
+    pub fn tcp_connect_with(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        mark: u32,
+        max_segment: Option<u16>,
+        sink: &mut dyn FrameSink,
+    ) -> Result<SocketHandle, SocketError> {
         let dst = remote.ip();
         // RFC 9293 MUST-46: no connection to a broadcast (a subnet's
         // directed one too) or multicast address.
@@ -868,6 +886,7 @@ impl Stack {
         };
         let local = SocketAddr::new(src_ip, port);
         let mss = self.tcp_mss_toward(src_ip, remote.ip(), mark, now);
+        let mss = max_segment.map_or(mss, |m| mss.min(usize::from(m)));
         let iss = SeqNumber(self.tcp.isn.isn(now, local, remote) as i32);
         let mut conn = TcpConnection::new(
             &mut self.tcp,
