@@ -210,6 +210,13 @@ impl Worker {
         scratch.resize(want, 0);
         let (sock, d) = parts(self, fd)?;
         let stack = d.stack_mut();
+        // A pending ICMP error comes first, datagrams queued or not
+        // (Linux's __skb_recv_udp), and only once.
+        if let Some(e) = stack.udp_take_error(h)? {
+            self.scratch = scratch;
+            self.touch(fd);
+            return Err(e.into());
+        }
         let got = loop {
             let r = if flags & MSG_PEEK != 0 {
                 stack.udp_peek_from(h, &mut scratch)
@@ -428,8 +435,16 @@ impl Worker {
             // never pinned to an engine by a send that failed).
             (None, None) => return Err(Errno::EDESTADDRREQ),
         };
-        // The address is checked first; a shut socket fails when the
-        // datagram is made (sock_alloc_send_skb).
+        // The address is checked first; a pending ICMP error, then a shut
+        // socket, fail when the datagram is made (sock_alloc_send_skb).
+        if let State::Udp { h, .. } = sock.state {
+            let (_, d) = parts(self, fd)?;
+            if let Some(e) = d.stack_mut().udp_take_error(h)? {
+                self.touch(fd);
+                return Err(e.into());
+            }
+        }
+        let sock = self.socket(fd)?;
         if sock.shut_wr {
             return Err(Errno::EPIPE);
         }

@@ -624,8 +624,17 @@ impl Worker {
         let sock = self.socket(fd)?;
         family::local_for(sock.bound, addr)?;
         let sock = self.socket_mut(fd)?;
-        if let State::Udp { peer, .. } = &mut sock.state {
+        let engine = sock.engine;
+        if let State::Udp { peer, h } = &mut sock.state {
             *peer = Some(addr);
+            let h = *h;
+            if let Some(e) = engine {
+                // Its hard ICMP errors are the socket's from now on.
+                self.engines[e]
+                    .driver
+                    .stack_mut()
+                    .udp_set_peer(h, Some(addr))?;
+            }
         }
         self.touch(fd);
         Ok(())
@@ -636,7 +645,12 @@ impl Worker {
     pub(crate) fn disconnect(&mut self, fd: RawFd) -> Result<()> {
         let sock = self.socket_mut(fd)?;
         match sock.state {
-            State::Udp { ref mut peer, .. } => *peer = None,
+            State::Udp { ref mut peer, h } => {
+                *peer = None;
+                if let Some(e) = sock.engine {
+                    self.engines[e].driver.stack_mut().udp_set_peer(h, None)?;
+                }
+            }
             State::Tcp { h, bound, .. } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
                 self.drop_connection(fd, h, engine, bound);

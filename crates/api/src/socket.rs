@@ -270,7 +270,7 @@ pub(crate) fn status(sock: &Socket, stack: Option<&Stack>) -> Status {
         State::Udp { h, .. } => {
             st.state = 4;
             let (datagrams, bytes, _) = stack.udp_recv_queued(h).unwrap_or((0, 0, None));
-            st.mask = udp_mask(sock, datagrams > 0, 0);
+            st.mask = udp_mask(sock, datagrams > 0, stack.udp_error_pending(h));
             st.readable = bytes as i64;
             st.writable = udp_send_space(sock) as i64;
             st.in_total = datagrams as u64 + sock.totals.consumed;
@@ -298,7 +298,7 @@ fn unbound_status(sock: &Socket) -> Status {
             st.mask |= IN | EPOLLRDHUP as u32;
         }
     } else {
-        st.mask = udp_mask(sock, false, 0);
+        st.mask = udp_mask(sock, false, false);
         st.writable = udp_send_space(sock) as i64;
     }
     st
@@ -310,9 +310,9 @@ fn udp_send_space(sock: &Socket) -> usize {
     sock.opts.sndbuf.unwrap_or(9216)
 }
 
-fn udp_mask(sock: &Socket, queued: bool, error: i32) -> u32 {
+fn udp_mask(sock: &Socket, queued: bool, error: bool) -> u32 {
     let mut mask = 0;
-    if error != 0 {
+    if error {
         mask |= EPOLLERR as u32;
     }
     if sock.shut_rd {

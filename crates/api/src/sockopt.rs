@@ -506,6 +506,13 @@ impl Worker {
                         .ok()
                         .flatten()
                         .map_or(0, |e| e.errno()),
+                    (State::Udp { h, .. }, Some(e)) => self.engines[e]
+                        .driver
+                        .stack_mut()
+                        .udp_take_error(h)
+                        .ok()
+                        .flatten()
+                        .map_or(0, |e| e.errno()),
                     _ => 0,
                 };
                 int(err, out)

@@ -31,19 +31,10 @@
 //!   to the server's address from a socket already on the server's side
 //!   (bound, listening, accepted), and a sendto to the last peer seen from
 //!   one on the client's side, are not made on either side; the trace says so.
-//! - **Not in ustack yet** (each a gap, not a choice; the runner steers
-//!   clear so the rest can be compared): a datagram socket connected to a port
-//!   no datagram socket of the sequence is bound to sends nothing (Linux's
-//!   ICMP port unreachable reaches a connected UDP socket as ECONNREFUSED;
-//!   ustack's UDP sockets get no ICMP errors); a stream socket does not send to a peer shut both
-//!   ways by shutdown() or closed (Linux resets on that data, after close
-//!   and after shutdown alike, RFC 1122 4.2.2.13, and the sender, which
-//!   had the FIN, then reads end of file while its writes say EPIPE;
-//!   ustack resets only after close, and its sender says ECONNRESET).
 //! - **A failed connection's port**: bind on a stream socket after a
-//!   connect is made only once a call reported the connection's failure.
+//!   connect is made only once connect() reported the connection's failure.
 //!   Linux frees the port when the connection ends, so its bind works
-//!   before any report; ustack frees it when a call reports the failure
+//!   before any report; ustack frees it when connect() reports the failure
 //!   (the socket's pending error lives on the connection until then).
 //! - **A UDP port at the first datagram**: Linux gives a UDP socket a
 //!   port before it looks at a send, so even a failed one (no

@@ -1092,5 +1092,195 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 },
             ],
         ),
+        (
+            "seed_fix_send_to_a_peer_shut_both_ways",
+            with(
+                tcp_pair(),
+                &[
+                    Shutdown { s: 2, how: 2 },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    Recv {
+                        s: 1,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Poll { s: 1, events: 15 },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    GetOpt {
+                        s: 1,
+                        opt: SO_ERROR,
+                        len: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Send {
+                        s: 2,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                ],
+            ),
+        ),
+        (
+            "seed_fix_send_to_a_closed_peer",
+            with(
+                tcp_pair(),
+                &[
+                    Close { s: 2 },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    GetOpt {
+                        s: 1,
+                        opt: SO_ERROR,
+                        len: 0,
+                    },
+                    Recv {
+                        s: 1,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    STREAM,
+                    Connect { s: 2, port: 0 },
+                    Accept {
+                        s: 0,
+                        cloexec: false,
+                    },
+                    Close { s: 3 },
+                    Send {
+                        s: 2,
+                        len: 5,
+                        flags: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Send {
+                        s: 2,
+                        len: 5,
+                        flags: 0,
+                    },
+                ],
+            ),
+        ),
+        (
+            "seed_fix_udp_connected_to_a_closed_port",
+            vec![
+                DGRAM,
+                Connect { s: 0, port: 1 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Poll { s: 0, events: 3 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                EpollCreate,
+                EpollCtl {
+                    ep: 0,
+                    s: 0,
+                    op: 0,
+                    events: 1,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                EpollWait { ep: 0, wait: false },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                DGRAM,
+                Bind {
+                    s: 1,
+                    any: true,
+                    port: 1,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+                RecvFrom { s: 1, len: 10 },
+                Close { s: 1 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                SendTo {
+                    s: 0,
+                    len: 3,
+                    to: 2,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+            ],
+        ),
     ]
 }

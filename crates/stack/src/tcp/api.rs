@@ -1013,6 +1013,11 @@ impl Stack {
                 .read(buf, &mut self.tcp.buffers, &mut self.tcp.lend)
         };
         if n == 0 {
+            // Linux: the peer's FIN was read, so EOF, also after a reset
+            // (the error waits for a write or SO_ERROR).
+            if conn.reset_after_fin {
+                return Ok(0);
+            }
             if let Some(e) = conn.error.take() {
                 return Err(e);
             }
