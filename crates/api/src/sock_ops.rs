@@ -336,6 +336,9 @@ impl Worker {
         if !sock.stream {
             return Err(Errno::EOPNOTSUPP);
         }
+        if sock.disconnecting {
+            return Err(Errno::EINVAL);
+        }
         let addr = match sock.state {
             State::Listening { .. } => return Ok(()),
             State::Tcp { .. } => return Err(Errno::EINVAL),
@@ -344,6 +347,7 @@ impl Worker {
                 let any = sock.domain.any(0);
                 let engine = self.engine_for_local(any.ip()).ok_or(Errno::ENODEV)?;
                 self.tcp_bind(fd, engine, any)?;
+                self.socket_mut(fd)?.port_from_listen = true;
                 match self.socket(fd)?.state {
                     State::Bound(a) => a,
                     _ => return Err(Errno::EINVAL),
@@ -494,13 +498,10 @@ impl Worker {
                 phase: Phase::Connected,
                 ..
             } => Err(Errno::EISCONN),
-            // Shut down while connecting (the attempt had failed: a live
-            // one is Connected after shutdown): Linux's socket is
-            // SS_DISCONNECTING, which connect refuses.
-            State::Tcp {
-                phase: Phase::Connecting,
-                ..
-            } if sock.shut_rd || sock.shut_wr => Err(Errno::EINVAL),
+            // Shut down while connecting (the attempt had failed or was
+            // abandoned: a live one is Connected after shutdown): Linux's
+            // socket is SS_DISCONNECTING, which connect refuses.
+            _ if sock.disconnecting => Err(Errno::EINVAL),
             State::Tcp {
                 phase: Phase::Connecting,
                 ..
@@ -586,7 +587,8 @@ impl Worker {
     }
 
     /// Forgets a failed or aborted connection: the socket is unconnected
-    /// again, keeping a port it had from bind().
+    /// again, keeping a port it had from bind(), its shutdown bits
+    /// cleared (every way here is Linux's tcp_disconnect).
     fn drop_connection(&mut self, fd: RawFd, h: SocketHandle, engine: usize, bound: bool) {
         let slot = &mut self.engines[engine];
         driver::call(slot.driver.as_mut(), |now, stack, sink| {
@@ -594,6 +596,8 @@ impl Worker {
         });
         slot.fds.remove(&h);
         if let Ok(sock) = self.socket_mut(fd) {
+            sock.shut_rd = false;
+            sock.shut_wr = false;
             match (bound, sock.bound) {
                 (true, Some(a)) => sock.state = State::Bound(a),
                 _ => {
@@ -609,6 +613,25 @@ impl Worker {
             }
         }
         self.touch(fd);
+    }
+
+    /// Gives back the port of TCP socket `fd`, bound at `local` (it is
+    /// fresh again; getsockname shows the port on the any address).
+    fn unbind(&mut self, fd: RawFd, engine: usize, local: SocketAddr) {
+        let binds = &mut self.engines[engine].tcp_binds;
+        if let Some(v) = binds.get_mut(&local.port()) {
+            v.retain(|&f| f != fd);
+            if v.is_empty() {
+                binds.remove(&local.port());
+            }
+        }
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.state = State::Fresh;
+            sock.bound = None;
+            sock.engine = None;
+            sock.port_from_listen = false;
+            sock.failed_name = Some(SocketAddr::new(unspecified(local.ip()), local.port()));
+        }
     }
 
     /// Connects a UDP socket to `addr` (the stack's form of it).
@@ -644,6 +667,7 @@ impl Worker {
     /// connection is aborted and the socket can connect again.
     pub(crate) fn disconnect(&mut self, fd: RawFd) -> Result<()> {
         let sock = self.socket_mut(fd)?;
+        sock.disconnecting = false;
         match sock.state {
             State::Udp { ref mut peer, h } => {
                 *peer = None;
@@ -721,18 +745,31 @@ impl Worker {
                 if rd {
                     let engine = sock.engine.ok_or(Errno::EINVAL)?;
                     sock.state = State::Bound(local);
+                    // tcp_disconnect clears the socket's shutdown bits.
+                    sock.shut_rd = false;
+                    sock.shut_wr = false;
                     self.release_handle(engine, h, fd);
+                    // tcp_disconnect: a port listen() picked goes (the
+                    // address too; getsockname keeps the port).
+                    if self.socket(fd)?.port_from_listen {
+                        self.unbind(fd, engine, local);
+                    }
                 }
                 Ok(())
             }
-            State::Tcp { h, bound, .. } => {
+            State::Tcp { h, bound, phase } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                let connecting = phase == Phase::Connecting;
                 let stack = self.engines[engine].driver.stack_mut();
                 match stack.tcp_state(h)? {
                     TcpState::Closed => {
-                        set(self.socket_mut(fd)?);
+                        let sock = self.socket_mut(fd)?;
+                        set(sock);
+                        sock.disconnecting |= connecting;
                         Err(Errno::ENOTCONN)
                     }
+                    // inet_shutdown disconnects: the socket is unconnected
+                    // again, its shutdown bits cleared (tcp_disconnect).
                     TcpState::SynSent => {
                         self.drop_connection(fd, h, engine, bound);
                         Ok(())

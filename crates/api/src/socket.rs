@@ -145,6 +145,13 @@ pub(crate) struct Socket {
     /// saw fail: Linux frees a failed connection's port (the socket can
     /// bind again) but getsockname still shows that address and port.
     pub failed_name: Option<SocketAddr>,
+    /// shutdown() came while connect() had not reported (Linux's
+    /// SS_DISCONNECTING): connect and listen say EINVAL until a connect
+    /// with AF_UNSPEC.
+    pub disconnecting: bool,
+    /// Its port came from listen() (no bind() first): Linux frees it when
+    /// the listener is shut down for reading, as it would a connection's.
+    pub port_from_listen: bool,
 }
 
 impl Socket {
@@ -167,6 +174,8 @@ impl Socket {
             owner: 0,
             urgent_seen: 0,
             failed_name: None,
+            disconnecting: false,
+            port_from_listen: false,
         }
     }
 

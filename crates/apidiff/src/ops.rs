@@ -44,6 +44,34 @@ pub enum Op {
 
 const OPCODES: u8 = 21;
 
+impl Op {
+    /// The socket handle the call is on, if any.
+    pub fn handle(&self) -> Option<u8> {
+        match *self {
+            Op::Bind { s, .. }
+            | Op::Listen { s, .. }
+            | Op::Connect { s, .. }
+            | Op::Accept { s, .. }
+            | Op::Send { s, .. }
+            | Op::Recv { s, .. }
+            | Op::SendTo { s, .. }
+            | Op::RecvFrom { s, .. }
+            | Op::Shutdown { s, .. }
+            | Op::Close { s }
+            | Op::SetOpt { s, .. }
+            | Op::GetOpt { s, .. }
+            | Op::Fcntl { s, .. }
+            | Op::Ioctl { s, .. }
+            | Op::Name { s, .. }
+            | Op::EpollCtl { s, .. }
+            | Op::Poll { s, .. } => Some(s),
+            Op::Socket { .. } | Op::EpollCreate | Op::EpollWait { .. } | Op::EpollClose { .. } => {
+                None
+            }
+        }
+    }
+}
+
 /// The calls `data` stands for (a trailing partial call is dropped).
 pub fn decode(data: &[u8]) -> Vec<Op> {
     data.chunks_exact(3)

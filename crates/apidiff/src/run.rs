@@ -25,9 +25,14 @@ enum Side {
     Client,
 }
 
+/// What the runner knows of one handle's socket.  Duplicates (fcntl
+/// F_DUPFD_CLOEXEC) are one socket: a call on one updates them all (see
+/// [`Runner::share_with_duplicates`]).
 #[derive(Clone, Copy)]
 struct Slot {
     fd: i32,
+    /// Which socket of the sequence (the same for its duplicates).
+    socket: u32,
     side: Side,
     dgram: bool,
     /// The sequence's port it is bound to (bind succeeded).
@@ -52,6 +57,7 @@ struct Slot {
 
 const EMPTY: Slot = Slot {
     fd: -1,
+    socket: 0,
     side: Side::Unplaced,
     dgram: false,
     port: None,
@@ -197,6 +203,8 @@ pub struct Runner<'a> {
     last_peer: Option<SocketAddr>,
     /// Bytes sent so far: the next send's bytes continue the pattern.
     sent: u32,
+    /// Sockets made so far (socket() and accept()), for [`Slot::socket`].
+    sockets: u32,
     slow: bool,
 }
 
@@ -268,6 +276,7 @@ impl<'a> Runner<'a> {
             eps: [-1; EPOLLS as usize],
             last_peer: None,
             sent: 0,
+            sockets: 0,
             slow,
         }
     }
@@ -277,6 +286,9 @@ impl<'a> Runner<'a> {
         let mut lines = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
             let what = self.call(op);
+            if let Some(s) = op.handle() {
+                self.share_with_duplicates(s);
+            }
             self.sys.settle(self.slow);
             lines.push(format!("#{i} {what}"));
         }
@@ -318,7 +330,31 @@ impl<'a> Runner<'a> {
         self.socks[usize::from(s)].fd
     }
 
-    /// A new fd into the first free handle (closed again when none is).
+    fn new_socket(&mut self) -> u32 {
+        self.sockets += 1;
+        self.sockets
+    }
+
+    /// What a call on handle `s` learnt of its socket holds for the
+    /// socket's other handles (duplicates) too.
+    fn share_with_duplicates(&mut self, s: u8) {
+        let slot = self.socks[usize::from(s)];
+        if slot.fd < 0 {
+            return;
+        }
+        for other in self.socks.iter_mut() {
+            if other.fd >= 0 && other.socket == slot.socket {
+                *other = Slot {
+                    fd: other.fd,
+                    ..slot
+                };
+            }
+        }
+    }
+
+    /// A new fd into the first free handle (closed again when none is);
+    /// `like` says which socket it is (a new one for socket() and
+    /// accept(), the original's for a duplicate).
     fn place(&mut self, fd: i32, like: Slot) -> String {
         match self.socks.iter().position(|sl| sl.fd < 0) {
             Some(i) => {
@@ -346,10 +382,17 @@ impl<'a> Runner<'a> {
             Op::Socket { dgram, cloexec } => {
                 let ty = if dgram { SOCK_DGRAM } else { SOCK_STREAM };
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
-                let r = self
-                    .sys
-                    .socket(AF_INET, ty | flags, 0)
-                    .map(|fd| self.place(fd, Slot { dgram, ..EMPTY }));
+                let r = self.sys.socket(AF_INET, ty | flags, 0).map(|fd| {
+                    let socket = self.new_socket();
+                    self.place(
+                        fd,
+                        Slot {
+                            socket,
+                            dgram,
+                            ..EMPTY
+                        },
+                    )
+                });
                 format!(
                     "socket {} = {}",
                     if dgram { "dgram" } else { "stream" },
@@ -415,9 +458,11 @@ impl<'a> Runner<'a> {
                 let listener_mss = self.socks[usize::from(s)].mss_set[0];
                 let r = self.sys.accept4(self.fd(s), flags).map(|(fd, a)| {
                     self.last_peer = Some(a);
+                    let socket = self.new_socket();
                     let h = self.place(
                         fd,
                         Slot {
+                            socket,
                             side: Side::Server,
                             connection: true,
                             mss_set: [None, listener_mss],
