@@ -309,13 +309,14 @@ impl Worker {
         msg: &SendMsg,
     ) -> Result<usize> {
         let urgent = flags & MSG_OOB != 0;
-        if self.socket(fd)?.stream {
+        let sock = self.socket(fd)?;
+        if sock.stream {
             self.tcp_send(fd, bufs, urgent)
-        } else if urgent {
-            // udp_sendmsg: no urgent data on datagrams.
+        } else if urgent && sock.domain == Domain::V4 {
+            // udp_sendmsg: no urgent data on datagrams, refused first.
             Err(Errno::EOPNOTSUPP)
         } else {
-            self.udp_send(fd, bufs, msg)
+            self.udp_send(fd, bufs, msg, urgent)
         }
     }
 
@@ -420,7 +421,16 @@ impl Worker {
         }
     }
 
-    fn udp_send(&mut self, fd: RawFd, bufs: &[IoSlice<'_>], msg: &SendMsg) -> Result<usize> {
+    /// `urgent`: MSG_OOB, which udpv6_sendmsg ignores and udp_sendmsg
+    /// (IPv4, also an AF_INET6 socket's datagram to a mapped address)
+    /// refuses.
+    fn udp_send(
+        &mut self,
+        fd: RawFd,
+        bufs: &[IoSlice<'_>],
+        msg: &SendMsg,
+        urgent: bool,
+    ) -> Result<usize> {
         let sock = self.socket(fd)?;
         let peer = match sock.state {
             State::Udp { peer, .. } => peer,
@@ -435,6 +445,9 @@ impl Worker {
             // never pinned to an engine by a send that failed).
             (None, None) => return Err(Errno::EDESTADDRREQ),
         };
+        if urgent && dst.is_ipv4() {
+            return Err(Errno::EOPNOTSUPP);
+        }
         // The address is checked first; a pending ICMP error, then a shut
         // socket, fail when the datagram is made (sock_alloc_send_skb).
         if let State::Udp { h, .. } = sock.state {

@@ -1,5 +1,6 @@
 //! The differential API fuzzer: a sequence of socket, epoll and poll
-//! calls (decoded from bytes, see [`ops`]) runs once against the Linux
+//! calls on IPv4 and IPv6 (dual-stack) sockets (decoded from bytes, see
+//! [`ops`]) runs once against the Linux
 //! kernel over loopback and once against ustack (two engines joined by a
 //! memory link, through the socket layer every way in wraps), and what
 //! each call returned (value, errno, bytes received, readiness) must be
@@ -15,7 +16,8 @@
 //! looks away or steers, and why.  Everything else must match.
 //!
 //! - **Names, not numbers**: fds are handles (`s0`.., `e0`..), our
-//!   addresses `LOCAL` (the kernel's 127.0.0.1, ustack's 10.99.1.x), the
+//!   addresses `LOCAL` (the kernel's 127.0.0.1, ustack's 10.99.1.x),
+//!   `LOCAL6` (::1, fd99:1::x) and `::ffff:LOCAL` (mapped), the
 //!   sequence's ports `P0`..`P2`, ephemeral ports `EPH` (each picks its
 //!   own), bytes received a hash.  epoll's events are listed in handle
 //!   order (each kernel orders its ready list its own way), and a wait

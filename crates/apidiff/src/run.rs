@@ -33,6 +33,8 @@ struct Slot {
     fd: i32,
     /// Which socket of the sequence (the same for its duplicates).
     socket: u32,
+    /// AF_INET6 (dual-stack).
+    v6: bool,
     side: Side,
     dgram: bool,
     /// The sequence's port it is bound to (bind succeeded).
@@ -58,6 +60,7 @@ struct Slot {
 const EMPTY: Slot = Slot {
     fd: -1,
     socket: 0,
+    v6: false,
     side: Side::Unplaced,
     dgram: false,
     port: None,
@@ -308,10 +311,13 @@ impl<'a> Runner<'a> {
     }
 
     fn addr(&self, a: &SocketAddr) -> String {
+        let local4 = |ip| ip == self.sys.server_ip() || ip == self.sys.client_ip();
         let ip = match a.ip() {
-            IpAddr::V4(ip) if ip == self.sys.server_ip() || ip == self.sys.client_ip() => {
-                "LOCAL".to_string()
+            IpAddr::V4(ip) if local4(ip) => "LOCAL".to_string(),
+            IpAddr::V6(ip) if ip == self.sys.server_ip6() || ip == self.sys.client_ip6() => {
+                "LOCAL6".to_string()
             }
+            IpAddr::V6(ip) if ip.to_ipv4_mapped().is_some_and(local4) => "::ffff:LOCAL".to_string(),
             ip => ip.to_string(),
         };
         let port = match (0..PORTS).find(|&i| self.sys.port(usize::from(i)) == a.port()) {
@@ -322,8 +328,15 @@ impl<'a> Runner<'a> {
         format!("{ip}:{port}")
     }
 
-    fn server(&self, port: u8) -> SocketAddr {
-        SocketAddr::from((self.sys.server_ip(), self.sys.port(usize::from(port))))
+    /// The server's address at the sequence's port `port`, in socket
+    /// `s`'s family.
+    fn server(&self, s: u8, port: u8) -> SocketAddr {
+        let port = self.sys.port(usize::from(port));
+        if self.socks[usize::from(s)].v6 {
+            SocketAddr::from((self.sys.server_ip6(), port))
+        } else {
+            SocketAddr::from((self.sys.server_ip(), port))
+        }
     }
 
     fn fd(&self, s: u8) -> i32 {
@@ -379,22 +392,25 @@ impl<'a> Runner<'a> {
     fn call(&mut self, op: &Op) -> String {
         let show = |r: api::Result<String>| r.unwrap_or_else(errno_name);
         match *op {
-            Op::Socket { dgram, cloexec } => {
+            Op::Socket { dgram, cloexec, v6 } => {
                 let ty = if dgram { SOCK_DGRAM } else { SOCK_STREAM };
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
-                let r = self.sys.socket(AF_INET, ty | flags, 0).map(|fd| {
+                let domain = if v6 { AF_INET6 } else { AF_INET };
+                let r = self.sys.socket(domain, ty | flags, 0).map(|fd| {
                     let socket = self.new_socket();
                     self.place(
                         fd,
                         Slot {
                             socket,
+                            v6,
                             dgram,
                             ..EMPTY
                         },
                     )
                 });
                 format!(
-                    "socket {} = {}",
+                    "socket {}{} = {}",
+                    if v6 { "inet6 " } else { "" },
                     if dgram { "dgram" } else { "stream" },
                     show(r)
                 )
@@ -407,10 +423,11 @@ impl<'a> Runner<'a> {
                 if self.socks[usize::from(s)].failed_send {
                     return format!("bind s{s}: not made ({FAILED_SEND})");
                 }
-                let ip = if any {
-                    std::net::Ipv4Addr::UNSPECIFIED
-                } else {
-                    self.sys.server_ip()
+                let ip: IpAddr = match (slot.v6, any) {
+                    (true, true) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+                    (true, false) => self.sys.server_ip6().into(),
+                    (false, true) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+                    (false, false) => self.sys.server_ip().into(),
                 };
                 let p = if port < PORTS {
                     self.sys.port(usize::from(port))
@@ -441,7 +458,7 @@ impl<'a> Runner<'a> {
                 if self.socks[usize::from(s)].side == Side::Server {
                     return format!("connect s{s} P{port}: not made (the server's own address)");
                 }
-                let a = self.server(port);
+                let a = self.server(s, port);
                 let r = self.sys.connect(self.fd(s), &a);
                 if self.fd(s) >= 0 {
                     let slot = &mut self.socks[usize::from(s)];
@@ -499,7 +516,7 @@ impl<'a> Runner<'a> {
                     if side == Side::Server {
                         return format!("sendto s{s} P{to}: not made (the server's own address)");
                     }
-                    self.server(to)
+                    self.server(s, to)
                 } else {
                     match self.last_peer {
                         Some(a) if side != Side::Client => a,

@@ -8,10 +8,22 @@ use crate::ops::Op::{self, *};
 const STREAM: Op = Socket {
     dgram: false,
     cloexec: false,
+    v6: false,
 };
 const DGRAM: Op = Socket {
     dgram: true,
     cloexec: false,
+    v6: false,
+};
+const STREAM6: Op = Socket {
+    dgram: false,
+    cloexec: false,
+    v6: true,
+};
+const DGRAM6: Op = Socket {
+    dgram: true,
+    cloexec: false,
+    v6: true,
 };
 
 /// A listener in s0 on P0, a client in s1 connected to it, the accepted
@@ -1280,6 +1292,127 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                     len: 10,
                     flags: 0,
                 },
+            ],
+        ),
+        (
+            "seed_ipv6_stream",
+            vec![
+                STREAM6,
+                Bind {
+                    s: 0,
+                    any: false,
+                    port: 0,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM6,
+                Connect { s: 1, port: 0 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Name { s: 1, peer: false },
+                Name { s: 1, peer: true },
+                Name { s: 2, peer: false },
+                Send {
+                    s: 1,
+                    len: 100,
+                    flags: 0,
+                },
+                Recv {
+                    s: 2,
+                    len: 200,
+                    flags: 0,
+                },
+                Shutdown { s: 2, how: 1 },
+                Recv {
+                    s: 1,
+                    len: 200,
+                    flags: 0,
+                },
+                Poll { s: 1, events: 15 },
+                Close { s: 2 },
+                Close { s: 1 },
+                STREAM6,
+                Bind {
+                    s: 1,
+                    any: true,
+                    port: 0,
+                },
+            ],
+        ),
+        (
+            "seed_ipv6_dual_stack",
+            vec![
+                STREAM6,
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM,
+                Bind {
+                    s: 1,
+                    any: true,
+                    port: 1,
+                },
+                Connect { s: 1, port: 1 },
+                Close { s: 1 },
+                STREAM,
+                Connect { s: 1, port: 1 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Name { s: 2, peer: false },
+                DGRAM6,
+                Bind {
+                    s: 3,
+                    any: true,
+                    port: 2,
+                },
+                DGRAM,
+                SendTo {
+                    s: 4,
+                    len: 10,
+                    to: 2,
+                },
+                RecvFrom { s: 3, len: 20 },
+                SendTo {
+                    s: 3,
+                    len: 7,
+                    to: 3,
+                },
+                RecvFrom { s: 4, len: 20 },
+            ],
+        ),
+        (
+            "seed_ipv6_udp_connected_to_a_closed_port",
+            vec![
+                DGRAM6,
+                Connect { s: 0, port: 1 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Poll { s: 0, events: 3 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+                Name { s: 0, peer: true },
             ],
         ),
     ]
