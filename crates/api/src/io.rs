@@ -14,7 +14,7 @@ use crate::errno::{Errno, Result};
 use crate::family::{self, Domain, Use};
 use crate::sock_ops::parts;
 use crate::socket::State;
-use crate::worker::Worker;
+use crate::worker::{Object, Worker};
 
 /// IP_PKTINFO of a received datagram (Linux's `struct in_pktinfo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,7 +496,30 @@ impl Worker {
             stack.udp_send_to(now, h, dst, src, data, sink)
         });
         self.scratch = scratch;
+        if r.is_ok() {
+            self.datagram_space_freed(fd);
+        }
         r.map_err(Errno::from)
+    }
+
+    /// A datagram left: Linux frees its buffer once it is delivered or
+    /// dropped (sock_wfree), and sk_write_space wakes the socket's epoll
+    /// watchers with EPOLLOUT, so an edge-triggered one sees EPOLLOUT
+    /// again after every send.
+    fn datagram_space_freed(&mut self, fd: RawFd) {
+        let Ok(sock) = self.socket_mut(fd) else {
+            return;
+        };
+        let watchers = std::mem::take(&mut sock.watchers);
+        let key = (libc::EPOLLOUT | libc::EPOLLWRNORM | libc::EPOLLWRBAND) as u32;
+        for &w in &watchers {
+            if let Some(Object::Epoll(ep)) = self.object_mut(w) {
+                ep.wake(fd, key);
+            }
+        }
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.watchers = watchers;
+        }
     }
 }
 
