@@ -472,7 +472,7 @@ impl<'a> Runner<'a> {
             }
             Op::Accept { s, cloexec } => {
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
-                let listener_mss = self.socks[usize::from(s)].mss_set[0];
+                let listener = self.socks[usize::from(s)];
                 let r = self.sys.accept4(self.fd(s), flags).map(|(fd, a)| {
                     self.last_peer = Some(a);
                     let socket = self.new_socket();
@@ -480,9 +480,10 @@ impl<'a> Runner<'a> {
                         fd,
                         Slot {
                             socket,
+                            v6: listener.v6,
                             side: Side::Server,
                             connection: true,
-                            mss_set: [None, listener_mss],
+                            mss_set: [None, listener.mss_set[0]],
                             ..EMPTY
                         },
                     );
