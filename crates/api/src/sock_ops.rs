@@ -952,7 +952,7 @@ impl Worker {
             (State::Tcp { h, .. }, Some(e)) => self.engines[e]
                 .driver
                 .stack_mut()
-                .tcp_recv_queued(h)
+                .tcp_recv_queued_to_mark(h)
                 .unwrap_or(0),
             (State::Udp { h, .. }, Some(e)) => self.engines[e]
                 .driver

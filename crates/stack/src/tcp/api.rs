@@ -1528,9 +1528,16 @@ impl Stack {
         self.tcp_conn(h).map(|c| c.readable_for_poll())
     }
 
-    /// Bytes waiting to be read (FIONREAD).
+    /// Bytes waiting to be read.
     pub fn tcp_recv_queued(&self, h: SocketHandle) -> Result<usize, SocketError> {
         self.tcp_conn(h).map(|c| c.recv.readable())
+    }
+
+    /// What FIONREAD reports: the bytes waiting to be read, but only those
+    /// before the urgent mark while an out-of-line urgent octet is in the
+    /// stream (Linux's `tcp_inq`).
+    pub fn tcp_recv_queued_to_mark(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.tcp_conn(h).map(|c| c.readable_to_mark())
     }
 
     /// The receive buffer's size: what SO_RCVBUF set, or where
