@@ -432,6 +432,7 @@ impl Worker {
         let engine = sock.engine.ok_or(Errno::EINVAL)?;
         let opts = sock.opts.clone();
         let domain = sock.domain;
+        let (shut_rd, shut_wr) = (sock.shut_rd, sock.shut_wr);
         let (ip4, ip6) = (sock.ip_options(false), sock.ip_options(true));
         if self.engines[engine]
             .driver
@@ -452,7 +453,12 @@ impl Worker {
         };
         let ip = if peer.is_ipv6() { ip6 } else { ip4 };
         driver::call(slot.driver.as_mut(), |now, stack, sink| {
-            apply_tcp_options(now, stack, sink, ch, &opts, ip)
+            apply_tcp_options(now, stack, sink, ch, &opts, ip);
+            // Inherited RCV_SHUTDOWN: reads end at once (no FIN goes
+            // out for an inherited SEND_SHUTDOWN: Linux sends none).
+            if shut_rd {
+                let _ = stack.tcp_shutdown(now, ch, Shutdown::Read, sink);
+            }
         });
         let local = slot.driver.stack_mut().tcp_local_addr(ch).ok();
         slot.fds.entry(ch).or_default().push(newfd);
@@ -469,6 +475,10 @@ impl Worker {
         // An accepted socket inherits its listener's options (sk_clone),
         // but not its file flags (O_NONBLOCK).
         child.opts = opts;
+        // Its shutdown bits too (sk_clone copies sk_shutdown: a listener
+        // shut before listen() hands out connections shut the same way).
+        child.shut_rd = shut_rd;
+        child.shut_wr = shut_wr;
         child.engine = Some(engine);
         child.bound = local;
         child.state = State::Tcp {
