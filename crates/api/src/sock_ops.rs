@@ -340,7 +340,13 @@ impl Worker {
             return Err(Errno::EINVAL);
         }
         let addr = match sock.state {
-            State::Listening { .. } => return Ok(()),
+            // Linux's inet_listen: a listening socket takes the new backlog.
+            State::Listening { h, .. } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
+                let stack = self.engines[engine].driver.stack_mut();
+                return Ok(stack.tcp_set_backlog(h, backlog)?);
+            }
             State::Tcp { .. } => return Err(Errno::EINVAL),
             State::Bound(a) => a,
             State::Fresh => {

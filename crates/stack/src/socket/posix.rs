@@ -155,6 +155,19 @@ impl Stack {
         }
     }
 
+    /// listen() again on a listening socket: its new backlog (Linux's
+    /// sk_max_ack_backlog), for the connections to come.
+    pub fn tcp_set_backlog(&mut self, h: SocketHandle, backlog: usize) -> Result<(), SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Listener(l)) => {
+                l.backlog = backlog.max(1);
+                Ok(())
+            }
+            Some(_) => Err(SocketError::InvalidArgument),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
     /// TCP_MAXSEG (`None`: the path's MSS).  A listener's connections
     /// advertise and send at most `mss` bytes a segment from their
     /// handshake on; a connection that has begun its handshake keeps the
