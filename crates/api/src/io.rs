@@ -14,7 +14,7 @@ use crate::errno::{Errno, Result};
 use crate::family::{self, Domain, Use};
 use crate::sock_ops::parts;
 use crate::socket::State;
-use crate::worker::Worker;
+use crate::worker::{Object, Worker};
 
 /// IP_PKTINFO of a received datagram (Linux's `struct in_pktinfo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +210,13 @@ impl Worker {
         scratch.resize(want, 0);
         let (sock, d) = parts(self, fd)?;
         let stack = d.stack_mut();
+        // A pending ICMP error comes first, datagrams queued or not
+        // (Linux's __skb_recv_udp), and only once.
+        if let Some(e) = stack.udp_take_error(h)? {
+            self.scratch = scratch;
+            self.touch(fd);
+            return Err(e.into());
+        }
         let got = loop {
             let r = if flags & MSG_PEEK != 0 {
                 stack.udp_peek_from(h, &mut scratch)
@@ -302,13 +309,14 @@ impl Worker {
         msg: &SendMsg,
     ) -> Result<usize> {
         let urgent = flags & MSG_OOB != 0;
-        if self.socket(fd)?.stream {
+        let sock = self.socket(fd)?;
+        if sock.stream {
             self.tcp_send(fd, bufs, urgent)
-        } else if urgent {
-            // udp_sendmsg: no urgent data on datagrams.
+        } else if urgent && sock.domain == Domain::V4 {
+            // udp_sendmsg: no urgent data on datagrams, refused first.
             Err(Errno::EOPNOTSUPP)
         } else {
-            self.udp_send(fd, bufs, msg)
+            self.udp_send(fd, bufs, msg, urgent)
         }
     }
 
@@ -413,7 +421,16 @@ impl Worker {
         }
     }
 
-    fn udp_send(&mut self, fd: RawFd, bufs: &[IoSlice<'_>], msg: &SendMsg) -> Result<usize> {
+    /// `urgent`: MSG_OOB, which udpv6_sendmsg ignores and udp_sendmsg
+    /// (IPv4, also an AF_INET6 socket's datagram to a mapped address)
+    /// refuses.
+    fn udp_send(
+        &mut self,
+        fd: RawFd,
+        bufs: &[IoSlice<'_>],
+        msg: &SendMsg,
+        urgent: bool,
+    ) -> Result<usize> {
         let sock = self.socket(fd)?;
         let peer = match sock.state {
             State::Udp { peer, .. } => peer,
@@ -428,8 +445,19 @@ impl Worker {
             // never pinned to an engine by a send that failed).
             (None, None) => return Err(Errno::EDESTADDRREQ),
         };
-        // The address is checked first; a shut socket fails when the
-        // datagram is made (sock_alloc_send_skb).
+        if urgent && dst.is_ipv4() {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        // The address is checked first; a pending ICMP error, then a shut
+        // socket, fail when the datagram is made (sock_alloc_send_skb).
+        if let State::Udp { h, .. } = sock.state {
+            let (_, d) = parts(self, fd)?;
+            if let Some(e) = d.stack_mut().udp_take_error(h)? {
+                self.touch(fd);
+                return Err(e.into());
+            }
+        }
+        let sock = self.socket(fd)?;
         if sock.shut_wr {
             return Err(Errno::EPIPE);
         }
@@ -468,7 +496,30 @@ impl Worker {
             stack.udp_send_to(now, h, dst, src, data, sink)
         });
         self.scratch = scratch;
+        if r.is_ok() {
+            self.datagram_space_freed(fd);
+        }
         r.map_err(Errno::from)
+    }
+
+    /// A datagram left: Linux frees its buffer once it is delivered or
+    /// dropped (sock_wfree), and sk_write_space wakes the socket's epoll
+    /// watchers with EPOLLOUT, so an edge-triggered one sees EPOLLOUT
+    /// again after every send.
+    fn datagram_space_freed(&mut self, fd: RawFd) {
+        let Ok(sock) = self.socket_mut(fd) else {
+            return;
+        };
+        let watchers = std::mem::take(&mut sock.watchers);
+        let key = (libc::EPOLLOUT | libc::EPOLLWRNORM | libc::EPOLLWRBAND) as u32;
+        for &w in &watchers {
+            if let Some(Object::Epoll(ep)) = self.object_mut(w) {
+                ep.wake(fd, key);
+            }
+        }
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.watchers = watchers;
+        }
     }
 }
 

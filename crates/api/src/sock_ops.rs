@@ -17,7 +17,7 @@ use crate::fdtable;
 use crate::os;
 use crate::socket::{Options, Phase, Socket, State};
 use crate::stack_ip;
-use crate::worker::{self, Object, Worker};
+use crate::worker::{self, Object, PortHold, Worker};
 
 /// Linux's `ip_local_port_range`: ports bind() picks for port 0.
 const BIND_PORTS: core::ops::RangeInclusive<u16> = 32768..=60999;
@@ -67,6 +67,20 @@ pub(crate) fn apply_tcp_options(
 /// TCP_USER_TIMEOUT's milliseconds as the stack takes them (0: off).
 pub(crate) fn user_timeout(ms: u32) -> Option<Duration> {
     (ms > 0).then(|| Duration::from_millis(u64::from(ms)))
+}
+
+/// Whether the stack still has connection `h` (in any state but closed,
+/// closing after its fd is gone and TIME-WAIT too).
+/// The any address of `ip`'s family.
+fn unspecified(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    }
+}
+
+fn holds_port(stack: &Stack, h: SocketHandle) -> bool {
+    stack.tcp_holds_port(h)
 }
 
 impl Worker {
@@ -147,6 +161,39 @@ impl Worker {
         })
     }
 
+    /// Whether binding `fd` to `me_at` would collide with a connection
+    /// holding the port (see [`PortHold`]): as with sockets, both
+    /// SO_REUSEADDR (a connection never listens) or both SO_REUSEPORT
+    /// share.  Holds of connections the stack has freed are dropped here.
+    fn held_conflict(&mut self, engine: usize, fd: RawFd, me_at: Binding) -> bool {
+        let Ok(me) = self.socket(fd) else {
+            return true;
+        };
+        let (reuseaddr, reuseport) = (me.opts.reuseaddr, me.opts.reuseport);
+        let slot = &mut self.engines[engine];
+        let Some(holds) = slot.conn_ports.get_mut(&me_at.addr.port()) else {
+            return false;
+        };
+        let stack = slot.driver.stack_mut();
+        holds.retain(|p| holds_port(stack, p.h));
+        holds.iter().any(|p| {
+            p.at.overlaps(&me_at) && !((reuseaddr && p.reuseaddr) || (reuseport && p.reuseport))
+        })
+    }
+
+    /// Notes that connection `hold.h` holds its port (see [`PortHold`]).
+    /// The list sweeps out freed connections before it would grow, so it
+    /// stays within twice the live ones.
+    pub(crate) fn hold_port(&mut self, engine: usize, hold: PortHold) {
+        let slot = &mut self.engines[engine];
+        let holds = slot.conn_ports.entry(hold.at.addr.port()).or_default();
+        if holds.len() == holds.capacity() {
+            let stack = slot.driver.stack_mut();
+            holds.retain(|p| holds_port(stack, p.h));
+        }
+        holds.push(hold);
+    }
+
     /// The binding `fd` would have at `addr`.
     fn binding_at(&self, fd: RawFd, addr: SocketAddr) -> Result<Binding> {
         let s = self.socket(fd)?;
@@ -174,6 +221,7 @@ impl Worker {
             if !in_stack
                 && !self.engines[engine].tcp_binds.contains_key(&port)
                 && !self.tcp_conflict(engine, fd, b)
+                && !self.held_conflict(engine, fd, b)
             {
                 return Ok(port);
             }
@@ -212,7 +260,7 @@ impl Worker {
         let at = self.binding_at(fd, addr)?;
         if addr.port() == 0 {
             addr.set_port(self.pick_tcp_port(engine, fd, at)?);
-        } else if self.tcp_conflict(engine, fd, at) {
+        } else if self.tcp_conflict(engine, fd, at) || self.held_conflict(engine, fd, at) {
             return Err(Errno::EADDRINUSE);
         }
         let sock = self.socket_mut(fd)?;
@@ -288,14 +336,24 @@ impl Worker {
         if !sock.stream {
             return Err(Errno::EOPNOTSUPP);
         }
+        if sock.disconnecting {
+            return Err(Errno::EINVAL);
+        }
         let addr = match sock.state {
-            State::Listening { .. } => return Ok(()),
+            // Linux's inet_listen: a listening socket takes the new backlog.
+            State::Listening { h, .. } => {
+                let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
+                let stack = self.engines[engine].driver.stack_mut();
+                return Ok(stack.tcp_set_backlog(h, backlog)?);
+            }
             State::Tcp { .. } => return Err(Errno::EINVAL),
             State::Bound(a) => a,
             State::Fresh => {
                 let any = sock.domain.any(0);
                 let engine = self.engine_for_local(any.ip()).ok_or(Errno::ENODEV)?;
                 self.tcp_bind(fd, engine, any)?;
+                self.socket_mut(fd)?.port_from_listen = true;
                 match self.socket(fd)?.state {
                     State::Bound(a) => a,
                     _ => return Err(Errno::EINVAL),
@@ -306,18 +364,21 @@ impl Worker {
         let engine = self.socket(fd)?.engine.ok_or(Errno::EINVAL)?;
         // Linux checks the bind conflicts again (another socket may have
         // started listening on a shared port meanwhile).
-        if self.tcp_conflict(engine, fd, self.binding_at(fd, addr)?) {
+        let at = self.binding_at(fd, addr)?;
+        if self.tcp_conflict(engine, fd, at) || self.held_conflict(engine, fd, at) {
             return Err(Errno::EADDRINUSE);
         }
         let v6only = self.socket(fd)?.opts.v6only;
         let backlog = usize::try_from(backlog).unwrap_or(usize::MAX);
         let mark = self.socket(fd)?.opts.mark;
+        let max_segment = self.socket(fd)?.opts.max_segment;
         let stack = self.engines[engine].driver.stack_mut();
         let h = match stack_ip::tcp_listen(stack, addr, backlog, v6only) {
             Ok(h) => {
                 if mark != 0 {
                     stack.tcp_set_mark(h, mark)?;
                 }
+                stack.tcp_set_max_segment(h, max_segment)?;
                 h
             }
             Err(SocketError::AddrInUse) => {
@@ -377,6 +438,7 @@ impl Worker {
         let engine = sock.engine.ok_or(Errno::EINVAL)?;
         let opts = sock.opts.clone();
         let domain = sock.domain;
+        let (shut_rd, shut_wr) = (sock.shut_rd, sock.shut_wr);
         let (ip4, ip6) = (sock.ip_options(false), sock.ip_options(true));
         if self.engines[engine]
             .driver
@@ -397,14 +459,32 @@ impl Worker {
         };
         let ip = if peer.is_ipv6() { ip6 } else { ip4 };
         driver::call(slot.driver.as_mut(), |now, stack, sink| {
-            apply_tcp_options(now, stack, sink, ch, &opts, ip)
+            apply_tcp_options(now, stack, sink, ch, &opts, ip);
+            // Inherited RCV_SHUTDOWN: reads end at once (no FIN goes
+            // out for an inherited SEND_SHUTDOWN: Linux sends none).
+            if shut_rd {
+                let _ = stack.tcp_shutdown(now, ch, Shutdown::Read, sink);
+            }
         });
         let local = slot.driver.stack_mut().tcp_local_addr(ch).ok();
         slot.fds.entry(ch).or_default().push(newfd);
+        if let Some(addr) = local {
+            let hold = PortHold {
+                h: ch,
+                at: Binding { addr, dual: false },
+                reuseaddr: opts.reuseaddr,
+                reuseport: opts.reuseport,
+            };
+            self.hold_port(engine, hold);
+        }
         let mut child = Socket::new(domain, true, flags & SOCK_NONBLOCK != 0);
         // An accepted socket inherits its listener's options (sk_clone),
         // but not its file flags (O_NONBLOCK).
         child.opts = opts;
+        // Its shutdown bits too (sk_clone copies sk_shutdown: a listener
+        // shut before listen() hands out connections shut the same way).
+        child.shut_rd = shut_rd;
+        child.shut_wr = shut_wr;
         child.engine = Some(engine);
         child.bound = local;
         child.state = State::Tcp {
@@ -434,13 +514,10 @@ impl Worker {
                 phase: Phase::Connected,
                 ..
             } => Err(Errno::EISCONN),
-            // Shut down while connecting (the attempt had failed: a live
-            // one is Connected after shutdown): Linux's socket is
-            // SS_DISCONNECTING, which connect refuses.
-            State::Tcp {
-                phase: Phase::Connecting,
-                ..
-            } if sock.shut_rd || sock.shut_wr => Err(Errno::EINVAL),
+            // Shut down while connecting (the attempt had failed or was
+            // abandoned: a live one is Connected after shutdown): Linux's
+            // socket is SS_DISCONNECTING, which connect refuses.
+            _ if sock.disconnecting => Err(Errno::EINVAL),
             State::Tcp {
                 phase: Phase::Connecting,
                 ..
@@ -470,7 +547,7 @@ impl Worker {
         };
         let slot = &mut self.engines[engine];
         let h = driver::call(slot.driver.as_mut(), |now, stack, sink| {
-            let h = stack.tcp_connect_marked(now, addr, local, opts.mark, sink)?;
+            let h = stack.tcp_connect_with(now, addr, local, opts.mark, opts.max_segment, sink)?;
             apply_tcp_options(now, stack, sink, h, &opts, ip);
             Ok::<_, SocketError>(h)
         })
@@ -526,7 +603,8 @@ impl Worker {
     }
 
     /// Forgets a failed or aborted connection: the socket is unconnected
-    /// again, keeping a port it had from bind().
+    /// again, keeping a port it had from bind(), its shutdown bits
+    /// cleared (every way here is Linux's tcp_disconnect).
     fn drop_connection(&mut self, fd: RawFd, h: SocketHandle, engine: usize, bound: bool) {
         let slot = &mut self.engines[engine];
         driver::call(slot.driver.as_mut(), |now, stack, sink| {
@@ -534,16 +612,42 @@ impl Worker {
         });
         slot.fds.remove(&h);
         if let Ok(sock) = self.socket_mut(fd) {
+            sock.shut_rd = false;
+            sock.shut_wr = false;
             match (bound, sock.bound) {
                 (true, Some(a)) => sock.state = State::Bound(a),
                 _ => {
                     sock.state = State::Fresh;
+                    // What connect's report leaves (Linux's
+                    // inet_stream_connect resets the address, not the port).
+                    sock.failed_name = sock
+                        .bound
+                        .map(|a| SocketAddr::new(unspecified(a.ip()), a.port()));
                     sock.bound = None;
                     sock.engine = None;
                 }
             }
         }
         self.touch(fd);
+    }
+
+    /// Gives back the port of TCP socket `fd`, bound at `local` (it is
+    /// fresh again; getsockname shows the port on the any address).
+    fn unbind(&mut self, fd: RawFd, engine: usize, local: SocketAddr) {
+        let binds = &mut self.engines[engine].tcp_binds;
+        if let Some(v) = binds.get_mut(&local.port()) {
+            v.retain(|&f| f != fd);
+            if v.is_empty() {
+                binds.remove(&local.port());
+            }
+        }
+        if let Ok(sock) = self.socket_mut(fd) {
+            sock.state = State::Fresh;
+            sock.bound = None;
+            sock.engine = None;
+            sock.port_from_listen = false;
+            sock.failed_name = Some(SocketAddr::new(unspecified(local.ip()), local.port()));
+        }
     }
 
     /// Connects a UDP socket to `addr` (the stack's form of it).
@@ -559,8 +663,17 @@ impl Worker {
         let sock = self.socket(fd)?;
         family::local_for(sock.bound, addr)?;
         let sock = self.socket_mut(fd)?;
-        if let State::Udp { peer, .. } = &mut sock.state {
+        let engine = sock.engine;
+        if let State::Udp { peer, h } = &mut sock.state {
             *peer = Some(addr);
+            let h = *h;
+            if let Some(e) = engine {
+                // Its hard ICMP errors are the socket's from now on.
+                self.engines[e]
+                    .driver
+                    .stack_mut()
+                    .udp_set_peer(h, Some(addr))?;
+            }
         }
         self.touch(fd);
         Ok(())
@@ -570,8 +683,14 @@ impl Worker {
     /// connection is aborted and the socket can connect again.
     pub(crate) fn disconnect(&mut self, fd: RawFd) -> Result<()> {
         let sock = self.socket_mut(fd)?;
+        sock.disconnecting = false;
         match sock.state {
-            State::Udp { ref mut peer, .. } => *peer = None,
+            State::Udp { ref mut peer, h } => {
+                *peer = None;
+                if let Some(e) = sock.engine {
+                    self.engines[e].driver.stack_mut().udp_set_peer(h, None)?;
+                }
+            }
             State::Tcp { h, bound, .. } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
                 self.drop_connection(fd, h, engine, bound);
@@ -642,18 +761,31 @@ impl Worker {
                 if rd {
                     let engine = sock.engine.ok_or(Errno::EINVAL)?;
                     sock.state = State::Bound(local);
+                    // tcp_disconnect clears the socket's shutdown bits.
+                    sock.shut_rd = false;
+                    sock.shut_wr = false;
                     self.release_handle(engine, h, fd);
+                    // tcp_disconnect: a port listen() picked goes (the
+                    // address too; getsockname keeps the port).
+                    if self.socket(fd)?.port_from_listen {
+                        self.unbind(fd, engine, local);
+                    }
                 }
                 Ok(())
             }
-            State::Tcp { h, bound, .. } => {
+            State::Tcp { h, bound, phase } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
+                let connecting = phase == Phase::Connecting;
                 let stack = self.engines[engine].driver.stack_mut();
                 match stack.tcp_state(h)? {
                     TcpState::Closed => {
-                        set(self.socket_mut(fd)?);
+                        let sock = self.socket_mut(fd)?;
+                        set(sock);
+                        sock.disconnecting |= connecting;
                         Err(Errno::ENOTCONN)
                     }
+                    // inet_shutdown disconnects: the socket is unconnected
+                    // again, its shutdown bits cleared (tcp_disconnect).
                     TcpState::SynSent => {
                         self.drop_connection(fd, h, engine, bound);
                         Ok(())
@@ -708,6 +840,20 @@ impl Worker {
                     }
                 }
                 if let Some(engine) = sock.engine {
+                    // A connection from a bound port keeps holding it
+                    // after its fd is gone (an accepted one already does).
+                    if let State::Tcp { h, bound: true, .. } = sock.state {
+                        let stack = self.engines[engine].driver.stack_mut();
+                        if let Ok(addr) = stack.tcp_local_addr(h) {
+                            let hold = PortHold {
+                                h,
+                                at: Binding { addr, dual: false },
+                                reuseaddr: sock.opts.reuseaddr,
+                                reuseport: sock.opts.reuseport,
+                            };
+                            self.hold_port(engine, hold);
+                        }
+                    }
                     if let Some(b) = sock.bound {
                         let binds = &mut self.engines[engine].tcp_binds;
                         if let Some(v) = binds.get_mut(&b.port()) {
@@ -748,7 +894,7 @@ impl Worker {
         let sock = self.socket(fd)?;
         let domain = sock.domain;
         let local = match sock.state {
-            State::Fresh => domain.any(0),
+            State::Fresh => sock.failed_name.unwrap_or(domain.any(0)),
             State::Bound(a) | State::Listening { local: a, .. } => a,
             State::Tcp { h, .. } => {
                 let engine = sock.engine.ok_or(Errno::EINVAL)?;
@@ -822,7 +968,7 @@ impl Worker {
             (State::Tcp { h, .. }, Some(e)) => self.engines[e]
                 .driver
                 .stack_mut()
-                .tcp_recv_queued(h)
+                .tcp_recv_queued_to_mark(h)
                 .unwrap_or(0),
             (State::Udp { h, .. }, Some(e)) => self.engines[e]
                 .driver

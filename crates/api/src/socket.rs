@@ -85,6 +85,9 @@ pub(crate) struct Options {
     pub user_timeout: u32,
     /// TCP_SYNCNT (`None`: the stack's `syn_retries`).
     pub syncnt: Option<u32>,
+    /// TCP_MAXSEG as set (`None`: 0, the path's MSS): read at the
+    /// handshake, by connect() and by a listener's connections.
+    pub max_segment: Option<u16>,
     /// SO_MARK (0: none): policy rules by mark (`ustack rule add mark N
     /// fib M`) route the socket's packets by it.
     pub mark: u32,
@@ -138,6 +141,17 @@ pub(crate) struct Socket {
     pub owner: i32,
     /// The stack's count of urgent pointers received when last looked at.
     pub urgent_seen: u32,
+    /// The local address of the last connection connect() started and
+    /// saw fail: Linux frees a failed connection's port (the socket can
+    /// bind again) but getsockname still shows that address and port.
+    pub failed_name: Option<SocketAddr>,
+    /// shutdown() came while connect() had not reported (Linux's
+    /// SS_DISCONNECTING): connect and listen say EINVAL until a connect
+    /// with AF_UNSPEC.
+    pub disconnecting: bool,
+    /// Its port came from listen() (no bind() first): Linux frees it when
+    /// the listener is shut down for reading, as it would a connection's.
+    pub port_from_listen: bool,
 }
 
 impl Socket {
@@ -159,6 +173,9 @@ impl Socket {
             watchers: Vec::new(),
             owner: 0,
             urgent_seen: 0,
+            failed_name: None,
+            disconnecting: false,
+            port_from_listen: false,
         }
     }
 
@@ -262,7 +279,7 @@ pub(crate) fn status(sock: &Socket, stack: Option<&Stack>) -> Status {
         State::Udp { h, .. } => {
             st.state = 4;
             let (datagrams, bytes, _) = stack.udp_recv_queued(h).unwrap_or((0, 0, None));
-            st.mask = udp_mask(sock, datagrams > 0, 0);
+            st.mask = udp_mask(sock, datagrams > 0, stack.udp_error_pending(h));
             st.readable = bytes as i64;
             st.writable = udp_send_space(sock) as i64;
             st.in_total = datagrams as u64 + sock.totals.consumed;
@@ -290,7 +307,7 @@ fn unbound_status(sock: &Socket) -> Status {
             st.mask |= IN | EPOLLRDHUP as u32;
         }
     } else {
-        st.mask = udp_mask(sock, false, 0);
+        st.mask = udp_mask(sock, false, false);
         st.writable = udp_send_space(sock) as i64;
     }
     st
@@ -302,9 +319,9 @@ fn udp_send_space(sock: &Socket) -> usize {
     sock.opts.sndbuf.unwrap_or(9216)
 }
 
-fn udp_mask(sock: &Socket, queued: bool, error: i32) -> u32 {
+fn udp_mask(sock: &Socket, queued: bool, error: bool) -> u32 {
     let mut mask = 0;
-    if error != 0 {
+    if error {
         mask |= EPOLLERR as u32;
     }
     if sock.shut_rd {

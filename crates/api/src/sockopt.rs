@@ -21,6 +21,11 @@ const BUF_MAX: usize = 212_992;
 /// Linux's SOCK_MIN_RCVBUF and SOCK_MIN_SNDBUF (x86-64).
 const MIN_RCVBUF: usize = 2304;
 const MIN_SNDBUF: usize = 4608;
+/// Linux's TCP_MSS_DEFAULT: what TCP_MAXSEG reports before a handshake
+/// set the MSS, with no value of the socket's own.
+const MSS_DEFAULT: i32 = 536;
+/// TCP_MAXSEG takes 0 (the path's) or TCP_MIN_MSS..=MAX_TCP_WINDOW.
+const MAXSEG_RANGE: std::ops::RangeInclusive<i32> = 88..=32767;
 /// Bytes of Linux's `struct tcp_info` that ustack fills (up to tcpi_snd_wnd).
 pub const TCP_INFO_LEN: usize = 232;
 
@@ -281,6 +286,23 @@ impl Worker {
                             stack.tcp_set_user_timeout(h, user_timeout(v as u32))?;
                         }
                     }
+                    // Linux's user_mss: read at the handshake, so a
+                    // connection under way keeps the MSS it has.
+                    TCP_MAXSEG => {
+                        if v != 0 && !MAXSEG_RANGE.contains(&v) {
+                            return Err(Errno::EINVAL);
+                        }
+                        let mss = (v != 0).then_some(v as u16);
+                        o.max_segment = mss;
+                        let listener = match self.socket(fd)?.state {
+                            State::Listening { h, .. } => Some(h),
+                            _ => None,
+                        };
+                        if let (Some(h), Some(e)) = (listener, engine) {
+                            let stack = self.engines[e].driver.stack_mut();
+                            stack.tcp_set_max_segment(h, mss)?;
+                        }
+                    }
                     // Linux: 1..=127 (MAX_TCP_SYNCNT).
                     TCP_SYNCNT => {
                         if !(1..=127).contains(&v) {
@@ -491,6 +513,13 @@ impl Worker {
                         .ok()
                         .flatten()
                         .map_or(0, |e| e.errno()),
+                    (State::Udp { h, .. }, Some(e)) => self.engines[e]
+                        .driver
+                        .stack_mut()
+                        .udp_take_error(h)
+                        .ok()
+                        .flatten()
+                        .map_or(0, |e| e.errno()),
                     _ => 0,
                 };
                 int(err, out)
@@ -510,6 +539,25 @@ impl Worker {
                 TCP_KEEPCNT => int(o.keepcnt.unwrap_or(tcp_cfg.keepcnt) as i32, out),
                 TCP_USER_TIMEOUT => int(o.user_timeout as i32, out),
                 TCP_SYNCNT => int(o.syncnt.unwrap_or(tcp_cfg.syn_retries) as i32, out),
+                // Linux: the socket's own value while closed or listening,
+                // else the MSS the connection sends (536 before any).
+                TCP_MAXSEG => {
+                    let own = o.max_segment.map(i32::from);
+                    let conn = match (state, engine) {
+                        (State::Tcp { h, .. }, Some(e)) => {
+                            let stack = self.engines[e].driver.stack_mut();
+                            let closed = stack.tcp_state(h).map_or(true, |s| s == TcpState::Closed);
+                            let mss = stack.tcp_info(h).map(|i| i.snd_mss as i32).ok();
+                            if closed && own.is_some() {
+                                None
+                            } else {
+                                mss
+                            }
+                        }
+                        _ => None,
+                    };
+                    int(conn.or(own).unwrap_or(MSS_DEFAULT), out)
+                }
                 TCP_INFO => {
                     let info = match (state, engine) {
                         (State::Tcp { h, .. }, Some(e)) => {

@@ -52,6 +52,23 @@ pub(crate) struct EngineSlot {
     pub tcp_binds: HashMap<u16, Vec<RawFd>>,
     /// Bound UDP sockets by local address (for SO_REUSEADDR/PORT groups).
     pub udp_binds: HashMap<SocketAddr, SocketHandle>,
+    /// TCP connections holding a local port outside `tcp_binds`: port ->
+    /// holds (see [`PortHold`]).  Dead ones are swept as the list grows.
+    pub conn_ports: HashMap<u16, Vec<PortHold>>,
+}
+
+/// A connection that holds its local port against bind() as Linux's do
+/// (they stay in their port's bind bucket until the stack frees them,
+/// after TIME-WAIT): an accepted one, which holds its listener's port
+/// also after the listener and its own fd are closed, and a connection
+/// from a bound port after its fd is closed.  The SO_REUSEADDR and
+/// SO_REUSEPORT it had then decide whether a later bind may share it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PortHold {
+    pub h: SocketHandle,
+    pub at: crate::family::Binding,
+    pub reuseaddr: bool,
+    pub reuseport: bool,
 }
 
 /// A ustack object behind an fd.
@@ -477,6 +494,7 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
         driver,
         fds: IntMap::default(),
         tcp_binds: HashMap::new(),
+        conn_ports: HashMap::new(),
         udp_binds: HashMap::new(),
     };
     CURRENT.with(|c| {

@@ -441,6 +441,10 @@ fn a_listener_moves_to_its_duplicate() {
     let _serial = serial();
     let _e = two_engines();
     let l = api::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0).unwrap();
+    // SO_REUSEADDR here and on `other` below: the accepted connection
+    // holds the port too (as on Linux) but shares it then, so that only
+    // the listener's hold is what the binds below see.
+    api::setsockopt_int(l, SOL_SOCKET, SO_REUSEADDR, 1).unwrap();
     api::bind(l, &server(7311)).unwrap();
     api::listen(l, 8).unwrap();
     let ep = api::epoll_create1(0).unwrap();
@@ -464,6 +468,7 @@ fn a_listener_moves_to_its_duplicate() {
     let (s, _) = api::accept(d).unwrap();
     // The port stays held by the socket, whatever its number.
     let other = api::socket(AF_INET, SOCK_STREAM, 0).unwrap();
+    api::setsockopt_int(other, SOL_SOCKET, SO_REUSEADDR, 1).unwrap();
     assert_eq!(api::bind(other, &server(7311)), Err(Errno::EADDRINUSE));
     api::close(d).unwrap();
     assert_eq!(api::epoll_wait(ep2, &mut evs, 0).unwrap(), 0);

@@ -166,6 +166,12 @@ impl Sys for Kernel {
     fn client_ip(&self) -> Ipv4Addr {
         Ipv4Addr::LOCALHOST
     }
+    fn server_ip6(&self) -> Ipv6Addr {
+        Ipv6Addr::LOCALHOST
+    }
+    fn client_ip6(&self) -> Ipv6Addr {
+        Ipv6Addr::LOCALHOST
+    }
     fn port(&self, i: usize) -> u16 {
         self.base + i as u16
     }

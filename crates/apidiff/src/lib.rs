@@ -1,5 +1,6 @@
 //! The differential API fuzzer: a sequence of socket, epoll and poll
-//! calls (decoded from bytes, see [`ops`]) runs once against the Linux
+//! calls on IPv4 and IPv6 (dual-stack) sockets (decoded from bytes, see
+//! [`ops`]) runs once against the Linux
 //! kernel over loopback and once against ustack (two engines joined by a
 //! memory link, through the socket layer every way in wraps), and what
 //! each call returned (value, errno, bytes received, readiness) must be
@@ -15,7 +16,8 @@
 //! looks away or steers, and why.  Everything else must match.
 //!
 //! - **Names, not numbers**: fds are handles (`s0`.., `e0`..), our
-//!   addresses `LOCAL` (the kernel's 127.0.0.1, ustack's 10.99.1.x), the
+//!   addresses `LOCAL` (the kernel's 127.0.0.1, ustack's 10.99.1.x),
+//!   `LOCAL6` (::1, fd99:1::x) and `::ffff:LOCAL` (mapped), the
 //!   sequence's ports `P0`..`P2`, ephemeral ports `EPH` (each picks its
 //!   own), bytes received a hash.  epoll's events are listed in handle
 //!   order (each kernel orders its ready list its own way), and a wait
@@ -31,24 +33,11 @@
 //!   to the server's address from a socket already on the server's side
 //!   (bound, listening, accepted), and a sendto to the last peer seen from
 //!   one on the client's side, are not made on either side; the trace says so.
-//! - **Not in ustack yet** (each a gap, not a choice; the runner steers
-//!   clear so the rest can be compared): TCP_MAXSEG is not asked for
-//!   (ustack answers ENOPROTOOPT); a datagram socket connected to a port
-//!   no datagram socket of the sequence is bound to sends nothing (Linux's
-//!   ICMP port unreachable reaches a connected UDP socket as ECONNREFUSED;
-//!   ustack's UDP sockets get no ICMP errors); bind on a stream socket
-//!   after a connect, and getsockname after a refusal, are not made
-//!   (Linux frees a failed connection's port at once, so bind works again
-//!   and getsockname shows the old port on 0.0.0.0; ustack keeps it until
-//!   connect reports the failure); a stream socket does not bind a port a
-//!   connection was accepted on (Linux's accepted connections hold their
-//!   listener's port, even closed until TIME-WAIT ends, so such a bind is
-//!   EADDRINUSE without SO_REUSEADDR; ustack's bind looks only at sockets
-//!   bound by bind()); a stream socket does not send to a peer shut both
-//!   ways by shutdown() or closed (Linux resets on that data, after close
-//!   and after shutdown alike, RFC 1122 4.2.2.13, and the sender, which
-//!   had the FIN, then reads end of file while its writes say EPIPE;
-//!   ustack resets only after close, and its sender says ECONNRESET).
+//! - **A failed connection's port**: bind on a stream socket after a
+//!   connect is made only once connect() reported the connection's failure.
+//!   Linux frees the port when the connection ends, so its bind works
+//!   before any report; ustack frees it when connect() reports the failure
+//!   (the socket's pending error lives on the connection until then).
 //! - **A UDP port at the first datagram**: Linux gives a UDP socket a
 //!   port before it looks at a send, so even a failed one (no
 //!   destination, MSG_OOB) leaves it bound; ustack binds at the first
@@ -56,6 +45,11 @@
 //!   (a failed send must not pin a socket to one engine of several).  So
 //!   bind and getsockname on such a socket are not made until a send
 //!   succeeds.
+//! - **TCP_MAXSEG of a connection**: Linux reports the MSS the
+//!   connection sends, which the path's MTU decides (loopback's 65536,
+//!   ustack's link 1500 here); on a socket that has had a connection it
+//!   is compared only when it is a value the sequence set, before one
+//!   always (the value set, or 536).
 //! - **Blocking**: every socket is non-blocking (SOCK_NONBLOCK, accept4
 //!   with it, F_SETFL keeping O_NONBLOCK): a blocking call with nothing
 //!   to come waits for ever on both.  epoll_wait waits 0 or 1 ms.

@@ -19,30 +19,126 @@ pub const MAX_CALLS: usize = 64;
 /// epoll handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
-    Socket { dgram: bool, cloexec: bool },
-    Bind { s: u8, any: bool, port: u8 },
-    Listen { s: u8, backlog: i8 },
-    Connect { s: u8, port: u8 },
-    Accept { s: u8, cloexec: bool },
-    Send { s: u8, len: u8, flags: u8 },
-    Recv { s: u8, len: u8, flags: u8 },
-    SendTo { s: u8, len: u8, to: u8 },
-    RecvFrom { s: u8, len: u8 },
-    Shutdown { s: u8, how: u8 },
-    Close { s: u8 },
-    SetOpt { s: u8, opt: u8, val: u8 },
-    GetOpt { s: u8, opt: u8, len: u8 },
-    Fcntl { s: u8, cmd: u8 },
-    Ioctl { s: u8, req: u8 },
-    Name { s: u8, peer: bool },
+    /// `v6`: AF_INET6 (dual-stack, as Linux's default), else AF_INET.
+    Socket {
+        dgram: bool,
+        cloexec: bool,
+        v6: bool,
+    },
+    Bind {
+        s: u8,
+        any: bool,
+        port: u8,
+    },
+    Listen {
+        s: u8,
+        backlog: i8,
+    },
+    Connect {
+        s: u8,
+        port: u8,
+    },
+    Accept {
+        s: u8,
+        cloexec: bool,
+    },
+    Send {
+        s: u8,
+        len: u8,
+        flags: u8,
+    },
+    Recv {
+        s: u8,
+        len: u8,
+        flags: u8,
+    },
+    SendTo {
+        s: u8,
+        len: u8,
+        to: u8,
+    },
+    RecvFrom {
+        s: u8,
+        len: u8,
+    },
+    Shutdown {
+        s: u8,
+        how: u8,
+    },
+    Close {
+        s: u8,
+    },
+    SetOpt {
+        s: u8,
+        opt: u8,
+        val: u8,
+    },
+    GetOpt {
+        s: u8,
+        opt: u8,
+        len: u8,
+    },
+    Fcntl {
+        s: u8,
+        cmd: u8,
+    },
+    Ioctl {
+        s: u8,
+        req: u8,
+    },
+    Name {
+        s: u8,
+        peer: bool,
+    },
     EpollCreate,
-    EpollCtl { ep: u8, s: u8, op: u8, events: u8 },
-    EpollWait { ep: u8, wait: bool },
-    EpollClose { ep: u8 },
-    Poll { s: u8, events: u8 },
+    EpollCtl {
+        ep: u8,
+        s: u8,
+        op: u8,
+        events: u8,
+    },
+    EpollWait {
+        ep: u8,
+        wait: bool,
+    },
+    EpollClose {
+        ep: u8,
+    },
+    Poll {
+        s: u8,
+        events: u8,
+    },
 }
 
 const OPCODES: u8 = 21;
+
+impl Op {
+    /// The socket handle the call is on, if any.
+    pub fn handle(&self) -> Option<u8> {
+        match *self {
+            Op::Bind { s, .. }
+            | Op::Listen { s, .. }
+            | Op::Connect { s, .. }
+            | Op::Accept { s, .. }
+            | Op::Send { s, .. }
+            | Op::Recv { s, .. }
+            | Op::SendTo { s, .. }
+            | Op::RecvFrom { s, .. }
+            | Op::Shutdown { s, .. }
+            | Op::Close { s }
+            | Op::SetOpt { s, .. }
+            | Op::GetOpt { s, .. }
+            | Op::Fcntl { s, .. }
+            | Op::Ioctl { s, .. }
+            | Op::Name { s, .. }
+            | Op::EpollCtl { s, .. }
+            | Op::Poll { s, .. } => Some(s),
+            Op::Socket { .. } | Op::EpollCreate | Op::EpollWait { .. } | Op::EpollClose { .. } => {
+                None
+            }
+        }
+    }
+}
 
 /// The calls `data` stands for (a trailing partial call is dropped).
 pub fn decode(data: &[u8]) -> Vec<Op> {
@@ -58,6 +154,7 @@ fn decode_one(code: u8, a: u8, b: u8) -> Op {
         0 => Op::Socket {
             dgram: a & 1 != 0,
             cloexec: b & 1 != 0,
+            v6: a & 2 != 0,
         },
         1 => Op::Bind {
             s,
@@ -128,7 +225,9 @@ pub fn encode(ops: &[Op]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ops.len() * 3);
     for op in ops {
         let (code, a, b) = match *op {
-            Op::Socket { dgram, cloexec } => (0, u8::from(dgram), u8::from(cloexec)),
+            Op::Socket { dgram, cloexec, v6 } => {
+                (0, u8::from(dgram) | u8::from(v6) << 1, u8::from(cloexec))
+            }
             Op::Bind { s, any, port } => (1, s, u8::from(any) | port << 1),
             Op::Listen { s, backlog } => (2, s, (backlog + 1) as u8),
             Op::Connect { s, port } => (3, s, port),

@@ -25,19 +25,30 @@ enum Side {
     Client,
 }
 
+/// What the runner knows of one handle's socket.  Duplicates (fcntl
+/// F_DUPFD_CLOEXEC) are one socket: a call on one updates them all (see
+/// [`Runner::share_with_duplicates`]).
 #[derive(Clone, Copy)]
 struct Slot {
     fd: i32,
+    /// Which socket of the sequence (the same for its duplicates).
+    socket: u32,
+    /// AF_INET6 (dual-stack).
+    v6: bool,
     side: Side,
     dgram: bool,
     /// The sequence's port it is bound to (bind succeeded).
     port: Option<u8>,
-    /// The sequence's port a datagram socket is connected to.
-    peer_port: Option<u8>,
     /// A stream socket that tried to connect (see [`FAILED_CONNECT`]).
     connect_tried: bool,
-    /// A stream socket a call told ECONNREFUSED.
-    refused: bool,
+    /// A stream socket whose connect() reported its connection's failure
+    /// (see [`FAILED_CONNECT`]).
+    connect_failed: bool,
+    /// A stream socket with a connection (connected or accepted): its
+    /// TCP_MAXSEG is the path's (see [`Kind::Mss`]).
+    connection: bool,
+    /// TCP_MAXSEG values set on it or, accepted, on its listener.
+    mss_set: [Option<i32>; 2],
     /// A datagram socket without a port whose send failed (see
     /// [`FAILED_SEND`]).
     failed_send: bool,
@@ -48,12 +59,15 @@ struct Slot {
 
 const EMPTY: Slot = Slot {
     fd: -1,
+    socket: 0,
+    v6: false,
     side: Side::Unplaced,
     dgram: false,
     port: None,
-    peer_port: None,
     connect_tried: false,
-    refused: false,
+    connect_failed: false,
+    connection: false,
+    mss_set: [None; 2],
     failed_send: false,
     shut_rd: false,
     shut_wr: false,
@@ -82,6 +96,13 @@ const RECV_FLAGS: [i32; 8] = [
 enum Kind {
     /// An int, its value compared.
     Int,
+    /// TCP_MAXSEG: on a socket that has had a connection, Linux reports
+    /// the MSS the connection sends, which the path's MTU decides
+    /// (loopback's 65536, ustack's link 1500 here): shown only when it is
+    /// a value set by the sequence, "the path's" otherwise.  Before a
+    /// connection (fresh, bound, listening) the value is compared: the
+    /// one set, or 536.
+    Mss,
     /// A buffer size: set only to sizes no sequence fills; read back as
     /// success and length, the value not compared (the sizes differ by
     /// design, and Linux doubles what it is given).
@@ -92,9 +113,7 @@ enum Kind {
     Timeval,
 }
 
-/// Not here: TCP_MAXSEG, which ustack does not have yet (ENOPROTOOPT;
-/// Linux takes 0 or 88..=32767 and reports 536 before a connection).
-const OPTS: [(i32, i32, Kind, &str); 21] = [
+const OPTS: [(i32, i32, Kind, &str); 22] = [
     (SOL_SOCKET, SO_REUSEADDR, Kind::Int, "SO_REUSEADDR"),
     (SOL_SOCKET, SO_REUSEPORT, Kind::Int, "SO_REUSEPORT"),
     (SOL_SOCKET, SO_KEEPALIVE, Kind::Int, "SO_KEEPALIVE"),
@@ -116,6 +135,7 @@ const OPTS: [(i32, i32, Kind, &str); 21] = [
     (IPPROTO_TCP, TCP_CORK, Kind::Int, "TCP_CORK"),
     (IPPROTO_IP, IP_TTL, Kind::Int, "IP_TTL"),
     (IPPROTO_IP, IP_TOS, Kind::Int, "IP_TOS"),
+    (IPPROTO_TCP, TCP_MAXSEG, Kind::Mss, "TCP_MAXSEG"),
 ];
 
 const INT_VALUES: [i32; 12] = [0, 1, 2, 5, 64, 255, 256, -1, 100_000, 7200, i32::MAX, 32767];
@@ -162,11 +182,13 @@ const POLL_BITS: [(i16, &str); 6] = [
     (libc::POLLHUP, "HUP"),
 ];
 
-/// Why bind after a connect, and getsockname after a refusal, are not
-/// made: Linux frees a failed connection's port at once (bind works
-/// again; getsockname shows 0.0.0.0 and the old port), ustack only when
-/// connect reports the failure.  A gap, open.
-const FAILED_CONNECT: &str = "ustack keeps a failed connection's port until connect reports it";
+/// Why bind after a connect is not made until connect() reported the
+/// connection's failure: Linux frees a failed or reset connection's port
+/// when the connection ends, so bind works again at once; ustack frees it
+/// when connect() reports the failure (the pending error lives on the
+/// connection until then).  After that report bind works on both, and
+/// getsockname shows the any address with the failed connection's port.
+const FAILED_CONNECT: &str = "ustack frees a failed connection's port when connect() reports it";
 
 /// Why bind and getsockname are not made on a UDP socket whose first
 /// send failed (no destination, MSG_OOB): Linux's inet_sendmsg gives it a
@@ -177,33 +199,15 @@ const FAILED_CONNECT: &str = "ustack keeps a failed connection's port until conn
 const FAILED_SEND: &str =
     "a failed first send: Linux gave it a port, ustack gives one at the first datagram";
 
-/// Why a stream socket does not bind a port a connection was accepted
-/// on: on Linux the accepted connections hold the listener's port (also
-/// after their close, until TIME-WAIT ends), so without SO_REUSEADDR such
-/// a bind is EADDRINUSE; ustack's bind looks only at sockets bound by
-/// bind().  A gap, open.
-const PORT_OF_CONNECTIONS: &str = "accepted connections hold it on Linux, not in ustack";
-
-/// Why a stream socket does not send to a peer shut both ways by
-/// shutdown() or closed: Linux answers such data with a reset (RFC 1122
-/// 4.2.2.13, which it applies to shutdown as to close), and the sender,
-/// which had the FIN, then reads end of file while its writes say EPIPE;
-/// ustack resets only after close, and its sender then says ECONNRESET
-/// to both.  A gap, open.
-const SHUT_PEER: &str = "its peer is shut both ways or closed: a reset, after which Linux says EOF and EPIPE, ustack ECONNRESET";
-
 pub struct Runner<'a> {
     sys: &'a mut dyn Sys,
     socks: [Slot; SOCKETS as usize],
     eps: [i32; EPOLLS as usize],
     last_peer: Option<SocketAddr>,
-    /// The sequence's ports a connection was accepted on (see
-    /// [`PORT_OF_CONNECTIONS`]).
-    accepted_on: [bool; PORTS as usize],
-    /// (local, peer) of each closed connection (see [`CLOSED_PEER`]).
-    closed: Vec<(SocketAddr, SocketAddr)>,
     /// Bytes sent so far: the next send's bytes continue the pattern.
     sent: u32,
+    /// Sockets made so far (socket() and accept()), for [`Slot::socket`].
+    sockets: u32,
     slow: bool,
 }
 
@@ -274,9 +278,8 @@ impl<'a> Runner<'a> {
             socks: [EMPTY; SOCKETS as usize],
             eps: [-1; EPOLLS as usize],
             last_peer: None,
-            accepted_on: [false; PORTS as usize],
-            closed: Vec::new(),
             sent: 0,
+            sockets: 0,
             slow,
         }
     }
@@ -286,6 +289,9 @@ impl<'a> Runner<'a> {
         let mut lines = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
             let what = self.call(op);
+            if let Some(s) = op.handle() {
+                self.share_with_duplicates(s);
+            }
             self.sys.settle(self.slow);
             lines.push(format!("#{i} {what}"));
         }
@@ -305,10 +311,13 @@ impl<'a> Runner<'a> {
     }
 
     fn addr(&self, a: &SocketAddr) -> String {
+        let local4 = |ip| ip == self.sys.server_ip() || ip == self.sys.client_ip();
         let ip = match a.ip() {
-            IpAddr::V4(ip) if ip == self.sys.server_ip() || ip == self.sys.client_ip() => {
-                "LOCAL".to_string()
+            IpAddr::V4(ip) if local4(ip) => "LOCAL".to_string(),
+            IpAddr::V6(ip) if ip == self.sys.server_ip6() || ip == self.sys.client_ip6() => {
+                "LOCAL6".to_string()
             }
+            IpAddr::V6(ip) if ip.to_ipv4_mapped().is_some_and(local4) => "::ffff:LOCAL".to_string(),
             ip => ip.to_string(),
         };
         let port = match (0..PORTS).find(|&i| self.sys.port(usize::from(i)) == a.port()) {
@@ -319,15 +328,46 @@ impl<'a> Runner<'a> {
         format!("{ip}:{port}")
     }
 
-    fn server(&self, port: u8) -> SocketAddr {
-        SocketAddr::from((self.sys.server_ip(), self.sys.port(usize::from(port))))
+    /// The server's address at the sequence's port `port`, in socket
+    /// `s`'s family.
+    fn server(&self, s: u8, port: u8) -> SocketAddr {
+        let port = self.sys.port(usize::from(port));
+        if self.socks[usize::from(s)].v6 {
+            SocketAddr::from((self.sys.server_ip6(), port))
+        } else {
+            SocketAddr::from((self.sys.server_ip(), port))
+        }
     }
 
     fn fd(&self, s: u8) -> i32 {
         self.socks[usize::from(s)].fd
     }
 
-    /// A new fd into the first free handle (closed again when none is).
+    fn new_socket(&mut self) -> u32 {
+        self.sockets += 1;
+        self.sockets
+    }
+
+    /// What a call on handle `s` learnt of its socket holds for the
+    /// socket's other handles (duplicates) too.
+    fn share_with_duplicates(&mut self, s: u8) {
+        let slot = self.socks[usize::from(s)];
+        if slot.fd < 0 {
+            return;
+        }
+        for other in self.socks.iter_mut() {
+            if other.fd >= 0 && other.socket == slot.socket {
+                *other = Slot {
+                    fd: other.fd,
+                    ..slot
+                };
+            }
+        }
+    }
+
+    /// A new fd into the first free handle (closed again when none is);
+    /// `like` says which socket it is (a new one for socket() and
+    /// accept(), the original's for a duplicate).
     fn place(&mut self, fd: i32, like: Slot) -> String {
         match self.socks.iter().position(|sl| sl.fd < 0) {
             Some(i) => {
@@ -352,34 +392,42 @@ impl<'a> Runner<'a> {
     fn call(&mut self, op: &Op) -> String {
         let show = |r: api::Result<String>| r.unwrap_or_else(errno_name);
         match *op {
-            Op::Socket { dgram, cloexec } => {
+            Op::Socket { dgram, cloexec, v6 } => {
                 let ty = if dgram { SOCK_DGRAM } else { SOCK_STREAM };
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
-                let r = self
-                    .sys
-                    .socket(AF_INET, ty | flags, 0)
-                    .map(|fd| self.place(fd, Slot { dgram, ..EMPTY }));
+                let domain = if v6 { AF_INET6 } else { AF_INET };
+                let r = self.sys.socket(domain, ty | flags, 0).map(|fd| {
+                    let socket = self.new_socket();
+                    self.place(
+                        fd,
+                        Slot {
+                            socket,
+                            v6,
+                            dgram,
+                            ..EMPTY
+                        },
+                    )
+                });
                 format!(
-                    "socket {} = {}",
+                    "socket {}{} = {}",
+                    if v6 { "inet6 " } else { "" },
                     if dgram { "dgram" } else { "stream" },
                     show(r)
                 )
             }
             Op::Bind { s, any, port } => {
-                if self.socks[usize::from(s)].connect_tried {
+                let slot = self.socks[usize::from(s)];
+                if slot.connect_tried && !slot.connect_failed {
                     return format!("bind s{s}: not made (after a connect: {FAILED_CONNECT})");
                 }
                 if self.socks[usize::from(s)].failed_send {
                     return format!("bind s{s}: not made ({FAILED_SEND})");
                 }
-                let stream = self.fd(s) >= 0 && !self.socks[usize::from(s)].dgram;
-                if stream && port < PORTS && self.accepted_on[usize::from(port)] {
-                    return format!("bind s{s} P{port}: not made ({PORT_OF_CONNECTIONS})");
-                }
-                let ip = if any {
-                    std::net::Ipv4Addr::UNSPECIFIED
-                } else {
-                    self.sys.server_ip()
+                let ip: IpAddr = match (slot.v6, any) {
+                    (true, true) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+                    (true, false) => self.sys.server_ip6().into(),
+                    (false, true) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+                    (false, false) => self.sys.server_ip().into(),
                 };
                 let p = if port < PORTS {
                     self.sys.port(usize::from(port))
@@ -410,31 +458,32 @@ impl<'a> Runner<'a> {
                 if self.socks[usize::from(s)].side == Side::Server {
                     return format!("connect s{s} P{port}: not made (the server's own address)");
                 }
-                let a = self.server(port);
+                let a = self.server(s, port);
                 let r = self.sys.connect(self.fd(s), &a);
-                self.saw(s, &r);
                 if self.fd(s) >= 0 {
                     let slot = &mut self.socks[usize::from(s)];
                     slot.side = Side::Client;
                     slot.connect_tried = !slot.dgram;
-                    if slot.dgram && r.is_ok() {
-                        slot.peer_port = Some(port);
-                    }
+                    slot.connection = !slot.dgram;
+                    let failed = |e: &Errno| e.0 == libc::ECONNREFUSED || e.0 == libc::ECONNABORTED;
+                    slot.connect_failed = matches!(&r, Err(e) if failed(e));
                 }
                 format!("connect s{s} P{port} = {}", show(r.map(|_| "ok".into())))
             }
             Op::Accept { s, cloexec } => {
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
-                let listener_port = self.socks[usize::from(s)].port;
+                let listener = self.socks[usize::from(s)];
                 let r = self.sys.accept4(self.fd(s), flags).map(|(fd, a)| {
                     self.last_peer = Some(a);
-                    if let Some(p) = listener_port {
-                        self.accepted_on[usize::from(p)] = true;
-                    }
+                    let socket = self.new_socket();
                     let h = self.place(
                         fd,
                         Slot {
+                            socket,
+                            v6: listener.v6,
                             side: Side::Server,
+                            connection: true,
+                            mss_set: [None, listener.mss_set[0]],
                             ..EMPTY
                         },
                     );
@@ -444,15 +493,8 @@ impl<'a> Runner<'a> {
             }
             Op::Send { s, len, flags } => {
                 let f = SEND_FLAGS[usize::from(flags) % SEND_FLAGS.len()];
-                if let Some(why) = self.unanswered(s) {
-                    return format!("send s{s}: not made ({why})");
-                }
-                if self.sends_to_shut_peer(s) {
-                    return format!("send s{s}: not made ({SHUT_PEER})");
-                }
                 let data = self.pattern(len);
                 let r = self.sys.sendto(self.fd(s), &data, f, None);
-                self.saw(s, &r);
                 self.sent_datagram(s, r.is_ok());
                 format!(
                     "send s{s} {len} flags {f:#x} = {}",
@@ -465,7 +507,6 @@ impl<'a> Runner<'a> {
                 let r = self
                     .sys
                     .recvfrom(self.fd(s), &mut buf[..usize::from(len)], f);
-                self.saw(s, &r);
                 let r =
                     r.map(|(n, _)| format!("{n} #{:08x}", hash(&buf[..n.min(usize::from(len))])));
                 format!("recv s{s} {len} flags {f:#x} = {}", show(r))
@@ -476,7 +517,7 @@ impl<'a> Runner<'a> {
                     if side == Side::Server {
                         return format!("sendto s{s} P{to}: not made (the server's own address)");
                     }
-                    self.server(to)
+                    self.server(s, to)
                 } else {
                     match self.last_peer {
                         Some(a) if side != Side::Client => a,
@@ -486,12 +527,6 @@ impl<'a> Runner<'a> {
                         None => return format!("sendto s{s} peer: no peer seen"),
                     }
                 };
-                if let Some(why) = self.unanswered(s) {
-                    return format!("sendto s{s}: not made ({why})");
-                }
-                if self.sends_to_shut_peer(s) {
-                    return format!("sendto s{s}: not made ({SHUT_PEER})");
-                }
                 let data = self.pattern(len);
                 let r = self.sys.sendto(self.fd(s), &data, 0, Some(&a));
                 self.sent_datagram(s, r.is_ok());
@@ -538,13 +573,7 @@ impl<'a> Runner<'a> {
                 format!("shutdown s{s} {how} = {}", show(r.map(|_| "ok".into())))
             }
             Op::Close { s } => {
-                let fd = self.fd(s);
-                if fd >= 0 && !self.socks[usize::from(s)].dgram {
-                    if let (Ok(l), Ok(p)) = (self.sys.getsockname(fd), self.sys.getpeername(fd)) {
-                        self.closed.push((l, p));
-                    }
-                }
-                let r = self.sys.close(fd);
+                let r = self.sys.close(self.fd(s));
                 self.socks[usize::from(s)] = EMPTY;
                 format!("close s{s} = {}", show(r.map(|_| "ok".into())))
             }
@@ -574,9 +603,6 @@ impl<'a> Runner<'a> {
                 format!("ioctl s{s} {name} = {}", show(res.map(|_| v.to_string())))
             }
             Op::Name { s, peer } => {
-                if !peer && self.socks[usize::from(s)].refused {
-                    return format!("getsockname s{s}: not made (refused: {FAILED_CONNECT})");
-                }
                 if !peer && self.socks[usize::from(s)].failed_send {
                     return format!("getsockname s{s}: not made ({FAILED_SEND})");
                 }
@@ -683,32 +709,6 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Whether stream socket `s`'s peer is a socket of the sequence shut
-    /// both ways (see [`SHUT_PEER`]): the harness asks both ends' names,
-    /// calls not in the trace.
-    fn sends_to_shut_peer(&mut self, s: u8) -> bool {
-        let slot = self.socks[usize::from(s)];
-        if slot.fd < 0 || slot.dgram {
-            return false;
-        }
-        let Ok(peer) = self.sys.getpeername(slot.fd) else {
-            return false;
-        };
-        if let Ok(me) = self.sys.getsockname(slot.fd) {
-            if self.closed.contains(&(peer, me)) {
-                return true;
-            }
-        }
-        let shut: Vec<i32> = self
-            .socks
-            .iter()
-            .filter(|o| o.fd >= 0 && !o.dgram && o.shut_rd && o.shut_wr)
-            .map(|o| o.fd)
-            .collect();
-        shut.into_iter()
-            .any(|fd| self.sys.getsockname(fd) == Ok(peer))
-    }
-
     /// Notes a send on datagram socket `s` (see [`FAILED_SEND`]).
     fn sent_datagram(&mut self, s: u8, ok: bool) {
         let slot = &mut self.socks[usize::from(s)];
@@ -721,36 +721,10 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Notes a refusal seen on stream socket `s` (see [`FAILED_CONNECT`]).
-    fn saw<T>(&mut self, s: u8, r: &api::Result<T>) {
-        let slot = &mut self.socks[usize::from(s)];
-        if matches!(r, Err(e) if e.0 == libc::ECONNREFUSED) && !slot.dgram {
-            slot.refused = true;
-        }
-    }
-
-    /// Why a send from datagram socket `s` is not made: it is connected
-    /// to a port no datagram socket of the sequence is bound to.  Linux
-    /// answers with ICMP port unreachable, which a connected UDP socket
-    /// reports (SO_ERROR, the next call, POLLERR); ustack's UDP sockets
-    /// get no ICMP errors yet (`api`'s "Not yet").
-    fn unanswered(&self, s: u8) -> Option<&'static str> {
-        let slot = self.socks[usize::from(s)];
-        let p = slot.peer_port?;
-        if !slot.dgram || slot.fd < 0 {
-            return None;
-        }
-        let answered = self
-            .socks
-            .iter()
-            .any(|o| o.fd >= 0 && o.dgram && o.port == Some(p));
-        (!answered).then_some("connected to a port nobody is bound to: ICMP errors on UDP")
-    }
-
     fn setopt(&mut self, s: u8, opt: u8, val: u8) -> String {
         let (level, name, kind, label) = OPTS[usize::from(opt) % OPTS.len()];
         let mut bytes: Vec<u8> = match kind {
-            Kind::Int => INT_VALUES[usize::from(val % 16) % INT_VALUES.len()]
+            Kind::Int | Kind::Mss => INT_VALUES[usize::from(val % 16) % INT_VALUES.len()]
                 .to_ne_bytes()
                 .to_vec(),
             Kind::Buffer => BUFFER_VALUES[usize::from(val % 16) % BUFFER_VALUES.len()]
@@ -780,6 +754,10 @@ impl<'a> Runner<'a> {
             bytes.resize(len, 0);
         }
         let r = self.sys.setsockopt(self.fd(s), level, name, &bytes);
+        if kind == Kind::Mss && r.is_ok() && self.fd(s) >= 0 {
+            let v = i32::from_ne_bytes(bytes[..4].try_into().expect("4 bytes"));
+            self.socks[usize::from(s)].mss_set[0] = Some(v);
+        }
         let r = r.map(|_| "ok".to_string()).unwrap_or_else(errno_name);
         format!("setsockopt s{s} {label} {value} len {} = {r}", bytes.len())
     }
@@ -799,13 +777,21 @@ impl<'a> Runner<'a> {
         let r = self
             .sys
             .getsockopt(self.fd(s), level, name, &mut buf[..want]);
-        if name == SO_ERROR && r.is_ok() && buf[..4] == libc::ECONNREFUSED.to_ne_bytes() {
-            self.saw::<()>(s, &Err(Errno(libc::ECONNREFUSED)));
-        }
         let r = r.map(|n| {
             let got = &buf[..n.min(want)];
+            let slot = self.socks[usize::from(s)];
+            let set = |v: i32| slot.mss_set.contains(&Some(v));
             let value = match kind {
                 Kind::Buffer => "(value not compared)".to_string(),
+                Kind::Mss if slot.connection && n >= 4 => {
+                    let v = i32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
+                    if set(v) {
+                        v.to_string()
+                    } else {
+                        "(the path's MSS, not compared)".to_string()
+                    }
+                }
+                Kind::Mss if slot.connection => "(a part of the path's MSS)".to_string(),
                 _ => format!("{got:?}"),
             };
             format!("len {n} {value}")

@@ -8,10 +8,22 @@ use crate::ops::Op::{self, *};
 const STREAM: Op = Socket {
     dgram: false,
     cloexec: false,
+    v6: false,
 };
 const DGRAM: Op = Socket {
     dgram: true,
     cloexec: false,
+    v6: false,
+};
+const STREAM6: Op = Socket {
+    dgram: false,
+    cloexec: false,
+    v6: true,
+};
+const DGRAM6: Op = Socket {
+    dgram: true,
+    cloexec: false,
+    v6: true,
 };
 
 /// A listener in s0 on P0, a client in s1 connected to it, the accepted
@@ -42,6 +54,14 @@ fn with(mut a: Vec<Op>, b: &[Op]) -> Vec<Op> {
 // Indices into `run.rs`'s tables, for the seeds below.
 const IP_TTL: u8 = 19;
 const SO_ERROR: u8 = 7;
+const SO_REUSEADDR: u8 = 0;
+const TCP_MAXSEG: u8 = 21;
+/// Values of `run.rs`'s INT_VALUES: 64 (too small for TCP_MAXSEG), 255,
+/// 100000 (too large), 0.
+const INT_64: u8 = 4;
+const INT_255: u8 = 5;
+const INT_100000: u8 = 8;
+const INT_0: u8 = 0;
 const LEN_2: u8 = 4;
 const RECV_OOB: u8 = 3;
 const RECV_OOB_PEEK: u8 = 7;
@@ -892,6 +912,507 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 },
                 EpollClose { ep: 1 },
                 Poll { s: 0, events: 1 },
+            ],
+        ),
+        (
+            "seed_fix_bind_beside_accepted_connections",
+            with(
+                tcp_pair(),
+                &[
+                    Close { s: 0 },
+                    STREAM,
+                    Bind {
+                        s: 0,
+                        any: true,
+                        port: 0,
+                    },
+                    Close { s: 2 },
+                    Bind {
+                        s: 0,
+                        any: false,
+                        port: 0,
+                    },
+                    Close { s: 1 },
+                    Bind {
+                        s: 0,
+                        any: true,
+                        port: 0,
+                    },
+                ],
+            ),
+        ),
+        (
+            "seed_fix_bind_beside_accepted_connections_reuseaddr",
+            vec![
+                STREAM,
+                SetOpt {
+                    s: 0,
+                    opt: SO_REUSEADDR,
+                    val: 1,
+                },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM,
+                Connect { s: 1, port: 1 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Close { s: 0 },
+                STREAM,
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: SO_REUSEADDR,
+                    val: 1,
+                },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM,
+                SetOpt {
+                    s: 3,
+                    opt: SO_REUSEADDR,
+                    val: 1,
+                },
+                Bind {
+                    s: 3,
+                    any: false,
+                    port: 1,
+                },
+            ],
+        ),
+        (
+            "seed_fix_name_after_a_refused_connect",
+            vec![
+                STREAM,
+                Connect { s: 0, port: 2 },
+                Name { s: 0, peer: false },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                Name { s: 0, peer: false },
+                Connect { s: 0, port: 2 },
+                Name { s: 0, peer: false },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 2,
+                },
+                Name { s: 0, peer: false },
+                STREAM,
+                Connect { s: 1, port: 2 },
+                Connect { s: 1, port: 2 },
+                Name { s: 1, peer: false },
+                Name { s: 1, peer: true },
+            ],
+        ),
+        (
+            "seed_fix_tcp_maxseg",
+            vec![
+                STREAM,
+                GetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    val: INT_64,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    val: INT_100000,
+                },
+                SetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    val: INT_255,
+                },
+                GetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    len: LEN_2,
+                },
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 0,
+                },
+                Listen { s: 0, backlog: 2 },
+                GetOpt {
+                    s: 0,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                STREAM,
+                SetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    val: INT_0,
+                },
+                GetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                Connect { s: 1, port: 0 },
+                GetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                GetOpt {
+                    s: 2,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                DGRAM,
+                GetOpt {
+                    s: 3,
+                    opt: TCP_MAXSEG,
+                    len: 0,
+                },
+                SetOpt {
+                    s: 3,
+                    opt: TCP_MAXSEG,
+                    val: INT_255,
+                },
+                SetOpt {
+                    s: 1,
+                    opt: TCP_MAXSEG,
+                    val: 128 + INT_255,
+                },
+            ],
+        ),
+        (
+            "seed_fix_send_to_a_peer_shut_both_ways",
+            with(
+                tcp_pair(),
+                &[
+                    Shutdown { s: 2, how: 2 },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    Recv {
+                        s: 1,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Poll { s: 1, events: 15 },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    GetOpt {
+                        s: 1,
+                        opt: SO_ERROR,
+                        len: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Send {
+                        s: 2,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                ],
+            ),
+        ),
+        (
+            "seed_fix_send_to_a_closed_peer",
+            with(
+                tcp_pair(),
+                &[
+                    Close { s: 2 },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    GetOpt {
+                        s: 1,
+                        opt: SO_ERROR,
+                        len: 0,
+                    },
+                    Recv {
+                        s: 1,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Send {
+                        s: 1,
+                        len: 5,
+                        flags: SEND_NOSIGNAL,
+                    },
+                    STREAM,
+                    Connect { s: 2, port: 0 },
+                    Accept {
+                        s: 0,
+                        cloexec: false,
+                    },
+                    Close { s: 3 },
+                    Send {
+                        s: 2,
+                        len: 5,
+                        flags: 0,
+                    },
+                    Recv {
+                        s: 2,
+                        len: 10,
+                        flags: 0,
+                    },
+                    Send {
+                        s: 2,
+                        len: 5,
+                        flags: 0,
+                    },
+                ],
+            ),
+        ),
+        (
+            "seed_fix_udp_connected_to_a_closed_port",
+            vec![
+                DGRAM,
+                Connect { s: 0, port: 1 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Poll { s: 0, events: 3 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                EpollCreate,
+                EpollCtl {
+                    ep: 0,
+                    s: 0,
+                    op: 0,
+                    events: 1,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                EpollWait { ep: 0, wait: false },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                GetOpt {
+                    s: 0,
+                    opt: SO_ERROR,
+                    len: 0,
+                },
+                DGRAM,
+                Bind {
+                    s: 1,
+                    any: true,
+                    port: 1,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+                RecvFrom { s: 1, len: 10 },
+                Close { s: 1 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                SendTo {
+                    s: 0,
+                    len: 3,
+                    to: 2,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+            ],
+        ),
+        (
+            "seed_ipv6_stream",
+            vec![
+                STREAM6,
+                Bind {
+                    s: 0,
+                    any: false,
+                    port: 0,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM6,
+                Connect { s: 1, port: 0 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Name { s: 1, peer: false },
+                Name { s: 1, peer: true },
+                Name { s: 2, peer: false },
+                Send {
+                    s: 1,
+                    len: 100,
+                    flags: 0,
+                },
+                Recv {
+                    s: 2,
+                    len: 200,
+                    flags: 0,
+                },
+                Shutdown { s: 2, how: 1 },
+                Recv {
+                    s: 1,
+                    len: 200,
+                    flags: 0,
+                },
+                Poll { s: 1, events: 15 },
+                Close { s: 2 },
+                Close { s: 1 },
+                STREAM6,
+                Bind {
+                    s: 1,
+                    any: true,
+                    port: 0,
+                },
+            ],
+        ),
+        (
+            "seed_ipv6_dual_stack",
+            vec![
+                STREAM6,
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 1,
+                },
+                Listen { s: 0, backlog: 2 },
+                STREAM,
+                Bind {
+                    s: 1,
+                    any: true,
+                    port: 1,
+                },
+                Connect { s: 1, port: 1 },
+                Close { s: 1 },
+                STREAM,
+                Connect { s: 1, port: 1 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Name { s: 2, peer: false },
+                DGRAM6,
+                Bind {
+                    s: 3,
+                    any: true,
+                    port: 2,
+                },
+                DGRAM,
+                SendTo {
+                    s: 4,
+                    len: 10,
+                    to: 2,
+                },
+                RecvFrom { s: 3, len: 20 },
+                SendTo {
+                    s: 3,
+                    len: 7,
+                    to: 3,
+                },
+                RecvFrom { s: 4, len: 20 },
+            ],
+        ),
+        (
+            "seed_ipv6_udp_connected_to_a_closed_port",
+            vec![
+                DGRAM6,
+                Connect { s: 0, port: 1 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Poll { s: 0, events: 3 },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Send {
+                    s: 0,
+                    len: 3,
+                    flags: 0,
+                },
+                Recv {
+                    s: 0,
+                    len: 10,
+                    flags: 0,
+                },
+                Name { s: 0, peer: true },
             ],
         ),
     ]

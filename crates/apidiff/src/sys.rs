@@ -1,7 +1,7 @@
 //! The calls a sequence makes, as one trait over the two implementations
 //! compared: the Linux kernel (`kernel.rs`) and ustack (`ustack.rs`).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use api::{epoll_event, Result};
 
@@ -13,6 +13,9 @@ pub trait Sys {
     fn server_ip(&self) -> Ipv4Addr;
     /// The local address of a client socket (the server's on loopback).
     fn client_ip(&self) -> Ipv4Addr;
+    /// The IPv6 addresses of the server and of a client.
+    fn server_ip6(&self) -> Ipv6Addr;
+    fn client_ip6(&self) -> Ipv6Addr;
     /// The port number of the sequence's `i`th port (0..PORTS).
     fn port(&self, i: usize) -> u16;
     /// Lets what the last call sent arrive: nothing for the kernel, whose

@@ -32,6 +32,11 @@ pub struct Ustack {
     _private: (),
 }
 
+/// The IPv6 address of host `last` (1 the client, 2 the server).
+fn v6(last: u8) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd99, 1, 0, 0, 0, 0, 0, u16::from(last))
+}
+
 fn stack(last: u8) -> Stack {
     let mut s = Stack::new(StackConfig {
         seed: u64::from(last) * 7919,
@@ -62,11 +67,12 @@ fn stack(last: u8) -> Stack {
             extra_addrs: vec![],
         })
         .expect("interface");
-    let v6 = Ipv6Config {
-        addrs: vec![(Ipv6Addr::new(0xfd99, 1, 0, 0, 0, 0, 0, u16::from(last)), 64)],
+    let ipv6 = Ipv6Config {
+        addrs: vec![(v6(last), 64)],
         gateway: None,
     };
-    s.enable_ipv6(stack::Instant::ZERO, id, &v6).expect("IPv6");
+    s.enable_ipv6(stack::Instant::ZERO, id, &ipv6)
+        .expect("IPv6");
     s
 }
 
@@ -101,6 +107,12 @@ impl Sys for Ustack {
     }
     fn client_ip(&self) -> Ipv4Addr {
         CLIENT
+    }
+    fn server_ip6(&self) -> Ipv6Addr {
+        v6(2)
+    }
+    fn client_ip6(&self) -> Ipv6Addr {
+        v6(1)
     }
     fn port(&self, i: usize) -> u16 {
         PORT_FIRST + i as u16

@@ -67,8 +67,20 @@ fn the_kept_corpus_gives_the_same_trace_on_ustack_and_linux() {
         files.len()
     );
     let mut failures = Vec::new();
+    let show = std::env::var("APIDIFF_SHOW").ok();
     for (name, data) in &files {
         let ops = apidiff::decode(data);
+        // `APIDIFF_SHOW=NAME ... -- --nocapture` prints a sequence's trace.
+        if show.as_deref() == Some(name.as_str()) {
+            println!(
+                "{name} on Linux:\n{}",
+                apidiff::run_linux(&ops, false).join("\n")
+            );
+            println!(
+                "{name} on ustack:\n{}",
+                apidiff::run_ustack(&ops).join("\n")
+            );
+        }
         if let Err(d) = apidiff::check(&ops) {
             failures.push(format!("{name}:\n{d}"));
         }

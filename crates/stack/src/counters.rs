@@ -260,6 +260,16 @@ counters! {
         tcp_icmp_soft_errors,
         tcp_resets_sent,
         tcp_resets_received,
+        /// Connections reset for data that came after the application
+        /// closed them or shut them both ways (RFC 1122 4.2.2.13; Linux's
+        /// TCPAbortOnData).
+        tcp_aborts_on_data,
+        /// ICMP errors about a UDP datagram to a connected socket's peer,
+        /// kept as its error (ECONNREFUSED).
+        udp_icmp_errors_reported,
+        /// ICMP errors about UDP datagrams that no connected socket hears
+        /// (soft errors, unconnected sockets, quotes naming no socket).
+        udp_icmp_errors_ignored,
         tcp_active_opens,
         tcp_passive_opens,
         tcp_accepted,

@@ -14,6 +14,7 @@ use crate::socket::table::{LocalKey, Socket};
 use crate::socket::udp::{UdpMeta, UdpRecv, UdpSocket, EPHEMERAL_PORTS};
 use crate::socket::{SocketError, SocketHandle};
 use crate::stack::Stack;
+use crate::tcp::icmp_error::IcmpErrorKind;
 use crate::time::Instant;
 
 /// The largest UDP payload over IPv4.
@@ -79,6 +80,72 @@ impl Stack {
                 false
             }
         }
+    }
+
+    /// An ICMP or ICMPv6 error quoting a datagram we sent from `src` to
+    /// `dst` (`udp`: the bytes of its UDP header that the quote holds).
+    /// A hard error (port or protocol unreachable, `IcmpErrorKind::Refused`)
+    /// about a datagram to a connected socket's peer becomes that socket's
+    /// pending error (ECONNREFUSED, as Linux's for port unreachable; Linux
+    /// says ENOPROTOOPT for the rare protocol unreachable); soft errors, and errors
+    /// for unconnected sockets, are counted and dropped (Linux keeps them
+    /// only with IP_RECVERR, which ustack does not have).
+    pub(crate) fn udp_icmp_error(
+        &mut self,
+        kind: IcmpErrorKind,
+        src: IpAddr,
+        dst: IpAddr,
+        udp: &[u8],
+    ) {
+        let (Some(sport), Some(dport)) = (udp.get(0..2), udp.get(2..4)) else {
+            self.ip.counters.udp_icmp_errors_ignored += 1;
+            return;
+        };
+        let local = SocketAddr::new(src, u16::from_be_bytes([sport[0], sport[1]]));
+        let remote = SocketAddr::new(dst, u16::from_be_bytes([dport[0], dport[1]]));
+        // Only about datagrams we could have sent (a socket on the any
+        // address would otherwise take a quote naming any source).
+        if !self.is_local_ip(src) {
+            self.ip.counters.udp_icmp_errors_ignored += 1;
+            return;
+        }
+        let Some(index) = self.sockets.udp_lookup_index(local) else {
+            self.ip.counters.udp_icmp_errors_ignored += 1;
+            return;
+        };
+        let Some(Socket::Udp(socket)) = self.sockets.at_mut(index) else {
+            self.ip.counters.udp_icmp_errors_ignored += 1;
+            return;
+        };
+        if kind != IcmpErrorKind::Refused || socket.peer != Some(remote) {
+            self.ip.counters.udp_icmp_errors_ignored += 1;
+            return;
+        }
+        socket.error = Some(SocketError::ConnectionRefused);
+        self.ip.counters.udp_icmp_errors_reported += 1;
+        self.sockets.notify(index);
+    }
+
+    /// Sets the peer whose hard ICMP errors the socket hears (connect();
+    /// `None`: disconnected).  A pending error stays, as Linux's does.
+    pub fn udp_set_peer(
+        &mut self,
+        h: SocketHandle,
+        peer: Option<SocketAddr>,
+    ) -> Result<(), SocketError> {
+        self.sockets.udp_mut(h)?.peer = peer;
+        Ok(())
+    }
+
+    /// Takes the socket's pending ICMP error (the next send, receive or
+    /// SO_ERROR reports it once).
+    pub fn udp_take_error(&mut self, h: SocketHandle) -> Result<Option<SocketError>, SocketError> {
+        Ok(self.sockets.udp_mut(h)?.error.take())
+    }
+
+    /// Whether an ICMP error waits to be reported (POLLERR).
+    pub fn udp_error_pending(&self, h: SocketHandle) -> bool {
+        self.sockets.udp(h).is_ok_and(|s| s.error.is_some())
     }
 
     /// Opens a UDP socket on `local` (port 0: an ephemeral port).

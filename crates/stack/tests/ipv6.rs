@@ -327,6 +327,38 @@ fn udp_to_a_closed_port_gets_port_unreachable() {
     assert_eq!(w.b.counters().rx_drop_udp_no_socket, 1);
     assert_eq!(w.b.counters().icmpv6_errors_sent, 1);
     assert_eq!(w.a.counters().rx_accept_icmpv6_error, 1);
+    // Unconnected: the error is dropped, as Linux's without IP_RECVERR.
+    assert_eq!(w.a.udp_take_error(ha).unwrap(), None);
+    assert_eq!(w.a.counters().udp_icmp_errors_ignored, 1);
+}
+
+/// A connected UDP socket hears port unreachable about its peer as
+/// ECONNREFUSED, once; an error about another destination is not its.
+#[test]
+fn a_connected_udp_socket_hears_port_unreachable() {
+    let mut w = Wire::new(stack(1, 1500), stack(2, 1500));
+    w.settle();
+    let ha =
+        w.a.udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0))
+            .unwrap();
+    let peer = SocketAddr::new(IpAddr::V6(v6(2)), 9);
+    w.a.udp_set_peer(ha, Some(peer)).unwrap();
+    let other = SocketAddr::new(IpAddr::V6(v6(2)), 10);
+    w.a.udp_send_to(w.now, ha, other, None, b"elsewhere", &mut w.sa)
+        .unwrap();
+    w.run();
+    assert!(!w.a.udp_error_pending(ha), "about another destination");
+    w.a.udp_send_to(w.now, ha, peer, None, b"anyone?", &mut w.sa)
+        .unwrap();
+    w.run();
+    assert!(w.a.udp_error_pending(ha));
+    assert_eq!(
+        w.a.udp_take_error(ha).unwrap(),
+        Some(stack::SocketError::ConnectionRefused)
+    );
+    assert_eq!(w.a.udp_take_error(ha).unwrap(), None, "reported once");
+    assert_eq!(w.a.counters().udp_icmp_errors_reported, 1);
+    assert_eq!(w.a.counters().udp_icmp_errors_ignored, 1);
 }
 
 fn transfer(w: &mut Wire, client: SocketAddr, server: SocketAddr, size: usize) {

@@ -232,3 +232,49 @@ fn poll_view_matches_the_single_figures() {
     assert_eq!(v.state, TcpState::Closed);
     assert!(v.error.is_some(), "the reset is pending");
 }
+
+/// TCP_MAXSEG: a connection opened with a maximum segment advertises it
+/// and sends no larger segments; a listener's maximum does the same for
+/// its connections (both directions then carry at most that, less the
+/// timestamp option's 12 bytes).
+#[test]
+fn max_segment_bounds_both_sides_from_the_handshake() {
+    for on_listener in [false, true] {
+        let mut n = Net::new();
+        let l = n.b.tcp_listen(addr(2, 82), 4).unwrap();
+        let max = 300u16;
+        if on_listener {
+            n.b.tcp_set_max_segment(l, Some(max)).unwrap();
+        }
+        let own = (!on_listener).then_some(max);
+        let c =
+            n.a.tcp_connect_with(n.now, addr(2, 82), None, 0, own, &mut n.sa)
+                .unwrap();
+        n.run(5);
+        let (s, _) = n.b.tcp_accept(l).unwrap();
+        let expected = usize::from(max) - 12;
+        assert_eq!(n.a.tcp_info(c).unwrap().snd_mss as usize, expected);
+        assert_eq!(n.b.tcp_info(s).unwrap().snd_mss as usize, expected);
+        n.a_sent.clear();
+        let data = vec![7u8; 4000];
+        let sent = n.a.tcp_send(n.now, c, &data, &mut n.sa).unwrap();
+        assert_eq!(sent, data.len());
+        n.run(50);
+        let largest = n
+            .a_sent
+            .iter()
+            .filter(|p| p.0 == IpProtocol::Tcp)
+            .map(|p| p.3)
+            .max()
+            .unwrap();
+        // TCP header (20) + timestamps (12) + at most `expected` bytes.
+        assert_eq!(largest, 32 + expected, "listener's: {on_listener}");
+        let mut got = vec![0u8; 8000];
+        let got_len = n.b.tcp_recv(n.now, s, &mut got, &mut n.sb).unwrap();
+        assert_eq!(got_len, data.len());
+        // Once connected, the value no longer changes the connection (as
+        // on Linux: it is read at the handshake).
+        n.a.tcp_set_max_segment(c, Some(100)).unwrap();
+        assert_eq!(n.a.tcp_info(c).unwrap().snd_mss as usize, expected);
+    }
+}

@@ -688,3 +688,33 @@ fn poll_view_says_what_each_getter_says() {
     let l = n.b.tcp_listen(addr(2, 81), 4).unwrap();
     assert_eq!(n.b.tcp_poll_view(l), Err(SocketError::NotSupported));
 }
+
+/// RFC 1122 4.2.2.13 as Linux applies it: data that reaches a connection
+/// shut both ways (not closed) is answered with a reset, and that
+/// connection hears of it (ECONNRESET).  The sender, in CLOSE-WAIT (it
+/// had the FIN), still reads the end of the stream, and its writes say
+/// EPIPE, not ECONNRESET.
+#[test]
+fn data_to_a_connection_shut_both_ways_resets_it() {
+    let mut n = Net::new();
+    let (c, s) = n.established();
+    n.b.tcp_shutdown(n.now, s, Shutdown::Both, &mut n.sb)
+        .unwrap();
+    n.run(5);
+    assert_eq!(n.a.tcp_state(c).unwrap(), TcpState::CloseWait);
+    assert_eq!(n.a.tcp_send(n.now, c, b"lost", &mut n.sa).unwrap(), 4);
+    n.run(5);
+    assert_eq!(n.b.counters().tcp_aborts_on_data, 1);
+    assert_eq!(n.b.tcp_state(s).unwrap(), TcpState::Closed);
+    assert_eq!(
+        n.b.tcp_take_error(s).unwrap(),
+        Some(SocketError::ConnectionReset)
+    );
+    assert_eq!(n.a.tcp_state(c).unwrap(), TcpState::Closed);
+    let mut buf = [0u8; 8];
+    assert_eq!(n.a.tcp_recv(n.now, c, &mut buf, &mut n.sa), Ok(0));
+    assert_eq!(
+        n.a.tcp_take_error(c).unwrap(),
+        Some(SocketError::BrokenPipe)
+    );
+}

@@ -182,6 +182,41 @@ fn ping_answers_at_every_size() {
     assert_eq!(b.counters().icmp_echo_replies_sent, 7);
 }
 
+/// A connected UDP socket hears port unreachable about its peer as
+/// ECONNREFUSED, once (Linux's sk_err); an unconnected one does not.
+#[test]
+fn a_connected_udp_socket_hears_port_unreachable() {
+    let (mut a, mut b) = (stack(1, 1500, 5), stack(2, 1500, 6));
+    let (mut sa, mut sb) = (VecSink::default(), VecSink::default());
+    let any = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+    let connected = a.udp_bind(any(5001)).unwrap();
+    let unconnected = a.udp_bind(any(5002)).unwrap();
+    let peer = SocketAddr::new(IpAddr::V4(ip(2)), 9);
+    a.udp_set_peer(connected, Some(peer)).unwrap();
+    let now = Instant::from_secs(1);
+    resolve(now, &mut a, &mut b, &mut sa, &mut sb);
+    for h in [connected, unconnected] {
+        a.udp_send_to(now, h, peer, None, b"x", &mut sa).unwrap();
+    }
+    run(now, &mut a, &mut b, &mut sa, &mut sb);
+    assert_eq!(a.counters().rx_accept_icmp_error, 2);
+    assert!(a.udp_error_pending(connected));
+    assert!(!a.udp_error_pending(unconnected));
+    assert_eq!(
+        a.udp_take_error(connected).unwrap(),
+        Some(stack::SocketError::ConnectionRefused)
+    );
+    assert_eq!(a.udp_take_error(connected).unwrap(), None);
+    assert_eq!(a.counters().udp_icmp_errors_reported, 1);
+    assert_eq!(a.counters().udp_icmp_errors_ignored, 1);
+    // Disconnected: no longer its errors.
+    a.udp_set_peer(connected, None).unwrap();
+    a.udp_send_to(now, connected, peer, None, b"x", &mut sa)
+        .unwrap();
+    run(now, &mut a, &mut b, &mut sa, &mut sb);
+    assert!(!a.udp_error_pending(connected));
+}
+
 #[test]
 fn closed_udp_port_gets_port_unreachable_rate_limited() {
     let (mut a, mut b) = (stack(1, 1500, 5), stack(2, 1500, 6));

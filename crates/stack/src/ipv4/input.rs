@@ -151,15 +151,20 @@ impl Stack {
                 let Some(e) = self.ip.icmpv4_input(now, d, sink) else {
                     return;
                 };
-                // Errors about TCP reach their connection; UDP keeps no
-                // connection state an error could change (counted only).
-                if e.header.next_header == IpProtocol::Tcp {
-                    let quoted = QuotedSegment {
-                        src: IpAddr::V4(e.header.src_addr),
-                        dst: IpAddr::V4(e.header.dst_addr),
-                        tcp: e.data,
-                    };
-                    self.tcp_icmp_error(now, d.iface, e.kind, quoted, sink);
+                // Errors about TCP reach their connection, about UDP a
+                // connected socket.
+                let (src, dst) = (IpAddr::V4(e.header.src_addr), IpAddr::V4(e.header.dst_addr));
+                match e.header.next_header {
+                    IpProtocol::Tcp => {
+                        let quoted = QuotedSegment {
+                            src,
+                            dst,
+                            tcp: e.data,
+                        };
+                        self.tcp_icmp_error(now, d.iface, e.kind, quoted, sink);
+                    }
+                    IpProtocol::Udp => self.udp_icmp_error(e.kind, src, dst, e.data),
+                    _ => {}
                 }
             }
             IpProtocol::Udp => {

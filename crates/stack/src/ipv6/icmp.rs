@@ -146,12 +146,12 @@ impl Stack {
                     }
                     _ => IcmpErrorKind::Soft(SocketError::HostUnreachable),
                 };
-                self.icmpv6_error_to_tcp(now, d.iface, kind, header, data, sink);
+                self.icmpv6_error_to_transport(now, d.iface, kind, header, data, sink);
             }
             Icmpv6Repr::TimeExceeded { header, data, .. } => {
                 self.ip.counters.rx_accept_icmpv6_error += 1;
                 let kind = IcmpErrorKind::Soft(SocketError::HostUnreachable);
-                self.icmpv6_error_to_tcp(now, d.iface, kind, header, data, sink);
+                self.icmpv6_error_to_transport(now, d.iface, kind, header, data, sink);
             }
             // The destination does not know TCP: IPv6's protocol
             // unreachable.  Other parameter problems are about headers we
@@ -164,16 +164,16 @@ impl Stack {
             } => {
                 self.ip.counters.rx_accept_icmpv6_error += 1;
                 let kind = IcmpErrorKind::Refused;
-                self.icmpv6_error_to_tcp(now, d.iface, kind, header, data, sink);
+                self.icmpv6_error_to_transport(now, d.iface, kind, header, data, sink);
             }
             _ => self.ip.counters.rx_accept_icmpv6_error += 1,
         }
     }
 
     /// An error quoting a packet of ours: to its TCP connection if it was
-    /// a TCP segment (right after the fixed header: we send no extension
-    /// headers before TCP).  UDP keeps no state an error could change.
-    fn icmpv6_error_to_tcp(
+    /// a TCP segment, to a connected UDP socket if a datagram (right after
+    /// the fixed header: we send no extension headers before either).
+    fn icmpv6_error_to_transport(
         &mut self,
         now: Instant,
         iface: crate::iface::IfaceId,
@@ -182,6 +182,10 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) {
+        if header.next_header == IpProtocol::Udp {
+            let (src, dst) = (header.src_addr.into(), header.dst_addr.into());
+            return self.udp_icmp_error(kind, src, dst, data);
+        }
         if header.next_header != IpProtocol::Tcp {
             return;
         }

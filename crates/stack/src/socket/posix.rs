@@ -155,6 +155,41 @@ impl Stack {
         }
     }
 
+    /// listen() again on a listening socket: its new backlog (Linux's
+    /// sk_max_ack_backlog), for the connections to come.
+    pub fn tcp_set_backlog(&mut self, h: SocketHandle, backlog: usize) -> Result<(), SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Listener(l)) => {
+                l.backlog = backlog.max(1);
+                Ok(())
+            }
+            Some(_) => Err(SocketError::InvalidArgument),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// TCP_MAXSEG (`None`: the path's MSS).  A listener's connections
+    /// advertise and send at most `mss` bytes a segment from their
+    /// handshake on; a connection that has begun its handshake keeps the
+    /// MSS it has, as Linux's does (the value is read at the handshake:
+    /// [`tcp_connect_with`](Self::tcp_connect_with) takes it for an
+    /// active open).
+    pub fn tcp_set_max_segment(
+        &mut self,
+        h: SocketHandle,
+        mss: Option<u16>,
+    ) -> Result<(), SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Listener(l)) => {
+                l.max_segment = mss.map(usize::from);
+                Ok(())
+            }
+            Some(Socket::Tcp(_)) => Ok(()),
+            Some(_) => Err(SocketError::InvalidArgument),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
     /// SO_MARK of a UDP socket's datagrams (0: none).
     pub fn udp_set_mark(&mut self, h: SocketHandle, mark: u32) -> Result<(), SocketError> {
         self.sockets.udp_mut(h)?.mark = mark;

@@ -38,6 +38,14 @@ pub struct UdpSocket {
     pub(crate) mark: u32,
     /// Bound to `[::]`: IPv6 only (IPV6_V6ONLY), or IPv4 too.
     pub(crate) v6only: bool,
+    /// The peer connect() gave (the stack's form of its address): hard
+    /// ICMP errors about datagrams to it are the socket's, as Linux's
+    /// connected UDP sockets hear them (`None`: unconnected, errors
+    /// ignored, as Linux without IP_RECVERR).
+    pub(crate) peer: Option<SocketAddr>,
+    /// A hard ICMP error not yet reported (the next send, receive or
+    /// SO_ERROR takes it).
+    pub(crate) error: Option<super::SocketError>,
 }
 
 impl UdpSocket {
@@ -50,6 +58,8 @@ impl UdpSocket {
             tos: 0,
             mark: 0,
             v6only: false,
+            peer: None,
+            error: None,
         }
     }
 

@@ -418,11 +418,14 @@ impl Stack {
         }
         // A listener's connections inherit its mark (Linux's sk_clone):
         // their segments, the SYN-ACK first, take the route it gives.
-        let mark = match self.sockets.at(lindex) {
-            Some(Socket::Listener(l)) => l.mark,
+        // And its TCP_MAXSEG: the MSS their SYN-ACK advertises and the
+        // most they send.
+        let (mark, max_segment) = match self.sockets.at(lindex) {
+            Some(Socket::Listener(l)) => (l.mark, l.max_segment),
             _ => return,
         };
         let mss = self.tcp_mss_toward(local.ip(), remote.ip(), mark, now);
+        let mss = max_segment.map_or(mss, |m| mss.min(m));
         if flags.ack() && !flags.syn() {
             // The last ACK of a handshake whose state we did not keep.
             if self.tcp.cfg.syncookies {
@@ -813,6 +816,21 @@ impl Stack {
         mark: u32,
         sink: &mut dyn FrameSink,
     ) -> Result<SocketHandle, SocketError> {
+        self.tcp_connect_with(now, remote, local, mark, None, sink)
+    }
+
+    /// [`tcp_connect_marked`](Self::tcp_connect_marked) with TCP_MAXSEG
+    /// `max_segment`: the SYN advertises at most that MSS and the
+    /// connection sends segments no larger (Linux's user_mss).
+    pub fn tcp_connect_with(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        local: Option<SocketAddr>,
+        mark: u32,
+        max_segment: Option<u16>,
+        sink: &mut dyn FrameSink,
+    ) -> Result<SocketHandle, SocketError> {
         let dst = remote.ip();
         // RFC 9293 MUST-46: no connection to a broadcast (a subnet's
         // directed one too) or multicast address.
@@ -868,6 +886,7 @@ impl Stack {
         };
         let local = SocketAddr::new(src_ip, port);
         let mss = self.tcp_mss_toward(src_ip, remote.ip(), mark, now);
+        let mss = max_segment.map_or(mss, |m| mss.min(usize::from(m)));
         let iss = SeqNumber(self.tcp.isn.isn(now, local, remote) as i32);
         let mut conn = TcpConnection::new(
             &mut self.tcp,
@@ -994,6 +1013,11 @@ impl Stack {
                 .read(buf, &mut self.tcp.buffers, &mut self.tcp.lend)
         };
         if n == 0 {
+            // Linux: the peer's FIN was read, so EOF, also after a reset
+            // (the error waits for a write or SO_ERROR).
+            if conn.reset_after_fin {
+                return Ok(0);
+            }
             if let Some(e) = conn.error.take() {
                 return Err(e);
             }
@@ -1319,6 +1343,14 @@ impl Stack {
         self.tcp_after_event(now, index, InputEvents::default());
     }
 
+    /// Whether connection `h` still holds its local port: the stack has
+    /// it in a state but closed, also after the application let it go
+    /// (closing, TIME-WAIT).  Linux's bind conflicts count such
+    /// connections until they are freed.
+    pub fn tcp_holds_port(&self, h: SocketHandle) -> bool {
+        matches!(self.sockets.get(h), Some(Socket::Tcp(c)) if c.state != TcpState::Closed)
+    }
+
     pub fn tcp_state(&self, h: SocketHandle) -> Result<TcpState, SocketError> {
         match self.sockets.get(h) {
             Some(Socket::Listener(_)) => Ok(TcpState::Listen),
@@ -1524,9 +1556,16 @@ impl Stack {
         self.tcp_conn(h).map(|c| c.readable_for_poll())
     }
 
-    /// Bytes waiting to be read (FIONREAD).
+    /// Bytes waiting to be read.
     pub fn tcp_recv_queued(&self, h: SocketHandle) -> Result<usize, SocketError> {
         self.tcp_conn(h).map(|c| c.recv.readable())
+    }
+
+    /// What FIONREAD reports: the bytes waiting to be read, but only those
+    /// before the urgent mark while an out-of-line urgent octet is in the
+    /// stream (Linux's `tcp_inq`).
+    pub fn tcp_recv_queued_to_mark(&self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.tcp_conn(h).map(|c| c.readable_to_mark())
     }
 
     /// The receive buffer's size: what SO_RCVBUF set, or where

@@ -78,6 +78,9 @@ pub(crate) struct TcpConnection {
     pub peer_fin: Option<SeqNumber>,
     /// The application shut the read side.
     pub read_shut: bool,
+    /// A reset came after the peer's FIN (in CLOSE-WAIT): reads still see
+    /// the end of the stream, writes the error (EPIPE), as on Linux.
+    pub reset_after_fin: bool,
 
     // Urgent data (`urgent.rs`).
     /// SND.UP while in urgent mode: the sequence number after the last
@@ -246,6 +249,7 @@ impl TcpConnection {
             fin_queued: false,
             peer_fin: None,
             read_shut: false,
+            reset_after_fin: false,
             snd_up: None,
             urgent: None,
             oob_inline: false,

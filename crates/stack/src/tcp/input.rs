@@ -206,10 +206,16 @@ impl TcpConnection {
                     self.fail(SocketError::ConnectionRefused);
                 }
                 TcpState::SynReceived => self.fail(SocketError::ConnectionRefused),
-                TcpState::Established
-                | TcpState::FinWait1
-                | TcpState::FinWait2
-                | TcpState::CloseWait => self.fail(SocketError::ConnectionReset),
+                TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2 => {
+                    self.fail(SocketError::ConnectionReset)
+                }
+                // The peer had sent its FIN: the stream it sent is whole
+                // (reads end with EOF), what we send is lost (Linux's
+                // tcp_reset: EPIPE in CLOSE-WAIT).
+                TcpState::CloseWait => {
+                    self.fail(SocketError::BrokenPipe);
+                    self.reset_after_fin = true;
+                }
                 _ => {
                     self.state = TcpState::Closed;
                     self.timers = Timers::default();
@@ -333,14 +339,22 @@ impl TcpConnection {
         // (as Linux and the BSDs: the reset answers the segment).
         // (Data: a bare ACK's sequence number is the peer's SND.MAX, past
         // RCV.NXT while its FIN is on the way or lost.)
-        if self.detached
+        // Linux does the same after shutdown(SHUT_RDWR), which closes both
+        // directions as close() does but keeps the socket: that socket
+        // then hears of the reset (ECONNRESET).
+        if (self.detached || self.read_shut)
             && matches!(self.state, TcpState::FinWait1 | TcpState::FinWait2)
             && !seg.payload.is_empty()
             && data_seq + seg.payload.len() > self.rcv_nxt
         {
             send_reset_for(ip, now, self.local, self.remote, seg, sink);
-            self.state = TcpState::Closed;
-            self.timers = Timers::default();
+            ip.counters.tcp_aborts_on_data += 1;
+            if self.detached {
+                self.state = TcpState::Closed;
+                self.timers = Timers::default();
+            } else {
+                self.fail(SocketError::ConnectionReset);
+            }
             ev.closed = true;
             return ev;
         }

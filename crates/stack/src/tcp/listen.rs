@@ -28,6 +28,9 @@ pub(crate) struct TcpListener {
     pub v6only: bool,
     /// SO_MARK, which its connections inherit (0: none).
     pub mark: u32,
+    /// TCP_MAXSEG: the most its connections advertise and send in a
+    /// segment (`None`: what the path takes).
+    pub max_segment: Option<usize>,
 }
 
 impl TcpListener {
@@ -39,6 +42,7 @@ impl TcpListener {
             syn_received: 0,
             v6only: false,
             mark: 0,
+            max_segment: None,
         }
     }
 }

@@ -158,6 +158,16 @@ impl TcpConnection {
             .saturating_sub(usize::from(self.urgent_octet_next()))
     }
 
+    /// FIONREAD as Linux's `tcp_inq` counts: out of line, once the urgent
+    /// octet has come (waiting for `recv(MSG_OOB)` or taken by it), the
+    /// octets before the mark only; else every readable octet.
+    pub(crate) fn readable_to_mark(&self) -> usize {
+        match self.urgent {
+            Some(m) if !self.oob_inline && !matches!(m.octet, UrgentOctet::Awaited) => m.ahead,
+            _ => self.recv.readable(),
+        }
+    }
+
     /// The urgent octet arrived and was not taken (EPOLLPRI; in line too,
     /// until read past, as Linux's `tcp_poll`).
     pub(crate) fn urgent_pending(&self) -> bool {
