@@ -541,15 +541,41 @@ impl<L: Link> LinkInfoSource for L {
     }
 }
 
-pub fn fault_config(cfg: &Config) -> Option<FaultConfig> {
-    cfg.fault.as_ref().map(|f| FaultConfig {
-        loss: f.loss,
-        duplicate: f.duplicate,
-        reorder: f.reorder,
-        corrupt: f.corrupt,
-        delay_us: f.delay_us,
-        jitter_us: f.jitter_us,
-        seed: f.seed,
+/// The fault injector's impairments of each direction from `[fault]`:
+/// the same on receive and transmit, but for `tx_delay_us`.
+#[derive(Debug, Clone)]
+pub struct FaultDirections {
+    pub rx: FaultConfig,
+    pub tx: FaultConfig,
+}
+
+impl FaultDirections {
+    /// Wraps `link` in the injector.
+    pub fn wrap(&self, link: PortLink) -> PortLink {
+        PortLink::Faulty(Box::new(FaultLink::with_directions(
+            link,
+            self.rx.clone(),
+            self.tx.clone(),
+        )))
+    }
+}
+
+pub fn fault_config(cfg: &Config) -> Option<FaultDirections> {
+    cfg.fault.as_ref().map(|f| {
+        let rx = FaultConfig {
+            loss: f.loss,
+            duplicate: f.duplicate,
+            reorder: f.reorder,
+            corrupt: f.corrupt,
+            delay_us: f.delay_us,
+            jitter_us: f.jitter_us,
+            seed: f.seed,
+        };
+        let tx = FaultConfig {
+            delay_us: f.delay_us.saturating_add(f.tx_delay_us),
+            ..rx.clone()
+        };
+        FaultDirections { rx, tx }
     })
 }
 
@@ -634,8 +660,8 @@ pub fn build_engine_steered(
         };
         let mut link = captured(opened, pcap_series(cfg, 0, port.id)?);
         if i == 0 {
-            if let Some(fc) = fault_config(cfg) {
-                link = PortLink::Faulty(Box::new(FaultLink::new(link, fc)));
+            if let Some(fd) = fault_config(cfg) {
+                link = fd.wrap(link);
             }
         }
         links.push(link);
@@ -651,6 +677,21 @@ pub fn build_engine_steered(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tx_delay_us_delays_transmit_only() {
+        let text = "[port0]\nlink=tap:t0\naddr=10.99.1.2\nnetmask=255.255.255.0\n\
+                    [fault]\ndelay_us=100\ntx_delay_us=5000\nloss=0.5\n";
+        let cfg = Config::parse(text, "t.ini").unwrap();
+        let fd = fault_config(&cfg).unwrap();
+        assert_eq!(fd.rx.delay_us, 100);
+        assert_eq!(fd.tx.delay_us, 5100);
+        assert_eq!(
+            (fd.rx.loss, fd.tx.loss),
+            (0.5, 0.5),
+            "the rest acts both ways"
+        );
+    }
 
     #[test]
     fn sysctls_reach_the_stack() {
