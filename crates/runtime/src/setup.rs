@@ -205,7 +205,15 @@ pub fn port_pool(port: &PortConfig) -> PacketPool {
     let count = port
         .memory
         .map_or(DEFAULT_POOL_BUFFERS, |m| m.buffers(buf_size)) as usize;
-    PacketPool::with_reserve(buf_size, count, (count / 16).max(8))
+    PacketPool::with_reserve(buf_size, count, pool_reserve(count))
+}
+
+/// Buffers of a pool of `count` kept back for control frames and the
+/// receive ring: a sixteenth, and at least two bursts, so that a receive
+/// burst taking from the reserve (it may) still leaves a burst's worth for
+/// the ARP and ICMP answers; at most half the pool.
+pub fn pool_reserve(count: usize) -> usize {
+    (count / 16).max(2 * link::MAX_BURST).min(count / 2)
 }
 
 /// The rings of an `af_packet` port: the defaults, with large receive as
@@ -677,6 +685,13 @@ pub fn build_engine_steered(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_reserve_outlasts_a_receive_burst() {
+        assert_eq!(pool_reserve(8192), 512);
+        assert_eq!(pool_reserve(256), 64, "two bursts");
+        assert_eq!(pool_reserve(64), 32, "half the pool at most");
+    }
 
     #[test]
     fn tx_delay_us_delays_transmit_only() {
