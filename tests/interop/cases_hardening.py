@@ -11,6 +11,8 @@ import random
 import re
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -21,7 +23,7 @@ from harness import check
 
 SUBNETS.update({
     "syn_flood_http_af_packet": 50, "rfc5961_blind_af_packet": 51,
-    "pool_exhaustion_echo_af_packet": 175,
+    "pool_exhaustion_echo_af_packet": 175, "scale_kernel_clients_af_packet": 176,
 })
 
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -450,6 +452,75 @@ def _(ctx):
     check(no_buffer > 0, "the UDP echo never saw ENOBUFS")
     check(send_errors == no_buffer, f"UDP send errors other than ENOBUFS: {send_errors - no_buffer}")
     check(accepted == 1 and tcp_errors == 0, f"TCP: {accepted} accepted, {tcp_errors} errors")
+
+
+# --------------------------------------------------------------------------
+# Many idle connections from kernel clients
+
+SCALE_CLIENTS = int(os.environ.get("USTACK_SCALE_KERNEL_CLIENTS", "3"))
+SCALE_PER_CLIENT = int(os.environ.get("USTACK_SCALE_KERNEL_PER_CLIENT", "10000"))
+# ustack's own memory per connection: its TCP state (1,200 B idle) and
+# what the heap and tables around it take; RSS growth divided out.
+SCALE_BYTES_PER_CONN = 4096
+
+
+@test("scale_kernel_clients_af_packet", budget=900)
+def _(ctx):
+    """30,000 idle connections to ustack-echo (TCP port 7, AF_PACKET) from
+    three kernel client processes in the peer namespace, each from an
+    address of its own and under 20,000 open files (`make scale` asks more
+    through USTACK_SCALE_KERNEL_CLIENTS and _PER_CLIENT): all are established
+    and held (ustack counts them), ustack's TCP memory per connection and
+    its RSS growth per connection stay under 4 KiB, and a connection still
+    echoes with all of them open."""
+    name = "scale_kernel_clients_af_packet"
+    t = ctx.topo("af_packet", SUBNETS[name]).start()
+    u = t.ustack
+    here = os.path.dirname(os.path.abspath(__file__))
+    srcs = [f"{h.NET_PREFIX}.{SUBNETS[name]}.{10 + i}" for i in range(SCALE_CLIENTS)]
+    for a in srcs:
+        h.sh(["ip", "-n", t.ns_k, "addr", "add", f"{a}/24", "dev", t.if_k])
+    rss0 = rss_kib(u.proc.pid)
+    before = u.settled_stats(quiet=0.2)
+    clients = []
+    t0 = time.monotonic()
+    try:
+        for a in srcs:
+            clients.append(subprocess.Popen(
+                ["ip", "netns", "exec", t.ns_k, sys.executable, os.path.join(here, "kernel_idle_clients.py"),
+                 a, t.ustack_ip, "7", str(SCALE_PER_CLIENT)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        for c in clients:
+            line = c.stdout.readline().strip()
+            check(line == f"up {SCALE_PER_CLIENT}", f"a kernel client: {line!r}")
+        took = time.monotonic() - t0
+        total = SCALE_CLIENTS * SCALE_PER_CLIENT
+        st = u.wait_stats(lambda s: s.get("tcp_connections", 0) >= total, timeout=10, what="connections")
+        time.sleep(1.5)  # the rings' storage back, the cache decayed, the heap trimmed
+        st = u.settled_stats(quiet=0.3)
+        rss = rss_kib(u.proc.pid)
+        per_conn = (rss - rss0) * 1024 / total
+        d = h.delta(st, before)
+        print(f"    {total} connections from {SCALE_CLIENTS} processes up in {took:.1f} s; ustack: "
+              f"tcp_connections={st.get('tcp_connections')} tcp_memory_per_connection="
+              f"{st.get('tcp_memory_per_connection')} RSS +{rss - rss0} KiB ({per_conn:.0f} B per connection)")
+        check(st.get("tcp_connections", 0) == total, f"ustack holds {st.get('tcp_connections')} of {total}")
+        check(d.get("tcp_passive_opens", 0) == total, f"passive opens {d.get('tcp_passive_opens')} of {total}")
+        check(st.get("tcp_memory_per_connection", 1 << 30) <= SCALE_BYTES_PER_CONN,
+              f"TCP memory per connection {st.get('tcp_memory_per_connection')}")
+        check(per_conn <= SCALE_BYTES_PER_CONN, f"RSS grew {per_conn:.0f} B per connection")
+        c = h.netns_socket(t.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            c.settimeout(5)
+            c.connect((t.ustack_ip, 7))
+            echo_round(c, b"one more " * 100)
+        finally:
+            c.close()
+    finally:
+        for c in clients:
+            c.stdin.close()
+            c.wait(10)
+    u.stop()
 
 
 # `make soak`: only when asked for (an hour by default).
