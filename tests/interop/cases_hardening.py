@@ -8,8 +8,11 @@ torn down or corrupted."""
 
 import os
 import random
+import re
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -20,6 +23,7 @@ from harness import check
 
 SUBNETS.update({
     "syn_flood_http_af_packet": 50, "rfc5961_blind_af_packet": 51,
+    "pool_exhaustion_echo_af_packet": 175, "scale_kernel_clients_af_packet": 176,
 })
 
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -275,6 +279,248 @@ def _(ctx):
         sniffer.close()
         inject.close()
     t.ustack.stop()
+
+
+# --------------------------------------------------------------------------
+# Packet pool exhaustion
+
+POOL_BUFFERS = 256           # [port0] memory: a reserve of 64 (two receive bursts)
+TX_DELAY_US = 100_000        # [fault] tx_delay_us: each sent frame holds its buffer 100 ms
+UDP_LOAD_SECONDS = 2.0
+# Echo replies wanted at once: 500 (rate x delay), twice the pool; the
+# engine takes this rate in stride (a flood beyond what it reads would fill
+# the kernel's packet ring and drop ARP and pings there, not in ustack).
+UDP_LOAD_RATE = 5000
+TCP_ECHO_BYTES = 256 << 10
+
+
+def udp_blast(sock, dst, seconds, rate, payload):
+    """Datagrams to dst at `rate` a second (bursts every 10 ms) for
+    `seconds`, reading echoes back meanwhile; returns (sent, echoed)."""
+    sock.setblocking(False)
+    sent = echoed = 0
+    start = time.monotonic()
+    end = start + seconds
+    while time.monotonic() < end:
+        due = int((time.monotonic() - start) * rate)
+        while sent < due:
+            try:
+                sock.sendto(payload, dst)
+            except BlockingIOError:
+                break
+            sent += 1
+        time.sleep(0.01)
+        try:
+            while sock.recv(2048):
+                echoed += 1
+        except BlockingIOError:
+            pass
+    return sent, echoed
+
+
+def tcp_echo_all(sock, data, timeout):
+    """Sends data and reads its echo back whole (both at once: the echo
+    pushes back); returns what came back, or raises on timeout."""
+    sock.settimeout(timeout)
+    got = bytearray()
+    out = memoryview(data)
+    deadline = time.monotonic() + timeout
+    sock.setblocking(False)
+    while len(got) < len(data):
+        check(time.monotonic() < deadline, f"TCP echo: {len(got)} of {len(data)} bytes back in {timeout} s")
+        if out:
+            try:
+                out = out[sock.send(out[:65536]):]
+            except BlockingIOError:
+                pass
+        try:
+            chunk = sock.recv(65536)
+            check(chunk, "TCP echo: the connection was closed")
+            got += chunk
+        except BlockingIOError:
+            time.sleep(0.001)
+    return bytes(got)
+
+
+@test("pool_exhaustion_echo_af_packet", budget=60)
+def _(ctx):
+    """ustack-echo with a packet pool of 256 buffers whose sent frames each
+    stay held 100 ms (`[fault] tx_delay_us`), under UDP load from a kernel
+    socket (5,000 datagrams a second, replies for twice the pool) plus a kernel TCP client streaming 256 KB
+    through the echo: the pool runs dry (counted), the UDP echo sees ENOBUFS
+    (counted by ustack-echo, never a hang), and meanwhile the engine stays
+    reachable: a ping after the kernel forgot ustack's MAC (ARP again) is
+    answered, from the reserve.  When the load stops everything recovers:
+    the TCP stream comes back whole, a ping is answered, and no buffer was
+    lost: 200 datagrams paced to need about 100 buffers at a time are all
+    echoed."""
+    name = "pool_exhaustion_echo_af_packet"
+    t = ctx.topo("af_packet", SUBNETS[name], extra_port=f"memory={POOL_BUFFERS}\n",
+                 extra=f"[fault]\ntx_delay_us={TX_DELAY_US}\n").start()
+    u = t.ustack
+    before = u.settled_stats(quiet=0.2)
+    udp = h.netns_socket(t.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    tcp = h.netns_socket(t.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+    data = random.Random(23).randbytes(TCP_ECHO_BYTES)
+    result = {}
+
+    def stream():
+        try:
+            tcp.settimeout(5)
+            tcp.connect((t.ustack_ip, 7))
+            result["tcp"] = tcp_echo_all(tcp, data, timeout=30)
+        except Exception as e:  # reported by the main thread
+            result["tcp_error"] = e
+
+    def blast():
+        result["udp"] = udp_blast(udp, (t.ustack_ip, 7), UDP_LOAD_SECONDS, UDP_LOAD_RATE, b"x" * 1000)
+
+    try:
+        streamer = threading.Thread(target=stream)
+        blaster = threading.Thread(target=blast)
+        streamer.start()
+        blaster.start()
+        # In the middle of the load: the kernel forgets ustack's MAC, then
+        # pings; it must ARP again and be answered.
+        time.sleep(UDP_LOAD_SECONDS / 3)
+        h.nsx(t.ns_k, "ip", "neigh", "flush", "dev", t.if_k)
+        p = h.nsx(t.ns_k, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-q", t.ustack_ip, check_rc=False, timeout=10)
+        blaster.join()
+        load_end = u.stats()
+        d_load = h.delta(load_end, before)
+        print(f"    during the load: ping {p.stdout.strip().splitlines()[-2] if p.stdout.strip() else p.stderr}")
+        check(p.returncode == 0, f"ping during the load got no answer: {p.stdout} {p.stderr}; "
+                                 f"counters: {h.nonzero(d_load)}")
+        sent, echoed = result["udp"]
+        print(f"    UDP: {sent} datagrams sent, {echoed} echoed during the load; "
+              f"pool dry {d_load.get('port0_link_pool_exhausted', 0)} times, "
+              f"control frames from the reserve {d_load.get('tx_control_from_reserve', 0)}")
+        check(d_load.get("port0_link_pool_exhausted", 0) > 0,
+              f"the pool never ran dry: {h.nonzero(d_load)}")
+        streamer.join(40)
+        check(not streamer.is_alive(), "the TCP client hung")
+        check("tcp_error" not in result, f"the TCP client failed: {result.get('tcp_error')}")
+        check(result["tcp"] == data, "the TCP echo came back different")
+        # Recovered, no buffer lost: 200 datagrams paced to keep about 100
+        # replies (and buffers) in the injector at a time are all echoed.
+        time.sleep(2 * TX_DELAY_US / 1e6)
+        udp.setblocking(True)
+        udp.settimeout(2)
+        try:
+            while udp.recv(2048):
+                pass
+        except (socket.timeout, BlockingIOError):
+            pass
+        udp.setblocking(False)
+        paced_sent, paced_echoed = 0, 0
+        for i in range(200):
+            udp.sendto(b"after %d" % i, (t.ustack_ip, 7))
+            paced_sent += 1
+            time.sleep(0.001)
+        udp.setblocking(True)
+        udp.settimeout(1)
+        try:
+            while paced_echoed < paced_sent:
+                udp.recv(2048)
+                paced_echoed += 1
+        except socket.timeout:
+            pass
+        print(f"    after the load: {paced_echoed} of {paced_sent} paced datagrams echoed")
+        check(paced_echoed == paced_sent, f"after the load only {paced_echoed} of {paced_sent} datagrams echoed")
+        p = h.nsx(t.ns_k, "ping", "-c", "2", "-i", "0.2", "-W", "1", "-q", t.ustack_ip, check_rc=False, timeout=10)
+        check(p.returncode == 0, f"ping after the load got no answer: {p.stdout}")
+        after = u.settled_stats(quiet=0.5)
+        d = h.delta(after, before)
+        print(f"    after: {h.nonzero(d)}")
+        # Every ping that reached ustack was answered (the kernel may drop
+        # one of the first while it resolves ustack's MAC: its queue of
+        # packets awaiting ARP is full of the load's datagrams).
+        check(d.get("rx_accept_arp_request", 0) >= 1 and d.get("arp_replies_sent", 0) >= 1,
+              f"no ARP request answered: {h.nonzero(d)}")
+        check(d.get("icmp_echo_replies_sent", 0) == d.get("rx_accept_icmp_echo_request", -1) >= 3,
+              f"echo requests went unanswered: {h.nonzero(d)}")
+    finally:
+        udp.close()
+        tcp.close()
+    err = u.stop()
+    m = re.search(r"udp_send_errors=(\d+) udp_send_no_buffer=(\d+) tcp_accepted=(\d+) tcp_closed=\d+ "
+                  r"tcp_errors=(\d+)", err)
+    check(m, f"ustack-echo did not print its echo counters: {err[-500:]}")
+    send_errors, no_buffer, accepted, tcp_errors = map(int, m.groups())
+    print(f"    ustack-echo: udp_send_errors={send_errors} udp_send_no_buffer={no_buffer} "
+          f"tcp_accepted={accepted} tcp_errors={tcp_errors}")
+    check(no_buffer > 0, "the UDP echo never saw ENOBUFS")
+    check(send_errors == no_buffer, f"UDP send errors other than ENOBUFS: {send_errors - no_buffer}")
+    check(accepted == 1 and tcp_errors == 0, f"TCP: {accepted} accepted, {tcp_errors} errors")
+
+
+# --------------------------------------------------------------------------
+# Many idle connections from kernel clients
+
+SCALE_CLIENTS = int(os.environ.get("USTACK_SCALE_KERNEL_CLIENTS", "3"))
+SCALE_PER_CLIENT = int(os.environ.get("USTACK_SCALE_KERNEL_PER_CLIENT", "10000"))
+# ustack's own memory per connection: its TCP state (1,200 B idle) and
+# what the heap and tables around it take; RSS growth divided out.
+SCALE_BYTES_PER_CONN = 4096
+
+
+@test("scale_kernel_clients_af_packet", budget=900)
+def _(ctx):
+    """30,000 idle connections to ustack-echo (TCP port 7, AF_PACKET) from
+    three kernel client processes in the peer namespace, each from an
+    address of its own and under 20,000 open files (`make scale` asks more
+    through USTACK_SCALE_KERNEL_CLIENTS and _PER_CLIENT): all are established
+    and held (ustack counts them), ustack's TCP memory per connection and
+    its RSS growth per connection stay under 4 KiB, and a connection still
+    echoes with all of them open."""
+    name = "scale_kernel_clients_af_packet"
+    t = ctx.topo("af_packet", SUBNETS[name]).start()
+    u = t.ustack
+    here = os.path.dirname(os.path.abspath(__file__))
+    srcs = [f"{h.NET_PREFIX}.{SUBNETS[name]}.{10 + i}" for i in range(SCALE_CLIENTS)]
+    for a in srcs:
+        h.sh(["ip", "-n", t.ns_k, "addr", "add", f"{a}/24", "dev", t.if_k])
+    rss0 = rss_kib(u.proc.pid)
+    before = u.settled_stats(quiet=0.2)
+    clients = []
+    t0 = time.monotonic()
+    try:
+        for a in srcs:
+            clients.append(subprocess.Popen(
+                ["ip", "netns", "exec", t.ns_k, sys.executable, os.path.join(here, "kernel_idle_clients.py"),
+                 a, t.ustack_ip, "7", str(SCALE_PER_CLIENT)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        for c in clients:
+            line = c.stdout.readline().strip()
+            check(line == f"up {SCALE_PER_CLIENT}", f"a kernel client: {line!r}")
+        took = time.monotonic() - t0
+        total = SCALE_CLIENTS * SCALE_PER_CLIENT
+        st = u.wait_stats(lambda s: s.get("tcp_connections", 0) >= total, timeout=10, what="connections")
+        time.sleep(1.5)  # the rings' storage back, the cache decayed, the heap trimmed
+        st = u.settled_stats(quiet=0.3)
+        rss = rss_kib(u.proc.pid)
+        per_conn = (rss - rss0) * 1024 / total
+        d = h.delta(st, before)
+        print(f"    {total} connections from {SCALE_CLIENTS} processes up in {took:.1f} s; ustack: "
+              f"tcp_connections={st.get('tcp_connections')} tcp_memory_per_connection="
+              f"{st.get('tcp_memory_per_connection')} RSS +{rss - rss0} KiB ({per_conn:.0f} B per connection)")
+        check(st.get("tcp_connections", 0) == total, f"ustack holds {st.get('tcp_connections')} of {total}")
+        check(d.get("tcp_passive_opens", 0) == total, f"passive opens {d.get('tcp_passive_opens')} of {total}")
+        check(st.get("tcp_memory_per_connection", 1 << 30) <= SCALE_BYTES_PER_CONN,
+              f"TCP memory per connection {st.get('tcp_memory_per_connection')}")
+        check(per_conn <= SCALE_BYTES_PER_CONN, f"RSS grew {per_conn:.0f} B per connection")
+        c = h.netns_socket(t.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            c.settimeout(5)
+            c.connect((t.ustack_ip, 7))
+            echo_round(c, b"one more " * 100)
+        finally:
+            c.close()
+    finally:
+        for c in clients:
+            c.stdin.close()
+            c.wait(10)
+    u.stop()
 
 
 # `make soak`: only when asked for (an hour by default).

@@ -11,6 +11,9 @@ pub struct EchoApp {
     buf: Vec<u8>,
     /// Replies that could not be sent (no buffer, no route).
     pub send_errors: u64,
+    /// Of those, the ones refused for want of a packet buffer (ENOBUFS: the
+    /// pool is down to its reserve).
+    pub send_no_buffer: u64,
 }
 
 impl EchoApp {
@@ -29,6 +32,7 @@ impl EchoApp {
             udp,
             buf: vec![0u8; 65536],
             send_errors: 0,
+            send_no_buffer: 0,
         })
     }
 }
@@ -43,19 +47,16 @@ impl Application for EchoApp {
             };
             work = true;
             let data = &self.buf[..got.len];
-            if ctx
-                .stack
-                .udp_send_to(
-                    ctx.now,
-                    self.udp,
-                    got.meta.src,
-                    Some(got.meta.dst.ip()),
-                    data,
-                    ctx.sink,
-                )
-                .is_err()
-            {
+            if let Err(e) = ctx.stack.udp_send_to(
+                ctx.now,
+                self.udp,
+                got.meta.src,
+                Some(got.meta.dst.ip()),
+                data,
+                ctx.sink,
+            ) {
                 self.send_errors += 1;
+                self.send_no_buffer += u64::from(e == SocketError::NoBufferSpace);
             }
         }
         work

@@ -210,6 +210,12 @@ impl<S: SockKey> Client<S> {
         self.count
     }
 
+    /// Connections (or sockets) that failed so far, the measurement's
+    /// end included.
+    pub fn errors(&self) -> u64 {
+        self.errors
+    }
+
     /// Sockets open now.
     pub fn open_sockets(&self) -> usize {
         self.slots.len()

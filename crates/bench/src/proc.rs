@@ -436,15 +436,23 @@ pub fn scale(
         "scale conns={count} server_conns={} client_conns={conns_c} ports={ports} \
          up_ms={} conns_per_s={:.0} bytes_per_end={per_end:.0} \
          stack_bytes_per_end={:.0} heap_in_use_per_end={:.0} rss_anon_grew_kb={} \
-         kernel_socket_bytes={kernel} ({detail}) budget={}",
+         kernel_socket_bytes={kernel} ({detail}) client_errors={} trim_full_scans={} budget={}",
         conns_s,
         up.as_millis(),
         count as f64 / up.as_secs_f64(),
         (tcp_s + tcp_c) as f64 / ends,
         heap_in_use().saturating_sub(heap_before) as f64 / ends,
         anon.saturating_sub(anon_before),
+        capp.0.errors(),
+        se.stack.tcp_trim_full_scans() + ce.stack.tcp_trim_full_scans(),
         budget.map_or("none".to_string(), |b| format!("{b:.0}")),
     ));
+    if capp.0.errors() > 0 {
+        // An idle connection that failed (reset, timed out, or got bytes
+        // it did not ask for) was replaced by another: the count is met,
+        // but the engine lost one it held.
+        return Err(format!("{} connections failed on the way", capp.0.errors()));
+    }
     if conns_s < count || conns_c < count {
         return Err(format!(
             "{conns_s} server and {conns_c} client connections open of {count}"

@@ -31,7 +31,7 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use link::{AfPacketLink, FaultLink, Link, TapLink, TapOptions};
+use link::{AfPacketLink, Link, TapLink, TapOptions};
 use stack::steer::FlowSteering;
 use stack::Stack;
 
@@ -99,7 +99,7 @@ pub struct EngineSlot {
     pub core: Option<usize>,
     stack: Stack,
     links: Vec<QueueLink>,
-    fault: Option<link::FaultConfig>,
+    fault: Option<crate::setup::FaultDirections>,
     dispatcher: Option<Dispatcher<<PortLink as Link>::Buf>>,
     cfg: crate::engine::EngineConfig,
     control: Option<ControlSpec>,
@@ -119,7 +119,7 @@ impl EngineSlot {
             .map(|(i, l)| {
                 let l = crate::setup::captured(l.into_port_link(), captures.next().flatten());
                 match (i, &fault) {
-                    (0, Some(fc)) => PortLink::Faulty(Box::new(FaultLink::new(l, fc.clone()))),
+                    (0, Some(fd)) => fd.wrap(l),
                     _ => l,
                 }
             })
@@ -322,9 +322,10 @@ pub fn build_engines(cfg: &Config, seed: u64) -> Result<Vec<EngineSlot>, SetupEr
             core: cores[e],
             stack,
             links,
-            fault: fault_config(cfg).map(|mut fc| {
-                fc.seed = engine_seed(fc.seed, e);
-                fc
+            fault: fault_config(cfg).map(|mut fd| {
+                fd.rx.seed = engine_seed(fd.rx.seed, e);
+                fd.tx.seed = fd.rx.seed;
+                fd
             }),
             dispatcher,
             cfg: engine_config(cfg),

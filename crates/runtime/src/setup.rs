@@ -205,7 +205,15 @@ pub fn port_pool(port: &PortConfig) -> PacketPool {
     let count = port
         .memory
         .map_or(DEFAULT_POOL_BUFFERS, |m| m.buffers(buf_size)) as usize;
-    PacketPool::with_reserve(buf_size, count, (count / 16).max(8))
+    PacketPool::with_reserve(buf_size, count, pool_reserve(count))
+}
+
+/// Buffers of a pool of `count` kept back for control frames and the
+/// receive ring: a sixteenth, and at least two bursts, so that a receive
+/// burst taking from the reserve (it may) still leaves a burst's worth for
+/// the ARP and ICMP answers; at most half the pool.
+pub fn pool_reserve(count: usize) -> usize {
+    (count / 16).max(2 * link::MAX_BURST).min(count / 2)
 }
 
 /// The rings of an `af_packet` port: the defaults, with large receive as
@@ -542,15 +550,41 @@ impl<L: Link> LinkInfoSource for L {
     }
 }
 
-pub fn fault_config(cfg: &Config) -> Option<FaultConfig> {
-    cfg.fault.as_ref().map(|f| FaultConfig {
-        loss: f.loss,
-        duplicate: f.duplicate,
-        reorder: f.reorder,
-        corrupt: f.corrupt,
-        delay_us: f.delay_us,
-        jitter_us: f.jitter_us,
-        seed: f.seed,
+/// The fault injector's impairments of each direction from `[fault]`:
+/// the same on receive and transmit, but for `tx_delay_us`.
+#[derive(Debug, Clone)]
+pub struct FaultDirections {
+    pub rx: FaultConfig,
+    pub tx: FaultConfig,
+}
+
+impl FaultDirections {
+    /// Wraps `link` in the injector.
+    pub fn wrap(&self, link: PortLink) -> PortLink {
+        PortLink::Faulty(Box::new(FaultLink::with_directions(
+            link,
+            self.rx.clone(),
+            self.tx.clone(),
+        )))
+    }
+}
+
+pub fn fault_config(cfg: &Config) -> Option<FaultDirections> {
+    cfg.fault.as_ref().map(|f| {
+        let rx = FaultConfig {
+            loss: f.loss,
+            duplicate: f.duplicate,
+            reorder: f.reorder,
+            corrupt: f.corrupt,
+            delay_us: f.delay_us,
+            jitter_us: f.jitter_us,
+            seed: f.seed,
+        };
+        let tx = FaultConfig {
+            delay_us: f.delay_us.saturating_add(f.tx_delay_us),
+            ..rx.clone()
+        };
+        FaultDirections { rx, tx }
     })
 }
 
@@ -635,8 +669,8 @@ pub fn build_engine_steered(
         };
         let mut link = captured(opened, pcap_series(cfg, 0, port.id)?);
         if i == 0 {
-            if let Some(fc) = fault_config(cfg) {
-                link = PortLink::Faulty(Box::new(FaultLink::new(link, fc)));
+            if let Some(fd) = fault_config(cfg) {
+                link = fd.wrap(link);
             }
         }
         links.push(link);
@@ -652,6 +686,28 @@ pub fn build_engine_steered(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_reserve_outlasts_a_receive_burst() {
+        assert_eq!(pool_reserve(8192), 512);
+        assert_eq!(pool_reserve(256), 64, "two bursts");
+        assert_eq!(pool_reserve(64), 32, "half the pool at most");
+    }
+
+    #[test]
+    fn tx_delay_us_delays_transmit_only() {
+        let text = "[port0]\nlink=tap:t0\naddr=10.99.1.2\nnetmask=255.255.255.0\n\
+                    [fault]\ndelay_us=100\ntx_delay_us=5000\nloss=0.5\n";
+        let cfg = Config::parse(text, "t.ini").unwrap();
+        let fd = fault_config(&cfg).unwrap();
+        assert_eq!(fd.rx.delay_us, 100);
+        assert_eq!(fd.tx.delay_us, 5100);
+        assert_eq!(
+            (fd.rx.loss, fd.tx.loss),
+            (0.5, 0.5),
+            "the rest acts both ways"
+        );
+    }
 
     #[test]
     fn sysctls_reach_the_stack() {

@@ -156,6 +156,25 @@ fn a_drained_pool_still_answers_arp_and_icmp_and_recovers() {
     assert_eq!(a.stack.counters().rx_accept_icmp_error, 1);
     assert!(b.counters().tx_control_from_reserve >= 2);
 
+    // B forgets A's MAC: its next ICMP answer waits for ARP, and leaving
+    // the hold it still takes the reserve (it was lost there before).
+    b.stack.flush_neighbors(false);
+    a.with_context(|ctx| {
+        ctx.stack
+            .udp_send_to(
+                ctx.now,
+                a_udp,
+                SocketAddr::new(IpAddr::V4(ip(2)), 9),
+                None,
+                b"closed again",
+                ctx.sink,
+            )
+            .unwrap()
+    });
+    turns(&mut a, &mut b, 50);
+    assert_eq!(b.stack.counters().arp_held, 1, "the answer waited for ARP");
+    assert_eq!(a.stack.counters().rx_accept_icmp_error, 2);
+
     // B's application meets backpressure, at once.
     let to_a = SocketAddr::new(IpAddr::V4(ip(1)), 5000);
     let r = b.with_context(|ctx| {

@@ -347,6 +347,59 @@ fn ring_storage_stays_while_busy_and_goes_when_idle() {
     );
 }
 
+/// A trim scan looks at the connections whose rings emptied, not at every
+/// connection (a million idle connections made each scan the engine's whole
+/// work): they join a list when a ring parks and leave it once trimmed.
+#[test]
+fn trim_scans_look_only_at_connections_whose_rings_emptied() {
+    let mut n = Net::new();
+    let l = n.b.tcp_listen(addr(2, 80), 64).unwrap();
+    // The first one alone: the neighbor is resolved for the others.
+    let mut clients = vec![n
+        .a
+        .tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+        .unwrap()];
+    n.run(5);
+    for _ in 1..20 {
+        clients.push(
+            n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+                .unwrap(),
+        );
+    }
+    n.run(5);
+    let servers: Vec<_> = (0..20).map(|_| n.b.tcp_accept(l).unwrap().0).collect();
+    let idle = (n.a.tcp_memory().0, n.b.tcp_memory().0);
+    let mut buf = [0u8; 64];
+    // Every connection says hello once: every receive ring (b) and every
+    // send ring once acknowledged (a) empties and keeps its storage.
+    for &c in &clients {
+        assert_eq!(n.a.tcp_send(n.now, c, b"hello", &mut n.sa), Ok(5));
+    }
+    n.run(1);
+    for &s in &servers {
+        assert_eq!(n.b.tcp_recv(n.now, s, &mut buf, &mut n.sb), Ok(5));
+    }
+    // The delayed ACKs come.
+    n.run(50);
+    assert_eq!(n.b.tcp_trim_listed(), 20, "each read emptied a ring");
+    assert_eq!(n.a.tcp_trim_listed(), 20, "each ACK emptied a ring");
+    // Two intervals idle: all storage back, the lists empty.
+    n.run(250);
+    assert_eq!((n.a.tcp_memory().0, n.b.tcp_memory().0), idle);
+    assert_eq!((n.a.tcp_trim_listed(), n.b.tcp_trim_listed()), (0, 0));
+    // One connection busy: only it is listed.
+    assert_eq!(n.a.tcp_send(n.now, clients[7], b"again", &mut n.sa), Ok(5));
+    n.run(1);
+    assert_eq!(n.b.tcp_recv(n.now, servers[7], &mut buf, &mut n.sb), Ok(5));
+    assert_eq!(n.b.tcp_trim_listed(), 1);
+    n.run(250);
+    assert_eq!(n.b.tcp_memory().0, idle.1);
+    // Every ring that parked was claimed by its connection: no scan of
+    // every connection was needed.
+    assert_eq!(n.a.tcp_trim_full_scans(), 0);
+    assert_eq!(n.b.tcp_trim_full_scans(), 0);
+}
+
 /// A connection freed while its rings still keep their storage gives it
 /// to the cache (the next connection takes it instead of allocating).
 #[test]

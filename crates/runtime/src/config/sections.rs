@@ -186,6 +186,10 @@ pub struct FaultConfigSpec {
     /// `jitter_us`: random extra delay up to this, microseconds
     /// (0..=10000000).
     pub jitter_us: u64,
+    /// `tx_delay_us`: delay added on transmit only, on top of `delay_us`,
+    /// microseconds (0..=10000000): frames the engine sent stay held (and
+    /// their packet buffers taken) that long.
+    pub tx_delay_us: u64,
     /// `seed`: seed of the fault generator (default [`FAULT_DEFAULT_SEED`]),
     /// so a run replays.
     pub seed: u64,
@@ -203,6 +207,7 @@ impl Default for FaultConfigSpec {
             corrupt: 0.0,
             delay_us: 0,
             jitter_us: 0,
+            tx_delay_us: 0,
             seed: FAULT_DEFAULT_SEED,
         }
     }
@@ -217,6 +222,7 @@ pub(crate) fn build_fault(cx: &mut Ctx<'_>, sec: &Section) -> Result<FaultConfig
         "corrupt",
         "delay_us",
         "jitter_us",
+        "tx_delay_us",
         "seed",
     ];
     const MAX_DELAY_US: u64 = 10_000_000;
@@ -229,6 +235,7 @@ pub(crate) fn build_fault(cx: &mut Ctx<'_>, sec: &Section) -> Result<FaultConfig
             "corrupt" => f.corrupt = cx.value(S, e, value::probability)?,
             "delay_us" => f.delay_us = cx.value(S, e, |v| value::int(v, 0, MAX_DELAY_US))?,
             "jitter_us" => f.jitter_us = cx.value(S, e, |v| value::int(v, 0, MAX_DELAY_US))?,
+            "tx_delay_us" => f.tx_delay_us = cx.value(S, e, |v| value::int(v, 0, MAX_DELAY_US))?,
             "seed" => f.seed = cx.value(S, e, |v| value::int(v, 0, u64::MAX))?,
             _ => cx.other_key(S, e, KEYS, &[])?,
         }

@@ -146,6 +146,7 @@ fn example_fault_section() {
                 "corrupt=",
                 "delay_us=",
                 "jitter_us=",
+                "tx_delay_us=",
                 "seed=",
             ];
             match l.strip_prefix('#') {
@@ -163,6 +164,7 @@ fn example_fault_section() {
     assert_eq!(f.corrupt, 0.0001);
     assert_eq!(f.delay_us, 500);
     assert_eq!(f.jitter_us, 100);
+    assert_eq!(f.tx_delay_us, 2000);
     assert_eq!(f.seed, 42);
 }
 

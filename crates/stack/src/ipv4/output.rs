@@ -489,6 +489,13 @@ impl IpLayer {
             dst_addr: dst_mac,
             ethertype: EtherType::Ipv4,
         };
+        // An ICMP packet (held for ARP, say) may take the link's reserve,
+        // as it would have when sent at once: a ping answered while data
+        // has drained the pool must not be lost on its way out of the hold.
+        let meta = TxMeta {
+            reserve: packet.get(9) == Some(&u8::from(IpProtocol::Icmp)),
+            ..TxMeta::default()
+        };
         if packet.len() <= mtu {
             return send_frame(
                 &mut self.counters,
@@ -497,7 +504,7 @@ impl IpLayer {
                 iface,
                 header,
                 packet.len(),
-                TxMeta::default(),
+                meta,
                 &mut |buf| buf[..packet.len()].copy_from_slice(packet),
             );
         }
@@ -529,7 +536,7 @@ impl IpLayer {
                 iface,
                 eth,
                 len,
-                TxMeta::default(),
+                meta,
                 &mut |buf| {
                     buf[..header_len].copy_from_slice(ip_header);
                     buf[header_len..len].copy_from_slice(data);

@@ -447,9 +447,12 @@ impl SocketTable {
         }
     }
 
-    /// Every open socket, writable.
-    pub(crate) fn sockets_mut(&mut self) -> impl Iterator<Item = &mut Socket> {
-        self.slots.iter_mut().filter_map(|s| s.socket.as_mut())
+    /// Every open socket with its slot's index, writable.
+    pub(crate) fn indexed_sockets_mut(&mut self) -> impl Iterator<Item = (u32, &mut Socket)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| s.socket.as_mut().map(|sock| (i as u32, sock)))
     }
 
     /// Every open socket (for netstat and tests).

@@ -64,6 +64,19 @@ fn tcp_event_settled(
     true
 }
 
+/// A ring parked since the last claim (`BufferCache::parked`) is the
+/// connection's that was just worked on: it joins the trim list, once.
+#[inline(always)]
+fn claim_parked(tcp: &mut TcpShared, index: u32, conn: &mut TcpConnection) {
+    if tcp.buffers.parked() {
+        tcp.buffers.set_parked(false);
+        if !conn.trim_listed {
+            conn.trim_listed = true;
+            tcp.trim_list.push(index);
+        }
+    }
+}
+
 /// Tells the wheel of the connection's earliest deadline when its entry is
 /// missing, later than a deadline set since, or past (see `deadlines.rs`).
 #[inline(always)]
@@ -359,6 +372,7 @@ impl Stack {
         self.ip.counters.rx_accept_tcp += 1;
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
         list_burst_ack(conn, index, &mut self.tcp);
+        claim_parked(&mut self.tcp, index, conn);
         if !tcp_event_settled(now, index, conn, mark, &mut self.tcp.wheel) {
             self.tcp_after_state_event(now, index, InputEvents::default());
         }
@@ -586,6 +600,7 @@ impl Stack {
         let Some((Socket::Tcp(conn), mark)) = self.sockets.at_mut_with_ready(index) else {
             return;
         };
+        claim_parked(&mut self.tcp, index, conn);
         // Nearly every event: the handshake is not ending and the
         // connection lives on; only the wheel and readiness need a look.
         if !ev.established && tcp_event_settled(now, index, conn, mark, &mut self.tcp.wheel) {
@@ -647,21 +662,70 @@ impl Stack {
     }
 
     /// Gives back the storage of rings that stayed empty for a
-    /// [`TRIM_INTERVAL`] (see `ByteRing::trim`).
+    /// [`TRIM_INTERVAL`] (see `ByteRing::trim`): those of the connections
+    /// on the trim list, which stay on it while a ring waits.
     fn tcp_trim(&mut self, now: Instant) {
-        if !self.tcp.buffers.parked() || now < self.tcp.next_trim {
+        if !self.tcp_trim_waits() || now < self.tcp.next_trim {
             return;
         }
         self.tcp.next_trim = now + TRIM_INTERVAL;
-        let cache = &mut self.tcp.buffers;
-        let mut again = false;
-        for socket in self.sockets.sockets_mut() {
+        if self.tcp.buffers.parked() {
+            // No connection claimed that ring (a path that parks without
+            // claiming): every connection is looked at, as a fallback.
+            self.tcp_trim_all();
+            return;
+        }
+        let tcp = &mut self.tcp;
+        tcp.trim_passes = tcp.trim_passes.wrapping_add(1);
+        let pass = tcp.trim_passes;
+        let mut list = core::mem::take(&mut tcp.trim_list);
+        list.retain(|&index| {
+            let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+                return false;
+            };
+            if !conn.trim_listed || conn.trim_pass == pass {
+                return false;
+            }
+            conn.trim_pass = pass;
+            let again = conn.send.trim(&mut tcp.buffers) | conn.recv.trim(&mut tcp.buffers);
+            conn.trim_listed = again;
+            again
+        });
+        tcp.trim_list = list;
+    }
+
+    /// The trim scan of every connection; the list is made anew.
+    #[cold]
+    fn tcp_trim_all(&mut self) {
+        let tcp = &mut self.tcp;
+        tcp.trim_full_scans += 1;
+        tcp.trim_list.clear();
+        tcp.buffers.set_parked(false);
+        for (index, socket) in self.sockets.indexed_sockets_mut() {
             if let Socket::Tcp(conn) = socket {
-                again |= conn.send.trim(cache);
-                again |= conn.recv.trim(cache);
+                let again = conn.send.trim(&mut tcp.buffers) | conn.recv.trim(&mut tcp.buffers);
+                conn.trim_listed = again;
+                if again {
+                    tcp.trim_list.push(index);
+                }
             }
         }
-        cache.set_parked(again);
+    }
+
+    /// Whether a ring waits for a trim scan.
+    fn tcp_trim_waits(&self) -> bool {
+        self.tcp.buffers.parked() || !self.tcp.trim_list.is_empty()
+    }
+
+    /// Trim scans that had to look at every connection (a ring parked that
+    /// no connection claimed); 0 when every path that parks claims.
+    pub fn tcp_trim_full_scans(&self) -> u64 {
+        self.tcp.trim_full_scans
+    }
+
+    /// Connections waiting on the trim list.
+    pub fn tcp_trim_listed(&self) -> usize {
+        self.tcp.trim_list.len()
     }
 
     /// Ends the buffer cache's decay period when it is due: storage the
@@ -677,7 +741,7 @@ impl Stack {
     /// When the trim scan is due, if a ring waits for one, or the cache's
     /// decay, if it holds storage.
     pub(crate) fn tcp_trim_deadline(&self) -> Option<Instant> {
-        let trim = self.tcp.buffers.parked().then_some(self.tcp.next_trim);
+        let trim = self.tcp_trim_waits().then_some(self.tcp.next_trim);
         let decay = (self.tcp.buffers.held_bytes() > 0).then_some(self.tcp.next_decay);
         trim.into_iter().chain(decay).min()
     }
@@ -1012,6 +1076,7 @@ impl Stack {
             conn.recv
                 .read(buf, &mut self.tcp.buffers, &mut self.tcp.lend)
         };
+        claim_parked(&mut self.tcp, h.index, conn);
         if n == 0 {
             // Linux: the peer's FIN was read, so EOF, also after a reset
             // (the error waits for a write or SO_ERROR).
@@ -1088,6 +1153,7 @@ impl Stack {
         if let Some(used) = read {
             conn.read_toward_mark(used);
         }
+        claim_parked(&mut self.tcp, h.index, conn);
         let Some(used) = read else {
             // Nothing readable: the end of the stream, an error, or wait.
             return self.tcp_recv(now, h, &mut [0u8; 1], sink);

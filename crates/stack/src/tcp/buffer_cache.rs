@@ -23,7 +23,8 @@ pub struct BufferCache {
     classes: Vec<Vec<Vec<u8>>>,
     held_bytes: usize,
     max_bytes: usize,
-    /// Some ring emptied and kept its storage: a trim scan is due.
+    /// Some ring emptied and kept its storage, and its connection has not
+    /// yet claimed it (joined the stack's trim list).
     parked: bool,
     /// The least `held_bytes` since the last decay: storage nobody took
     /// in the period.
@@ -100,12 +101,12 @@ impl BufferCache {
         self.parked = true;
     }
 
-    /// Whether a ring may hold storage while empty.
+    /// Whether a ring parked since the last claim.
     pub fn parked(&self) -> bool {
         self.parked
     }
 
-    /// After a trim scan: whether some ring still waits for the next.
+    /// Claimed (false), or noted again.
     pub fn set_parked(&mut self, parked: bool) {
         self.parked = parked;
     }

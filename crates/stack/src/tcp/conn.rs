@@ -117,6 +117,12 @@ pub(crate) struct TcpConnection {
     /// When the wheel will next look at this connection, in microseconds;
     /// `u64::MAX` when it holds no entry for it.
     pub wheel_at: u64,
+    /// On the trim list (`TcpShared::trim_list`): a ring of it emptied and
+    /// kept its storage.
+    pub trim_listed: bool,
+    /// The trim scan that last looked at it (one look per scan, however
+    /// many entries the list holds for its slot).
+    pub trim_pass: u32,
     /// Consecutive retransmission timeouts.
     pub retries: u32,
     pub persist_backoff: u32,
@@ -269,6 +275,8 @@ impl TcpConnection {
             scoreboard: Scoreboard::default(),
             timers: Timers::default(),
             wheel_at: u64::MAX,
+            trim_listed: false,
+            trim_pass: 0,
             retries: 0,
             persist_backoff: 0,
             keep_probes: 0,

@@ -42,6 +42,17 @@ pub(crate) struct TcpShared {
     pub lend: FrameLending,
     /// When the next trim scan may run.
     pub next_trim: Instant,
+    /// Connections with a ring that emptied and kept its storage, for the
+    /// trim scan: it looks at these, not at every connection (a scan of a
+    /// million idle connections every interval kept the engine busy with
+    /// nothing else).  An entry whose slot was freed since is dropped by
+    /// the scan.
+    pub trim_list: Vec<u32>,
+    /// Trim scans so far (see `TcpConnection::trim_pass`).
+    pub trim_passes: u32,
+    /// Scans of every connection: a ring parked where no connection
+    /// claimed it (see `Stack::tcp_claim_parked`); expected to stay 0.
+    pub trim_full_scans: u64,
     /// When the buffer cache's decay period ends.
     pub next_decay: Instant,
     /// `cfg.delayed_ack_timeout` in microseconds: armed on most segments
@@ -95,6 +106,9 @@ impl TcpShared {
             fired: Vec::new(),
             lend: FrameLending::default(),
             next_trim: Instant::ZERO,
+            trim_list: Vec::new(),
+            trim_passes: 0,
+            trim_full_scans: 0,
             next_decay: Instant::ZERO,
             delack_us: duration_micros(cfg.delayed_ack_timeout),
             handoff: Handoff::default(),
