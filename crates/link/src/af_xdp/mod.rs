@@ -143,11 +143,28 @@ fn invalid(msg: String) -> io::Error {
 
 /// Attaches the XDP program to `ifname` as `choice` says.
 pub fn attach_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<XdpProgram>> {
+    attach_in_mode(ifname, choice, XdpProgram::attach)
+}
+
+/// Attaches ustack's classifying program to `ifname` through libxdp
+/// ([`XdpProgram::attach_libxdp`]), in the mode `choice` says.
+#[cfg(feature = "libxdp")]
+pub fn attach_libxdp_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<XdpProgram>> {
+    attach_in_mode(ifname, choice, XdpProgram::attach_libxdp)
+}
+
+/// Attaches a program to `ifname` by `attach` in the mode `choice` says
+/// (auto: native, else generic, said on stderr).
+fn attach_in_mode(
+    ifname: &str,
+    choice: XdpModeChoice,
+    attach: fn(u32, XdpMode) -> io::Result<XdpProgram>,
+) -> io::Result<Arc<XdpProgram>> {
     let ifindex = CtlSocket::new()?.index(ifname)? as u32;
     let prog = match choice {
-        XdpModeChoice::Native => XdpProgram::attach(ifindex, XdpMode::Native)?,
-        XdpModeChoice::Generic => XdpProgram::attach(ifindex, XdpMode::Generic)?,
-        XdpModeChoice::Auto => match XdpProgram::attach(ifindex, XdpMode::Native) {
+        XdpModeChoice::Native => attach(ifindex, XdpMode::Native)?,
+        XdpModeChoice::Generic => attach(ifindex, XdpMode::Generic)?,
+        XdpModeChoice::Auto => match attach(ifindex, XdpMode::Native) {
             Ok(p) => p,
             // Another program is there: generic mode would meet it too.
             Err(e)
@@ -162,37 +179,7 @@ pub fn attach_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<Xdp
                 eprintln!(
                     "ustack: af_xdp {ifname}: native XDP refused ({e}); using generic (SKB) XDP"
                 );
-                XdpProgram::attach(ifindex, XdpMode::Generic)?
-            }
-        },
-    };
-    Ok(Arc::new(prog))
-}
-
-/// Attaches ustack's classifying program to `ifname` through libxdp
-/// ([`XdpProgram::attach_libxdp`]), in the mode `choice` says (auto:
-/// native, else generic, said on stderr).
-#[cfg(feature = "libxdp")]
-pub fn attach_libxdp_program(ifname: &str, choice: XdpModeChoice) -> io::Result<Arc<XdpProgram>> {
-    let ifindex = CtlSocket::new()?.index(ifname)? as u32;
-    let prog = match choice {
-        XdpModeChoice::Native => XdpProgram::attach_libxdp(ifindex, XdpMode::Native)?,
-        XdpModeChoice::Generic => XdpProgram::attach_libxdp(ifindex, XdpMode::Generic)?,
-        XdpModeChoice::Auto => match XdpProgram::attach_libxdp(ifindex, XdpMode::Native) {
-            Ok(p) => p,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::AlreadyExists | io::ErrorKind::ResourceBusy
-                ) =>
-            {
-                return Err(e)
-            }
-            Err(e) => {
-                eprintln!(
-                    "ustack: af_xdp {ifname}: native XDP refused ({e}); using generic (SKB) XDP"
-                );
-                XdpProgram::attach_libxdp(ifindex, XdpMode::Generic)?
+                attach(ifindex, XdpMode::Generic)?
             }
         },
     };
