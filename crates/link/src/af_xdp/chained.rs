@@ -23,10 +23,7 @@ use std::ffi::{c_char, c_int};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::dispatched::{
-    bpf_object__close, bpf_object__open_mem, libbpf_get_error, map_fd, BpfObject, ProgramMaps,
-    OBJECT,
-};
+use super::dispatched::{bpf_object__close, map_fd, open_object, BpfObject, ProgramMaps};
 use super::program::XdpMode;
 
 #[repr(C)]
@@ -72,17 +69,7 @@ impl Chained {
         previous: OwnedFd,
         previous_id: u32,
     ) -> io::Result<(Chained, ProgramMaps)> {
-        // SAFETY: OBJECT is static; NULL options are libbpf's defaults.
-        let obj =
-            unsafe { bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
-        // SAFETY: libbpf's error check on the pointer it returned.
-        let err = unsafe { libbpf_get_error(obj.cast()) };
-        if obj.is_null() || err != 0 {
-            return Err(io::Error::other(format!(
-                "opening ustack's XDP program object: {}",
-                io::Error::from_raw_os_error((-err) as i32)
-            )));
-        }
+        let obj = open_object()?;
         let mut c = Chained {
             obj,
             prog_fd: -1,

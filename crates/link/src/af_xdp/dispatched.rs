@@ -26,6 +26,24 @@ use super::program::XdpMode;
 /// The program object clang built (build.rs).
 pub(super) static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ustack_xdp.o"));
 
+/// Opens ustack's program object (not yet loaded), for libxdp's
+/// attachment here and the chained one (`chained.rs`).
+pub(super) fn open_object() -> io::Result<*mut BpfObject> {
+    // SAFETY: OBJECT is a static byte slice that outlives the call;
+    // NULL options are libbpf's defaults.
+    let obj =
+        unsafe { bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
+    // SAFETY: libbpf's error check on the pointer it returned.
+    let err = unsafe { libbpf_get_error(obj.cast()) };
+    if obj.is_null() || err != 0 {
+        return Err(io::Error::other(format!(
+            "opening ustack's XDP program object: {}",
+            io::Error::from_raw_os_error((-err) as i32)
+        )));
+    }
+    Ok(obj)
+}
+
 #[repr(C)]
 pub(super) struct BpfObject {
     _private: [u8; 0],
@@ -124,18 +142,7 @@ impl Dispatched {
     /// Loads the program and attaches it to `ifindex` in `mode` through
     /// libxdp, returning it with its maps.
     pub fn attach(ifindex: u32, mode: XdpMode) -> io::Result<(Dispatched, ProgramMaps)> {
-        // SAFETY: OBJECT is a static byte slice that outlives the call;
-        // NULL options are libbpf's defaults.
-        let obj =
-            unsafe { bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
-        // SAFETY: libbpf's error check on the pointer it returned.
-        let err = unsafe { libbpf_get_error(obj.cast()) };
-        if obj.is_null() || err != 0 {
-            return Err(io::Error::other(format!(
-                "opening ustack's XDP program object: {}",
-                io::Error::from_raw_os_error((-err) as i32)
-            )));
-        }
+        let obj = open_object()?;
         // SAFETY: `obj` is a live object; the section name is
         // NUL-terminated.
         let prog = unsafe { xdp_program__from_bpf_obj(obj, c"xdp".as_ptr()) };
