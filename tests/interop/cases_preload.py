@@ -533,14 +533,15 @@ def _(ctx):
 # wait spins on it and asks the kernel only every KERNEL_LOOK_INTERVAL
 # (crates/preload/src/epoll.rs), so kernel events must still arrive while
 # TCP flows and while a wait blocks.  No idle phases: an idle wait spins by
-# design here.  The latency bounds are ten times the sleeping case's: a
-# spinning thread on a loaded machine is descheduled for milliseconds (the
-# library before the change missed the sleeping case's bounds 3 runs of 3
-# here at a load of 20), while a wait that stopped asking the kernel would
-# starve the pipe while TCP flows and hold a blocked wait its whole 5 s.
+# design here.  The latency bounds are twenty times the sleeping case's: a
+# spinning thread on a loaded machine is descheduled for whole time slices
+# (at a load average of 17 on 2 cores, the library before the 50 us looks
+# woke a blocked busy wait after a median of 11 ms in 2 runs of 3), while a
+# wait that stopped asking the kernel would starve the pipe while TCP flows
+# (`during_tcp`) and hold a blocked wait its whole 5 s.
 @test("preload_mixed_wait_busy", budget=120)
 def _(ctx):
-    mixed_wait(ctx, "preload_mixed_wait_busy", 0, idle=False, slack=10)
+    mixed_wait(ctx, "preload_mixed_wait_busy", 0, idle=False, slack=20)
 
 
 def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
