@@ -57,7 +57,7 @@ SUBNETS.update({
     "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
     "preload_prefork": 237, "preload_rtw_prefork": 238, "preload_wrk_thread_engines": 234,
     "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
-    "preload_nginx_af_xdp": 8,
+    "preload_nginx_af_xdp": 8, "preload_mixed_wait_busy": 34,
 })
 
 _libc = h._libc
@@ -526,10 +526,30 @@ MW_IDLE_MS = 2000
 
 @test("preload_mixed_wait", budget=150)
 def _(ctx):
-    p = Preload(ctx, "preload_mixed_wait", sets=[f"dpdk.idle_sleep={MW_IDLE_SLEEP_US}"])
+    mixed_wait(ctx, "preload_mixed_wait", MW_IDLE_SLEEP_US, idle=True)
+
+
+# A busy-polling engine (idle_sleep=0, as `make bench`) never sleeps: each
+# wait spins on it and asks the kernel only every KERNEL_LOOK_INTERVAL
+# (crates/preload/src/epoll.rs), so kernel events must still arrive while
+# TCP flows and while a wait blocks.  No idle phases: an idle wait spins by
+# design here.  The latency bounds are twenty times the sleeping case's: a
+# spinning thread on a loaded machine is descheduled for whole time slices
+# (at a load average of 17 on 2 cores, the library before the 50 us looks
+# woke a blocked busy wait after a median of 11 ms in 2 runs of 3), while a
+# wait that stopped asking the kernel would starve the pipe while TCP flows
+# (`during_tcp`) and hold a blocked wait its whole 5 s.
+@test("preload_mixed_wait_busy", budget=120)
+def _(ctx):
+    mixed_wait(ctx, "preload_mixed_wait_busy", 0, idle=False, slack=20)
+
+
+def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
+    p = Preload(ctx, name, sets=[f"dpdk.idle_sleep={idle_sleep_us}"])
+    phases = [] if idle else ["epoll", "poll", "select", "wake-epoll", "wake-poll", "wake-select"]
     prog = p.start([c_program(ctx, "mixed_wait"), "--port", str(MW_PORT), "--conns", str(MW_CONNS),
                     "--events", "100", "--period-ms", str(MW_PERIOD_MS), "--idle-ms", str(MW_IDLE_MS),
-                    "--wakes", "20"], "mixed_wait")
+                    "--wakes", "20"] + phases, "mixed_wait")
     m = prog.wait_line(r"^ready port=(\d+) pid=(\d+)$", timeout=20)
     pid = int(m.group(2))
     check(int(m.group(1)) == MW_PORT, f"listening on {m.group(1)}")
@@ -557,10 +577,11 @@ def _(ctx):
         check(r["tcp_ms"] >= 1000 and r["during_tcp"] >= expect // 2,
               f"{kind}: {r['during_tcp']} pipe events during {r['tcp_ms']} ms of TCP, expected about {expect}")
         # ... and promptly: an event waits at most a few turns of the loop.
-        check(r["lat_p50_us"] <= 5000 and r["lat_p99_us"] <= 50000 and r["lat_max_us"] <= 250000,
+        check(r["lat_p50_us"] <= 5000 * slack and r["lat_p99_us"] <= 50000 * slack
+              and r["lat_max_us"] <= 250000 * slack,
               f"{kind}: kernel events delayed while TCP flowed: p50 {r['lat_p50_us']} us, "
               f"p99 {r['lat_p99_us']} us, max {r['lat_max_us']} us")
-    for kind in ("epoll", "poll", "select"):
+    for kind in ("epoll", "poll", "select") if idle else ():
         # Idle: one wait of 2 s with nothing to do must sleep.
         m = prog.wait_line(rf"^idle {kind} begin timeout_ms=\d+$", timeout=10, start=pos)
         c0, w0, t0 = cpu_ticks(pid), wakeups(pid), time.monotonic()
@@ -587,9 +608,9 @@ def _(ctx):
             pos = m.end()
             r = kv(m.group(0))
             print(f"    wake {kind} by {fd}: {r['n']} wakes, p50 {r['p50_us']} us, max {r['max_us']} us")
-            check(r["n"] == 10 and r["p50_us"] <= 1000 and r["max_us"] <= 20000,
+            check(r["n"] == 10 and r["p50_us"] <= 1000 * slack and r["max_us"] <= 20000 * slack,
                   f"wake {kind} by {fd}: a blocked wait woke slowly: p50 {r['p50_us']} us, max {r['max_us']} us "
-                  "(want p50 <= 1 ms, max <= 20 ms)")
+                  f"(want p50 <= {slack} ms, max <= {20 * slack} ms)")
     prog.wait_line(r"^done$", timeout=10, start=pos)
     rc = prog.wait_exit(10)
     check(rc == 0, f"mixed_wait exited with {rc}: {prog.stderr()[-2000:]}")

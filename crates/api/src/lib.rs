@@ -131,7 +131,7 @@ pub use int_map::IntMap;
 pub use io::{Pkt6Info, PktInfo, RecvMsg, SendMsg};
 pub use kqueue::KEvent;
 pub use os::{move_placeholder, placeholder_fd};
-pub use poll::{idle_wait, poll, readiness};
+pub use poll::{engines_busy_poll, idle_wait, poll, readiness};
 pub use sockopt::TCP_INFO_LEN;
 pub use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 pub use worker::{hold_for_fork, Drive, ForkHold, Inherited, ProgressWatch, ADOPT_AFTER};

@@ -173,6 +173,20 @@ pub fn idle_wait(extra: &mut [libc::pollfd], timeout: Option<Duration>) -> Resul
     }
 }
 
+/// Whether an [`idle_wait`] on this thread would not sleep at all: its
+/// engines busy-poll (`idle_sleep=0`, or frames wait to be sent).  A
+/// caller spinning on its own looks then skips the call, and the zero-time
+/// poll and the wake-up read it would make.
+pub fn engines_busy_poll() -> bool {
+    worker::with_current(|w| {
+        !w.engines.is_empty()
+            && w.engines
+                .iter()
+                .all(|e| e.driver.idle_plan().timeout.is_zero())
+    })
+    .unwrap_or(false)
+}
+
 /// [`idle_wait`] on worker `w`.
 pub(crate) fn sleep(
     w: &mut Worker,

@@ -7,8 +7,10 @@
 //! the kernel epoll at once.  While no kernel fd was added to an instance
 //! (`Shadow::kernel_side`), a wait asks the kernel only every
 //! [`KERNEL_LOOK_EVERY`]th time and after each sleep, instead of a syscall
-//! per wait.
+//! per wait.  With kernel fds, a busy wait asks the kernel at most every
+//! [`KERNEL_LOOK_INTERVAL`] (see [`KernelLooks`]).
 
+use std::cell::Cell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -236,6 +238,50 @@ const KERNEL_LOOK_EVERY: u32 = 64;
 /// Waits that skipped the kernel side, counted over every instance.
 static KERNEL_SKIPPED: AtomicU32 = AtomicU32::new(0);
 
+/// How long a busy wait on an instance holding kernel fds may go without
+/// asking the kernel: the most a kernel event waits while ustack events
+/// keep coming (the kernel's `epoll_wait(.., 0)` per wait was a syscall
+/// per request for nginx, whose channel to its master is such an fd).
+pub(crate) const KERNEL_LOOK_INTERVAL: Duration = Duration::from_micros(50);
+
+/// This thread's last look at a kernel epoll: which, when, and whether it
+/// found events (then the next wait looks again at once, so that
+/// level-triggered fds left ready are reported on every wait, as the
+/// kernel would).
+#[derive(Clone, Copy)]
+struct LastLook {
+    epfd: c_int,
+    at: Instant,
+    found: bool,
+}
+
+thread_local! {
+    static LAST_LOOK: Cell<Option<LastLook>> = const { Cell::new(None) };
+}
+
+/// When a wait on an instance holding kernel fds asks the kernel.  Always:
+/// after a sleep (its poll saw the epoll fd), when the last look found
+/// events, when the ustack side had nothing for a wait that returns now
+/// (`timeout` 0: the answer must be the kernel's of this moment), and
+/// [`KERNEL_LOOK_INTERVAL`] after the last look; otherwise (ustack events
+/// to return, or a busy wait spinning) the kernel is not asked.
+struct KernelLooks;
+
+impl KernelLooks {
+    fn due(epfd: c_int, now: Instant) -> bool {
+        match LAST_LOOK.get() {
+            Some(l) if l.epfd == epfd && !l.found => {
+                now.saturating_duration_since(l.at) >= KERNEL_LOOK_INTERVAL
+            }
+            _ => true,
+        }
+    }
+
+    fn looked(epfd: c_int, at: Instant, found: bool) {
+        LAST_LOOK.set(Some(LastLook { epfd, at, found }));
+    }
+}
+
 fn wait(
     epfd: c_int,
     shadow: Shadow,
@@ -244,11 +290,12 @@ fn wait(
     drives: bool,
 ) -> Result<c_int, Errno> {
     let side = shadow.ustack;
-    // A zero timeout returns after one look: no clock needed.
+    let mut now = Instant::now();
+    // A zero timeout returns after one look.
     let deadline = u64::try_from(timeout)
         .ok()
         .filter(|&ms| ms > 0)
-        .map(|ms| Instant::now() + Duration::from_millis(ms));
+        .map(|ms| now + Duration::from_millis(ms));
     let max = events.len();
     // Made for the first sleep.
     let mut pfd: Vec<libc::pollfd> = Vec::new();
@@ -256,11 +303,19 @@ fn wait(
         Some(ep) if !drives => api::watch_progress(ep),
         _ => None,
     };
-    let mut ask_kernel = shadow.may_hold_kernel_fds()
-        || KERNEL_SKIPPED
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(KERNEL_LOOK_EVERY);
+    let kernel_fds = shadow.may_hold_kernel_fds();
+    // Without kernel fds: every KERNEL_LOOK_EVERYth wait.  With them: by
+    // `KernelLooks`, decided once the ustack side has answered.
+    let counted_look = || {
+        !kernel_fds
+            && KERNEL_SKIPPED
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(KERNEL_LOOK_EVERY)
+    };
+    let mut look_now = counted_look();
     let mut slept = false;
+    // Whether the engines busy-poll, asked once per call when first idle.
+    let mut busy: Option<bool> = None;
     loop {
         if drives {
             if slept {
@@ -279,6 +334,9 @@ fn wait(
         }
         let ours = got;
         let rest = &mut events[got..];
+        let ask_kernel = look_now
+            || (kernel_fds
+                && (slept || (ours == 0 && timeout == 0) || KernelLooks::due(epfd, now)));
         if !rest.is_empty() && ask_kernel {
             // SAFETY: `rest` is writable memory for its length of events.
             let k = unsafe { real::epoll_wait(epfd, rest.as_mut_ptr(), rest.len() as c_int, 0) };
@@ -290,6 +348,9 @@ fn wait(
                 // kernel is asked every time.
                 kernel_side_used(epfd);
             }
+            if kernel_fds {
+                KernelLooks::looked(epfd, now, k > 0);
+            }
             got += k as usize;
         }
         if let Some(ep) = side {
@@ -300,16 +361,22 @@ fn wait(
         if got > 0 || timeout == 0 {
             return Ok(got as c_int);
         }
+        now = Instant::now();
         let left = match deadline {
             None => None,
             Some(d) => {
-                let now = Instant::now();
                 if now >= d {
                     return Ok(0);
                 }
                 Some(d - now)
             }
         };
+        if drives && *busy.get_or_insert_with(api::engines_busy_poll) {
+            // A sleep would be a zero-time poll: the next round looks at
+            // the engine, and at the kernel when due.
+            look_now = counted_look();
+            continue;
+        }
         if pfd.is_empty() {
             pfd.push(libc::pollfd {
                 fd: epfd,
@@ -318,7 +385,31 @@ fn wait(
             });
         }
         sleep_mixed(&mut pfd, left, drives, watch.as_ref())?;
-        ask_kernel = true;
+        now = Instant::now();
+        look_now = true;
         slept = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_is_asked_again_after_the_interval_or_after_events() {
+        let t0 = Instant::now();
+        // No look yet on this thread: due.
+        assert!(KernelLooks::due(7, t0));
+        KernelLooks::looked(7, t0, false);
+        // Just looked, nothing found: not due for this instance ...
+        assert!(!KernelLooks::due(7, t0));
+        assert!(!KernelLooks::due(7, t0 + KERNEL_LOOK_INTERVAL / 2));
+        // ... due for another one, and once the interval has passed.
+        assert!(KernelLooks::due(8, t0));
+        assert!(KernelLooks::due(7, t0 + KERNEL_LOOK_INTERVAL));
+        // A look that found events: the next wait looks again at once
+        // (level-triggered fds left ready).
+        KernelLooks::looked(7, t0, true);
+        assert!(KernelLooks::due(7, t0));
     }
 }

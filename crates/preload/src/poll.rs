@@ -2,7 +2,10 @@
 //! steps the engine (on its thread), asks the socket layer about the
 //! ustack fds and the kernel (with a zero timeout) about the rest, and
 //! when nothing is ready sleeps on the engine's links and the kernel fds
-//! together until one of them wakes or the engine has a timer due.
+//! together until one of them wakes or the engine has a timer due.  An
+//! engine that busy-polls (`idle_sleep=0`) does not sleep: the wait spins
+//! on it, and asks the kernel at each call's start and then every
+//! `KERNEL_LOOK_INTERVAL`.
 
 use std::os::fd::RawFd;
 use std::os::raw::c_int;
@@ -11,6 +14,7 @@ use std::time::{Duration, Instant};
 use api::Errno;
 use libc::{fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
 
+use crate::epoll::KERNEL_LOOK_INTERVAL;
 use crate::guard::{self, Inside};
 use crate::{classify, place, process, real, ret, Fd};
 
@@ -130,6 +134,12 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
     } else {
         ustack.first().and_then(|&i| api::watch_progress(fds[i].fd))
     };
+    // Each call's first round asks the kernel; a busy wait's later rounds
+    // every KERNEL_LOOK_INTERVAL (as the epoll wait's).
+    let mut look_kernel = true;
+    let mut kernel_looked = Instant::now();
+    // Whether the engines busy-poll, asked once per call when first idle.
+    let mut busy: Option<bool> = None;
     loop {
         if drives {
             let _ = api::step();
@@ -149,7 +159,8 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
                 ready += 1;
             }
         }
-        if !kernel.is_empty() {
+        if !kernel.is_empty() && look_kernel {
+            kernel_looked = Instant::now();
             // SAFETY: `kernel` is a live array of its length.
             let n = unsafe { real::poll(kernel.as_mut_ptr(), kernel.len() as nfds_t, 0) };
             if n < 0 {
@@ -165,16 +176,22 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
         if ready > 0 {
             return Ok(ready);
         }
+        let now = Instant::now();
         let left = match deadline {
             None => None,
             Some(d) => {
-                let now = Instant::now();
                 if now >= d {
                     return Ok(0);
                 }
                 Some(d - now)
             }
         };
+        if drives && *busy.get_or_insert_with(api::engines_busy_poll) {
+            // A sleep would be a zero-time poll and a wake-up read.
+            look_kernel = now.saturating_duration_since(kernel_looked) >= KERNEL_LOOK_INTERVAL;
+            continue;
+        }
+        look_kernel = true;
         if ustack.is_empty() || drives {
             api::idle_wait(&mut kernel, left)?;
         } else {
