@@ -1,5 +1,5 @@
-"""Interop tests of software GSO (`[portN] gso`, on by default where the
-link has no TSO): ustack's TCP sends super-frames of up to 64 KB and the
+"""Interop tests of software GSO (`[portN] gso=1`, acting where the link
+has no TSO): ustack's TCP sends super-frames of up to 64 KB and the
 engine cuts them into MTU-sized frames, each with its headers and a whole
 checksum, above the link. One connection from the kernel carries 8 MB to
 ustack-echo and back; the kernel checks the bytes by SHA-256 and drops
@@ -24,6 +24,7 @@ SUBNETS.update({"tcp_stream_swgso_af_xdp": 60, "tcp_stream_swgso_tap": 61,
                 "tcp_stream_swgso_loss_af_xdp": 62, "tcp_stream_swgso_loss_tap": 63})
 
 STREAM = 8 * 1024 * 1024
+GSO = ["port0.gso=1"]
 
 
 def stream_back_intact(t, seed):
@@ -61,14 +62,14 @@ def lossy(st):
 
 @test("tcp_stream_swgso_af_xdp", budget=90)
 def _(ctx):
-    t = XdpCtx(ctx, "native").topo("af_xdp", SUBNETS["tcp_stream_swgso_af_xdp"]).start()
+    t = XdpCtx(ctx, "native").topo("af_xdp", SUBNETS["tcp_stream_swgso_af_xdp"], sets=GSO).start()
     clean(stream_back_intact(t, 60))
     t.ustack.stop()
 
 
 @test("tcp_stream_swgso_tap", budget=90)
 def _(ctx):
-    t = ctx.topo("tap", SUBNETS["tcp_stream_swgso_tap"]).start()
+    t = ctx.topo("tap", SUBNETS["tcp_stream_swgso_tap"], sets=GSO).start()
     clean(stream_back_intact(t, 61))
     t.ustack.stop()
 
@@ -76,13 +77,13 @@ def _(ctx):
 @test("tcp_stream_swgso_loss_af_xdp", budget=120)
 def _(ctx):
     t = XdpCtx(ctx, "native").topo("af_xdp", SUBNETS["tcp_stream_swgso_loss_af_xdp"],
-                                   sets=["fault.loss=0.005"]).start()
+                                   sets=GSO + ["fault.loss=0.005"]).start()
     lossy(stream_back_intact(t, 62))
     t.ustack.stop()
 
 
 @test("tcp_stream_swgso_loss_tap", budget=120)
 def _(ctx):
-    t = ctx.topo("tap", SUBNETS["tcp_stream_swgso_loss_tap"], sets=["fault.loss=0.005"]).start()
+    t = ctx.topo("tap", SUBNETS["tcp_stream_swgso_loss_tap"], sets=GSO + ["fault.loss=0.005"]).start()
     lossy(stream_back_intact(t, 63))
     t.ustack.stop()
