@@ -146,6 +146,8 @@ pub fn engine_config(timer_tick: Duration) -> EngineConfig {
         idle_sleep: Duration::ZERO,
         pkt_tx_delay: Duration::ZERO,
         timer_tick,
+        // Shared memory: no software GSO, as `[portN] gso` on shm.
+        soft_gso_ports: 0,
     }
 }
 

@@ -14,6 +14,13 @@
 //! kernel vouched for; one with a whole checksum is verified first, over
 //! all of it, and dropped when it fails.
 //!
+//! The same cut serves the send side (software GSO, the engine's
+//! `[portN] gso`): the stack hands a link without segmentation offload a
+//! super-frame in the partial form, and each segment is cut at the size
+//! the stack chose (its MSS, [`TcpSuperFrame::parse_outgoing`]) and its
+//! checksum made whole where the link does not finish checksums
+//! ([`TcpSuperFrame::write_segment_whole`]).
+//!
 //! Nothing here panics on any bytes: what is not an Ethernet frame with
 //! IPv4 (no fragment) or IPv6 (TCP as the first header) and TCP, with
 //! every length consistent, is not a super-frame and is left alone.
@@ -46,11 +53,18 @@ pub enum NotSplit {
     BadChecksum,
 }
 
-impl TcpSuperFrame {
-    /// Reads `frame` as a TCP super-frame to be cut into IP packets of at
-    /// most `mtu` bytes. `partial`: the sender left its checksum partial
-    /// (the kernel's mark), so it is not verified here.
-    pub fn parse(frame: &[u8], mtu: usize, partial: bool) -> Result<TcpSuperFrame, NotSplit> {
+/// Where a TCP-over-IP frame's headers lie and how long its payload is,
+/// before any cut is chosen.
+struct Headers {
+    l3: usize,
+    ip_len: usize,
+    tcp_len: usize,
+    v6: bool,
+    payload: usize,
+}
+
+impl Headers {
+    fn parse(frame: &[u8]) -> Result<Headers, NotSplit> {
         let mut l3 = 14;
         let field = |at: usize| -> Result<[u8; 2], NotSplit> {
             let b = frame.get(at..at + 2).ok_or(NotSplit::NotTcp)?;
@@ -95,23 +109,57 @@ impl TcpSuperFrame {
             return Err(NotSplit::NotTcp);
         }
         let tcp_len = usize::from(ip[ip_len + 12] >> 4) * 4;
-        if tcp_len < 20 || ip_len + tcp_len > total || ip_len + tcp_len >= mtu {
+        if tcp_len < 20 || ip_len + tcp_len > total {
             return Err(NotSplit::NotTcp);
         }
-        let payload = total - ip_len - tcp_len;
-        let seg = mtu - ip_len - tcp_len;
-        let sf = TcpSuperFrame {
+        Ok(Headers {
             l3,
             ip_len,
             tcp_len,
             v6,
-            payload,
+            payload: total - ip_len - tcp_len,
+        })
+    }
+
+    /// The super-frame cut into segments of `seg` (above 0) payload bytes.
+    fn cut_at(&self, seg: usize) -> TcpSuperFrame {
+        TcpSuperFrame {
+            l3: self.l3,
+            ip_len: self.ip_len,
+            tcp_len: self.tcp_len,
+            v6: self.v6,
+            payload: self.payload,
             seg,
-        };
+        }
+    }
+}
+
+impl TcpSuperFrame {
+    /// Reads `frame` as a TCP super-frame to be cut into IP packets of at
+    /// most `mtu` bytes. `partial`: the sender left its checksum partial
+    /// (the kernel's mark), so it is not verified here.
+    pub fn parse(frame: &[u8], mtu: usize, partial: bool) -> Result<TcpSuperFrame, NotSplit> {
+        let h = Headers::parse(frame)?;
+        if h.ip_len + h.tcp_len >= mtu {
+            return Err(NotSplit::NotTcp);
+        }
+        let sf = h.cut_at(mtu - h.ip_len - h.tcp_len);
         if !partial && !sf.whole_checksum_holds(frame) {
             return Err(NotSplit::BadChecksum);
         }
         Ok(sf)
+    }
+
+    /// Reads `frame`, a super-frame this host sends (its checksum in the
+    /// partial form, or any: every segment's is made again), to be cut
+    /// into segments of `seg` payload bytes (the stack's `gso_size`). The
+    /// caller checks [`segment_len`](Self::segment_len)`(0)` against its
+    /// buffers and MTU.
+    pub fn parse_outgoing(frame: &[u8], seg: u16) -> Result<TcpSuperFrame, NotSplit> {
+        if seg == 0 {
+            return Err(NotSplit::NotTcp);
+        }
+        Ok(Headers::parse(frame)?.cut_at(usize::from(seg)))
     }
 
     fn pseudo(&self, frame: &[u8], tcp_bytes: usize) -> u16 {
@@ -193,6 +241,17 @@ impl TcpSuperFrame {
         dst[t + 13] = flags;
         let pseudo = self.pseudo(dst, tcp_bytes);
         dst[t + 16..t + 18].copy_from_slice(&pseudo.to_be_bytes());
+    }
+
+    /// [`write_segment`](Self::write_segment) with the TCP checksum made
+    /// whole, for a link that puts the frame on a wire as it is.
+    pub fn write_segment_whole(&self, frame: &[u8], i: usize, dst: &mut [u8]) {
+        self.write_segment(frame, i, dst);
+        // The field holds the pseudo-header's sum: summing the segment
+        // over it adds exactly what the whole checksum covers.
+        let t = self.l3 + self.ip_len;
+        let sum = !checksum::data(&dst[t..]);
+        dst[t + 16..t + 18].copy_from_slice(&sum.to_be_bytes());
     }
 }
 
@@ -307,6 +366,98 @@ mod tests {
                 joined.extend_from_slice(&s[t + 32..]);
             }
             assert_eq!(joined, payload);
+        }
+    }
+
+    /// Parses segment `s` (Ethernet, then IPv4 or IPv6, then TCP) with
+    /// wire's parsers, every checksum verified: its TCP header and payload.
+    fn parse_verified(s: &[u8]) -> (wire::TcpRepr<'_>, Option<wire::Ipv4Repr>) {
+        use std::net::IpAddr;
+        use wire::{ChecksumMode, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpPacket, TcpRepr};
+        let (src, dst, tcp, v4): (IpAddr, IpAddr, &[u8], _) = if s[12..14] == [0x08, 0x00] {
+            let p = Ipv4Packet::new_checked(&s[14..]).unwrap();
+            let r = Ipv4Repr::parse(&p, ChecksumMode::Full).expect("IPv4 header sum");
+            let hl = usize::from(p.header_len());
+            let total = usize::from(p.total_len());
+            assert_eq!(total, s.len() - 14, "IPv4 total length");
+            (r.src_addr.into(), r.dst_addr.into(), &s[14 + hl..], Some(r))
+        } else {
+            let p = Ipv6Packet::new_checked(&s[14..]).unwrap();
+            let r = Ipv6Repr::parse(&p).unwrap();
+            assert_eq!(r.payload_len, s.len() - 54, "IPv6 payload length");
+            (r.src_addr.into(), r.dst_addr.into(), &s[54..], None)
+        };
+        let t = TcpPacket::new_checked(tcp).unwrap();
+        let repr = TcpRepr::parse(&t, &src, &dst, ChecksumMode::Full).expect("TCP checksum");
+        // The repr borrows from `tcp`, which borrows from `s`.
+        (repr, v4)
+    }
+
+    #[test]
+    fn a_sent_super_frame_is_cut_at_the_stacks_size_with_whole_checksums() {
+        let payload: Vec<u8> = (0..9_001u32).map(|i| (i * 7 % 253) as u8).collect();
+        for v6 in [false, true] {
+            let mut f = tcp_frame(v6, &payload);
+            // The stack's super-frame carries the partial form, not a
+            // whole sum: the cut must not depend on it.
+            let t = 14 + if v6 { 40 } else { 20 };
+            f[t + 16..t + 18].copy_from_slice(&[0xde, 0xad]);
+            let seg = 1000u16;
+            let sf = TcpSuperFrame::parse_outgoing(&f, seg).unwrap();
+            assert_eq!(sf.segments(), 10);
+            let mut joined = Vec::new();
+            for i in 0..sf.segments() {
+                let mut d = vec![0u8; sf.segment_len(i)];
+                sf.write_segment_whole(&f, i, &mut d);
+                let (tcp, v4) = parse_verified(&d);
+                let last = i + 1 == sf.segments();
+                assert_eq!(tcp.payload.len(), if last { 1 } else { 1000 });
+                assert_eq!(tcp.seq_number.0 as u32, 1000 + i as u32 * 1000);
+                assert_eq!(tcp.flags.fin(), last, "FIN on the last only");
+                assert_eq!(tcp.flags.psh(), last, "PSH on the last only");
+                assert!(tcp.flags.ack());
+                assert_eq!(tcp.window_len, 512);
+                assert_eq!(
+                    tcp.timestamp,
+                    Some((1, 2)),
+                    "the options of every segment are the super-frame's"
+                );
+                if let Some(ip) = v4 {
+                    assert_eq!(
+                        ip.ident,
+                        0xfffeu16.wrapping_add(i as u16),
+                        "IP id counts up"
+                    );
+                    assert!(ip.dont_frag);
+                }
+                joined.extend_from_slice(tcp.payload);
+            }
+            assert_eq!(joined, payload);
+        }
+    }
+
+    #[test]
+    fn a_sent_super_frame_with_a_vlan_tag_or_no_size_is_handled() {
+        let f = tcp_frame(false, &[3u8; 4000]);
+        assert_eq!(
+            TcpSuperFrame::parse_outgoing(&f, 0),
+            Err(NotSplit::NotTcp),
+            "no segment size, no cut"
+        );
+        let mut tagged = f[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        tagged.extend_from_slice(&f[12..]);
+        let sf = TcpSuperFrame::parse_outgoing(&tagged, 1448).unwrap();
+        assert_eq!(sf.segments(), 3);
+        let mut d = vec![0u8; sf.segment_len(2)];
+        sf.write_segment_whole(&tagged, 2, &mut d);
+        assert_eq!(&d[12..16], &[0x81, 0x00, 0x00, 0x07], "the tag is kept");
+        let mut untagged = d[..12].to_vec();
+        untagged.extend_from_slice(&d[16..]);
+        let (tcp, _) = parse_verified(&untagged);
+        assert_eq!(tcp.payload.len(), 4000 - 2 * 1448);
+        for n in 0..f.len() {
+            let _ = TcpSuperFrame::parse_outgoing(&f[..n], 1448);
         }
     }
 

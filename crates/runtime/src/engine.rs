@@ -15,10 +15,13 @@ use crate::control::EngineControl;
 
 mod dispatch;
 mod lend;
+mod soft_gso;
 
 pub use dispatch::{
     mesh, open_kni, DispatchCounters, Dispatcher, FrameHook, HookVerdict, KniPort, MeshEnd,
 };
+use soft_gso::SoftGso;
+pub use soft_gso::SOFT_GSO_MAX;
 
 /// Timing of the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,10 @@ pub struct EngineConfig {
     pub pkt_tx_delay: Duration,
     /// How often the stack's timers run.
     pub timer_tick: Duration,
+    /// The ports (bit N: port N, the first 64) that cut TCP super-frames
+    /// in software (`[portN] gso`) where their link has no segmentation
+    /// offload of its own ([`Link::tso_max`] 0).
+    pub soft_gso_ports: u64,
 }
 
 impl Default for EngineConfig {
@@ -39,6 +46,7 @@ impl Default for EngineConfig {
             idle_sleep: Duration::from_micros(0),
             pkt_tx_delay: Duration::from_micros(100),
             timer_tick: Duration::from_millis(1),
+            soft_gso_ports: 0,
         }
     }
 }
@@ -79,6 +87,13 @@ pub struct EngineCounters {
     /// start of the next (the idle sleep included): `ustack top`'s busy
     /// share is the rest of the wall time.
     pub idle_us: u64,
+    /// TCP super-frames cut in software (`[portN] gso`), and the
+    /// segments they made that were placed on a link.
+    pub gso_super_frames: u64,
+    pub gso_segments_sent: u64,
+    /// Super-frames the cut could not read (none from the stack's own
+    /// writing): dropped.
+    pub gso_refused: u64,
 }
 
 /// What an application sees on each turn of the loop.
@@ -114,13 +129,21 @@ pub struct Port<L: Link> {
     tx_captured: usize,
     /// Taken down: its frames are dropped and counted both ways.
     down: bool,
-    /// Captured or down: its frames take the slow paths, which see to it.
+    /// Captured, down, or holding a super-frame to cut: its frames take
+    /// the slow paths, which see to it.
     diverted: bool,
+    /// Software GSO, on a port whose link has no TSO (`[portN] gso`).
+    gso: Option<Box<SoftGso>>,
 }
 
 impl<L: Link> Port<L> {
     fn refresh_diverted(&mut self) {
-        self.diverted = self.down || self.tap.is_some();
+        self.diverted = self.down || self.tap.is_some() || self.gso_pending();
+    }
+
+    /// Whether a super-frame waits to be cut.
+    fn gso_pending(&self) -> bool {
+        self.gso.as_ref().is_some_and(|g| g.pending())
     }
 
     /// A frame received on a diverted port: shown to the capture;
@@ -153,12 +176,15 @@ const MAX_TXQ: usize = 8 * MAX_BURST;
 impl<L: Link> Port<L> {
     /// Whether frames wait to be sent: in our queue, or in the link's own.
     fn has_queued(&self) -> bool {
-        !self.txq.is_empty() || self.link.tx_pending() != 0
+        !self.txq.is_empty() || self.link.tx_pending() != 0 || (self.diverted && self.gso_pending())
     }
 }
 
 #[inline(always)]
 fn flush<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
+    if port.diverted {
+        cut_super_frame(port, counters);
+    }
     let pending = port.link.tx_pending() != 0;
     if !pending && port.txq.is_empty() {
         return;
@@ -228,6 +254,7 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
         if port.txq.len() + port.link.tx_pending() < MAX_BURST
             && port.link.tx_fits_in_place(len)
             && !port.diverted
+            && meta.gso_size == 0
         {
             return place_frame(port, len, meta, self.now, self.counters);
         }
@@ -237,6 +264,11 @@ impl<L: Link> FrameSink for TxQueues<'_, L> {
     fn lends_frames(&self) -> bool {
         true
     }
+}
+
+/// Whether `cfg` asks for software GSO on port `port`.
+fn soft_gso_on(cfg: &EngineConfig, port: usize) -> bool {
+    port < 64 && cfg.soft_gso_ports & (1 << port) != 0
 }
 
 /// Lends `len` bytes for a frame on `port`, whose burst has room.
@@ -279,6 +311,13 @@ fn place_frame_slow<'a, L: Link>(
         counters.tx_drop_port_down += 1;
         return None;
     }
+    if port.diverted {
+        // The super-frame before this frame leaves before it.
+        cut_super_frame(port, counters);
+    }
+    if meta.gso_size != 0 && port.gso.is_some() {
+        return lend_super_frame(port, len, meta, now, counters);
+    }
     if port.txq.len() + port.link.tx_pending() >= MAX_BURST {
         flush(port, counters);
     }
@@ -286,6 +325,65 @@ fn place_frame_slow<'a, L: Link>(
         return place_frame_captured(port, len, meta, now, counters);
     }
     place_frame(port, len, meta, now, counters)
+}
+
+/// Lends the port's software GSO buffer for a super-frame, cut when the
+/// port's next frame is placed or its queue flushed.
+#[inline(never)]
+fn lend_super_frame<'a, L: Link>(
+    port: &'a mut Port<L>,
+    len: usize,
+    meta: TxMeta,
+    now: Instant,
+    counters: &mut EngineCounters,
+) -> Option<&'a mut [u8]> {
+    let gso = port.gso.as_deref_mut()?;
+    let Some(buf) = gso.lend(len, meta.gso_size, now) else {
+        counters.tx_drop_oversize += 1;
+        return None;
+    };
+    port.diverted = true;
+    port.oldest_queued.get_or_insert(now);
+    Some(buf)
+}
+
+/// Cuts the super-frame the port's software GSO holds, if any, into
+/// frames placed on its link as any other frame is (in the link's ring
+/// or on the port's queue, seen by a capture, through the fault
+/// injector). A segment that finds no buffer is lost as a frame would be
+/// (counted where the frame's placing counts it); TCP recovers it.
+#[cold]
+#[inline(never)]
+fn cut_super_frame<L: Link>(port: &mut Port<L>, counters: &mut EngineCounters) {
+    let Some(since) = port.gso.as_ref().and_then(|g| g.pending_since()) else {
+        return;
+    };
+    // Out of the port while cut: the frames placed meanwhile (a burst's
+    // flush too) see no super-frame pending.
+    let Some(mut gso) = port.gso.take() else {
+        return;
+    };
+    match gso.take() {
+        Some(Ok(cut)) => {
+            counters.gso_super_frames += 1;
+            let meta = TxMeta {
+                csum_partial: cut.csum_partial(),
+                ..TxMeta::default()
+            };
+            for i in 0..cut.segments() {
+                let len = cut.segment_len(i);
+                let Some(dst) = place_frame_slow(port, len, meta, since, counters) else {
+                    continue;
+                };
+                cut.write(i, dst);
+                counters.gso_segments_sent += 1;
+            }
+        }
+        Some(Err(_)) => counters.gso_refused += 1,
+        None => {}
+    }
+    port.gso = Some(gso);
+    port.refresh_diverted();
 }
 
 /// [`place_frame`] on a port being captured: the frame goes in a buffer
@@ -516,6 +614,8 @@ impl<L: Link> Engine<L> {
             }
             if link.tso_max() > 0 {
                 stack.set_tso(IfaceId(i as u16), link.tso_max());
+            } else if soft_gso_on(&cfg, i) {
+                stack.set_tso(IfaceId(i as u16), SOFT_GSO_MAX);
             }
             if link.rx_ip_checksum_offload() {
                 stack.set_rx_ip_checksum_offload(IfaceId(i as u16), true);
@@ -523,7 +623,10 @@ impl<L: Link> Engine<L> {
         }
         let ports = links
             .into_iter()
-            .map(|link| Port {
+            .enumerate()
+            .map(|(i, link)| Port {
+                gso: (link.tso_max() == 0 && soft_gso_on(&cfg, i))
+                    .then(|| Box::new(SoftGso::new(link.tx_checksum_offload()))),
                 link,
                 txq: Vec::with_capacity(MAX_TXQ + MAX_BURST),
                 oldest_queued: None,

@@ -176,9 +176,17 @@ pub fn ecn_mode(v: u32) -> EcnMode {
 
 /// The engine's timing from `[dpdk]`.
 pub fn engine_config(cfg: &Config) -> EngineConfig {
+    // An engine's port i is the configuration's i-th port.
+    let soft_gso_ports = cfg
+        .ports
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i < 64 && p.soft_gso())
+        .fold(0u64, |m, (i, _)| m | 1 << i);
     EngineConfig {
         idle_sleep: cfg.dpdk.idle_sleep,
         pkt_tx_delay: cfg.dpdk.pkt_tx_delay,
+        soft_gso_ports,
         ..EngineConfig::default()
     }
 }
@@ -251,6 +259,19 @@ pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
 pub fn tso_note(dpdk: &DpdkConfig, port: &PortConfig) {
     if !dpdk.tso {
         return;
+    }
+    let tso_link = match &port.link {
+        LinkSpec::AfPacket(_) => !dpdk.tx_csum_offload_skip,
+        LinkSpec::Dpdk => true,
+        _ => false,
+    };
+    if tso_link && port.gso == Some(true) {
+        eprintln!(
+            "ustack: [port{}] gso=1 with [dpdk] tso=1: the link cuts TCP super-frames itself; \
+             software GSO acts only where it cannot (behind [fault], or a DPDK port without \
+             TSO)",
+            port.id
+        );
     }
     match &port.link {
         LinkSpec::AfPacket(_) if dpdk.tx_csum_offload_skip => eprintln!(

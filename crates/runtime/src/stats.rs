@@ -110,6 +110,9 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
             e.rx_drop_before_group_join,
         ),
         ("engine_idle_us", e.idle_us),
+        ("engine_gso_super_frames", e.gso_super_frames),
+        ("engine_gso_segments_sent", e.gso_segments_sent),
+        ("engine_gso_refused", e.gso_refused),
     ] {
         out.push((name.to_string(), v));
     }

@@ -298,9 +298,10 @@ impl Stack {
     /// (a NIC's TSO, the kernel's GSO behind AF_PACKET); 0 turns it off.
     /// An IPv4 or IPv6 connection on such an interface then sends a burst of new
     /// data as one segment of several MSS (marked
-    /// [`TxMeta::gso_size`](crate::TxMeta)), where its checksum is left
-    /// to the link (see [`set_tx_checksum_offload`](Self::set_tx_checksum_offload)).
-    /// Returns whether `id` exists.
+    /// [`TxMeta::gso_size`](crate::TxMeta)), its checksum in the partial
+    /// form whatever [`set_tx_checksum_offload`](Self::set_tx_checksum_offload)
+    /// says: what cuts it (a NIC, the kernel, the engine's software GSO)
+    /// finishes each segment's.  Returns whether `id` exists.
     pub fn set_tso(&mut self, id: IfaceId, max: usize) -> bool {
         match self.ip.ifaces.get_mut(usize::from(id.0)) {
             Some(i) => {

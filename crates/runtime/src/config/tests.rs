@@ -1288,6 +1288,34 @@ fn gro_acts_on_af_packet_and_is_warned_about_elsewhere() {
 }
 
 #[test]
+fn gso_is_off_by_default_and_takes_a_flag() {
+    let port = |link: &str, g: &str| format!("[port0]\nlink={link}\naddr=10.99.1.2/24\n{g}");
+    for link in [
+        "af_xdp:e0",
+        "af_packet:e0",
+        "tap:t0",
+        "dpdk",
+        "shm_create:/tmp/x",
+    ] {
+        let c = parse(&port(link, "")).unwrap();
+        assert_eq!(c.ports[0].gso, None);
+        assert!(!c.ports[0].soft_gso(), "{link}: off by default");
+        let c = parse(&port(link, "gso=1\n")).unwrap();
+        assert!(c.ports[0].soft_gso(), "{link}: on when asked");
+        assert!(c.warnings.is_empty());
+    }
+    assert_eq!(
+        err(&port("af_xdp:e0", "gso=yes\n")),
+        "config.ini:4: [port0] gso: \"yes\" must be 0 or 1"
+    );
+    // The engine's mask: port i of the configuration is the engine's i.
+    let two = "[port0]\nlink=af_xdp:e0\naddr=10.99.1.2/24\ngso=0\n\
+               [port1]\nlink=tap:t1\naddr=10.99.2.2/24\ngso=1\n";
+    let c = parse(two).unwrap();
+    assert_eq!(crate::setup::engine_config(&c).soft_gso_ports, 0b10);
+}
+
+#[test]
 fn rx_ring_chooses_the_af_packet_ring_and_is_refused_or_warned_by_name() {
     let port = |link: &str, r: &str| format!("[port0]\nlink={link}\naddr=10.99.1.2/24\n{r}");
     let c = parse(&port("af_packet:e0", "")).unwrap();

@@ -107,13 +107,12 @@ impl Ipv4Path {
     }
 
     /// The largest IP packet the interface takes as a TCP super-frame
-    /// (0: none beyond the MTU).
+    /// (0: none beyond the MTU). A super-frame's checksum is in the
+    /// partial form whatever [`offload`](Self::offload) says: what cuts it
+    /// (the NIC, the kernel, the engine's software GSO) finishes each
+    /// segment's.
     pub(crate) fn tso_max(&self) -> usize {
-        if self.offload {
-            self.tso_max
-        } else {
-            0
-        }
+        self.tso_max
     }
 }
 

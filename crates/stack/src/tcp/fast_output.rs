@@ -216,12 +216,9 @@ impl Ipv6Template {
             out,
             mtu: ip.ipv6_path_mtu(iface, dst, now),
             offload: ifc.tx_checksum_offload,
-            // A super-frame's checksum is the link's to finish per segment.
-            tso_max: if ifc.tx_checksum_offload {
-                ifc.tso_max
-            } else {
-                0
-            },
+            // A super-frame's checksum is the partial form, for what cuts
+            // it to finish per segment.
+            tso_max: ifc.tso_max,
         })
     }
 }
@@ -285,7 +282,11 @@ impl<const TCP_AT: usize, const N: usize> Segment<'_, TCP_AT, N> {
             payload
         };
         self.send.copy_out(self.offset, payload);
-        if !self.offload {
+        if self.offload {
+            // The partial form: the pseudo header's sum, for the link (or
+            // what cuts a super-frame) to finish.
+            put16(frame, TCP_AT + 16, self.pseudo);
+        } else {
             // The checksum field is zero in the template.
             let sum = !checksum::combine(&[self.pseudo, checksum::data(&frame[TCP_AT..])]);
             put16(frame, TCP_AT + 16, sum);
@@ -499,7 +500,8 @@ impl TcpConnection {
         } else {
             return false;
         };
-        let (out, offload) = (t.out, t.offload);
+        // A super-frame leaves in the partial form (`Stack::set_tso`).
+        let (out, offload) = (t.out, t.offload || gso_size != 0);
         let fields = self.segment_fields(now, flags, seq);
         let offset = seq - self.data_start();
         let Some(SegmentTemplate::V4(t)) = &mut self.template else {
@@ -517,10 +519,6 @@ impl TcpConnection {
             let ip_sum = !checksum::combine(&[t.ip_sum, ip_len as u16]);
             put16(h, ETH_LEN + 10, ip_sum);
             let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
-            if offload {
-                // Without offload the field stays zero, as the sum needs.
-                put16(h, TCP_AT_V4 + 16, pseudo);
-            }
             t.patched = (ip_len as u16, pseudo);
             pseudo
         };
@@ -579,7 +577,7 @@ impl TcpConnection {
         } else {
             return false;
         };
-        let (out, offload) = (t.out, t.offload);
+        let (out, offload) = (t.out, t.offload || gso_size != 0);
         let fields = self.segment_fields(now, flags, seq);
         let offset = seq - self.data_start();
         let Some(SegmentTemplate::V6(t)) = &mut self.template else {
@@ -591,9 +589,6 @@ impl TcpConnection {
         } else {
             put16(h, ETH_LEN + 4, tcp_len as u16);
             let pseudo = checksum::combine(&[t.pseudo_sum, tcp_len as u16]);
-            if offload {
-                put16(h, TCP_AT_V6 + 16, pseudo);
-            }
             t.patched = (tcp_len as u16, pseudo);
             pseudo
         };
