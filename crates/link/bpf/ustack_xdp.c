@@ -5,13 +5,16 @@
  * it).  It decides per frame who serves it:
  *
  * - frames for ustack's addresses (the `ustack_addrs4`/`ustack_addrs6` maps
- *   ustack fills and keeps current), ARP and neighbour solicitations asking
- *   for them, IPv4 broadcast and multicast and IPv6 multicast other than
- *   another address's neighbour solicitation, and 802.1Q/802.1ad tagged
- *   frames (ustack's VLANs) go to the AF_XDP socket of the frame's queue;
+ *   ustack fills and keeps current), ARP, neighbour solicitations and
+ *   advertisements whose target is one of them, IPv4 broadcast and
+ *   multicast, and 802.1Q/802.1ad tagged frames (ustack's VLANs) go to the
+ *   AF_XDP socket of the frame's queue; other IPv6 multicast (router
+ *   advertisements, MLD, the kernel's own solicitations) is the kernel's;
  * - of those, TCP and UDP to the `[kni]` port lists (`ustack_kni`: method
  *   accept sends the listed ports to the kernel, reject the unlisted ones)
- *   go to the kernel;
+ *   go to the kernel; so do the later fragments of a datagram whose first
+ *   fragment went there (`ustack_kernel_frags`, below: the ports are in the
+ *   first fragment only);
  * - everything else (the kernel's own addresses, other protocols) goes to
  *   the kernel: XDP_PASS, which the dispatcher hands on to the programs
  *   after this one (the chain-call metadata below).
@@ -96,6 +99,52 @@ struct {
 	__type(value, __u32);
 } ustack_next SEC(".maps");
 
+/*
+ * The process that loaded this program: its pid and its start time (field
+ * 22 of /proc/PID/stat, clock ticks after boot), written by ustack once the
+ * program is loaded. The program never reads it; a later ustack (or `ustack
+ * xdp detach`) finding the program still on the interface reads it to tell
+ * a live owner from a crashed one (crates/link/src/af_xdp/stale.rs).
+ */
+struct ustack_owner_rec {
+	__u32 pid;
+	__u32 pad;
+	__u64 start_ticks;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ustack_owner_rec);
+} ustack_owner SEC(".maps");
+
+/*
+ * Datagrams whose first fragment went to the kernel (a `[kni]` port): the
+ * later fragments carry no ports, so they follow by (family, protocol,
+ * source, destination, identification). A first fragment puts its datagram
+ * here; the last fragment takes it out; LRU evicts what was never
+ * finished. The guarantee: fragments arriving after their first fragment
+ * follow it; one arriving before it goes to ustack (which drops it at
+ * reassembly time-out), as the sender's order is the usual one (Linux sends
+ * a datagram's fragments in order).
+ */
+struct frag_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 id;
+	__u8 family; /* 4 or 6 */
+	__u8 proto;
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct frag_key);
+	__type(value, __u8);
+} ustack_kernel_frags SEC(".maps");
+
 /* Runs after programs of the default priority (50): a firewall or load
  * balancer sees frames first; what ustack passes goes on down the chain. */
 struct {
@@ -141,12 +190,33 @@ static __always_inline int dest_port(void *l4, void *end, __u16 *port)
 	return 1;
 }
 
+/*
+ * A fragment's verdict: the first (`first`) decides from its ports and
+ * records a kernel verdict for the later ones; a later one follows the
+ * record; the last one (`last`) clears it.
+ */
+static __always_inline int fragment(struct frag_key *key, int first, int last, int first_verdict)
+{
+	__u8 one = 1;
+
+	if (first) {
+		if (first_verdict == KERNEL)
+			bpf_map_update_elem(&ustack_kernel_frags, key, &one, BPF_ANY);
+		return first_verdict;
+	}
+	if (!bpf_map_lookup_elem(&ustack_kernel_frags, key))
+		return USTACK;
+	if (last)
+		bpf_map_delete_elem(&ustack_kernel_frags, key);
+	return KERNEL;
+}
+
 static __always_inline int ipv4(void *l3, void *end)
 {
 	__u8 *h = l3;
 	__u32 dst;
-	__u16 frag, port = 0;
-	int has_port = 0;
+	__u16 frag, port = 0, offset;
+	int has_port = 0, more, verdict;
 
 	if ((void *)(h + 20) > end)
 		return KERNEL;
@@ -160,16 +230,41 @@ static __always_inline int ipv4(void *l3, void *end)
 		return KERNEL;
 	}
 	__builtin_memcpy(&frag, h + 6, 2);
+	offset = bpf_ntohs(frag) & 0x1fff;
+	more = (bpf_ntohs(frag) & 0x2000) != 0;
 	/* The first (or only) fragment carries the ports. */
-	if ((bpf_ntohs(frag) & 0x1fff) == 0) {
+	if (offset == 0) {
 		__u32 ihl = (h[0] & 0xf) * 4;
 
 		if (ihl >= 20 && ihl <= 60 && (h[9] == IPPROTO_TCP || h[9] == IPPROTO_UDP))
 			has_port = dest_port(h + ihl, end, &port);
 	}
-	if (kni_to_kernel(h[9], port, has_port))
-		return KERNEL;
-	return USTACK;
+	verdict = (offset == 0 && kni_to_kernel(h[9], port, has_port)) ? KERNEL : USTACK;
+	if (offset != 0 || more) {
+		struct frag_key key = {};
+
+		__builtin_memcpy(key.src, h + 12, 4);
+		__builtin_memcpy(key.dst, h + 16, 4);
+		key.id = ((__u32)h[4] << 8) | h[5];
+		key.family = 4;
+		key.proto = h[9];
+		return fragment(&key, offset == 0, !more, verdict);
+	}
+	return verdict;
+}
+
+#define IPPROTO_FRAGMENT6 44
+
+/* Whether ICMPv6 message `l4` (NS 135 or NA 136, no extension header) is
+ * about one of ustack's addresses (its target, at byte 8). */
+static __always_inline int nd_for_ustack(__u8 *l4, void *end)
+{
+	struct in6_key target;
+
+	if ((void *)(l4 + 24) > end || (l4[0] != 135 && l4[0] != 136))
+		return 0;
+	__builtin_memcpy(&target, l4 + 8, 16);
+	return bpf_map_lookup_elem(&ustack_addrs6, &target) != 0;
 }
 
 static __always_inline int ipv6(void *l3, void *end)
@@ -177,28 +272,57 @@ static __always_inline int ipv6(void *l3, void *end)
 	__u8 *h = l3;
 	struct in6_key dst;
 	__u16 port = 0;
+	__u8 proto;
 	int has_port = 0;
 
 	if ((void *)(h + 40) > end)
 		return KERNEL;
 	__builtin_memcpy(&dst, h + 24, 16);
 	if (dst.b[0] == 0xff) {
-		/* A neighbour solicitation (ICMPv6 135, no extension header)
-		 * asks for its target: the kernel's addresses are the kernel's. */
-		if (h[6] == IPPROTO_ICMPV6 && (void *)(h + 40 + 24) <= end && h[40] == 135) {
-			struct in6_key target;
-
-			__builtin_memcpy(&target, h + 48, 16);
-			if (!bpf_map_lookup_elem(&ustack_addrs6, &target))
-				return KERNEL;
-		}
-		return USTACK;
+		/* Multicast: neighbour discovery about ustack's addresses (a
+		 * solicitation for them, an advertisement defending one under
+		 * duplicate address detection) is ustack's; the rest (router
+		 * advertisements, MLD, solicitations for the kernel's
+		 * addresses) is the kernel's, which owns the interface. */
+		if (h[6] == IPPROTO_ICMPV6 && nd_for_ustack(h + 40, end))
+			return USTACK;
+		return KERNEL;
 	}
 	if (!bpf_map_lookup_elem(&ustack_addrs6, &dst))
 		return KERNEL;
-	if (h[6] == IPPROTO_TCP || h[6] == IPPROTO_UDP)
+	proto = h[6];
+	if (proto == IPPROTO_FRAGMENT6) {
+		/* A fragment header right after the fixed one (where Linux and
+		 * the usual senders put it): next header, reserved, offset and
+		 * flags, identification. */
+		__u8 *f = h + 40;
+		struct frag_key key = {};
+		__u16 off_flags;
+		int first, more, verdict = USTACK;
+
+		if ((void *)(f + 8) > end)
+			return USTACK;
+		__builtin_memcpy(&off_flags, f + 2, 2);
+		first = (bpf_ntohs(off_flags) & 0xfff8) == 0;
+		more = bpf_ntohs(off_flags) & 1;
+		proto = f[0];
+		if (first) {
+			if (proto == IPPROTO_TCP || proto == IPPROTO_UDP)
+				has_port = dest_port(f + 8, end, &port);
+			if (kni_to_kernel(proto, port, has_port))
+				verdict = KERNEL;
+		}
+		__builtin_memcpy(key.src, h + 8, 16);
+		__builtin_memcpy(key.dst, h + 24, 16);
+		__builtin_memcpy(&key.id, f + 4, 4);
+		key.family = 6;
+		/* Only the first fragment names the protocol: the key leaves
+		 * it out. */
+		return fragment(&key, first, !more, verdict);
+	}
+	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP)
 		has_port = dest_port(h + 40, end, &port);
-	if (kni_to_kernel(h[6], port, has_port))
+	if (kni_to_kernel(proto, port, has_port))
 		return KERNEL;
 	return USTACK;
 }

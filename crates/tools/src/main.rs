@@ -19,9 +19,13 @@
 //! ustack ifconfig | route | rule | arp | ndp | netstat | sysctl | stats | top | traffic | pcap | kni
 //!        [-p PROC] [--json] [--run-dir DIR] [--prefix NAME] ...
 //! ```
+//!
+//! `ustack xdp detach IFACE` removes ustack's XDP program a killed process
+//! left on an interface (see `xdp`).
 
 mod ctl;
 mod run;
+mod xdp;
 
 use std::process::ExitCode;
 
@@ -39,8 +43,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("run") => run::main(&args[1..]),
+        Some("xdp") => xdp::main(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => {
-            println!("{USAGE}\n{}", ctl::USAGE);
+            println!("{USAGE}\n{}\n{}", ctl::USAGE, xdp::USAGE);
             ExitCode::SUCCESS
         }
         Some(other) => ctl::main(other, &args[1..]).unwrap_or_else(|| {

@@ -112,15 +112,20 @@ const _: () = assert!(std::mem::size_of::<XdpDesc>() == 16);
 
 // <linux/bpf.h>: commands, types and instruction encodings.
 pub const BPF_MAP_CREATE: libc::c_long = 0;
+pub const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 pub const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 pub const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 pub const BPF_PROG_LOAD: libc::c_long = 5;
+#[cfg(feature = "libxdp")]
+pub const BPF_OBJ_PIN: libc::c_long = 6;
 pub const BPF_LINK_CREATE: libc::c_long = 28;
 pub const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 pub const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 pub const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 pub const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
 pub const BPF_LINK_GET_NEXT_ID: libc::c_long = 31;
+#[cfg(feature = "libxdp")]
+pub const BPF_PROG_BIND_MAP: libc::c_long = 35;
 /// `enum bpf_link_type`: BPF_LINK_TYPE_XDP.
 pub const BPF_LINK_TYPE_XDP: u32 = 6;
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
@@ -208,6 +213,26 @@ pub struct LinkCreateAttr {
 const _: () = assert!(std::mem::size_of::<MapElemAttr>() == 32);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, prog_name) == 48);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
+
+/// The part of `union bpf_attr` for BPF_OBJ_PIN.
+#[cfg(feature = "libxdp")]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ObjPinAttr {
+    pub pathname: u64,
+    pub bpf_fd: u32,
+    pub file_flags: u32,
+}
+
+/// The part of `union bpf_attr` for BPF_PROG_BIND_MAP.
+#[cfg(feature = "libxdp")]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BindMapAttr {
+    pub prog_fd: u32,
+    pub map_fd: u32,
+    pub flags: u32,
+}
 
 /// The part of `union bpf_attr` for BPF_*_GET_FD_BY_ID and
 /// BPF_*_GET_NEXT_ID: the id (or the id to start after), the next id.

@@ -11,23 +11,14 @@ use super::program::XdpMode;
 use crate::ifreq::cvt;
 
 const RTM_GETLINK: u16 = 18;
-#[cfg(feature = "libxdp")]
 const RTM_SETLINK: u16 = 19;
-#[cfg(feature = "libxdp")]
 const NLM_F_ACK: u16 = 4;
-#[cfg(feature = "libxdp")]
 const NLA_F_NESTED: u16 = 0x8000;
-#[cfg(feature = "libxdp")]
 const IFLA_XDP_FD: u16 = 1;
-#[cfg(feature = "libxdp")]
 const IFLA_XDP_FLAGS: u16 = 3;
-#[cfg(feature = "libxdp")]
 const IFLA_XDP_EXPECTED_FD: u16 = 8;
-#[cfg(feature = "libxdp")]
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-#[cfg(feature = "libxdp")]
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-#[cfg(feature = "libxdp")]
 const XDP_FLAGS_REPLACE: u32 = 1 << 4;
 const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
@@ -54,7 +45,6 @@ pub fn attached_program(ifindex: u32) -> io::Result<Option<(u32, XdpMode)>> {
 /// Puts program `fd` on interface `ifindex` in `mode` in place of program
 /// `expected` in one step (`XDP_FLAGS_REPLACE`: the kernel refuses when
 /// `expected` is no longer the interface's program).
-#[cfg(feature = "libxdp")]
 pub fn replace_program(
     ifindex: u32,
     mode: XdpMode,
@@ -81,7 +71,6 @@ pub fn replace_program(
     exchange(&req).map(|_| ())
 }
 
-#[cfg(feature = "libxdp")]
 fn push_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
     buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
     buf.extend_from_slice(&ty.to_ne_bytes());

@@ -46,8 +46,9 @@ extern "C" {
 #[derive(Debug)]
 pub struct Chained {
     obj: *mut BpfObject,
-    /// Ours, owned by `obj`.
+    /// Ours, owned by `obj`, and its id.
     prog_fd: RawFd,
+    id: u32,
     previous: OwnedFd,
     previous_id: u32,
     ifindex: u32,
@@ -62,17 +63,21 @@ unsafe impl Sync for Chained {}
 
 impl Chained {
     /// Chains ustack's program in front of `previous` (id `previous_id`),
-    /// the program interface `ifindex` runs in `mode`.
+    /// in `mode`, in place of program `replacing` on interface `ifindex`:
+    /// `previous` itself when it is the interface's program, or the stale
+    /// ustack program that displaced it (`stale.rs`).
     pub fn attach(
         ifindex: u32,
         mode: XdpMode,
         previous: OwnedFd,
         previous_id: u32,
+        replacing: Option<RawFd>,
     ) -> io::Result<(Chained, ProgramMaps)> {
         let obj = open_object()?;
         let mut c = Chained {
             obj,
             prog_fd: -1,
+            id: 0,
             previous,
             previous_id,
             ifindex,
@@ -102,7 +107,11 @@ impl Chained {
             addrs4: map_fd(obj, c"ustack_addrs4")?,
             addrs6: map_fd(obj, c"ustack_addrs6")?,
             kni: map_fd(obj, c"ustack_kni")?,
+            owner: map_fd(obj, c"ustack_owner")?,
         };
+        // Recorded before the program is on the interface: a later ustack
+        // can tell whether it is stale from the start.
+        super::stale::claim(fd, &maps.owner)?;
         let next = map_fd(obj, c"ustack_next")?;
         let key = 0u32;
         let value = c.previous.as_raw_fd() as u32;
@@ -118,19 +127,21 @@ impl Chained {
                 format!("putting program {previous_id} behind ustack's (a tail call): {e}"),
             )
         })?;
-        super::attached::replace_program(ifindex, mode, fd, c.previous.as_raw_fd()).map_err(
-            |e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "putting ustack's XDP program in front of program {previous_id} \
+        let expected = replacing.unwrap_or(c.previous.as_raw_fd());
+        super::attached::replace_program(ifindex, mode, fd, expected).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "putting ustack's XDP program in front of program {previous_id} \
                          (netlink replace; a program attached through a BPF link cannot be \
                          replaced): {e}"
-                    ),
-                )
-            },
-        )?;
+                ),
+            )
+        })?;
         c.prog_fd = fd;
+        // What it displaced must outlive a SIGKILL of this process.
+        c.id = super::stale::prog_id(fd)?;
+        super::stale::pin_next(&next, c.id);
         Ok((c, maps))
     }
 
@@ -153,6 +164,8 @@ impl Drop for Chained {
                     "ustack: putting XDP program {} back on interface {}: {e}",
                     self.previous_id, self.ifindex
                 );
+            } else {
+                super::stale::unpin_next(self.id);
             }
         }
         // SAFETY: `obj` is ours and used by nothing after this.

@@ -13,9 +13,11 @@
 //!
 //! Detaching (drop) takes ustack's program out of the dispatcher and
 //! leaves the others running. The dispatcher keeps its programs in bpffs,
-//! so a process killed before it detaches leaves its program behind until
-//! `xdp-loader unload` removes it (libxdp's model, unlike the BPF link of
-//! the default program, which goes with the process).
+//! and libxdp's fallback attaches through netlink, so a process killed
+//! before it detaches leaves its program behind (unlike the BPF link of the
+//! default program, which goes with the process): attached alone, the next
+//! ustack takes it over and `ustack xdp detach` removes it (`stale.rs`); in
+//! the dispatcher (untested: this kernel refuses it), `xdp-loader unload`.
 
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 use std::io;
@@ -81,6 +83,7 @@ extern "C" {
     fn xdp_program__detach(p: *mut LibxdpProgram, ifindex: c_int, mode: c_int, flags: u32)
         -> c_int;
     fn xdp_program__close(p: *mut LibxdpProgram);
+    fn xdp_program__fd(p: *const LibxdpProgram) -> c_int;
     fn xdp_multiprog__get_from_ifindex(ifindex: c_int) -> *mut LibxdpMultiprog;
     fn xdp_multiprog__is_legacy(mp: *const LibxdpMultiprog) -> bool;
     fn xdp_multiprog__close(mp: *mut LibxdpMultiprog);
@@ -94,6 +97,8 @@ pub struct ProgramMaps {
     pub addrs4: OwnedFd,
     pub addrs6: OwnedFd,
     pub kni: OwnedFd,
+    /// Who loaded the program (`stale.rs`).
+    pub owner: OwnedFd,
 }
 
 /// ustack's program attached through libxdp; dropping it detaches it.
@@ -192,7 +197,11 @@ impl Dispatched {
             addrs4: map_fd(obj, c"ustack_addrs4")?,
             addrs6: map_fd(obj, c"ustack_addrs6")?,
             kni: map_fd(obj, c"ustack_kni")?,
+            owner: map_fd(obj, c"ustack_owner")?,
         };
+        // SAFETY: `prog` is live and loaded (attached above).
+        let fd = unsafe { xdp_program__fd(prog) };
+        super::stale::claim(fd, &maps.owner)?;
         Ok((d, maps))
     }
 

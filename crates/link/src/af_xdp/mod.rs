@@ -57,6 +57,7 @@ mod program;
 mod ring;
 #[cfg(feature = "libxdp")]
 pub mod served;
+pub mod stale;
 #[cfg(test)]
 mod tests;
 mod umem;

@@ -104,7 +104,7 @@ fn owned(fd: libc::c_long) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
 }
 
-fn name16(s: &str) -> [u8; 16] {
+pub(super) fn name16(s: &str) -> [u8; 16] {
     let mut n = [0u8; 16];
     for (d, b) in n.iter_mut().zip(s.bytes().take(15)) {
         *d = b;
@@ -242,36 +242,68 @@ impl XdpProgram {
     /// front of it instead, in its mode (`chained.rs`).
     #[cfg(feature = "libxdp")]
     pub fn attach_libxdp(ifindex: u32, mode: XdpMode) -> io::Result<XdpProgram> {
-        if let Some((prev_id, prev_mode)) = super::attached::attached_program(ifindex)
-            .map_err(|e| annotate(e, "asking rtnetlink for the interface's XDP program"))?
-        {
-            let prev = get_fd_by_id(abi::BPF_PROG_GET_FD_BY_ID, prev_id)
-                .map_err(|e| annotate(e, "opening the interface's XDP program"))?;
-            let mut info = abi::ProgInfo::default();
-            info_by_fd(&prev, &mut info)?;
-            if info.name == name16("ustack_xsk") || info.name == name16("ustack_xsk_chain") {
+        use super::stale::OnInterface;
+        let chained = |mode: XdpMode,
+                       previous: OwnedFd,
+                       previous_id: u32,
+                       replacing: Option<RawFd>|
+         -> io::Result<XdpProgram> {
+            let (held, maps) =
+                super::chained::Chained::attach(ifindex, mode, previous, previous_id, replacing)?;
+            Ok(XdpProgram {
+                attachment: Attachment::Chained(held),
+                map: maps.xsks,
+                served: Some(super::served::ServedMaps::new(
+                    maps.addrs4,
+                    maps.addrs6,
+                    maps.kni,
+                )),
+                ifindex,
+                mode,
+            })
+        };
+        match super::stale::inspect(ifindex)? {
+            OnInterface::Ustack(found) if found.is_stale() => {
+                // A crashed ustack's: take its place, keeping the program
+                // it displaced behind ours.
+                let (id, pid, stale_mode) = (found.id, found.owner.unwrap_or(0), found.mode);
+                if found.previous.is_some() {
+                    let (stale, previous) = found.into_parts();
+                    let (prev, prev_id) = previous.expect("checked just above");
+                    eprintln!(
+                        "ustack: interface {ifindex} runs ustack's XDP program {id} left by \
+                         process {pid}, which is gone: replacing it, program {prev_id} \
+                         (which it displaced) stays behind ustack's"
+                    );
+                    let ours = chained(stale_mode, prev, prev_id, Some(stale.as_raw_fd()))?;
+                    super::stale::unpin_next(id);
+                    return Ok(ours);
+                }
+                eprintln!(
+                    "ustack: interface {ifindex} runs ustack's XDP program {id} left by \
+                     process {pid}, which is gone: removing it"
+                );
+                found
+                    .remove(ifindex)
+                    .map_err(|e| annotate(e, "removing the stale XDP program"))?;
+            }
+            OnInterface::Ustack(found) => {
                 return Err(io::Error::new(
                     io::ErrorKind::ResourceBusy,
                     format!(
-                        "interface {ifindex} runs ustack's XDP program already (another process)"
+                        "interface {ifindex} runs ustack's XDP program {} already (process {}; \
+                         `ustack xdp detach IFACE` removes one whose process is gone)",
+                        found.id,
+                        found.owner.map_or("unknown".to_string(), |p| p.to_string())
                     ),
                 ));
             }
-            if info.name != name16("xdp_dispatcher") {
-                let (held, maps) =
-                    super::chained::Chained::attach(ifindex, prev_mode, prev, prev_id)?;
-                return Ok(XdpProgram {
-                    attachment: Attachment::Chained(held),
-                    map: maps.xsks,
-                    served: Some(super::served::ServedMaps::new(
-                        maps.addrs4,
-                        maps.addrs6,
-                        maps.kni,
-                    )),
-                    ifindex,
-                    mode: prev_mode,
-                });
+            OnInterface::Other { id, name, mode } if name != "xdp_dispatcher" => {
+                let prev = get_fd_by_id(abi::BPF_PROG_GET_FD_BY_ID, id)
+                    .map_err(|e| annotate(e, "opening the interface's XDP program"))?;
+                return chained(mode, prev, id, None);
             }
+            OnInterface::Other { .. } | OnInterface::Nothing => {}
         }
         let (held, maps) = super::dispatched::Dispatched::attach(ifindex, mode)?;
         Ok(XdpProgram {
@@ -419,7 +451,7 @@ pub(super) fn attached_program_id(ifindex: u32) -> io::Result<Option<u32>> {
 
 /// A descriptor of the object of kind `cmd` (a BPF_*_GET_FD_BY_ID) with
 /// id `id`.
-fn get_fd_by_id(cmd: libc::c_long, id: u32) -> io::Result<OwnedFd> {
+pub(super) fn get_fd_by_id(cmd: libc::c_long, id: u32) -> io::Result<OwnedFd> {
     let mut attr = abi::IdAttr {
         id,
         ..Default::default()
@@ -428,7 +460,7 @@ fn get_fd_by_id(cmd: libc::c_long, id: u32) -> io::Result<OwnedFd> {
 }
 
 /// What the kernel says of BPF object `fd` (`T` is its info structure).
-fn info_by_fd<T>(fd: &OwnedFd, info: &mut T) -> io::Result<()> {
+pub(super) fn info_by_fd<T>(fd: &OwnedFd, info: &mut T) -> io::Result<()> {
     let mut attr = abi::InfoAttr {
         bpf_fd: fd.as_raw_fd() as u32,
         info_len: std::mem::size_of::<T>() as u32,

@@ -12,7 +12,6 @@ use super::abi;
 use super::program::bpf;
 use crate::KernelPorts;
 
-const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 
 /// The `KNI_*` value of the C file for `mode`.
@@ -162,7 +161,7 @@ impl ServedMaps {
             value: (&mut value as *mut u64) as u64,
             ..Default::default()
         };
-        bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(|e| annotate(e, "reading ustack_kni"))?;
+        bpf(abi::BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(|e| annotate(e, "reading ustack_kni"))?;
         Ok(value)
     }
 }

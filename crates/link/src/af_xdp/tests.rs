@@ -625,6 +625,10 @@ fn xdp_prog_id(ifname: &str) -> Option<u32> {
 /// is chained in front of it: the kernel's own address still answers
 /// (through the previous program, which passes it), ustack's address comes
 /// to the socket, and the previous program is back when ustack's goes.
+/// While its owner lives, ustack's program is not taken over; once the
+/// owner is gone (its record forged to a dead process), the next ustack
+/// program takes its place and `ustack xdp detach` removes it, each putting
+/// the displaced program back.
 #[cfg(feature = "libxdp")]
 fn libxdp_program_chains_in_front_of_a_program_attached_alone() {
     let veth = Veth::new("lc");
@@ -680,12 +684,47 @@ fn libxdp_program_chains_in_front_of_a_program_attached_alone() {
         is_udp_to(b.data(), 7777)
     });
     assert_eq!(got.len(), 1, "{}", veth.diagnostics());
+    // A live owner's program is neither taken over nor detached.
+    let super::stale::OnInterface::Ustack(found) = super::stale::inspect(ifindex).unwrap() else {
+        panic!("ustack's program not recognised on {}", veth.outer);
+    };
+    assert_eq!(found.owner, Some(std::process::id()));
+    assert!(found.owner_alive && !found.is_stale());
+    assert_eq!(found.previous.as_ref().map(|p| p.1), Some(previous));
+    drop(found);
+    let again = XdpProgram::attach_libxdp(ifindex, XdpMode::Generic).unwrap_err();
+    assert_eq!(again.kind(), std::io::ErrorKind::ResourceBusy, "{again}");
+    assert!(super::stale::detach_stale(&veth.outer).is_err());
+
+    // Its owner gone: a new program takes its place, chained to the
+    // program it displaced, which is back when the new one goes.
+    let stale_id = xdp_prog_id(&veth.outer);
+    super::stale::forge_dead_owner(ifindex, 0x7fff_fff0);
+    let taken = XdpProgram::attach_libxdp(ifindex, XdpMode::Generic).unwrap();
+    assert_eq!(taken.chained_to(), Some(previous));
+    let now = xdp_prog_id(&veth.outer);
+    assert!(now.is_some() && now != stale_id && now != Some(previous));
+    // The stale program's own stop finds it replaced (said on stderr).
     drop(link);
+    assert_eq!(xdp_prog_id(&veth.outer), now);
+    drop(taken);
     assert_eq!(
         xdp_prog_id(&veth.outer),
         Some(previous),
         "the previous program is not back"
     );
+
+    // `ustack xdp detach` puts the displaced program back.
+    let left = XdpProgram::attach_libxdp(ifindex, XdpMode::Generic).unwrap();
+    super::stale::forge_dead_owner(ifindex, 0x7fff_fff0);
+    let said = super::stale::detach_stale(&veth.outer).unwrap();
+    assert!(
+        said.contains(&format!("program {previous} is back")),
+        "{said}"
+    );
+    assert_eq!(xdp_prog_id(&veth.outer), Some(previous));
+    drop(left);
+    assert_eq!(xdp_prog_id(&veth.outer), Some(previous));
     run(&["ip", "link", "set", "dev", &veth.outer, "xdpgeneric", "off"]);
 }
 
