@@ -65,11 +65,21 @@ impl Worker {
         self.ready_scratch = handles;
     }
 
-    /// Wakes the watchers of every socket in `dirty`, and empties it.
+    /// Wakes the watchers of every socket in `dirty`, and empties it.  A
+    /// socket named more than once (by a call of ours and by the stack's
+    /// ready list: nginx's write, then its sendfile) is looked at once:
+    /// nothing changes it between the looks.
     #[inline(never)]
     fn refresh_dirty(&mut self) {
         let mut dirty = std::mem::take(&mut self.dirty);
+        self.refresh_round += 1;
+        let round = self.refresh_round;
         for &fd in &dirty {
+            match self.socket_mut(fd) {
+                Ok(s) if s.refreshed_in == round => continue,
+                Ok(s) => s.refreshed_in = round,
+                Err(_) => {}
+            }
             self.signal_urgent(fd);
             self.refresh(fd);
         }

@@ -419,6 +419,8 @@ pub(crate) struct Worker {
     /// stack's own list covers what it does).
     pub dirty: Vec<RawFd>,
     pub(crate) ready_scratch: Vec<SocketHandle>,
+    /// Counts the rounds of `refresh_dirty` (see `Socket::refreshed_in`).
+    pub(crate) refresh_round: u64,
     pub(crate) scratch: Vec<u8>,
 }
 
@@ -589,6 +591,7 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             dups: Dups::default(),
             dirty: Vec::new(),
             ready_scratch: Vec::new(),
+            refresh_round: 0,
             scratch: Vec::new(),
         }));
         *cur = Some(Own(shared));
