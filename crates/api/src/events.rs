@@ -75,16 +75,15 @@ impl Worker {
         self.refresh_round += 1;
         let round = self.refresh_round;
         for &fd in &dirty {
-            match self.socket_mut(fd) {
-                Ok(s) if s.refreshed_in == round => continue,
-                Ok(s) => s.refreshed_in = round,
-                Err(_) => {}
+            if self.socket(fd).is_ok_and(|s| s.refreshed_in == round) {
+                continue;
             }
             self.signal_urgent(fd);
-            self.refresh(fd);
+            self.refresh(fd, round);
         }
         dirty.clear();
         self.dirty = dirty;
+        self.seen_current = Some(round);
     }
 
     /// RFC 9293 MUST-32: a new urgent pointer on socket `fd` sends SIGURG
@@ -112,8 +111,9 @@ impl Worker {
         }
     }
 
-    /// Compares socket `fd` with what was seen last and wakes its watchers.
-    fn refresh(&mut self, fd: RawFd) {
+    /// Compares socket `fd` with what was seen last and wakes its watchers
+    /// (its `seen` is brought up to date in refresh round `round`).
+    fn refresh(&mut self, fd: RawFd, round: u64) {
         match self.socket(fd) {
             Ok(s) if !s.watchers.is_empty() => {}
             _ => return,
@@ -142,6 +142,7 @@ impl Worker {
             out_total: st.out_total,
             state: st.state,
         };
+        sock.refreshed_in = round;
         if key == 0 && !space_freed {
             return;
         }

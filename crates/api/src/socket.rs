@@ -131,7 +131,9 @@ pub(crate) struct Socket {
     pub totals: Totals,
     pub seen: Seen,
     /// The worker's `refresh_round` in which `seen` was last brought up
-    /// to date (a socket named twice in one round is looked at once).
+    /// to date (a socket named twice in one round is looked at once, and
+    /// an epoll wait reads its mask from `seen` while the round's statuses
+    /// are current: `Worker::seen_current`).
     pub refreshed_in: u64,
     /// A call changed the socket where the stack does not see it
     /// (shutdown, also of an unconnected socket): the next look wakes

@@ -401,6 +401,7 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.guard.as_deref_mut() {
             w.run_jobs();
+            w.seen_current = None;
         }
         self.holding.set(false);
     }
@@ -421,6 +422,11 @@ pub(crate) struct Worker {
     pub(crate) ready_scratch: Vec<SocketHandle>,
     /// Counts the rounds of `refresh_dirty` (see `Socket::refreshed_in`).
     pub(crate) refresh_round: u64,
+    /// The last refresh round, while the statuses it saw are still the
+    /// sockets' own: until an engine turn, a posted job or the end of the
+    /// hold (the only ways a socket changes between a round and an epoll
+    /// wait's look in the same hold).
+    pub(crate) seen_current: Option<u64>,
     pub(crate) scratch: Vec<u8>,
 }
 
@@ -592,6 +598,7 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             dirty: Vec::new(),
             ready_scratch: Vec::new(),
             refresh_round: 0,
+            seen_current: None,
             scratch: Vec::new(),
         }));
         *cur = Some(Own(shared));
@@ -744,6 +751,7 @@ impl Worker {
 
     #[inline(never)]
     fn run_posted_jobs(&mut self) {
+        self.seen_current = None;
         let jobs = {
             let mut q = self.shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.has_jobs.store(false, Ordering::Release);
@@ -772,6 +780,7 @@ impl Worker {
     /// readiness of the sockets that changed.  Returns whether anything
     /// happened.
     pub(crate) fn step(&mut self) -> bool {
+        self.seen_current = None;
         let mut turned = false;
         for e in &mut self.engines {
             turned |= e.driver.turn();
