@@ -371,7 +371,7 @@ pub fn write(fd: RawFd, buf: &[u8]) -> Result<usize> {
 }
 
 pub fn readv(fd: RawFd, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
-    recvmsg(fd, bufs, 0).map(|m| m.len)
+    recv_with(fd, bufs, 0, |m| m.len, |&n| n, |_, n| n)
 }
 
 pub fn writev(fd: RawFd, bufs: &[IoSlice<'_>]) -> Result<usize> {
@@ -379,7 +379,14 @@ pub fn writev(fd: RawFd, bufs: &[IoSlice<'_>]) -> Result<usize> {
 }
 
 pub fn recv(fd: RawFd, buf: &mut [u8], flags: i32) -> Result<usize> {
-    recvmsg(fd, &mut [IoSliceMut::new(buf)], flags).map(|m| m.len)
+    recv_with(
+        fd,
+        &mut [IoSliceMut::new(buf)],
+        flags,
+        |m| m.len,
+        |&n| n,
+        |_, n| n,
+    )
 }
 
 pub fn send(fd: RawFd, buf: &[u8], flags: i32) -> Result<usize> {
@@ -401,15 +408,39 @@ pub fn sendto(fd: RawFd, buf: &[u8], flags: i32, addr: Option<&SocketAddr>) -> R
 /// recvmsg: flags MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC, MSG_OOB
 /// (the urgent octet, never waited for, as Linux's `tcp_recv_urg`).
 pub fn recvmsg(fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<RecvMsg> {
+    recv_with(
+        fd,
+        bufs,
+        flags,
+        |m| m,
+        |m| m.len,
+        |first, got| RecvMsg { len: got, ..first },
+    )
+}
+
+/// recvmsg, keeping of each [`RecvMsg`] what `keep` takes (`len` gives
+/// its byte count, `with_len` puts the total of a MSG_WAITALL read in):
+/// read, recv and readv keep only the count, which is what travels back
+/// through the worker's layers (a `RecvMsg`, ~100 bytes, was copied at
+/// each: ~100 instructions a call).
+fn recv_with<T: Send>(
+    fd: RawFd,
+    bufs: &mut [IoSliceMut<'_>],
+    flags: i32,
+    keep: impl Fn(RecvMsg) -> T + Copy + Send + Sync,
+    len: impl Fn(&T) -> usize,
+    with_len: impl FnOnce(T, usize) -> T,
+) -> Result<T> {
     let owner = Owner::of(fd)?;
     if flags & MSG_OOB != 0 {
-        return owner.exec(|w| w.recvmsg(w.key(fd), bufs, flags))?;
+        return owner.exec(|w| w.recvmsg(w.key(fd), bufs, flags).map(keep))?;
     }
     let first = blocking(&owner, fd, Dir::Read, flags, |w| {
-        w.recvmsg(w.key(fd), bufs, flags)
+        w.recvmsg(w.key(fd), bufs, flags).map(keep)
     })?;
+    let first_len = len(&first);
     let want: usize = bufs.iter().map(|b| b.len()).sum();
-    if flags & MSG_WAITALL == 0 || flags & MSG_PEEK != 0 || first.len == 0 || first.len >= want {
+    if flags & MSG_WAITALL == 0 || flags & MSG_PEEK != 0 || first_len == 0 || first_len >= want {
         return Ok(first);
     }
     let stream = owner.exec(|w| w.socket(w.key(fd)).map(|s| s.stream))??;
@@ -418,17 +449,17 @@ pub fn recvmsg(fd: RawFd, bufs: &mut [IoSliceMut<'_>], flags: i32) -> Result<Rec
     }
     // MSG_WAITALL on a stream: go on until the buffers are full, the
     // stream ends, or an error or timeout (then what was read counts).
-    let mut got = first.len;
+    let mut got = first_len;
     while got < want {
         let mut rest = remaining_mut(bufs, got);
         match blocking(&owner, fd, Dir::Read, flags, |w| {
-            w.recvmsg(w.key(fd), &mut rest, flags)
+            w.recvmsg(w.key(fd), &mut rest, flags).map(|m| m.len)
         }) {
-            Ok(m) if m.len > 0 => got += m.len,
+            Ok(n) if n > 0 => got += n,
             _ => break,
         }
     }
-    Ok(RecvMsg { len: got, ..first })
+    Ok(with_len(first, got))
 }
 
 fn remaining_mut<'a>(bufs: &'a mut [IoSliceMut<'_>], mut skip: usize) -> Vec<IoSliceMut<'a>> {

@@ -287,6 +287,9 @@ impl Worker {
             return Err(Errno::EINVAL);
         }
         self.pump();
+        // The sockets the last refresh round looked at have their mask
+        // in `seen` while nothing changed them since.
+        let fresh = self.seen_current;
         // Nothing queued (most turns of a busy loop): no need to take the
         // epoll out and put it back.
         if matches!(self.object(epfd), Some(Object::Epoll(ep)) if ep.ready.is_empty()) {
@@ -312,7 +315,10 @@ impl Worker {
             else {
                 continue;
             };
-            let mask = self.status_of(reg.0).map_or(0, |st| st.mask);
+            let mask = match self.socket(reg.0) {
+                Ok(s) if fresh == Some(s.refreshed_in) => s.seen.mask,
+                _ => self.status_of(reg.0).map_or(0, |st| st.mask),
+            };
             let Some(it) = ep.items.get_mut(&reg) else {
                 continue;
             };

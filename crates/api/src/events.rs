@@ -65,16 +65,25 @@ impl Worker {
         self.ready_scratch = handles;
     }
 
-    /// Wakes the watchers of every socket in `dirty`, and empties it.
+    /// Wakes the watchers of every socket in `dirty`, and empties it.  A
+    /// socket named more than once (by a call of ours and by the stack's
+    /// ready list: nginx's write, then its sendfile) is looked at once:
+    /// nothing changes it between the looks.
     #[inline(never)]
     fn refresh_dirty(&mut self) {
         let mut dirty = std::mem::take(&mut self.dirty);
+        self.refresh_round += 1;
+        let round = self.refresh_round;
         for &fd in &dirty {
+            if self.socket(fd).is_ok_and(|s| s.refreshed_in == round) {
+                continue;
+            }
             self.signal_urgent(fd);
-            self.refresh(fd);
+            self.refresh(fd, round);
         }
         dirty.clear();
         self.dirty = dirty;
+        self.seen_current = Some(round);
     }
 
     /// RFC 9293 MUST-32: a new urgent pointer on socket `fd` sends SIGURG
@@ -102,8 +111,9 @@ impl Worker {
         }
     }
 
-    /// Compares socket `fd` with what was seen last and wakes its watchers.
-    fn refresh(&mut self, fd: RawFd) {
+    /// Compares socket `fd` with what was seen last and wakes its watchers
+    /// (its `seen` is brought up to date in refresh round `round`).
+    fn refresh(&mut self, fd: RawFd, round: u64) {
         match self.socket(fd) {
             Ok(s) if !s.watchers.is_empty() => {}
             _ => return,
@@ -132,6 +142,7 @@ impl Worker {
             out_total: st.out_total,
             state: st.state,
         };
+        sock.refreshed_in = round;
         if key == 0 && !space_freed {
             return;
         }

@@ -130,6 +130,11 @@ pub(crate) struct Socket {
     pub shut_wr: bool,
     pub totals: Totals,
     pub seen: Seen,
+    /// The worker's `refresh_round` in which `seen` was last brought up
+    /// to date (a socket named twice in one round is looked at once, and
+    /// an epoll wait reads its mask from `seen` while the round's statuses
+    /// are current: `Worker::seen_current`).
+    pub refreshed_in: u64,
     /// A call changed the socket where the stack does not see it
     /// (shutdown, also of an unconnected socket): the next look wakes
     /// every waiter, as Linux's sk_state_change.
@@ -169,6 +174,7 @@ impl Socket {
             shut_wr: false,
             totals: Totals::default(),
             seen: Seen::default(),
+            refreshed_in: 0,
             state_changed: false,
             watchers: Vec::new(),
             owner: 0,

@@ -316,6 +316,11 @@ impl Worker {
                     }
                     _ => return Err(Errno::ENOPROTOOPT),
                 }
+                // Only the keepalive options change the timing (nginx sets
+                // TCP_CORK twice per response: no stack call for those).
+                if !matches!(n, TCP_KEEPIDLE | TCP_KEEPINTVL | TCP_KEEPCNT) {
+                    return Ok(());
+                }
                 let o = &self.socket(fd)?.opts;
                 let secs = |s: Option<u32>| s.map(|s| Duration::from_secs(u64::from(s)));
                 let (idle, intvl, cnt) = (secs(o.keepidle), secs(o.keepintvl), o.keepcnt);

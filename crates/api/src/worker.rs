@@ -277,10 +277,16 @@ impl WorkerShared {
     pub(crate) fn hold(&self, owner: bool) -> Result<Option<Held<'_>>> {
         // One thread-local lookup per hold (the flag is set, and cleared
         // when the hold ends, through this address).
-        let holding = HOLDING.with(|h| h as *const Cell<bool>);
+        let holding = THREAD.with(|t| &t.holding as *const Cell<bool>);
         // SAFETY: the calling thread's flag, which lives as long as the
         // thread (a const thread-local without a destructor).
-        let holding: &Cell<bool> = unsafe { &*holding };
+        self.hold_as(unsafe { &*holding }, owner)
+    }
+
+    /// [`hold`](Self::hold) with the calling thread's `holding` flag
+    /// already found.
+    #[inline]
+    fn hold_as<'a>(&'a self, holding: &'a Cell<bool>, owner: bool) -> Result<Option<Held<'a>>> {
         if holding.get() {
             return if owner {
                 Err(Errno(libc::EDEADLK))
@@ -379,8 +385,8 @@ pub enum Drive {
 /// let go.
 pub(crate) struct Held<'a> {
     guard: MutexGuard<'a, Option<Box<Worker>>>,
-    /// The holding thread's [`HOLDING`] (a `Held` is not `Send`: the
-    /// guard ties it to that thread).
+    /// The holding thread's [`ThreadWorker::holding`] (a `Held` is not
+    /// `Send`: the guard ties it to that thread).
     holding: &'a Cell<bool>,
 }
 
@@ -395,6 +401,7 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.guard.as_deref_mut() {
             w.run_jobs();
+            w.seen_current = None;
         }
         self.holding.set(false);
     }
@@ -413,6 +420,13 @@ pub(crate) struct Worker {
     /// stack's own list covers what it does).
     pub dirty: Vec<RawFd>,
     pub(crate) ready_scratch: Vec<SocketHandle>,
+    /// Counts the rounds of `refresh_dirty` (see `Socket::refreshed_in`).
+    pub(crate) refresh_round: u64,
+    /// The last refresh round, while the statuses it saw are still the
+    /// sockets' own: until an engine turn, a posted job or the end of the
+    /// hold (the only ways a socket changes between a round and an epoll
+    /// wait's look in the same hold).
+    pub(crate) seen_current: Option<u64>,
     pub(crate) scratch: Vec<u8>,
 }
 
@@ -429,6 +443,12 @@ struct Own(Arc<WorkerShared>);
 
 impl Drop for Own {
     fn drop(&mut self) {
+        let _ = THREAD.try_with(|t| {
+            if t.shared.get() == Arc::as_ptr(&self.0) {
+                t.id.set(0);
+                t.shared.set(std::ptr::null());
+            }
+        });
         unregister(self.0.id);
         self.0.close_jobs();
         if let Ok(Some(mut held)) = self.0.hold(true) {
@@ -446,11 +466,39 @@ fn unregister(id: u32) {
     registry().retain(|w| w.id != id);
 }
 
+/// What a call needs of the calling thread's worker, in one thread-local
+/// without a destructor: a library loaded by the dynamic linker reaches
+/// each thread-local through a call (`__tls_get_addr`), so a call on the
+/// thread's own worker makes one such lookup here, not one per field; and
+/// it stays readable while the thread's other thread-locals are torn down.
+struct ThreadWorker {
+    /// The worker's id (0: none).
+    id: Cell<u32>,
+    /// The worker (null: none): the `Arc` that [`CURRENT`] holds, which
+    /// clears this before it lets the worker go.
+    shared: Cell<*const WorkerShared>,
+    /// Whether the thread holds a worker now (inside a call on it).
+    holding: Cell<bool>,
+}
+
 thread_local! {
     static CURRENT: RefCell<Option<Own>> = const { RefCell::new(None) };
-    static CURRENT_ID: Cell<u32> = const { Cell::new(0) };
-    /// Whether the calling thread holds a worker now (inside a call on it).
-    static HOLDING: Cell<bool> = const { Cell::new(false) };
+    static THREAD: ThreadWorker = const {
+        ThreadWorker {
+            id: Cell::new(0),
+            shared: Cell::new(std::ptr::null()),
+            holding: Cell::new(false),
+        }
+    };
+}
+
+/// Makes `own` (or none) the calling thread's worker in [`THREAD`].
+fn set_thread_worker(own: Option<&Own>) {
+    let _ = THREAD.try_with(|t| {
+        t.id.set(own.map_or(0, |o| o.0.id));
+        t.shared
+            .set(own.map_or(std::ptr::null(), |o| Arc::as_ptr(&o.0)));
+    });
 }
 
 fn registry() -> std::sync::MutexGuard<'static, Vec<Arc<WorkerShared>>> {
@@ -459,7 +507,7 @@ fn registry() -> std::sync::MutexGuard<'static, Vec<Arc<WorkerShared>>> {
 
 /// The id of the calling thread's worker (0: none).
 pub(crate) fn current_id() -> u32 {
-    CURRENT_ID.try_with(|c| c.get()).unwrap_or(0)
+    THREAD.try_with(|t| t.id.get()).unwrap_or(0)
 }
 
 /// The worker with `id`, if it is alive.
@@ -474,13 +522,21 @@ pub(crate) fn default_worker() -> Option<Arc<WorkerShared>> {
 
 /// Runs `f` on the calling thread's worker.
 pub(crate) fn with_current<R>(f: impl FnOnce(&mut Worker) -> R) -> Result<R> {
-    // A thread past its thread-locals' end (an exit handler) has no
-    // worker any more.
-    CURRENT
-        .try_with(|c| {
-            let cur = c.borrow();
-            let own = cur.as_ref().ok_or(Errno::EBADF)?;
-            let mut held = own.0.hold(true)?.ok_or(Errno(libc::EDEADLK))?;
+    // A thread past its worker's end (an exit handler) has none any more.
+    THREAD
+        .try_with(|t| {
+            let shared = t.shared.get();
+            if shared.is_null() {
+                return Err(Errno::EBADF);
+            }
+            // SAFETY: set, the pointer is to the `Arc` in this thread's
+            // `CURRENT`, which only this thread lets go, and not inside a
+            // call on the worker (`detach`, `forget_after_fork`, the
+            // thread's end: each clears the pointer first).
+            let shared = unsafe { &*shared };
+            let mut held = shared
+                .hold_as(&t.holding, true)?
+                .ok_or(Errno(libc::EDEADLK))?;
             Ok(f(held.worker()?))
         })
         .unwrap_or(Err(Errno::EBADF))
@@ -541,10 +597,12 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
             dups: Dups::default(),
             dirty: Vec::new(),
             ready_scratch: Vec::new(),
+            refresh_round: 0,
+            seen_current: None,
             scratch: Vec::new(),
         }));
         *cur = Some(Own(shared));
-        CURRENT_ID.with(|i| i.set(id));
+        set_thread_worker(cur.as_ref());
         id
     })
 }
@@ -552,8 +610,8 @@ pub(crate) fn attach(mut driver: Box<dyn Driver>) -> u32 {
 /// Tears down the calling thread's worker: every object on it is closed
 /// (its fd number goes back to the kernel) and its engines are dropped.
 pub(crate) fn detach() {
+    set_thread_worker(None);
     let own = CURRENT.with(|c| c.borrow_mut().take());
-    CURRENT_ID.with(|i| i.set(0));
     let Some(own) = own else { return };
     unregister(own.0.id);
     let worker = own.0.home.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -677,10 +735,23 @@ impl Worker {
     /// Runs the jobs other threads posted.  A job that panics does not
     /// unwind this thread (which may be waiting on a job of its own
     /// elsewhere): its panic goes back to its poster.
+    ///
+    /// Called at the end of every hold and every step, mostly to find
+    /// nothing: that test is inlined into the caller, the work kept out of
+    /// line (a call to the whole function cost ~25 instructions each time
+    /// in saving and restoring registers).
+    #[inline(always)]
     pub(crate) fn run_jobs(&mut self) -> bool {
         if !self.shared.has_jobs.load(Ordering::Acquire) {
             return false;
         }
+        self.run_posted_jobs();
+        true
+    }
+
+    #[inline(never)]
+    fn run_posted_jobs(&mut self) {
+        self.seen_current = None;
         let jobs = {
             let mut q = self.shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.has_jobs.store(false, Ordering::Release);
@@ -703,13 +774,13 @@ impl Worker {
             };
             let _ = job.done.send(outcome);
         }
-        true
     }
 
     /// One step of the loop: a turn of every engine, posted jobs, and the
     /// readiness of the sockets that changed.  Returns whether anything
     /// happened.
     pub(crate) fn step(&mut self) -> bool {
+        self.seen_current = None;
         let mut turned = false;
         for e in &mut self.engines {
             turned |= e.driver.turn();
@@ -901,9 +972,9 @@ pub struct Inherited {
 pub(crate) fn forget_after_fork(held: Option<ForkHold>) -> (Vec<RawFd>, Vec<Inherited>) {
     let mut fds = Vec::new();
     let mut inherited = Vec::new();
+    set_thread_worker(None);
+    let _ = THREAD.try_with(|t| t.holding.set(false));
     let own = CURRENT.try_with(|c| c.borrow_mut().take()).ok().flatten();
-    let _ = CURRENT_ID.try_with(|i| i.set(0));
-    let _ = HOLDING.try_with(|h| h.set(false));
     // The forking thread held no worker (a thread adopting its own one at
     // the fork exists no more in the child: then the worker is forgotten
     // whole, its lock never released).

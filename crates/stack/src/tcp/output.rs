@@ -579,6 +579,25 @@ impl TcpConnection {
             return true;
         }
         let in_flight = seq - self.snd_una;
+        // TCP_CORK holding less than a segment that both windows would let
+        // go (nginx's response headers and body, between its cork and
+        // uncork): `output_general` sends nothing then, and does what it
+        // does with nothing queued.  (Its idle restart of the congestion
+        // window waits for the segment that leaves after the idle time:
+        // the uncork's output.)
+        if self.cork
+            && avail < self.snd_mss
+            && avail <= (self.snd_una + self.snd_wnd) - seq
+            && avail <= self.cc.cwnd().saturating_sub(in_flight)
+        {
+            if self.flight() > 0 && self.timers.rtx().is_none() && self.timers.persist().is_none() {
+                self.arm_rtx(now);
+            }
+            if self.ack_now || self.window_update_due() {
+                self.send_ack(now, ip, sink);
+            }
+            return true;
+        }
         let fits = avail <= self.snd_mss
             && self.dupacks == 0
             && avail <= (self.snd_una + self.snd_wnd) - seq
