@@ -57,7 +57,7 @@ SUBNETS.update({
     "preload_http_server6": 124, "preload_v6only_fork": 125, "preload_wrk_threads": 236,
     "preload_prefork": 237, "preload_rtw_prefork": 238, "preload_wrk_thread_engines": 234,
     "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
-    "preload_nginx_af_xdp": 8,
+    "preload_nginx_af_xdp": 8, "preload_prefork_dpdk": 52,
 })
 
 _libc = h._libc
@@ -230,11 +230,15 @@ class Preload:
     in kernel mode that end carries 10.99.N.2 itself.  With `ipv6`, the
     same with fd99:N::1 and fd99:N::2 (ustack's port has addr6)."""
 
-    def __init__(self, ctx, name, sets=(), ipv6=False, xdp=False):
+    def __init__(self, ctx, name, sets=(), ipv6=False, xdp=False, dpdk=False):
         self.ustack = ustack_mode()
         self.ctx = ctx
         self.name = name
-        if xdp:
+        if dpdk:
+            # Port 0 on DPDK (link=dpdk): the EAL without hugepages, a
+            # net_af_packet vdev on ustack's end of the veth.
+            self.t = h.Topology("dpdk", SUBNETS[name], ctx.binary, ctx.workdir).create()
+        elif xdp:
             # The two-queue veth of cases_cores_xdp, port 0 on AF_XDP in
             # native mode, lcore_mask=3: a queue per process.
             from cases_cores_xdp import TwoQueueXdpVeth
@@ -1886,3 +1890,117 @@ def prefork_test(ctx, name, sets, xdp=False):
               f"the workers' engines counted fewer connections than they answered: {opens} {dict(answered)}")
         check("closed its last ustack socket after forking" in srv.stderr(),
               f"the library's note on the parent's engine is missing: {srv.stderr()[-1000:]}")
+
+
+# --------------------------------------------------------------------------
+# 12. Pre-fork over DPDK: a forked child cannot start DPDK's EAL again.
+
+PREFORK_DPDK_SERVER = r"""
+import errno, os, select, signal, socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8093))
+s.listen(64)
+for _ in range(int(sys.argv[1])):
+    c, _ = s.accept()
+    c.recv(1000)
+    c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
+    c.close()
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+kids = []
+for k in range(2):
+    pid = os.fork()
+    if pid == 0:
+        # The test looks at stderr before the worker's first call.
+        print("forked", os.getpid(), flush=True)
+        signal.sigwait([signal.SIGUSR1])
+        call = "select"
+        try:
+            if select.select([s], [], [], 2)[0]:
+                call = "accept"
+                s.accept()
+                print("worker", os.getpid(), "accepted", flush=True)
+            else:
+                print("worker", os.getpid(), "nothing to accept", flush=True)
+        except OSError as e:
+            print("worker", os.getpid(), call, "errno", e.errno, errno.errorcode.get(e.errno, "?"), flush=True)
+        os._exit(0)
+    kids.append(pid)
+# The parent keeps its listener and serves on: the port stays its.
+print("workers", *kids, "parent", os.getpid(), flush=True)
+for pid in kids:
+    os.waitpid(pid, 0)
+c, _ = s.accept()
+c.recv(1000)
+c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent after fork\n")
+c.close()
+print("parent done", flush=True)
+"""
+
+
+@test("preload_prefork_dpdk", budget=60)
+def _(ctx):
+    """A pre-fork server under ustack run over DPDK (a net_af_packet vdev):
+    the parent serves from its engine, then forks two workers.  DPDK's
+    EAL cannot start again in a forked child, so each child is refused at
+    the fork: one line on its stderr names link=dpdk and what to use
+    instead (link=af_packet or link=af_xdp), and its first call on the
+    listener it inherited fails with ENETDOWN, as Linux's accept reports a
+    network gone down.  The parent keeps the port and serves on."""
+    p = Preload(ctx, "preload_prefork_dpdk", dpdk=True)
+    script = os.path.join(ctx.workdir, "prefork_dpdk_server.py")
+    with open(script, "w") as f:
+        f.write(PREFORK_DPDK_SERVER)
+    srv = p.start(["/usr/bin/python3", script, "3"], "prefork-dpdk-server")
+    url = f"http://{p.ustack_ip}:8093/"
+    for i in range(3):
+        deadline = time.monotonic() + 30
+        while True:
+            r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+            # Until the server listens its port is refused (curl's exit 7).
+            if r.returncode == 0 or i > 0:
+                break
+            check(srv.running() and time.monotonic() < deadline and r.returncode == 7,
+                  f"no answer from the parent: rc={r.returncode} {r.stderr.strip()!r}; {srv.stderr()[-1500:]}")
+            time.sleep(0.1)
+        check(r.returncode == 0 and r.stdout.strip() == "parent",
+              f"request {i} to the parent: rc={r.returncode} {r.stdout!r} {r.stderr.strip()!r}")
+    p.not_on_kernel(8093)
+    m = srv.wait_line(r"^workers (\d+) (\d+) parent (\d+)$", timeout=10)
+    workers = [int(m.group(1)), int(m.group(2))]
+    for w in workers:
+        h.on_cleanup(f"prefork worker {w}", lambda w=w: h.pid_alive(w) and os.kill(w, signal.SIGKILL))
+    for w in workers:
+        srv.wait_line(rf"^forked {w}$", timeout=10)
+    refusal = re.compile(r"^libustack_preload\[(\d+)\]: \[port0\] link=dpdk: forked after .*$", re.M)
+    # Said at the fork, before the workers' first call (they wait for
+    # SIGUSR1): one line each, naming what to use instead.
+    if p.ustack:
+        said = refusal.findall(srv.stderr())
+        check(sorted(int(pid) for pid in said) == sorted(workers),
+              f"the refusal at the fork, one line per worker {workers}: {said}; {srv.stderr()[-2000:]}")
+        line = refusal.search(srv.stderr()).group(0)
+        check("link=af_packet" in line and "link=af_xdp" in line and "ENETDOWN" in line,
+              f"the refusal does not say what to use instead: {line}")
+        print(f"    at the fork: {line}")
+    for w in workers:
+        os.kill(w, signal.SIGUSR1)
+    got = {}
+    for w in workers:
+        m = srv.wait_line(rf"^worker {w} (.*)$", timeout=15)
+        got[w] = m.group(1)
+    print(f"    the workers' first calls: {got}")
+    if p.ustack:
+        # select reports the listener's error (readable), accept fails.
+        check(all(v == f"accept errno {errno.ENETDOWN} ENETDOWN" for v in got.values()),
+              f"the workers' first calls on the inherited listener: {got} (want select to report it "
+              "readable and accept to fail with ENETDOWN)")
+    # The parent, which kept its listener, serves the port on.
+    r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
+    check(r.returncode == 0 and r.stdout.strip() == "parent after fork",
+          f"the parent after the fork: rc={r.returncode} {r.stdout!r} {r.stderr.strip()!r}; {srv.stderr()[-1500:]}")
+    srv.wait_line(r"^parent done$", timeout=10)
+    check(srv.wait_exit(10) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
+    if p.ustack:
+        check(len(refusal.findall(srv.stderr())) == 2, f"the refusal said more than once: {srv.stderr()[-2000:]}")
+        p.carried("the parent's connections", {"tcp_passive_opens": 4})
