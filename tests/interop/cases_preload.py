@@ -1897,6 +1897,9 @@ def prefork_test(ctx, name, sets, xdp=False):
 
 PREFORK_DPDK_SERVER = r"""
 import errno, os, select, signal, socket, sys
+def say(*words):
+    # One write per line: the two workers share stdout.
+    os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 8093))
@@ -1912,29 +1915,29 @@ for k in range(2):
     pid = os.fork()
     if pid == 0:
         # The test looks at stderr before the worker's first call.
-        print("forked", os.getpid(), flush=True)
+        say("forked", os.getpid())
         signal.sigwait([signal.SIGUSR1])
         call = "select"
         try:
             if select.select([s], [], [], 2)[0]:
                 call = "accept"
                 s.accept()
-                print("worker", os.getpid(), "accepted", flush=True)
+                say("worker", os.getpid(), "accepted")
             else:
-                print("worker", os.getpid(), "nothing to accept", flush=True)
+                say("worker", os.getpid(), "nothing to accept")
         except OSError as e:
-            print("worker", os.getpid(), call, "errno", e.errno, errno.errorcode.get(e.errno, "?"), flush=True)
+            say("worker", os.getpid(), call, "errno", e.errno, errno.errorcode.get(e.errno, "?"))
         os._exit(0)
     kids.append(pid)
 # The parent keeps its listener and serves on: the port stays its.
-print("workers", *kids, "parent", os.getpid(), flush=True)
+say("workers", *kids, "parent", os.getpid())
 for pid in kids:
     os.waitpid(pid, 0)
 c, _ = s.accept()
 c.recv(1000)
 c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent after fork\n")
 c.close()
-print("parent done", flush=True)
+say("parent done")
 """
 
 
