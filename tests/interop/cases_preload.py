@@ -889,14 +889,16 @@ def _(ctx):
     workers take the queues the old ones held once those exit and serve
     every request after the reload.
 
-    Not asserted: wrk's connections through the reload window (printed).
-    Some fail with a reset: an old worker closes its listener, and until a
-    new one binds the queue it held (the new workers wait for a free
-    queue), a SYN arriving there has no listener in any process with an
-    engine; and the connections an old worker's listener had not accepted
-    yet are reset with it (on Linux the master holds the same listening
-    socket, so its queue outlives the old worker).  The kernel, in the
-    same test (USTACK_PRELOAD_MODE=kernel), has none."""
+    Not asserted: wrk's connections through the reload window (printed,
+    with the engines' counters).  A SYN reaching an old worker's queue
+    after it closed its listener, before a new worker bound that queue
+    (the new workers wait for a free one), is offered, taken by nobody and
+    dropped (rx_drop_tcp_syn_listener_moved), not refused: the client's
+    next SYN finds a new worker.  Some connections still fail with a
+    reset: those an old worker's listener had not accepted yet are reset
+    with it (on Linux the master holds the same listening socket, so its
+    queue outlives the old worker).  The kernel, in the same test
+    (USTACK_PRELOAD_MODE=kernel), has no error."""
     p = Preload(ctx, "preload_nginx_reload_af_xdp", xdp=True)
     d = ctx.workdir
     www = os.path.join(d, "www")
