@@ -10,7 +10,12 @@ pub fn once(what: impl Into<String>) {
     let what = what.into();
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.get_or_insert_with(HashSet::new).insert(what.clone()) {
-        eprintln!("libustack_preload[{}]: {what}", std::process::id());
+        // One write for the whole line: stderr is unbuffered, and
+        // `eprintln!` writes each piece of its format on its own, which
+        // interleaves with the lines of processes sharing the stderr (the
+        // children of a fork saying the same thing at once).
+        let line = format!("libustack_preload[{}]: {what}\n", std::process::id());
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
 }
 

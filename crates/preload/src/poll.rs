@@ -105,11 +105,15 @@ const ALWAYS: i16 = libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
 /// poll over `fds`, some of which are ustack's.  `timeout` None: for ever.
 /// Runs inside the guard.
 pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Result<c_int, Errno> {
-    // Sockets not placed yet are placed on ustack: they are being waited on.
-    for p in fds.iter() {
-        if classify(p.fd) == Fd::Pending {
-            // A failure (no engine) shows as POLLNVAL below.
-            let _ = place::on_ustack(p.fd);
+    // Sockets not placed yet are placed on ustack: they are being waited
+    // on.  One that cannot be (this process has no engine: a child of a
+    // DPDK process) reports an error, as Linux reports a socket's pending
+    // error (POLLERR; select marks it readable and writable), and the call
+    // the program makes on it next fails with the placement's errno.
+    let mut unplaced: Vec<usize> = Vec::new();
+    for (i, p) in fds.iter().enumerate() {
+        if p.fd >= 0 && classify(p.fd) == Fd::Pending && place::on_ustack(p.fd).is_err() {
+            unplaced.push(i);
         }
     }
     let ustack: Vec<usize> = (0..fds.len())
@@ -118,7 +122,7 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
     let mut kernel: Vec<pollfd> = Vec::new();
     let mut kernel_at: Vec<usize> = Vec::new();
     for (i, p) in fds.iter().enumerate() {
-        if p.fd >= 0 && classify(p.fd) != Fd::Ustack {
+        if p.fd >= 0 && classify(p.fd) != Fd::Ustack && !unplaced.contains(&i) {
             kernel.push(pollfd {
                 fd: p.fd,
                 events: p.events,
@@ -148,6 +152,10 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
         let mut ready = 0;
         for p in fds.iter_mut() {
             p.revents = 0;
+        }
+        for &i in &unplaced {
+            fds[i].revents = libc::POLLERR;
+            ready += 1;
         }
         for &i in &ustack {
             let p = &mut fds[i];

@@ -242,11 +242,6 @@ static STARTING: Mutex<()> = Mutex::new(());
 /// Set in a process that forked while it had its engine (the parent).
 static FORKED: AtomicBool = AtomicBool::new(false);
 
-/// Set in a child forked while its parent had its engine: with a
-/// `link=dpdk` port, DPDK's EAL was started in this process image, and
-/// it cannot start again in a forked child.
-static CHILD_OF_ENGINE: AtomicBool = AtomicBool::new(false);
-
 impl Settings {
     /// The first `link=dpdk` port's number, if any.
     fn dpdk_port(&self) -> Option<u16> {
@@ -273,7 +268,7 @@ pub fn after_close() {
     let Some(s) = settings() else { return };
     if s.dpdk_port().is_some() {
         // The children cannot start an engine on a DPDK port (see
-        // `CHILD_OF_ENGINE`): this one goes on serving it.
+        // `refuse_dpdk_child`): this one goes on serving it.
         return;
     }
     let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
@@ -336,19 +331,6 @@ pub fn ensure_engine() -> Result<(), Errno> {
     let Some(s) = settings() else {
         return Err(Errno(libc::ENETDOWN));
     };
-    if let Some(port) = s
-        .dpdk_port()
-        .filter(|_| CHILD_OF_ENGINE.load(Ordering::Acquire))
-    {
-        notes::once(format!(
-            "[port{port}] link=dpdk: this process was forked after its parent started its \
-             engine, and DPDK's EAL cannot start again in a forked child: its ustack sockets \
-             fail with ENETDOWN (the parent serves the port; use link=af_packet or link=af_xdp \
-             for workers of their own)"
-        ));
-        ENGINE.store(ENGINE_FAILED, Ordering::Release);
-        return Err(Errno(libc::ENETDOWN));
-    }
     // The processes of a run start their engines one at a time, so each
     // sees those before it in the group (its core and place follow).
     let _turn = group_lock();
@@ -808,7 +790,6 @@ pub extern "C" fn child_after_fork() {
     if ENGINE.load(Ordering::Acquire) != ENGINE_UP {
         return;
     }
-    CHILD_OF_ENGINE.store(true, Ordering::Release);
     let _g = Inside::enter();
     let (fds, inherited) = api::forget_after_fork_held(held);
     // The engine thread of run to wait is the parent's: a new one starts
@@ -820,7 +801,10 @@ pub extern "C" fn child_after_fork() {
         unsafe { crate::real::close(fd) };
     }
     capi::forget_after_fork();
-    ENGINE.store(ENGINE_NONE, Ordering::Release);
+    let refused = refuse_dpdk_child();
+    if !refused {
+        ENGINE.store(ENGINE_NONE, Ordering::Release);
+    }
     let mut t = crate::table::lock();
     t.each_epoll(|s| s.ustack = None);
     for i in inherited {
@@ -864,10 +848,35 @@ pub extern "C" fn child_after_fork() {
         );
     }
     drop(t);
-    notes::once(
-        "forked after this process started its engine: the child sets up the listeners it \
-         inherited again on an engine of its own; the connections stay the parent's",
-    );
+    if !refused {
+        notes::once(
+            "forked after this process started its engine: the child sets up the listeners it \
+             inherited again on an engine of its own; the connections stay the parent's",
+        );
+    }
+}
+
+/// In a child forked while its parent had its engine on a `link=dpdk`
+/// port: DPDK's EAL was started in this process image and cannot start
+/// again here (its memory, its threads and the port's queues are the
+/// parent's), so the child gets no engine.  Said at the fork, by name,
+/// with what to use instead; the listeners it inherited are pending as
+/// in any child, a wait on one reports an error, and each call that
+/// would place one fails with ENETDOWN (as Linux's accept reports a
+/// network that went down); the parent keeps the port.  Returns whether
+/// the child was refused.
+fn refuse_dpdk_child() -> bool {
+    let Some(port) = settings().and_then(Settings::dpdk_port) else {
+        return false;
+    };
+    ENGINE.store(ENGINE_FAILED, Ordering::Release);
+    notes::once(format!(
+        "[port{port}] link=dpdk: forked after this process started its engine, and DPDK's EAL \
+         cannot start again in a forked child: this child has no engine and its ustack sockets \
+         fail with ENETDOWN (the parent keeps the port); for workers of their own use \
+         link=af_packet, or link=af_xdp with an lcore_mask of a core per process"
+    ));
+    true
 }
 
 /// The workers held while a thread forks in run to wait (the engine is on

@@ -112,6 +112,10 @@ counters! {
         /// Segments handed over by another process of the group that are
         /// not this one's either (see `Stack::set_flow_handoff`).
         rx_drop_tcp_handoff_unclaimed,
+        /// SYNs offered to the group and taken by nobody, to a port whose
+        /// listener this stack closed while sharing it: dropped, not
+        /// refused (see `Stack::receive_unclaimed`).
+        rx_drop_tcp_syn_listener_moved,
         rx_accept_tcp,
         // IPv6
         /// IPv6 on an interface where it is not enabled (no `addr6`).

@@ -176,7 +176,12 @@ impl Stack {
 
     /// Receives a frame this stack offered to the group and nobody took:
     /// as if the ports were not shared (a segment of no connection gets
-    /// its reset now).
+    /// its reset now), but for a SYN to a port whose listener this stack
+    /// closed while sharing it, which is dropped (counted in
+    /// `rx_drop_tcp_syn_listener_moved`): another process's listener takes
+    /// the port over (nginx's new workers after a reload, which may not
+    /// receive yet) and the client's next SYN finds it, as on Linux,
+    /// where the port is never refused while any process listens.
     pub fn receive_unclaimed(
         &mut self,
         now: Instant,
@@ -186,7 +191,9 @@ impl Stack {
         sink: &mut dyn FrameSink,
     ) {
         let on = std::mem::replace(&mut self.tcp.handoff.on, false);
+        self.tcp.handoff.unclaimed_offer = true;
         self.receive(now, iface, frame, meta, sink);
+        self.tcp.handoff.unclaimed_offer = false;
         self.tcp.handoff.on = on;
     }
 

@@ -150,3 +150,68 @@ fn without_handoff_a_segment_of_no_connection_is_reset() {
     assert_eq!(sent.len(), 1);
     assert_ne!(tcp_flags(&sent[0]) & RST, 0, "a reset");
 }
+
+/// A SYN from `a` to 10.99.1.2:`port` (a new connection's first segment).
+fn syn_segment(a: &mut Stack, port: u16, now: Instant) -> Vec<u8> {
+    let mut sa = VecSink::default();
+    a.tcp_connect(now, addr(2, port), None, &mut sa).unwrap();
+    assert_eq!(sa.frames.len(), 1);
+    let syn = sa.frames.remove(0).1;
+    assert_eq!(tcp_flags(&syn) & 0x12, 0x02, "a SYN without ACK");
+    syn
+}
+
+/// The client `a` (10.99.1.1) and a process `b` (10.99.1.2), each
+/// knowing the other's address (`setup`'s `a` and `b1`), `b` with handoff
+/// `on`, which listened on port 8080 and closed that listener.
+fn closed_listener(on: bool) -> (Stack, Stack, Instant) {
+    let (a, mut b, _, _, _, now) = setup();
+    b.set_flow_handoff(on);
+    let l = b.tcp_listen(addr(2, 8080), 16).unwrap();
+    let mut out = VecSink::default();
+    b.tcp_close(now, l, &mut out).unwrap();
+    assert!(out.frames.is_empty());
+    (a, b, now)
+}
+
+#[test]
+fn a_syn_nobody_took_to_a_port_whose_listener_closed_while_shared_is_dropped_not_refused() {
+    let (mut a, mut b, now) = closed_listener(true);
+    // b closed its listener (an old nginx worker at a reload); a new
+    // connection's SYN reaches it and is offered ...
+    let syn = syn_segment(&mut a, 8080, now);
+    let mut out = VecSink::default();
+    b.receive(now, IF0, &syn, RxMeta::default(), &mut out);
+    assert!(out.frames.is_empty());
+    assert!(b.take_handoff(), "offered to the group");
+    // ... and nobody takes it (the new workers do not receive yet):
+    // dropped, counted, no reset; the client's next SYN finds the
+    // listener that takes the port over.
+    b.receive_unclaimed(now, IF0, &syn, RxMeta::default(), &mut out);
+    assert!(
+        out.frames.is_empty(),
+        "no reset: {} frames",
+        out.frames.len()
+    );
+    assert_eq!(b.counters().rx_drop_tcp_syn_listener_moved, 1);
+    assert_eq!(b.counters().rx_drop_tcp_no_socket, 0);
+    // A SYN to a port nobody listened on here is refused, as before.
+    let other = syn_segment(&mut a, 8081, now);
+    let mut refused = VecSink::default();
+    b.receive_unclaimed(now, IF0, &other, RxMeta::default(), &mut refused);
+    assert_eq!(refused.frames.len(), 1);
+    assert_ne!(tcp_flags(&refused.frames[0].1) & RST, 0, "a reset");
+    assert_eq!(b.counters().rx_drop_tcp_syn_listener_moved, 1);
+}
+
+#[test]
+fn a_listener_closed_without_sharing_leaves_its_port_refused() {
+    let (mut a, mut b, now) = closed_listener(false);
+    let syn = syn_segment(&mut a, 8080, now);
+    let mut out = VecSink::default();
+    b.receive(now, IF0, &syn, RxMeta::default(), &mut out);
+    assert!(!b.take_handoff());
+    assert_eq!(out.frames.len(), 1);
+    assert_ne!(tcp_flags(&out.frames[0].1) & RST, 0, "a reset");
+    assert_eq!(b.counters().rx_drop_tcp_syn_listener_moved, 0);
+}

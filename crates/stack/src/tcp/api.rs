@@ -290,6 +290,15 @@ impl Stack {
         if self.tcp_hand_off() {
             return;
         }
+        let h = &self.tcp.handoff;
+        if h.unclaimed_offer
+            && seg.flags.syn()
+            && !seg.flags.ack()
+            && h.closed_listener_ports.contains(&local.port())
+        {
+            self.ip.counters.rx_drop_tcp_syn_listener_moved += 1;
+            return;
+        }
         self.ip.counters.rx_drop_tcp_no_socket += 1;
         send_reset_for(&mut self.ip, now, local, remote, &seg, sink);
     }
@@ -1210,6 +1219,16 @@ impl Stack {
         match self.sockets.get_mut(h) {
             Some(Socket::Listener(l)) => {
                 let queued: Vec<u32> = l.accept_queue.drain(..).collect();
+                let port = l.local.port();
+                let handoff = &mut self.tcp.handoff;
+                if handoff.on && !handoff.closed_listener_ports.contains(&port) {
+                    if handoff.closed_listener_ports.len()
+                        >= crate::tcp::shared::CLOSED_LISTENERS_MAX
+                    {
+                        handoff.closed_listener_ports.remove(0);
+                    }
+                    handoff.closed_listener_ports.push(port);
+                }
                 self.sockets.remove(h.index);
                 for index in queued {
                     self.tcp_abort_index(now, index, sink);

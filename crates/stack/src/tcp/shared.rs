@@ -77,7 +77,7 @@ pub(crate) struct TcpShared {
 
 /// What the stack does with a TCP segment of no connection of its own when
 /// other processes share its ports.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Handoff {
     /// Offer such segments to the other processes instead of answering
     /// them with a reset.
@@ -89,7 +89,19 @@ pub(crate) struct Handoff {
     pub offer: bool,
     /// The handed-over segment just received was not ours.
     pub unclaimed: bool,
+    /// The segment being received was offered and nobody took it
+    /// (`Stack::receive_unclaimed`).
+    pub unclaimed_offer: bool,
+    /// Ports whose listener this stack closed while sharing them, newest
+    /// last (at most `CLOSED_LISTENERS_MAX`): the listeners of the group's
+    /// other processes take the port over (an nginx reload's new workers),
+    /// and a SYN nobody took meanwhile is dropped, to come again, not
+    /// refused.
+    pub closed_listener_ports: Vec<u16>,
 }
+
+/// Ports [`Handoff::closed_listener_ports`] remembers at most.
+pub(crate) const CLOSED_LISTENERS_MAX: usize = 64;
 
 impl TcpShared {
     pub(crate) fn new(cfg: TcpConfig, rng: &mut Rng) -> Self {
