@@ -80,6 +80,11 @@ pub struct PortConfig {
     /// `rx_ring`: an `af_packet` port's RX ring, `v2` (default) or `v3`.
     /// Other links warn when it is set.
     pub rx_ring: RxRingSetting,
+    /// `vnet_hdr`: an `af_packet` port asks for a `virtio_net_hdr` before
+    /// each frame (default on, where the kernel allows it), which gives a
+    /// received super-frame's segment size and checksum state. Other links
+    /// warn when it is set.
+    pub vnet_hdr: bool,
 }
 
 /// The smallest MTU (IPv4's minimum), and F-Stack's.
@@ -100,6 +105,7 @@ const KEYS: &[&str] = &[
     "xdp_program",
     "gro",
     "rx_ring",
+    "vnet_hdr",
 ];
 
 const IGNORED: &[(&str, &str)] = &[
@@ -135,9 +141,11 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         xdp_bind: XdpBindSetting::Auto,
         xdp_program: XdpProgramSetting::Alone,
         gro: true,
+        vnet_hdr: true,
         rx_ring: RxRingSetting::V2,
     };
     let mut gro: Option<&Entry> = None;
+    let mut vnet_hdr: Option<&Entry> = None;
     let mut rx_ring: Option<&Entry> = None;
     // Raw values with their entries, validated together below.
     let mut keys = AddressKeys::default();
@@ -172,6 +180,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
                 p.rx_ring = cx.value(s, e, RxRingSetting::parse)?;
                 rx_ring = Some(e);
             }
+            "vnet_hdr" => {
+                p.vnet_hdr = cx.value(s, e, value::flag)?;
+                vnet_hdr = Some(e);
+            }
             _ => cx.other_key(s, e, &all_keys(), IGNORED)?,
         }
     }
@@ -197,6 +209,12 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         cx.warn(
             e.origin,
             format!("[{s}] rx_ring: only an af_packet link has TPACKET rings; ignored here"),
+        );
+    }
+    if let (Some(e), false) = (vnet_hdr, matches!(p.link, LinkSpec::AfPacket(_))) {
+        cx.warn(
+            e.origin,
+            format!("[{s}] vnet_hdr: only an af_packet link reads a virtio_net_hdr; ignored here"),
         );
     }
     if let (Some(e), Some(m)) = (mtu, p.mtu) {
