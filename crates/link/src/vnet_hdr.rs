@@ -16,9 +16,10 @@
 //! 0 or `GSO_BY_FRAGS`, a checksum start or field past the frame, a
 //! checksum field not at TCP's or UDP's offset, the ECN bit on anything
 //! but TCP, UDP GSO without a partial checksum, and a GSO type the frame's
-//! own headers contradict. A segment size at least as large as the frame
-//! makes a frame that needs no cutting (Linux: "too small packets are not
-//! really GSO ones"): it is taken as a plain frame, and counted.
+//! own headers contradict. A frame whose payload is no longer than its
+//! segment size needs no cutting (Linux: "too small packets are not really
+//! GSO ones"; its TCP marks every segment it sends with its MSS, one
+//! segment or many): it is taken as a plain frame, and counted.
 
 /// `sizeof(struct virtio_net_hdr)`.
 pub const VNET_HDR_LEN: usize = 10;
@@ -154,10 +155,10 @@ fn le16(h: &[u8; VNET_HDR_LEN], at: usize) -> u16 {
     u16::from_le_bytes([h[at], h[at + 1]])
 }
 
-/// The frame's IP version and transport protocol, when it is Ethernet
-/// (with at most one VLAN tag in it) and IPv4 or IPv6 whose first header
-/// after the fixed one is the transport.
-fn transport(frame: &[u8]) -> Option<(bool, u8)> {
+/// The frame's IP version, transport protocol and transport header's
+/// offset, when it is Ethernet (with at most one VLAN tag in it) and IPv4
+/// or IPv6 whose first header after the fixed one is the transport.
+fn transport(frame: &[u8]) -> Option<(bool, u8, usize)> {
     let be16 = |at: usize| {
         frame
             .get(at..at + 2)
@@ -168,8 +169,12 @@ fn transport(frame: &[u8]) -> Option<(bool, u8)> {
         t => (14, t),
     };
     match ethertype {
-        0x0800 => Some((false, *frame.get(l3 + 9)?)),
-        0x86dd => Some((true, *frame.get(l3 + 6)?)),
+        0x0800 => Some((
+            false,
+            *frame.get(l3 + 9)?,
+            l3 + usize::from(frame.get(l3)? & 0x0f) * 4,
+        )),
+        0x86dd => Some((true, *frame.get(l3 + 6)?, l3 + 40)),
         _ => None,
     }
 }
@@ -224,11 +229,19 @@ pub fn parse_rx(h: &[u8; VNET_HDR_LEN], frame: &[u8], len: usize) -> Result<RxVn
     if needs_csum && csum_offset != want_offset {
         return Err(VnetRefusal::BadCsum);
     }
-    match transport(frame) {
-        Some((v6, proto)) if proto == want_proto && want_v6.is_none_or(|w| w == v6) => {}
+    let l4 = match transport(frame) {
+        Some((v6, proto, l4)) if proto == want_proto && want_v6.is_none_or(|w| w == v6) => l4,
         _ => return Err(VnetRefusal::GsoMismatch),
-    }
-    if usize::from(gso_size) >= len {
+    };
+    let l4_header = match kind {
+        GsoKind::Udp => 8,
+        _ => frame
+            .get(l4 + 12)
+            .map_or(20, |b| usize::from(b >> 4) * 4)
+            .max(20),
+    };
+    let payload = frame.len().saturating_sub(l4 + l4_header);
+    if payload <= usize::from(gso_size) {
         v.gso_not_needed = true;
         return Ok(v);
     }
@@ -379,9 +392,18 @@ mod tests {
             parse_rx(&hdr(1, GSO_TCPV4, 1448, 34, 16), &f[..13], n),
             Err(VnetRefusal::GsoMismatch)
         );
-        // A segment size not below the frame's: a plain frame.
-        let v = parse_rx(&hdr(1, GSO_TCPV4, 5000, 34, 16), &f, n).unwrap();
+        // A payload no longer than the segment size (4946 bytes after
+        // 20 of TCP header): a plain frame.
+        let v = parse_rx(&hdr(1, GSO_TCPV4, 4946, 34, 16), &f, n).unwrap();
         assert!(v.gso.is_none() && v.gso_not_needed && v.needs_csum);
+        let v = parse_rx(&hdr(1, GSO_TCPV4, 4945, 34, 16), &f, n).unwrap();
+        assert!(v.gso.is_some() && !v.gso_not_needed);
+        // As Linux's TCP sends one segment: marked with its MSS.
+        let one = frame(false, 6, 14 + 20 + 32 + 1448);
+        let mut one = one;
+        one[46] = 8 << 4;
+        let v = parse_rx(&hdr(1, GSO_TCPV4, 1448, 34, 16), &one, one.len()).unwrap();
+        assert!(v.gso.is_none() && v.gso_not_needed);
         // Offsets count a tag the kernel took out (`len` has it).
         assert!(parse_rx(&hdr(1, 0, 0, 38, 4964), &f, n + 4).is_ok());
     }
