@@ -271,7 +271,9 @@ impl Receiver {
     ) -> bool {
         let snap = src.len();
         let len = snap + if meta.tag.is_some() { 4 } else { 0 };
-        if len > self.pool.buf_size() {
+        // A frame of several segments by its header is a super-frame even
+        // when a pool buffer would hold it (two segments, one short).
+        if len > self.pool.buf_size() || gso.is_some() {
             if self.take_super_frame(src, meta, gso, out) {
                 self.frames += 1;
                 self.bytes += snap as u64;
@@ -473,5 +475,12 @@ mod tests {
         // A header saying GSO on a frame of one segment: taken plain.
         assert!(rx.take(&small, vnet(1, 1, 1448, 34, 16), &mut out, 0));
         assert_eq!((out.len(), rx.vnet.gso_not_needed), (2, 1));
+        // Two segments that a pool buffer would hold: cut all the same.
+        let two = crate::gro::tests::segment(false, 4000, 1000, 0x10, 5, &payload[..1800]);
+        assert!(two.len() <= 2048);
+        assert!(rx.take(&two, vnet(1, 1, 1448, 34, 16), &mut out, 0));
+        assert_eq!(out.len(), 2);
+        assert_eq!(rx.segments.len(), 6 + 2);
+        assert_eq!((rx.super_frames, rx.super_cut), (2, 2));
     }
 }
