@@ -4,7 +4,7 @@ CARGO ?= cargo
 PY ?= /usr/bin/python3
 FUZZ_SECONDS ?= 30
 FUZZ_LONG_SECONDS ?= 3600
-FUZZ_TARGETS := rx_path wire_parsers
+FUZZ_TARGETS := rx_path wire_parsers link_rx_offload
 # The differential API fuzzer (crates/apidiff): in fuzz-long and `make
 # fuzz-api`, not yet in fuzz-short: it still finds differences from Linux
 # that are open (see crates/apidiff/src/lib.rs), so a short run in

@@ -52,11 +52,18 @@ def super_frames_whole(st, ring):
     supers, cut = st.get("port0_link_rx_super_frames", 0), st.get("port0_link_rx_super_cut", 0)
     queued = st.get("port0_link_rx_queued_whole", 0)
     check(supers > 0, f"no super-frame arrived (is the kernel's TSO on?): {h.nonzero(st)}")
+    gso, size = st.get("port0_link_rx_vnet_tcp_gso", 0), st.get("port0_link_rx_vnet_tcp_gso_size", 0)
+    # (A super-frame joined to an aggregate of its burst is not counted a
+    # super-frame of its own, so `gso` may be the larger.)
+    check(gso >= supers and size == 1448,
+          f"{gso} of {supers} super-frames with a segment size from their virtio_net_hdr ({size}, "
+          f"expected the kernel's MSS 1448): {h.nonzero(st)}")
     check(cut == 0, f"{cut} of {supers} super-frames were cut, not handed over whole: {h.nonzero(st)}")
     if ring == "v2":
-        # A super-frame cannot fit a 2 KiB slot: every one came through
-        # the socket's queue.
-        check(queued >= supers, f"{queued} frames read whole from the queue for {supers} super-frames")
+        # A super-frame longer than a 2 KiB slot came through the socket's
+        # queue; one of two segments, one short, fits a slot (it is a
+        # super-frame by its virtio_net_hdr).
+        check(0 < queued <= supers, f"{queued} frames read whole from the queue for {supers} super-frames")
     else:
         check(queued == 0, f"{queued} frames from the socket's queue with a V3 ring")
     print(f"    {supers} super-frames whole, {queued} of them from the socket's queue")
@@ -136,3 +143,95 @@ def _(ctx):
               "port0_link_rx_super_bad_checksum", "ipv6_fragments_sent"):
         check(st.get(k, 0) == 0, f"{k} is {st.get(k)}: {h.nonzero(st)}")
     t.ustack.stop()
+
+
+# --------------------------------------------------------------------------
+# The virtio_net_hdr on receive: with PACKET_VNET_HDR (on by default) each
+# super-frame comes with its segment size. A UDP_SEGMENT sender's
+# super-frame is cut into the datagrams it sent; a TCP super-frame the link
+# cuts (no large buffer: `gro=0`) is cut at the sender's MSS.
+
+SUBNETS.update({"udp_gso_echo_af_packet": 56, "udp_gso_echo_af_packet_v3": 57, "tcp_stream_gso_cut_af_packet": 58})
+
+SOL_UDP, UDP_SEGMENT = 17, 103
+
+
+def udp_gso_echo(t, family, dest, src_ip):
+    """Sends UDP_SEGMENT super-frames of several segment sizes (the last
+    datagram of each shorter) to ustack's echo; returns how many datagrams
+    were sent. Every one must come back, as it was."""
+    import socket
+
+    s = h.netns_socket(t.ns_k, family, socket.SOCK_DGRAM)
+    s.bind((src_ip, 0))
+    s.settimeout(2.0)
+    sent, back = [], []
+    try:
+        for n, (seg, count) in enumerate([(1000, 10), (1400, 20), (500, 64), (1200, 7)]):
+            s.setsockopt(SOL_UDP, UDP_SEGMENT, seg)
+            dgrams = [f"gso{n}-{i:03d}-".encode().ljust(seg, bytes([65 + i % 26])) for i in range(count)]
+            dgrams[-1] = dgrams[-1][: seg // 3]
+            s.sendto(b"".join(dgrams), dest)
+            sent += dgrams
+            while len(back) < len(sent):
+                try:
+                    data, src = s.recvfrom(65535)
+                except socket.timeout:
+                    break
+                check(src[:2] == dest[:2], f"a reply from {src}, expected {dest}")
+                back.append(data)
+    finally:
+        s.close()
+    missing = set(sent) - set(back)
+    check(not missing, f"{len(missing)} of {len(sent)} datagrams not echoed, e.g. {sorted(missing)[:2]}")
+    check(len(back) == len(sent), f"{len(back)} replies for {len(sent)} datagrams")
+    return len(sent)
+
+
+def udp_gso_counted(t, datagrams, supers):
+    st = t.ustack.settled_stats()
+    vnet = {k: v for k, v in st.items() if k.startswith("port0_link_rx_vnet_") and v}
+    print(f"    {datagrams} datagrams echoed; {vnet}")
+    check(st.get("port0_link_rx_vnet_udp_gso", 0) == supers,
+          f"{st.get('port0_link_rx_vnet_udp_gso', 0)} UDP super-frames cut, {supers} sent "
+          f"(does the veth pass UDP GSO on?): {h.nonzero(st)}")
+    check(st.get("port0_link_rx_vnet_udp_datagrams", 0) == datagrams,
+          f"{st.get('port0_link_rx_vnet_udp_datagrams', 0)} datagrams cut of {datagrams}: {h.nonzero(st)}")
+    refused = {k: v for k, v in vnet.items() if "bad" in k or "mismatch" in k or "without" in k}
+    check(not refused and st.get("port0_link_rx_oversize", 0) == 0
+          and st.get("rx_drop_udp_bad_checksum", 0) == 0, f"frames refused or dropped: {h.nonzero(st)}")
+    t.ustack.stop()
+
+
+@test("udp_gso_echo_af_packet", budget=60)
+def _(ctx):
+    import socket
+
+    t = ctx.topo("af_packet", SUBNETS["udp_gso_echo_af_packet"], ipv6=True).start()
+    t.wait_ready6()
+    n4 = udp_gso_echo(t, socket.AF_INET, (t.ustack_ip, 7), t.kernel_ip)
+    n6 = udp_gso_echo(t, socket.AF_INET6, (t.ustack_ip6, 7), t.kernel_ip6)
+    udp_gso_counted(t, n4 + n6, 8)
+
+
+@test("udp_gso_echo_af_packet_v3", budget=60)
+def _(ctx):
+    import socket
+
+    t = ctx.topo("af_packet", SUBNETS["udp_gso_echo_af_packet_v3"], extra_port="rx_ring=v3\n").start()
+    udp_gso_counted(t, udp_gso_echo(t, socket.AF_INET, (t.ustack_ip, 7), t.kernel_ip), 4)
+
+
+@test("tcp_stream_gso_cut_af_packet", budget=90)
+def _(ctx):
+    # No large buffer (`gro=0`): every TCP super-frame is cut, at the
+    # segment size its virtio_net_hdr gives (the kernel's MSS, 1448 with
+    # timestamps), each segment checked by the stack like any other.
+    t = ctx.topo("af_packet", SUBNETS["tcp_stream_gso_cut_af_packet"], extra_port="gro=0\n").start()
+    st = one_stream_each_way(t, 58)
+    supers, cut = st.get("port0_link_rx_super_frames", 0), st.get("port0_link_rx_super_cut", 0)
+    gso, size = st.get("port0_link_rx_vnet_tcp_gso", 0), st.get("port0_link_rx_vnet_tcp_gso_size", 0)
+    print(f"    {supers} super-frames, {cut} cut, segment size from the header {size}")
+    check(supers > 0 and cut == supers, f"super-frames not all cut with gro=0: {h.nonzero(st)}")
+    check(gso == supers, f"{gso} TCP super-frames with a header's segment size of {supers}: {h.nonzero(st)}")
+    check(size == 1448, f"segment size {size} from the header, expected the kernel's MSS 1448")

@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::gro::LARGE_BUF_SIZE;
 use crate::ifreq::{cvt, CtlSocket};
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
+use crate::vnet_hdr::VNET_HDR_LEN;
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 
 mod receive;
@@ -216,7 +217,16 @@ pub struct RingConfig {
     /// of up to 64 KiB, which the kernel passes on as one (to a veth's
     /// peer) or cuts into segments (its GSO, or the NIC's TSO). TX slots
     /// then hold 64 KiB frames (`tx_frame_size` 128 KiB by default).
+    /// Needs `PACKET_VNET_HDR`, which it turns on whatever `vnet_hdr`
+    /// says.
     pub tso: bool,
+    /// A `virtio_net_hdr` before each frame both ways
+    /// (`PACKET_VNET_HDR`), when the kernel allows it: a received
+    /// super-frame's header gives its segment size (TCP: cut at the
+    /// sender's MSS, not the MTU; UDP GSO: cut into its datagrams) and
+    /// whether its checksum is partial (`vnet_hdr.rs`). Without `tso` the
+    /// header of every frame sent says nothing (all zeros).
+    pub vnet_hdr: bool,
 }
 
 impl Default for RingConfig {
@@ -237,6 +247,7 @@ impl Default for RingConfig {
             large_buffers: 40,
             gro: true,
             tso: false,
+            vnet_hdr: true,
         }
     }
 }
@@ -328,8 +339,12 @@ pub struct AfPacketLink {
 
     qdisc_bypass: bool,
     ignore_outgoing: bool,
-    /// Each TX frame goes after a `virtio_net_hdr` (`RingConfig::tso`).
+    /// Each frame goes after a `virtio_net_hdr`, both ways
+    /// (`PACKET_VNET_HDR`: `RingConfig::vnet_hdr` or `tso`).
     vnet_hdr: bool,
+    /// Partial checksums and TCP super-frames are sent for the kernel to
+    /// finish (`RingConfig::tso`).
+    tx_offload: bool,
     /// TCP super-frames sent for the kernel to cut (or pass on whole).
     tx_super_frames: u64,
 
@@ -411,7 +426,7 @@ impl AfPacketLink {
             )));
         }
         let rx_frame_size = ring.rx_frame_size.unwrap_or_else(|| {
-            (V2_SLOT_OVERHEAD + dev_mtu + FRAME_OVERHEAD)
+            (V2_SLOT_OVERHEAD + VNET_HDR_LEN + dev_mtu + FRAME_OVERHEAD)
                 .next_power_of_two()
                 .max(2048)
         });
@@ -428,7 +443,7 @@ impl AfPacketLink {
         let largest_frame = if ring.tso {
             VNET_HDR_LEN + MAX_SUPER_FRAME
         } else {
-            dev_mtu + FRAME_OVERHEAD
+            VNET_HDR_LEN + dev_mtu + FRAME_OVERHEAD
         };
         let tx_frame_size = ring.tx_frame_size.unwrap_or_else(|| {
             (tx_layout.data + largest_frame)
@@ -452,11 +467,16 @@ impl AfPacketLink {
         let s = fd.as_raw_fd();
         setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VERSION, version)?;
         setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_LOSS, 1)?;
-        if ring.tso {
-            // Before the rings: the kernel refuses it once they exist.
+        // Before the rings: the kernel refuses it once they exist.
+        let vnet_hdr = if ring.tso {
             setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VNET_HDR, 1)
                 .map_err(|e| io::Error::new(e.kind(), format!("PACKET_VNET_HDR (for tso): {e}")))?;
-        }
+            true
+        } else {
+            // Without it, received frames are taken as before: the MTU
+            // is the segment size guessed for super-frames.
+            ring.vnet_hdr && setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VNET_HDR, 1).is_ok()
+        };
 
         let (rx_req, rx_ring) = match ring.rx_ring {
             RxRingKind::V2 => {
@@ -596,7 +616,8 @@ impl AfPacketLink {
             tx_lent: Vec::with_capacity(MAX_BURST),
             qdisc_bypass,
             ignore_outgoing,
-            vnet_hdr: ring.tso,
+            vnet_hdr,
+            tx_offload: ring.tso,
             tx_super_frames: 0,
             tx_frames: 0,
             tx_bytes: 0,
@@ -677,7 +698,7 @@ impl AfPacketLink {
             return RxStep::Empty;
         }
         let slot = map.bytes(off, cursor.size());
-        match rx_ring::read_v2(slot, status) {
+        match rx_ring::read_v2(slot, status, *vnet_hdr) {
             Ok(RingFrame::Whole { data, len, meta }) => {
                 if !rx.take(&slot[data..data + len], meta, out, start) {
                     return RxStep::NoBuffer;
@@ -707,7 +728,13 @@ impl AfPacketLink {
     /// Reads one frame from the V3 ring's current block, if the kernel
     /// has handed it over, and gives the block back after its last.
     fn rx_from_blocks(&mut self, out: &mut Vec<PoolBuf>, start: usize) -> RxStep {
-        let AfPacketLink { map, ring, rx, .. } = self;
+        let AfPacketLink {
+            map,
+            ring,
+            rx,
+            vnet_hdr,
+            ..
+        } = self;
         let RxRing::Blocks {
             block_size,
             block_count,
@@ -737,7 +764,7 @@ impl AfPacketLink {
         let blk = map.bytes(block_off, *block_size);
         let mut next = 0;
         if c.left > 0 {
-            match rx_ring::read_v3(blk, c.offset) {
+            match rx_ring::read_v3(blk, c.offset, *vnet_hdr) {
                 Ok((frame, n)) => {
                     next = n;
                     match frame {
@@ -939,16 +966,20 @@ fn take_copied(
     rx: &mut Receiver,
     scratch: &mut Vec<u8>,
     len: usize,
-    meta: FrameMeta,
+    mut meta: FrameMeta,
     out: &mut Vec<PoolBuf>,
     start: usize,
 ) {
+    // The queued copy comes after a header of its own, which is what
+    // counts (the ring's was written for the truncated frame).
+    let mut vnet = [0u8; VNET_HDR_LEN];
     if let Some(mut b) = rx.large.alloc() {
         let room = b.capacity();
         b.set_len(room);
-        match recv_whole(fd, vnet_hdr, b.data_mut()) {
+        match recv_whole(fd, vnet_hdr.then_some(&mut vnet), b.data_mut()) {
             Some(n) if n == len && n <= room => {
                 rx.queued_whole += 1;
+                meta.vnet = vnet_hdr.then_some(vnet);
                 b.set_len(n);
                 rx.take_large(b, meta, out, start);
             }
@@ -966,9 +997,10 @@ fn take_copied(
     if scratch.len() < LARGE_BUF_SIZE {
         scratch.resize(LARGE_BUF_SIZE, 0);
     }
-    match recv_whole(fd, vnet_hdr, scratch) {
+    match recv_whole(fd, vnet_hdr.then_some(&mut vnet), scratch) {
         Some(n) if n == len && n <= scratch.len() => {
             rx.queued_whole += 1;
+            meta.vnet = vnet_hdr.then_some(vnet);
             // `take` returns false with no pool buffer: lost, the pool
             // counts it (the copy is off the queue already).
             let _ = rx.take(&scratch[..n], meta, out, start);
@@ -979,11 +1011,13 @@ fn take_copied(
 }
 
 /// Reads the next frame queued on the packet socket `fd` into `buf`,
-/// after its `virtio_net_hdr` when the socket has one. Returns the
+/// its `virtio_net_hdr` into `vnet` when the socket has one. Returns the
 /// frame's whole length (more than `buf` when it was cut), or `None`
 /// when nothing was queued or the read failed.
-fn recv_whole(fd: RawFd, vnet_hdr: bool, buf: &mut [u8]) -> Option<usize> {
-    let mut hdr = [0u8; VNET_HDR_LEN];
+fn recv_whole(fd: RawFd, vnet: Option<&mut [u8; VNET_HDR_LEN]>, buf: &mut [u8]) -> Option<usize> {
+    let vnet_hdr = vnet.is_some();
+    let mut spare = [0u8; VNET_HDR_LEN];
+    let hdr = vnet.unwrap_or(&mut spare);
     let mut iov = [
         libc::iovec {
             iov_base: hdr.as_mut_ptr().cast(),
@@ -1138,7 +1172,7 @@ impl Link for AfPacketLink {
 
     fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PoolBuf> {
         // A super-frame (only with `tso`) takes a large buffer.
-        let buf = if len > self.rx.pool.buf_size() && self.vnet_hdr {
+        let buf = if len > self.rx.pool.buf_size() && self.tx_offload {
             self.rx.large.alloc()
         } else {
             self.rx.pool.alloc()
@@ -1156,7 +1190,7 @@ impl Link for AfPacketLink {
     }
 
     fn tso_max(&self) -> usize {
-        if self.vnet_hdr {
+        if self.tx_offload {
             usize::from(u16::MAX)
         } else {
             0
@@ -1164,7 +1198,7 @@ impl Link for AfPacketLink {
     }
 
     fn tx_checksum_offload(&self) -> bool {
-        self.vnet_hdr
+        self.tx_offload
     }
 
     /// The frames written in place, and 1 while requested TX slots wait
@@ -1233,6 +1267,7 @@ impl Link for AfPacketLink {
             rx_gro_joined: gro.joined,
             tx_super_frames: self.tx_super_frames,
             tx_kick_short: self.tx_kick_short,
+            rx_vnet: rx.vnet,
         }
     }
 
@@ -1246,8 +1281,6 @@ impl Link for AfPacketLink {
     }
 }
 
-/// `sizeof(struct virtio_net_hdr)`.
-const VNET_HDR_LEN: usize = 10;
 /// The largest TCP super-frame: an IP packet of 65535 bytes with its
 /// Ethernet header and a VLAN tag.
 const MAX_SUPER_FRAME: usize = 65535 + FRAME_OVERHEAD;
@@ -1667,6 +1700,91 @@ mod tests {
         assert_eq!(link.pool_stats().available, 512);
     }
 
+    /// A kernel socket in `veth`'s namespace sends `payload` to
+    /// 10.99.y.2:9999 (the link's end, whose MAC it is told) as one UDP
+    /// super-frame of datagrams of `segment` bytes (`UDP_SEGMENT`).
+    fn send_udp_gso(veth: &Veth, mac: [u8; 6], payload: Vec<u8>, segment: u16) {
+        let macs = mac.map(|b| format!("{b:02x}")).join(":");
+        let me = format!("10.99.{}.2", veth.y);
+        run(&[
+            "ip",
+            "-n",
+            &veth.ns,
+            "neigh",
+            "replace",
+            &me,
+            "lladdr",
+            &macs,
+            "dev",
+            &veth.inner(),
+            "nud",
+            "permanent",
+        ]);
+        let ns_path = format!("/var/run/netns/{}", veth.ns);
+        let dst = format!("{me}:9999");
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&ns_path).unwrap();
+            // SAFETY: setns on a namespace file we hold open; it changes
+            // only this (short-lived) thread's network namespace.
+            let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            const UDP_SEGMENT: libc::c_int = 103;
+            setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, UDP_SEGMENT, segment.into())
+                .expect("UDP_SEGMENT");
+            s.send_to(&payload, dst.as_str()).unwrap();
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A kernel peer's `UDP_SEGMENT` send crosses the veth as one
+    /// super-frame; its `virtio_net_hdr` (GSO type UDP_L4) gives the
+    /// datagrams' size and the link hands over each datagram, in order,
+    /// with both rings (V2: the frame read whole from the socket's queue;
+    /// V3: whole in a block).
+    #[test]
+    fn udp_gso_super_frames_from_the_kernel_become_their_datagrams() {
+        assert!(is_root(), "this AF_PACKET test needs root");
+        for (i, kind) in [RxRingKind::V2, RxRingKind::V3].into_iter().enumerate() {
+            let veth = Veth::new(&format!("ug{i}"), 56 + i as u8);
+            let ring = RingConfig {
+                rx_ring: kind,
+                tx_frame_count: 8,
+                ..RingConfig::default()
+            };
+            let mut link =
+                AfPacketLink::open(&veth.outer, PacketPool::with_reserve(2048, 256, 32), &ring)
+                    .unwrap();
+            assert!(link.vnet_hdr, "PACKET_VNET_HDR is on by default");
+            let payload: Vec<u8> = (0..10_000u32).map(|i| (i * 13 % 251) as u8).collect();
+            send_udp_gso(&veth, link.info().mac, payload.clone(), 1200);
+            let got = receive(&mut link, 9, Duration::from_secs(5), |b| {
+                let d = b.data();
+                d.len() >= 42 && d[23] == 17 && d[36..38] == 9999u16.to_be_bytes()
+            });
+            let st = link.stats();
+            assert_eq!(got.len(), 9, "{kind:?}: {st:?}");
+            for (n, (d, partial)) in got.iter().enumerate() {
+                let want = &payload[n * 1200..((n + 1) * 1200).min(payload.len())];
+                assert_eq!(&d[42..], want, "{kind:?}: datagram {n}");
+                assert_eq!(
+                    usize::from(u16::from_be_bytes([d[38], d[39]])),
+                    8 + want.len()
+                );
+                assert!(*partial);
+                let mut whole = d.clone();
+                assert!(wire::partial_checksum::complete(&mut whole));
+            }
+            let v = st.rx_vnet;
+            assert_eq!((v.udp_gso, v.udp_datagrams, v.udp_gso_size), (1, 9, 1200));
+            assert_eq!(st.rx_oversize, 0);
+            if kind == RxRingKind::V2 {
+                assert_eq!(st.rx_queued_whole, 1);
+            }
+        }
+    }
+
     #[test]
     fn vlan_tag_is_put_back_and_frames_cross_unchanged() {
         if !is_root() {
@@ -2059,15 +2177,19 @@ mod tests {
                 assert_eq!(got.len(), 1);
                 assert!(got[0].0 == frame, "the super-frame as it was sent");
             } else {
-                // At the MTU (the link does not read the segment size).
-                assert_eq!(got.len(), payload.len().div_ceil(1448), "{:?}", b.stats());
+                // At the sender's segment size, from the virtio_net_hdr
+                // the kernel put before the frame (1000, not the MTU's
+                // 1448).
+                assert_eq!(got.len(), payload.len().div_ceil(1000), "{:?}", b.stats());
                 let mut joined = Vec::new();
                 for (seg, _) in &got {
-                    assert!(seg.len() - 14 <= 1500);
+                    assert!(seg.len() - 66 <= 1000);
                     joined.extend_from_slice(&seg[66..]);
                 }
                 assert!(joined == payload);
             }
+            let v = b.stats().rx_vnet;
+            assert_eq!((v.tcp_gso, v.tcp_gso_size), (1, 1000), "{v:?}");
             assert_eq!(b.stats().rx_super_frames, 1);
             assert_eq!(b.stats().rx_oversize + b.stats().ring_errors, 0);
             let queued = b.stats().rx_queued_whole;

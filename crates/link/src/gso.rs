@@ -187,6 +187,16 @@ impl TcpSuperFrame {
         checksum::combine(&[pseudo, checksum::data(&frame[start..start + len])]) == 0xffff
     }
 
+    /// Cut into segments of `seg` payload bytes (the sender's segment
+    /// size, from a `virtio_net_hdr`) where that is less than the MTU
+    /// allows; 0 changes nothing.
+    pub fn cut_at(self, seg: usize) -> TcpSuperFrame {
+        TcpSuperFrame {
+            seg: if seg > 0 { seg.min(self.seg) } else { self.seg },
+            ..self
+        }
+    }
+
     /// How many segments it makes (at least one).
     pub fn segments(&self) -> usize {
         self.payload.div_ceil(self.seg).max(1)
@@ -459,6 +469,18 @@ mod tests {
         for n in 0..f.len() {
             let _ = TcpSuperFrame::parse_outgoing(&f[..n], 1448);
         }
+    }
+
+    #[test]
+    fn cut_at_takes_the_senders_segment_size_below_the_mtus() {
+        let payload = vec![9u8; 5000];
+        let f = tcp_frame(false, &payload);
+        let sf = TcpSuperFrame::parse(&f, 1500, false).unwrap();
+        assert_eq!(sf.cut_at(1000).segments(), 5);
+        assert_eq!(sf.cut_at(1000).segment_len(4), 14 + 20 + 32 + 1000);
+        // Never above what the MTU allows; 0 changes nothing.
+        assert_eq!(sf.cut_at(9000), sf);
+        assert_eq!(sf.cut_at(0), sf);
     }
 
     #[test]

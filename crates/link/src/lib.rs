@@ -36,6 +36,8 @@ pub mod spsc;
 pub mod tap;
 #[cfg(test)]
 mod test_net;
+pub mod udp_gso;
+pub mod vnet_hdr;
 
 pub use af_packet::{AfPacketLink, RingConfig, RxRingKind};
 pub use af_xdp::{AfXdpLink, XdpBindChoice, XdpConfig, XdpFrame, XdpMode, XdpModeChoice};
@@ -152,6 +154,9 @@ pub struct LinkStats {
     /// frames behind (its send buffer full, or the driver busy): sent by
     /// the next kick, on the engine's next turn (AF_PACKET).
     pub tx_kick_short: u64,
+    /// What received `virtio_net_hdr`s said, and the refused ones by
+    /// reason (AF_PACKET with `PACKET_VNET_HDR`).
+    pub rx_vnet: vnet_hdr::VnetRxStats,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to

@@ -742,3 +742,68 @@ fn frames_longer_than_an_mbuf_arrive_chained_and_are_gathered_whole() {
     assert!(extra["rx_chained_gathered"] >= 1, "{extra:?}");
     assert_eq!(link.stats().rx_oversize, 0);
 }
+
+/// A UDP frame as `partial_udp_frame` makes it, with its checksum whole.
+fn whole_udp_frame(dst_mac: [u8; 6], payload: &[u8]) -> Vec<u8> {
+    let (src, dst) = ([10, 99, 59, 1], [10, 99, 59, 2]);
+    let mut f = partial_udp_frame(dst_mac, [0x02, 0, 0, 0, 0, 0x59], src, dst, 7, payload);
+    f[40..42].fill(0);
+    let mut covered = Vec::new();
+    covered.extend_from_slice(&src);
+    covered.extend_from_slice(&dst);
+    covered.extend_from_slice(&[0, 17]);
+    covered.extend_from_slice(&((f.len() - 34) as u16).to_be_bytes());
+    covered.extend_from_slice(&f[34..]);
+    let sum = match !ones_sum(&covered) {
+        0 => 0xffff,
+        s => s,
+    };
+    f[40..42].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
+#[test]
+fn frames_the_port_finds_with_a_bad_checksum_are_dropped_and_counted() {
+    if !is_root() {
+        panic!("this DPDK test needs root (a TAP interface)");
+    }
+    let _serial = serial();
+    test_eal();
+    // net_tap checks IPv4 header and L4 checksums in software when asked
+    // (RX offloads IPV4_CKSUM, UDP_CKSUM, TCP_CKSUM) and flags the mbuf
+    // GOOD or BAD, as a NIC would.
+    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
+    let ifname = format!("ustkk{}", std::process::id() % 100_000);
+    let port = eal::probe_vdev(&format!("net_tap{n},iface={ifname}")).unwrap();
+    let cfg = DpdkPortConfig {
+        pool_size: 512,
+        rx_desc: 128,
+        tx_desc: 128,
+        reserve: 16,
+        ..DpdkPortConfig::new(port)
+    };
+    let mut link = DpdkLink::open(&cfg).expect("net_tap");
+    let o = link.offloads();
+    assert!(o.rx_udp_csum && o.rx_tcp_csum && o.rx_ipv4_csum, "{o:?}");
+    assert!(!o.rx_lro, "net_tap offers no LRO: {o:?}");
+    run(&["ip", "link", "set", &ifname, "up"]);
+    let mac = link.info().mac;
+    let good = whole_udp_frame(mac, b"good checksums");
+    let mut bad_l4 = whole_udp_frame(mac, b"bad UDP checksum");
+    bad_l4[40] ^= 0x5a;
+    let mut bad_ip = whole_udp_frame(mac, b"bad IPv4 header checksum");
+    bad_ip[24] ^= 0x5a;
+    for f in [&bad_l4, &bad_ip, &good] {
+        send_raw(&ifname, f);
+    }
+    let ours = |b: &link::dpdk::Mbuf| b.data().len() > 42 && b.data()[36..38] == 7u16.to_be_bytes();
+    let got = receive(&mut link, 1, Duration::from_secs(5), ours);
+    assert_eq!(got, vec![good.clone()], "stats {:?}", link.stats());
+    // Nothing else of ours follows.
+    assert!(receive(&mut link, 1, Duration::from_millis(300), ours).is_empty());
+    let extra: std::collections::HashMap<_, _> = link.extra_stats().into_iter().collect();
+    assert_eq!(extra["rx_l4_csum_bad"], 1, "{extra:?}");
+    assert_eq!(extra["rx_ip_csum_bad"], 1, "{extra:?}");
+    assert!(extra["rx_l4_csum_offloaded"] >= 1, "{extra:?}");
+    assert_eq!(extra["rx_lro_frames"], 0);
+}

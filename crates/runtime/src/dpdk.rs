@@ -90,14 +90,16 @@ pub fn open_queues(d: &DpdkConfig, port: &PortConfig, engines: usize) -> io::Res
     let o = link.offloads();
     eprintln!(
         "ustack: [port{}] dpdk port {} ({}): {} queue pair(s), rx checksum offload tcp={} \
-         udp={}, tx checksum offload tcp={} udp={}, tso={}, vlan strip={}, rx scatter={}{}, \
-         rss={}{}",
+         udp={} ipv4={}, lro={}, tx checksum offload tcp={} udp={}, tso={}, vlan strip={}, \
+         rx scatter={}{}, rss={}{}",
         port.id,
         link.port_id(),
         link.driver(),
         links.len(),
         o.rx_tcp_csum,
         o.rx_udp_csum,
+        o.rx_ipv4_csum,
+        o.rx_lro,
         o.tx_tcp_csum,
         o.tx_udp_csum,
         o.tso,

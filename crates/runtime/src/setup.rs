@@ -247,6 +247,7 @@ pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
         gro: port.gro,
         large_buffers,
         tso,
+        vnet_hdr: port.vnet_hdr,
         tx_frame_count: if tso { 64 } else { d.tx_frame_count },
         ..d
     }

@@ -67,6 +67,12 @@ pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
+    .chain(
+        s.rx_vnet
+            .named()
+            .into_iter()
+            .map(|(n, v)| (format!("rx_vnet_{n}"), v)),
+    )
     .collect()
 }
 

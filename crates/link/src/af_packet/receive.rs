@@ -2,14 +2,22 @@
 //! (or the socket's queue, for a frame too large for a ring slot) its
 //! bytes come from: joined to an aggregate of the burst (`gro.rs`),
 //! copied into a pool buffer, handed over whole in a large buffer (a TCP
-//! super-frame), cut into segments of the MTU (`gso.rs`), or dropped and
-//! counted.
+//! super-frame), cut into segments (`gso.rs`), or dropped and counted.
+//!
+//! With `PACKET_VNET_HDR` each frame comes with a `virtio_net_hdr`
+//! (`vnet_hdr.rs`), read before anything else: a refused one drops its
+//! frame (counted by reason); `NEEDS_CSUM` marks the checksum partial as
+//! `TP_STATUS_CSUMNOTREADY` does; a TCP super-frame's segment size is the
+//! one its header gives (the sender's MSS), not the MTU; a UDP
+//! super-frame (`UDP_SEGMENT`) is cut into its datagrams (`udp_gso.rs`).
 
 use std::collections::VecDeque;
 
 use crate::gro::{Aggregator, Offer, TcpSegment};
 use crate::gso::{NotSplit, TcpSuperFrame};
 use crate::pool::{PacketPool, PoolBuf};
+use crate::udp_gso::UdpSuperFrame;
+use crate::vnet_hdr::{self, GsoKind, VnetRxStats, VNET_HDR_LEN};
 use crate::PacketBuffer;
 
 /// A VLAN tag the kernel moved out of a received frame into metadata.
@@ -37,6 +45,8 @@ pub(super) struct FrameMeta {
     /// The tag the kernel took out, to be put back after the MACs (only
     /// on a frame of at least 12 bytes).
     pub tag: Option<VlanTag>,
+    /// The `virtio_net_hdr` before the frame (`PACKET_VNET_HDR`), unread.
+    pub vnet: Option<[u8; VNET_HDR_LEN]>,
 }
 
 /// The receive side's buffers, aggregation state and counters.
@@ -69,6 +79,8 @@ pub(super) struct Receiver {
     pub super_bad_checksum: u64,
     /// Frames read whole from the socket's queue (longer than a slot).
     pub queued_whole: u64,
+    /// What the frames' `virtio_net_hdr`s said.
+    pub vnet: VnetRxStats,
 }
 
 impl Receiver {
@@ -87,6 +99,76 @@ impl Receiver {
             super_cut: 0,
             super_bad_checksum: 0,
             queued_whole: 0,
+            vnet: VnetRxStats::default(),
+        }
+    }
+
+    /// Reads the frame's `virtio_net_hdr`, if it has one: `None` when it
+    /// was refused (counted; the frame is dropped) or was a UDP
+    /// super-frame, cut into datagrams here. Else the frame's marks, its
+    /// checksum partial when the header says so, with a TCP super-frame's
+    /// segment size.
+    fn read_vnet(&mut self, frame: &[u8], mut meta: FrameMeta) -> Option<(FrameMeta, Option<u16>)> {
+        let Some(h) = meta.vnet else {
+            return Some((meta, None));
+        };
+        let len = frame.len() + if meta.tag.is_some() { 4 } else { 0 };
+        let v = match vnet_hdr::parse_rx(&h, frame, len) {
+            Ok(v) => v,
+            Err(why) => {
+                self.vnet.refused(why);
+                return None;
+            }
+        };
+        meta.partial |= v.needs_csum;
+        self.vnet.data_valid += u64::from(v.data_valid);
+        self.vnet.gso_not_needed += u64::from(v.gso_not_needed);
+        match v.gso {
+            None => Some((meta, None)),
+            Some(g) if g.kind == GsoKind::Udp => {
+                self.cut_udp_super_frame(frame, meta, g.size);
+                None
+            }
+            Some(g) => {
+                self.vnet.tcp_gso += 1;
+                self.vnet.tcp_gso_size = u64::from(g.size);
+                Some((meta, Some(g.size)))
+            }
+        }
+    }
+
+    /// Cuts a UDP super-frame into its datagrams of `size` payload bytes,
+    /// queued in `segments`; one that is no UDP is counted a GSO mismatch.
+    fn cut_udp_super_frame(&mut self, frame: &[u8], meta: FrameMeta, size: u16) {
+        let Ok(sf) = UdpSuperFrame::parse(frame, usize::from(size)) else {
+            self.vnet.refused(vnet_hdr::VnetRefusal::GsoMismatch);
+            return;
+        };
+        self.vnet.udp_gso += 1;
+        self.vnet.udp_gso_size = u64::from(size);
+        for i in 0..sf.datagrams() {
+            let Some(mut b) = self.pool.alloc_reserved() else {
+                break;
+            };
+            let len = sf.datagram_len(i) + if meta.tag.is_some() { 4 } else { 0 };
+            if len > b.capacity() {
+                self.pool.free(b);
+                self.oversize += 1;
+                break;
+            }
+            b.set_len(len);
+            let out = b.data_mut();
+            match meta.tag {
+                None => sf.write_datagram(frame, i, out),
+                Some(tag) => {
+                    sf.write_datagram(frame, i, &mut out[4..]);
+                    out.copy_within(4..16, 0);
+                    tag.write(&mut out[12..16]);
+                }
+            }
+            b.set_csum_partial(true);
+            self.vnet.udp_datagrams += 1;
+            self.segments.push_back(b);
         }
     }
 
@@ -102,10 +184,13 @@ impl Receiver {
         out: &mut Vec<PoolBuf>,
         start: usize,
     ) -> bool {
+        let Some((meta, gso)) = self.read_vnet(src, meta) else {
+            return true;
+        };
         let Some(start_aggregate) = self.offer(src, meta, out, start) else {
             return true;
         };
-        self.keep(src, meta, start_aggregate, out, start)
+        self.keep(src, meta, gso, start_aggregate, out, start)
     }
 
     /// Takes a frame the kernel copied whole into `b`, a large buffer
@@ -118,6 +203,10 @@ impl Receiver {
         out: &mut Vec<PoolBuf>,
         start: usize,
     ) -> bool {
+        let Some((meta, gso)) = self.read_vnet(b.data(), meta) else {
+            self.large.free(b);
+            return true;
+        };
         let Some(start_aggregate) = self.offer(b.data(), meta, out, start) else {
             self.large.free(b);
             return true;
@@ -136,7 +225,7 @@ impl Receiver {
             out.push(b);
             return true;
         }
-        let taken = self.keep(b.data(), meta, start_aggregate, out, start);
+        let taken = self.keep(b.data(), meta, gso, start_aggregate, out, start);
         self.large.free(b);
         taken
     }
@@ -169,19 +258,23 @@ impl Receiver {
         }
     }
 
-    /// Keeps `src` as a frame of its own (see [`Receiver::take`]).
+    /// Keeps `src` as a frame of its own (see [`Receiver::take`]); `gso`:
+    /// the segment size its header gave.
     fn keep(
         &mut self,
         src: &[u8],
         meta: FrameMeta,
+        gso: Option<u16>,
         start_aggregate: bool,
         out: &mut Vec<PoolBuf>,
         start: usize,
     ) -> bool {
         let snap = src.len();
         let len = snap + if meta.tag.is_some() { 4 } else { 0 };
-        if len > self.pool.buf_size() {
-            if self.take_super_frame(src, meta, out) {
+        // A frame of several segments by its header is a super-frame even
+        // when a pool buffer would hold it (two segments, one short).
+        if len > self.pool.buf_size() || gso.is_some() {
+            if self.take_super_frame(src, meta, gso, out) {
                 self.frames += 1;
                 self.bytes += snap as u64;
             }
@@ -214,11 +307,18 @@ impl Receiver {
     }
 
     /// A TCP super-frame: into a large buffer whole when one is free and
-    /// its IP length fits its field, else cut into segments of the MTU
-    /// queued in `segments`. Returns whether it was taken; a frame that
+    /// its IP length fits its field, else cut into segments (of `gso`
+    /// payload bytes when its header gave it, else of the MTU) queued in
+    /// `segments`. Returns whether it was taken; a frame that
     /// is no TCP super-frame, or whose whole checksum fails, is counted
     /// and dropped.
-    fn take_super_frame(&mut self, frame: &[u8], meta: FrameMeta, out: &mut Vec<PoolBuf>) -> bool {
+    fn take_super_frame(
+        &mut self,
+        frame: &[u8],
+        meta: FrameMeta,
+        gso: Option<u16>,
+        out: &mut Vec<PoolBuf>,
+    ) -> bool {
         let snap = frame.len();
         let whole = meta.tag.is_none()
             && snap <= self.large.buf_size()
@@ -233,20 +333,24 @@ impl Receiver {
                 return true;
             }
         }
-        if self.cut_super_frame(frame, meta) {
+        if self.cut_super_frame(frame, meta, gso) {
             return false;
         }
         self.oversize += 1;
         false
     }
 
-    /// Cuts the TCP super-frame `frame` into segments of the MTU, queued
-    /// in `segments`. Returns whether the frame was dealt with (cut, or
+    /// Cuts the TCP super-frame `frame` into segments of `gso` payload
+    /// bytes (the sender's, from its header), or of the MTU, queued in
+    /// `segments`. Returns whether the frame was dealt with (cut, or
     /// dropped for a bad checksum); false leaves it to be counted as
     /// oversize.
-    fn cut_super_frame(&mut self, frame: &[u8], meta: FrameMeta) -> bool {
+    fn cut_super_frame(&mut self, frame: &[u8], meta: FrameMeta, gso: Option<u16>) -> bool {
         let sf = match TcpSuperFrame::parse(frame, self.mtu, meta.partial) {
-            Ok(sf) => sf,
+            Ok(sf) => match gso {
+                Some(size) => sf.cut_at(usize::from(size)),
+                None => sf,
+            },
             Err(NotSplit::NotTcp) => return false,
             Err(NotSplit::BadChecksum) => {
                 self.super_bad_checksum += 1;
@@ -284,5 +388,99 @@ impl Receiver {
             self.segments.push_back(b);
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gro::LARGE_BUF_SIZE;
+
+    fn receiver() -> Receiver {
+        Receiver::new(
+            PacketPool::with_reserve(2048, 64, 8),
+            PacketPool::new(LARGE_BUF_SIZE, 2),
+            false,
+            1500,
+        )
+    }
+
+    fn vnet(flags: u8, gso_type: u8, gso_size: u16, start: u16, offset: u16) -> FrameMeta {
+        let mut h = [0u8; VNET_HDR_LEN];
+        h[0] = flags;
+        h[1] = gso_type;
+        h[4..6].copy_from_slice(&gso_size.to_le_bytes());
+        h[6..8].copy_from_slice(&start.to_le_bytes());
+        h[8..10].copy_from_slice(&offset.to_le_bytes());
+        FrameMeta {
+            partial: false,
+            tag: None,
+            vnet: Some(h),
+        }
+    }
+
+    #[test]
+    fn a_refused_header_drops_its_frame_counted_by_reason() {
+        let payload = vec![5u8; 6000];
+        let tcp = crate::gro::tests::segment(false, 4000, 1000, 0x10, 5, &payload);
+        let mut rx = receiver();
+        let mut out = Vec::new();
+        let bad = [
+            vnet(1, 2, 1000, 34, 16),   // no such GSO type
+            vnet(1, 1, 0, 34, 16),      // segment size 0
+            vnet(1, 1, 1000, 6100, 16), // checksum past the frame
+            vnet(1, 0x80, 0, 34, 16),   // ECN without GSO
+            vnet(0, 5, 1000, 0, 0),     // UDP GSO, no partial checksum
+            vnet(1, 4, 1000, 34, 16),   // says IPv6, is IPv4
+        ];
+        for m in bad {
+            assert!(rx.take(&tcp, m, &mut out, 0));
+        }
+        assert!(out.is_empty() && rx.segments.is_empty());
+        let v = rx.vnet;
+        assert_eq!(
+            [
+                v.bad_gso_type,
+                v.bad_gso_size,
+                v.bad_csum,
+                v.bad_ecn,
+                v.udp_without_csum,
+                v.gso_mismatch
+            ],
+            [1; 6]
+        );
+        assert_eq!(rx.pool.stats().available, 64, "no buffer kept");
+    }
+
+    #[test]
+    fn a_tcp_super_frame_is_cut_at_its_headers_segment_size() {
+        let payload: Vec<u8> = (0..6000u32).map(|i| i as u8).collect();
+        let tcp = crate::gro::tests::segment(false, 4000, 1000, 0x10, 5, &payload);
+        let mut rx = receiver();
+        // No large buffer free: cut.
+        *rx.large = PacketPool::new(LARGE_BUF_SIZE, 0);
+        let mut out = Vec::new();
+        assert!(rx.take(&tcp, vnet(1, 1, 1000, 34, 16), &mut out, 0));
+        assert_eq!(rx.segments.len(), 6, "6000 bytes in segments of 1000");
+        assert!(rx.segments.iter().all(|b| b.csum_partial()));
+        assert_eq!(
+            (rx.vnet.tcp_gso, rx.vnet.tcp_gso_size, rx.super_cut),
+            (1, 1000, 1)
+        );
+        // NEEDS_CSUM alone on a plain frame marks it partial.
+        let small = crate::gro::tests::segment(false, 4000, 1000, 0x10, 5, &payload[..100]);
+        assert!(rx.take(&small, vnet(1, 0, 0, 34, 16), &mut out, 0));
+        assert_eq!(out.len(), 1);
+        assert!(out[0].csum_partial());
+        // A header saying GSO on a frame of one segment: taken plain.
+        assert!(rx.take(&small, vnet(1, 1, 1448, 34, 16), &mut out, 0));
+        assert_eq!((out.len(), rx.vnet.gso_not_needed), (2, 1));
+        // Two segments that a pool buffer would hold: cut all the same.
+        let two = crate::gro::tests::segment(false, 4000, 1000, 0x10, 5, &payload[..1800]);
+        assert!(two.len() <= 2048);
+        assert!(rx.take(&two, vnet(1, 1, 1448, 34, 16), &mut out, 0));
+        assert_eq!(out.len(), 2);
+        assert_eq!(rx.segments.len(), 6 + 2);
+        assert_eq!((rx.super_frames, rx.super_cut), (2, 2));
     }
 }

@@ -14,6 +14,7 @@
 //!   rx_ring=v3`).
 
 use super::receive::{FrameMeta, VlanTag};
+use crate::vnet_hdr::VNET_HDR_LEN;
 
 /// Which RX ring a link uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,6 +83,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 fn meta(status: u32, tci: u16, tpid: u16, snap: usize) -> FrameMeta {
     let tagged = status & TP_STATUS_VLAN_VALID != 0 && snap >= 12;
     FrameMeta {
+        vnet: None,
         partial: status & TP_STATUS_CSUMNOTREADY != 0,
         tag: tagged.then_some(VlanTag {
             tpid: if status & TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0 {
@@ -120,9 +122,22 @@ fn place(
     }
 }
 
+/// The `virtio_net_hdr` the kernel wrote just before the frame at `mac`
+/// (`PACKET_VNET_HDR`), in a region whose header takes `hdr_len` bytes.
+fn vnet_before(region: &[u8], mac: usize, hdr_len: usize) -> Result<[u8; VNET_HDR_LEN], Malformed> {
+    let at = mac.checked_sub(VNET_HDR_LEN).ok_or(Malformed)?;
+    if at < hdr_len {
+        return Err(Malformed);
+    }
+    let mut h = [0u8; VNET_HDR_LEN];
+    h.copy_from_slice(region.get(at..mac).ok_or(Malformed)?);
+    Ok(h)
+}
+
 /// Reads the TPACKET_V2 slot `slot` (all of it), whose status word (read
-/// with Acquire) is `status` and has `TP_STATUS_USER`.
-pub fn read_v2(slot: &[u8], status: u32) -> Result<RingFrame, Malformed> {
+/// with Acquire) is `status` and has `TP_STATUS_USER`. `vnet`: the
+/// socket has `PACKET_VNET_HDR`, so a `virtio_net_hdr` precedes the frame.
+pub fn read_v2(slot: &[u8], status: u32, vnet: bool) -> Result<RingFrame, Malformed> {
     if slot.len() < V2_HDR_LEN {
         return Err(Malformed);
     }
@@ -132,19 +147,22 @@ pub fn read_v2(slot: &[u8], status: u32) -> Result<RingFrame, Malformed> {
     if mac < V2_HDR_LEN {
         return Err(Malformed);
     }
-    let m = meta(
+    let mut m = meta(
         status,
         u16_at(slot, V2_VLAN_TCI),
         u16_at(slot, V2_VLAN_TPID),
         snap,
     );
+    if vnet {
+        m.vnet = Some(vnet_before(slot, mac, V2_HDR_LEN)?);
+    }
     place(status, mac, snap, len, slot.len(), m)
 }
 
 /// Reads the TPACKET_V3 frame at `at` in the block `block` (all of it,
 /// handed over). Returns it with the offset of the next frame from this
-/// one (0: none).
-pub fn read_v3(block: &[u8], at: usize) -> Result<(RingFrame, usize), Malformed> {
+/// one (0: none). `vnet`: as for [`read_v2`].
+pub fn read_v3(block: &[u8], at: usize, vnet: bool) -> Result<(RingFrame, usize), Malformed> {
     let h = block.get(at..at + V3_HDR_LEN).ok_or(Malformed)?;
     let snap = u32_at(h, V3_SNAPLEN) as usize;
     let len = u32_at(h, V3_LEN) as usize;
@@ -153,12 +171,15 @@ pub fn read_v3(block: &[u8], at: usize) -> Result<(RingFrame, usize), Malformed>
     if mac < V3_HDR_LEN {
         return Err(Malformed);
     }
-    let m = meta(
+    let mut m = meta(
         status,
         u32_at(h, V3_VLAN_TCI) as u16,
         u16_at(h, V3_VLAN_TPID),
         snap,
     );
+    if vnet {
+        m.vnet = Some(vnet_before(&block[at..], mac, V3_HDR_LEN)?);
+    }
     let frame = match place(status, mac, snap, len, block.len() - at, m)? {
         RingFrame::Whole { data, len, meta } => RingFrame::Whole {
             data: at + data,
@@ -225,18 +246,20 @@ mod tests {
         let s = v2_slot(2048, 1514, 1514, 0);
         let st = TP_STATUS_USER | TP_STATUS_CSUMNOTREADY;
         assert_eq!(
-            read_v2(&s, st),
+            read_v2(&s, st, false),
             Ok(RingFrame::Whole {
                 data: 66,
                 len: 1514,
                 meta: FrameMeta {
                     partial: true,
-                    tag: None
+                    tag: None,
+                    vnet: None,
                 }
             })
         );
         let s = v2_slot(2048, 60, 60, 7);
-        let Ok(RingFrame::Whole { meta, .. }) = read_v2(&s, TP_STATUS_USER | TP_STATUS_VLAN_VALID)
+        let Ok(RingFrame::Whole { meta, .. }) =
+            read_v2(&s, TP_STATUS_USER | TP_STATUS_VLAN_VALID, false)
         else {
             panic!("whole");
         };
@@ -256,18 +279,19 @@ mod tests {
         let s = v2_slot(2048, 65_000, 2048 - 66, 0);
         let st = TP_STATUS_USER | TP_STATUS_COPY | TP_STATUS_CSUMNOTREADY;
         assert_eq!(
-            read_v2(&s, st),
+            read_v2(&s, st, false),
             Ok(RingFrame::Copied {
                 len: 65_000,
                 meta: FrameMeta {
                     partial: true,
-                    tag: None
+                    tag: None,
+                    vnet: None,
                 }
             })
         );
         // No copy queued: the receive buffer was full.
         assert_eq!(
-            read_v2(&s, TP_STATUS_USER | TP_STATUS_CSUMNOTREADY),
+            read_v2(&s, TP_STATUS_USER | TP_STATUS_CSUMNOTREADY, false),
             Ok(RingFrame::Truncated)
         );
     }
@@ -276,21 +300,23 @@ mod tests {
     fn a_v2_entry_out_of_its_slot_is_refused_without_a_panic() {
         // Data past the slot's end.
         let s = v2_slot(2048, 3000, 2000, 0);
-        assert_eq!(read_v2(&s, TP_STATUS_USER), Err(Malformed));
+        assert_eq!(read_v2(&s, TP_STATUS_USER, false), Err(Malformed));
         // More captured than sent.
         let s = v2_slot(2048, 100, 200, 0);
-        assert_eq!(read_v2(&s, TP_STATUS_USER), Err(Malformed));
+        assert_eq!(read_v2(&s, TP_STATUS_USER, false), Err(Malformed));
         // Data inside the header.
         let mut s = v2_slot(2048, 60, 60, 0);
         s[V2_MAC..V2_MAC + 2].copy_from_slice(&8u16.to_ne_bytes());
-        assert_eq!(read_v2(&s, TP_STATUS_USER), Err(Malformed));
+        assert_eq!(read_v2(&s, TP_STATUS_USER, false), Err(Malformed));
         // A slot shorter than a header; any bytes at all.
-        assert_eq!(read_v2(&[0; 10], TP_STATUS_USER), Err(Malformed));
+        assert_eq!(read_v2(&[0; 10], TP_STATUS_USER, false), Err(Malformed));
         let mut junk = vec![0xffu8; 256];
         for i in 0..junk.len() {
             junk[i] = (i * 37) as u8;
-            let _ = read_v2(&junk, TP_STATUS_USER | TP_STATUS_COPY);
-            let _ = read_v3(&junk, i);
+            for vnet in [false, true] {
+                let _ = read_v2(&junk, TP_STATUS_USER | TP_STATUS_COPY, vnet);
+                let _ = read_v3(&junk, i, vnet);
+            }
         }
     }
 
@@ -307,10 +333,10 @@ mod tests {
         };
         frame(&mut block, 48, 160, 60);
         frame(&mut block, 208, 0, 1000);
-        let (f, next) = read_v3(&block, 48).unwrap();
+        let (f, next) = read_v3(&block, 48, false).unwrap();
         assert_eq!(next, 160);
         assert!(matches!(f, RingFrame::Whole { data: 130, len: 60, meta } if meta.partial));
-        let (f, next) = read_v3(&block, 208).unwrap();
+        let (f, next) = read_v3(&block, 208, false).unwrap();
         assert_eq!((f, next).1, 0);
         assert!(matches!(
             f,
@@ -322,7 +348,36 @@ mod tests {
         ));
         // A frame running past the block.
         frame(&mut block, 4000, 0, 60);
-        assert_eq!(read_v3(&block, 4000), Err(Malformed));
+        assert_eq!(read_v3(&block, 4000, false), Err(Malformed));
+    }
+
+    #[test]
+    fn the_vnet_header_is_read_just_before_the_frame() {
+        // With PACKET_VNET_HDR the kernel moves the frame 10 bytes on and
+        // writes the header in between.
+        let mut s = v2_slot(2048, 1514, 1514, 0);
+        s[V2_MAC..V2_MAC + 2].copy_from_slice(&76u16.to_ne_bytes());
+        s[66..76].copy_from_slice(&[1, 1, 54, 0, 0xa8, 5, 34, 0, 16, 0]);
+        let Ok(RingFrame::Whole { data, meta, .. }) = read_v2(&s, TP_STATUS_USER, true) else {
+            panic!("whole");
+        };
+        assert_eq!(data, 76);
+        assert_eq!(meta.vnet, Some([1, 1, 54, 0, 0xa8, 5, 34, 0, 16, 0]));
+        // No room for a header after the slot's own.
+        s[V2_MAC..V2_MAC + 2].copy_from_slice(&40u16.to_ne_bytes());
+        assert_eq!(read_v2(&s, TP_STATUS_USER, true), Err(Malformed));
+        // V3: the header just before the frame too.
+        let mut block = vec![0u8; 4096];
+        block[V3_SNAPLEN..V3_SNAPLEN + 4].copy_from_slice(&60u32.to_ne_bytes());
+        block[V3_LEN..V3_LEN + 4].copy_from_slice(&60u32.to_ne_bytes());
+        block[V3_MAC..V3_MAC + 2].copy_from_slice(&92u16.to_ne_bytes());
+        block[82..92].copy_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let Ok((RingFrame::Whole { meta, .. }, _)) = read_v3(&block, 0, true) else {
+            panic!("whole");
+        };
+        assert_eq!(meta.vnet, Some([2, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+        block[V3_MAC..V3_MAC + 2].copy_from_slice(&50u16.to_ne_bytes());
+        assert_eq!(read_v3(&block, 0, true), Err(Malformed));
     }
 
     #[test]

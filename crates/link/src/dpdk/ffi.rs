@@ -49,6 +49,8 @@ pub struct PortConf {
     pub mtu: u16,
     pub promiscuous: u8,
     pub mac: *const u8,
+    pub max_lro_pkt_size: u32,
+    pub pad: u32,
 }
 
 /// `struct ustack_rx`: one received frame.
@@ -60,7 +62,8 @@ pub struct Rx {
     pub len: u32,
     pub room: u32,
     pub flags: u32,
-    pub pad: u32,
+    /// With [`RX_LRO`]: the size of the segments the NIC joined.
+    pub seg_size: u32,
 }
 
 /// `struct ustack_tx`: one frame to send.
@@ -89,7 +92,7 @@ pub struct Buf {
 }
 
 const _: () = assert!(std::mem::size_of::<PortInfo>() == 400);
-const _: () = assert!(std::mem::size_of::<PortConf>() == 56);
+const _: () = assert!(std::mem::size_of::<PortConf>() == 64);
 const _: () = assert!(std::mem::size_of::<Rx>() == 32);
 const _: () = assert!(std::mem::size_of::<Tx>() == 24);
 const _: () = assert!(std::mem::size_of::<Buf>() == 24);
@@ -102,6 +105,10 @@ pub const RX_VLAN_REINSERTED: u32 = 8;
 pub const RX_VLAN_LOST: u32 = 16;
 /// The frame came in several segments; `Rx::len` is the whole frame's.
 pub const RX_CHAINED: u32 = 32;
+/// The NIC found the IPv4 header's checksum wrong.
+pub const RX_IP_CSUM_BAD: u32 = 64;
+/// Segments the NIC joined into one (LRO).
+pub const RX_LRO: u32 = 128;
 
 /// `Tx::offload`.
 pub const TX_TCP_CSUM: u32 = 1;
@@ -113,8 +120,10 @@ pub const TX_TSO: u32 = 8;
 
 /// `RTE_ETH_RX_OFFLOAD_*` and `RTE_ETH_TX_OFFLOAD_*` (rte_ethdev.h).
 pub const RX_OFFLOAD_VLAN_STRIP: u64 = 1 << 0;
+pub const RX_OFFLOAD_IPV4_CKSUM: u64 = 1 << 1;
 pub const RX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;
 pub const RX_OFFLOAD_TCP_CKSUM: u64 = 1 << 3;
+pub const RX_OFFLOAD_TCP_LRO: u64 = 1 << 4;
 pub const RX_OFFLOAD_SCATTER: u64 = 1 << 13;
 pub const TX_OFFLOAD_IPV4_CKSUM: u64 = 1 << 1;
 pub const TX_OFFLOAD_UDP_CKSUM: u64 = 1 << 2;

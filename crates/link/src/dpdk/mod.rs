@@ -16,8 +16,10 @@
 //! Checksums: on receive, a frame whose L4 checksum the NIC verified
 //! (`RTE_MBUF_F_RX_L4_CKSUM_GOOD`) or found intact but left partial
 //! (`..._NONE`) is marked `csum_partial`, so the stack does not verify it
-//! again; one the NIC found bad is left to the stack, which verifies and
-//! counts it. On transmit, a frame marked `csum_partial` (its TCP/UDP
+//! again; one the NIC found bad (L4, or the IPv4 header where the port
+//! checks it) is dropped and counted (`rx_l4_csum_bad`, `rx_ip_csum_bad`).
+//! Large receive offload (LRO) is asked for where the port has it and
+//! scatter: its joined frames are gathered whole (`rx_lro_frames`). On transmit, a frame marked `csum_partial` (its TCP/UDP
 //! checksum field holds the pseudo-header sum) gets the checksum from the
 //! NIC where the port offers it and `tx_csum_offoad_skip` is off, else the
 //! link completes it in software.

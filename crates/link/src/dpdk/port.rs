@@ -131,9 +131,17 @@ pub struct DpdkOffloads {
     /// the MTU), so segments carry 14 bytes less.
     pub tso_segment_counts_l2: bool,
     pub vlan_strip: bool,
+    /// The port verifies IPv4 header checksums: a frame it found bad is
+    /// dropped and counted (`rx_ip_csum_bad`).
+    pub rx_ipv4_csum: bool,
     /// Scatter receive: frames longer than an mbuf come chained and are
     /// gathered into one buffer.
     pub rx_scatter: bool,
+    /// Large receive offload: the port joins a flow's TCP segments into
+    /// frames of up to 64 KiB, which arrive chained and are gathered (only
+    /// with scatter). None of net_tap, net_af_packet, net_af_xdp offers
+    /// it; net_virtio_user over vhost-user does.
+    pub rx_lro: bool,
     /// Frames are received into mbufs of this many bytes, larger than the
     /// port's (a driver whose frames may exceed them: net_af_packet's
     /// `framesz`).
@@ -155,9 +163,14 @@ struct Counters {
     rx_vlan_reinserted: u64,
     /// Frames whose stripped VLAN tag could not be put back (dropped).
     rx_vlan_lost: u64,
-    /// Frames the NIC found with a bad L4 checksum (left to the stack,
-    /// which checks again and counts them).
+    /// Frames the NIC found with a bad L4 checksum: dropped.
     rx_l4_csum_bad: u64,
+    /// Frames the NIC found with a bad IPv4 header checksum: dropped.
+    rx_ip_csum_bad: u64,
+    /// Frames the NIC joined from several TCP segments (LRO).
+    rx_lro_frames: u64,
+    /// The segment size the NIC gave for the last of them.
+    rx_lro_seg_size: u64,
     /// Frames the NIC vouched for (checksum good or left partial).
     rx_l4_csum_offloaded: u64,
     /// Frames sent with the checksum left to the NIC.
@@ -489,6 +502,16 @@ impl DpdkLink {
             rx_offloads |= ffi::RX_OFFLOAD_SCATTER;
             offloads.rx_scatter = true;
         }
+        if dev.rx_offload_capa & ffi::RX_OFFLOAD_IPV4_CKSUM != 0 {
+            rx_offloads |= ffi::RX_OFFLOAD_IPV4_CKSUM;
+            offloads.rx_ipv4_csum = true;
+        }
+        // LRO where the port has it: its joined frames are longer than an
+        // mbuf, so they need scatter (chained, gathered whole).
+        if offloads.rx_scatter && dev.rx_offload_capa & ffi::RX_OFFLOAD_TCP_LRO != 0 {
+            rx_offloads |= ffi::RX_OFFLOAD_TCP_LRO;
+            offloads.rx_lro = true;
+        }
         if cfg.vlan_strip && dev.rx_offload_capa & ffi::RX_OFFLOAD_VLAN_STRIP != 0 {
             rx_offloads |= ffi::RX_OFFLOAD_VLAN_STRIP;
             offloads.vlan_strip = true;
@@ -626,6 +649,8 @@ impl DpdkLink {
             mtu: cfg.mtu.unwrap_or(0),
             promiscuous: u8::from(cfg.promiscuous),
             mac: cfg.mac.as_ref().map_or(std::ptr::null(), |m| m.as_ptr()),
+            max_lro_pkt_size: MAX_MBUF_FRAME as u32,
+            pad: 0,
         };
         let mut step: *const libc::c_char = std::ptr::null();
         // SAFETY: `conf` and the key/MAC it points to live across the call;
@@ -685,7 +710,7 @@ impl DpdkLink {
             len: 0,
             room: 0,
             flags: 0,
-            pad: 0,
+            seg_size: 0,
         };
         let empty_tx = ffi::Tx {
             mbuf: std::ptr::null_mut(),
@@ -824,12 +849,15 @@ impl DpdkLink {
     }
 
     /// Link counters beyond [`LinkStats`]: `(name, value)`.
-    pub fn extra_stats(&self) -> [(&'static str, u64); 11] {
+    pub fn extra_stats(&self) -> [(&'static str, u64); 14] {
         let c = &self.counters;
         [
             ("rx_vlan_reinserted", c.rx_vlan_reinserted),
             ("rx_vlan_lost", c.rx_vlan_lost),
             ("rx_l4_csum_bad", c.rx_l4_csum_bad),
+            ("rx_ip_csum_bad", c.rx_ip_csum_bad),
+            ("rx_lro_frames", c.rx_lro_frames),
+            ("rx_lro_seg_size", c.rx_lro_seg_size),
             ("rx_l4_csum_offloaded", c.rx_l4_csum_offloaded),
             ("tx_csum_offloaded", c.tx_csum_offloaded),
             ("tx_csum_software", c.tx_csum_software),
@@ -1160,9 +1188,22 @@ impl Link for DpdkLink {
             if rx.flags & ffi::RX_VLAN_REINSERTED != 0 {
                 self.counters.rx_vlan_reinserted += 1;
             }
-            if rx.flags & ffi::RX_L4_CSUM_BAD != 0 {
-                self.counters.rx_l4_csum_bad += 1;
-            } else if rx.flags & (ffi::RX_L4_CSUM_VERIFIED | ffi::RX_L4_CSUM_PARTIAL) != 0 {
+            if rx.flags & (ffi::RX_L4_CSUM_BAD | ffi::RX_IP_CSUM_BAD) != 0 {
+                // The stack would find the same and drop it: dropped here,
+                // without the software check.
+                if rx.flags & ffi::RX_IP_CSUM_BAD != 0 {
+                    self.counters.rx_ip_csum_bad += 1;
+                } else {
+                    self.counters.rx_l4_csum_bad += 1;
+                }
+                drop(m);
+                continue;
+            }
+            if rx.flags & ffi::RX_LRO != 0 {
+                self.counters.rx_lro_frames += 1;
+                self.counters.rx_lro_seg_size = u64::from(rx.seg_size);
+            }
+            if rx.flags & (ffi::RX_L4_CSUM_VERIFIED | ffi::RX_L4_CSUM_PARTIAL) != 0 {
                 // Verified by the NIC, or left partial by a local sender
                 // with the data intact: the stack must not verify it.
                 m.set_csum_partial(true);
@@ -1347,6 +1388,7 @@ impl Link for DpdkLink {
             rx_gro_joined: 0,
             tx_super_frames: 0,
             tx_kick_short: 0,
+            rx_vnet: Default::default(),
         }
     }
 

@@ -41,6 +41,8 @@
 #define USTACK_RX_VLAN_REINSERTED 8u  /* the NIC had stripped a tag; it is back */
 #define USTACK_RX_VLAN_LOST 16u       /* a stripped tag could not be put back */
 #define USTACK_RX_CHAINED 32u         /* several segments: len is the whole frame's */
+#define USTACK_RX_IP_CSUM_BAD 64u     /* the NIC found the IPv4 header checksum wrong */
+#define USTACK_RX_LRO 128u            /* segments joined by the NIC (LRO): seg_size says their size */
 
 /* Transmit requests from Rust (UstackTx::offload). */
 #define USTACK_TX_TCP_CSUM 1u
@@ -135,6 +137,10 @@ struct ustack_port_conf {
     uint8_t promiscuous;
     /* Non-NULL: set this Ethernet address. */
     const uint8_t *mac;
+    /* With RTE_ETH_RX_OFFLOAD_TCP_LRO: the largest frame the port's LRO
+     * makes (kept within what the port says it can). */
+    uint32_t max_lro_pkt_size;
+    uint32_t pad;
 };
 
 /*
@@ -167,6 +173,11 @@ int ustack_dpdk_port_start(uint16_t port, struct ustack_port_conf *conf, void *c
     rc = rte_eth_dev_info_get(port, &info);
     if (rc != 0)
         return rc;
+    if (conf->rx_offloads & RTE_ETH_RX_OFFLOAD_TCP_LRO) {
+        ec.rxmode.max_lro_pkt_size = conf->max_lro_pkt_size;
+        if (info.max_lro_pkt_size != 0 && ec.rxmode.max_lro_pkt_size > info.max_lro_pkt_size)
+            ec.rxmode.max_lro_pkt_size = info.max_lro_pkt_size;
+    }
     *step = "rte_eth_dev_configure";
     rc = rte_eth_dev_configure(port, conf->nb_queues, conf->nb_queues, &ec);
     if (rc != 0)
@@ -393,7 +404,9 @@ struct ustack_rx {
     /* Room from `data` to the end of the buffer. */
     uint32_t room;
     uint32_t flags;
-    uint32_t pad;
+    /* With USTACK_RX_LRO: the size of the segments the NIC joined
+     * (tso_segsz), 0 when it does not say. */
+    uint32_t seg_size;
 };
 
 /* A frame to send: its mbuf, length and offload request; l2/l3 lengths
@@ -428,6 +441,10 @@ uint16_t ustack_dpdk_rx_burst(uint16_t port, uint16_t queue, struct ustack_rx *o
         uint64_t ol = m->ol_flags;
         uint32_t flags = 0;
 
+        if ((ol & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD)
+            flags |= USTACK_RX_IP_CSUM_BAD;
+        if (ol & RTE_MBUF_F_RX_LRO)
+            flags |= USTACK_RX_LRO;
         switch (ol & RTE_MBUF_F_RX_L4_CKSUM_MASK) {
         case RTE_MBUF_F_RX_L4_CKSUM_GOOD:
             flags |= USTACK_RX_L4_CSUM_VERIFIED;
@@ -466,7 +483,7 @@ uint16_t ustack_dpdk_rx_burst(uint16_t port, uint16_t queue, struct ustack_rx *o
         }
         out[i].room = m->buf_len - m->data_off;
         out[i].flags = flags;
-        out[i].pad = 0;
+        out[i].seg_size = (flags & USTACK_RX_LRO) ? (uint32_t)m->tso_segsz : 0;
     }
     return got;
 }

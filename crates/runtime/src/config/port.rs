@@ -80,6 +80,11 @@ pub struct PortConfig {
     /// `rx_ring`: an `af_packet` port's RX ring, `v2` (default) or `v3`.
     /// Other links warn when it is set.
     pub rx_ring: RxRingSetting,
+    /// `vnet_hdr`: an `af_packet` port asks for a `virtio_net_hdr` before
+    /// each frame (default on, where the kernel allows it), which gives a
+    /// received super-frame's segment size and checksum state. Other links
+    /// warn when it is set.
+    pub vnet_hdr: bool,
     /// `gso`: large send in software (`0` or `1`; `None`: not set, off):
     /// TCP sends super-frames of up to 64 KB that the engine cuts into
     /// segments of the MTU, where the link has no segmentation offload of
@@ -118,6 +123,7 @@ const KEYS: &[&str] = &[
     "gro",
     "rx_ring",
     "gso",
+    "vnet_hdr",
 ];
 
 const IGNORED: &[(&str, &str)] = &[
@@ -153,10 +159,12 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         xdp_bind: XdpBindSetting::Auto,
         xdp_program: XdpProgramSetting::Alone,
         gro: true,
+        vnet_hdr: true,
         rx_ring: RxRingSetting::V2,
         gso: None,
     };
     let mut gro: Option<&Entry> = None;
+    let mut vnet_hdr: Option<&Entry> = None;
     let mut rx_ring: Option<&Entry> = None;
     // Raw values with their entries, validated together below.
     let mut keys = AddressKeys::default();
@@ -197,6 +205,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
                 }
                 p.gso = Some(cx.value(s, e, value::flag)?);
             }
+            "vnet_hdr" => {
+                p.vnet_hdr = cx.value(s, e, value::flag)?;
+                vnet_hdr = Some(e);
+            }
             _ => cx.other_key(s, e, &all_keys(), IGNORED)?,
         }
     }
@@ -222,6 +234,12 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         cx.warn(
             e.origin,
             format!("[{s}] rx_ring: only an af_packet link has TPACKET rings; ignored here"),
+        );
+    }
+    if let (Some(e), false) = (vnet_hdr, matches!(p.link, LinkSpec::AfPacket(_))) {
+        cx.warn(
+            e.origin,
+            format!("[{s}] vnet_hdr: only an af_packet link reads a virtio_net_hdr; ignored here"),
         );
     }
     if let (Some(e), Some(m)) = (mtu, p.mtu) {

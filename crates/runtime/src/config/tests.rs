@@ -1332,3 +1332,22 @@ fn rx_ring_chooses_the_af_packet_ring_and_is_refused_or_warned_by_name() {
         ["config.ini:4: [port0] rx_ring: only an af_packet link has TPACKET rings; ignored here"]
     );
 }
+
+#[test]
+fn vnet_hdr_is_on_by_default_reaches_the_ring_and_is_warned_elsewhere() {
+    let port = |link: &str, r: &str| format!("[port0]\nlink={link}\naddr=10.99.1.2/24\n{r}");
+    let c = parse(&port("af_packet:e0", "")).unwrap();
+    assert!(c.ports[0].vnet_hdr, "on by default");
+    assert!(crate::setup::ring_config(&c.dpdk, &c.ports[0]).vnet_hdr);
+    let c = parse(&port("af_packet:e0", "vnet_hdr=0\n")).unwrap();
+    assert!(!c.ports[0].vnet_hdr && c.warnings.is_empty());
+    assert!(!crate::setup::ring_config(&c.dpdk, &c.ports[0]).vnet_hdr);
+    assert_eq!(
+        err(&port("af_packet:e0", "vnet_hdr=yes\n")),
+        "config.ini:4: [port0] vnet_hdr: \"yes\" must be 0 or 1"
+    );
+    assert_eq!(
+        warnings(&port("tap:t0", "vnet_hdr=1\n")),
+        ["config.ini:4: [port0] vnet_hdr: only an af_packet link reads a virtio_net_hdr; ignored here"]
+    );
+}
