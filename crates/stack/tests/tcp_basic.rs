@@ -2,6 +2,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use stack::admin::Tunable;
 use stack::{
     Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Shutdown, SocketError, Stack, StackConfig,
     TcpState, VecSink,
@@ -770,4 +771,48 @@ fn data_to_a_connection_shut_both_ways_resets_it() {
         n.a.tcp_take_error(c).unwrap(),
         Some(SocketError::BrokenPipe)
     );
+}
+
+/// As Linux (sk_acceptq_is_full), a listener's accept queue holds one
+/// more established connection than its backlog: listen(0) takes one,
+/// listen(2) three; the next handshake waits (its SYN unanswered, counted)
+/// until accept() makes room.  A backlog above `somaxconn` is `somaxconn`,
+/// on the first listen() and on a later one.
+#[test]
+fn the_accept_queue_holds_one_more_than_the_backlog() {
+    fn connects(n: &mut Net, count: usize) -> Vec<TcpState> {
+        let conns: Vec<_> = (0..count)
+            .map(|_| {
+                let c =
+                    n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+                        .unwrap();
+                n.run(5);
+                c
+            })
+            .collect();
+        conns.iter().map(|&c| n.a.tcp_state(c).unwrap()).collect()
+    }
+    use TcpState::{Established as E, SynSent as S};
+
+    for (backlog, somaxconn, queued) in [(0, 4096, 1), (2, 4096, 3), (usize::MAX, 2, 3)] {
+        let mut n = Net::new();
+        n.b.set_tunable(Tunable::Somaxconn(somaxconn));
+        let l = n.b.tcp_listen(addr(2, 80), backlog).unwrap();
+        let mut want = vec![E; queued];
+        want.push(S);
+        assert_eq!(connects(&mut n, queued + 1), want, "backlog {backlog}");
+        assert_eq!(n.b.tcp_accept_queue_len(l), Ok(queued));
+        assert!(n.b.counters().rx_drop_tcp_listen_overflow >= 1);
+        // accept() makes room: the waiting SYN, sent again, is taken.
+        n.b.tcp_accept(l).unwrap();
+        n.run(3_000);
+        assert_eq!(n.b.tcp_accept_queue_len(l), Ok(queued));
+    }
+
+    // listen() again with a larger backlog than somaxconn: capped too.
+    let mut n = Net::new();
+    n.b.set_tunable(Tunable::Somaxconn(1));
+    let l = n.b.tcp_listen(addr(2, 80), 0).unwrap();
+    n.b.tcp_set_backlog(l, usize::MAX).unwrap();
+    assert_eq!(connects(&mut n, 3), [E, E, S]);
 }
