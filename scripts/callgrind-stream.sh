@@ -17,25 +17,9 @@
 set -euo pipefail
 MODE=$1 N=$2 PEER=$3 GRO=$4 TSO=$5 BIN=${6:-target/release}
 T=ucg$$ NS=ucg$$n A=ucg$$a B=ucg$$b
-D=$(mktemp -d)
-SRV=
-cleanup() {
-    [ -n "$SRV" ] && kill "$SRV" 2>/dev/null || true
-    ip netns del "$NS" 2>/dev/null || true
-    ip link del "$A" 2>/dev/null || true
-    rm -rf "$D"
-}
-trap cleanup EXIT
-ip netns add "$NS"
-ip link add "$A" type veth peer name "$B"
-ip link set "$B" netns "$NS"
-ip -n "$NS" addr add 10.99.33.1/24 dev "$B"
-ip -n "$NS" link set "$B" up
-ip -n "$NS" link set lo up
-ip link set "$A" up
-echo 1 >"/proc/sys/net/ipv6/conf/$A/disable_ipv6"
+. "$(dirname "$0")/veth-peer.sh"
+veth_peer_up 10.99.33.1 10.99.33.2
 ip netns exec "$NS" ethtool -K "$B" tso "$PEER" gso "$PEER" >/dev/null
-ip -n "$NS" neigh replace 10.99.33.2 lladdr "$(cat "/sys/class/net/$A/address")" dev "$B" nud permanent
 printf '[dpdk]\nidle_sleep=100\ntso=%s\n[port0]\nlink=af_packet:%s\naddr=10.99.33.2/24\ngro=%s\n' \
     "$TSO" "$A" "$GRO" >"$D/u.ini"
 CG=(valgrind --tool=callgrind --dump-instr=no --collect-jumps=no "--callgrind-out-file=$D/cg.out")
