@@ -701,9 +701,9 @@ fn a_full_socket_table_refuses_a_handshake_with_a_counter_and_takes_it_once_ther
 
 /// `tcp_poll_view`, the one look-up the socket layer's poll makes, says
 /// what each getter it stands for says: with data unacknowledged, with
-/// data and an urgent octet waiting (not readable once it is next), and
-/// after the
-/// peer's FIN; a listener is not a connection.
+/// data and an urgent octet waiting (not readable once it is next), after
+/// the peer's FIN; while connecting, with data held by a cork, and after
+/// the peer's reset (its pending error); a listener is not a connection.
 #[test]
 fn poll_view_says_what_each_getter_says() {
     fn agrees(st: &Stack, h: stack::SocketHandle) -> stack::TcpPollView {
@@ -739,6 +739,34 @@ fn poll_view_says_what_each_getter_says() {
         .unwrap();
     n.run(5);
     assert_eq!(agrees(&n.b, s).state, TcpState::CloseWait);
+
+    // Connecting, corked, then reset by the peer.
+    let l = n.b.tcp_listen(addr(2, 82), 4).unwrap();
+    let c =
+        n.a.tcp_connect(n.now, addr(2, 82), None, &mut n.sa)
+            .unwrap();
+    agrees(&n.a, c);
+    n.run(5);
+    let (s, _) = n.b.tcp_accept(l).unwrap();
+    agrees(&n.a, c);
+    // Corked: the data waits in a's send buffer.
+    n.a.tcp_cork(c).unwrap();
+    assert_eq!(n.a.tcp_send(n.now, c, &[7u8; 300], &mut n.sa), Ok(300));
+    n.run(5);
+    assert_eq!(agrees(&n.a, c).send_queued, 300);
+    assert_eq!(agrees(&n.b, s).recv_queued, 0, "held by the cork");
+    n.a.tcp_set_cork(n.now, c, false, &mut n.sa).unwrap();
+    n.run(5);
+    assert_eq!(agrees(&n.b, s).recv_queued, 300);
+    // The peer's reset (SO_LINGER 0, close): the state and the pending
+    // error.
+    n.b.tcp_set_linger_zero(s, true).unwrap();
+    n.b.tcp_close(n.now, s, &mut n.sb).unwrap();
+    n.run(5);
+    let v = agrees(&n.a, c);
+    assert_eq!(v.state, TcpState::Closed);
+    assert!(v.error.is_some(), "the reset is pending");
+
     let l = n.b.tcp_listen(addr(2, 81), 4).unwrap();
     assert_eq!(n.b.tcp_poll_view(l), Err(SocketError::NotSupported));
 }
