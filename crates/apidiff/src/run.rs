@@ -212,38 +212,7 @@ pub struct Runner<'a> {
 }
 
 fn errno_name(e: Errno) -> String {
-    let names = [
-        (libc::EAGAIN, "EAGAIN"),
-        (libc::EBADF, "EBADF"),
-        (libc::EINVAL, "EINVAL"),
-        (libc::ENOTSOCK, "ENOTSOCK"),
-        (libc::ENOTCONN, "ENOTCONN"),
-        (libc::EISCONN, "EISCONN"),
-        (libc::EPIPE, "EPIPE"),
-        (libc::EOPNOTSUPP, "EOPNOTSUPP"),
-        (libc::ENOPROTOOPT, "ENOPROTOOPT"),
-        (libc::EADDRINUSE, "EADDRINUSE"),
-        (libc::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
-        (libc::EAFNOSUPPORT, "EAFNOSUPPORT"),
-        (libc::EINPROGRESS, "EINPROGRESS"),
-        (libc::EALREADY, "EALREADY"),
-        (libc::ECONNREFUSED, "ECONNREFUSED"),
-        (libc::ECONNRESET, "ECONNRESET"),
-        (libc::ECONNABORTED, "ECONNABORTED"),
-        (libc::EDESTADDRREQ, "EDESTADDRREQ"),
-        (libc::EEXIST, "EEXIST"),
-        (libc::ENOENT, "ENOENT"),
-        (libc::EPERM, "EPERM"),
-        (libc::EMSGSIZE, "EMSGSIZE"),
-        (libc::EFAULT, "EFAULT"),
-        (libc::ENETUNREACH, "ENETUNREACH"),
-        (libc::ETIMEDOUT, "ETIMEDOUT"),
-        (libc::ENOTTY, "ENOTTY"),
-    ];
-    names
-        .iter()
-        .find(|(n, _)| *n == e.0)
-        .map_or_else(|| format!("errno {}", e.0), |(_, s)| s.to_string())
+    testnet::errno_name(e.0)
 }
 
 fn bits<T: Copy + Into<u32>>(v: u32, table: &[(T, &str)]) -> String {
