@@ -6,11 +6,16 @@ FUZZ_SECONDS ?= 30
 FUZZ_LONG_SECONDS ?= 3600
 FUZZ_TARGETS := rx_path wire_parsers link_rx_offload
 # The differential API fuzzer (crates/apidiff): in fuzz-long and `make
-# fuzz-api`, not yet in fuzz-short: it still finds differences from Linux
-# that are open (see crates/apidiff/src/lib.rs), so a short run in
-# `make test` would fail on them.  `cargo test -p apidiff` replays its
-# kept corpus in CI.
+# fuzz-api` (libFuzzer mutating the kept corpus: it still finds open
+# differences, listed in crates/apidiff/src/lib.rs), and bounded and
+# deterministic in fuzz-short: the kept corpus replayed under libFuzzer
+# (AddressSanitizer), then API_FUZZ_SEQUENCES random sequences drawn from
+# API_FUZZ_SEED (the same ones every run).  A difference from Linux fails
+# it, both traces printed.  `cargo test -p apidiff` replays the kept
+# corpus in test-unit too (stable Rust).  Root.
 FUZZ_LONG_TARGETS := $(FUZZ_TARGETS) api_diff
+API_FUZZ_SEED ?= 1
+API_FUZZ_SEQUENCES ?= 20000
 SOAK_SECONDS ?= 3600
 
 .PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short fuzz-long fuzz-api soak scale bench bench-c clean install install-files c-examples
@@ -29,7 +34,8 @@ demo: build
 	USTACK_ECHO=target/release/ustack-echo USTACK_HTTP=target/release/ustack-http ./scripts/demo.sh
 
 # Every test level: lint, unit and scripted tests (including the root-only
-# link tests), a short fuzz run of the RX path, netns interop with Linux.
+# link tests), short fuzz runs of the RX path and of the API against
+# Linux's, netns interop with Linux.
 test: build lint test-unit fuzz-short test-interop
 
 lint:
@@ -118,6 +124,10 @@ fuzz-short: deps
 	  mkdir -p fuzz/corpus/$$t && \
 	  (cd fuzz && $(CARGO) +nightly fuzz run $$t corpus/$$t seeds/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048) || exit 1; \
 	done
+	rm -rf fuzz/corpus/api_diff_short && mkdir -p fuzz/corpus/api_diff_short
+	cd fuzz && $(CARGO) +nightly fuzz run api_diff corpus/api_diff_short seeds/api_diff -- -runs=0 -rss_limit_mb=2048
+	APIDIFF_RANDOM=$(API_FUZZ_SEQUENCES) APIDIFF_SEED=$(API_FUZZ_SEED) \
+	  $(CARGO) test --release -p apidiff --test corpus random_sequences -- --ignored --nocapture
 
 # The API fuzzer alone for FUZZ_SECONDS, its finds in fuzz/corpus (root).
 fuzz-api: deps

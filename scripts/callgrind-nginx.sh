@@ -23,28 +23,10 @@
 set -euo pipefail
 MODE=$1 SECS=${2:-10} BIN=${3:-target/release}
 NS=ucn$$n A=ucn$$a B=ucn$$b
-D=$(mktemp -d)
-SRV=
-cleanup() {
-    [ -n "$SRV" ] && kill "$SRV" 2>/dev/null || true
-    sleep 0.5
-    [ -n "$SRV" ] && kill -9 "$SRV" 2>/dev/null || true
-    ip netns del "$NS" 2>/dev/null || true
-    ip link del "$A" 2>/dev/null || true
-    rm -rf "$D"
-}
-trap cleanup EXIT
-ip netns add "$NS"
-ip link add "$A" type veth peer name "$B"
-ip link set "$B" netns "$NS"
-ip -n "$NS" addr add 10.99.87.1/24 dev "$B"
-ip -n "$NS" link set "$B" up
-ip -n "$NS" link set lo up
-ip link set "$A" up
-echo 1 >"/proc/sys/net/ipv6/conf/$A/disable_ipv6"
+. "$(dirname "$0")/veth-peer.sh"
+veth_peer_up 10.99.87.1 10.99.87.2
 ethtool -K "$A" tso off gso off >/dev/null
 ip netns exec "$NS" ethtool -K "$B" tso off gso off >/dev/null
-ip -n "$NS" neigh replace 10.99.87.2 lladdr "$(cat "/sys/class/net/$A/address")" dev "$B" nud permanent
 printf '[dpdk]\nidle_sleep=0\n[port0]\nlink=af_packet:%s\naddr=10.99.87.2/24\n' "$A" >"$D/u.ini"
 mkdir -p "$D/www"
 python3 -c 'import sys

@@ -15,33 +15,17 @@
 # `rep movsb` copies (used from about 2 KiB up) per iteration, so large
 # copies weigh far more in its counts than on the CPU.
 #
-# Environment: LINK=af_xdp puts ustack on AF_XDP (native mode) instead of
+# Environment: LINK=af_xdp puts ustack on AF_XDP (native mode; the veth
+# has one queue each way, which the one engine's socket binds) instead of
 # AF_PACKET; GSO=0|1 sets `[port0] gso` (software GSO on send; unset: the
-# default, on where the link has no TSO).
+# default, off).
 set -euo pipefail
 MODE=$1 N=$2 PEER=$3 GRO=$4 TSO=$5 BIN=${6:-target/release}
 T=ucg$$ NS=ucg$$n A=ucg$$a B=ucg$$b
-D=$(mktemp -d)
-SRV=
-cleanup() {
-    [ -n "$SRV" ] && kill "$SRV" 2>/dev/null || true
-    ip netns del "$NS" 2>/dev/null || true
-    ip link del "$A" 2>/dev/null || true
-    rm -rf "$D"
-}
-trap cleanup EXIT
-ip netns add "$NS"
-LINK=${LINK:-af_packet}
-# One queue each way: the one engine's AF_XDP socket binds queue 0.
-ip link add "$A" numtxqueues 1 numrxqueues 1 type veth peer name "$B" numtxqueues 1 numrxqueues 1
-ip link set "$B" netns "$NS"
-ip -n "$NS" addr add 10.99.33.1/24 dev "$B"
-ip -n "$NS" link set "$B" up
-ip -n "$NS" link set lo up
-ip link set "$A" up
-echo 1 >"/proc/sys/net/ipv6/conf/$A/disable_ipv6"
+. "$(dirname "$0")/veth-peer.sh"
+veth_peer_up 10.99.33.1 10.99.33.2
 ip netns exec "$NS" ethtool -K "$B" tso "$PEER" gso "$PEER" >/dev/null
-ip -n "$NS" neigh replace 10.99.33.2 lladdr "$(cat "/sys/class/net/$A/address")" dev "$B" nud permanent
+LINK=${LINK:-af_packet}
 GRO_LINE="gro=$GRO"
 [ "$LINK" = af_xdp ] && GRO_LINE="xdp_mode=native"
 printf '[dpdk]\nidle_sleep=100\ntso=%s\n[port0]\nlink=%s:%s\naddr=10.99.33.2/24\n%s\n' \

@@ -301,7 +301,10 @@ pub(crate) fn status(sock: &Socket, stack: Option<&Stack>) -> Status {
 /// unbound UDP socket.
 fn unbound_status(sock: &Socket) -> Status {
     let mut st = Status {
-        state: if sock.bound.is_some() { 2 } else { 1 },
+        // One code bound or not: bind() wakes no waiter on Linux (the
+        // socket stays in TCP_CLOSE), so an edge-triggered watcher hears
+        // nothing new from it.
+        state: 1,
         cant_recv_more: sock.shut_rd,
         cant_send_more: sock.shut_wr,
         ..Status::default()

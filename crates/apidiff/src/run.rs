@@ -55,6 +55,9 @@ struct Slot {
     /// shutdown() succeeded for reading, for writing.
     shut_rd: bool,
     shut_wr: bool,
+    /// A stream socket shut both ways before it had a connection
+    /// (shutdown() says ENOTCONN but takes effect): see [`SHUT_LISTENER`].
+    shut_unconnected: [bool; 2],
 }
 
 const EMPTY: Slot = Slot {
@@ -71,6 +74,7 @@ const EMPTY: Slot = Slot {
     failed_send: false,
     shut_rd: false,
     shut_wr: false,
+    shut_unconnected: [false; 2],
 };
 
 const SEND_FLAGS: [i32; 6] = [
@@ -190,6 +194,14 @@ const POLL_BITS: [(i16, &str); 6] = [
 /// getsockname shows the any address with the failed connection's port.
 const FAILED_CONNECT: &str = "ustack frees a failed connection's port when connect() reports it";
 
+/// Why accept is not made on a listener that was shut both ways before
+/// it listened: an open difference.  Its connections inherit the
+/// shutdown (sk_clone); data from the peer then resets an accepted one on
+/// Linux (recv says ECONNRESET), while ustack queues it (its inherited
+/// SEND_SHUTDOWN sends no FIN, so the connection stays ESTABLISHED, where
+/// the stack resets only a connection in FIN-WAIT).
+const SHUT_LISTENER: &str = "open: data to a connection accepted from a listener shut both ways";
+
 /// Why bind and getsockname are not made on a UDP socket whose first
 /// send failed (no destination, MSG_OOB): Linux's inet_sendmsg gives it a
 /// port before udp_sendmsg refuses the call; ustack binds a UDP socket at
@@ -212,38 +224,7 @@ pub struct Runner<'a> {
 }
 
 fn errno_name(e: Errno) -> String {
-    let names = [
-        (libc::EAGAIN, "EAGAIN"),
-        (libc::EBADF, "EBADF"),
-        (libc::EINVAL, "EINVAL"),
-        (libc::ENOTSOCK, "ENOTSOCK"),
-        (libc::ENOTCONN, "ENOTCONN"),
-        (libc::EISCONN, "EISCONN"),
-        (libc::EPIPE, "EPIPE"),
-        (libc::EOPNOTSUPP, "EOPNOTSUPP"),
-        (libc::ENOPROTOOPT, "ENOPROTOOPT"),
-        (libc::EADDRINUSE, "EADDRINUSE"),
-        (libc::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
-        (libc::EAFNOSUPPORT, "EAFNOSUPPORT"),
-        (libc::EINPROGRESS, "EINPROGRESS"),
-        (libc::EALREADY, "EALREADY"),
-        (libc::ECONNREFUSED, "ECONNREFUSED"),
-        (libc::ECONNRESET, "ECONNRESET"),
-        (libc::ECONNABORTED, "ECONNABORTED"),
-        (libc::EDESTADDRREQ, "EDESTADDRREQ"),
-        (libc::EEXIST, "EEXIST"),
-        (libc::ENOENT, "ENOENT"),
-        (libc::EPERM, "EPERM"),
-        (libc::EMSGSIZE, "EMSGSIZE"),
-        (libc::EFAULT, "EFAULT"),
-        (libc::ENETUNREACH, "ENETUNREACH"),
-        (libc::ETIMEDOUT, "ETIMEDOUT"),
-        (libc::ENOTTY, "ENOTTY"),
-    ];
-    names
-        .iter()
-        .find(|(n, _)| *n == e.0)
-        .map_or_else(|| format!("errno {}", e.0), |(_, s)| s.to_string())
+    testnet::errno_name(e.0)
 }
 
 fn bits<T: Copy + Into<u32>>(v: u32, table: &[(T, &str)]) -> String {
@@ -473,6 +454,9 @@ impl<'a> Runner<'a> {
             Op::Accept { s, cloexec } => {
                 let flags = SOCK_NONBLOCK | if cloexec { SOCK_CLOEXEC } else { 0 };
                 let listener = self.socks[usize::from(s)];
+                if listener.shut_unconnected == [true; 2] {
+                    return format!("accept s{s}: not made ({SHUT_LISTENER})");
+                }
                 let r = self.sys.accept4(self.fd(s), flags).map(|(fd, a)| {
                     self.last_peer = Some(a);
                     let socket = self.new_socket();
@@ -565,10 +549,14 @@ impl<'a> Runner<'a> {
             }
             Op::Shutdown { s, how } => {
                 let r = self.sys.shutdown(self.fd(s), i32::from(how));
+                let slot = &mut self.socks[usize::from(s)];
                 if r.is_ok() {
-                    let slot = &mut self.socks[usize::from(s)];
                     slot.shut_rd |= how == 0 || how == 2;
                     slot.shut_wr |= how == 1 || how == 2;
+                }
+                if matches!(&r, Err(e) if e.0 == libc::ENOTCONN) && !slot.dgram {
+                    slot.shut_unconnected[0] |= how == 0 || how == 2;
+                    slot.shut_unconnected[1] |= how == 1 || how == 2;
                 }
                 format!("shutdown s{s} {how} = {}", show(r.map(|_| "ok".into())))
             }

@@ -818,6 +818,43 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
         (
+            // Linux's accept queue holds backlog + 1 connections
+            // (sk_acceptq_is_full is `>`): with backlog 1 two handshakes
+            // complete and the third SYN goes unanswered.
+            "seed_fix_accept_queue_holds_backlog_plus_one",
+            vec![
+                STREAM,
+                Bind {
+                    s: 0,
+                    any: true,
+                    port: 0,
+                },
+                Listen { s: 0, backlog: 1 },
+                STREAM,
+                STREAM,
+                STREAM,
+                Connect { s: 1, port: 0 },
+                Connect { s: 2, port: 0 },
+                Connect { s: 3, port: 0 },
+                Poll { s: 1, events: 2 },
+                Poll { s: 2, events: 2 },
+                Poll { s: 3, events: 2 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+                Close { s: 4 },
+                Accept {
+                    s: 0,
+                    cloexec: false,
+                },
+            ],
+        ),
+        (
             "seed_shutdown",
             with(
                 tcp_pair(),

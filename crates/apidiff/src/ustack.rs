@@ -7,14 +7,11 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use api::{epoll_event, Result};
-use link::MemoryLink;
-use runtime::{Engine, EngineConfig};
-use stack::{InterfaceConfig, Ipv6Config, Stack, StackConfig, TcpConfig};
+use stack::TcpConfig;
+use testnet::engines::{self, CLIENT, CLIENT6, SERVER, SERVER6};
 
 use crate::sys::Sys;
 
-const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 1);
-const SERVER: Ipv4Addr = Ipv4Addr::new(10, 99, 1, 2);
 const PORT_FIRST: u16 = 7100;
 const LINUX_KEEPCNT: u32 = 9;
 /// Each link end's buffers: a sequence has at most 64 calls of a few
@@ -32,65 +29,23 @@ pub struct Ustack {
     _private: (),
 }
 
-/// The IPv6 address of host `last` (1 the client, 2 the server).
-fn v6(last: u8) -> Ipv6Addr {
-    Ipv6Addr::new(0xfd99, 1, 0, 0, 0, 0, 0, u16::from(last))
-}
-
-fn stack(last: u8) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last) * 7919,
-        ip6_dad_count: 0,
-        ip6_accept_rtadv: false,
-        // Linux's default (net.ipv4.tcp_keepalive_probes); ustack's is
-        // FreeBSD's 8 (`net.inet.tcp.keepcnt`), a setting, not a behaviour.
-        // Loopback's TCP acknowledges at once at the start of a connection
-        // (quick-ACK mode): a second small write is not held by Nagle
-        // waiting for a delayed ACK there.  Here it would be, for the
-        // delayed-ACK timeout: timing, not behaviour, so none.
-        tcp: TcpConfig {
-            keepcnt: LINUX_KEEPCNT,
-            delayed_ack: false,
-            ..TcpConfig::default()
-        },
-        ..StackConfig::default()
-    });
-    let id = s
-        .add_interface(&InterfaceConfig {
-            name: format!("mem{last}"),
-            mac: [2, 0, 0, 0, 5, last],
-            mtu: 1500,
-            addr: Ipv4Addr::new(10, 99, 1, last),
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
-        .expect("interface");
-    let ipv6 = Ipv6Config {
-        addrs: vec![(v6(last), 64)],
-        gateway: None,
-    };
-    s.enable_ipv6(stack::Instant::ZERO, id, &ipv6)
-        .expect("IPv6");
-    s
-}
-
 impl Ustack {
     /// Attaches a server engine (first: the one sockets bound to the any
     /// address live on) and a client engine to the calling thread.
     pub fn begin() -> Ustack {
         crate::kernel::ignore_sigpipe();
-        let (mut a, mut b) = MemoryLink::pair(1500, POOL_BUFFERS);
-        a.set_mac([2, 0, 0, 0, 5, 1]);
-        b.set_mac([2, 0, 0, 0, 5, 2]);
-        let cfg = EngineConfig {
-            idle_sleep: Duration::ZERO,
-            pkt_tx_delay: Duration::ZERO,
-            ..EngineConfig::default()
+        // Linux's TCP_KEEPCNT default (net.ipv4.tcp_keepalive_probes);
+        // ustack's is FreeBSD's 8 (`net.inet.tcp.keepcnt`), a setting, not
+        // a behaviour.  Loopback's TCP acknowledges at once at the start
+        // of a connection (quick-ACK mode): a second small write is not
+        // held by Nagle waiting for a delayed ACK there.  Here it would
+        // be, for the delayed-ACK timeout: timing, not behaviour, so none.
+        let tcp = TcpConfig {
+            keepcnt: LINUX_KEEPCNT,
+            delayed_ack: false,
+            ..TcpConfig::default()
         };
-        api::attach(Engine::new(stack(2), vec![b], cfg));
-        api::attach(Engine::new(stack(1), vec![a], cfg));
+        engines::attach_two(POOL_BUFFERS, tcp);
         Ustack { _private: () }
     }
 }
@@ -109,10 +64,10 @@ impl Sys for Ustack {
         CLIENT
     }
     fn server_ip6(&self) -> Ipv6Addr {
-        v6(2)
+        SERVER6
     }
     fn client_ip6(&self) -> Ipv6Addr {
-        v6(1)
+        CLIENT6
     }
     fn port(&self, i: usize) -> u16 {
         PORT_FIRST + i as u16

@@ -94,9 +94,12 @@ fn the_kept_corpus_gives_the_same_trace_on_ustack_and_linux() {
     );
 }
 
-/// Not a check: `APIDIFF_RANDOM=N cargo test -p apidiff --test corpus
-/// -- --ignored --nocapture` runs N random sequences and prints each
-/// difference (a way to look without nightly and cargo-fuzz).
+/// `APIDIFF_RANDOM=N APIDIFF_SEED=S cargo test -p apidiff --test corpus
+/// -- --ignored --nocapture` runs N random sequences drawn from seed S
+/// (the same ones for the same S), prints each difference (its bytes
+/// saved under APIDIFF_SAVE) and fails if there was one.  `make
+/// fuzz-short` runs it with a fixed seed; ignored in a plain `cargo test`
+/// for its length.
 #[test]
 #[ignore]
 fn random_sequences() {
@@ -128,4 +131,5 @@ fn random_sequences() {
         }
     }
     println!("{found} of {n} sequences differ");
+    assert_eq!(found, 0, "{found} of {n} random sequences differ (above)");
 }

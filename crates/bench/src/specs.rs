@@ -110,6 +110,77 @@ pub struct Spec {
     pub family: Family,
 }
 
+// The core rate rows that the async Rust way runs too (`rust_async`).
+const CORE_PINGPONG_100: Spec = Spec {
+    name: "tcp_pingpong_64b_100conn",
+    kind: Kind::Rate,
+    way: Way::Core,
+    workload: "pingpong:100",
+    unit: "round trips/s",
+    scale: 1.0,
+    goal: Goal::RatioAtLeast(10.0),
+    higher_better: true,
+    family: Family::V4,
+};
+
+const CORE_PINGPONG_100_V6: Spec = Spec {
+    name: "tcp_pingpong_64b_100conn_ipv6",
+    kind: Kind::Rate,
+    way: Way::Core,
+    workload: "pingpong:100",
+    unit: "round trips/s",
+    scale: 1.0,
+    goal: Goal::RatioAtLeast(10.0),
+    higher_better: true,
+    family: Family::V6,
+};
+
+const CORE_SHORT_CONN: Spec = Spec {
+    name: "tcp_short_conn",
+    kind: Kind::Rate,
+    way: Way::Core,
+    workload: "short:64",
+    unit: "connections/s",
+    scale: 1.0,
+    goal: Goal::RatioAtLeast(10.0),
+    higher_better: true,
+    family: Family::V4,
+};
+
+const CORE_UDP_REQRESP: Spec = Spec {
+    name: "udp_reqresp_64b",
+    kind: Kind::Rate,
+    way: Way::Core,
+    workload: "udp:100",
+    unit: "round trips/s",
+    scale: 1.0,
+    goal: Goal::RatioAtLeast(10.0),
+    higher_better: true,
+    family: Family::V4,
+};
+
+const CORE_UDP_REQRESP_V6: Spec = Spec {
+    name: "udp_reqresp_64b_ipv6",
+    kind: Kind::Rate,
+    way: Way::Core,
+    workload: "udp:100",
+    unit: "requests/s",
+    scale: 1.0,
+    goal: Goal::RatioAtLeast(10.0),
+    higher_better: true,
+    family: Family::V6,
+};
+
+/// A core row through the async Rust API: the same workload and unit,
+/// no goal (the kernel's side is the core row's program).
+const fn rust_async(core: Spec) -> Spec {
+    Spec {
+        way: Way::RustAsync,
+        goal: Goal::None,
+        ..core
+    }
+}
+
 pub const SPECS: &[Spec] = &[
     Spec {
         name: "tcp_pingpong_64b_1conn",
@@ -122,28 +193,8 @@ pub const SPECS: &[Spec] = &[
         higher_better: true,
         family: Family::V4,
     },
-    Spec {
-        name: "tcp_pingpong_64b_100conn",
-        kind: Kind::Rate,
-        way: Way::Core,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_100conn_ipv6",
-        kind: Kind::Rate,
-        way: Way::Core,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V6,
-    },
+    CORE_PINGPONG_100,
+    CORE_PINGPONG_100_V6,
     Spec {
         name: "tcp_pingpong_64b_1000conn",
         kind: Kind::Rate,
@@ -155,17 +206,7 @@ pub const SPECS: &[Spec] = &[
         higher_better: true,
         family: Family::V4,
     },
-    Spec {
-        name: "tcp_short_conn",
-        kind: Kind::Rate,
-        way: Way::Core,
-        workload: "short:64",
-        unit: "connections/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
+    CORE_SHORT_CONN,
     Spec {
         name: "tcp_pingpong_64b_100conn",
         kind: Kind::CRate,
@@ -232,61 +273,11 @@ pub const SPECS: &[Spec] = &[
         higher_better: true,
         family: Family::V4,
     },
-    Spec {
-        name: "tcp_pingpong_64b_100conn",
-        kind: Kind::Rate,
-        way: Way::RustAsync,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "tcp_pingpong_64b_100conn_ipv6",
-        kind: Kind::Rate,
-        way: Way::RustAsync,
-        workload: "pingpong:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V6,
-    },
-    Spec {
-        name: "tcp_short_conn",
-        kind: Kind::Rate,
-        way: Way::RustAsync,
-        workload: "short:64",
-        unit: "connections/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "udp_reqresp_64b",
-        kind: Kind::Rate,
-        way: Way::RustAsync,
-        workload: "udp:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "udp_reqresp_64b_ipv6",
-        kind: Kind::Rate,
-        way: Way::RustAsync,
-        workload: "udp:100",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::None,
-        higher_better: true,
-        family: Family::V6,
-    },
+    rust_async(CORE_PINGPONG_100),
+    rust_async(CORE_PINGPONG_100_V6),
+    rust_async(CORE_SHORT_CONN),
+    rust_async(CORE_UDP_REQRESP),
+    rust_async(CORE_UDP_REQRESP_V6),
     Spec {
         name: "tcp_stream_1conn",
         kind: Kind::Rate,
@@ -320,28 +311,8 @@ pub const SPECS: &[Spec] = &[
         higher_better: true,
         family: Family::V4,
     },
-    Spec {
-        name: "udp_reqresp_64b",
-        kind: Kind::Rate,
-        way: Way::Core,
-        workload: "udp:100",
-        unit: "round trips/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V4,
-    },
-    Spec {
-        name: "udp_reqresp_64b_ipv6",
-        kind: Kind::Rate,
-        way: Way::Core,
-        workload: "udp:100",
-        unit: "requests/s",
-        scale: 1.0,
-        goal: Goal::RatioAtLeast(10.0),
-        higher_better: true,
-        family: Family::V6,
-    },
+    CORE_UDP_REQRESP,
+    CORE_UDP_REQRESP_V6,
     Spec {
         name: "nginx_preload_keepalive_600b",
         kind: Kind::Program,

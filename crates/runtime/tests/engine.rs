@@ -3,28 +3,12 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use link::{FaultConfig, FaultLink, Link, MemoryLink};
+use link::{FaultConfig, FaultLink, Link};
 use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::{InterfaceConfig, SocketHandle, Stack, StackConfig};
+use stack::{SocketHandle, Stack};
 
-fn stack(last: u8, mac: [u8; 6]) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last),
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
-        mac,
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 2, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
-}
+mod common;
+use common::{engines, pair, stack, CLIENT_MAC, SERVER_MAC};
 
 struct Echo(SocketHandle);
 
@@ -86,13 +70,6 @@ impl Application for Client {
     }
 }
 
-fn pair() -> (MemoryLink, MemoryLink) {
-    let (mut a, mut b) = MemoryLink::pair(1500, 1024);
-    a.set_mac([2, 0, 0, 0, 2, 1]);
-    b.set_mac([2, 0, 0, 0, 2, 2]);
-    (a, b)
-}
-
 fn run_echo<L1: Link, L2: Link>(
     client: &mut Engine<L1>,
     server: &mut Engine<L2>,
@@ -118,8 +95,7 @@ fn udp_echo_through_two_engines() {
         pkt_tx_delay: std::time::Duration::ZERO,
         ..EngineConfig::default()
     };
-    let mut client = Engine::new(stack(1, [2, 0, 0, 0, 2, 1]), vec![la], cfg);
-    let mut server = Engine::new(stack(2, [2, 0, 0, 0, 2, 2]), vec![lb], cfg);
+    let (mut client, mut server) = engines(la, lb, cfg);
     let sock = client.stack.udp_bind("0.0.0.0:0".parse().unwrap()).unwrap();
     let mut app = Client {
         sock,
@@ -165,8 +141,7 @@ fn udp_echo_over_a_lossy_link_loses_about_what_the_link_drops() {
         pkt_tx_delay: std::time::Duration::ZERO,
         ..EngineConfig::default()
     };
-    let mut client = Engine::new(stack(1, [2, 0, 0, 0, 2, 1]), vec![la], cfg);
-    let mut server = Engine::new(stack(2, [2, 0, 0, 0, 2, 2]), vec![lb], cfg);
+    let (mut client, mut server) = engines(la, lb, cfg);
     let sock = client.stack.udp_bind("0.0.0.0:0".parse().unwrap()).unwrap();
     let mut app = Client {
         sock,
@@ -209,8 +184,8 @@ fn shm_pair(tag: &str) -> (link::ShmLink, link::ShmLink) {
     let mut a = link::ShmLink::create(&path, &link::ShmConfig::new(1500, 256)).unwrap();
     let mut b = link::ShmLink::open(&path).unwrap();
     a.unlink().unwrap();
-    a.set_mac([2, 0, 0, 0, 2, 1]);
-    b.set_mac([2, 0, 0, 0, 2, 2]);
+    a.set_mac(CLIENT_MAC);
+    b.set_mac(SERVER_MAC);
     (a, b)
 }
 
@@ -233,8 +208,7 @@ fn echo_with_hook<L: Link>(
         pkt_tx_delay: std::time::Duration::from_micros(delay_us),
         ..EngineConfig::default()
     };
-    let mut client = Engine::new(stack(1, [2, 0, 0, 0, 2, 1]), vec![la], cfg);
-    let mut server = Engine::new(stack(2, [2, 0, 0, 0, 2, 2]), vec![lb], cfg);
+    let (mut client, mut server) = engines(la, lb, cfg);
     server.set_frame_hook(hook);
     let sock = client.stack.udp_bind("0.0.0.0:0".parse().unwrap()).unwrap();
     let mut app = Client {
@@ -319,13 +293,9 @@ fn frames_one_at_a_time_pass_the_frame_hook_like_a_burst() {
 #[test]
 fn an_engine_tells_its_stack_which_checksums_a_link_takes_care_of() {
     let (sa, sb) = shm_pair("vouch");
-    let shm = Engine::new(
-        stack(1, [2, 0, 0, 0, 2, 1]),
-        vec![sa],
-        EngineConfig::default(),
-    );
+    let shm = Engine::new(stack(1, CLIENT_MAC), vec![sa], EngineConfig::default());
     let faulty = Engine::new(
-        stack(2, [2, 0, 0, 0, 2, 2]),
+        stack(2, SERVER_MAC),
         vec![FaultLink::new(sb, FaultConfig::default())],
         EngineConfig::default(),
     );
@@ -403,16 +373,7 @@ impl Application for BulkReceiver {
 #[test]
 fn a_turn_that_sends_more_than_a_burst_flushes_each_full_one_first() {
     let (la, lb) = shm_pair("bulk");
-    let mut client = Engine::new(
-        stack(1, [2, 0, 0, 0, 2, 1]),
-        vec![la],
-        EngineConfig::default(),
-    );
-    let mut server = Engine::new(
-        stack(2, [2, 0, 0, 0, 2, 2]),
-        vec![lb],
-        EngineConfig::default(),
-    );
+    let (mut client, mut server) = engines(la, lb, EngineConfig::default());
     let listener = server
         .stack
         .tcp_listen("10.99.2.2:9000".parse().unwrap(), 8)

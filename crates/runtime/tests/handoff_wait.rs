@@ -5,32 +5,16 @@
 //! for).  A client engine and the offering engine over an in-memory link;
 //! the other member is a bare handoff channel this test answers for.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use link::handoff::Message;
 use link::{FlowHandoff, MemoryLink};
 use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::{InterfaceConfig, SocketHandle, Stack, StackConfig, TcpState};
+use stack::{SocketHandle, TcpState};
 
-fn stack(last: u8, mac: [u8; 6]) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last),
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
-        mac,
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 2, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
-}
+mod common;
+use common::{engines, pair};
 
 /// Opens one connection to the server's port 80 on its first turn.
 struct Connect(Option<SocketHandle>);
@@ -74,15 +58,12 @@ fn decline_all(member: &mut FlowHandoff) -> usize {
 #[test]
 fn an_offer_waits_for_a_busy_member_and_is_answered_once_all_decline() {
     let group = 30_000 + (std::process::id() % 5000) as u16;
-    let (mut lc, mut ls) = MemoryLink::pair(1500, 1024);
-    lc.set_mac([2, 0, 0, 0, 2, 1]);
-    ls.set_mac([2, 0, 0, 0, 2, 2]);
+    let (lc, ls) = pair();
     let cfg = EngineConfig {
         pkt_tx_delay: Duration::ZERO,
         ..EngineConfig::default()
     };
-    let mut client = Engine::new(stack(1, [2, 0, 0, 0, 2, 1]), vec![lc], cfg);
-    let mut server = Engine::new(stack(2, [2, 0, 0, 0, 2, 2]), vec![ls], cfg);
+    let (mut client, mut server) = engines(lc, ls, cfg);
     // The server's engine shares its port with one other member, which
     // is busy: it reads nothing until the test says.
     server.set_flow_handoff(FlowHandoff::open(group, 0).unwrap());

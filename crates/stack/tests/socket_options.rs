@@ -183,56 +183,6 @@ fn keepalive_timing_per_connection() {
     assert_eq!(n.a.tcp_take_error(c).unwrap(), Some(SocketError::TimedOut));
 }
 
-/// `tcp_poll_view` (one lookup, for the socket layer's readiness) says
-/// what the single-figure calls say, through data queued both ways, a
-/// cork and a reset's pending error.
-#[test]
-fn poll_view_matches_the_single_figures() {
-    fn check(s: &Stack, h: stack::SocketHandle) {
-        let v = s.tcp_poll_view(h).unwrap();
-        assert_eq!(v.state, s.tcp_state(h).unwrap());
-        assert_eq!(v.recv_queued, s.tcp_recv_queued(h).unwrap());
-        assert_eq!(v.recv_readable, s.tcp_recv_readable(h).unwrap());
-        assert_eq!(v.urgent, s.tcp_readiness(h).unwrap().urgent);
-        assert_eq!(v.send_space, s.tcp_send_space(h).unwrap());
-        assert_eq!(v.send_queued, s.tcp_send_queued(h).unwrap());
-        assert_eq!(v.error, s.tcp_peek_error(h).unwrap());
-    }
-    let mut n = Net::new();
-    let l = n.b.tcp_listen(addr(2, 82), 4).unwrap();
-    let c =
-        n.a.tcp_connect(n.now, addr(2, 82), None, &mut n.sa)
-            .unwrap();
-    check(&n.a, c);
-    n.run(5);
-    let (s, _) = n.b.tcp_accept(l).unwrap();
-    check(&n.a, c);
-    // Corked: the data waits in a's send buffer.
-    n.a.tcp_cork(c).unwrap();
-    assert_eq!(n.a.tcp_send(n.now, c, &[7u8; 300], &mut n.sa), Ok(300));
-    n.run(5);
-    check(&n.a, c);
-    assert_eq!(n.a.tcp_poll_view(c).unwrap().send_queued, 300);
-    assert_eq!(
-        n.b.tcp_poll_view(s).unwrap().recv_queued,
-        0,
-        "held by the cork"
-    );
-    n.a.tcp_set_cork(n.now, c, false, &mut n.sa).unwrap();
-    n.run(5);
-    check(&n.b, s);
-    assert_eq!(n.b.tcp_poll_view(s).unwrap().recv_queued, 300);
-    // The peer's reset (SO_LINGER 0, close): the state and the pending
-    // error.
-    n.b.tcp_set_linger_zero(s, true).unwrap();
-    n.b.tcp_close(n.now, s, &mut n.sb).unwrap();
-    n.run(5);
-    check(&n.a, c);
-    let v = n.a.tcp_poll_view(c).unwrap();
-    assert_eq!(v.state, TcpState::Closed);
-    assert!(v.error.is_some(), "the reset is pending");
-}
-
 /// TCP_MAXSEG: a connection opened with a maximum segment advertises it
 /// and sends no larger segments; a listener's maximum does the same for
 /// its connections (both directions then carry at most that, less the

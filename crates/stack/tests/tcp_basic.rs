@@ -2,6 +2,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use stack::admin::Tunable;
 use stack::{
     Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Shutdown, SocketError, Stack, StackConfig,
     TcpState, VecSink,
@@ -792,9 +793,9 @@ fn a_full_socket_table_refuses_a_handshake_with_a_counter_and_takes_it_once_ther
 
 /// `tcp_poll_view`, the one look-up the socket layer's poll makes, says
 /// what each getter it stands for says: with data unacknowledged, with
-/// data and an urgent octet waiting (not readable once it is next), and
-/// after the
-/// peer's FIN; a listener is not a connection.
+/// data and an urgent octet waiting (not readable once it is next), after
+/// the peer's FIN; while connecting, with data held by a cork, and after
+/// the peer's reset (its pending error); a listener is not a connection.
 #[test]
 fn poll_view_says_what_each_getter_says() {
     fn agrees(st: &Stack, h: stack::SocketHandle) -> stack::TcpPollView {
@@ -830,6 +831,34 @@ fn poll_view_says_what_each_getter_says() {
         .unwrap();
     n.run(5);
     assert_eq!(agrees(&n.b, s).state, TcpState::CloseWait);
+
+    // Connecting, corked, then reset by the peer.
+    let l = n.b.tcp_listen(addr(2, 82), 4).unwrap();
+    let c =
+        n.a.tcp_connect(n.now, addr(2, 82), None, &mut n.sa)
+            .unwrap();
+    agrees(&n.a, c);
+    n.run(5);
+    let (s, _) = n.b.tcp_accept(l).unwrap();
+    agrees(&n.a, c);
+    // Corked: the data waits in a's send buffer.
+    n.a.tcp_cork(c).unwrap();
+    assert_eq!(n.a.tcp_send(n.now, c, &[7u8; 300], &mut n.sa), Ok(300));
+    n.run(5);
+    assert_eq!(agrees(&n.a, c).send_queued, 300);
+    assert_eq!(agrees(&n.b, s).recv_queued, 0, "held by the cork");
+    n.a.tcp_set_cork(n.now, c, false, &mut n.sa).unwrap();
+    n.run(5);
+    assert_eq!(agrees(&n.b, s).recv_queued, 300);
+    // The peer's reset (SO_LINGER 0, close): the state and the pending
+    // error.
+    n.b.tcp_set_linger_zero(s, true).unwrap();
+    n.b.tcp_close(n.now, s, &mut n.sb).unwrap();
+    n.run(5);
+    let v = agrees(&n.a, c);
+    assert_eq!(v.state, TcpState::Closed);
+    assert!(v.error.is_some(), "the reset is pending");
+
     let l = n.b.tcp_listen(addr(2, 81), 4).unwrap();
     assert_eq!(n.b.tcp_poll_view(l), Err(SocketError::NotSupported));
 }
@@ -862,4 +891,48 @@ fn data_to_a_connection_shut_both_ways_resets_it() {
         n.a.tcp_take_error(c).unwrap(),
         Some(SocketError::BrokenPipe)
     );
+}
+
+/// As Linux (sk_acceptq_is_full), a listener's accept queue holds one
+/// more established connection than its backlog: listen(0) takes one,
+/// listen(2) three; the next handshake waits (its SYN unanswered, counted)
+/// until accept() makes room.  A backlog above `somaxconn` is `somaxconn`,
+/// on the first listen() and on a later one.
+#[test]
+fn the_accept_queue_holds_one_more_than_the_backlog() {
+    fn connects(n: &mut Net, count: usize) -> Vec<TcpState> {
+        let conns: Vec<_> = (0..count)
+            .map(|_| {
+                let c =
+                    n.a.tcp_connect(n.now, addr(2, 80), None, &mut n.sa)
+                        .unwrap();
+                n.run(5);
+                c
+            })
+            .collect();
+        conns.iter().map(|&c| n.a.tcp_state(c).unwrap()).collect()
+    }
+    use TcpState::{Established as E, SynSent as S};
+
+    for (backlog, somaxconn, queued) in [(0, 4096, 1), (2, 4096, 3), (usize::MAX, 2, 3)] {
+        let mut n = Net::new();
+        n.b.set_tunable(Tunable::Somaxconn(somaxconn));
+        let l = n.b.tcp_listen(addr(2, 80), backlog).unwrap();
+        let mut want = vec![E; queued];
+        want.push(S);
+        assert_eq!(connects(&mut n, queued + 1), want, "backlog {backlog}");
+        assert_eq!(n.b.tcp_accept_queue_len(l), Ok(queued));
+        assert!(n.b.counters().rx_drop_tcp_listen_overflow >= 1);
+        // accept() makes room: the waiting SYN, sent again, is taken.
+        n.b.tcp_accept(l).unwrap();
+        n.run(3_000);
+        assert_eq!(n.b.tcp_accept_queue_len(l), Ok(queued));
+    }
+
+    // listen() again with a larger backlog than somaxconn: capped too.
+    let mut n = Net::new();
+    n.b.set_tunable(Tunable::Somaxconn(1));
+    let l = n.b.tcp_listen(addr(2, 80), 0).unwrap();
+    n.b.tcp_set_backlog(l, usize::MAX).unwrap();
+    assert_eq!(connects(&mut n, 3), [E, E, S]);
 }

@@ -5,10 +5,11 @@
 
 use std::fmt::Debug;
 use std::io::{IoSlice, IoSliceMut};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use api::{epoll_event, Errno, Pkt6Info, PktInfo, RecvMsg, Result, SendMsg};
+use api::{epoll_event, Pkt6Info, PktInfo, RecvMsg, Result, SendMsg};
+use testnet::linux::{self, cvt, from_sa, to_sa_for, zero_sa, SA_LEN};
 
 pub trait Net {
     /// The address servers bind.
@@ -70,42 +71,7 @@ pub struct Names {
     pub local6: Vec<Ipv6Addr>,
 }
 
-/// The name of an errno.
-pub fn errno_name(e: i32) -> String {
-    let names = [
-        (libc::EAGAIN, "EAGAIN"),
-        (libc::EBADF, "EBADF"),
-        (libc::EINVAL, "EINVAL"),
-        (libc::ENOTSOCK, "ENOTSOCK"),
-        (libc::ENOTCONN, "ENOTCONN"),
-        (libc::EISCONN, "EISCONN"),
-        (libc::EPIPE, "EPIPE"),
-        (libc::EOPNOTSUPP, "EOPNOTSUPP"),
-        (libc::ENOPROTOOPT, "ENOPROTOOPT"),
-        (libc::EADDRINUSE, "EADDRINUSE"),
-        (libc::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
-        (libc::EAFNOSUPPORT, "EAFNOSUPPORT"),
-        (libc::EINPROGRESS, "EINPROGRESS"),
-        (libc::EALREADY, "EALREADY"),
-        (libc::ECONNREFUSED, "ECONNREFUSED"),
-        (libc::ECONNRESET, "ECONNRESET"),
-        (libc::ECONNABORTED, "ECONNABORTED"),
-        (libc::EDESTADDRREQ, "EDESTADDRREQ"),
-        (libc::EEXIST, "EEXIST"),
-        (libc::ENOENT, "ENOENT"),
-        (libc::EPERM, "EPERM"),
-        (libc::EDOM, "EDOM"),
-        (libc::EMSGSIZE, "EMSGSIZE"),
-        (libc::EPROTONOSUPPORT, "EPROTONOSUPPORT"),
-        (libc::ESOCKTNOSUPPORT, "ESOCKTNOSUPPORT"),
-        (libc::EACCES, "EACCES"),
-        (libc::ETIMEDOUT, "ETIMEDOUT"),
-    ];
-    names
-        .iter()
-        .find(|(n, _)| *n == e)
-        .map_or_else(|| format!("errno {e}"), |(_, s)| s.to_string())
-}
+pub use testnet::errno_name;
 
 impl Trace {
     pub fn new(net: &dyn Net) -> Trace {
@@ -314,122 +280,9 @@ impl Kernel {
     /// Moves the calling thread into a new network namespace with `lo` up
     /// (root, as `make test` runs).
     pub fn new() -> Kernel {
-        // SAFETY: unshare takes no pointers; it changes this thread only.
-        let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-        assert_eq!(
-            r,
-            0,
-            "unshare(CLONE_NEWNET): {}",
-            std::io::Error::last_os_error()
-        );
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-        assert!(fd >= 0);
-        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-            *d = *s as libc::c_char;
-        }
-        // SAFETY: `ifr` is a live ifreq with the name set.
-        unsafe {
-            assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr), 0);
-            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-            assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS, &mut ifr), 0);
-            libc::close(fd);
-        }
+        linux::enter_new_namespace();
         Kernel
     }
-}
-
-fn cvt(r: isize) -> Result<isize> {
-    if r < 0 {
-        Err(Errno::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-/// An address in C (a sockaddr_in or sockaddr_in6 in a sockaddr_storage)
-/// and its length.
-pub fn to_sa(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match a {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*a.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            unsafe { std::ptr::write((&mut st as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo().to_be(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            unsafe { std::ptr::write((&mut st as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (st, len as libc::socklen_t)
-}
-
-pub fn from_sa(s: &libc::sockaddr_storage) -> SocketAddr {
-    if i32::from(s.ss_family) == libc::AF_INET6 {
-        let s = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-        SocketAddr::V6(SocketAddrV6::new(
-            Ipv6Addr::from(s.sin6_addr.s6_addr),
-            u16::from_be(s.sin6_port),
-            u32::from_be(s.sin6_flowinfo),
-            s.sin6_scope_id,
-        ))
-    } else {
-        let s = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-        SocketAddr::V4(SocketAddrV4::new(
-            Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
-            u16::from_be(s.sin_port),
-        ))
-    }
-}
-
-const SA_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-
-/// An address for kernel socket `fd`.  The Rust calls have no length: an
-/// IPv4 address to an AF_INET6 socket goes as a program holding it in a
-/// sockaddr_storage would give it (a sockaddr_in6's length), so the kernel
-/// looks at its family rather than finding it short.
-fn to_sa_for(fd: i32, a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    let (st, len) = to_sa(a);
-    let mut domain = 0i32;
-    let mut dlen = 4 as libc::socklen_t;
-    unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_DOMAIN,
-            (&mut domain as *mut i32).cast(),
-            &mut dlen,
-        )
-    };
-    if domain == libc::AF_INET6 && a.is_ipv4() {
-        (
-            st,
-            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        )
-    } else {
-        (st, len)
-    }
-}
-
-fn zero_sa() -> libc::sockaddr_storage {
-    unsafe { std::mem::zeroed() }
 }
 
 // SAFETY (for every call below): the pointers passed are to live locals or
@@ -448,33 +301,19 @@ impl Net for Kernel {
         std::thread::sleep(Duration::from_millis(30));
     }
     fn socket(&mut self, d: i32, t: i32, p: i32) -> Result<i32> {
-        cvt(unsafe { libc::socket(d, t, p) } as isize).map(|f| f as i32)
+        linux::socket(d, t, p)
     }
     fn bind(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
-        let (sa, len) = to_sa_for(fd, a);
-        cvt(unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len) } as isize)
-            .map(|_| ())
+        linux::bind(fd, &to_sa_for(fd, a))
     }
     fn listen(&mut self, fd: i32, backlog: i32) -> Result<()> {
-        cvt(unsafe { libc::listen(fd, backlog) } as isize).map(|_| ())
+        linux::listen(fd, backlog)
     }
     fn accept4(&mut self, fd: i32, flags: i32) -> Result<(i32, SocketAddr)> {
-        let mut sa = zero_sa();
-        let mut len = SA_LEN;
-        let r = unsafe {
-            libc::accept4(
-                fd,
-                &mut sa as *mut _ as *mut libc::sockaddr,
-                &mut len,
-                flags,
-            )
-        };
-        cvt(r as isize).map(|f| (f as i32, from_sa(&sa)))
+        linux::accept4(fd, flags)
     }
     fn connect(&mut self, fd: i32, a: &SocketAddr) -> Result<()> {
-        let (sa, len) = to_sa_for(fd, a);
-        cvt(unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, len) } as isize)
-            .map(|_| ())
+        linux::connect(fd, &to_sa_for(fd, a))
     }
     fn send(&mut self, fd: i32, b: &[u8], flags: i32) -> Result<usize> {
         cvt(unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), flags) }).map(|n| n as usize)
@@ -483,13 +322,7 @@ impl Net for Kernel {
         cvt(unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), flags) }).map(|n| n as usize)
     }
     fn sendto(&mut self, fd: i32, b: &[u8], flags: i32, a: Option<&SocketAddr>) -> Result<usize> {
-        let sa = a.map(|a| to_sa_for(fd, a));
-        let (p, l) = match &sa {
-            Some((s, len)) => (s as *const _ as *const libc::sockaddr, *len),
-            None => (std::ptr::null(), 0),
-        };
-        cvt(unsafe { libc::sendto(fd, b.as_ptr().cast(), b.len(), flags, p, l) })
-            .map(|n| n as usize)
+        linux::sendto(fd, b, flags, a.map(|a| to_sa_for(fd, a)).as_ref())
     }
     fn recvfrom(
         &mut self,
@@ -497,19 +330,7 @@ impl Net for Kernel {
         b: &mut [u8],
         flags: i32,
     ) -> Result<(usize, Option<SocketAddr>)> {
-        let mut sa = zero_sa();
-        let mut len = SA_LEN;
-        let r = unsafe {
-            libc::recvfrom(
-                fd,
-                b.as_mut_ptr().cast(),
-                b.len(),
-                flags,
-                &mut sa as *mut _ as *mut libc::sockaddr,
-                &mut len,
-            )
-        };
-        cvt(r).map(|n| (n as usize, (len > 0).then(|| from_sa(&sa))))
+        linux::recvfrom(fd, b, flags)
     }
     fn readv(&mut self, fd: i32, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
         cvt(unsafe { libc::readv(fd, bufs.as_ptr().cast(), bufs.len() as i32) }).map(|n| n as usize)
@@ -614,64 +435,36 @@ impl Net for Kernel {
         cvt(unsafe { libc::sendmsg(fd, &msg, flags) }).map(|n| n as usize)
     }
     fn shutdown(&mut self, fd: i32, how: i32) -> Result<()> {
-        cvt(unsafe { libc::shutdown(fd, how) } as isize).map(|_| ())
+        linux::shutdown(fd, how)
     }
     fn close(&mut self, fd: i32) -> Result<()> {
-        cvt(unsafe { libc::close(fd) } as isize).map(|_| ())
+        linux::close(fd)
     }
     fn getsockname(&mut self, fd: i32) -> Result<SocketAddr> {
-        let mut sa = zero_sa();
-        let mut len = SA_LEN;
-        cvt(
-            unsafe { libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) }
-                as isize,
-        )
-        .map(|_| from_sa(&sa))
+        linux::getsockname(fd)
     }
     fn getpeername(&mut self, fd: i32) -> Result<SocketAddr> {
-        let mut sa = zero_sa();
-        let mut len = SA_LEN;
-        cvt(
-            unsafe { libc::getpeername(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut len) }
-                as isize,
-        )
-        .map(|_| from_sa(&sa))
+        linux::getpeername(fd)
     }
     fn getsockopt(&mut self, fd: i32, level: i32, name: i32, v: &mut [u8]) -> Result<usize> {
-        let mut len = v.len() as libc::socklen_t;
-        cvt(unsafe { libc::getsockopt(fd, level, name, v.as_mut_ptr().cast(), &mut len) } as isize)
-            .map(|_| len as usize)
+        linux::getsockopt(fd, level, name, v)
     }
     fn setsockopt(&mut self, fd: i32, level: i32, name: i32, v: &[u8]) -> Result<()> {
-        cvt(unsafe {
-            libc::setsockopt(
-                fd,
-                level,
-                name,
-                v.as_ptr().cast(),
-                v.len() as libc::socklen_t,
-            )
-        } as isize)
-        .map(|_| ())
+        linux::setsockopt(fd, level, name, v)
     }
     fn ioctl(&mut self, fd: i32, req: u64, arg: &mut i32) -> Result<()> {
-        cvt(unsafe { libc::ioctl(fd, req, arg as *mut i32) } as isize).map(|_| ())
+        linux::ioctl(fd, req, arg)
     }
     fn fcntl(&mut self, fd: i32, cmd: i32, arg: i32) -> Result<i32> {
-        cvt(unsafe { libc::fcntl(fd, cmd, arg) } as isize).map(|r| r as i32)
+        linux::fcntl(fd, cmd, arg)
     }
     fn epoll_create1(&mut self, flags: i32) -> Result<i32> {
-        cvt(unsafe { libc::epoll_create1(flags) } as isize).map(|f| f as i32)
+        linux::epoll_create1(flags)
     }
     fn epoll_ctl(&mut self, ep: i32, op: i32, fd: i32, ev: Option<&epoll_event>) -> Result<()> {
-        let mut e = ev.copied();
-        let p = e
-            .as_mut()
-            .map_or(std::ptr::null_mut(), |e| e as *mut epoll_event);
-        cvt(unsafe { libc::epoll_ctl(ep, op, fd, p) } as isize).map(|_| ())
+        linux::epoll_ctl(ep, op, fd, ev)
     }
     fn epoll_wait(&mut self, ep: i32, evs: &mut [epoll_event], timeout: i32) -> Result<usize> {
-        cvt(unsafe { libc::epoll_wait(ep, evs.as_mut_ptr(), evs.len() as i32, timeout) } as isize)
-            .map(|n| n as usize)
+        linux::epoll_wait(ep, evs, timeout)
     }
 }

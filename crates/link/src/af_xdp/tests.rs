@@ -158,6 +158,24 @@ impl Veth {
         }
     }
 
+    /// The kernel side pings `addr`, an address the kernel holds on our
+    /// end beside ustack's program: the kernel must answer.
+    #[cfg(feature = "libxdp")]
+    fn assert_kernel_answers_ping(&self, addr: &str) {
+        let ping = Command::new("ip")
+            .args([
+                "netns", "exec", &self.ns, "ping", "-c", "1", "-W", "3", addr,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            ping.status.success(),
+            "the kernel did not answer for its own address {addr} beside ustack's program: {}\n{}",
+            String::from_utf8_lossy(&ping.stdout),
+            self.diagnostics()
+        );
+    }
+
     /// Both ends' counters, for a failure message.
     fn diagnostics(&self) -> String {
         let mut text = String::new();
@@ -575,17 +593,7 @@ fn libxdp_program_passes_what_ustack_does_not_serve(tag: &str, mode: XdpMode) {
 
     // The kernel's own address: ARP and ICMP pass to the kernel, which
     // answers (nothing of it reaches the socket).
-    let ping = Command::new("ip")
-        .args(["netns", "exec", &veth.ns, "ping", "-c", "1", "-W", "3"])
-        .arg(&kernel_addr)
-        .output()
-        .unwrap();
-    assert!(
-        ping.status.success(),
-        "the kernel did not answer for its own address {kernel_addr} beside ustack's program: {}\n{}",
-        String::from_utf8_lossy(&ping.stdout),
-        veth.diagnostics()
-    );
+    veth.assert_kernel_answers_ping(&kernel_addr);
 
     // ustack's address: a datagram to a [kni] UDP port goes to the kernel,
     // one to another port to the socket. The first is sent first, so were
@@ -672,12 +680,7 @@ fn libxdp_program_chains_in_front_of_a_program_attached_alone() {
         "ustack's program is not on the interface"
     );
     veth.wait_peer_ready();
-    let ping = Command::new("ip")
-        .args(["netns", "exec", &veth.ns, "ping", "-c", "1", "-W", "3"])
-        .arg(&kernel_addr)
-        .output()
-        .unwrap();
-    assert!(ping.status.success(), "{}", veth.diagnostics());
+    veth.assert_kernel_answers_ping(&kernel_addr);
     veth.peer_neigh(link.info().mac);
     veth.peer_send_udp(7777, b"to ustack");
     let got = receive(&mut link, 1, Duration::from_secs(5), |b| {

@@ -920,16 +920,7 @@ pub(super) fn serve<L: Link>(
             continue;
         }
         let mut frame = [0u8; TAP_FRAME];
-        for _ in 0..INBOUND_BUDGET {
-            let n = match tap.recv(&mut frame) {
-                Ok(Some(n)) => n,
-                Ok(None) => break,
-                Err(_) => {
-                    d.counters.arp_tap_errors += 1;
-                    break;
-                }
-            };
-            work = true;
+        let (frames, failed) = read_side_tap(tap, &mut frame, |n, frame| {
             d.counters.arp_tap_frames += 1;
             let mut sink = TxQueues {
                 ports,
@@ -944,7 +935,9 @@ pub(super) fn serve<L: Link>(
                 csum_partial: false,
             };
             stack.receive(now, IfaceId(*port), &frame[..n], meta, &mut muted);
-        }
+        });
+        work |= frames;
+        d.counters.arp_tap_errors += u64::from(failed);
     }
     // Frames of queues no process holds: received as the port's own
     // (offered to the others if the flow is not ours), and their neighbour
@@ -1126,24 +1119,17 @@ fn serve_pass_taps<L: Link>(
 ) -> bool {
     let mut work = false;
     let mut buf = std::mem::take(&mut d.pass_buf);
-    for t in 0..d.pass_taps.len() {
-        let port = d.pass_taps[t].0;
+    // Out of `d` while read: a frame's handling may offer it (`d.offer`).
+    let mut taps = std::mem::take(&mut d.pass_taps);
+    for (port, tap) in &mut taps {
+        let port = *port;
         if usize::from(port) >= ports.len() {
             continue;
         }
-        for _ in 0..INBOUND_BUDGET {
-            let got = match d.pass_taps[t].1.recv(&mut buf) {
-                Ok(Some(got)) => got,
-                Ok(None) => break,
-                Err(_) => {
-                    d.counters.pass_tap_errors += 1;
-                    break;
-                }
-            };
-            work = true;
+        let (frames, failed) = read_side_tap(tap, &mut buf, |got, buf| {
             if got.truncated {
                 d.counters.pass_tap_truncated += 1;
-                continue;
+                return;
             }
             d.counters.pass_tap_frames += 1;
             let frame = &buf[..got.len];
@@ -1165,10 +1151,56 @@ fn serve_pass_taps<L: Link>(
             if stack.take_handoff() {
                 d.offer(usize::from(port), got.csum_partial, frame);
             }
-        }
+        });
+        work |= frames;
+        d.counters.pass_tap_errors += u64::from(failed);
     }
+    d.pass_taps = taps;
     d.pass_buf = buf;
     work
+}
+
+/// A side channel of the group read a frame at a time into a buffer.
+trait SideTap {
+    /// What a read says of the frame (its length, or more).
+    type Got;
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<Self::Got>>;
+}
+
+impl SideTap for link::ArpTap {
+    type Got = usize;
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        link::ArpTap::recv(self, buf)
+    }
+}
+
+impl SideTap for link::PassTap {
+    type Got = link::pass_tap::Passed;
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<Self::Got>> {
+        link::PassTap::recv(self, buf)
+    }
+}
+
+/// Reads up to `INBOUND_BUDGET` frames from `tap` into `buf`, handing
+/// each to `each` with the buffer, until it has none; a failed read ends
+/// the tap's turn.  Returns (whether a frame came, whether a read failed).
+fn read_side_tap<T: SideTap>(
+    tap: &mut T,
+    buf: &mut [u8],
+    mut each: impl FnMut(T::Got, &[u8]),
+) -> (bool, bool) {
+    let mut frames = false;
+    for _ in 0..INBOUND_BUDGET {
+        match tap.recv(buf) {
+            Ok(Some(got)) => {
+                frames = true;
+                each(got, buf);
+            }
+            Ok(None) => break,
+            Err(_) => return (frames, true),
+        }
+    }
+    (frames, false)
 }
 
 /// How often the group's side channels are read.

@@ -156,11 +156,13 @@ impl Stack {
     }
 
     /// listen() again on a listening socket: its new backlog (Linux's
-    /// sk_max_ack_backlog), for the connections to come.
+    /// sk_max_ack_backlog, capped by somaxconn as the first listen()),
+    /// for the connections to come.
     pub fn tcp_set_backlog(&mut self, h: SocketHandle, backlog: usize) -> Result<(), SocketError> {
+        let somaxconn = self.tcp.cfg.somaxconn;
         match self.sockets.get_mut(h) {
             Some(Socket::Listener(l)) => {
-                l.backlog = backlog.max(1);
+                l.backlog = backlog.min(somaxconn);
                 Ok(())
             }
             Some(_) => Err(SocketError::InvalidArgument),

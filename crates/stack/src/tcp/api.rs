@@ -265,7 +265,7 @@ impl Stack {
         if let Some(index) = found {
             let f = seg.flags;
             if f.ack() && !f.syn() && !f.rst() && self.tcp_child_blocked(index) {
-                // The accept queue holds at most `backlog` connections: the
+                // The accept queue holds at most `backlog + 1` connections: the
                 // ACK that would complete this handshake is dropped (as
                 // Linux without tcp_abort_on_overflow); the connection
                 // stays in SYN-RECEIVED and the peer's retransmission of
@@ -400,7 +400,7 @@ impl Stack {
         if conn.state != TcpState::SynReceived || self.sockets.handle(lindex).generation != lgen {
             return false;
         }
-        matches!(self.sockets.at(lindex), Some(Socket::Listener(l)) if l.accept_queue.len() >= l.backlog)
+        matches!(self.sockets.at(lindex), Some(Socket::Listener(l)) if l.accept_queue_full())
     }
 
     /// RFC 6191, RFC 1122 4.2.2.13: a SYN newer than a closed TIME-WAIT (by
@@ -452,15 +452,15 @@ impl Stack {
         if flags.ack() && !flags.syn() {
             // The last ACK of a handshake whose state we did not keep.
             if self.tcp.cfg.syncookies {
-                let (backlog, queued) = match self.sockets.at(lindex) {
-                    Some(Socket::Listener(l)) => (l.backlog, l.accept_queue.len()),
+                let full = match self.sockets.at(lindex) {
+                    Some(Socket::Listener(l)) => l.accept_queue_full(),
                     _ => return,
                 };
                 if let Some(mut conn) =
                     connection_from_cookie(&mut self.tcp, now, local, remote, seg, mss)
                 {
                     conn.ip_opts.mark = mark;
-                    if queued >= backlog {
+                    if full {
                         // A full accept queue drops the handshake's last
                         // ACK (Linux without tcp_abort_on_overflow): the
                         // peer, which thinks itself connected, sends it
@@ -496,11 +496,11 @@ impl Stack {
         let Some(Socket::Listener(listener)) = self.sockets.at_mut(lindex) else {
             return;
         };
-        if listener.accept_queue.len() >= listener.backlog {
+        if listener.accept_queue_full() {
             self.ip.counters.rx_drop_tcp_listen_overflow += 1;
             return;
         }
-        if listener.syn_received >= listener.backlog {
+        if listener.syn_queue_full() {
             if self.tcp.cfg.syncookies {
                 self.ip.counters.rx_accept_tcp += 1;
                 send_cookie_syn_ack(
@@ -829,7 +829,9 @@ impl Stack {
         {
             return Err(SocketError::AddrInUse);
         }
-        let backlog = backlog.clamp(1, self.tcp.cfg.somaxconn);
+        // Linux's listen(): a backlog above somaxconn (a negative one
+        // included, which the caller passes as usize::MAX) is somaxconn.
+        let backlog = backlog.min(self.tcp.cfg.somaxconn);
         let mut listener = TcpListener::new(local, backlog);
         listener.v6only = v6only;
         let h = self.sockets.insert(Socket::Listener(listener))?;

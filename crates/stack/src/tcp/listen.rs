@@ -18,7 +18,10 @@ use crate::time::Instant;
 #[derive(Debug)]
 pub(crate) struct TcpListener {
     pub local: SocketAddr,
-    /// Connections in SYN-RECEIVED and in the accept queue, each at most.
+    /// listen()'s backlog, capped by `somaxconn` (Linux's
+    /// sk_max_ack_backlog): the accept queue holds one more than this
+    /// ([`accept_queue_full`](Self::accept_queue_full)), the SYN queue
+    /// this many (at least one).
     pub backlog: usize,
     /// Established connections not yet accepted (slot indexes).
     pub accept_queue: VecDeque<u32>,
@@ -37,13 +40,29 @@ impl TcpListener {
     pub(crate) fn new(local: SocketAddr, backlog: usize) -> Self {
         TcpListener {
             local,
-            backlog: backlog.max(1),
+            backlog,
             accept_queue: VecDeque::new(),
             syn_received: 0,
             v6only: false,
             mark: 0,
             max_segment: None,
         }
+    }
+}
+
+impl TcpListener {
+    /// No room for another established connection: the queue already
+    /// holds `backlog + 1`, as Linux's sk_acceptq_is_full (`>`, not `>=`),
+    /// so that listen(fd, 0) still takes one connection.
+    pub(crate) fn accept_queue_full(&self) -> bool {
+        self.accept_queue.len() > self.backlog
+    }
+
+    /// No room for another connection in SYN-RECEIVED (then a SYN cookie
+    /// or a drop).  Linux's bound is `backlog` too, but with backlog 0 it
+    /// answers every SYN with a cookie; ustack keeps one slot.
+    pub(crate) fn syn_queue_full(&self) -> bool {
+        self.syn_received >= self.backlog.max(1)
     }
 }
 

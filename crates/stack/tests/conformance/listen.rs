@@ -1,6 +1,7 @@
 //! Listening sockets: the SYN queue and the accept queue bounded by the
-//! backlog (itself capped by `kern.ipc.somaxconn`), and SYN cookies when
-//! the SYN queue is full (RFC 4987).
+//! backlog (the accept queue by one more, as Linux; the backlog capped by
+//! `kern.ipc.somaxconn`), and SYN cookies when the SYN queue is full
+//! (RFC 4987).
 
 use stack::{SocketError, TcpState};
 
@@ -25,31 +26,31 @@ pub fn syn_queue_bounded_by_backlog() {
     s.accept(l);
 }
 
-/// RFC 4987 2: the accept queue holds at most `backlog` established
-/// connections; while it is full new SYNs are dropped, and accepting one
-/// makes room.
+/// RFC 4987 2: the accept queue holds at most `backlog + 1` established
+/// connections (Linux's sk_acceptq_is_full); while it is full new SYNs
+/// are dropped, and accepting one makes room.
 #[test]
 pub fn accept_queue_bounded_by_backlog() {
     let mut s = Script::with_config(|c| c.tcp.syncookies = false);
     let l = s.listen(STACK_PORT, 2);
-    for p in 1..=2 {
+    for p in 1..=3 {
         s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + p));
         s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + p));
         s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + p));
     }
     s.expect_none();
-    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 3));
+    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 4));
     s.expect_none();
     let c = s.accept(l);
     s.expect_state(c, TcpState::Established);
-    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 3));
-    s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 3));
+    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 4));
+    s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 4));
 }
 
-/// RFC 4987 2: the accept queue never grows past `backlog`: the ACK that
-/// completes a handshake while it is full is dropped (the connection stays
-/// in SYN-RECEIVED), and a retransmission of it is taken once accept()
-/// has made room.
+/// RFC 4987 2: the accept queue never grows past `backlog + 1`: the ACK
+/// that completes a handshake while it is full is dropped (the connection
+/// stays in SYN-RECEIVED), and a retransmission of it is taken once
+/// accept() has made room.
 #[test]
 pub fn handshake_ack_dropped_while_accept_queue_full() {
     let mut s = Script::with_config(|c| c.tcp.syncookies = false);
@@ -58,20 +59,24 @@ pub fn handshake_ack_dropped_while_accept_queue_full() {
         s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + p));
         s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + p));
     }
-    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 1));
-    s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + 3));
-    s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + 3));
-    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 2));
+    // Each completed handshake frees a SYN-queue slot for the next SYN.
+    for p in 3..=4 {
+        s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + p - 2));
+        s.inject(seg().syn().seq(0).mss(1460).peer_port(PEER_PORT + p));
+        s.expect(seg().syn().ack(1).seq(0).peer_port(PEER_PORT + p));
+    }
     s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 3));
+    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 4));
     s.expect_none();
-    s.accept(l);
-    s.accept(l);
+    for _ in 0..3 {
+        s.accept(l);
+    }
     check!(
         s,
         s.try_accept(l) == Err(SocketError::WouldBlock),
-        "the third handshake did not complete"
+        "the fourth handshake did not complete"
     );
-    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 3));
+    s.inject(seg().ack(1).seq(1).peer_port(PEER_PORT + 4));
     s.expect_none();
     let c = s.accept(l);
     s.expect_state(c, TcpState::Established);
