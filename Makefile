@@ -18,7 +18,7 @@ API_FUZZ_SEED ?= 1
 API_FUZZ_SEQUENCES ?= 20000
 SOAK_SECONDS ?= 3600
 
-.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short fuzz-long fuzz-api soak scale bench bench-c clean install install-files c-examples
+.PHONY: all deps build demo test test-unit test-interop lint fuzz fuzz-short fuzz-long fuzz-api soak scale scale-kernel bench bench-c clean install install-files c-examples
 
 all: build
 
@@ -161,6 +161,32 @@ SCALE_CI_CONNS ?= 30000
 SCALE_BUDGET_BYTES ?= 2000
 scale: build
 	$(RELEASE_DIR)/ustack-bench scale --count $(SCALE_CONNS) --ports $(SCALE_PORTS) --budget-bytes $(SCALE_BUDGET_BYTES)
+
+# The same from the kernel's side: one ustack-echo (AF_PACKET on a veth)
+# holding SCALE_KERNEL_CLIENTS x SCALE_KERNEL_PER_CLIENT established idle
+# connections from that many kernel client processes in the peer namespace
+# (each under the 20,000 open files a process may have, on an address of
+# its own), then idle for 3 s: prints the time to establish them, each
+# client's count, ustack's RSS growth per connection (its kernel objects,
+# one AF_PACKET socket and ring, do not grow with connections) beside the
+# kernel clients' slab growth per socket, and fails over
+# SCALE_KERNEL_BUDGET_BYTES, when a client fails, past SCALE_KERNEL_TIMEOUT
+# seconds (saying where each client was), or with under 4 GiB of the
+# machine's memory available.  A million takes about 6 GB (most of it the
+# kernel's sockets) and a few minutes here.  The 30,000-connection size of
+# the same case runs in test-interop.
+SCALE_KERNEL_CLIENTS ?= 60
+SCALE_KERNEL_PER_CLIENT ?= 16667
+SCALE_KERNEL_TIMEOUT ?= 900
+SCALE_KERNEL_BUDGET_BYTES ?= 2000
+# The engine's own TCP memory budget (net.inet.tcp.memory_budget_mb): the
+# million must fit in it with no handshake refused.
+SCALE_KERNEL_ENGINE_BUDGET_MB ?= 2048
+scale-kernel: build
+	USTACK_SCALE_KERNEL_CLIENTS=$(SCALE_KERNEL_CLIENTS) USTACK_SCALE_KERNEL_PER_CLIENT=$(SCALE_KERNEL_PER_CLIENT) \
+	USTACK_SCALE_KERNEL_TIMEOUT=$(SCALE_KERNEL_TIMEOUT) USTACK_SCALE_KERNEL_BUDGET_BYTES=$(SCALE_KERNEL_BUDGET_BYTES) \
+	USTACK_SCALE_KERNEL_ENGINE_BUDGET_MB=$(SCALE_KERNEL_ENGINE_BUDGET_MB) \
+	$(PY) tests/interop/run.py --bin-dir $(RELEASE_DIR) -k scale_kernel_clients_af_packet
 
 # ustack beside the Linux kernel, same run, same cores (needs root for
 # /proc/slabinfo, valgrind, ~140 MB in /dev/shm, and an otherwise idle

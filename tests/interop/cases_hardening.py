@@ -6,8 +6,12 @@ attacks on a live connection (RSTs, SYNs and data at in-window and
 out-of-window numbers): challenge ACKs within their rate limit, nothing
 torn down or corrupted."""
 
+import contextlib
+import errno
 import os
 import random
+import resource
+import select
 import re
 import socket
 import struct
@@ -24,6 +28,7 @@ from harness import check
 SUBNETS.update({
     "syn_flood_http_af_packet": 50, "rfc5961_blind_af_packet": 51,
     "pool_exhaustion_echo_af_packet": 175, "scale_kernel_clients_af_packet": 176,
+    "memory_budget_echo_af_packet": 88,
 })
 
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -459,53 +464,209 @@ def _(ctx):
 
 SCALE_CLIENTS = int(os.environ.get("USTACK_SCALE_KERNEL_CLIENTS", "3"))
 SCALE_PER_CLIENT = int(os.environ.get("USTACK_SCALE_KERNEL_PER_CLIENT", "10000"))
+# Seconds for every connection to come up; past it the case stops and says
+# where each client was.
+SCALE_TIMEOUT = int(os.environ.get("USTACK_SCALE_KERNEL_TIMEOUT", "120"))
 # ustack's own memory per connection: its TCP state (1,200 B idle) and
 # what the heap and tables around it take; RSS growth divided out.
-SCALE_BYTES_PER_CONN = 4096
+SCALE_BYTES_PER_CONN = int(os.environ.get("USTACK_SCALE_KERNEL_BUDGET_BYTES", "4096"))
+# The engine's TCP memory budget for the run (net.inet.tcp.memory_budget_mb;
+# 0: none): no handshake may be refused under it.
+SCALE_ENGINE_BUDGET_MB = int(os.environ.get("USTACK_SCALE_KERNEL_ENGINE_BUDGET_MB", "0"))
+# The run stops when the machine's available memory falls below this.
+SCALE_MIN_AVAILABLE_GIB = 4
+# The client namespace's ephemeral ports: with IP_BIND_ADDRESS_NO_PORT each
+# source address has this many toward ustack's one port.
+SCALE_PORT_RANGE = "1024 65535"
+# Connections each client has connecting at once: about 3,000 in all (a
+# larger burst only fills ustack's receive ring and waits for the kernel's
+# retransmissions).
+SCALE_IN_FLIGHT = max(50, min(1000, 3000 // max(1, SCALE_CLIENTS)))
+# The client namespace's SYN retransmissions: Linux's default (6, the first
+# four a second apart: tcp_syn_linear_timeouts) gives a SYN up after about
+# 11 s, which a connection burst of a million whose SYNs meet a full accept
+# queue or receive ring outlasts; 10 waits about two minutes, as a client
+# would retry.
+SCALE_SYN_RETRIES = 10
+# ustack's counters that say where a burst's handshakes went.
+SCALE_COUNTERS = ("tcp_connections", "tcp_passive_opens", "tcp_syncookies_sent", "tcp_syncookies_accepted",
+                  "rx_drop_tcp_listen_overflow", "rx_drop_tcp_table_full", "port0_link_rx_dropped")
+# The kernel's slab caches a connected socket takes objects from (the file,
+# inode and dentry of its descriptor, the socket itself).
+KERNEL_SOCKET_SLABS = ("TCP", "sock_inode_cache", "filp", "dentry")
 
 
-@test("scale_kernel_clients_af_packet", budget=900)
+def slab_bytes():
+    """Bytes in use per slab cache (active objects x object size)."""
+    out = {}
+    with open("/proc/slabinfo") as f:
+        for line in f.readlines()[2:]:
+            p = line.split()
+            out[p[0]] = int(p[1]) * int(p[3])
+    return out
+
+
+def meminfo_kib(key):
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/meminfo")
+
+
+class IdleClients:
+    """The client processes of the scale case, read together: each line a
+    client prints (`at N`, `up N`, `failed N: why`) is kept as its last
+    word."""
+
+    def __init__(self, procs, srcs):
+        self.procs, self.srcs = procs, srcs
+        self.last = ["(nothing yet)"] * len(procs)
+        self.up = [0] * len(procs)
+        self.done = [False] * len(procs)
+        self.partial = [b""] * len(procs)
+
+    def read_for(self, seconds):
+        """Takes the lines the clients print within `seconds`.  Read from
+        the pipes themselves (os.read), not through a buffered readline,
+        which would take several lines at once and leave the last ones
+        where the selector never shows them."""
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        for i, p in enumerate(self.procs):
+            if not self.done[i]:
+                sel.register(p.stdout.fileno(), selectors.EVENT_READ, i)
+        try:
+            for key, _ in sel.select(seconds):
+                i = key.data
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    self.done[i] = True
+                    rc = self.procs[i].poll()
+                    self.last[i] = f"exited (rc={rc}) after {self.last[i]!r}"
+                    continue
+                *lines, self.partial[i] = (self.partial[i] + chunk).split(b"\n")
+                for line in lines:
+                    self.take(i, line.decode(errors="replace").strip())
+        finally:
+            sel.close()
+
+    def take(self, i, line):
+        if self.done[i] or not line:
+            return
+        self.last[i] = line
+        m = re.fullmatch(r"(at|up|failed) (\d+)(: .*)?", line)
+        if m:
+            self.up[i] = int(m.group(2))
+            if m.group(1) != "at":
+                self.done[i] = True
+
+    def failures(self):
+        return [f"client {i} ({self.srcs[i]}): {w}" for i, w in enumerate(self.last)
+                if w.startswith("failed") or w.startswith("exited")]
+
+    def where(self):
+        return "; ".join(f"{self.srcs[i]}: {w}" for i, w in enumerate(self.last))
+
+
+@test("scale_kernel_clients_af_packet", budget=SCALE_TIMEOUT + 300)
 def _(ctx):
     """30,000 idle connections to ustack-echo (TCP port 7, AF_PACKET) from
     three kernel client processes in the peer namespace, each from an
-    address of its own and under 20,000 open files (`make scale` asks more
-    through USTACK_SCALE_KERNEL_CLIENTS and _PER_CLIENT): all are established
-    (each echoes one byte, so a handshake answered with a SYN cookie whose
-    last ACK the burst lost is completed by the byte's segment; failed once
-    in CI when the clients only connected) and held (ustack counts them), ustack's TCP memory per connection and
-    its RSS growth per connection stay under 4 KiB, and a connection still
-    echoes with all of them open."""
+    address of its own and under 20,000 open files (`make scale-kernel`
+    asks a million through USTACK_SCALE_KERNEL_CLIENTS, _PER_CLIENT,
+    _TIMEOUT and _BUDGET_BYTES): all are established (each echoes one byte,
+    so a handshake answered with a SYN cookie whose last ACK the burst lost
+    is completed by the byte's segment; failed once in CI when the clients
+    only connected) and held (ustack counts them), ustack's TCP memory per
+    connection and its RSS growth per connection stay under the budget
+    (4 KiB), no handshake is refused under the engine's memory budget
+    (USTACK_SCALE_KERNEL_ENGINE_BUDGET_MB, net.inet.tcp.memory_budget_mb),
+    and a connection still echoes with all of them open.  The
+    clients take their ports at connect() (IP_BIND_ADDRESS_NO_PORT) from
+    1024-65535; past USTACK_SCALE_KERNEL_TIMEOUT seconds (or with under
+    4 GiB of the machine's memory left) the case stops and says how many
+    connections each client had up."""
     name = "scale_kernel_clients_af_packet"
-    t = ctx.topo("af_packet", SUBNETS[name]).start()
+    total = SCALE_CLIENTS * SCALE_PER_CLIENT
+    check(SCALE_CLIENTS <= 240, f"{SCALE_CLIENTS} clients: the addresses .10 to .249 of the subnet are theirs")
+    max_sockets = max(262_144, total + 1024)
+    sets = [f"freebsd.boot.kern.ipc.maxsockets={max_sockets}",
+            f"freebsd.sysctl.net.inet.tcp.memory_budget_mb={SCALE_ENGINE_BUDGET_MB}"]
+    t = ctx.topo("af_packet", SUBNETS[name], sets=sets).start()
     u = t.ustack
     here = os.path.dirname(os.path.abspath(__file__))
+    h.nsx(t.ns_k, "sysctl", "-qw", f"net.ipv4.ip_local_port_range={SCALE_PORT_RANGE}",
+          f"net.ipv4.tcp_syn_retries={SCALE_SYN_RETRIES}")
     srcs = [f"{h.NET_PREFIX}.{SUBNETS[name]}.{10 + i}" for i in range(SCALE_CLIENTS)]
     for a in srcs:
         h.sh(["ip", "-n", t.ns_k, "addr", "add", f"{a}/24", "dev", t.if_k])
     rss0 = rss_kib(u.proc.pid)
+    slabs0, slab0 = slab_bytes(), meminfo_kib("Slab")
     before = u.settled_stats(quiet=0.2)
-    clients = []
+    procs = []
+
+    def stop_clients():
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(30)
+
+    token = h.on_cleanup("the kernel idle clients", stop_clients)
     t0 = time.monotonic()
     try:
         for a in srcs:
-            clients.append(subprocess.Popen(
+            procs.append(subprocess.Popen(
                 ["ip", "netns", "exec", t.ns_k, sys.executable, os.path.join(here, "kernel_idle_clients.py"),
-                 a, t.ustack_ip, "7", str(SCALE_PER_CLIENT)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
-        for c in clients:
-            line = c.stdout.readline().strip()
-            check(line == f"up {SCALE_PER_CLIENT}", f"a kernel client: {line!r}")
+                 a, t.ustack_ip, "7", str(SCALE_PER_CLIENT), str(SCALE_IN_FLIGHT)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+        clients = IdleClients(procs, srcs)
+        last_report = t0
+        while not all(clients.done):
+            clients.read_for(1.0)
+            now = time.monotonic()
+            bad = clients.failures()
+            st = u.stats()
+            where = (f"after {now - t0:.0f} s, {sum(clients.up)} of {total} up (ustack: "
+                     + " ".join(f"{k}={st.get(k, 0) - before.get(k, 0) if k != 'tcp_connections' else st.get(k)}"
+                                for k in SCALE_COUNTERS) + ")")
+            check(not bad, f"{where}; " + "; ".join(bad))
+            avail = meminfo_kib("MemAvailable")
+            check(avail > SCALE_MIN_AVAILABLE_GIB << 20,
+                  f"stopped {where}: the machine has {avail >> 10} MiB available (under "
+                  f"{SCALE_MIN_AVAILABLE_GIB} GiB); each client: {clients.where()}")
+            check(now - t0 < SCALE_TIMEOUT,
+                  f"timed out ({SCALE_TIMEOUT} s) {where}; each client: {clients.where()}")
+            check(u.running(), f"ustack-echo exited (rc={u.proc.returncode}) {where}")
+            if now - last_report >= 10:
+                print(f"    {where}; MemAvailable {avail >> 10} MiB", flush=True)
+                last_report = now
         took = time.monotonic() - t0
-        total = SCALE_CLIENTS * SCALE_PER_CLIENT
-        st = u.wait_stats(lambda s: s.get("tcp_connections", 0) >= total, timeout=10, what="connections")
-        time.sleep(1.5)  # the rings' storage back, the cache decayed, the heap trimmed
-        st = u.settled_stats(quiet=0.3)
+        print(f"    every client: " + ", ".join(f"{c}" for c in clients.up), flush=True)
+        st = u.wait_stats(lambda s: s.get("tcp_connections", 0) >= total, timeout=30, what="connections")
+        time.sleep(3)  # idle: the rings' storage back, the cache decayed, the heap trimmed
+        st = u.settled_stats(quiet=0.3, timeout=30)
         rss = rss_kib(u.proc.pid)
+        slabs, slab = slab_bytes(), meminfo_kib("Slab")
         per_conn = (rss - rss0) * 1024 / total
+        kernel_sockets = sum(slabs.get(c, 0) - slabs0.get(c, 0) for c in KERNEL_SOCKET_SLABS)
         d = h.delta(st, before)
         print(f"    {total} connections from {SCALE_CLIENTS} processes up in {took:.1f} s; ustack: "
               f"tcp_connections={st.get('tcp_connections')} tcp_memory_per_connection="
-              f"{st.get('tcp_memory_per_connection')} RSS +{rss - rss0} KiB ({per_conn:.0f} B per connection)")
+              f"{st.get('tcp_memory_per_connection')} RSS +{rss - rss0} KiB ({per_conn:.0f} B per connection), "
+              f"syncookies sent {d.get('tcp_syncookies_sent', 0)}, link rx dropped "
+              f"{d.get('port0_link_rx_dropped', 0)}", flush=True)
+        print(f"    the kernel's side (client sockets, for comparison): slab caches "
+              + ", ".join(f"{c} +{(slabs.get(c, 0) - slabs0.get(c, 0)) // 1024} KiB" for c in KERNEL_SOCKET_SLABS)
+              + f" = {kernel_sockets / total:.0f} B per socket; all slabs +{slab - slab0} KiB "
+              f"({(slab - slab0) * 1024 / total:.0f} B per socket, other processes' included)", flush=True)
+        print(f"    ustack's TCP memory as its budget counts it: {st.get('tcp_memory_accounted_bytes', 0) >> 20} MiB"
+              + (f" of {SCALE_ENGINE_BUDGET_MB} MiB" if SCALE_ENGINE_BUDGET_MB else " (no budget set)")
+              + f", rx_drop_tcp_memory_budget={d.get('rx_drop_tcp_memory_budget', 0)}", flush=True)
+        check(d.get("rx_drop_tcp_memory_budget", 0) == 0, "handshakes were refused under the memory budget")
         check(st.get("tcp_connections", 0) == total, f"ustack holds {st.get('tcp_connections')} of {total}")
         check(d.get("tcp_passive_opens", 0) == total, f"passive opens {d.get('tcp_passive_opens')} of {total}")
         check(st.get("tcp_memory_per_connection", 1 << 30) <= SCALE_BYTES_PER_CONN,
@@ -519,9 +680,159 @@ def _(ctx):
         finally:
             c.close()
     finally:
-        for c in clients:
-            c.stdin.close()
-            c.wait(10)
+        # Closing its input ends a client (its connections close with it).
+        for p in procs:
+            if p.poll() is None:
+                p.stdin.close()
+        deadline = time.monotonic() + 60
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(max(0.1, deadline - time.monotonic()))
+        stop_clients()
+        h.cancel_cleanup(token)
+    u.stop()
+
+
+# --------------------------------------------------------------------------
+# The engine's TCP memory budget
+
+BUDGET_MB = 2
+BUDGET_CONNECTS = 2500
+
+
+def connect_burst(ns, dst, count):
+    """`count` non-blocking connects from the kernel in `ns` to `dst`."""
+    socks = []
+    for _ in range(count):
+        s = h.netns_socket(ns, socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        rc = s.connect_ex(dst)
+        check(rc in (0, errno.EINPROGRESS), f"connect: {errno.errorcode.get(rc, rc)}")
+        socks.append(s)
+    return socks
+
+
+def echo_each(socks, payload, seconds):
+    """Waits up to `seconds` for each connecting socket of `socks` to
+    connect and echo `payload`: returns (echoed, still connecting, failed
+    with their errors)."""
+    poll = select.poll()
+    by_fd = {s.fileno(): s for s in socks}
+    got = {fd: b"" for fd in by_fd}
+    connected = set()
+    for fd in by_fd:
+        poll.register(fd, select.POLLOUT)
+    echoed, failed = [], []
+    deadline = time.monotonic() + seconds
+    while by_fd and time.monotonic() < deadline:
+        for fd, _ in poll.poll(100):
+            s = by_fd[fd]
+            if fd not in connected:
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    failed.append((s, errno.errorcode.get(err, err)))
+                    poll.unregister(fd)
+                    del by_fd[fd]
+                    continue
+                s.send(payload)
+                connected.add(fd)
+                poll.modify(fd, select.POLLIN)
+                continue
+            try:
+                chunk = s.recv(65536)
+            except OSError as e:
+                failed.append((s, errno.errorcode.get(e.errno, e.errno)))
+                chunk = None
+            if chunk == b"":
+                failed.append((s, "closed by ustack"))
+            if not chunk:
+                poll.unregister(fd)
+                del by_fd[fd]
+                continue
+            got[fd] += chunk
+            if len(got[fd]) >= len(payload):
+                if got[fd] != payload:
+                    failed.append((s, "the echo came back changed"))
+                else:
+                    echoed.append(s)
+                poll.unregister(fd)
+                del by_fd[fd]
+    waiting = [s for fd, s in by_fd.items() if fd not in connected]
+    failed += [(s, "no echo") for fd, s in by_fd.items() if fd in connected]
+    return echoed, waiting, failed
+
+
+@test("memory_budget_echo_af_packet", budget=90)
+def _(ctx):
+    """ustack-echo with `net.inet.tcp.memory_budget_mb=2` and 2,500
+    connections asked of it by the kernel at once: it makes what its
+    budget holds (about 1,600 idle connections) and refuses the rest as
+    Linux refuses a connection it cannot make a socket for, the SYN
+    dropped without an answer (`rx_drop_tcp_memory_budget`; no SYN cookie,
+    so no connection is established on the client alone); the kernel
+    clients of the connections made see no error and each is echoed twice;
+    TCP's memory as the budget counts it (`tcp_memory_accounted_bytes`)
+    stays within it; every received frame has its outcome counter.  Then
+    300 connections close, and the refused clients' SYNs, sent again by
+    the kernel, are taken into the room they left."""
+    name = "memory_budget_echo_af_packet"
+    budget = BUDGET_MB << 20
+    t = ctx.topo("af_packet", SUBNETS[name],
+                 sets=[f"freebsd.sysctl.net.inet.tcp.memory_budget_mb={BUDGET_MB}"]).start()
+    u = t.ustack
+    dst = (t.ustack_ip, 7)
+    # The refused clients keep sending their SYNs through both phases
+    # (Linux's default gives up after about 11 s).
+    h.nsx(t.ns_k, "sysctl", "-qw", "net.ipv4.tcp_syn_retries=8")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, BUDGET_CONNECTS + 1024), hard))
+    socks = []
+    try:
+        socks = connect_burst(t.ns_k, dst, BUDGET_CONNECTS)
+        # The budget is met within the first second; refused SYNs are sent
+        # again a second apart, and refused again.
+        served, waiting, failed = echo_each(socks, b"x", 4)
+        st = u.settled_stats(quiet=0.3)
+        print(f"    {BUDGET_CONNECTS} connects: {len(served)} served, {len(waiting)} waiting (refused), "
+              f"{len(failed)} failed; ustack: tcp_connections={st.get('tcp_connections')} "
+              f"rx_drop_tcp_memory_budget={st.get('rx_drop_tcp_memory_budget')} "
+              f"tcp_memory_accounted_bytes={st.get('tcp_memory_accounted_bytes')} of {budget} "
+              f"syncookies sent {st.get('tcp_syncookies_sent', 0)}", flush=True)
+        check(not failed, f"clients saw errors: {sorted(set(e for _, e in failed))} ({len(failed)})")
+        check(len(served) >= 1000, f"only {len(served)} connections made in {BUDGET_MB} MiB")
+        check(waiting, "no connection was refused")
+        check(st.get("tcp_connections") == len(served),
+              f"ustack holds {st.get('tcp_connections')} connections, the clients {len(served)}")
+        check(st.get("rx_drop_tcp_memory_budget", 0) >= len(waiting),
+              f"{st.get('rx_drop_tcp_memory_budget')} SYNs refused for {len(waiting)} waiting clients")
+        check(st.get("tcp_syncookies_sent", 0) == 0, "a refused SYN was answered with a cookie")
+        # A connection is made only while one more fits; the rings of those
+        # echoing may take it past for a moment, and go back once idle.
+        u.wait_stats(lambda s: 0 < s.get("tcp_memory_accounted_bytes", 0) <= budget, timeout=3,
+                     what=f"TCP memory within its budget of {budget} B")
+        check(h.outcome_sum(st) == st.get("rx_frames"),
+              f"rx_drop_* + rx_accept_* = {h.outcome_sum(st)}, rx_frames = {st.get('rx_frames')}")
+        # The connections made keep working at the budget.
+        for s in served:
+            s.setblocking(True)
+            s.settimeout(5)
+            echo_round(s, b"served " * 20)
+        # Room: 300 close; the refused SYNs come again and are taken.
+        for s in served[:300]:
+            s.close()
+        later, still, failed = echo_each(waiting, b"x", 6)
+        st = u.settled_stats(quiet=0.3)
+        print(f"    after 300 closed: {len(later)} of the {len(waiting)} refused made and echoed, "
+              f"{len(still)} waiting; tcp_connections={st.get('tcp_connections')} "
+              f"tcp_memory_accounted_bytes={st.get('tcp_memory_accounted_bytes')}", flush=True)
+        check(not failed, f"refused clients saw errors: {sorted(set(e for _, e in failed))} ({len(failed)})")
+        check(len(later) >= 200, f"only {len(later)} refused connections made after 300 closed")
+        u.wait_stats(lambda s: 0 < s.get("tcp_memory_accounted_bytes", 0) <= budget, timeout=3,
+                     what=f"TCP memory within its budget of {budget} B")
+    finally:
+        for s in socks:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     u.stop()
 
 

@@ -138,6 +138,11 @@ static KEYS: &[Key] = &[
         &[4, 2, 6, AUTO + 9, AUTO],
         Kind::Int,
     ),
+    key(
+        "net.inet.tcp.memory_budget_mb",
+        &[4, 2, 6, AUTO + 10],
+        Kind::Int,
+    ),
     key("net.inet.udp.recvspace", &[4, 2, 17, 4], Kind::ULong),
     key(
         "net.link.ether.inet.maxhold",

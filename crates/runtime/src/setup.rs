@@ -161,6 +161,7 @@ pub fn tcp_config(s: &Sysctls) -> TcpConfig {
         ecn: ecn_mode(s.tcp_ecn),
         port_first: s.port_range_first,
         port_last: s.port_range_last,
+        memory_budget: (s.tcp_memory_budget_mb as usize) << 20,
         ..TcpConfig::default()
     }
 }

@@ -85,7 +85,7 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
         .counters()
         .visit(|name, v| out.push((name.to_string(), v)));
     // Gauges: what exists now, not what happened.
-    let (tcp_bytes, tcp_conns) = engine.stack.tcp_memory();
+    let (tcp_bytes, tcp_conns) = engine.stack.tcp_memory_held();
     out.push((
         "sockets_open".to_string(),
         engine.stack.socket_count() as u64,
@@ -95,6 +95,11 @@ pub fn snapshot_of<L: Link>(engine: &Engine<L>) -> Vec<(String, u64)> {
     out.push((
         "tcp_memory_per_connection".to_string(),
         tcp_bytes.checked_div(tcp_conns).unwrap_or(0) as u64,
+    ));
+    // What the memory budget (net.inet.tcp.memory_budget_mb) counts.
+    out.push((
+        "tcp_memory_accounted_bytes".to_string(),
+        engine.stack.tcp_memory_accounted() as u64,
     ));
     let (timer_entries, timer_bytes) = engine.stack.tcp_timer_wheel();
     out.push(("tcp_timer_entries".to_string(), timer_entries as u64));

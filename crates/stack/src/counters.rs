@@ -108,6 +108,10 @@ counters! {
         /// is full (`kern.ipc.maxsockets`): a SYN, or the ACK of a SYN
         /// cookie.
         rx_drop_tcp_table_full,
+        /// A handshake that would take TCP's connections past their memory
+        /// budget (`net.inet.tcp.memory_budget_mb`): a SYN (no SYN-ACK is
+        /// sent, not even a cookie's) or the ACK of a SYN cookie.
+        rx_drop_tcp_memory_budget,
         rx_drop_tcp_listen_unexpected,
         /// Segments handed over by another process of the group that are
         /// not this one's either (see `Stack::set_flow_handoff`).
@@ -280,8 +284,12 @@ counters! {
         tcp_syncookies_sent,
         tcp_syncookies_accepted,
         /// TIME-WAIT connections ended early to make room in a full socket
-        /// table (as Linux past `tcp_max_tw_buckets`).
+        /// table or under the memory budget (as Linux past
+        /// `tcp_max_tw_buckets`).
         tcp_time_wait_recycled,
+        /// Connects refused with ENOBUFS: the connection would take TCP's
+        /// connections past their memory budget.
+        tcp_connects_refused_memory_budget,
         /// Segments of no connection of ours offered to the other processes
         /// of the group (`Stack::set_flow_handoff`).
         tcp_handoff_offered,

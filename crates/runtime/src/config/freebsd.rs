@@ -248,6 +248,12 @@ sysctls! {
     /// accepted, 2 accepted when a peer asks (default, as FreeBSD and
     /// Linux).
     tcp_ecn: u32 = "net.inet.tcp.ecn.enable", int(0, 2), default 2;
+    /// `net.inet.tcp.memory_budget_mb` (ustack's own): MiB the TCP
+    /// connections of one engine may hold in all, their state, rings and
+    /// tables (0..=16777216, 0 = no budget); a handshake past it is refused
+    /// (dropped, counted in `rx_drop_tcp_memory_budget`), a connect fails
+    /// with ENOBUFS.
+    tcp_memory_budget_mb: u32 = "net.inet.tcp.memory_budget_mb", int(0, 16 * MIB), default 0;
     /// `net.inet.ip.portrange.first`: lowest ephemeral port (default 10000).
     port_range_first: u16 = "net.inet.ip.portrange.first", int(1, 65_535), default 10_000;
     /// `net.inet.ip.portrange.last`: highest ephemeral port (default 65535).

@@ -16,6 +16,7 @@ const GAUGES: &[&str] = &[
     "tcp_connections",
     "tcp_memory_bytes",
     "tcp_memory_per_connection",
+    "tcp_memory_accounted_bytes",
     "tcp_timer_entries",
     "tcp_timer_bytes",
 ];

@@ -191,6 +191,29 @@ impl ConnTable {
         }
     }
 
+    /// Bytes the table takes, used or not (a keyed map's entry and its
+    /// control byte for IPv6).
+    pub(crate) fn bytes(&self) -> usize {
+        self.v4.buckets.len() * core::mem::size_of::<Bucket>()
+            + self.v6.capacity() * (core::mem::size_of::<(ConnKey, u32)>() + 1)
+    }
+
+    /// What [`ConnTable::bytes`] grows by when one more connection is put
+    /// in (at most: either family's growth, as the family is not known).
+    pub(crate) fn growth_for_one_more(&self) -> usize {
+        let v4 = if (self.v4.len + 1) * 2 > self.v4.buckets.len() {
+            self.v4.buckets.len() * core::mem::size_of::<Bucket>()
+        } else {
+            0
+        };
+        let v6 = if self.v6.len() == self.v6.capacity() {
+            self.v6.capacity().max(4) * (core::mem::size_of::<(ConnKey, u32)>() + 1)
+        } else {
+            0
+        };
+        v4 + v6
+    }
+
     /// Connections in the table.
     #[cfg(test)]
     fn len(&self) -> usize {

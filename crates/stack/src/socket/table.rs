@@ -157,11 +157,17 @@ pub(crate) fn unspecified(like: IpAddr) -> IpAddr {
     }
 }
 
+/// A slot's bytes in the tables: the slot, and its place on the free list
+/// and on the ready list.
+const SLOT_BYTES: usize = core::mem::size_of::<Slot>() + 2 * core::mem::size_of::<u32>();
+
 #[derive(Debug)]
 pub(crate) struct SocketTable {
     slots: Vec<Slot>,
     free: Vec<u32>,
     open: usize,
+    /// TCP connections among the open sockets.
+    tcp_open: usize,
     max: usize,
     /// Sockets whose readiness may have changed since the application last
     /// looked (each once).
@@ -177,6 +183,7 @@ impl SocketTable {
             slots: Vec::new(),
             free: Vec::new(),
             open: 0,
+            tcp_open: 0,
             max,
             ready: Vec::new(),
             udp_by_local: KeyedMap::with_hasher(hasher()),
@@ -189,6 +196,32 @@ impl SocketTable {
         self.open
     }
 
+    /// TCP connections open (any state but freed).
+    pub(crate) fn tcp_len(&self) -> usize {
+        self.tcp_open
+    }
+
+    /// Bytes the tables take (the engine's TCP memory budget counts them):
+    /// each slot with its places on the free and ready lists (which hold
+    /// at most one entry a slot, and grow after the slots, not when a
+    /// socket is put in), used or not, and the connection lookup.
+    pub(crate) fn table_bytes(&self) -> usize {
+        self.slots.capacity() * SLOT_BYTES + self.tcp_conns.bytes()
+    }
+
+    /// What [`SocketTable::table_bytes`] grows by when one more socket is
+    /// put in (at most): the slots double when full and none is free, and
+    /// the connection lookup as it grows.
+    pub(crate) fn table_growth_for_one_more(&self) -> usize {
+        let slots = if self.free.is_empty() && self.slots.len() == self.slots.capacity() {
+            // A full Vec doubles (to at least four).
+            self.slots.capacity().max(4) * SLOT_BYTES
+        } else {
+            0
+        };
+        slots + self.tcp_conns.growth_for_one_more()
+    }
+
     /// Puts a socket in a free slot.
     /// Whether [`SocketTable::insert`] would refuse (`kern.ipc.maxsockets`).
     pub(crate) fn is_full(&self) -> bool {
@@ -198,6 +231,9 @@ impl SocketTable {
     pub(crate) fn insert(&mut self, socket: Socket) -> Result<SocketHandle, SocketError> {
         if self.open >= self.max {
             return Err(SocketError::TooManySockets);
+        }
+        if matches!(socket, Socket::Tcp(_)) {
+            self.tcp_open += 1;
         }
         let index = match self.free.pop() {
             Some(i) => {
@@ -237,6 +273,7 @@ impl SocketTable {
                     .remove(&LocalKey::new(l.local.ip(), l.local.port()));
             }
             Socket::Tcp(c) => {
+                self.tcp_open -= 1;
                 let key = ConnKey::new(c.local, c.remote);
                 if self.tcp_conns.get(&key) == Some(index) {
                     self.tcp_conns.remove(&key);

@@ -24,7 +24,7 @@ use crate::tcp::shared::{TcpShared, CACHE_DECAY_INTERVAL, TRIM_INTERVAL};
 use crate::tcp::timer_wheel::TimerWheel;
 use crate::tcp::types::{Readiness, Shutdown, TcpInfo, TcpPollView, TcpState};
 use crate::tcp::urgent::OobRead;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 
 /// Whether the application may queue data (RFC 9293 3.10.2 SEND): the
 /// pending error first, then the state.
@@ -468,6 +468,10 @@ impl Stack {
                         self.ip.counters.rx_drop_tcp_listen_overflow += 1;
                         return;
                     }
+                    if !self.tcp_admits_connection(now, sink) {
+                        // The peer sends its ACK (or data) again.
+                        return;
+                    }
                     self.tcp_adopt(now, lindex, conn, seg, sink);
                     return;
                 }
@@ -491,6 +495,13 @@ impl Stack {
             if !flags.syn() || flags.ack() {
                 send_reset_for(&mut self.ip, now, local, remote, seg, sink);
             }
+            return;
+        }
+        if !self.tcp_admits_connection(now, sink) {
+            // No SYN-ACK, not even a cookie's: a connection the peer thought
+            // made would hang on an ACK we must drop (Linux drops the
+            // handshake when it cannot make the socket; the peer's SYN
+            // comes again and is taken once there is room).
             return;
         }
         let Some(Socket::Listener(listener)) = self.sockets.at_mut(lindex) else {
@@ -977,6 +988,10 @@ impl Stack {
         }
         conn.ip_opts.mark = mark;
         self.tcp_recycle_time_wait(now, sink);
+        if self.tcp_over_budget() {
+            self.ip.counters.tcp_connects_refused_memory_budget += 1;
+            return Err(SocketError::NoBufferSpace);
+        }
         let h = self.sockets.insert(Socket::Tcp(Box::new(conn)))?;
         self.sockets
             .tcp_conns
@@ -1363,10 +1378,11 @@ impl Stack {
         Ok(())
     }
 
-    /// A full socket table makes room for a new connection by ending a
-    /// TIME-WAIT early: the one due to end first among those no
-    /// application holds (as Linux does past `tcp_max_tw_buckets`; RFC
-    /// 1122 4.2.2.13 and RFC 6191 end one early for a new incarnation too).
+    /// A full socket table (or TCP's memory at its budget) makes room for
+    /// a new connection by ending a TIME-WAIT early: the one due to end
+    /// first among those no application holds (as Linux does past
+    /// `tcp_max_tw_buckets`; RFC 1122 4.2.2.13 and RFC 6191 end one early
+    /// for a new incarnation too).
     /// Without this, a host that closes first under churn would refuse
     /// connections for 2 MSL with its table full of finished ones.  The
     /// candidates come from one walk of the table, 64 at a time, so a
@@ -1374,13 +1390,25 @@ impl Stack {
     /// was freed.
     pub(crate) fn tcp_recycle_time_wait(&mut self, now: Instant, sink: &mut dyn FrameSink) -> bool {
         const BATCH: usize = 64;
-        if !self.sockets.is_full() {
+        // A walk that found no TIME-WAIT is not made again for this long:
+        // a table (or budget) held full by live connections would be
+        // walked whole for every refused handshake.
+        const WALK_AGAIN_AFTER: Duration = Duration::from_millis(100);
+        if !self.sockets.is_full() && !self.tcp_over_budget() {
             return false;
         }
         let mut walked = false;
         loop {
             let Some((_, index, generation)) = self.tcp.time_wait_victims.pop() else {
                 if walked {
+                    self.tcp.time_wait_walk_found_none = Some(now);
+                    return false;
+                }
+                if self
+                    .tcp
+                    .time_wait_walk_found_none
+                    .is_some_and(|at| now < at + WALK_AGAIN_AFTER)
+                {
                     return false;
                 }
                 walked = true;
@@ -1670,6 +1698,57 @@ impl Stack {
                 _ => None,
             })
             .fold((0, 0), |(bytes, n), m| (bytes + m, n + 1))
+    }
+
+    /// Bytes TCP's connections hold as the memory budget
+    /// (`TcpConfig::memory_budget`) counts them: each connection's state,
+    /// the ring storage the connections hold, and the tables that find the
+    /// sockets (their whole capacity). Kept as they change, so a handshake
+    /// asks it at no cost; [`Stack::tcp_memory`] walks the connections for
+    /// their state and rings alone.
+    pub fn tcp_memory_accounted(&self) -> usize {
+        self.tcp_memory_held().0 + self.sockets.table_bytes()
+    }
+
+    /// What [`Stack::tcp_memory`] finds walking the connections (their
+    /// state and ring storage, and how many there are), kept as they
+    /// change: for statistics taken often (a walk of a million
+    /// connections every 100 ms slowed the engine that served them).
+    pub fn tcp_memory_held(&self) -> (usize, usize) {
+        let n = self.sockets.tcp_len();
+        (
+            n * core::mem::size_of::<TcpConnection>() + self.tcp.buffers.lent_bytes(),
+            n,
+        )
+    }
+
+    /// Whether one more connection would take TCP's memory past its
+    /// budget: its state and what the tables grow by to hold it.
+    fn tcp_over_budget(&self) -> bool {
+        let budget = self.tcp.cfg.memory_budget;
+        budget != 0
+            && self.tcp_memory_accounted()
+                + core::mem::size_of::<TcpConnection>()
+                + self.sockets.table_growth_for_one_more()
+                > budget
+    }
+
+    /// Whether a handshake may make a connection now: the socket table has
+    /// room (`kern.ipc.maxsockets`) and TCP's memory its budget, after
+    /// TIME-WAITs have been ended for room if need be (more than one when
+    /// the tables grew past the room one leaves). A refusal is counted by
+    /// its reason (the segment is dropped).
+    fn tcp_admits_connection(&mut self, now: Instant, sink: &mut dyn FrameSink) -> bool {
+        while self.tcp_recycle_time_wait(now, sink) && self.tcp_over_budget() {}
+        if self.sockets.is_full() {
+            self.ip.counters.rx_drop_tcp_table_full += 1;
+            return false;
+        }
+        if self.tcp_over_budget() {
+            self.ip.counters.rx_drop_tcp_memory_budget += 1;
+            return false;
+        }
+        true
     }
 
     /// Entries in the TCP timer wheel (stale ones included) and the bytes

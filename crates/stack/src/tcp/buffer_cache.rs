@@ -31,6 +31,9 @@ pub struct BufferCache {
     low_water: usize,
     /// Bytes given back to the allocator by decay, since the start.
     released_bytes: u64,
+    /// Bytes of storage taken and not given back: what the rings hold
+    /// (the engine's TCP memory budget counts it).
+    lent_bytes: usize,
 }
 
 impl BufferCache {
@@ -43,6 +46,7 @@ impl BufferCache {
             parked: false,
             low_water: 0,
             released_bytes: 0,
+            lent_bytes: 0,
         }
     }
 
@@ -55,6 +59,7 @@ impl BufferCache {
     /// contents are whatever they were.
     #[inline]
     pub fn take(&mut self, size: usize) -> Vec<u8> {
+        self.lent_bytes += size;
         if let Some(v) = Self::class(size).and_then(|k| self.classes[k].pop()) {
             self.held_bytes -= v.len();
             self.low_water = self.low_water.min(self.held_bytes);
@@ -85,6 +90,7 @@ impl BufferCache {
 
     /// Takes storage back, or frees it when the cache is full.
     pub fn give(&mut self, storage: Vec<u8>) {
+        self.lent_bytes = self.lent_bytes.saturating_sub(storage.len());
         let Some(k) = Self::class(storage.len()) else {
             return;
         };
@@ -109,6 +115,11 @@ impl BufferCache {
     /// Claimed (false), or noted again.
     pub fn set_parked(&mut self, parked: bool) {
         self.parked = parked;
+    }
+
+    /// Bytes of storage the rings hold: taken, not yet given back.
+    pub fn lent_bytes(&self) -> usize {
+        self.lent_bytes
     }
 
     /// Bytes of idle storage held.
@@ -166,6 +177,24 @@ mod tests {
         assert_eq!(c.held_bytes(), 8192, "odd sizes are not kept");
         assert_eq!(c.take(2048).len(), 2048);
         assert_eq!(c.held_bytes(), 8192, "no refill past the cap");
+    }
+
+    #[test]
+    fn lent_bytes_follow_what_the_rings_hold_not_what_the_cache_keeps() {
+        let mut c = BufferCache::new(8192);
+        let a = c.take(4096);
+        let b = c.take(1024);
+        assert_eq!(
+            c.lent_bytes(),
+            5120,
+            "the refill the cache keeps is not lent"
+        );
+        c.give(a);
+        assert_eq!(c.lent_bytes(), 1024);
+        c.give(b);
+        assert_eq!(c.lent_bytes(), 0);
+        c.give(vec![0; 2048]);
+        assert_eq!(c.lent_bytes(), 0, "storage it never lent leaves no debt");
     }
 
     #[test]

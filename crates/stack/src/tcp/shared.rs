@@ -73,6 +73,10 @@ pub(crate) struct TcpShared {
     /// earliest to end last: (end of TIME-WAIT, index, generation), checked
     /// again before use (see `Stack::tcp_recycle_time_wait`).
     pub time_wait_victims: Vec<(Instant, u32, u32)>,
+    /// When a walk of the table for TIME-WAIT victims last found none: a
+    /// table held full by live connections is not walked again for every
+    /// handshake refused meanwhile.
+    pub time_wait_walk_found_none: Option<Instant>,
 }
 
 /// What the stack does with a TCP segment of no connection of its own when
@@ -127,6 +131,7 @@ impl TcpShared {
             ack_per_burst: false,
             burst_acks: Vec::new(),
             time_wait_victims: Vec::new(),
+            time_wait_walk_found_none: None,
             cfg,
             segment_ce: false,
         }

@@ -158,6 +158,10 @@ pub struct TcpConfig {
     /// either way (the simulation checks it bit for bit); off, every
     /// segment takes the general path.
     pub fast_path: bool,
+    /// Bytes TCP's connections may hold in all, 0 for no budget
+    /// (`net.inet.tcp.memory_budget_mb`): a handshake that would make a
+    /// connection past it is refused (see `Stack::tcp_memory_accounted`).
+    pub memory_budget: usize,
 }
 
 impl TcpConfig {
@@ -201,6 +205,7 @@ impl Default for TcpConfig {
             port_last: 65_535,
             steering: None,
             fast_path: true,
+            memory_budget: 0,
         }
     }
 }
