@@ -23,6 +23,7 @@ pub mod gso;
 pub mod handoff;
 mod ifreq;
 mod kernel_ports;
+pub mod kernel_rx_drop;
 pub mod memory;
 pub mod nic_rss;
 pub mod os;
