@@ -41,9 +41,11 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::gro::LARGE_BUF_SIZE;
 use crate::ifreq::{cvt, CtlSocket};
+use crate::kernel_rx_drop::KernelRxDrop;
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
 
@@ -217,6 +219,11 @@ pub struct RingConfig {
     /// peer) or cuts into segments (its GSO, or the NIC's TSO). TX slots
     /// then hold 64 KiB frames (`tx_frame_size` 128 KiB by default).
     pub tso: bool,
+    /// Drop the frames the link receives for the port's addresses at tc
+    /// ingress, after the socket has its copy, so the kernel's IP input
+    /// does not handle them too (`kernel_rx_drop.rs`; the addresses come
+    /// through [`Link::serve_addresses`]).
+    pub kernel_rx_drop: bool,
 }
 
 impl Default for RingConfig {
@@ -237,6 +244,7 @@ impl Default for RingConfig {
             large_buffers: 40,
             gro: true,
             tso: false,
+            kernel_rx_drop: true,
         }
     }
 }
@@ -338,6 +346,12 @@ pub struct AfPacketLink {
     tx_dropped: u64,
     /// Ring drops reported by PACKET_STATISTICS (which resets on read).
     kernel_drops: Cell<u64>,
+    /// The tc ingress program that keeps the kernel's IP input off the
+    /// port's frames (`RingConfig::kernel_rx_drop`), shared by the
+    /// process's links on the interface.
+    kernel_rx_drop: Option<Arc<KernelRxDrop>>,
+    /// `kernel_rx_drop` was asked for and the kernel refused it.
+    kernel_rx_drop_refused: bool,
 }
 
 // SAFETY: the mapping and socket are owned by this value alone; nothing in
@@ -569,6 +583,13 @@ impl AfPacketLink {
             )
         })?;
 
+        let kernel_rx_drop = if ring.kernel_rx_drop {
+            crate::kernel_rx_drop::attach_or_say(ifindex as u32, ifname)
+        } else {
+            None
+        };
+        let kernel_rx_drop_attached = kernel_rx_drop.is_some();
+
         Ok(AfPacketLink {
             map,
             fd,
@@ -602,6 +623,8 @@ impl AfPacketLink {
             tx_bytes: 0,
             tx_dropped: 0,
             kernel_drops: Cell::new(0),
+            kernel_rx_drop,
+            kernel_rx_drop_refused: ring.kernel_rx_drop && !kernel_rx_drop_attached,
         })
     }
 
@@ -1233,6 +1256,7 @@ impl Link for AfPacketLink {
             rx_gro_joined: gro.joined,
             tx_super_frames: self.tx_super_frames,
             tx_kick_short: self.tx_kick_short,
+            kernel_rx_drop_refused: u64::from(self.kernel_rx_drop_refused),
         }
     }
 
@@ -1243,6 +1267,19 @@ impl Link for AfPacketLink {
     /// parent's socket as it is.
     fn droppable_in_fork_child(&self) -> bool {
         true
+    }
+
+    /// The tc ingress program's addresses (`kernel_rx_drop`): frames to
+    /// them stop after the socket has its copy.
+    fn serve_addresses(
+        &self,
+        v4: &[std::net::Ipv4Addr],
+        v6: &[std::net::Ipv6Addr],
+    ) -> io::Result<bool> {
+        match &self.kernel_rx_drop {
+            Some(p) => p.set_addresses(v4, v6).map(|()| true),
+            None => Ok(false),
+        }
     }
 }
 

@@ -165,6 +165,28 @@ impl KernelRxDrop {
     }
 }
 
+/// [`KernelRxDrop::attach`] for AF_PACKET link `ifname`; where the kernel
+/// refuses, says so once per interface on stderr and gives `None` (the
+/// link works as without it).
+pub fn attach_or_say(ifindex: u32, ifname: &str) -> Option<Arc<KernelRxDrop>> {
+    static SAID: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    match KernelRxDrop::attach(ifindex) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+            if !said.contains(&ifindex) {
+                said.push(ifindex);
+                eprintln!(
+                    "ustack: af_packet {ifname}: kernel_rx_drop: the kernel refused the tc \
+                     ingress program ({e}); the kernel's IP input also handles every frame \
+                     ustack receives there"
+                );
+            }
+            None
+        }
+    }
+}
+
 /// The ids of the tcx ingress programs on interface `ifindex` of this
 /// namespace (BPF_PROG_QUERY).
 pub fn tcx_ingress_programs(ifindex: u32) -> io::Result<Vec<u32>> {

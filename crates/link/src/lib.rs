@@ -153,6 +153,11 @@ pub struct LinkStats {
     /// frames behind (its send buffer full, or the driver busy): sent by
     /// the next kick, on the engine's next turn (AF_PACKET).
     pub tx_kick_short: u64,
+    /// 1 when `kernel_rx_drop` is on and the kernel refused its tc
+    /// ingress program (no tcx before Linux 6.6, no BPF permission): the
+    /// kernel's IP input then handles every frame the link takes too
+    /// (AF_PACKET, `kernel_rx_drop.rs`).
+    pub kernel_rx_drop_refused: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to

@@ -298,6 +298,7 @@ impl Link for MemoryLink {
             rx_gro_joined: 0,
             tx_super_frames: 0,
             tx_kick_short: 0,
+            kernel_rx_drop_refused: 0,
         }
     }
 }

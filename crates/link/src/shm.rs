@@ -1498,6 +1498,7 @@ impl Link for ShmLink {
             rx_gro_joined: 0,
             tx_super_frames: 0,
             tx_kick_short: 0,
+            kernel_rx_drop_refused: 0,
         }
     }
 

@@ -237,6 +237,7 @@ pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
     RingConfig {
         rx_ring,
         gro: port.gro,
+        kernel_rx_drop: port.kernel_rx_drop,
         large_buffers,
         tso,
         tx_frame_count: if tso { 64 } else { d.tx_frame_count },

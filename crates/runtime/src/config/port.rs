@@ -80,6 +80,11 @@ pub struct PortConfig {
     /// `rx_ring`: an `af_packet` port's RX ring, `v2` (default) or `v3`.
     /// Other links warn when it is set.
     pub rx_ring: RxRingSetting,
+    /// `kernel_rx_drop`: on an `af_packet` port (default on), a tc ingress
+    /// program drops the frames to the port's addresses after ustack's
+    /// socket has its copy, so the kernel's IP input does not handle them
+    /// too (`link::kernel_rx_drop`). Other links warn when it is set on.
+    pub kernel_rx_drop: bool,
 }
 
 /// The smallest MTU (IPv4's minimum), and F-Stack's.
@@ -100,6 +105,7 @@ const KEYS: &[&str] = &[
     "xdp_program",
     "gro",
     "rx_ring",
+    "kernel_rx_drop",
 ];
 
 const IGNORED: &[(&str, &str)] = &[
@@ -136,8 +142,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         xdp_program: XdpProgramSetting::Alone,
         gro: true,
         rx_ring: RxRingSetting::V2,
+        kernel_rx_drop: true,
     };
     let mut gro: Option<&Entry> = None;
+    let mut kernel_rx_drop: Option<&Entry> = None;
     let mut rx_ring: Option<&Entry> = None;
     // Raw values with their entries, validated together below.
     let mut keys = AddressKeys::default();
@@ -168,6 +176,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
                 p.gro = cx.value(s, e, value::flag)?;
                 gro = Some(e);
             }
+            "kernel_rx_drop" => {
+                p.kernel_rx_drop = cx.value(s, e, value::flag)?;
+                kernel_rx_drop = Some(e);
+            }
             "rx_ring" => {
                 p.rx_ring = cx.value(s, e, RxRingSetting::parse)?;
                 rx_ring = Some(e);
@@ -190,6 +202,19 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
             format!(
                 "[{s}] gro: only an af_packet link receives large segments; this port's \
                  link hands the stack frames of its MTU"
+            ),
+        );
+    }
+    if let (Some(e), true, false) = (
+        kernel_rx_drop,
+        p.kernel_rx_drop,
+        matches!(p.link, LinkSpec::AfPacket(_)),
+    ) {
+        cx.warn(
+            e.origin,
+            format!(
+                "[{s}] kernel_rx_drop: only an af_packet link shares its frames with the \
+                 kernel's IP input; ignored here"
             ),
         );
     }
