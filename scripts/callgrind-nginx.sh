@@ -6,7 +6,7 @@
 # for the preload's fast paths (the machine's throughput figures are
 # noisy; instruction counts are not).
 #
-#   sudo scripts/callgrind-nginx.sh callgrind|strace [SECONDS] [BIN_DIR]
+#   sudo scripts/callgrind-nginx.sh callgrind|strace|perf [SECONDS] [BIN_DIR]
 #
 # nginx (master and one worker, as the bench) runs in the root namespace
 # over a veth whose peer, in a namespace of its own (10.99.87.1), runs
@@ -16,7 +16,10 @@
 # (epoll_pwait's includes the engine's turns, idle ones too, so it varies
 # with the load; the rest does not) and the heaviest functions
 # (scripts/callgrind-split.py).  strace: syscalls per request over the
-# same load (strace -c on the worker, attached after the warm-up).
+# same load (strace -c on the worker, attached after the warm-up).  perf:
+# the same count from the kernel's syscall tracepoints (`perf stat`), which
+# slows the worker far less than strace (under strace a busy-polling
+# worker finds less to do and spins more, so its idle syscalls dominate).
 set -euo pipefail
 MODE=$1 SECS=${2:-10} BIN=${3:-target/release}
 NS=ucn$$n A=ucn$$a B=ucn$$b
@@ -85,9 +88,9 @@ callgrind)
     TRACE=(valgrind --tool=callgrind --dump-instr=no --collect-jumps=no --trace-children=yes
         "--callgrind-out-file=$D/cg.out.%p")
     ;;
-strace) TRACE=() ;;
+strace|perf) TRACE=() ;;
 *)
-    echo "mode: callgrind or strace" >&2
+    echo "mode: callgrind, strace or perf" >&2
     exit 2
     ;;
 esac
@@ -111,6 +114,13 @@ if [ "$MODE" = callgrind ]; then
     DUMP=$(ls -t "$D"/cg.out."$WORKER"* | head -1)
     # CALLGRIND_KEEP=FILE keeps the dump for callgrind_annotate.
     [ -n "${CALLGRIND_KEEP:-}" ] && cp "$DUMP" "$CALLGRIND_KEEP"
+elif [ "$MODE" = perf ]; then
+    EV=$(perf list --raw-dump tracepoint 2>/dev/null | tr ' ' '\n' | grep '^syscalls:sys_enter_' | paste -sd,)
+    # Counted over wrk's window only: an idle worker spins too.
+    perf stat -x, -e "$EV" -p "$WORKER" -o "$D/perf.out" -- sleep "$SECS" &
+    ST=$!
+    "${WRK[@]}" "-d${SECS}s" http://10.99.87.2/index.html | tee "$D/wrk.out"
+    wait "$ST"
 else
     strace -c -p "$WORKER" -o "$D/strace.out" &
     ST=$!
@@ -126,6 +136,13 @@ if [ "$MODE" = callgrind ]; then
     # the heaviest functions, per request.
     python3 "$(dirname "$0")/callgrind-split.py" "$DUMP" "$REQS" \
         epoll_pwait recv writev sendfile64 setsockopt close
+elif [ "$MODE" = perf ]; then
+    echo "requests $REQS"
+    awk -F, -v r="$REQS" '$3 ~ /sys_enter_/ && $1 ~ /^[0-9]+$/ && $1 > 0 {
+        sub(/.*sys_enter_/, "", $3)
+        t += $1
+        printf "  %-16s %10d calls  %.3f per request\n", $3, $1, $1 / r }
+        END { printf "  %-16s %10d calls  %.3f per request\n", "total", t, t / r }' "$D/perf.out"
 else
     echo "requests $REQS"
     awk -v r="$REQS" '$NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ {
