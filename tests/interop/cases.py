@@ -889,3 +889,4 @@ import cases_kni_ctl  # noqa: E402,F401
 import cases_hardening  # noqa: E402,F401
 import cases_ops  # noqa: E402,F401
 import cases_xdp_shared  # noqa: E402,F401
+import cases_kernel_rx_drop  # noqa: E402,F401
