@@ -1270,14 +1270,15 @@ impl Link for AfPacketLink {
     }
 
     /// The tc ingress program's addresses (`kernel_rx_drop`): frames to
-    /// them stop after the socket has its copy.
+    /// them stop after the socket has its copy, but for those the kernel
+    /// holds itself (its own traffic to them goes on reaching it).
     fn serve_addresses(
         &self,
         v4: &[std::net::Ipv4Addr],
         v6: &[std::net::Ipv6Addr],
     ) -> io::Result<bool> {
         match &self.kernel_rx_drop {
-            Some(p) => p.set_addresses(v4, v6).map(|()| true),
+            Some(p) => p.serve(v4, v6).map(|()| true),
             None => Ok(false),
         }
     }

@@ -132,6 +132,16 @@ impl KernelRxDrop {
         replace_keys(&self.addrs6, &v6)
     }
 
+    /// [`KernelRxDrop::set_addresses`] with those of the addresses the
+    /// kernel holds itself in this namespace (on any interface) left out:
+    /// its own frames to them must still reach it.
+    pub fn serve(&self, v4: &[Ipv4Addr], v6: &[Ipv6Addr]) -> io::Result<()> {
+        let (k4, k6) = kernel_addresses()?;
+        let v4: Vec<Ipv4Addr> = v4.iter().copied().filter(|a| !k4.contains(a)).collect();
+        let v6: Vec<Ipv6Addr> = v6.iter().copied().filter(|a| !k6.contains(a)).collect();
+        self.set_addresses(&v4, &v6)
+    }
+
     /// The addresses the program drops frames to now.
     pub fn addresses(&self) -> io::Result<(Vec<Ipv4Addr>, Vec<Ipv6Addr>)> {
         let mut v4: Vec<Ipv4Addr> = keys::<4>(&self.addrs4)?
@@ -185,6 +195,46 @@ pub fn attach_or_say(ifindex: u32, ifname: &str) -> Option<Arc<KernelRxDrop>> {
             None
         }
     }
+}
+
+/// The addresses the kernel holds on the interfaces of this namespace
+/// (`getifaddrs`).
+fn kernel_addresses() -> io::Result<(Vec<Ipv4Addr>, Vec<Ipv6Addr>)> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: `list` is a valid place for the list's head.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(annotate(
+            io::Error::last_os_error(),
+            "listing the kernel's addresses",
+        ));
+    }
+    let (mut v4, mut v6) = (Vec::new(), Vec::new());
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: `at` is an entry of the list getifaddrs made, alive until
+        // freeifaddrs below; `ifa_addr`, when not null, points at a
+        // sockaddr of the family it names, of that family's full size.
+        unsafe {
+            let sa = (*at).ifa_addr;
+            if !sa.is_null() {
+                match i32::from((*sa).sa_family) {
+                    libc::AF_INET => {
+                        let sin = &*sa.cast::<libc::sockaddr_in>();
+                        v4.push(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*sa.cast::<libc::sockaddr_in6>();
+                        v6.push(Ipv6Addr::from(sin6.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+            }
+            at = (*at).ifa_next;
+        }
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    Ok((v4, v6))
 }
 
 /// The ids of the tcx ingress programs on interface `ifindex` of this

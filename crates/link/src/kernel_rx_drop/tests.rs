@@ -214,6 +214,13 @@ fn an_af_packet_link_attaches_it_and_feeds_it_the_port_addresses() {
             .unwrap(),
         abi::TCX_DROP
     );
+
+    // An address the kernel holds itself is left out: its own frames to
+    // it go on reaching it.
+    crate::test_net::run(&["ip", "addr", "add", "10.99.65.3/32", "dev", &na]);
+    assert!(link.serve_addresses(&[OURS4, OTHER4], &[OURS6]).unwrap());
+    assert_eq!(p.addresses().unwrap(), (vec![OURS4], vec![OURS6]));
+
     drop(p);
     drop(link);
     assert_eq!(programs_once_settled(ia), Vec::<u32>::new());
