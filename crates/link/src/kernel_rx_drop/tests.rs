@@ -225,3 +225,15 @@ fn an_af_packet_link_attaches_it_and_feeds_it_the_port_addresses() {
     drop(link);
     assert_eq!(programs_once_settled(ia), Vec::<u32>::new());
 }
+
+#[test]
+fn a_refused_attachment_is_an_error_and_attach_or_say_gives_none() {
+    require_root();
+    // No such interface: the kernel refuses the BPF link (ENODEV).
+    let e = KernelRxDrop::attach(0x7fff_fff0).unwrap_err();
+    assert!(
+        e.to_string().contains("attaching at tc ingress"),
+        "the error says what was refused: {e}"
+    );
+    assert!(attach_or_say(0x7fff_fff0, "nosuch").is_none());
+}
