@@ -19,7 +19,11 @@
 # same load (strace -c on the worker, attached after the warm-up).  perf:
 # the same count from the kernel's syscall tracepoints (`perf stat`), which
 # slows the worker far less than strace (under strace a busy-polling
-# worker finds less to do and spins more, so its idle syscalls dominate).
+# worker finds less to do and spins more, so its idle syscalls dominate);
+# it also gives the root namespace's IpInReceives and IpInAddrErrors per
+# request (the kernel's IPv4 input handling ustack's frames, which
+# `[port0] kernel_rx_drop` stops; USTACK_PORT_KEYS='kernel_rx_drop=0'
+# compares).
 set -euo pipefail
 MODE=$1 SECS=${2:-10} BIN=${3:-target/release}
 NS=ucn$$n A=ucn$$a B=ucn$$b
@@ -27,7 +31,12 @@ NS=ucn$$n A=ucn$$a B=ucn$$b
 veth_peer_up 10.99.87.1 10.99.87.2
 ethtool -K "$A" tso off gso off >/dev/null
 ip netns exec "$NS" ethtool -K "$B" tso off gso off >/dev/null
-printf '[dpdk]\nidle_sleep=0\n[port0]\nlink=af_packet:%s\naddr=10.99.87.2/24\n' "$A" >"$D/u.ini"
+# USTACK_PORT_KEYS: more [port0] lines (e.g. kernel_rx_drop=0).
+printf '[dpdk]\nidle_sleep=0\n[port0]\nlink=af_packet:%s\naddr=10.99.87.2/24\n%b\n' "$A" \
+    "${USTACK_PORT_KEYS:-}" >"$D/u.ini"
+# The root namespace's IPv4 input counters (nginx's side): what the kernel
+# does besides ustack with the frames ustack receives (kernel_rx_drop).
+ip_mib() { awk -v k="$1" '/^Ip:/ { if (!n) { for (i = 1; i <= NF; i++) if ($i == k) c = i; n = 1 } else print $c }' /proc/net/snmp; }
 mkdir -p "$D/www"
 python3 -c 'import sys
 head = b"<!DOCTYPE html>\n<html><body><p>ustack-bench nginx</p>\n<p>"
@@ -101,7 +110,9 @@ elif [ "$MODE" = perf ]; then
     # Counted over wrk's window only: an idle worker spins too.
     perf stat -x, -e "$EV" -p "$WORKER" -o "$D/perf.out" -- sleep "$SECS" &
     ST=$!
+    IN0=$(ip_mib InReceives) AE0=$(ip_mib InAddrErrors)
     "${WRK[@]}" "-d${SECS}s" http://10.99.87.2/index.html | tee "$D/wrk.out"
+    IN1=$(ip_mib InReceives) AE1=$(ip_mib InAddrErrors)
     wait "$ST"
 else
     strace -c -p "$WORKER" -o "$D/strace.out" &
@@ -120,6 +131,9 @@ if [ "$MODE" = callgrind ]; then
         epoll_pwait recv writev sendfile64 setsockopt close
 elif [ "$MODE" = perf ]; then
     echo "requests $REQS"
+    awk -v r="$REQS" -v i="$((IN1 - IN0))" -v a="$((AE1 - AE0))" 'BEGIN {
+        printf "  IpInReceives  %10d  %.3f per request (root namespace)\n", i, i / r
+        printf "  IpInAddrErrors %9d  %.3f per request\n", a, a / r }'
     awk -F, -v r="$REQS" '$3 ~ /sys_enter_/ && $1 ~ /^[0-9]+$/ && $1 > 0 {
         sub(/.*sys_enter_/, "", $3)
         t += $1

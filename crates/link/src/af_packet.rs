@@ -41,9 +41,11 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::gro::LARGE_BUF_SIZE;
 use crate::ifreq::{cvt, CtlSocket};
+use crate::kernel_rx_drop::KernelRxDrop;
 use crate::pool::{PacketPool, PoolBuf, PoolStats};
 use crate::vnet_hdr::VNET_HDR_LEN;
 use crate::{Link, LinkInfo, LinkStats, PacketBuffer, TxPlaced, MAX_BURST};
@@ -227,6 +229,11 @@ pub struct RingConfig {
     /// whether its checksum is partial (`vnet_hdr.rs`). Without `tso` the
     /// header of every frame sent says nothing (all zeros).
     pub vnet_hdr: bool,
+    /// Drop the frames the link receives for the port's addresses at tc
+    /// ingress, after the socket has its copy, so the kernel's IP input
+    /// does not handle them too (`kernel_rx_drop.rs`; the addresses come
+    /// through [`Link::serve_addresses`]).
+    pub kernel_rx_drop: bool,
 }
 
 impl Default for RingConfig {
@@ -248,6 +255,7 @@ impl Default for RingConfig {
             gro: true,
             tso: false,
             vnet_hdr: true,
+            kernel_rx_drop: true,
         }
     }
 }
@@ -353,6 +361,12 @@ pub struct AfPacketLink {
     tx_dropped: u64,
     /// Ring drops reported by PACKET_STATISTICS (which resets on read).
     kernel_drops: Cell<u64>,
+    /// The tc ingress program that keeps the kernel's IP input off the
+    /// port's frames (`RingConfig::kernel_rx_drop`), shared by the
+    /// process's links on the interface.
+    kernel_rx_drop: Option<Arc<KernelRxDrop>>,
+    /// `kernel_rx_drop` was asked for and the kernel refused it.
+    kernel_rx_drop_refused: bool,
 }
 
 // SAFETY: the mapping and socket are owned by this value alone; nothing in
@@ -589,6 +603,13 @@ impl AfPacketLink {
             )
         })?;
 
+        let kernel_rx_drop = if ring.kernel_rx_drop {
+            crate::kernel_rx_drop::attach_or_say(ifindex as u32, ifname)
+        } else {
+            None
+        };
+        let kernel_rx_drop_attached = kernel_rx_drop.is_some();
+
         Ok(AfPacketLink {
             map,
             fd,
@@ -623,6 +644,8 @@ impl AfPacketLink {
             tx_bytes: 0,
             tx_dropped: 0,
             kernel_drops: Cell::new(0),
+            kernel_rx_drop,
+            kernel_rx_drop_refused: ring.kernel_rx_drop && !kernel_rx_drop_attached,
         })
     }
 
@@ -1268,6 +1291,7 @@ impl Link for AfPacketLink {
             tx_super_frames: self.tx_super_frames,
             tx_kick_short: self.tx_kick_short,
             rx_vnet: rx.vnet,
+            kernel_rx_drop_refused: u64::from(self.kernel_rx_drop_refused),
         }
     }
 
@@ -1278,6 +1302,20 @@ impl Link for AfPacketLink {
     /// parent's socket as it is.
     fn droppable_in_fork_child(&self) -> bool {
         true
+    }
+
+    /// The tc ingress program's addresses (`kernel_rx_drop`): frames to
+    /// them stop after the socket has its copy, but for those the kernel
+    /// holds itself (its own traffic to them goes on reaching it).
+    fn serve_addresses(
+        &self,
+        v4: &[std::net::Ipv4Addr],
+        v6: &[std::net::Ipv6Addr],
+    ) -> io::Result<bool> {
+        match &self.kernel_rx_drop {
+            Some(p) => p.serve(v4, v6).map(|()| true),
+            None => Ok(false),
+        }
     }
 }
 

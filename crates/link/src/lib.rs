@@ -23,6 +23,7 @@ pub mod gso;
 pub mod handoff;
 mod ifreq;
 mod kernel_ports;
+pub mod kernel_rx_drop;
 pub mod memory;
 pub mod nic_rss;
 pub mod os;
@@ -157,6 +158,11 @@ pub struct LinkStats {
     /// What received `virtio_net_hdr`s said, and the refused ones by
     /// reason (AF_PACKET with `PACKET_VNET_HDR`).
     pub rx_vnet: vnet_hdr::VnetRxStats,
+    /// 1 when `kernel_rx_drop` is on and the kernel refused its tc
+    /// ingress program (no tcx before Linux 6.6, no BPF permission): the
+    /// kernel's IP input then handles every frame the link takes too
+    /// (AF_PACKET, `kernel_rx_drop.rs`).
+    pub kernel_rx_drop_refused: u64,
 }
 
 /// A frame [`Link::tx_place`] queued or handed out, for the caller to

@@ -299,6 +299,7 @@ impl Link for MemoryLink {
             tx_super_frames: 0,
             tx_kick_short: 0,
             rx_vnet: Default::default(),
+            kernel_rx_drop_refused: 0,
         }
     }
 }

@@ -1499,6 +1499,7 @@ impl Link for ShmLink {
             tx_super_frames: 0,
             tx_kick_short: 0,
             rx_vnet: Default::default(),
+            kernel_rx_drop_refused: 0,
         }
     }
 

@@ -246,6 +246,7 @@ pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
     RingConfig {
         rx_ring,
         gro: port.gro,
+        kernel_rx_drop: port.kernel_rx_drop,
         large_buffers,
         tso,
         vnet_hdr: port.vnet_hdr,

@@ -64,6 +64,7 @@ pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
         ("rx_gro_joined", s.rx_gro_joined),
         ("tx_super_frames", s.tx_super_frames),
         ("tx_kick_short", s.tx_kick_short),
+        ("kernel_rx_drop_refused", s.kernel_rx_drop_refused),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

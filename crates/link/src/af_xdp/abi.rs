@@ -300,3 +300,54 @@ pub struct MapInfo {
 const _: () = assert!(std::mem::size_of::<LinkInfoXdp>() == 32);
 const _: () = assert!(std::mem::size_of::<ProgInfo>() == 80);
 const _: () = assert!(std::mem::size_of::<MapInfo>() == 40);
+
+// <linux/bpf.h>: what the tc ingress program of `kernel_rx_drop.rs` uses.
+pub const BPF_PROG_TEST_RUN: libc::c_long = 10;
+pub const BPF_PROG_QUERY: libc::c_long = 16;
+pub const BPF_MAP_TYPE_HASH: u32 = 1;
+pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+/// `enum bpf_attach_type`: BPF_TCX_INGRESS (Linux 6.6).
+pub const BPF_TCX_INGRESS: u32 = 46;
+/// `BPF_FUNC_map_lookup_elem`.
+pub const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+/// `offsetof(struct __sk_buff, ...)`.
+pub const SKB_PKT_TYPE: i16 = 4;
+pub const SKB_DATA: i16 = 76;
+pub const SKB_DATA_END: i16 = 80;
+/// `enum tcx_action_base` / `TC_ACT_SHOT`.
+pub const TCX_NEXT: i32 = -1;
+pub const TCX_DROP: i32 = 2;
+
+/// The part of `union bpf_attr` for BPF_PROG_TEST_RUN.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TestRunAttr {
+    pub prog_fd: u32,
+    pub retval: u32,
+    pub data_size_in: u32,
+    pub data_size_out: u32,
+    pub data_in: u64,
+    pub data_out: u64,
+    pub repeat: u32,
+    pub duration: u32,
+}
+
+/// The part of `union bpf_attr` for BPF_PROG_QUERY.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueryAttr {
+    pub target_ifindex: u32,
+    pub attach_type: u32,
+    pub query_flags: u32,
+    pub attach_flags: u32,
+    pub prog_ids: u64,
+    pub count: u32,
+    pub _pad: u32,
+    pub prog_attach_flags: u64,
+    pub link_ids: u64,
+    pub link_attach_flags: u64,
+    pub revision: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<TestRunAttr>() == 40);
+const _: () = assert!(std::mem::size_of::<QueryAttr>() == 64);

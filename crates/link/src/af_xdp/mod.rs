@@ -46,14 +46,15 @@
 //! the UMEM or longer than its chunk, or a ring index that cannot be, is
 //! counted in [`LinkStats::ring_errors`] and skipped.
 
-mod abi;
+pub(crate) mod abi;
 mod attached;
 #[cfg(feature = "libxdp")]
 mod chained;
 #[cfg(feature = "libxdp")]
 mod dispatched;
 mod gather;
-mod program;
+pub(crate) mod hash_map;
+pub(crate) mod program;
 mod ring;
 #[cfg(feature = "libxdp")]
 pub mod served;
@@ -986,6 +987,7 @@ impl Link for AfXdpLink {
             tx_super_frames: 0,
             tx_kick_short: 0,
             rx_vnet: Default::default(),
+            kernel_rx_drop_refused: 0,
         }
     }
 

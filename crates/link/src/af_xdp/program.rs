@@ -77,7 +77,7 @@ enum Attachment {
     Chained(super::chained::Chained),
 }
 
-pub(super) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a live, fully initialised `union bpf_attr` prefix of
     // the layout `cmd` reads (declared in `abi`, size checked there); the
     // kernel reads at most `size_of::<T>()` bytes and treats the rest of the
@@ -98,13 +98,13 @@ pub(super) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long
     }
 }
 
-fn owned(fd: libc::c_long) -> OwnedFd {
+pub(crate) fn owned(fd: libc::c_long) -> OwnedFd {
     // SAFETY: `fd` is a descriptor the kernel just returned to us and that
     // nothing else owns.
     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
 }
 
-pub(super) fn name16(s: &str) -> [u8; 16] {
+pub(crate) fn name16(s: &str) -> [u8; 16] {
     let mut n = [0u8; 16];
     for (d, b) in n.iter_mut().zip(s.bytes().take(15)) {
         *d = b;

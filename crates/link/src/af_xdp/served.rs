@@ -3,16 +3,14 @@
 //! traffic that go to the kernel instead. ustack writes these maps at start
 //! and whenever an address changes; the program reads them per frame.
 
-use std::collections::HashSet;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::abi;
+use super::hash_map::{annotate, keys, replace_keys, update};
 use super::program::bpf;
 use crate::KernelPorts;
-
-const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 
 /// The `KNI_*` value of the C file for `mode`.
 fn mode_word(mode: KernelPorts) -> u64 {
@@ -34,69 +32,6 @@ pub struct ServedMaps {
     addrs4: OwnedFd,
     addrs6: OwnedFd,
     kni: OwnedFd,
-}
-
-fn annotate(e: io::Error, what: &str) -> io::Error {
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-fn update<K, V>(map: &OwnedFd, key: &K, value: &V) -> io::Result<()> {
-    let mut attr = abi::MapElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        key: (key as *const K) as u64,
-        value: (value as *const V) as u64,
-        ..Default::default()
-    };
-    bpf(abi::BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
-}
-
-fn delete<K>(map: &OwnedFd, key: &K) {
-    let mut attr = abi::MapElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        key: (key as *const K) as u64,
-        ..Default::default()
-    };
-    // Failing only when the key is gone already, which is the goal.
-    let _ = bpf(abi::BPF_MAP_DELETE_ELEM, &mut attr);
-}
-
-/// Every key of hash map `map` (keys of `N` bytes).
-fn keys<const N: usize>(map: &OwnedFd) -> io::Result<Vec<[u8; N]>> {
-    let mut out: Vec<[u8; N]> = Vec::new();
-    loop {
-        let mut next = [0u8; N];
-        let mut attr = abi::MapElemAttr {
-            map_fd: map.as_raw_fd() as u32,
-            // No key: the first one.
-            key: out.last().map_or(0, |k| k.as_ptr() as u64),
-            value: next.as_mut_ptr() as u64,
-            ..Default::default()
-        };
-        match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
-            Ok(_) => out.push(next),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(out),
-            Err(e) => return Err(annotate(e, "listing the XDP program's addresses")),
-        }
-    }
-}
-
-/// Makes hash map `map` hold exactly `want`.
-fn replace_keys<const N: usize>(map: &OwnedFd, want: &[[u8; N]]) -> io::Result<()> {
-    let want_set: HashSet<[u8; N]> = want.iter().copied().collect();
-    for k in keys::<N>(map)? {
-        if !want_set.contains(&k) {
-            delete(map, &k);
-        }
-    }
-    for k in want {
-        update(map, k, &1u8).map_err(|e| {
-            annotate(
-                e,
-                "adding an address to the XDP program's map (1024 per family at most)",
-            )
-        })?;
-    }
-    Ok(())
 }
 
 impl ServedMaps {

@@ -90,6 +90,11 @@ pub struct PortConfig {
     /// segments of the MTU, where the link has no segmentation offload of
     /// its own.
     pub gso: Option<bool>,
+    /// `kernel_rx_drop`: on an `af_packet` port (default on), a tc ingress
+    /// program drops the frames to the port's addresses after ustack's
+    /// socket has its copy, so the kernel's IP input does not handle them
+    /// too (`link::kernel_rx_drop`). Other links warn when it is set on.
+    pub kernel_rx_drop: bool,
 }
 
 impl PortConfig {
@@ -124,6 +129,7 @@ const KEYS: &[&str] = &[
     "rx_ring",
     "gso",
     "vnet_hdr",
+    "kernel_rx_drop",
 ];
 
 const IGNORED: &[(&str, &str)] = &[
@@ -162,9 +168,11 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
         vnet_hdr: true,
         rx_ring: RxRingSetting::V2,
         gso: None,
+        kernel_rx_drop: true,
     };
     let mut gro: Option<&Entry> = None;
     let mut vnet_hdr: Option<&Entry> = None;
+    let mut kernel_rx_drop: Option<&Entry> = None;
     let mut rx_ring: Option<&Entry> = None;
     // Raw values with their entries, validated together below.
     let mut keys = AddressKeys::default();
@@ -194,6 +202,10 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
             "gro" => {
                 p.gro = cx.value(s, e, value::flag)?;
                 gro = Some(e);
+            }
+            "kernel_rx_drop" => {
+                p.kernel_rx_drop = cx.value(s, e, value::flag)?;
+                kernel_rx_drop = Some(e);
             }
             "rx_ring" => {
                 p.rx_ring = cx.value(s, e, RxRingSetting::parse)?;
@@ -227,6 +239,19 @@ pub(crate) fn build(cx: &mut Ctx<'_>, sec: &Section, id: u16) -> Result<PortConf
             format!(
                 "[{s}] gro: only an af_packet link receives large segments; this port's \
                  link hands the stack frames of its MTU"
+            ),
+        );
+    }
+    if let (Some(e), true, false) = (
+        kernel_rx_drop,
+        p.kernel_rx_drop,
+        matches!(p.link, LinkSpec::AfPacket(_)),
+    ) {
+        cx.warn(
+            e.origin,
+            format!(
+                "[{s}] kernel_rx_drop: only an af_packet link shares its frames with the \
+                 kernel's IP input; ignored here"
             ),
         );
     }

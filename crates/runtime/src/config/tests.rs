@@ -1351,3 +1351,28 @@ fn vnet_hdr_is_on_by_default_reaches_the_ring_and_is_warned_elsewhere() {
         ["config.ini:4: [port0] vnet_hdr: only an af_packet link reads a virtio_net_hdr; ignored here"]
     );
 }
+
+#[test]
+fn kernel_rx_drop_acts_on_af_packet_and_is_warned_about_elsewhere() {
+    let port = |link: &str, k: &str| format!("[port0]\nlink={link}\naddr=10.99.1.2/24\n{k}");
+    let c = parse(&port("af_packet:e0", "")).unwrap();
+    assert!(c.ports[0].kernel_rx_drop, "on by default");
+    let c = parse(&port("af_packet:e0", "kernel_rx_drop=0\n")).unwrap();
+    assert!(!c.ports[0].kernel_rx_drop);
+    assert!(c.warnings.is_empty());
+    assert_eq!(
+        warnings(&port("af_xdp:e0", "kernel_rx_drop=1\n")),
+        [
+            "config.ini:4: [port0] kernel_rx_drop: only an af_packet link shares its frames with \
+          the kernel's IP input; ignored here"
+        ]
+    );
+    assert_eq!(
+        warnings(&port("tap:t0", "kernel_rx_drop=0\n")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        err(&port("af_packet:e0", "kernel_rx_drop=yes\n")),
+        "config.ini:4: [port0] kernel_rx_drop: \"yes\" must be 0 or 1"
+    );
+}
