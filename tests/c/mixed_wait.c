@@ -35,6 +35,11 @@
  *       time and writes to the eventfd (even rounds) or the pipe (odd
  *       rounds); the wake latency is the time from that write to the
  *       wait's return.
+ *   signal-epoll, signal-poll, signal-select  the main thread blocks with a
+ *       3 s timeout on the listener, pipe and eventfd; 100 ms later a
+ *       thread sends it SIGUSR1, whose handler (installed with SA_RESTART,
+ *       which a wait ignores) sets a flag: the wait must end with EINTR at
+ *       once, as the kernel ends it, busy-polling engine or not.
  *
  * Output, one line each, `key=value` words for the test to parse:
  *   ready port=P pid=PID
@@ -45,6 +50,7 @@
  *   idle NAME begin timeout_ms=..
  *   idle NAME end n=.. elapsed_ms=.. cpu_us=..
  *   wake NAME fd=eventfd|pipe n=.. p50_us=.. max_us=..
+ *   signal NAME rc=.. errno=.. handled=.. ms=..
  *   done
  * Any failure: "error ..." on stderr and exit status 1 (2 for a phase that
  * timed out).
@@ -56,6 +62,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -698,6 +705,64 @@ static void wake_phase(const char *name) {
     }
 }
 
+static volatile sig_atomic_t got_signal;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    got_signal = 1;
+}
+
+static pthread_t main_thread;
+
+static void *send_usr1(void *arg) {
+    (void)arg;
+    sleep_ms(100);
+    pthread_kill(main_thread, SIGUSR1);
+    return NULL;
+}
+
+static void signal_phase(const char *name) {
+    int kind = kind_of(name);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGUSR1, &sa, NULL) < 0)
+        die("sigaction");
+    if (kind == 0)
+        epoll_setup();
+    drain_all();
+    got_signal = 0;
+    main_thread = pthread_self();
+    pthread_t th;
+    if (pthread_create(&th, NULL, send_usr1, NULL) != 0)
+        die("pthread_create");
+    uint64_t t0 = now_ns();
+    int rc;
+    if (kind == 0) {
+        struct epoll_event ev[8];
+        rc = epoll_wait(epfd, ev, 8, 3000);
+    } else if (kind == 1) {
+        struct pollfd pf[3] = {{listen_fd, POLLIN, 0}, {pipe_rd, POLLIN, 0}, {efd, POLLIN, 0}};
+        rc = poll(pf, 3, 3000);
+    } else {
+        fd_set rd;
+        FD_ZERO(&rd);
+        FD_SET(listen_fd, &rd);
+        FD_SET(pipe_rd, &rd);
+        FD_SET(efd, &rd);
+        int nfds = listen_fd > pipe_rd ? listen_fd : pipe_rd;
+        nfds = (efd > nfds ? efd : nfds) + 1;
+        struct timeval tv = {.tv_sec = 3, .tv_usec = 0};
+        rc = select(nfds, &rd, NULL, NULL, &tv);
+    }
+    int err = rc < 0 ? errno : 0;
+    uint64_t ms = (now_ns() - t0) / 1000000;
+    pthread_join(th, NULL);
+    out("signal %s rc=%d errno=%d handled=%d ms=%d\n", name, rc, err, (int)got_signal, (int)ms);
+}
+
 static int arg_int(int argc, char **argv, int *i) {
     if (*i + 1 >= argc)
         fail("%s needs a value", argv[*i]);
@@ -731,7 +796,8 @@ int main(int argc, char **argv) {
         fail("bad arguments");
     if (nphases == 0) {
         static const char *all[] = {"epoll", "poll", "select", "idle-epoll", "idle-poll", "idle-select",
-                                    "wake-epoll", "wake-poll", "wake-select"};
+                                    "wake-epoll", "wake-poll", "wake-select", "signal-epoll",
+                                    "signal-poll", "signal-select"};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             phases[nphases++] = all[i];
     }
@@ -741,6 +807,8 @@ int main(int argc, char **argv) {
             k += 5;
         else if (!strncmp(k, "wake-", 5))
             k += 5;
+        else if (!strncmp(k, "signal-", 7))
+            k += 7;
         if (kind_of(k) < 0)
             fail("unknown phase %s", phases[i]);
     }
@@ -782,6 +850,8 @@ int main(int argc, char **argv) {
             idle_phase(k + 5);
         else if (!strncmp(k, "wake-", 5))
             wake_phase(k + 5);
+        else if (!strncmp(k, "signal-", 7))
+            signal_phase(k + 7);
         else
             busy_phase(k);
     }

@@ -551,7 +551,8 @@ def _(ctx):
 
 def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
     p = Preload(ctx, name, sets=[f"dpdk.idle_sleep={idle_sleep_us}"])
-    phases = [] if idle else ["epoll", "poll", "select", "wake-epoll", "wake-poll", "wake-select"]
+    phases = [] if idle else ["epoll", "poll", "select", "wake-epoll", "wake-poll", "wake-select",
+                              "signal-epoll", "signal-poll", "signal-select"]
     prog = p.start([c_program(ctx, "mixed_wait"), "--port", str(MW_PORT), "--conns", str(MW_CONNS),
                     "--events", "100", "--period-ms", str(MW_PERIOD_MS), "--idle-ms", str(MW_IDLE_MS),
                     "--wakes", "20"] + phases, "mixed_wait")
@@ -616,6 +617,18 @@ def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
             check(r["n"] == 10 and r["p50_us"] <= 1000 * slack and r["max_us"] <= 20000 * slack,
                   f"wake {kind} by {fd}: a blocked wait woke slowly: p50 {r['p50_us']} us, max {r['max_us']} us "
                   f"(want p50 <= {slack} ms, max <= {20 * slack} ms)")
+    for kind in ("epoll", "poll", "select"):
+        # Signal: a handler that runs during a wait ends it with EINTR, as
+        # the kernel's (a busy-polling engine's wait spins in user space,
+        # where no system call is there to end).
+        m = prog.wait_line(rf"^signal {kind} .*$", timeout=10, start=pos)
+        pos = m.end()
+        r = kv(m.group(0))
+        print(f"    signal during {kind}: rc {r['rc']}, errno {r['errno']}, handled {r['handled']}, "
+              f"after {r['ms']} ms")
+        check(r["rc"] == -1 and r["errno"] == errno.EINTR and r["handled"] == 1 and r["ms"] < 1500,
+              f"signal during {kind}: the wait returned {r['rc']} (errno {r['errno']}) after {r['ms']} ms "
+              f"(handler ran: {r['handled']}); want -1 with EINTR about 100 ms in")
     prog.wait_line(r"^done$", timeout=10, start=pos)
     rc = prog.wait_exit(10)
     check(rc == 0, f"mixed_wait exited with {rc}: {prog.stderr()[-2000:]}")

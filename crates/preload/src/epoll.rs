@@ -316,6 +316,7 @@ fn wait(
     let mut slept = false;
     // Whether the engines busy-poll, asked once per call when first idle.
     let mut busy: Option<bool> = None;
+    let signals = crate::signals::delivered();
     loop {
         if drives {
             if slept {
@@ -372,6 +373,11 @@ fn wait(
             }
         };
         if drives && *busy.get_or_insert_with(api::engines_busy_poll) {
+            // A handler ran on this thread: the kernel would have ended
+            // the wait with EINTR.
+            if crate::signals::delivered() != signals {
+                return Err(Errno(libc::EINTR));
+            }
             // A sleep would be a zero-time poll: the next round looks at
             // the engine, and at the kernel when due.
             look_now = counted_look();

@@ -53,6 +53,7 @@ mod poll;
 mod privileges;
 pub mod process;
 mod real;
+mod signals;
 mod sockets;
 mod table;
 

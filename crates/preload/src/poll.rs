@@ -144,6 +144,7 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
     let mut kernel_looked = Instant::now();
     // Whether the engines busy-poll, asked once per call when first idle.
     let mut busy: Option<bool> = None;
+    let signals = crate::signals::delivered();
     loop {
         if drives {
             let _ = api::step();
@@ -195,6 +196,11 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
             }
         };
         if drives && *busy.get_or_insert_with(api::engines_busy_poll) {
+            // A handler ran on this thread: the kernel would have ended
+            // the wait with EINTR.
+            if crate::signals::delivered() != signals {
+                return Err(Errno(libc::EINTR));
+            }
             // A sleep would be a zero-time poll and a wake-up read.
             look_kernel = now.saturating_duration_since(kernel_looked) >= KERNEL_LOOK_INTERVAL;
             continue;

@@ -50,6 +50,7 @@ macro_rules! real_fns {
 }
 
 real_fns! {
+    fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
     fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int;
     fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
     fn listen(fd: c_int, backlog: c_int) -> c_int;
