@@ -4,37 +4,22 @@
 //! table ends the oldest TIME-WAIT early (counted) instead of refusing new
 //! connections for 2 MSL, and no port or byte of memory is left behind.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use stack::{Duration, IfaceId, Instant, RxMeta, Shutdown, Stack, StackConfig, TcpState, VecSink};
 
-use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Shutdown, Stack, StackConfig, TcpState,
-    VecSink,
-};
+mod common;
+use common::addr;
 
 const IF0: IfaceId = IfaceId(0);
 
 fn stack(last: u8, max_sockets: usize) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last),
-        max_sockets,
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
-}
-
-fn addr(last: u8, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, last)), port)
+    common::stack_on_subnet(
+        last,
+        StackConfig {
+            seed: u64::from(last),
+            max_sockets,
+            ..StackConfig::default()
+        },
+    )
 }
 
 struct Net {

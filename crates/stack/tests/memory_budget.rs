@@ -6,42 +6,30 @@
 //! the connections' state, rings and tables exactly (and the statistics'
 //! figures, kept without walking the connections, are what a walk finds).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
 use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, SocketError, SocketHandle, Stack,
-    StackConfig, TcpConfig, TcpState, VecSink,
+    Duration, IfaceId, Instant, RxMeta, SocketError, SocketHandle, Stack, StackConfig, TcpConfig,
+    TcpState, VecSink,
 };
+
+mod common;
+use common::addr;
 
 const IF0: IfaceId = IfaceId(0);
 /// The server's budget: room for a few dozen idle connections.
 const BUDGET: usize = 64 << 10;
 
 fn stack(last: u8, memory_budget: usize) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last),
-        tcp: TcpConfig {
-            memory_budget,
-            ..TcpConfig::default()
+    common::stack_on_subnet(
+        last,
+        StackConfig {
+            seed: u64::from(last),
+            tcp: TcpConfig {
+                memory_budget,
+                ..TcpConfig::default()
+            },
+            ..StackConfig::default()
         },
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
-}
-
-fn addr(last: u8, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, last)), port)
+    )
 }
 
 struct Net {

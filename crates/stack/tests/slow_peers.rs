@@ -5,12 +5,13 @@
 //! slowloris that sends one byte a minute.  Two stacks over a wire the
 //! test can cut, in virtual time.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
 use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, SocketError, SocketHandle, Stack,
-    StackConfig, TcpState, VecSink,
+    Duration, IfaceId, Instant, RxMeta, SocketError, SocketHandle, Stack, StackConfig, TcpState,
+    VecSink,
 };
+
+mod common;
+use common::addr;
 
 const IF0: IfaceId = IfaceId(0);
 
@@ -23,26 +24,13 @@ fn per_connection_bound(s: &Stack) -> usize {
 }
 
 fn stack(last: u8) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last),
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
-}
-
-fn addr(last: u8, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, last)), port)
+    common::stack_on_subnet(
+        last,
+        StackConfig {
+            seed: u64::from(last),
+            ..StackConfig::default()
+        },
+    )
 }
 
 /// The server `a` and the hostile client `b`; `cut` drops every frame.

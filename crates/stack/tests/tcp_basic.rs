@@ -1,6 +1,6 @@
 //! TCP between two stacks over a perfect in-memory wire, time stepping.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 
 use stack::admin::Tunable;
 use stack::{
@@ -8,25 +8,19 @@ use stack::{
     TcpState, VecSink,
 };
 
+mod common;
+use common::addr;
+
 const IF0: IfaceId = IfaceId(0);
 
 fn stack(last: u8, seed: u64) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed,
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
+    common::stack_on_subnet(
+        last,
+        StackConfig {
+            seed,
+            ..StackConfig::default()
+        },
+    )
 }
 
 struct Net {
@@ -105,10 +99,6 @@ impl Net {
             self.b.poll(self.now, &mut self.sb);
         }
     }
-}
-
-fn addr(last: u8, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, last)), port)
 }
 
 #[test]

@@ -1,32 +1,24 @@
 //! Zero-copy send (tcp_send_reserve / tcp_send_commit) between two stacks
 //! over a perfect in-memory wire.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
 use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Shutdown, SocketError, SocketHandle,
-    Stack, StackConfig, TcpState, VecSink,
+    Duration, IfaceId, Instant, RxMeta, Shutdown, SocketError, SocketHandle, Stack, StackConfig,
+    TcpState, VecSink,
 };
+
+mod common;
+use common::addr;
 
 const IF0: IfaceId = IfaceId(0);
 
 fn stack(last: u8, seed: u64) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed,
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
+    common::stack_on_subnet(
+        last,
+        StackConfig {
+            seed,
+            ..StackConfig::default()
+        },
+    )
 }
 
 struct Net {
@@ -95,10 +87,6 @@ impl Net {
             }
         }
     }
-}
-
-fn addr(last: u8, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, last)), port)
 }
 
 fn pattern(len: usize) -> Vec<u8> {
