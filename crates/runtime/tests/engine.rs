@@ -7,7 +7,9 @@ use link::{FaultConfig, FaultLink, Link};
 use runtime::{AppContext, Application, Engine, EngineConfig};
 use stack::{SocketHandle, Stack};
 
+mod bulk;
 mod common;
+use bulk::{pattern, BulkReceiver, BulkSender};
 use common::{engines, pair, stack, CLIENT_MAC, SERVER_MAC};
 
 struct Echo(SocketHandle);
@@ -314,59 +316,6 @@ fn an_engine_tells_its_stack_which_checksums_a_link_takes_care_of() {
     assert_eq!(flags(&mem.stack), (false, false));
 }
 
-/// Sends `total` patterned bytes over one connection, as fast as the
-/// window lets, and reads them at the other end.
-struct BulkSender {
-    conn: SocketHandle,
-    sent: usize,
-    total: usize,
-}
-
-impl Application for BulkSender {
-    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        let mut work = false;
-        while self.sent < self.total {
-            let end = self.total.min(self.sent + 16_384);
-            let chunk: Vec<u8> = (self.sent..end).map(|i| (i % 251) as u8).collect();
-            match ctx.stack.tcp_send(ctx.now, self.conn, &chunk, ctx.sink) {
-                Ok(n) if n > 0 => {
-                    self.sent += n;
-                    work = true;
-                }
-                _ => break,
-            }
-        }
-        work
-    }
-}
-
-struct BulkReceiver {
-    listener: SocketHandle,
-    conn: Option<SocketHandle>,
-    got: Vec<u8>,
-}
-
-impl Application for BulkReceiver {
-    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        if self.conn.is_none() {
-            self.conn = ctx.stack.tcp_accept(self.listener).ok().map(|(h, _)| h);
-        }
-        let Some(conn) = self.conn else {
-            return false;
-        };
-        let mut buf = [0u8; 65_536];
-        let mut work = false;
-        while let Ok(n) = ctx.stack.tcp_recv(ctx.now, conn, &mut buf, ctx.sink) {
-            if n == 0 {
-                break;
-            }
-            self.got.extend_from_slice(&buf[..n]);
-            work = true;
-        }
-        work
-    }
-}
-
 /// A window wider than a burst sends more frames in one turn than a
 /// burst holds: each full burst leaves before the next frame is lent, and
 /// every byte arrives, in order.
@@ -382,16 +331,8 @@ fn a_turn_that_sends_more_than_a_burst_flushes_each_full_one_first() {
     let conn =
         client.with_context(|ctx| ctx.stack.tcp_connect(ctx.now, to, None, ctx.sink).unwrap());
     let total = 4 << 20;
-    let mut sender = BulkSender {
-        conn,
-        sent: 0,
-        total,
-    };
-    let mut receiver = BulkReceiver {
-        listener,
-        conn: None,
-        got: Vec::new(),
-    };
+    let mut sender = BulkSender::new(conn, total, 16_384);
+    let mut receiver = BulkReceiver::new(listener);
     client.announce();
     server.announce();
     let mut most_in_a_turn = 0;
@@ -413,7 +354,7 @@ fn a_turn_that_sends_more_than_a_burst_flushes_each_full_one_first() {
             .got
             .iter()
             .enumerate()
-            .all(|(i, &b)| b == (i % 251) as u8),
+            .all(|(i, &b)| b == pattern(i)),
         "in order, intact"
     );
     assert!(

@@ -8,8 +8,11 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use link::{FaultConfig, FaultLink, MemoryLink};
-use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::{InterfaceConfig, SocketHandle, Stack, StackConfig};
+use runtime::{Engine, EngineConfig};
+use stack::{InterfaceConfig, Stack, StackConfig};
+
+mod bulk;
+use bulk::{pattern, BulkReceiver, BulkSender};
 
 const MTU: usize = 1500;
 
@@ -30,62 +33,6 @@ fn stack(last: u8) -> Stack {
     })
     .unwrap();
     s
-}
-
-/// The byte at offset `i` of the stream.
-fn pattern(i: usize) -> u8 {
-    (i * 7 % 251) as u8
-}
-
-struct BulkSender {
-    conn: SocketHandle,
-    sent: usize,
-    total: usize,
-}
-
-impl Application for BulkSender {
-    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        let mut work = false;
-        while self.sent < self.total {
-            let end = self.total.min(self.sent + 65_536);
-            let chunk: Vec<u8> = (self.sent..end).map(pattern).collect();
-            match ctx.stack.tcp_send(ctx.now, self.conn, &chunk, ctx.sink) {
-                Ok(n) if n > 0 => {
-                    self.sent += n;
-                    work = true;
-                }
-                _ => break,
-            }
-        }
-        work
-    }
-}
-
-struct BulkReceiver {
-    listener: SocketHandle,
-    conn: Option<SocketHandle>,
-    got: Vec<u8>,
-}
-
-impl Application for BulkReceiver {
-    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        if self.conn.is_none() {
-            self.conn = ctx.stack.tcp_accept(self.listener).ok().map(|(h, _)| h);
-        }
-        let Some(conn) = self.conn else {
-            return false;
-        };
-        let mut buf = [0u8; 65_536];
-        let mut work = false;
-        while let Ok(n) = ctx.stack.tcp_recv(ctx.now, conn, &mut buf, ctx.sink) {
-            if n == 0 {
-                break;
-            }
-            self.got.extend_from_slice(&buf[..n]);
-            work = true;
-        }
-        work
-    }
 }
 
 /// What a transfer showed.
@@ -121,16 +68,8 @@ fn transfer(gso: bool, loss: f64, total: usize) -> Run {
     let to: SocketAddr = "10.99.61.2:9000".parse().unwrap();
     let conn =
         client.with_context(|ctx| ctx.stack.tcp_connect(ctx.now, to, None, ctx.sink).unwrap());
-    let mut sender = BulkSender {
-        conn,
-        sent: 0,
-        total,
-    };
-    let mut receiver = BulkReceiver {
-        listener,
-        conn: None,
-        got: Vec::new(),
-    };
+    let mut sender = BulkSender::new(conn, total, 65_536);
+    let mut receiver = BulkReceiver::new(listener);
     client.announce();
     server.announce();
     for t in 0..2_000_000u64 {
