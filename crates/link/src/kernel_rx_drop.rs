@@ -45,8 +45,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::af_xdp::abi::{self, BpfInsn};
-use crate::af_xdp::hash_map::{annotate, keys, replace_keys};
-use crate::af_xdp::program::{bpf, name16, owned};
+use crate::af_xdp::hash_map::{self, annotate};
+use crate::af_xdp::program::{bpf, load_program, name16, owned};
 
 /// Addresses each family's map holds.
 pub const MAX_ADDRESSES: u32 = 1024;
@@ -126,10 +126,7 @@ impl KernelRxDrop {
     /// Makes the port's addresses exactly these: unicast frames to them
     /// stop at tc ingress.
     pub fn set_addresses(&self, v4: &[Ipv4Addr], v6: &[Ipv6Addr]) -> io::Result<()> {
-        let v4: Vec<[u8; 4]> = v4.iter().map(|a| a.octets()).collect();
-        let v6: Vec<[u8; 16]> = v6.iter().map(|a| a.octets()).collect();
-        replace_keys(&self.addrs4, &v4)?;
-        replace_keys(&self.addrs6, &v6)
+        hash_map::set_addresses(&self.addrs4, &self.addrs6, v4, v6)
     }
 
     /// [`KernelRxDrop::set_addresses`] with those of the addresses the
@@ -144,17 +141,7 @@ impl KernelRxDrop {
 
     /// The addresses the program drops frames to now.
     pub fn addresses(&self) -> io::Result<(Vec<Ipv4Addr>, Vec<Ipv6Addr>)> {
-        let mut v4: Vec<Ipv4Addr> = keys::<4>(&self.addrs4)?
-            .into_iter()
-            .map(Ipv4Addr::from)
-            .collect();
-        let mut v6: Vec<Ipv6Addr> = keys::<16>(&self.addrs6)?
-            .into_iter()
-            .map(Ipv6Addr::from)
-            .collect();
-        v4.sort();
-        v6.sort();
-        Ok((v4, v6))
+        hash_map::addresses(&self.addrs4, &self.addrs6)
     }
 
     /// Runs the program once on `frame` (BPF_PROG_TEST_RUN): its verdict,
@@ -269,32 +256,13 @@ fn create_map(key_size: u32, name: &str) -> io::Result<OwnedFd> {
 }
 
 fn load(addrs4: RawFd, addrs6: RawFd) -> io::Result<OwnedFd> {
-    let insns = instructions(addrs4, addrs6);
-    let license = c"Dual MIT/GPL";
-    let mut log = vec![0u8; 16384];
-    let mut load = abi::ProgLoadAttr {
-        prog_type: abi::BPF_PROG_TYPE_SCHED_CLS,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        log_level: 1,
-        log_size: log.len() as u32,
-        log_buf: log.as_mut_ptr() as u64,
-        prog_name: name16(PROGRAM_NAME),
-        expected_attach_type: abi::BPF_TCX_INGRESS,
-        ..Default::default()
-    };
-    match bpf(abi::BPF_PROG_LOAD, &mut load) {
-        Ok(fd) => Ok(owned(fd)),
-        Err(e) => {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let text = String::from_utf8_lossy(&log[..end]);
-            Err(annotate(
-                e,
-                &format!("loading the program (verifier: {})", text.trim()),
-            ))
-        }
-    }
+    load_program(
+        abi::BPF_PROG_TYPE_SCHED_CLS,
+        abi::BPF_TCX_INGRESS,
+        PROGRAM_NAME,
+        &instructions(addrs4, addrs6),
+        "the program",
+    )
 }
 
 /// Jump targets of [`instructions`].

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::abi;
@@ -72,4 +73,33 @@ pub(crate) fn replace_keys<const N: usize>(map: &OwnedFd, want: &[[u8; N]]) -> i
         })?;
     }
     Ok(())
+}
+
+/// Makes the address maps `addrs4` (4-byte keys) and `addrs6` (16-byte
+/// keys) hold exactly these addresses.
+pub(crate) fn set_addresses(
+    addrs4: &OwnedFd,
+    addrs6: &OwnedFd,
+    v4: &[Ipv4Addr],
+    v6: &[Ipv6Addr],
+) -> io::Result<()> {
+    let v4: Vec<[u8; 4]> = v4.iter().map(|a| a.octets()).collect();
+    let v6: Vec<[u8; 16]> = v6.iter().map(|a| a.octets()).collect();
+    replace_keys(addrs4, &v4)?;
+    replace_keys(addrs6, &v6)
+}
+
+/// The addresses the maps hold, each family sorted.
+pub(crate) fn addresses(
+    addrs4: &OwnedFd,
+    addrs6: &OwnedFd,
+) -> io::Result<(Vec<Ipv4Addr>, Vec<Ipv6Addr>)> {
+    let mut v4: Vec<Ipv4Addr> = keys::<4>(addrs4)?.into_iter().map(Ipv4Addr::from).collect();
+    let mut v6: Vec<Ipv6Addr> = keys::<16>(addrs6)?
+        .into_iter()
+        .map(Ipv6Addr::from)
+        .collect();
+    v4.sort();
+    v6.sort();
+    Ok((v4, v6))
 }

@@ -112,6 +112,43 @@ pub(crate) fn name16(s: &str) -> [u8; 16] {
     n
 }
 
+/// Loads a hand-assembled program of `prog_type`, to be attached as
+/// `attach_type`, under `name`; a refusal carries the verifier's log,
+/// with `what` naming the program.
+pub(crate) fn load_program(
+    prog_type: u32,
+    attach_type: u32,
+    name: &str,
+    insns: &[abi::BpfInsn],
+    what: &str,
+) -> io::Result<OwnedFd> {
+    let license = c"Dual MIT/GPL";
+    let mut log = vec![0u8; 16384];
+    let mut load = abi::ProgLoadAttr {
+        prog_type,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        log_level: 1,
+        log_size: log.len() as u32,
+        log_buf: log.as_mut_ptr() as u64,
+        prog_name: name16(name),
+        expected_attach_type: attach_type,
+        ..Default::default()
+    };
+    match bpf(abi::BPF_PROG_LOAD, &mut load) {
+        Ok(fd) => Ok(owned(fd)),
+        Err(e) => {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..end]);
+            Err(annotate(
+                e,
+                &format!("loading {what} (verifier: {})", text.trim()),
+            ))
+        }
+    }
+}
+
 /// The program's instructions for socket map `map_fd`.
 fn instructions(map_fd: RawFd) -> [abi::BpfInsn; 6] {
     const BPF_LDX_MEM_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
@@ -175,31 +212,13 @@ impl XdpProgram {
         );
 
         let insns = instructions(map.as_raw_fd());
-        let license = c"Dual MIT/GPL";
-        let mut log = vec![0u8; 4096];
-        let mut load = abi::ProgLoadAttr {
-            prog_type: abi::BPF_PROG_TYPE_XDP,
-            insn_cnt: insns.len() as u32,
-            insns: insns.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            log_level: 1,
-            log_size: log.len() as u32,
-            log_buf: log.as_mut_ptr() as u64,
-            prog_name: name16("ustack_xsk"),
-            expected_attach_type: abi::BPF_XDP,
-            ..Default::default()
-        };
-        let prog = match bpf(abi::BPF_PROG_LOAD, &mut load) {
-            Ok(fd) => owned(fd),
-            Err(e) => {
-                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-                let text = String::from_utf8_lossy(&log[..end]);
-                return Err(annotate(
-                    e,
-                    &format!("loading the XDP program (verifier: {})", text.trim()),
-                ));
-            }
-        };
+        let prog = load_program(
+            abi::BPF_PROG_TYPE_XDP,
+            abi::BPF_XDP,
+            "ustack_xsk",
+            &insns,
+            "the XDP program",
+        )?;
 
         let mut link_attr = abi::LinkCreateAttr {
             prog_fd: prog.as_raw_fd() as u32,

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::abi;
-use super::hash_map::{annotate, keys, replace_keys, update};
+use super::hash_map::{self, annotate, update};
 use super::program::bpf;
 use crate::KernelPorts;
 
@@ -47,25 +47,12 @@ impl ServedMaps {
     /// neighbour solicitations for them) go to the sockets, frames to other
     /// addresses to the kernel. An IPv4 subnet broadcast belongs here too.
     pub fn set_addresses(&self, v4: &[Ipv4Addr], v6: &[Ipv6Addr]) -> io::Result<()> {
-        let v4: Vec<[u8; 4]> = v4.iter().map(|a| a.octets()).collect();
-        let v6: Vec<[u8; 16]> = v6.iter().map(|a| a.octets()).collect();
-        replace_keys(&self.addrs4, &v4)?;
-        replace_keys(&self.addrs6, &v6)
+        hash_map::set_addresses(&self.addrs4, &self.addrs6, v4, v6)
     }
 
     /// The addresses the program serves now (for tests and `describe`).
     pub fn addresses(&self) -> io::Result<(Vec<Ipv4Addr>, Vec<Ipv6Addr>)> {
-        let mut v4: Vec<Ipv4Addr> = keys::<4>(&self.addrs4)?
-            .into_iter()
-            .map(Ipv4Addr::from)
-            .collect();
-        let mut v6: Vec<Ipv6Addr> = keys::<16>(&self.addrs6)?
-            .into_iter()
-            .map(Ipv6Addr::from)
-            .collect();
-        v4.sort();
-        v6.sort();
-        Ok((v4, v6))
+        hash_map::addresses(&self.addrs4, &self.addrs6)
     }
 
     /// Sets which of ustack's traffic goes to the kernel: `mode`, over the
