@@ -675,6 +675,24 @@ http {{
 """
 
 
+def nginx_site(d, page, seed):
+    """nginx's files in the work directory `d`: index.html holding `page`,
+    a 10 MB big.bin of random bytes from `seed`, nginx.conf (NGINX_CONF)
+    and its error log watched.  Returns nginx's command line, the page's
+    and big.bin's sha256, and the error log's path."""
+    www = os.path.join(d, "www")
+    os.mkdir(www)
+    with open(os.path.join(www, "index.html"), "wb") as f:
+        f.write(page)
+    big_sha = write_random(os.path.join(www, "big.bin"), 10 * 1024 * 1024, seed)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(d=d))
+    log = os.path.join(d, "error.log")
+    LogFile(log, "nginx's error log")
+    return [shutil.which("nginx"), "-p", d + "/", "-c", conf, "-e", log], sha256(page), big_sha, log
+
+
 def nginx_workers(master, timeout=10.0, exclude=()):
     """The master's two worker pids (not any of `exclude`)."""
     deadline = time.monotonic() + timeout
@@ -730,21 +748,10 @@ def nginx_fetch_both(p, d, page_sha, big_sha, what):
 def _(ctx):
     p = Preload(ctx, "preload_nginx")
     d = ctx.workdir
-    www = os.path.join(d, "www")
-    os.mkdir(www)
     head = b"<!DOCTYPE html>\n<html><body><p>nginx under ustack run</p>\n<p>"
     tail = b"</p></body></html>\n"
     page = head + b"x" * (600 - len(head) - len(tail)) + tail
-    with open(os.path.join(www, "index.html"), "wb") as f:
-        f.write(page)
-    page_sha = sha256(page)
-    big_sha = write_random(os.path.join(www, "big.bin"), 10 * 1024 * 1024, 41)
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(d=d))
-    nginx = shutil.which("nginx")
-    base = [nginx, "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
-    LogFile(os.path.join(d, "error.log"), "nginx's error log")
+    base, page_sha, big_sha, _ = nginx_site(d, page, 41)
     master = p.start(base, "nginx")
     p.wait_tcp(80, master)
     with open(os.path.join(d, "nginx.pid")) as f:
@@ -863,18 +870,8 @@ def _(ctx):
     queues the old ones still hold until they exit.)"""
     p = Preload(ctx, "preload_nginx_af_xdp", xdp=True)
     d = ctx.workdir
-    www = os.path.join(d, "www")
-    os.mkdir(www)
     page = b"<p>nginx over AF_XDP</p>\n" + b"y" * 574 + b"\n"
-    with open(os.path.join(www, "index.html"), "wb") as f:
-        f.write(page)
-    page_sha = sha256(page)
-    big_sha = write_random(os.path.join(www, "big.bin"), 10 * 1024 * 1024, 43)
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(d=d))
-    base = [shutil.which("nginx"), "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
-    LogFile(os.path.join(d, "error.log"), "nginx's error log")
+    base, page_sha, big_sha, _ = nginx_site(d, page, 43)
     master = p.start(base, "nginx")
     p.wait_tcp(80, master)
     with open(os.path.join(d, "nginx.pid")) as f:
@@ -936,19 +933,8 @@ def _(ctx):
     (USTACK_PRELOAD_MODE=kernel), has no error."""
     p = Preload(ctx, "preload_nginx_reload_af_xdp", xdp=True)
     d = ctx.workdir
-    www = os.path.join(d, "www")
-    os.mkdir(www)
     page = b"<p>nginx reloaded over AF_XDP</p>\n" + b"z" * 565 + b"\n"
-    with open(os.path.join(www, "index.html"), "wb") as f:
-        f.write(page)
-    page_sha = sha256(page)
-    big_sha = write_random(os.path.join(www, "big.bin"), 10 * 1024 * 1024, 44)
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(d=d))
-    base = [shutil.which("nginx"), "-p", d + "/", "-c", conf, "-e", os.path.join(d, "error.log")]
-    errlog = os.path.join(d, "error.log")
-    LogFile(errlog, "nginx's error log")
+    base, page_sha, big_sha, errlog = nginx_site(d, page, 44)
     master = p.start(base, "nginx")
     p.wait_tcp(80, master)
     with open(os.path.join(d, "nginx.pid")) as f:
