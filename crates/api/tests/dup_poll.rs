@@ -586,3 +586,86 @@ fn poll_timeout_without_engines_sleeps() {
     assert_eq!(api::poll(&mut fds, 30).unwrap(), 0);
     assert!(start.elapsed() >= Duration::from_millis(30));
 }
+
+/// The kernel's socket inodes among this process's fds, each with how many
+/// numbers refer to it (from /proc/self/fd).
+fn socket_inodes() -> std::collections::HashMap<String, usize> {
+    let mut out = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        if let Ok(link) = std::fs::read_link(entry.path()) {
+            let link = link.to_string_lossy().into_owned();
+            if link.starts_with("socket:[") {
+                *out.entry(link).or_insert(0) += 1;
+            }
+        }
+    }
+    out
+}
+
+/// One fd namespace at O(bytes) per number: each ustack socket's number is
+/// a real kernel fd (fstat says socket, the kernel will not hand it out
+/// again), and every one is a duplicate of one kernel socket, so holding
+/// a number costs a slot in the fd table, not a kernel object per socket.
+/// Closing the ustack socket gives the number back.
+#[test]
+fn a_held_number_is_a_slot_not_a_kernel_object() {
+    const SOCKETS: usize = 3000;
+    let _serial = serial();
+    let _e = two_engines();
+    let before = socket_inodes();
+    let fds: Vec<i32> = (0..SOCKETS)
+        .map(|i| {
+            api::socket(
+                AF_INET,
+                if i % 2 == 0 { SOCK_STREAM } else { SOCK_DGRAM },
+                0,
+            )
+            .unwrap_or_else(|e| panic!("socket {i}: {e:?} (RLIMIT_NOFILE too low?)"))
+        })
+        .collect();
+    let after = socket_inodes();
+    let new: Vec<_> = after
+        .iter()
+        .filter(|(ino, n)| before.get(*ino) != Some(n))
+        .collect();
+    assert_eq!(
+        new.len(),
+        1,
+        "{SOCKETS} ustack sockets took kernel socket objects {new:?}, want the one placeholder"
+    );
+    assert!(
+        *new[0].1 >= SOCKETS,
+        "the placeholder {} holds {} numbers, want at least {SOCKETS}",
+        new[0].0,
+        new[0].1
+    );
+    let mut first: Option<(u64, u64)> = None;
+    for &fd in &fds {
+        // SAFETY: a zeroed libc::stat is valid; fstat fills the one we own.
+        let (rc, st) = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            (libc::fstat(fd, &mut st), st)
+        };
+        assert_eq!(rc, 0, "fstat({fd})");
+        assert_eq!(
+            st.st_mode & libc::S_IFMT,
+            libc::S_IFSOCK,
+            "fstat({fd}) is no socket"
+        );
+        let id = (st.st_dev, st.st_ino);
+        assert_eq!(
+            *first.get_or_insert(id),
+            id,
+            "number {fd} is another kernel object"
+        );
+    }
+    for &fd in &fds {
+        api::close(fd).unwrap();
+        // SAFETY: F_GETFD on a number, no memory.
+        assert_eq!(
+            unsafe { libc::fcntl(fd, libc::F_GETFD) },
+            -1,
+            "number {fd} still held after its socket closed"
+        );
+    }
+}
