@@ -675,22 +675,15 @@ http {{
 """
 
 
-def nginx_site(d, page, seed):
-    """nginx's files in the work directory `d`: index.html holding `page`,
-    a 10 MB big.bin of random bytes from `seed`, nginx.conf (NGINX_CONF)
-    and its error log watched.  Returns nginx's command line, the page's
-    and big.bin's sha256, and the error log's path."""
-    www = os.path.join(d, "www")
-    os.mkdir(www)
-    with open(os.path.join(www, "index.html"), "wb") as f:
-        f.write(page)
-    big_sha = write_random(os.path.join(www, "big.bin"), 10 * 1024 * 1024, seed)
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(d=d))
-    log = os.path.join(d, "error.log")
-    LogFile(log, "nginx's error log")
-    return [shutil.which("nginx"), "-p", d + "/", "-c", conf, "-e", log], sha256(page), big_sha, log
+PAGE_SIZE = 600
+BIG_SIZE = 10 * 1024 * 1024
+# The wrk script that checks every body (tests/interop/wrk_bodies.lua) and
+# how often a thread asks for the 10 MB file instead of the page: its
+# WRK_BIG_EVERY-th request, WRK_BIG_MAX times (wrk holds a body whole while
+# it arrives, so this bounds wrk's memory at a few hundred MB).
+WRK_BODIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk_bodies.lua")
+WRK_BIG_EVERY = 50
+WRK_BIG_MAX = 4
 
 
 def nginx_workers(master, timeout=10.0, exclude=()):
@@ -730,49 +723,132 @@ def engine_trouble(p):
         for pid, st in sorted(p.stats().items()))
 
 
-def nginx_fetch_both(p, d, page_sha, big_sha, what):
-    out = os.path.join(d, "got.bin")
-    code, size = kernel_curl(p, f"http://{p.ustack_ip}/index.html", out)
-    with open(out, "rb") as f:
-        got = f.read()
-    check(code == 200 and size == 600 and sha256(got) == page_sha, f"{what}: GET /index.html: {code}, {size} bytes")
-    code, size = kernel_curl(p, f"http://{p.ustack_ip}/big.bin", out)
-    with open(out, "rb") as f:
-        got = f.read()
-    check(code == 200 and size == 10 * 1024 * 1024 and sha256(got) == big_sha,
-          f"{what}: GET /big.bin: {code}, {size} bytes, sha256 {'matches' if sha256(got) == big_sha else 'differs'}")
-    os.unlink(out)
+class Nginx:
+    """Debian's nginx on ustack's side of `p` (under `ustack run` in ustack
+    mode): its files in the work directory (index.html holding `page`, a
+    10 MB big.bin of random bytes from `seed`, NGINX_CONF), the master
+    started and listening on port 80, its two workers found."""
+
+    def __init__(self, p, page, seed):
+        self.p = p
+        d = self.dir = p.workdir
+        www = os.path.join(d, "www")
+        os.mkdir(www)
+        self.page_path = os.path.join(www, "index.html")
+        with open(self.page_path, "wb") as f:
+            f.write(page)
+        self.page_sha, self.page_size = sha256(page), len(page)
+        self.big_path = os.path.join(www, "big.bin")
+        self.big_sha = write_random(self.big_path, BIG_SIZE, seed)
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(d=d))
+        self.errlog = os.path.join(d, "error.log")
+        self.access = os.path.join(d, "access.log")
+        LogFile(self.errlog, "nginx's error log")
+        self.base = [shutil.which("nginx"), "-p", d + "/", "-c", conf, "-e", self.errlog]
+        self.master = p.start(self.base, "nginx")
+        p.wait_tcp(80, self.master)
+        with open(os.path.join(d, "nginx.pid")) as f:
+            self.master_pid = int(f.read())
+        self.workers = nginx_workers(self.master_pid)
+        print(f"    nginx master {self.master_pid}, workers {self.workers}")
+
+    def fetch_both(self, what):
+        """curl from the kernel peer gets the page and the 10 MB file, each
+        body as written."""
+        p, out = self.p, os.path.join(self.dir, "got.bin")
+        for name, size, want in (("index.html", self.page_size, self.page_sha),
+                                 ("big.bin", BIG_SIZE, self.big_sha)):
+            code, got_size = kernel_curl(p, f"http://{p.ustack_ip}/{name}", out)
+            with open(out, "rb") as f:
+                got = sha256(f.read())
+            check(code == 200 and got_size == size and got == want,
+                  f"{what}: GET /{name}: {code}, {got_size} bytes, sha256 {'matches' if got == want else 'differs'}; "
+                  f"{engine_trouble(p)}")
+        os.unlink(out)
+
+    def wrk(self, conns, seconds, extra=()):
+        """wrk from the kernel peer (two threads, `conns` connections, a
+        request per connection with `Connection: close` in `extra`), the
+        page and now and then the 10 MB file (WRK_BIG_EVERY), every body
+        checked; returns (report, run_wrk's numbers with page_ok, big_ok,
+        big_asked and bad)."""
+        p = self.p
+        out, r = tt.run_wrk(p.ns_k, f"http://{p.ustack_ip}/index.html", connections=conns, seconds=seconds,
+                            extra=(*extra, "--timeout", "10s", "-s", WRK_BODIES),
+                            script_args=("/index.html", self.page_path, "/big.bin", self.big_path,
+                                         str(WRK_BIG_EVERY), str(WRK_BIG_MAX)))
+        h.log(out)
+        m = re.search(r"^bodies .*$", out, re.M)
+        check(m, f"wrk_bodies.lua printed no result:\n{out}")
+        r.update(kv(m.group(0)))
+        first_bad = re.search(r"first_bad=(\S+)", m.group(0)).group(1)
+        check(r["bad"] == 0, f"wrk -c{conns}: {r['bad']} bodies differ from the files (first: status/length "
+                             f"{first_bad}):\n{out}\n{engine_trouble(p)}")
+        check(r["page_ok"] + r["big_ok"] == r["requests"],
+              f"wrk -c{conns}: {r['requests']} requests, {r['page_ok']} + {r['big_ok']} bodies checked:\n{out}")
+        check(r["big_asked"] == 2 * WRK_BIG_MAX and r["big_ok"] == r["big_asked"],
+              f"wrk -c{conns}: {r['big_ok']} of {r['big_asked']} 10 MB downloads came back whole "
+              f"(want {2 * WRK_BIG_MAX}):\n{out}\n{engine_trouble(p)}")
+        return out, r
+
+    def signal(self, what):
+        """`nginx -s what` (reload, quit) in ustack's namespace; it must
+        succeed."""
+        r = h.nsx(self.p.ns_u, *self.base, "-s", what, check_rc=False, timeout=10)
+        check(r.returncode == 0, f"nginx -s {what}: rc={r.returncode}: {r.stderr}")
+
+    def quit(self, workers):
+        """-s quit: the master exits 0 after `workers`, and the error log
+        has no alert; returns the error log."""
+        self.signal("quit")
+        rc = self.master.wait_exit(15)
+        check(rc == 0, f"nginx exited with {rc} after -s quit")
+        check(not any(h.pid_alive(w) for w in workers), f"workers {workers} still running after the master quit")
+        with open(self.errlog, errors="replace") as f:
+            text = f.read()
+        bad = [ln for ln in text.splitlines() if re.search(r"\[(alert|emerg|crit)\]", ln)]
+        check(not bad, "nginx's error log:\n" + "\n".join(bad[:20]))
+        return text
+
+    def queues_bound(self):
+        """AF_XDP: the queues the workers bound, in order (nginx gives its
+        workers' stderr to its error log)."""
+        with open(self.errlog, errors="replace") as f:
+            return re.findall(r"af_xdp queue ([01]) native XDP", self.master.stderr() + f.read())
+
+
+def nginx_page(text):
+    """A page of PAGE_SIZE bytes that says `text`."""
+    head = b"<!DOCTYPE html>\n<html><body><p>" + text + b"</p>\n<p>"
+    tail = b"</p></body></html>\n"
+    return head + b"x" * (PAGE_SIZE - len(head) - len(tail)) + tail
 
 
 @test("preload_nginx", budget=180)
 def _(ctx):
+    """Debian's nginx under ustack run (master and two workers, `listen 80
+    reuseport`, sendfile, an access log) over AF_PACKET: curl gets the
+    600-byte page and the 10 MB file; wrk with 200 keep-alive connections,
+    then 50 `Connection: close` ones, gets the page and, 8 times each, the
+    10 MB file, every body checked, 0 errors, each worker its share by the
+    access log and by its own engine's counters; 8 downloads span
+    `nginx -s reload` intact, only the new workers serve after it, and
+    `-s quit` exits 0."""
     p = Preload(ctx, "preload_nginx")
-    d = ctx.workdir
-    head = b"<!DOCTYPE html>\n<html><body><p>nginx under ustack run</p>\n<p>"
-    tail = b"</p></body></html>\n"
-    page = head + b"x" * (600 - len(head) - len(tail)) + tail
-    base, page_sha, big_sha, _ = nginx_site(d, page, 41)
-    master = p.start(base, "nginx")
-    p.wait_tcp(80, master)
-    with open(os.path.join(d, "nginx.pid")) as f:
-        master_pid = int(f.read())
-    workers = nginx_workers(master_pid)
-    print(f"    nginx master {master_pid}, workers {workers}")
-    try:
-        nginx_fetch_both(p, d, page_sha, big_sha, "before the load")
-    except TestFailure as e:
-        raise TestFailure(f"{e}; {engine_trouble(p)}") from None
-    access = os.path.join(d, "access.log")
-    _, off = access_log_pids(access, 0)
-    url = f"http://{p.ustack_ip}/index.html"
+    ng = Nginx(p, nginx_page(b"nginx under ustack run"), 41)
+    workers = ng.workers
+    ng.fetch_both("before the load")
+    _, off = access_log_pids(ng.access, 0)
     for what, conns, extra in (("200 keep-alive connections", 200, ()),
                                ("50 Connection: close connections", 50, ("-H", "Connection: close"))):
         before, before_sum = p.stats(), p.stats_sum()
-        out, r = tt.run_wrk(p.ns_k, url, connections=conns, seconds=5, extra=extra)
-        h.log(out)
-        shares, off = access_log_pids(access, off)
-        print(f"    wrk -c{conns} {' '.join(extra)}: {r['rps']:.0f} requests/s, {r['requests']} requests, socket "
-              f"errors {r['socket_errors']}, non-2xx {r['non_2xx']}; requests per worker (access log) {dict(shares)}")
+        out, r = ng.wrk(conns, 5, extra)
+        shares, off = access_log_pids(ng.access, off)
+        print(f"    wrk -c{conns} {' '.join(extra)}: {r['rps']:.0f} requests/s, {r['requests']} requests "
+              f"({r['page_ok']} pages and {r['big_ok']} 10 MB files, every body as the file), socket errors "
+              f"{r['socket_errors']}, non-2xx {r['non_2xx']}; requests per worker (access log) {dict(shares)}")
         if p.ustack:
             time.sleep(0.3)  # the stats files are rewritten every 100 ms
             d_ = h.delta(p.stats_sum(), before_sum)
@@ -803,15 +879,14 @@ def _(ctx):
     downloads = []
     try:
         for i in range(8):
-            out = os.path.join(d, f"across-{i}.bin")
+            out = os.path.join(ng.dir, f"across-{i}.bin")
             downloads.append((out, subprocess.Popen(
                 ["ip", "netns", "exec", p.ns_k, "curl", "-sS", "--max-time", "60", "--limit-rate", "4M", "-o", out,
                  "-w", "%{http_code} %{size_download}", f"http://{p.ustack_ip}/big.bin"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
         time.sleep(0.7)
-        r = h.nsx(p.ns_u, *base, "-s", "reload", check_rc=False, timeout=10)
-        check(r.returncode == 0, f"nginx -s reload: rc={r.returncode}: {r.stderr}")
-        new = nginx_workers(master_pid, timeout=15, exclude=workers)
+        ng.signal("reload")
+        new = nginx_workers(ng.master_pid, timeout=15, exclude=workers)
         deadline = time.monotonic() + 30
         while any(h.pid_alive(w) for w in workers):
             check(time.monotonic() < deadline, f"the old workers {workers} did not exit after the reload")
@@ -822,7 +897,7 @@ def _(ctx):
             with open(out, "rb") as f:
                 got = f.read()
             os.unlink(out)
-            ok = proc.returncode == 0 and stdout.split() == ["200", str(10 * 1024 * 1024)] and sha256(got) == big_sha
+            ok = proc.returncode == 0 and stdout.split() == ["200", str(BIG_SIZE)] and sha256(got) == ng.big_sha
             if not ok:
                 raise TestFailure(f"download {i} across the reload: rc={proc.returncode} {stdout!r} "
                                   f"{stderr.strip()!r}, {len(got)} bytes; {engine_trouble(p)}")
@@ -838,25 +913,17 @@ def _(ctx):
             f"{k} {d_.get(k, 0)}" for k in ("handoff_offered", "handoff_claimed", "handoff_expired",
                                             "handoff_dropped", "tcp_resets_sent")))
     # wrk's last requests may be logged after it stopped: skip them.
-    _, off = access_log_pids(access, off)
-    nginx_fetch_both(p, d, page_sha, big_sha, "after the reload")
-    shares, off = access_log_pids(access, off)
+    _, off = access_log_pids(ng.access, off)
+    ng.fetch_both("after the reload")
+    shares, off = access_log_pids(ng.access, off)
     check(set(shares) <= set(new) and sum(shares.values()) == 2,
           f"after the reload, requests served by {dict(shares)}, not the new workers {new}")
     # Quit: the master waits for its workers and exits 0.
-    r = h.nsx(p.ns_u, *base, "-s", "quit", check_rc=False, timeout=10)
-    check(r.returncode == 0, f"nginx -s quit: rc={r.returncode}: {r.stderr}")
-    rc = master.wait_exit(15)
-    check(rc == 0, f"nginx exited with {rc} after -s quit")
-    check(not any(h.pid_alive(w) for w in new), f"workers {new} still running after the master quit")
-    with open(os.path.join(d, "error.log")) as f:
-        errlog = f.read()
-    bad = [ln for ln in errlog.splitlines() if re.search(r"\[(alert|emerg|crit)\]", ln)]
-    check(not bad, "nginx's error log:\n" + "\n".join(bad[:20]))
+    errlog = ng.quit(new)
     check("reconfiguring" in errlog and "gracefully shutting down" in errlog,
           f"nginx's error log does not show the reload and the quit:\n{errlog[-2000:]}")
     p.carried("nginx's connections", {"tcp_passive_opens": 250 + 4, "tcp_segments_received": 1000,
-                                      "tx_bytes": 2 * 10 * 1024 * 1024})
+                                      "tx_bytes": (2 * 2 * WRK_BIG_MAX + 2) * BIG_SIZE})
     p.trace_summary("nginx")
 
 
@@ -869,24 +936,14 @@ def _(ctx):
     worker's queue are handed over.  (No reload here: the new workers need
     queues the old ones still hold until they exit.)"""
     p = Preload(ctx, "preload_nginx_af_xdp", xdp=True)
-    d = ctx.workdir
-    page = b"<p>nginx over AF_XDP</p>\n" + b"y" * 574 + b"\n"
-    base, page_sha, big_sha, _ = nginx_site(d, page, 43)
-    master = p.start(base, "nginx")
-    p.wait_tcp(80, master)
-    with open(os.path.join(d, "nginx.pid")) as f:
-        master_pid = int(f.read())
-    workers = nginx_workers(master_pid)
-    try:
-        nginx_fetch_both(p, d, page_sha, big_sha, "over AF_XDP")
-    except TestFailure as e:
-        raise TestFailure(f"{e}; {engine_trouble(p)}") from None
-    access = os.path.join(d, "access.log")
-    _, off = access_log_pids(access, 0)
-    out, r = tt.run_wrk(p.ns_k, f"http://{p.ustack_ip}/index.html", connections=200, seconds=3)
-    h.log(out)
-    shares, off = access_log_pids(access, off)
-    print(f"    wrk -c200: {r['rps']:.0f} requests/s, {r['requests']} requests, socket errors {r['socket_errors']}, "
+    ng = Nginx(p, nginx_page(b"nginx over AF_XDP"), 43)
+    workers = ng.workers
+    ng.fetch_both("over AF_XDP")
+    _, off = access_log_pids(ng.access, 0)
+    out, r = ng.wrk(200, 3)
+    shares, off = access_log_pids(ng.access, off)
+    print(f"    wrk -c200: {r['rps']:.0f} requests/s, {r['requests']} requests ({r['page_ok']} pages and "
+          f"{r['big_ok']} 10 MB files, every body as the file), socket errors {r['socket_errors']}, "
           f"non-2xx {r['non_2xx']}; requests per worker (access log) {dict(shares)}")
     check(r["requests"] > 1000 and r["socket_errors"] == 0 and r["non_2xx"] == 0,
           f"wrk over AF_XDP:\n{out}\n{engine_trouble(p)}")
@@ -894,23 +951,16 @@ def _(ctx):
     check(set(shares) <= set(workers) and all(shares.get(w, 0) >= 0.15 * total for w in workers),
           f"requests per worker {dict(shares)}, workers {workers}: each must serve at least 15%")
     if p.ustack:
-        # nginx gives its workers' stderr to its error log.
-        with open(os.path.join(d, "error.log"), errors="replace") as f:
-            bound = re.findall(r"af_xdp queue ([01]) native XDP", master.stderr() + f.read())
+        bound = ng.queues_bound()
         check(sorted(bound) == ["0", "1"], f"the workers' AF_XDP queues: {bound}")
         time.sleep(0.3)  # the stats files are rewritten every 100 ms
         st = p.stats()
-        check(master_pid not in st, "the master started an engine")
+        check(ng.master_pid not in st, "the master started an engine")
         print("    per worker engine: " + "; ".join(
             f"{w}: passive opens {st.get(w, {}).get('tcp_passive_opens', 0)}, handed over and claimed "
             f"{st.get(w, {}).get('handoff_claimed', 0)}, neighbour frames received "
             f"{st.get(w, {}).get('handoff_neighbors_received', 0)}" for w in workers))
-    r = h.nsx(p.ns_u, *base, "-s", "quit", check_rc=False, timeout=10)
-    check(r.returncode == 0, f"nginx -s quit: rc={r.returncode}: {r.stderr}")
-    check(master.wait_exit(15) == 0, "nginx's exit status after -s quit")
-    with open(os.path.join(d, "error.log")) as f:
-        bad = [ln for ln in f.read().splitlines() if re.search(r"\[(alert|emerg|crit)\]", ln)]
-    check(not bad, "nginx's error log:\n" + "\n".join(bad[:20]))
+    ng.quit(workers)
 
 
 @test("preload_nginx_reload_af_xdp", budget=120)
@@ -932,19 +982,9 @@ def _(ctx):
     queue outlives the old worker).  The kernel, in the same test
     (USTACK_PRELOAD_MODE=kernel), has no error."""
     p = Preload(ctx, "preload_nginx_reload_af_xdp", xdp=True)
-    d = ctx.workdir
-    page = b"<p>nginx reloaded over AF_XDP</p>\n" + b"z" * 565 + b"\n"
-    base, page_sha, big_sha, errlog = nginx_site(d, page, 44)
-    master = p.start(base, "nginx")
-    p.wait_tcp(80, master)
-    with open(os.path.join(d, "nginx.pid")) as f:
-        master_pid = int(f.read())
-    workers = nginx_workers(master_pid)
-    try:
-        nginx_fetch_both(p, d, page_sha, big_sha, "before the reload")
-    except TestFailure as e:
-        raise TestFailure(f"{e}; {engine_trouble(p)}") from None
-    access = os.path.join(d, "access.log")
+    ng = Nginx(p, nginx_page(b"nginx reloaded over AF_XDP"), 44)
+    workers = ng.workers
+    ng.fetch_both("before the reload")
     url = f"http://{p.ustack_ip}/index.html"
     downloads = []
     wrk = None
@@ -954,7 +994,7 @@ def _(ctx):
         # at the reload is a read error in wrk, on the kernel too) through
         # it all.
         for i in range(2):
-            out = os.path.join(d, f"across-{i}.bin")
+            out = os.path.join(ng.dir, f"across-{i}.bin")
             downloads.append((out, subprocess.Popen(
                 ["ip", "netns", "exec", p.ns_k, "curl", "-sS", "--max-time", "60", "--limit-rate", "8M", "-o", out,
                  "-w", "%{http_code} %{size_download}", f"http://{p.ustack_ip}/big.bin"],
@@ -964,9 +1004,8 @@ def _(ctx):
         # The reload halfway through the downloads: the new workers wait
         # for the queues until the old ones have served them and exit.
         time.sleep(0.7)
-        r = h.nsx(p.ns_u, *base, "-s", "reload", check_rc=False, timeout=10)
-        check(r.returncode == 0, f"nginx -s reload: rc={r.returncode}: {r.stderr}")
-        new = nginx_workers(master_pid, timeout=15, exclude=workers)
+        ng.signal("reload")
+        new = nginx_workers(ng.master_pid, timeout=15, exclude=workers)
         deadline = time.monotonic() + 30
         while any(h.pid_alive(w) for w in workers):
             check(time.monotonic() < deadline, f"the old workers {workers} did not exit after the reload")
@@ -990,7 +1029,7 @@ def _(ctx):
             with open(out, "rb") as f:
                 got = f.read()
             os.unlink(out)
-            ok = proc.returncode == 0 and stdout.split() == ["200", str(10 * 1024 * 1024)] and sha256(got) == big_sha
+            ok = proc.returncode == 0 and stdout.split() == ["200", str(BIG_SIZE)] and sha256(got) == ng.big_sha
             check(ok, f"download {i} across the reload: rc={proc.returncode} {stdout!r} {stderr.strip()!r}, "
                       f"{len(got)} bytes; {engine_trouble(p)}")
         print("    2 downloads the old workers served across the reload intact")
@@ -1000,30 +1039,21 @@ def _(ctx):
                 proc.kill()
                 proc.wait()
     if p.ustack:
-        # nginx gives its workers' stderr to its error log: four bindings,
-        # the new workers' on the queues the old ones let go.
-        with open(errlog, errors="replace") as f:
-            bound = re.findall(r"af_xdp queue ([01]) native XDP", master.stderr() + f.read())
+        # Four bindings, the new workers' on the queues the old ones let go.
+        bound = ng.queues_bound()
         print(f"    AF_XDP queues bound, in order: {bound}")
         check(sorted(bound[:2]) == ["0", "1"] and sorted(bound[2:]) == ["0", "1"],
               f"the old and the new workers' AF_XDP queues: {bound}")
     # After the reload only the new workers serve.
-    _, off = access_log_pids(access, 0)
-    nginx_fetch_both(p, d, page_sha, big_sha, "after the reload")
+    _, off = access_log_pids(ng.access, 0)
+    ng.fetch_both("after the reload")
     out, r = tt.run_wrk(p.ns_k, url, connections=20, seconds=2)
-    shares, off = access_log_pids(access, off)
+    shares, off = access_log_pids(ng.access, off)
     check(r["socket_errors"] == 0 and r["non_2xx"] == 0, f"wrk after the reload:\n{out}\n{engine_trouble(p)}")
     check(set(shares) <= set(new) and all(shares.get(w, 0) > 0 for w in new),
           f"after the reload, requests served by {dict(shares)}, not both new workers {new}")
     print(f"    after the reload: requests per new worker {dict(shares)}")
-    r = h.nsx(p.ns_u, *base, "-s", "quit", check_rc=False, timeout=10)
-    check(r.returncode == 0, f"nginx -s quit: rc={r.returncode}: {r.stderr}")
-    check(master.wait_exit(15) == 0, "nginx's exit status after -s quit")
-    check(not any(h.pid_alive(w) for w in new), f"workers {new} still running after the master quit")
-    with open(errlog) as f:
-        text = f.read()
-    bad = [ln for ln in text.splitlines() if re.search(r"\[(alert|emerg|crit)\]", ln)]
-    check(not bad, "nginx's error log:\n" + "\n".join(bad[:20]))
+    text = ng.quit(new)
     check("reconfiguring" in text and "gracefully shutting down" in text,
           f"nginx's error log does not show the reload and the quit:\n{text[-2000:]}")
 

@@ -168,10 +168,12 @@ def http_exchange(ns, dest, raw, head_requests=(), timeout=5.0):
 # --------------------------------------------------------------------------
 # wrk
 
-def run_wrk(ns, url, connections=200, seconds=5, threads=2, extra=()):
-    """Runs wrk; returns (report text, {requests, rps, socket_errors,
-    non_2xx})."""
-    p = h.nsx(ns, "wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", *extra, url,
+def run_wrk(ns, url, connections=200, seconds=5, threads=2, extra=(), script_args=()):
+    """Runs wrk (`script_args`: the arguments of a script given in `extra`
+    with -s, put after the URL); returns (report text, {requests, rps,
+    socket_errors, non_2xx})."""
+    after = ("--", *script_args) if script_args else ()
+    p = h.nsx(ns, "wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", *extra, url, *after,
               timeout=seconds + 30, check_rc=False)
     out = p.stdout + p.stderr
     check(p.returncode == 0, f"wrk failed (rc={p.returncode}):\n{out}")
