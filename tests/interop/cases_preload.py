@@ -1214,7 +1214,10 @@ def dig(p, server, port, name, rtype, opts):
     return head + sorted(rest)
 
 
-def start_knot(p, d, addr, port, where, name):
+def start_knot(p, d, addr, port, where, name, strace=None):
+    """knotd serving dns_zone() on addr@port, on the kernel peer (`where`
+    "kernel") or on ustack's side; with `strace` a path, (on the kernel)
+    under strace, its UDP and TCP receive and send calls written there."""
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "example.test.zone"), "w") as f:
         f.write(dns_zone())
@@ -1224,7 +1227,9 @@ def start_knot(p, d, addr, port, where, name):
     LogFile(os.path.join(d, "knot.log"), f"{name}'s log")
     knotd = shutil.which("knotd")
     if where == "kernel":
-        proc = p.kernel_start([knotd, "-c", conf], name)
+        trace = ["strace", "-f", "-qq", "-o", strace, "-e",
+                 "trace=recvmmsg,sendmmsg,recvmsg,sendmsg,recvfrom,sendto"] if strace else []
+        proc = p.kernel_start([*trace, knotd, "-c", conf], name)
     else:
         proc = p.start([knotd, "-c", conf], name)
     return proc
@@ -1260,8 +1265,11 @@ def dnsperf(p, qfile, *extra):
 @test("preload_knot_dns", budget=180)
 def _(ctx):
     p = Preload(ctx, "preload_knot_dns")
-    # The reference: the same server, same zone, on the kernel peer's loopback.
-    ref = start_knot(p, os.path.join(ctx.workdir, "ref"), "127.0.0.1", 5300, "kernel", "knotd-kernel")
+    # The reference: the same server, same zone, on the kernel peer's
+    # loopback, under strace: which calls its UDP path makes.
+    ref_trace = os.path.join(ctx.workdir, "knotd-kernel.strace")
+    ref = start_knot(p, os.path.join(ctx.workdir, "ref"), "127.0.0.1", 5300, "kernel", "knotd-kernel",
+                     strace=ref_trace)
     srv = start_knot(p, os.path.join(ctx.workdir, "srv"), p.ustack_ip, 53, "ustack", "knotd")
     wait_dns(p, ref, "127.0.0.1", 5300)
     wait_dns(p, srv, p.ustack_ip, 53)
@@ -1279,6 +1287,14 @@ def _(ctx):
             tcp_queries += 1
         else:
             udp_queries += 1
+    # Knot's UDP path is recvmmsg/sendmmsg (chosen when it was built, so the
+    # same binary takes it under ustack run): the reference made those calls
+    # for the UDP queries.
+    with open(ref_trace, errors="replace") as f:
+        calls = collections.Counter(m.group(1) for m in re.finditer(r"^\d+\s+(?:<\.\.\. )?(\w+)[( ]", f.read(), re.M))
+    print(f"    the reference knotd's receive and send calls (strace): {dict(calls)}")
+    check(calls["recvmmsg"] > 0 and calls["sendmmsg"] > 0,
+          f"the reference knotd made no recvmmsg/sendmmsg calls: {dict(calls)}")
     # The truncation and the fragmented answer were what they should be.
     big_tc = dig(p, p.ustack_ip, 53, "big.example.test", "TXT", ("+ignore",))
     check(any(" tc" in ln for ln in big_tc if "flags:" in ln), f"the 3.7 KB TXT over UDP not truncated: {big_tc}")
