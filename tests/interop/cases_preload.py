@@ -59,6 +59,7 @@ SUBNETS.update({
     "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
     "preload_nginx_af_xdp": 8, "preload_mixed_wait_busy": 34,
     "preload_prefork_dpdk": 52, "preload_nginx_reload_af_xdp": 53,
+    "preload_exec_without_library": 158,
 })
 
 _libc = h._libc
@@ -2223,3 +2224,128 @@ def _(ctx):
     if p.ustack:
         check(len(refusal.findall(srv.stderr())) == 2, f"the refusal said more than once: {srv.stderr()[-2000:]}")
         p.carried("the parent's connections", {"tcp_passive_opens": 4})
+
+
+# --------------------------------------------------------------------------
+# 13. exec without the library: the new image has the kernel alone.
+
+EXEC_SERVER = r"""
+import os, socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8094))
+s.listen(16)
+c, _ = s.accept()
+c.recv(1000)
+c.sendall(b"HTTP/1.0 200 OK\r\n\r\n" + b"e" * int(sys.argv[2]) + b"\n")
+c.close()
+# The listener's number goes to the new image; the library does not.
+s.set_inheritable(True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("USTACK")}
+os.execve(sys.executable, [sys.executable, sys.argv[1], str(s.fileno())], env)
+"""
+
+EXEC_IMAGE = r"""
+import errno, os, signal, socket, stat, sys
+def say(*words):
+    print(*words, flush=True)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+fd = int(sys.argv[1])
+with open("/proc/self/maps") as f:
+    say("preloaded", int("libustack_preload" in f.read()))
+with open("/proc/self/net/packet") as f:
+    inodes = {line.split()[-1] for line in f.readlines()[1:] if line.split()}
+held = 0
+for n in os.listdir("/proc/self/fd"):
+    try:
+        link = os.readlink(f"/proc/self/fd/{n}")
+    except OSError:
+        continue
+    held += link.startswith("socket:[") and link[8:-1] in inodes
+say("packet_sockets", held)
+say("inherited_is_socket", int(stat.S_ISSOCK(os.fstat(fd).st_mode)))
+s = socket.socket(fileno=fd)
+s.setblocking(False)
+try:
+    s.accept()
+    say("accept", "ok")
+except OSError as e:
+    say("accept", "errno", errno.errorcode.get(e.errno, e.errno))
+say("family", s.family.name)
+say("waiting")
+signal.sigwait([signal.SIGUSR1])
+say("done")
+"""
+
+EXEC_REPLY_BYTES = 200000
+
+
+@test("preload_exec_without_library", budget=60)
+def _(ctx):
+    """A server under ustack run answers a request, closes the connection
+    and execs a program without the library (LD_PRELOAD taken out of its
+    environment), handing it its listener's number.  The reply arrives
+    whole; the new image holds no packet socket and no library, the
+    number it got is a socket (ustack's placeholder, an unbound AF_UNIX
+    socket: accept fails with EINVAL, where on the kernel the listener
+    itself goes across and has nothing to accept, EAGAIN); the tcx
+    program that kept the kernel's IP input off ustack's frames is gone,
+    so the kernel in ustack's namespace sees them again."""
+    from cases_kernel_rx_drop import ip_in_receives, tcx_ingress_programs
+    p = Preload(ctx, "preload_exec_without_library")
+    server, image = os.path.join(ctx.workdir, "exec_server.py"), os.path.join(ctx.workdir, "exec_image.py")
+    with open(server, "w") as f:
+        f.write(EXEC_SERVER)
+    with open(image, "w") as f:
+        f.write(EXEC_IMAGE)
+    srv = p.start(["/usr/bin/python3", server, image, str(EXEC_REPLY_BYTES)], "exec-server")
+    url = f"http://{p.ustack_ip}:8094/"
+    out = os.path.join(ctx.workdir, "reply.bin")
+    deadline = time.monotonic() + 20
+    while True:
+        r = p.kernel("curl", "-sS", "--max-time", "10", "-o", out, "-w", "%{size_download}", url, timeout=15)
+        if r.returncode != 7:
+            break
+        # Until the server listens its port is refused (curl's exit 7).
+        check(srv.running() and time.monotonic() < deadline, f"no answer: {srv.stderr()[-1500:]}")
+        time.sleep(0.1)
+    with open(out, "rb") as f:
+        body = f.read()
+    check(r.returncode == 0 and body == b"e" * EXEC_REPLY_BYTES + b"\n",
+          f"the reply sent before the exec: rc={r.returncode}, {len(body)} bytes of {EXEC_REPLY_BYTES + 1} "
+          f"{r.stderr.strip()!r}; {srv.stderr()[-1500:]}")
+    srv.wait_line(r"^waiting$", timeout=15)
+    said = dict(line.split(" ", 1) for line in srv.stdout().splitlines() if " " in line)
+    print(f"    after the exec: {said}")
+    check(said.get("preloaded") == "0", f"the library is in the new image: {said}")
+    check(said.get("packet_sockets") == "0", f"the new image holds packet sockets of the old engine: {said}")
+    check(said.get("inherited_is_socket") == "1", f"the inherited number is no socket: {said}")
+    if p.ustack:
+        check(said.get("accept") == "errno EINVAL" and said.get("family") == "AF_UNIX",
+              f"the inherited number is not ustack's placeholder (an unbound AF_UNIX socket): {said}")
+    else:
+        check(said.get("accept") == "errno EAGAIN" and said.get("family") == "AF_INET",
+              f"the kernel's listener did not go across the exec: {said}")
+    progs = tcx_ingress_programs(p.ns_u, p.t.if_u)
+    check(progs == [], f"tcx ingress programs left on {p.t.if_u} after the exec: {progs}")
+    # The kernel's IP input in ustack's namespace sees frames to ustack's
+    # address again (the peer's neighbour entry is made permanent: nobody
+    # answers ARP for it now).
+    mac = json.loads(h.nsx(p.ns_u, "ip", "-j", "link", "show", p.t.if_u).stdout)[0]["address"]
+    h.nsx(p.ns_k, "ip", "neigh", "replace", p.ustack_ip, "lladdr", mac, "dev", p.t.if_k, "nud", "permanent")
+    before = ip_in_receives(p.ns_u)
+    s = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _ in range(20):
+            s.sendto(b"after the exec", (p.ustack_ip, 9))
+    finally:
+        s.close()
+    deadline = time.monotonic() + 5
+    while (grew := ip_in_receives(p.ns_u) - before) < 20:
+        check(time.monotonic() < deadline, f"the kernel's IP input in ustack's namespace saw {grew} of 20 "
+                                           "datagrams after the exec")
+        time.sleep(0.05)
+    print(f"    20 datagrams to {p.ustack_ip} after the exec: IpInReceives in ustack's namespace +{grew}")
+    os.kill(srv.pid, signal.SIGUSR1)
+    srv.wait_line(r"^done$", timeout=10)
+    check(srv.wait_exit(10) == 0, f"the new image's exit status: {srv.stderr()[-1000:]}")

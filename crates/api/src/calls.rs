@@ -168,6 +168,17 @@ pub fn detach() {
 /// many were reset.
 pub fn close_all(flush: Duration, linger: Duration) -> Result<usize> {
     worker::with_current(|w| w.close_all())?;
+    finish_closes(flush, linger)
+}
+
+/// Keeps the calling thread's engines turning until the connections the
+/// program closed have delivered their data and FIN (a process about to
+/// replace its image with `exec`, after which no engine would carry them
+/// on), as [`close_all`] does but closing nothing: for `flush`, or until a
+/// few steps find nothing to do, and longer while closes are unfinished,
+/// not past `linger`: those left then are reset.  Returns how many were
+/// reset.
+pub fn finish_closes(flush: Duration, linger: Duration) -> Result<usize> {
     let start = Instant::now();
     let mut quiet = 0;
     loop {

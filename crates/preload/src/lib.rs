@@ -45,6 +45,7 @@
 extern crate ustack as capi;
 
 mod epoll;
+mod exec;
 mod guard;
 mod io;
 mod notes;

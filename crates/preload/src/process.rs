@@ -660,6 +660,38 @@ pub fn before_exit() {
     capi::write_stats();
 }
 
+/// Before an `exec` (crate::exec): the new image has no engine, so the
+/// connections the program closed deliver their data and FIN first, as
+/// the kernel would deliver them after the exec, within `exit_linger`, and
+/// the counters are written a last time.  Nothing else is closed: an exec
+/// that fails leaves the process as it was.  Only the thread that drives
+/// the engine can turn it (run to completion); in run to wait, or from
+/// another thread, what the engine has not sent by the exec is lost, said
+/// once.
+pub fn before_exec() {
+    if !engine_up() {
+        return;
+    }
+    if !api::attached() {
+        notes::once(
+            "exec from a thread that does not drive this process's engine (or in run to wait):              data the program's closed connections had not delivered yet is lost with the engine",
+        );
+        return;
+    }
+    let _g = Inside::enter();
+    let linger = exit_linger();
+    if let Ok(reset) = api::finish_closes(EXIT_FLUSH, linger) {
+        if reset > 0 {
+            notes::once(format!(
+                "{reset} closed connection(s) still delivering data at exec were reset after \
+                 [preload] exit_linger={} ms",
+                linger.as_millis()
+            ));
+        }
+    }
+    capi::write_stats();
+}
+
 /// # Safety
 /// As `_exit`'s.
 #[no_mangle]

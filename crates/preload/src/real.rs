@@ -98,6 +98,11 @@ real_fns! {
     fn setgroups(n: usize, list: *const libc::gid_t) -> c_int;
     fn capset(hdr: *mut c_void, data: *const c_void) -> c_int;
     fn chroot(path: *const c_char) -> c_int;
+    fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fn execv(path: *const c_char, argv: *const *const c_char) -> c_int;
+    fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
+    fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     fn splice(fin: c_int, oin: *mut off64_t, fout: c_int, oout: *mut off64_t, n: usize, flags: c_uint) -> isize;
 }
 
