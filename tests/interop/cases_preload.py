@@ -59,7 +59,7 @@ SUBNETS.update({
     "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
     "preload_nginx_af_xdp": 8, "preload_mixed_wait_busy": 34,
     "preload_prefork_dpdk": 52, "preload_nginx_reload_af_xdp": 53,
-    "preload_exec_without_library": 158,
+    "preload_exec_without_library": 158, "preload_splice": 159,
 })
 
 _libc = h._libc
@@ -2349,3 +2349,104 @@ def _(ctx):
     os.kill(srv.pid, signal.SIGUSR1)
     srv.wait_line(r"^done$", timeout=10)
     check(srv.wait_exit(10) == 0, f"the new image's exit status: {srv.stderr()[-1000:]}")
+
+
+# --------------------------------------------------------------------------
+# 14. splice between a pipe and a ustack socket, both ways
+
+SPLICE_SERVER = r"""
+import os, socket, sys
+path, size = sys.argv[1], int(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8095))
+s.listen(4)
+print("listening", flush=True)
+r, w = os.pipe()
+# A download: the file into a pipe (the kernel's splice), the pipe into
+# the connection.
+c, _ = s.accept()
+src = os.open(path, os.O_RDONLY)
+out = 0
+while True:
+    k = os.splice(src, w, 65536)
+    if k == 0:
+        break
+    while k:
+        m = os.splice(r, c.fileno(), k)
+        k -= m
+        out += m
+c.close()
+# An upload: the connection into a pipe, the pipe into a file, to EOF.
+c, _ = s.accept()
+dst = os.open(path + ".up", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+got = 0
+while True:
+    k = os.splice(c.fileno(), w, 65536)
+    if k == 0:
+        break
+    while k:
+        m = os.splice(r, dst, k)
+        k -= m
+        got += m
+os.close(dst)
+c.sendall(b"got %d" % got)
+c.close()
+print("spliced", out, got, flush=True)
+"""
+
+SPLICE_BYTES = 3 * 1024 * 1024 + 12345
+
+
+@test("preload_splice", budget=60)
+def _(ctx):
+    """splice(2) between a kernel pipe and a ustack socket under ustack
+    run, as a program moves a file through a pipe: 3 MB of a file spliced
+    into a pipe and from the pipe into a connection reach the kernel peer
+    intact, and 3 MB the peer uploads, spliced from the connection into a
+    pipe and from it into a file, land in the file intact."""
+    p = Preload(ctx, "preload_splice")
+    path = os.path.join(ctx.workdir, "file.bin")
+    want = write_random(path, SPLICE_BYTES, 66)
+    script = os.path.join(ctx.workdir, "splice_server.py")
+    with open(script, "w") as f:
+        f.write(SPLICE_SERVER)
+    srv = p.start(["/usr/bin/python3", script, path, str(SPLICE_BYTES)], "splice-server")
+    srv.wait_line(r"^listening$", timeout=20)
+    # The download: the server's first connection.
+    s = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(20)
+        s.connect((p.ustack_ip, 8095))
+        got = bytearray()
+        while chunk := s.recv(262144):
+            got += chunk
+    finally:
+        s.close()
+    check(len(got) == SPLICE_BYTES and sha256(bytes(got)) == want,
+          f"the download spliced from a pipe: {len(got)} of {SPLICE_BYTES} bytes, sha256 "
+          f"{'matches' if sha256(bytes(got)) == want else 'differs'}; {srv.stderr()[-1500:]}")
+    p.not_on_kernel(8095)
+    # The upload: the second connection.
+    upload = random.Random(67).randbytes(SPLICE_BYTES)
+    u = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        u.settimeout(20)
+        u.connect((p.ustack_ip, 8095))
+        u.sendall(upload)
+        u.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := u.recv(100):
+            reply += chunk
+    finally:
+        u.close()
+    check(reply == b"got %d" % SPLICE_BYTES, f"the server's answer to the upload: {reply!r}; {srv.stderr()[-1500:]}")
+    with open(path + ".up", "rb") as f:
+        landed = f.read()
+    check(landed == upload, f"the upload spliced into a pipe and a file: {len(landed)} bytes, "
+                            f"{'equal' if landed == upload else 'different'}")
+    srv.wait_line(rf"^spliced {SPLICE_BYTES} {SPLICE_BYTES}$", timeout=10)
+    check(srv.wait_exit(10) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
+    print(f"    {SPLICE_BYTES} bytes spliced file -> pipe -> connection and connection -> pipe -> file, intact")
+    p.carried("the spliced connections", {"tcp_passive_opens": 2, "tx_bytes": SPLICE_BYTES,
+                                          "rx_bytes": SPLICE_BYTES})
