@@ -1116,8 +1116,22 @@ def _(ctx):
     conns = int(re.search(r"total_connections_received:(\d+)", info).group(1))
     rejected = int(re.search(r"rejected_connections:(\d+)", info).group(1))
     check(conns >= 2 * 4 * 50 and rejected == 0, f"redis INFO: {conns} connections received, {rejected} rejected")
-    # Every LPUSH landed: the list holds 2 x requests elements.
-    check(redis_cli(p, "LLEN", "mylist") != "0", "LLEN mylist: the benchmark's list is empty")
+    # Every command the benchmarks sent was served once, none failed (the
+    # SETs and GET above, then per run `requests` of each test: LPUSH for
+    # its own and before the LRANGE ones, LRANGE for 100, 300, 500 and 600
+    # elements), and every LPUSH landed in the list.
+    stats = {m.group(1): kv(m.group(2)) for m in re.finditer(r"^cmdstat_(\w+):(.*)$",
+                                                             redis_cli(p, "INFO", "commandstats"), re.M)}
+    sent = 10000 + 50000
+    want = {"set": sent + 2, "get": sent + 1, "lpush": 2 * sent, "lrange": 4 * sent}
+    calls = {c: stats.get(c, {}).get("calls", 0) for c in want}
+    failed = {c: (st.get("failed_calls", 0), st.get("rejected_calls", 0)) for c, st in stats.items()
+              if st.get("failed_calls", 0) or st.get("rejected_calls", 0)}
+    print(f"    redis served (INFO commandstats): {calls}")
+    check(calls == want and not failed,
+          f"redis INFO commandstats: calls {calls}, want {want}; failed or rejected {failed}")
+    llen = int(redis_cli(p, "LLEN", "mylist"))
+    check(llen == calls["lpush"], f"LLEN mylist {llen}: not every one of {calls['lpush']} LPUSH landed")
     # Shut down over ustack: the server closes every socket and exits 0.
     r = p.kernel("redis-cli", "-h", p.ustack_ip, "-p", "6379", "SHUTDOWN", "NOSAVE", timeout=10)
     rc = srv.wait_exit(10)
