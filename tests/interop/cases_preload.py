@@ -59,7 +59,7 @@ SUBNETS.update({
     "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
     "preload_nginx_af_xdp": 8, "preload_mixed_wait_busy": 34,
     "preload_prefork_dpdk": 52, "preload_nginx_reload_af_xdp": 53,
-    "preload_exec_without_library": 158, "preload_splice": 159,
+    "preload_exec_without_library": 158, "preload_splice": 159, "preload_unhandled_said_once": 160,
 })
 
 _libc = h._libc
@@ -2464,3 +2464,75 @@ def _(ctx):
     print(f"    {SPLICE_BYTES} bytes spliced file -> pipe -> connection and connection -> pipe -> file, intact")
     p.carried("the spliced connections", {"tcp_passive_opens": 2, "tx_bytes": SPLICE_BYTES,
                                           "rx_bytes": SPLICE_BYTES})
+
+
+# --------------------------------------------------------------------------
+# 15. What the library does not handle, said once by name
+
+NOTES_SERVER = r"""
+import errno, socket
+def say(*words):
+    print(*words, flush=True)
+listeners = []
+for port in (8096, 8097):
+    s = socket.socket()
+    # Not ustack's: recorded now (the kernel takes it), said when the
+    # listener is set up on the engine, ignored.
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_FASTOPEN, 5)
+    s.bind(("0.0.0.0", port))
+    s.listen(4)
+    listeners.append(s)
+say("listening")
+for s in listeners:
+    c, _ = s.accept()
+    c.sendall(b"ok\n")
+    c.close()
+for _ in range(2):
+    # An ICMP datagram socket: the kernel's (unprivileged ping), as the
+    # kernel answers it.
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP).close()
+        say("icmp socket ok")
+    except OSError as e:
+        say("icmp socket errno", errno.errorcode.get(e.errno, e.errno))
+say("done")
+"""
+
+
+@test("preload_unhandled_said_once", budget=30)
+def _(ctx):
+    """What the library does not handle it says once on stderr by name:
+    TCP_FASTOPEN set on two listeners is named once (`setsockopt
+    (TCP_FASTOPEN) ... ignored`), an AF_INET socket of a protocol ustack
+    does not serve (ICMP datagrams) made twice goes to the kernel, said
+    once; both listeners serve."""
+    p = Preload(ctx, "preload_unhandled_said_once")
+    script = os.path.join(ctx.workdir, "notes_server.py")
+    with open(script, "w") as f:
+        f.write(NOTES_SERVER)
+    srv = p.start(["/usr/bin/python3", script], "notes-server")
+    srv.wait_line(r"^listening$", timeout=20)
+    for port in (8096, 8097):
+        s = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.settimeout(10)
+            s.connect((p.ustack_ip, port))
+            check(s.recv(10) == b"ok\n", f"the listener on {port} did not answer")
+        finally:
+            s.close()
+    srv.wait_line(r"^done$", timeout=10)
+    check(srv.wait_exit(10) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
+    # The kernel's own answer to the ICMP socket, the same both times.
+    answers = re.findall(r"^icmp socket (.*)$", srv.stdout(), re.M)
+    check(len(answers) == 2 and answers[0] == answers[1], f"the ICMP sockets: {answers}")
+    if not p.ustack:
+        return
+    err = srv.stderr()
+    fastopen = [ln for ln in err.splitlines() if "setsockopt(TCP_FASTOPEN)" in ln]
+    icmp = [ln for ln in err.splitlines() if "AF_INET socket" in ln and "stays with the kernel" in ln]
+    print(f"    said: {fastopen + icmp}")
+    check(len(fastopen) == 1 and "ignored" in fastopen[0],
+          f"TCP_FASTOPEN on two listeners, want one line naming it: {fastopen}; stderr: {err[-1500:]}")
+    check(len(icmp) == 1, f"two ICMP datagram sockets, want one line saying they stay with the kernel: {icmp}; "
+                          f"stderr: {err[-1500:]}")
+    p.carried("the two listeners' connections", {"tcp_passive_opens": 2})
