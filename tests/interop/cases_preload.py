@@ -60,6 +60,7 @@ SUBNETS.update({
     "preload_nginx_af_xdp": 8, "preload_mixed_wait_busy": 34,
     "preload_prefork_dpdk": 52, "preload_nginx_reload_af_xdp": 53,
     "preload_exec_without_library": 158, "preload_splice": 159, "preload_unhandled_said_once": 160,
+    "preload_vfork_spawn": 161,
 })
 
 _libc = h._libc
@@ -2536,3 +2537,62 @@ def _(ctx):
     check(len(icmp) == 1, f"two ICMP datagram sockets, want one line saying they stay with the kernel: {icmp}; "
                           f"stderr: {err[-1500:]}")
     p.carried("the two listeners' connections", {"tcp_passive_opens": 2})
+
+
+# --------------------------------------------------------------------------
+# 16. A program that spawns commands (vfork and exec) while it has
+#     connections
+
+VFORK_CLIENT = r"""
+import socket, subprocess, sys
+def say(*words):
+    print(*words, flush=True)
+c = socket.create_connection((sys.argv[1], 7), timeout=5)
+def echo(tag):
+    c.sendall(tag)
+    got = b""
+    while len(got) < len(tag):
+        d = c.recv(100)
+        if not d:
+            break
+        got += d
+    return int(got == tag)
+say("echo before", echo(b"before"))
+# Python's subprocess spawns with vfork: the child shares this memory
+# until its exec, and a failed exec ends it with _exit.
+try:
+    subprocess.run(["/nonexistent/ustack-test-program"])
+    say("spawn missing ran")
+except OSError as e:
+    say("spawn missing errno", e.errno)
+say("echo after missing", echo(b"after a failed exec"))
+say("spawn true rc", subprocess.run(["/bin/true"]).returncode)
+say("echo after true", echo(b"after an exec"))
+c.close()
+say("done")
+"""
+
+
+@test("preload_vfork_spawn", budget=30)
+def _(ctx):
+    """A client under ustack run with a connection open spawns commands
+    with Python's subprocess (vfork, then exec in the child): a command
+    that does not exist (the child's exec fails and it calls _exit) and
+    /bin/true.  The child shares the parent's memory until then, so its
+    _exit and exec must leave the parent's engine alone: the connection
+    echoes after each spawn (it was closed by the failed exec's _exit, after
+    a 5 s linger, before the library told a vfork child from its parent)."""
+    from cases_capi import kernel_tcp_echo
+    p = Preload(ctx, "preload_vfork_spawn")
+    kernel_tcp_echo(ctx, p.t, p.kernel_ip, "kernel-echo")
+    script = os.path.join(ctx.workdir, "vfork_client.py")
+    with open(script, "w") as f:
+        f.write(VFORK_CLIENT)
+    r = p.run(["/usr/bin/python3", script, p.kernel_ip], timeout=30, name="vfork-client")
+    said = [ln for ln in r.stdout.splitlines() if ln]
+    print(f"    {said}")
+    want = ["echo before 1", f"spawn missing errno {errno.ENOENT}", "echo after missing 1", "spawn true rc 0",
+            "echo after true 1", "done"]
+    check(r.returncode == 0 and said == want, f"rc={r.returncode}, said {said}, want {want}: {r.stderr[-1500:]}")
+    check("exit_linger" not in r.stderr, f"a spawn ended the program's connections: {r.stderr[-1500:]}")
+    p.carried("the client's connection", {"tcp_active_opens": 1})

@@ -3,7 +3,7 @@
 //! belongs (ustack or the kernel), the stats file, and fork.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -236,6 +236,20 @@ const ENGINE_FAILED: u8 = 2;
 /// Whether this process has its engine.
 static ENGINE: AtomicU8 = AtomicU8::new(ENGINE_NONE);
 
+/// The process that started the engine [`ENGINE`] describes.  A child
+/// made by vfork (Python's subprocess, before it execs) shares this
+/// memory and sees the engine up, but is another process: its `_exit` or
+/// `exec` must leave the parent's engine and connections alone.
+static ENGINE_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Whether the calling process is the one that started this engine (not
+/// a vfork child sharing its memory).
+fn engine_is_ours() -> bool {
+    // SAFETY: getpid takes no arguments; glibc asks the kernel each time,
+    // so a vfork child gets its own pid.
+    ENGINE_PID.load(Ordering::Acquire) == unsafe { libc::getpid() } as u32
+}
+
 /// Held while a thread starts or stops this process's engine.
 static STARTING: Mutex<()> = Mutex::new(());
 
@@ -338,6 +352,10 @@ pub fn ensure_engine() -> Result<(), Errno> {
         PreloadMode::Rtc => start_here(s),
         PreloadMode::Rtw => start_engine_thread(s),
     };
+    if r.is_ok() {
+        // SAFETY: getpid takes no arguments.
+        ENGINE_PID.store(unsafe { libc::getpid() } as u32, Ordering::Release);
+    }
     ENGINE.store(
         if r.is_ok() { ENGINE_UP } else { ENGINE_FAILED },
         Ordering::Release,
@@ -642,9 +660,10 @@ fn share_ports(s: &Settings, index: usize) -> Result<(), String> {
 }
 
 /// Before `_exit` (which skips the thread's destructors): the connections
-/// of the engine this thread drives end as at `exit`.
+/// of the engine this thread drives end as at `exit`; not in a vfork
+/// child whose exec failed, whose `_exit` ends only itself.
 pub fn before_exit() {
-    if !engine_up() {
+    if !engine_up() || !engine_is_ours() {
         return;
     }
     if !api::attached() {
@@ -669,7 +688,7 @@ pub fn before_exit() {
 /// another thread, what the engine has not sent by the exec is lost, said
 /// once.
 pub fn before_exec() {
-    if !engine_up() {
+    if !engine_up() || !engine_is_ours() {
         return;
     }
     if !api::attached() {
