@@ -36,6 +36,8 @@ pub mod shm;
 pub mod spsc;
 pub mod tap;
 #[cfg(test)]
+mod test_frames;
+#[cfg(test)]
 mod test_net;
 pub mod udp_gso;
 pub mod vnet_hdr;
