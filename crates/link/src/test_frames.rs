@@ -122,3 +122,42 @@ pub(crate) fn noise_frames(seed: u32, lens: &[usize], proto: u8) -> Vec<Vec<u8>>
         })
         .collect()
 }
+
+/// An IPv4/UDP frame from `src`:40000 to `dst`:`dport` whose checksum
+/// field holds only the pseudo-header sum (what a stack leaves for the
+/// NIC); its IPv4 header sum whole. For the DPDK link's checksum
+/// completion.
+#[cfg(feature = "dpdk")]
+pub(crate) fn partial_udp_frame(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let ip_len = 20 + udp_len;
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
+    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let sum = checksum::data(&ip);
+    ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
+    f.extend_from_slice(&ip);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&checksum::data(&pseudo).to_be_bytes()); // not inverted
+    f.extend_from_slice(payload);
+    f
+}
