@@ -23,14 +23,13 @@ fn stack(last: u8) -> Stack {
         ..StackConfig::default()
     });
     s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
-        mac: [2, 0, 0, 0, 3, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 3, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
         extra_addrs: vec![Ipv4Addr::new(10, 99, 3, 100 + last)],
+        ..InterfaceConfig::new(
+            format!("mem{last}"),
+            [2, 0, 0, 0, 3, last],
+            Ipv4Addr::new(10, 99, 3, last),
+            24,
+        )
     })
     .unwrap();
     s
@@ -1003,16 +1002,12 @@ fn a_vlan_interface_made_live_carries_a_connection() {
         .add_vlan(
             stack::IfaceId(0),
             40,
-            &InterfaceConfig {
-                name: "mem1.40".into(),
-                mac: [2, 0, 0, 0, 3, 1],
-                mtu: 1500,
-                addr: Ipv4Addr::new(10, 99, 40, 1),
-                prefix_len: 24,
-                broadcast: None,
-                gateway: None,
-                extra_addrs: vec![],
-            },
+            &InterfaceConfig::new(
+                "mem1.40",
+                [2, 0, 0, 0, 3, 1],
+                Ipv4Addr::new(10, 99, 40, 1),
+                24,
+            ),
         )
         .unwrap();
     capp.start.store(false, Ordering::Release);

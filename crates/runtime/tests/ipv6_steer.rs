@@ -35,16 +35,7 @@ fn stack(v4: Ipv4Addr, v6: Ipv6Addr, mac: [u8; 6], seed: u64) -> Stack {
         ..StackConfig::default()
     });
     let id = s
-        .add_interface(&InterfaceConfig {
-            name: "mem".into(),
-            mac,
-            mtu: 1500,
-            addr: v4,
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
+        .add_interface(&InterfaceConfig::new("mem", mac, v4, 24))
         .unwrap();
     s.enable_ipv6(
         Instant::ZERO,

@@ -24,17 +24,8 @@ fn stack(addr: Ipv4Addr, mac: [u8; 6], seed: u64) -> Stack {
         seed,
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: "mem".into(),
-        mac,
-        mtu: 1500,
-        addr,
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
+    s.add_interface(&InterfaceConfig::new("mem", mac, addr, 24))
+        .unwrap();
     s
 }
 

@@ -15,16 +15,12 @@ fn stack(last: u8, seed: u64) -> Stack {
         seed,
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: "p0".into(),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        "p0",
+        [2, 0, 0, 0, 0, last],
+        Ipv4Addr::new(10, 99, 1, last),
+        24,
+    ))
     .unwrap();
     s
 }

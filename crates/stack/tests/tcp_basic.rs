@@ -41,16 +41,12 @@ impl Net {
         };
         cfg.tcp.fast_path = fast_path;
         n.a = Stack::new(cfg);
-        n.a.add_interface(&InterfaceConfig {
-            name: "p1".into(),
-            mac: [2, 0, 0, 0, 0, 1],
-            mtu: 1500,
-            addr: Ipv4Addr::new(10, 99, 1, 1),
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
+        n.a.add_interface(&InterfaceConfig::new(
+            "p1",
+            [2, 0, 0, 0, 0, 1],
+            Ipv4Addr::new(10, 99, 1, 1),
+            24,
+        ))
         .unwrap();
         n
     }
@@ -741,16 +737,12 @@ fn a_full_socket_table_refuses_a_handshake_with_a_counter_and_takes_it_once_ther
         max_sockets: 3,
         ..StackConfig::default()
     });
-    n.b.add_interface(&InterfaceConfig {
-        name: "p2".into(),
-        mac: [2, 0, 0, 0, 0, 2],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, 2),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    n.b.add_interface(&InterfaceConfig::new(
+        "p2",
+        [2, 0, 0, 0, 0, 2],
+        Ipv4Addr::new(10, 99, 1, 2),
+        24,
+    ))
     .unwrap();
     let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
     let mut conns = Vec::new();

@@ -135,14 +135,8 @@ pub fn stack_for<L: Link>(link: &L, veth: &Veth) -> Stack {
     let info = link.info();
     let mut s = Stack::new(StackConfig::default());
     s.add_interface(&InterfaceConfig {
-        name: info.name.clone(),
-        mac: info.mac,
         mtu: info.mtu,
-        addr: veth.our_ip(),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
+        ..InterfaceConfig::new(info.name.clone(), info.mac, veth.our_ip(), 24)
     })
     .unwrap();
     s

@@ -11,16 +11,12 @@ use stack::{InterfaceConfig, Stack, StackConfig};
 /// 10.99.1.0/24, MAC 02:00:00:00:00:`last`, MTU 1500.
 pub fn stack_on_subnet(last: u8, config: StackConfig) -> Stack {
     let mut s = Stack::new(config);
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        format!("p{last}"),
+        [2, 0, 0, 0, 0, last],
+        Ipv4Addr::new(10, 99, 1, last),
+        24,
+    ))
     .unwrap();
     s
 }
