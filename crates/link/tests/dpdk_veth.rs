@@ -8,7 +8,6 @@
 #![cfg(feature = "dpdk")]
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -26,7 +25,7 @@ mod test_frames;
 mod test_net;
 
 use test_frames::partial_udp_frame;
-use test_net::{arp_request, is_arp_reply_from, is_root, receive, run, Cleanup};
+use test_net::{arp_request, is_arp_reply_from, is_root, receive, run, NsVeth};
 
 /// Panics unless the tests run as root: every test here makes kernel
 /// interfaces.
@@ -59,106 +58,18 @@ fn test_eal() {
 
 static NEXT_VDEV: AtomicU32 = AtomicU32::new(0);
 
-/// A veth pair: `outer` here (for the af_packet vdev), `inner` in a
-/// namespace with 10.99.y.1/24 and its checksum offload as asked. The
-/// af_packet PMD does not pass the kernel's "checksum not ready" mark on,
-/// so a peer that must be understood sends complete checksums (`tx off`).
-struct Veth {
-    outer: String,
-    inner: String,
-    ns: String,
-
-    _cleanup: Cleanup,
-}
-
-impl Veth {
-    fn new(tag: &str, y: u8, kernel_tx_csum: bool) -> Veth {
-        let pid = std::process::id();
-        let outer = format!("ud{tag}A{pid}");
-        let inner = format!("ud{tag}B{pid}");
-        let ns = format!("ustk-dl{tag}{pid}");
-        let cleanup = Cleanup::new(vec![
-            vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
-            vec!["ip".into(), "link".into(), "del".into(), outer.clone()],
-        ]);
-        run(&["ip", "netns", "add", &ns]);
-        run(&[
-            "ip", "link", "add", &outer, "type", "veth", "peer", "name", &inner,
-        ]);
-        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{outer}/disable_ipv6"), "1");
-        run(&["ip", "link", "set", &inner, "netns", &ns]);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
-        run(&[
-            "ip",
-            "-n",
-            &ns,
-            "addr",
-            "add",
-            &format!("10.99.{y}.1/24"),
-            "dev",
-            &inner,
-        ]);
-        run(&["ip", "-n", &ns, "link", "set", &inner, "up"]);
-        run(&["ip", "link", "set", &outer, "up"]);
-        if !kernel_tx_csum {
-            run(&[
-                "ip", "netns", "exec", &ns, "ethtool", "-K", &inner, "tx", "off",
-            ]);
-        }
-        Veth {
-            outer,
-            inner,
-            ns,
-
-            _cleanup: cleanup,
-        }
+/// A veth pair (`NsVeth`, named `ud<tag>…`) with our end up, for a
+/// virtual device over it, and 10.99.y.1/24 on the kernel's end. The
+/// af_packet PMD does not pass the kernel's "checksum not ready" mark on, so
+/// a peer that must be understood sends complete checksums: its transmit
+/// checksum offload stays on only if `kernel_tx_csum`.
+fn veth(tag: &str, y: u8, kernel_tx_csum: bool) -> NsVeth {
+    let veth = NsVeth::new(&format!("ud{tag}"), y);
+    run(&["ip", "link", "set", &veth.outer, "up"]);
+    if !kernel_tx_csum {
+        veth.peer_tx_offload(false);
     }
-
-    /// Runs `f` on a thread inside the namespace.
-    fn in_ns<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.ns);
-        std::thread::spawn(move || {
-            let ns = std::fs::File::open(&path).unwrap();
-            // SAFETY: setns on a namespace file we hold open; it changes only
-            // this short-lived thread's network namespace.
-            let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap()
-    }
-
-    /// Tells the kernel our address, so it sends without asking by ARP.
-    fn set_neighbor(&self, ip: &str, mac: [u8; 6]) {
-        let macs = mac
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":");
-        run(&[
-            "ip",
-            "-n",
-            &self.ns,
-            "neigh",
-            "replace",
-            ip,
-            "lladdr",
-            &macs,
-            "dev",
-            &self.inner,
-            "nud",
-            "permanent",
-        ]);
-    }
+    veth
 }
 
 /// Adds virtual device `driver` (its name without the number) with device
@@ -182,7 +93,7 @@ fn port_config(port: u16, pool_size: u32) -> DpdkPortConfig {
 
 /// A link on a new af_packet virtual device over `veth.outer`, with more
 /// device arguments if `extra` is not empty.
-fn open_on(veth: &Veth, pool_size: u32, extra: &str) -> DpdkLink {
+fn open_on(veth: &NsVeth, pool_size: u32, extra: &str) -> DpdkLink {
     test_eal();
     let port = probe("net_af_packet", &format!("iface={}{extra}", veth.outer));
     DpdkLink::open(&port_config(port, pool_size)).unwrap()
@@ -254,7 +165,7 @@ fn bad_port_and_small_pool_are_refused() {
     let err = DpdkLink::open(&DpdkPortConfig::new(999)).err().unwrap();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert!(err.to_string().contains("no DPDK port 999"), "{err}");
-    let veth = Veth::new("s", 0, true);
+    let veth = veth("s", 0, true);
     let port = probe("net_af_packet", &format!("iface={}", veth.outer));
     let cfg = DpdkPortConfig {
         pool_size: 100,
@@ -271,7 +182,7 @@ fn veth_arp_udp_and_zero_copy_receive() {
     let _serial = serial();
     test_eal();
     let y = 60 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("", y, false);
+    let veth = veth("", y, false);
     let mut link = open_on(&veth, 1024, "");
     assert_eq!(link.driver(), "net_af_packet");
     assert_eq!(link.info().mtu, 1500);
@@ -307,7 +218,7 @@ fn veth_arp_udp_and_zero_copy_receive() {
 
     // A datagram from the kernel arrives whole.
     let me_s = format!("10.99.{y}.2");
-    veth.set_neighbor(&me_s, mac);
+    veth.peer_neigh(mac);
     let dst = format!("{me_s}:9999");
     veth.in_ns(move || {
         let s = UdpSocket::bind("0.0.0.0:0").unwrap();
@@ -374,7 +285,7 @@ fn many_frames_and_the_pool_comes_back() {
     let _serial = serial();
     test_eal();
     let y = 30 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("m", y, false);
+    let veth = veth("m", y, false);
     let mut link = open_on(&veth, 512, "");
     let (_, size) = link.pool_levels();
     assert_eq!(size, 512);
@@ -399,14 +310,14 @@ fn reassembled_datagram_fits_an_mbuf() {
     let _serial = serial();
     test_eal();
     let y = 90 + (std::process::id() % 9) as u8;
-    let veth = Veth::new("f", y, false);
+    let veth = veth("f", y, false);
     // The af_packet driver reassembles fragments (fanout defrag): with
     // 16 KiB frames the link's mbufs are 16 KiB too, and a datagram the
     // kernel sent in three fragments arrives whole, in one mbuf.
     let mut link = open_on(&veth, 512, ",framesz=16384,blocksz=16384");
     assert_eq!(link.info().mtu, 1500);
     let me = format!("10.99.{y}.2");
-    veth.set_neighbor(&me, link.info().mac);
+    veth.peer_neigh(link.info().mac);
     let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
     let (dst, p) = (format!("{me}:9998"), payload.clone());
     veth.in_ns(move || {
@@ -429,7 +340,7 @@ fn queue_pairs_each_with_a_pool_of_their_own_on_their_own_threads() {
     let _serial = serial();
     test_eal();
     let y = 90 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("q", y, false);
+    let veth = veth("q", y, false);
     let port = probe("net_af_packet", &format!("iface={},qpairs=2", veth.outer));
     let cfg = port_config(port, 512);
     // More queue pairs than the device has: refused, saying how to get them.
@@ -454,7 +365,7 @@ fn queue_pairs_each_with_a_pool_of_their_own_on_their_own_threads() {
     // Datagrams from 64 source ports: the driver's fanout spreads them over
     // both queues, each read by a thread of its own, and none is lost.
     let me = format!("10.99.{y}.2");
-    veth.set_neighbor(&me, mac);
+    veth.peer_neigh(mac);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = links
         .drain(..)
@@ -502,7 +413,7 @@ fn af_xdp_vdev_with_default_arguments_and_a_small_pool_loses_no_frame() {
     let _serial = serial();
     test_eal();
     let y = 30 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("x", y, true);
+    let veth = veth("x", y, true);
     // As people write it: the interface and nothing else.
     let port = probe("net_af_xdp", &format!("iface={}", veth.outer));
     let cfg = port_config(port, 512);
