@@ -1761,6 +1761,27 @@ impl Script {
         e
     }
 
+    /// The connection gave up: closed, with ETIMEDOUT to report.
+    #[track_caller]
+    pub fn expect_timed_out(&mut self, h: SocketHandle) {
+        self.expect_state(h, TcpState::Closed);
+        let e = self.take_error(h);
+        if e != Some(SocketError::TimedOut) {
+            self.fail(&format!("SO_ERROR {e:?}, expected ETIMEDOUT"));
+        }
+    }
+
+    /// A connect whose last SYN went out: nothing more for `ms` and still
+    /// SYN-SENT, then, 1 ms later, given up with ETIMEDOUT and nothing sent.
+    #[track_caller]
+    pub fn expect_syn_given_up(&mut self, h: SocketHandle, ms: u64) {
+        self.expect_silence(ms);
+        self.expect_state(h, TcpState::SynSent);
+        self.advance(1);
+        self.expect_none();
+        self.expect_timed_out(h);
+    }
+
     // ---- common openings ----
 
     /// Passive open on :8080 from the peer with ISN 0, MSS 1460 and no other
