@@ -35,6 +35,8 @@
 use wire::checksum;
 use wire::ip::IpProtocol;
 
+use crate::pseudo_header;
+
 use crate::pool::{PacketPool, PoolBuf};
 use crate::PacketBuffer;
 
@@ -176,21 +178,7 @@ impl TcpSegment {
     }
 
     fn pseudo(&self, frame: &[u8], tcp_bytes: usize) -> u16 {
-        let ip = &frame[self.l3..];
-        if self.v6 {
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&ip[8..24]);
-            d.copy_from_slice(&ip[24..40]);
-            checksum::pseudo_header_v6(&s.into(), &d.into(), IpProtocol::Tcp, tcp_bytes as u32)
-        } else {
-            checksum::pseudo_header_v4(
-                &[ip[12], ip[13], ip[14], ip[15]].into(),
-                &[ip[16], ip[17], ip[18], ip[19]].into(),
-                IpProtocol::Tcp,
-                tcp_bytes as u32,
-            )
-        }
+        pseudo_header::sum(&frame[self.l3..], self.v6, IpProtocol::Tcp, tcp_bytes)
     }
 
     /// Whether the frame's sums hold: the IPv4 header's always, the TCP

@@ -32,6 +32,7 @@ pub mod partial_form;
 pub mod pass_tap;
 pub mod pcap;
 pub mod pool;
+mod pseudo_header;
 pub mod shm;
 pub mod spsc;
 pub mod tap;

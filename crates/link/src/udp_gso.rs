@@ -18,6 +18,8 @@
 use wire::checksum;
 use wire::ip::IpProtocol;
 
+use crate::pseudo_header;
+
 /// A UDP super-frame, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpSuperFrame {
@@ -106,13 +108,8 @@ impl UdpSuperFrame {
         dst[head..].copy_from_slice(&frame[head + range.start..head + range.end]);
         let udp_bytes = 8 + range.len();
         let ip = self.l3;
-        let pseudo = if self.v6 {
+        if self.v6 {
             dst[ip + 4..ip + 6].copy_from_slice(&(udp_bytes as u16).to_be_bytes());
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&dst[ip + 8..ip + 24]);
-            d.copy_from_slice(&dst[ip + 24..ip + 40]);
-            checksum::pseudo_header_v6(&s.into(), &d.into(), IpProtocol::Udp, udp_bytes as u32)
         } else {
             let total = (self.ip_len + udp_bytes) as u16;
             dst[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
@@ -121,13 +118,8 @@ impl UdpSuperFrame {
             dst[ip + 10..ip + 12].fill(0);
             let sum = !checksum::data(&dst[ip..ip + self.ip_len]);
             dst[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
-            checksum::pseudo_header_v4(
-                &[dst[ip + 12], dst[ip + 13], dst[ip + 14], dst[ip + 15]].into(),
-                &[dst[ip + 16], dst[ip + 17], dst[ip + 18], dst[ip + 19]].into(),
-                IpProtocol::Udp,
-                udp_bytes as u32,
-            )
-        };
+        }
+        let pseudo = pseudo_header::sum(&dst[ip..], self.v6, IpProtocol::Udp, udp_bytes);
         let u = ip + self.ip_len;
         dst[u + 4..u + 6].copy_from_slice(&(udp_bytes as u16).to_be_bytes());
         dst[u + 6..u + 8].copy_from_slice(&pseudo.to_be_bytes());
