@@ -55,6 +55,38 @@ def engines_share(stats, counter):
     return [stats.get(f"engine{e}.{counter}", 0) for e in (0, 1)]
 
 
+def connect_from_both_engines(ctx, v):
+    """Runs ustack-connect on both engines of veth `v` (a TwoQueueVeth or
+    one like it) against a kernel echo server on the kernel's end: 150
+    connections of 3000 bytes from each engine, all of which must echo.
+    Returns the run (for its stderr), the engines' two result lines and
+    the settled stats."""
+    srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
+                            os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop():
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(5)
+
+    h.on_cleanup(f"echo server pid {srv.pid}", stop)
+    deadline = time.monotonic() + 10
+    while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
+        check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
+        time.sleep(0.05)
+    cfg = os.path.join(ctx.workdir, "connect.ini")
+    stats = os.path.join(ctx.workdir, "connect.stats")
+    with open(cfg, "w") as f:
+        f.write(v.config())
+    p = h.nsx(v.ns_u, ctx.connect, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
+              f"{v.kernel_ip}:7", check_rc=False, timeout=90)
+    lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
+    check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
+    check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
+          f"each engine must complete its 150 connections: {lines}")
+    return p, lines, h.Ustack.stats(type("S", (), {"stats_path": stats})())
+
+
 @test("cores_tcp_echo_af_packet", budget=120)
 def _(ctx):
     v = TwoQueueVeth(SUBNETS["cores_tcp_echo_af_packet"])
@@ -216,31 +248,7 @@ def _(ctx):
     """Outgoing connections from both engines: each picks source ports
     whose replies the kernel's fanout hands back to it."""
     v = TwoQueueVeth(SUBNETS["cores_connect_af_packet"])
-    srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
-                            os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def stop():
-        srv.send_signal(signal.SIGTERM)
-        srv.wait(5)
-
-    h.on_cleanup(f"echo server pid {srv.pid}", stop)
-    deadline = time.monotonic() + 10
-    while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
-        check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
-        time.sleep(0.05)
-    binary = ctx.connect
-    cfg = os.path.join(ctx.workdir, "connect.ini")
-    stats = os.path.join(ctx.workdir, "connect.stats")
-    with open(cfg, "w") as f:
-        f.write(v.config())
-    p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
-              f"{v.kernel_ip}:7", check_rc=False, timeout=90)
-    lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
-    check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
-    check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
-          f"each engine must complete its 150 connections: {lines}")
-    st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
+    _, lines, st = connect_from_both_engines(ctx, v)
     opens = engines_share(st, "tcp_active_opens")
     fwd = engines_share(st, "steer_forwarded")
     print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "

@@ -14,18 +14,15 @@ copied on the way."""
 
 import os
 import re
-import signal
 import socket
-import subprocess
 import time
 
 import harness as h
 import tcp_tools as tt
 from cases import SUBNETS, test
-from cases_cores import TwoQueueVeth, engines_share
+from cases_cores import TwoQueueVeth, connect_from_both_engines, engines_share
 from harness import check
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("native", "generic")
 SUBNETS.update({f"cores_{n}_af_xdp_{m}": 170 + 2 * i + j
                 for i, n in enumerate(("tcp_echo", "connect")) for j, m in enumerate(MODES)})
@@ -114,32 +111,8 @@ def register(mode):
         source ports that hash back to it; replies that the veth puts on
         the other engine's queue are handed over."""
         v = TwoQueueXdpVeth(SUBNETS[f"cores_connect_af_xdp_{mode}"], mode)
-        srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
-                                os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-        def stop():
-            srv.send_signal(signal.SIGTERM)
-            srv.wait(5)
-
-        h.on_cleanup(f"echo server pid {srv.pid}", stop)
-        deadline = time.monotonic() + 10
-        while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
-            check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
-            time.sleep(0.05)
-        binary = ctx.connect
-        cfg = os.path.join(ctx.workdir, "connect.ini")
-        stats = os.path.join(ctx.workdir, "connect.stats")
-        with open(cfg, "w") as f:
-            f.write(v.config())
-        p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
-                  f"{v.kernel_ip}:7", check_rc=False, timeout=90)
-        lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
-        check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
-        check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
-              f"each engine must complete its 150 connections: {lines}")
+        p, lines, st = connect_from_both_engines(ctx, v)
         check(re.search(rf"af_xdp queue 1 {mode} XDP", p.stderr), f"no AF_XDP socket on queue 1: {p.stderr[:800]}")
-        st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
         opens = engines_share(st, "tcp_active_opens")
         fwd = engines_share(st, "steer_forwarded")
         print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "
