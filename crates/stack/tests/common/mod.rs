@@ -25,6 +25,18 @@ pub fn stack_on_subnet(last: u8, config: StackConfig) -> Stack {
     s
 }
 
+/// As [`stack_on_subnet`] with the default configuration, seeded by
+/// `seed`.
+pub fn seeded_stack_on_subnet(last: u8, seed: u64) -> Stack {
+    stack_on_subnet(
+        last,
+        StackConfig {
+            seed,
+            ..StackConfig::default()
+        },
+    )
+}
+
 /// Host `last` of the test subnet, port `port`.
 pub fn addr(last: u8, port: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, last)), port)
@@ -43,13 +55,9 @@ pub struct Net {
 
 impl Net {
     pub fn new() -> Net {
-        let seeded = |seed| StackConfig {
-            seed,
-            ..StackConfig::default()
-        };
         Net {
-            a: stack_on_subnet(1, seeded(1)),
-            b: stack_on_subnet(2, seeded(2)),
+            a: seeded_stack_on_subnet(1, 1),
+            b: seeded_stack_on_subnet(2, 2),
             sa: VecSink::default(),
             sb: VecSink::default(),
             now: Instant::from_secs(1),
