@@ -87,6 +87,45 @@ def connect_from_both_engines(ctx, v):
     return p, lines, h.Ustack.stats(type("S", (), {"stats_path": stats})())
 
 
+def exception_path_and_ustack_serve(ctx, v, u, http_ns, tap, where=""):
+    """With ustack's exception path on (its TAP `tap`, the kernel behind it
+    in namespace `http_ns` holding ustack's address): curl from the peer
+    gets 300 KB intact from a kernel HTTP server on port 8080 through the
+    TAP, while ustack echoes TCP and UDP on port 7 on both engines.  Checks
+    the exception path's counters; returns ustack's settled stats."""
+    srv = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv)
+    body = os.urandom(300_000)
+    with open(os.path.join(srv, "f.bin"), "wb") as f:
+        f.write(body)
+    tt.kernel_http_server(http_ns, v.ustack_ip, 8080, srv, ctx.workdir)
+    # Ping goes to the kernel under method=reject (ICMP is not a listed port).
+    v.wait_ping(u)
+    out = os.path.join(ctx.workdir, "got.bin")
+    p = h.nsx(v.ns_k, "curl", "-sS", "--max-time", "20", "-o", out, f"http://{v.ustack_ip}:8080/f.bin",
+              check_rc=False, timeout=30)
+    check(p.returncode == 0, f"curl to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
+    with open(out, "rb") as f:
+        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact")
+    # Meanwhile ustack serves its own ports (TCP and UDP 7) on both engines.
+    payloads = [os.urandom(2000 + i) for i in range(100)]
+    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=60)
+    check(got == payloads, "TCP echo on ustack with the exception path on")
+    s = h.netns_socket(v.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((v.kernel_ip, 0))
+    reply, _ = h.udp_echo(s, (v.ustack_ip, 7), b"x" * 100)
+    s.close()
+    check(reply == b"x" * 100, "UDP echo on ustack with the exception path on")
+    st = u.settled_stats()
+    print(f"    HTTP from the kernel through {tap}{where}: {len(body)} bytes intact; "
+          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
+          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
+    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
+          f"exception path counters: {h.nonzero({k: x for k, x in st.items() if k.startswith('kni')})}")
+    check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    return st
+
+
 @test("cores_tcp_echo_af_packet", budget=120)
 def _(ctx):
     v = TwoQueueVeth(SUBNETS["cores_tcp_echo_af_packet"])
@@ -139,36 +178,7 @@ def _(ctx):
     h.sh(["ip", "-n", v.ns_u, "link", "set", tap, "netns", ns_x])
     h.sh(["ip", "-n", ns_x, "addr", "add", f"{v.ustack_ip}/24", "dev", tap])
     h.sh(["ip", "-n", ns_x, "link", "set", tap, "up"])
-    srv = os.path.join(ctx.workdir, "srv")
-    os.mkdir(srv)
-    body = os.urandom(300_000)
-    with open(os.path.join(srv, "f.bin"), "wb") as f:
-        f.write(body)
-    tt.kernel_http_server(ns_x, v.ustack_ip, 8080, srv, ctx.workdir)
-    # Ping goes to the kernel under method=reject (ICMP is not a listed port).
-    v.wait_ping(u)
-    out = os.path.join(ctx.workdir, "got.bin")
-    p = h.nsx(v.ns_k, "curl", "-sS", "--max-time", "20", "-o", out, f"http://{v.ustack_ip}:8080/f.bin",
-              check_rc=False, timeout=30)
-    check(p.returncode == 0, f"curl to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
-    with open(out, "rb") as f:
-        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact")
-    # Meanwhile ustack serves its own ports (TCP and UDP 7) on both engines.
-    payloads = [os.urandom(2000 + i) for i in range(100)]
-    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=60)
-    check(got == payloads, "TCP echo on ustack with the exception path on")
-    s = h.netns_socket(v.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((v.kernel_ip, 0))
-    reply, _ = h.udp_echo(s, (v.ustack_ip, 7), b"x" * 100)
-    s.close()
-    check(reply == b"x" * 100, "UDP echo on ustack with the exception path on")
-    st = u.settled_stats()
-    print(f"    HTTP from the kernel through {tap}: {len(body)} bytes intact; "
-          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
-          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
-    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
-          f"exception path counters: {h.nonzero({k: v for k, v in st.items() if k.startswith('kni')})}")
-    check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    exception_path_and_ustack_serve(ctx, v, u, ns_x, tap)
     u.stop()
 
 

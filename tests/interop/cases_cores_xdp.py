@@ -14,13 +14,12 @@ copied on the way."""
 
 import os
 import re
-import socket
 import time
 
 import harness as h
 import tcp_tools as tt
 from cases import SUBNETS, test
-from cases_cores import TwoQueueVeth, connect_from_both_engines, engines_share
+from cases_cores import TwoQueueVeth, connect_from_both_engines, engines_share, exception_path_and_ustack_serve
 from harness import check
 
 MODES = ("native", "generic")
@@ -146,34 +145,6 @@ def _(ctx):
         time.sleep(0.05)
     h.sh(["ip", "-n", v.ns_u, "addr", "add", f"{v.ustack_ip}/24", "dev", tap])
     h.sh(["ip", "-n", v.ns_u, "link", "set", tap, "up"])
-    srv = os.path.join(ctx.workdir, "srv")
-    os.mkdir(srv)
-    body = os.urandom(300_000)
-    with open(os.path.join(srv, "f.bin"), "wb") as f:
-        f.write(body)
-    tt.kernel_http_server(v.ns_u, v.ustack_ip, 8080, srv, ctx.workdir)
-    # Ping goes to the kernel under method=reject (ICMP is not a listed port).
-    v.wait_ping(u)
-    out = os.path.join(ctx.workdir, "got.bin")
-    p = h.nsx(v.ns_k, "curl", "-sS", "--max-time", "20", "-o", out, f"http://{v.ustack_ip}:8080/f.bin",
-              check_rc=False, timeout=30)
-    check(p.returncode == 0, f"curl to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
-    with open(out, "rb") as f:
-        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact")
-    payloads = [os.urandom(2000 + i) for i in range(100)]
-    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=60)
-    check(got == payloads, "TCP echo on ustack with the exception path on")
-    s = h.netns_socket(v.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((v.kernel_ip, 0))
-    reply, _ = h.udp_echo(s, (v.ustack_ip, 7), b"x" * 100)
-    s.close()
-    check(reply == b"x" * 100, "UDP echo on ustack with the exception path on")
-    st = u.settled_stats()
-    print(f"    HTTP from the kernel through {tap} beside the NIC: {len(body)} bytes intact; "
-          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
-          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
-    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
-          f"exception path counters: {h.nonzero({k: x for k, x in st.items() if k.startswith('kni')})}")
-    check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    st = exception_path_and_ustack_serve(ctx, v, u, v.ns_u, tap, " beside the NIC")
     check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
     u.stop()
