@@ -162,17 +162,7 @@ impl Proc {
         if let Ok(None) = self.child.try_wait() {
             self.signal_term();
         }
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        eprintln!("  {} did not stop; killing it", self.what);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 
     /// Closes its standard input (the stop request) and waits up to 5 s,
