@@ -28,30 +28,7 @@
 #include "ustack.h"
 #include "fstack/ff_api.h"
 
-static int checks;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "abi_test: FAIL line %d: %s (errno %d: %s)\n",    \
-                    __LINE__, #cond, errno, strerror(errno));                 \
-            exit(1);                                                          \
-        }                                                                     \
-        checks++;                                                             \
-    } while (0)
-
-/* A call that must fail with errno e. */
-#define FAILS(call, e) CHECK((errno = 0, (call) == -1 && errno == (e)))
-
-static struct sockaddr_in sin4(const char *ip, int port)
-{
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, ip, &a.sin_addr);
-    return a;
-}
+#include "check.h"
 
 static int dispatch_nothing(void *frame, uint16_t *len, uint16_t room, uint16_t port, void *arg)
 {

@@ -609,6 +609,24 @@ def no_tcp_trouble(st, what):
     check(not any(bad.values()), f"{what}: {bad}")
 
 
+def curl_50_mb(ctx, t):
+    """curl downloads 50 MB of ustack-http's pattern, checked byte by
+    byte; returns ustack's settled stats, checked for TCP trouble."""
+    import tcp_tools as tt
+
+    n = 50 * 1024 * 1024
+    out = os.path.join(ctx.workdir, "bytes.bin")
+    code, size, speed = curl(t, f"http://{t.ustack_ip}/bytes/{n}", out)
+    print(f"    curl /bytes/{n}: {code}, {size} bytes at {speed / 1e6:.1f} MB/s")
+    check(code == 200, f"/bytes/{n}: status {code}")
+    bad = tt.check_pattern_file(out, n)
+    check(bad is None, f"/bytes/{n}: {bad}")
+    os.unlink(out)
+    st = t.ustack.settled_stats()
+    no_tcp_trouble(st, "curl")
+    return st
+
+
 @test("http_curl_af_packet", budget=90)
 def _(ctx):
     import tcp_tools as tt
@@ -651,17 +669,7 @@ def _(ctx):
         resp, eof = tt.http_exchange(t.ns_k, dest, raw, timeout=0.5)
         check(len(resp) == 1 and resp[0][0] == status, f"{what}: expected one {status}, got {[r[0] for r in resp]}")
         check(eof == closes, f"{what}: connection {'not ' if closes else ''}closed after the response")
-    # 50 MB, checked byte by byte against the pattern.
-    n = 50 * 1024 * 1024
-    out = os.path.join(ctx.workdir, "bytes.bin")
-    code, size, speed = curl(t, f"{base}/bytes/{n}", out)
-    print(f"    curl /bytes/{n}: {code}, {size} bytes at {speed / 1e6:.1f} MB/s")
-    check(code == 200, f"/bytes/{n}: status {code}")
-    bad = tt.check_pattern_file(out, n)
-    check(bad is None, f"/bytes/{n}: {bad}")
-    os.unlink(out)
-    st = t.ustack.settled_stats()
-    no_tcp_trouble(st, "curl")
+    curl_50_mb(ctx, t)
     t.ustack.stop()
 
 
@@ -760,22 +768,11 @@ def _(ctx):
 
 @test("http_curl_dpdk", budget=90)
 def _(ctx):
-    import tcp_tools as tt
-
     t = ctx.topo("dpdk", SUBNETS["http_curl_dpdk"], binary=ctx.http).start()
     out = os.path.join(ctx.workdir, "index.html")
     code, size, _ = curl(t, f"http://{t.ustack_ip}/", out)
     check(code == 200 and size == 600, f"GET /: {code}, {size} bytes (expected 200, 600)")
-    n = 50 * 1024 * 1024
-    out = os.path.join(ctx.workdir, "bytes.bin")
-    code, size, speed = curl(t, f"http://{t.ustack_ip}/bytes/{n}", out)
-    print(f"    curl /bytes/{n}: {code}, {size} bytes at {speed / 1e6:.1f} MB/s")
-    check(code == 200, f"/bytes/{n}: status {code}")
-    bad = tt.check_pattern_file(out, n)
-    check(bad is None, f"/bytes/{n}: {bad}")
-    os.unlink(out)
-    st = t.ustack.settled_stats()
-    no_tcp_trouble(st, "curl")
+    curl_50_mb(ctx, t)
     t.ustack.stop()
 
 

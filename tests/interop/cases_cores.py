@@ -55,6 +55,77 @@ def engines_share(stats, counter):
     return [stats.get(f"engine{e}.{counter}", 0) for e in (0, 1)]
 
 
+def connect_from_both_engines(ctx, v):
+    """Runs ustack-connect on both engines of veth `v` (a TwoQueueVeth or
+    one like it) against a kernel echo server on the kernel's end: 150
+    connections of 3000 bytes from each engine, all of which must echo.
+    Returns the run (for its stderr), the engines' two result lines and
+    the settled stats."""
+    srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
+                            os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop():
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(5)
+
+    h.on_cleanup(f"echo server pid {srv.pid}", stop)
+    deadline = time.monotonic() + 10
+    while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
+        check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
+        time.sleep(0.05)
+    cfg = os.path.join(ctx.workdir, "connect.ini")
+    stats = os.path.join(ctx.workdir, "connect.stats")
+    with open(cfg, "w") as f:
+        f.write(v.config())
+    p = h.nsx(v.ns_u, ctx.connect, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
+              f"{v.kernel_ip}:7", check_rc=False, timeout=90)
+    lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
+    check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
+    check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
+          f"each engine must complete its 150 connections: {lines}")
+    return p, lines, h.Ustack.stats(type("S", (), {"stats_path": stats})())
+
+
+def exception_path_and_ustack_serve(ctx, v, u, http_ns, tap, where=""):
+    """With ustack's exception path on (its TAP `tap`, the kernel behind it
+    in namespace `http_ns` holding ustack's address): curl from the peer
+    gets 300 KB intact from a kernel HTTP server on port 8080 through the
+    TAP, while ustack echoes TCP and UDP on port 7 on both engines.  Checks
+    the exception path's counters; returns ustack's settled stats."""
+    srv = os.path.join(ctx.workdir, "srv")
+    os.mkdir(srv)
+    body = os.urandom(300_000)
+    with open(os.path.join(srv, "f.bin"), "wb") as f:
+        f.write(body)
+    tt.kernel_http_server(http_ns, v.ustack_ip, 8080, srv, ctx.workdir)
+    # Ping goes to the kernel under method=reject (ICMP is not a listed port).
+    v.wait_ping(u)
+    out = os.path.join(ctx.workdir, "got.bin")
+    p = h.nsx(v.ns_k, "curl", "-sS", "--max-time", "20", "-o", out, f"http://{v.ustack_ip}:8080/f.bin",
+              check_rc=False, timeout=30)
+    check(p.returncode == 0, f"curl to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
+    with open(out, "rb") as f:
+        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact")
+    # Meanwhile ustack serves its own ports (TCP and UDP 7) on both engines.
+    payloads = [os.urandom(2000 + i) for i in range(100)]
+    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=60)
+    check(got == payloads, "TCP echo on ustack with the exception path on")
+    s = h.netns_socket(v.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((v.kernel_ip, 0))
+    reply, _ = h.udp_echo(s, (v.ustack_ip, 7), b"x" * 100)
+    s.close()
+    check(reply == b"x" * 100, "UDP echo on ustack with the exception path on")
+    st = u.settled_stats()
+    print(f"    HTTP from the kernel through {tap}{where}: {len(body)} bytes intact; "
+          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
+          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
+    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
+          f"exception path counters: {h.nonzero({k: x for k, x in st.items() if k.startswith('kni')})}")
+    check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    return st
+
+
 @test("cores_tcp_echo_af_packet", budget=120)
 def _(ctx):
     v = TwoQueueVeth(SUBNETS["cores_tcp_echo_af_packet"])
@@ -107,36 +178,7 @@ def _(ctx):
     h.sh(["ip", "-n", v.ns_u, "link", "set", tap, "netns", ns_x])
     h.sh(["ip", "-n", ns_x, "addr", "add", f"{v.ustack_ip}/24", "dev", tap])
     h.sh(["ip", "-n", ns_x, "link", "set", tap, "up"])
-    srv = os.path.join(ctx.workdir, "srv")
-    os.mkdir(srv)
-    body = os.urandom(300_000)
-    with open(os.path.join(srv, "f.bin"), "wb") as f:
-        f.write(body)
-    tt.kernel_http_server(ns_x, v.ustack_ip, 8080, srv, ctx.workdir)
-    # Ping goes to the kernel under method=reject (ICMP is not a listed port).
-    v.wait_ping(u)
-    out = os.path.join(ctx.workdir, "got.bin")
-    p = h.nsx(v.ns_k, "curl", "-sS", "--max-time", "20", "-o", out, f"http://{v.ustack_ip}:8080/f.bin",
-              check_rc=False, timeout=30)
-    check(p.returncode == 0, f"curl to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
-    with open(out, "rb") as f:
-        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact")
-    # Meanwhile ustack serves its own ports (TCP and UDP 7) on both engines.
-    payloads = [os.urandom(2000 + i) for i in range(100)]
-    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=60)
-    check(got == payloads, "TCP echo on ustack with the exception path on")
-    s = h.netns_socket(v.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((v.kernel_ip, 0))
-    reply, _ = h.udp_echo(s, (v.ustack_ip, 7), b"x" * 100)
-    s.close()
-    check(reply == b"x" * 100, "UDP echo on ustack with the exception path on")
-    st = u.settled_stats()
-    print(f"    HTTP from the kernel through {tap}: {len(body)} bytes intact; "
-          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
-          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
-    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
-          f"exception path counters: {h.nonzero({k: v for k, v in st.items() if k.startswith('kni')})}")
-    check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    exception_path_and_ustack_serve(ctx, v, u, ns_x, tap)
     u.stop()
 
 
@@ -216,31 +258,7 @@ def _(ctx):
     """Outgoing connections from both engines: each picks source ports
     whose replies the kernel's fanout hands back to it."""
     v = TwoQueueVeth(SUBNETS["cores_connect_af_packet"])
-    srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
-                            os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def stop():
-        srv.send_signal(signal.SIGTERM)
-        srv.wait(5)
-
-    h.on_cleanup(f"echo server pid {srv.pid}", stop)
-    deadline = time.monotonic() + 10
-    while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
-        check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
-        time.sleep(0.05)
-    binary = ctx.connect
-    cfg = os.path.join(ctx.workdir, "connect.ini")
-    stats = os.path.join(ctx.workdir, "connect.stats")
-    with open(cfg, "w") as f:
-        f.write(v.config())
-    p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
-              f"{v.kernel_ip}:7", check_rc=False, timeout=90)
-    lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
-    check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
-    check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
-          f"each engine must complete its 150 connections: {lines}")
-    st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
+    _, lines, st = connect_from_both_engines(ctx, v)
     opens = engines_share(st, "tcp_active_opens")
     fwd = engines_share(st, "steer_forwarded")
     print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "

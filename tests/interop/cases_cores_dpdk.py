@@ -18,17 +18,13 @@ machine may still see a few such resets, which the test allows only as
 answers to those early ACKs."""
 
 import os
-import signal
-import subprocess
-import time
 
 import harness as h
 import tcp_tools as tt
 from cases import SUBNETS, test
-from cases_cores import TwoQueueVeth, engines_share
+from cases_cores import TwoQueueVeth, connect_from_both_engines, engines_share
 from harness import check
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SUBNETS.update({"cores_tcp_echo_dpdk": 178, "cores_connect_dpdk": 179})
 
 
@@ -97,31 +93,7 @@ def _(ctx):
     ports that hash back to it; replies the driver puts on the other
     engine's queue are handed over."""
     v = TwoQueueDpdkVeth(SUBNETS["cores_connect_dpdk"])
-    srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
-                            os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def stop():
-        srv.send_signal(signal.SIGTERM)
-        srv.wait(5)
-
-    h.on_cleanup(f"echo server pid {srv.pid}", stop)
-    deadline = time.monotonic() + 10
-    while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
-        check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
-        time.sleep(0.05)
-    binary = ctx.connect
-    cfg = os.path.join(ctx.workdir, "connect.ini")
-    stats = os.path.join(ctx.workdir, "connect.stats")
-    with open(cfg, "w") as f:
-        f.write(v.config())
-    p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
-              f"{v.kernel_ip}:7", check_rc=False, timeout=90)
-    lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
-    check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
-    check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
-          f"each engine must complete its 150 connections: {lines}")
-    st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
+    p, lines, st = connect_from_both_engines(ctx, v)
     opens = engines_share(st, "tcp_active_opens")
     frames = both_queues(st, "connect")
     print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "

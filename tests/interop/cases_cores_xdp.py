@@ -14,18 +14,14 @@ copied on the way."""
 
 import os
 import re
-import signal
-import socket
-import subprocess
 import time
 
 import harness as h
 import tcp_tools as tt
 from cases import SUBNETS, test
-from cases_cores import TwoQueueVeth, engines_share
+from cases_cores import TwoQueueVeth, connect_from_both_engines, engines_share, exception_path_and_ustack_serve
 from harness import check
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("native", "generic")
 SUBNETS.update({f"cores_{n}_af_xdp_{m}": 170 + 2 * i + j
                 for i, n in enumerate(("tcp_echo", "connect")) for j, m in enumerate(MODES)})
@@ -114,32 +110,8 @@ def register(mode):
         source ports that hash back to it; replies that the veth puts on
         the other engine's queue are handed over."""
         v = TwoQueueXdpVeth(SUBNETS[f"cores_connect_af_xdp_{mode}"], mode)
-        srv = subprocess.Popen(["ip", "netns", "exec", v.ns_k, "/usr/bin/python3",
-                                os.path.join(HERE, "kernel_echo_server.py"), v.kernel_ip],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-        def stop():
-            srv.send_signal(signal.SIGTERM)
-            srv.wait(5)
-
-        h.on_cleanup(f"echo server pid {srv.pid}", stop)
-        deadline = time.monotonic() + 10
-        while "10.99" not in h.sh(["ip", "netns", "exec", v.ns_k, "ss", "-Hltn", "sport = :7"]).stdout:
-            check(srv.poll() is None and time.monotonic() < deadline, "the kernel echo server did not listen")
-            time.sleep(0.05)
-        binary = ctx.connect
-        cfg = os.path.join(ctx.workdir, "connect.ini")
-        stats = os.path.join(ctx.workdir, "connect.stats")
-        with open(cfg, "w") as f:
-            f.write(v.config())
-        p = h.nsx(v.ns_u, binary, "--config", cfg, "--stats", stats, "--count", "150", "--size", "3000",
-                  f"{v.kernel_ip}:7", check_rc=False, timeout=90)
-        lines = [ln for ln in p.stderr.splitlines() if "engine " in ln and "echoed" in ln]
-        check(p.returncode == 0, f"ustack-connect rc={p.returncode}: {p.stderr.strip()[-2000:]}")
-        check(len(lines) == 2 and all("150 connections echoed, 0 failed" in ln for ln in lines),
-              f"each engine must complete its 150 connections: {lines}")
+        p, lines, st = connect_from_both_engines(ctx, v)
         check(re.search(rf"af_xdp queue 1 {mode} XDP", p.stderr), f"no AF_XDP socket on queue 1: {p.stderr[:800]}")
-        st = h.Ustack.stats(type("S", (), {"stats_path": stats})())
         opens = engines_share(st, "tcp_active_opens")
         fwd = engines_share(st, "steer_forwarded")
         print(f"    {lines[0].split(': ', 1)[1]}; {lines[1].split(': ', 1)[1]}; active opens per engine {opens}; "
@@ -173,34 +145,6 @@ def _(ctx):
         time.sleep(0.05)
     h.sh(["ip", "-n", v.ns_u, "addr", "add", f"{v.ustack_ip}/24", "dev", tap])
     h.sh(["ip", "-n", v.ns_u, "link", "set", tap, "up"])
-    srv = os.path.join(ctx.workdir, "srv")
-    os.mkdir(srv)
-    body = os.urandom(300_000)
-    with open(os.path.join(srv, "f.bin"), "wb") as f:
-        f.write(body)
-    tt.kernel_http_server(v.ns_u, v.ustack_ip, 8080, srv, ctx.workdir)
-    # Ping goes to the kernel under method=reject (ICMP is not a listed port).
-    v.wait_ping(u)
-    out = os.path.join(ctx.workdir, "got.bin")
-    p = h.nsx(v.ns_k, "curl", "-sS", "--max-time", "20", "-o", out, f"http://{v.ustack_ip}:8080/f.bin",
-              check_rc=False, timeout=30)
-    check(p.returncode == 0, f"curl to the kernel's HTTP server through the TAP: {p.stderr.strip()}")
-    with open(out, "rb") as f:
-        check(f.read() == body, "the kernel's HTTP server's file did not arrive intact")
-    payloads = [os.urandom(2000 + i) for i in range(100)]
-    got = tt.echo_many(v.ns_k, (v.ustack_ip, 7), payloads, timeout=60)
-    check(got == payloads, "TCP echo on ustack with the exception path on")
-    s = h.netns_socket(v.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((v.kernel_ip, 0))
-    reply, _ = h.udp_echo(s, (v.ustack_ip, 7), b"x" * 100)
-    s.close()
-    check(reply == b"x" * 100, "UDP echo on ustack with the exception path on")
-    st = u.settled_stats()
-    print(f"    HTTP from the kernel through {tap} beside the NIC: {len(body)} bytes intact; "
-          f"kni_to_kernel={st.get('kni_to_kernel')} kni_from_kernel={st.get('kni_from_kernel')}; "
-          f"TCP segments per engine {engines_share(st, 'rx_accept_tcp')}")
-    check(st.get("kni_to_kernel", 0) > 20 and st.get("kni_from_kernel", 0) > 150,
-          f"exception path counters: {h.nonzero({k: x for k, x in st.items() if k.startswith('kni')})}")
-    check(all(n > 0 for n in engines_share(st, "rx_accept_tcp")), "both engines served echo")
+    st = exception_path_and_ustack_serve(ctx, v, u, v.ns_u, tap, " beside the NIC")
     check(st.get("tcp_resets_sent", 0) == 0, f"ustack sent resets: {h.nonzero(st)}")
     u.stop()

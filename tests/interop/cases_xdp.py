@@ -18,8 +18,8 @@ import re
 
 import harness as h
 import tcp_tools as tt
-from cases import (ECHO_CONNS, ECHO_SIZE, SUBNETS, curl, no_tcp_trouble, ping_sizes, tcp_echo_test, test,
-                   udp_corrupt, udp_every_size, zero_copy_receive)
+from cases import (ECHO_CONNS, ECHO_SIZE, SUBNETS, curl, curl_50_mb, no_tcp_trouble, ping_sizes, tcp_echo_test,
+                   test, udp_corrupt, udp_every_size, zero_copy_receive)
 from harness import check
 
 MODES = ("native", "generic")
@@ -125,16 +125,7 @@ def register(mode):
         out = os.path.join(ctx.workdir, "index.html")
         code, size, _ = curl(t, f"http://{t.ustack_ip}/", out)
         check(code == 200 and size == 600, f"GET /: {code}, {size} bytes (expected 200, 600)")
-        n = 50 * 1024 * 1024
-        out = os.path.join(ctx.workdir, "bytes.bin")
-        code, size, speed = curl(t, f"http://{t.ustack_ip}/bytes/{n}", out)
-        print(f"    curl /bytes/{n}: {code}, {size} bytes at {speed / 1e6:.1f} MB/s")
-        check(code == 200, f"/bytes/{n}: status {code}")
-        bad = tt.check_pattern_file(out, n)
-        check(bad is None, f"/bytes/{n}: {bad}")
-        os.unlink(out)
-        st = t.ustack.settled_stats()
-        no_tcp_trouble(st, "curl")
+        st = curl_50_mb(ctx, t)
         no_copy(st, "curl")
         t.ustack.stop()
 

@@ -26,23 +26,51 @@ const DGRAM6: Op = Socket {
     v6: true,
 };
 
+// Short forms of the calls most seeds make (a struct literal of three
+// fields takes five lines), their arguments in the fields' order.
+const fn bind_any(s: u8, port: u8) -> Op {
+    Bind { s, any: true, port }
+}
+/// Binds the server's address, not the any address.
+const fn bind_server(s: u8, port: u8) -> Op {
+    Bind {
+        s,
+        any: false,
+        port,
+    }
+}
+const fn accept(s: u8) -> Op {
+    Accept { s, cloexec: false }
+}
+const fn send(s: u8, len: u8, flags: u8) -> Op {
+    Send { s, len, flags }
+}
+const fn recv(s: u8, len: u8, flags: u8) -> Op {
+    Recv { s, len, flags }
+}
+const fn send_to(s: u8, len: u8, to: u8) -> Op {
+    SendTo { s, len, to }
+}
+const fn set_opt(s: u8, opt: u8, val: u8) -> Op {
+    SetOpt { s, opt, val }
+}
+const fn get_opt(s: u8, opt: u8, len: u8) -> Op {
+    GetOpt { s, opt, len }
+}
+const fn epoll_ctl(ep: u8, s: u8, op: u8, events: u8) -> Op {
+    EpollCtl { ep, s, op, events }
+}
+
 /// A listener in s0 on P0, a client in s1 connected to it, the accepted
 /// socket in s2.
 fn tcp_pair() -> Vec<Op> {
     vec![
         STREAM,
-        Bind {
-            s: 0,
-            any: true,
-            port: 0,
-        },
+        bind_any(0, 0),
         Listen { s: 0, backlog: 2 },
         STREAM,
         Connect { s: 1, port: 0 },
-        Accept {
-            s: 0,
-            cloexec: false,
-        },
+        accept(0),
     ]
 }
 
@@ -77,45 +105,18 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
     vec![
         (
             "seed_fix_ip_option_into_a_short_buffer",
-            vec![
-                DGRAM,
-                GetOpt {
-                    s: 0,
-                    opt: IP_TTL,
-                    len: LEN_2,
-                },
-            ],
+            vec![DGRAM, get_opt(0, IP_TTL, LEN_2)],
         ),
         (
             "seed_fix_udp_recv_oob",
             vec![
                 DGRAM,
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 0,
-                },
+                bind_any(0, 0),
                 DGRAM,
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: RECV_OOB,
-                },
-                SendTo {
-                    s: 1,
-                    len: 20,
-                    to: 0,
-                },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: RECV_OOB_PEEK,
-                },
-                Recv {
-                    s: 0,
-                    len: 30,
-                    flags: RECV_OOB,
-                },
+                recv(0, 10, RECV_OOB),
+                send_to(1, 20, 0),
+                recv(0, 10, RECV_OOB_PEEK),
+                recv(0, 30, RECV_OOB),
             ],
         ),
         (
@@ -124,11 +125,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 DGRAM,
                 Shutdown { s: 0, how: 0 },
                 Connect { s: 0, port: 0 },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: 0,
-                },
+                recv(0, 10, 0),
             ],
         ),
         (
@@ -136,16 +133,8 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 DGRAM,
                 Shutdown { s: 0, how: 1 },
-                Send {
-                    s: 0,
-                    len: 5,
-                    flags: 0,
-                },
-                SendTo {
-                    s: 0,
-                    len: 5,
-                    to: 0,
-                },
+                send(0, 5, 0),
+                send_to(0, 5, 0),
             ],
         ),
         (
@@ -153,23 +142,11 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 STREAM,
                 Shutdown { s: 0, how: 2 },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: 0,
-                },
-                Send {
-                    s: 0,
-                    len: 5,
-                    flags: SEND_NOSIGNAL,
-                },
+                recv(0, 10, 0),
+                send(0, 5, SEND_NOSIGNAL),
                 STREAM,
                 Shutdown { s: 1, how: 1 },
-                Recv {
-                    s: 1,
-                    len: 10,
-                    flags: 0,
-                },
+                recv(1, 10, 0),
             ],
         ),
         (
@@ -177,17 +154,9 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 STREAM,
                 Connect { s: 0, port: 2 },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: RECV_PEEK,
-                },
+                recv(0, 10, RECV_PEEK),
                 Poll { s: 0, events: 3 },
-                GetOpt {
-                    s: 0,
-                    opt: SO_ERROR,
-                    len: 0,
-                },
+                get_opt(0, SO_ERROR, 0),
             ],
         ),
         (
@@ -195,28 +164,12 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             with(
                 tcp_pair(),
                 &[
-                    Recv {
-                        s: 2,
-                        len: 0,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 1,
-                        len: 5,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 0,
-                        flags: 0,
-                    },
+                    recv(2, 0, 0),
+                    send(1, 5, 0),
+                    recv(2, 0, 0),
                     STREAM,
                     Connect { s: 3, port: 2 },
-                    Recv {
-                        s: 3,
-                        len: 0,
-                        flags: 0,
-                    },
+                    recv(3, 0, 0),
                     Connect { s: 3, port: 2 },
                 ],
             ),
@@ -226,12 +179,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 STREAM,
                 EpollCreate,
-                EpollCtl {
-                    ep: 0,
-                    s: 0,
-                    op: 0,
-                    events: 0b1_0011,
-                },
+                epoll_ctl(0, 0, 0, 0b1_0011),
                 EpollWait { ep: 0, wait: false },
                 EpollWait { ep: 0, wait: false },
                 Shutdown { s: 0, how: 1 },
@@ -247,11 +195,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 Connect { s: 0, port: 2 },
                 Shutdown { s: 0, how: 2 },
                 Connect { s: 0, port: 2 },
-                GetOpt {
-                    s: 0,
-                    opt: SO_ERROR,
-                    len: 0,
-                },
+                get_opt(0, SO_ERROR, 0),
             ],
         ),
         (
@@ -259,31 +203,11 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             with(
                 tcp_pair(),
                 &[
-                    Send {
-                        s: 1,
-                        len: 100,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 4,
-                    },
-                    Send {
-                        s: 1,
-                        len: 30,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 6,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
+                    send(1, 100, 0),
+                    recv(2, 255, 4),
+                    send(1, 30, 0),
+                    recv(2, 255, 6),
+                    recv(2, 255, 0),
                 ],
             ),
         ),
@@ -303,50 +227,18 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             with(
                 tcp_pair(),
                 &[
-                    Send {
-                        s: 1,
-                        len: 100,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 2,
-                        len: 50,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 1,
-                        len: 20,
-                        flags: 1,
-                    },
-                    Recv {
-                        s: 1,
-                        len: 255,
-                        flags: 0,
-                    },
+                    send(1, 100, 0),
+                    recv(2, 255, 0),
+                    send(2, 50, 0),
+                    recv(1, 20, 1),
+                    recv(1, 255, 0),
                     Name { s: 1, peer: true },
                     Name { s: 2, peer: false },
                     Shutdown { s: 1, how: 1 },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 1,
-                        len: 1,
-                        flags: 2,
-                    },
+                    recv(2, 255, 0),
+                    send(1, 1, 2),
                     Close { s: 2 },
-                    Recv {
-                        s: 1,
-                        len: 255,
-                        flags: 0,
-                    },
+                    recv(1, 255, 0),
                     Close { s: 1 },
                     Accept {
                         s: 0,
@@ -360,26 +252,10 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 STREAM,
                 Connect { s: 0, port: 1 },
-                GetOpt {
-                    s: 0,
-                    opt: 7,
-                    len: 0,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 7,
-                    len: 0,
-                },
-                Send {
-                    s: 0,
-                    len: 10,
-                    flags: 2,
-                },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: 0,
-                },
+                get_opt(0, 7, 0),
+                get_opt(0, 7, 0),
+                send(0, 10, 2),
+                recv(0, 10, 0),
                 Name { s: 0, peer: true },
                 Connect { s: 0, port: 1 },
                 Poll { s: 0, events: 3 },
@@ -389,39 +265,19 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             "seed_udp_exchange",
             vec![
                 DGRAM,
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 0,
-                },
+                bind_any(0, 0),
                 DGRAM,
-                SendTo {
-                    s: 1,
-                    len: 50,
-                    to: 0,
-                },
+                send_to(1, 50, 0),
                 RecvFrom { s: 0, len: 255 },
-                SendTo {
-                    s: 0,
-                    len: 20,
-                    to: 3,
-                },
+                send_to(0, 20, 3),
                 RecvFrom { s: 1, len: 10 },
                 RecvFrom { s: 1, len: 255 },
                 Connect { s: 1, port: 0 },
-                Send {
-                    s: 1,
-                    len: 0,
-                    flags: 0,
-                },
+                send(1, 0, 0),
                 Ioctl { s: 0, req: 0 },
                 RecvFrom { s: 0, len: 255 },
                 Name { s: 1, peer: true },
-                Recv {
-                    s: 0,
-                    len: 255,
-                    flags: 4,
-                },
+                recv(0, 255, 4),
             ],
         ),
         (
@@ -430,59 +286,21 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 tcp_pair(),
                 &[
                     EpollCreate,
-                    EpollCtl {
-                        ep: 0,
-                        s: 2,
-                        op: 0,
-                        events: 0b0000_0101,
-                    },
-                    EpollCtl {
-                        ep: 0,
-                        s: 1,
-                        op: 0,
-                        events: 0b0001_0011,
-                    },
-                    EpollCtl {
-                        ep: 0,
-                        s: 0,
-                        op: 0,
-                        events: 0b0010_0001,
-                    },
+                    epoll_ctl(0, 2, 0, 0b0000_0101),
+                    epoll_ctl(0, 1, 0, 0b0001_0011),
+                    epoll_ctl(0, 0, 0, 0b0010_0001),
                     EpollWait { ep: 0, wait: false },
-                    Send {
-                        s: 1,
-                        len: 30,
-                        flags: 0,
-                    },
+                    send(1, 30, 0),
                     EpollWait { ep: 0, wait: false },
-                    Recv {
-                        s: 2,
-                        len: 10,
-                        flags: 0,
-                    },
+                    recv(2, 10, 0),
                     EpollWait { ep: 0, wait: false },
                     STREAM,
                     Connect { s: 3, port: 0 },
                     EpollWait { ep: 0, wait: false },
-                    EpollCtl {
-                        ep: 0,
-                        s: 0,
-                        op: 1,
-                        events: 0b0000_0001,
-                    },
+                    epoll_ctl(0, 0, 1, 0b0000_0001),
                     EpollWait { ep: 0, wait: true },
-                    EpollCtl {
-                        ep: 0,
-                        s: 0,
-                        op: 2,
-                        events: 0,
-                    },
-                    EpollCtl {
-                        ep: 0,
-                        s: 0,
-                        op: 2,
-                        events: 0,
-                    },
+                    epoll_ctl(0, 0, 2, 0),
+                    epoll_ctl(0, 0, 2, 0),
                     Shutdown { s: 1, how: 1 },
                     EpollWait { ep: 0, wait: false },
                     Close { s: 2 },
@@ -495,126 +313,30 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 STREAM,
                 DGRAM,
-                SetOpt {
-                    s: 0,
-                    opt: 0,
-                    val: 1,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 0,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 2,
-                    val: 1,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 2,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 3,
-                    val: 3,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 3,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 14,
-                    val: 1,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 14,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 15,
-                    val: 9,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 15,
-                    len: 0,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 8,
-                    len: 0,
-                },
-                GetOpt {
-                    s: 1,
-                    opt: 8,
-                    len: 0,
-                },
-                GetOpt {
-                    s: 1,
-                    opt: 12,
-                    len: 0,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 11,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 1,
-                    opt: 10,
-                    val: 1,
-                },
-                GetOpt {
-                    s: 1,
-                    opt: 10,
-                    len: 2,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 19,
-                    val: 4,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 19,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 20,
-                    val: 5,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 20,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 13,
-                    val: 2,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: 13,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 14,
-                    val: 0x81,
-                },
-                GetOpt {
-                    s: 1,
-                    opt: 14,
-                    len: 0,
-                },
+                set_opt(0, 0, 1),
+                get_opt(0, 0, 0),
+                set_opt(0, 2, 1),
+                get_opt(0, 2, 0),
+                set_opt(0, 3, 3),
+                get_opt(0, 3, 0),
+                set_opt(0, 14, 1),
+                get_opt(0, 14, 0),
+                set_opt(0, 15, 9),
+                get_opt(0, 15, 0),
+                get_opt(0, 8, 0),
+                get_opt(1, 8, 0),
+                get_opt(1, 12, 0),
+                get_opt(0, 11, 0),
+                set_opt(1, 10, 1),
+                get_opt(1, 10, 2),
+                set_opt(0, 19, 4),
+                get_opt(0, 19, 0),
+                set_opt(0, 20, 5),
+                get_opt(0, 20, 0),
+                set_opt(0, 13, 2),
+                get_opt(0, 13, 0),
+                set_opt(0, 14, 0x81),
+                get_opt(1, 14, 0),
             ],
         ),
         (
@@ -626,38 +348,16 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                     Fcntl { s: 2, cmd: 6 },
                     Fcntl { s: 3, cmd: 3 },
                     Close { s: 2 },
-                    Send {
-                        s: 1,
-                        len: 40,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 3,
-                        len: 255,
-                        flags: 0,
-                    },
+                    send(1, 40, 0),
+                    recv(3, 255, 0),
                     Fcntl { s: 3, cmd: 2 },
                     Fcntl { s: 3, cmd: 0 },
                     Fcntl { s: 3, cmd: 7 },
                     EpollCreate,
-                    EpollCtl {
-                        ep: 0,
-                        s: 3,
-                        op: 0,
-                        events: 1,
-                    },
+                    epoll_ctl(0, 3, 0, 1),
                     Fcntl { s: 3, cmd: 6 },
-                    EpollCtl {
-                        ep: 0,
-                        s: 2,
-                        op: 0,
-                        events: 1,
-                    },
-                    Send {
-                        s: 1,
-                        len: 10,
-                        flags: 0,
-                    },
+                    epoll_ctl(0, 2, 0, 1),
+                    send(1, 10, 0),
                     EpollWait { ep: 0, wait: false },
                     Close { s: 3 },
                     EpollWait { ep: 0, wait: false },
@@ -669,33 +369,13 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             with(
                 tcp_pair(),
                 &[
-                    SetOpt {
-                        s: 1,
-                        opt: 3,
-                        val: 1,
-                    },
+                    set_opt(1, 3, 1),
                     Close { s: 1 },
                     Poll { s: 2, events: 15 },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 2,
-                        len: 10,
-                        flags: 2,
-                    },
-                    GetOpt {
-                        s: 2,
-                        opt: 7,
-                        len: 0,
-                    },
+                    recv(2, 255, 0),
+                    recv(2, 255, 0),
+                    send(2, 10, 2),
+                    get_opt(2, 7, 0),
                     Name { s: 2, peer: true },
                 ],
             ),
@@ -705,59 +385,19 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             with(
                 tcp_pair(),
                 &[
-                    Send {
-                        s: 1,
-                        len: 10,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 1,
-                        len: 3,
-                        flags: 3,
-                    },
-                    Send {
-                        s: 1,
-                        len: 5,
-                        flags: 0,
-                    },
+                    send(1, 10, 0),
+                    send(1, 3, 3),
+                    send(1, 5, 0),
                     Poll { s: 2, events: 5 },
                     Ioctl { s: 2, req: 1 },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
+                    recv(2, 255, 0),
                     Ioctl { s: 2, req: 1 },
-                    Recv {
-                        s: 2,
-                        len: 1,
-                        flags: 3,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 1,
-                        flags: 3,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
-                    SetOpt {
-                        s: 2,
-                        opt: 4,
-                        val: 1,
-                    },
-                    Send {
-                        s: 1,
-                        len: 2,
-                        flags: 3,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 255,
-                        flags: 0,
-                    },
+                    recv(2, 1, 3),
+                    recv(2, 1, 3),
+                    recv(2, 255, 0),
+                    set_opt(2, 4, 1),
+                    send(1, 2, 3),
+                    recv(2, 255, 0),
                 ],
             ),
         ),
@@ -765,15 +405,8 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             "seed_backlog",
             vec![
                 STREAM,
-                Bind {
-                    s: 0,
-                    any: false,
-                    port: 1,
-                },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                bind_server(0, 1),
+                accept(0),
                 Listen { s: 0, backlog: 0 },
                 STREAM,
                 STREAM,
@@ -782,39 +415,14 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 Connect { s: 1, port: 1 },
                 Connect { s: 1, port: 1 },
                 Close { s: 1 },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
-                Recv {
-                    s: 1,
-                    len: 10,
-                    flags: 0,
-                },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                accept(0),
+                recv(1, 10, 0),
+                accept(0),
+                accept(0),
                 STREAM,
-                Bind {
-                    s: 4,
-                    any: true,
-                    port: 1,
-                },
-                Bind {
-                    s: 4,
-                    any: true,
-                    port: 2,
-                },
-                Bind {
-                    s: 4,
-                    any: true,
-                    port: 2,
-                },
+                bind_any(4, 1),
+                bind_any(4, 2),
+                bind_any(4, 2),
             ],
         ),
         (
@@ -824,11 +432,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             "seed_fix_accept_queue_holds_backlog_plus_one",
             vec![
                 STREAM,
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 0,
-                },
+                bind_any(0, 0),
                 Listen { s: 0, backlog: 1 },
                 STREAM,
                 STREAM,
@@ -839,19 +443,10 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 Poll { s: 1, events: 2 },
                 Poll { s: 2, events: 2 },
                 Poll { s: 3, events: 2 },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                accept(0),
+                accept(0),
                 Close { s: 4 },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                accept(0),
             ],
         ),
         (
@@ -861,34 +456,15 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 &[
                     Shutdown { s: 2, how: 0 },
                     Poll { s: 2, events: 15 },
-                    Recv {
-                        s: 2,
-                        len: 10,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 1,
-                        len: 10,
-                        flags: 0,
-                    },
+                    recv(2, 10, 0),
+                    send(1, 10, 0),
                     Shutdown { s: 2, how: 1 },
-                    Recv {
-                        s: 1,
-                        len: 10,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 2,
-                        len: 1,
-                        flags: 2,
-                    },
+                    recv(1, 10, 0),
+                    send(2, 1, 2),
                     Shutdown { s: 2, how: 2 },
                     Shutdown { s: 2, how: 3 },
                     Shutdown { s: 0, how: 2 },
-                    Accept {
-                        s: 0,
-                        cloexec: false,
-                    },
+                    accept(0),
                     Poll { s: 0, events: 15 },
                     STREAM,
                     Shutdown { s: 3, how: 2 },
@@ -899,54 +475,21 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             "seed_bad_handles",
             vec![
                 Close { s: 0 },
-                Send {
-                    s: 0,
-                    len: 1,
-                    flags: 0,
-                },
-                Recv {
-                    s: 0,
-                    len: 1,
-                    flags: 0,
-                },
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 0,
-                },
+                send(0, 1, 0),
+                recv(0, 1, 0),
+                bind_any(0, 0),
                 Listen { s: 0, backlog: 1 },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                accept(0),
                 Connect { s: 0, port: 0 },
-                GetOpt {
-                    s: 0,
-                    opt: 0,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: 0,
-                    val: 0,
-                },
+                get_opt(0, 0, 0),
+                set_opt(0, 0, 0),
                 Fcntl { s: 0, cmd: 0 },
                 Ioctl { s: 0, req: 0 },
                 Name { s: 0, peer: false },
                 EpollWait { ep: 0, wait: false },
-                EpollCtl {
-                    ep: 0,
-                    s: 0,
-                    op: 0,
-                    events: 1,
-                },
+                epoll_ctl(0, 0, 0, 1),
                 EpollCreate,
-                EpollCtl {
-                    ep: 0,
-                    s: 0,
-                    op: 0,
-                    events: 1,
-                },
+                epoll_ctl(0, 0, 0, 1),
                 EpollClose { ep: 1 },
                 Poll { s: 0, events: 1 },
             ],
@@ -958,23 +501,11 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 &[
                     Close { s: 0 },
                     STREAM,
-                    Bind {
-                        s: 0,
-                        any: true,
-                        port: 0,
-                    },
+                    bind_any(0, 0),
                     Close { s: 2 },
-                    Bind {
-                        s: 0,
-                        any: false,
-                        port: 0,
-                    },
+                    bind_server(0, 0),
                     Close { s: 1 },
-                    Bind {
-                        s: 0,
-                        any: true,
-                        port: 0,
-                    },
+                    bind_any(0, 0),
                 ],
             ),
         ),
@@ -982,52 +513,21 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             "seed_fix_bind_beside_accepted_connections_reuseaddr",
             vec![
                 STREAM,
-                SetOpt {
-                    s: 0,
-                    opt: SO_REUSEADDR,
-                    val: 1,
-                },
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 1,
-                },
+                set_opt(0, SO_REUSEADDR, 1),
+                bind_any(0, 1),
                 Listen { s: 0, backlog: 2 },
                 STREAM,
                 Connect { s: 1, port: 1 },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                accept(0),
                 Close { s: 0 },
                 STREAM,
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 1,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: SO_REUSEADDR,
-                    val: 1,
-                },
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 1,
-                },
+                bind_any(0, 1),
+                set_opt(0, SO_REUSEADDR, 1),
+                bind_any(0, 1),
                 Listen { s: 0, backlog: 2 },
                 STREAM,
-                SetOpt {
-                    s: 3,
-                    opt: SO_REUSEADDR,
-                    val: 1,
-                },
-                Bind {
-                    s: 3,
-                    any: false,
-                    port: 1,
-                },
+                set_opt(3, SO_REUSEADDR, 1),
+                bind_server(3, 1),
             ],
         ),
         (
@@ -1036,19 +536,11 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 STREAM,
                 Connect { s: 0, port: 2 },
                 Name { s: 0, peer: false },
-                GetOpt {
-                    s: 0,
-                    opt: SO_ERROR,
-                    len: 0,
-                },
+                get_opt(0, SO_ERROR, 0),
                 Name { s: 0, peer: false },
                 Connect { s: 0, port: 2 },
                 Name { s: 0, peer: false },
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 2,
-                },
+                bind_any(0, 2),
                 Name { s: 0, peer: false },
                 STREAM,
                 Connect { s: 1, port: 2 },
@@ -1061,84 +553,25 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             "seed_fix_tcp_maxseg",
             vec![
                 STREAM,
-                GetOpt {
-                    s: 0,
-                    opt: TCP_MAXSEG,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: TCP_MAXSEG,
-                    val: INT_64,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: TCP_MAXSEG,
-                    val: INT_100000,
-                },
-                SetOpt {
-                    s: 0,
-                    opt: TCP_MAXSEG,
-                    val: INT_255,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: TCP_MAXSEG,
-                    len: LEN_2,
-                },
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 0,
-                },
+                get_opt(0, TCP_MAXSEG, 0),
+                set_opt(0, TCP_MAXSEG, INT_64),
+                set_opt(0, TCP_MAXSEG, INT_100000),
+                set_opt(0, TCP_MAXSEG, INT_255),
+                get_opt(0, TCP_MAXSEG, LEN_2),
+                bind_any(0, 0),
                 Listen { s: 0, backlog: 2 },
-                GetOpt {
-                    s: 0,
-                    opt: TCP_MAXSEG,
-                    len: 0,
-                },
+                get_opt(0, TCP_MAXSEG, 0),
                 STREAM,
-                SetOpt {
-                    s: 1,
-                    opt: TCP_MAXSEG,
-                    val: INT_0,
-                },
-                GetOpt {
-                    s: 1,
-                    opt: TCP_MAXSEG,
-                    len: 0,
-                },
+                set_opt(1, TCP_MAXSEG, INT_0),
+                get_opt(1, TCP_MAXSEG, 0),
                 Connect { s: 1, port: 0 },
-                GetOpt {
-                    s: 1,
-                    opt: TCP_MAXSEG,
-                    len: 0,
-                },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
-                GetOpt {
-                    s: 2,
-                    opt: TCP_MAXSEG,
-                    len: 0,
-                },
+                get_opt(1, TCP_MAXSEG, 0),
+                accept(0),
+                get_opt(2, TCP_MAXSEG, 0),
                 DGRAM,
-                GetOpt {
-                    s: 3,
-                    opt: TCP_MAXSEG,
-                    len: 0,
-                },
-                SetOpt {
-                    s: 3,
-                    opt: TCP_MAXSEG,
-                    val: INT_255,
-                },
-                SetOpt {
-                    s: 1,
-                    opt: TCP_MAXSEG,
-                    val: 128 + INT_255,
-                },
+                get_opt(3, TCP_MAXSEG, 0),
+                set_opt(3, TCP_MAXSEG, INT_255),
+                set_opt(1, TCP_MAXSEG, 128 + INT_255),
             ],
         ),
         (
@@ -1147,47 +580,15 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 tcp_pair(),
                 &[
                     Shutdown { s: 2, how: 2 },
-                    Send {
-                        s: 1,
-                        len: 5,
-                        flags: SEND_NOSIGNAL,
-                    },
-                    Recv {
-                        s: 1,
-                        len: 10,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 10,
-                        flags: 0,
-                    },
+                    send(1, 5, SEND_NOSIGNAL),
+                    recv(1, 10, 0),
+                    recv(2, 10, 0),
                     Poll { s: 1, events: 15 },
-                    Send {
-                        s: 1,
-                        len: 5,
-                        flags: SEND_NOSIGNAL,
-                    },
-                    Send {
-                        s: 1,
-                        len: 5,
-                        flags: SEND_NOSIGNAL,
-                    },
-                    GetOpt {
-                        s: 1,
-                        opt: SO_ERROR,
-                        len: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 10,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 2,
-                        len: 5,
-                        flags: SEND_NOSIGNAL,
-                    },
+                    send(1, 5, SEND_NOSIGNAL),
+                    send(1, 5, SEND_NOSIGNAL),
+                    get_opt(1, SO_ERROR, 0),
+                    recv(2, 10, 0),
+                    send(2, 5, SEND_NOSIGNAL),
                 ],
             ),
         ),
@@ -1197,48 +598,17 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
                 tcp_pair(),
                 &[
                     Close { s: 2 },
-                    Send {
-                        s: 1,
-                        len: 5,
-                        flags: SEND_NOSIGNAL,
-                    },
-                    GetOpt {
-                        s: 1,
-                        opt: SO_ERROR,
-                        len: 0,
-                    },
-                    Recv {
-                        s: 1,
-                        len: 10,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 1,
-                        len: 5,
-                        flags: SEND_NOSIGNAL,
-                    },
+                    send(1, 5, SEND_NOSIGNAL),
+                    get_opt(1, SO_ERROR, 0),
+                    recv(1, 10, 0),
+                    send(1, 5, SEND_NOSIGNAL),
                     STREAM,
                     Connect { s: 2, port: 0 },
-                    Accept {
-                        s: 0,
-                        cloexec: false,
-                    },
+                    accept(0),
                     Close { s: 3 },
-                    Send {
-                        s: 2,
-                        len: 5,
-                        flags: 0,
-                    },
-                    Recv {
-                        s: 2,
-                        len: 10,
-                        flags: 0,
-                    },
-                    Send {
-                        s: 2,
-                        len: 5,
-                        flags: 0,
-                    },
+                    send(2, 5, 0),
+                    recv(2, 10, 0),
+                    send(2, 5, 0),
                 ],
             ),
         ),
@@ -1247,179 +617,72 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 DGRAM,
                 Connect { s: 0, port: 1 },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
+                send(0, 3, 0),
                 Poll { s: 0, events: 3 },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: 0,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: SO_ERROR,
-                    len: 0,
-                },
+                send(0, 3, 0),
+                send(0, 3, 0),
+                recv(0, 10, 0),
+                get_opt(0, SO_ERROR, 0),
                 EpollCreate,
-                EpollCtl {
-                    ep: 0,
-                    s: 0,
-                    op: 0,
-                    events: 1,
-                },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
+                epoll_ctl(0, 0, 0, 1),
+                send(0, 3, 0),
                 EpollWait { ep: 0, wait: false },
-                GetOpt {
-                    s: 0,
-                    opt: SO_ERROR,
-                    len: 0,
-                },
-                GetOpt {
-                    s: 0,
-                    opt: SO_ERROR,
-                    len: 0,
-                },
+                get_opt(0, SO_ERROR, 0),
+                get_opt(0, SO_ERROR, 0),
                 DGRAM,
-                Bind {
-                    s: 1,
-                    any: true,
-                    port: 1,
-                },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: 0,
-                },
+                bind_any(1, 1),
+                send(0, 3, 0),
+                recv(0, 10, 0),
                 RecvFrom { s: 1, len: 10 },
                 Close { s: 1 },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
-                SendTo {
-                    s: 0,
-                    len: 3,
-                    to: 2,
-                },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: 0,
-                },
+                send(0, 3, 0),
+                send_to(0, 3, 2),
+                recv(0, 10, 0),
             ],
         ),
         (
             "seed_ipv6_stream",
             vec![
                 STREAM6,
-                Bind {
-                    s: 0,
-                    any: false,
-                    port: 0,
-                },
+                bind_server(0, 0),
                 Listen { s: 0, backlog: 2 },
                 STREAM6,
                 Connect { s: 1, port: 0 },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                accept(0),
                 Name { s: 1, peer: false },
                 Name { s: 1, peer: true },
                 Name { s: 2, peer: false },
-                Send {
-                    s: 1,
-                    len: 100,
-                    flags: 0,
-                },
-                Recv {
-                    s: 2,
-                    len: 200,
-                    flags: 0,
-                },
+                send(1, 100, 0),
+                recv(2, 200, 0),
                 Shutdown { s: 2, how: 1 },
-                Recv {
-                    s: 1,
-                    len: 200,
-                    flags: 0,
-                },
+                recv(1, 200, 0),
                 Poll { s: 1, events: 15 },
                 Close { s: 2 },
                 Close { s: 1 },
                 STREAM6,
-                Bind {
-                    s: 1,
-                    any: true,
-                    port: 0,
-                },
+                bind_any(1, 0),
             ],
         ),
         (
             "seed_ipv6_dual_stack",
             vec![
                 STREAM6,
-                Bind {
-                    s: 0,
-                    any: true,
-                    port: 1,
-                },
+                bind_any(0, 1),
                 Listen { s: 0, backlog: 2 },
                 STREAM,
-                Bind {
-                    s: 1,
-                    any: true,
-                    port: 1,
-                },
+                bind_any(1, 1),
                 Connect { s: 1, port: 1 },
                 Close { s: 1 },
                 STREAM,
                 Connect { s: 1, port: 1 },
-                Accept {
-                    s: 0,
-                    cloexec: false,
-                },
+                accept(0),
                 Name { s: 2, peer: false },
                 DGRAM6,
-                Bind {
-                    s: 3,
-                    any: true,
-                    port: 2,
-                },
+                bind_any(3, 2),
                 DGRAM,
-                SendTo {
-                    s: 4,
-                    len: 10,
-                    to: 2,
-                },
+                send_to(4, 10, 2),
                 RecvFrom { s: 3, len: 20 },
-                SendTo {
-                    s: 3,
-                    len: 7,
-                    to: 3,
-                },
+                send_to(3, 7, 3),
                 RecvFrom { s: 4, len: 20 },
             ],
         ),
@@ -1428,27 +691,11 @@ pub fn seeds() -> Vec<(&'static str, Vec<Op>)> {
             vec![
                 DGRAM6,
                 Connect { s: 0, port: 1 },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
+                send(0, 3, 0),
                 Poll { s: 0, events: 3 },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
-                Send {
-                    s: 0,
-                    len: 3,
-                    flags: 0,
-                },
-                Recv {
-                    s: 0,
-                    len: 10,
-                    flags: 0,
-                },
+                send(0, 3, 0),
+                send(0, 3, 0),
+                recv(0, 10, 0),
                 Name { s: 0, peer: true },
             ],
         ),

@@ -27,16 +27,12 @@ fn stack(last: u8) -> Stack {
         ..StackConfig::default()
     });
     let id = s
-        .add_interface(&InterfaceConfig {
-            name: format!("mem{last}"),
-            mac: [2, 0, 0, 0, 3, last],
-            mtu: 1500,
-            addr: Ipv4Addr::new(10, 99, 3, last),
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
+        .add_interface(&InterfaceConfig::new(
+            format!("mem{last}"),
+            [2, 0, 0, 0, 3, last],
+            Ipv4Addr::new(10, 99, 3, last),
+            24,
+        ))
         .unwrap();
     let v6 = Ipv6Config {
         addrs: vec![(Ipv6Addr::new(0xfd99, 3, 0, 0, 0, 0, 0, u16::from(last)), 64)],

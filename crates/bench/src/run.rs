@@ -160,22 +160,9 @@ impl Proc {
     /// up to 5 s, then kills it.
     fn terminate(mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .stderr(Stdio::null())
-                .status();
+            self.signal_term();
         }
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        eprintln!("  {} did not stop; killing it", self.what);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 
     /// Closes its standard input (the stop request) and waits up to 5 s,
@@ -321,8 +308,10 @@ impl Ctx {
         Ok(units / secs * spec.scale)
     }
 
-    /// One timed run of the C programs (`cprog.rs`): units per second.
-    fn c_rate_run(&mut self, which: &str, spec: &Spec) -> Result<f64, String> {
+    /// For a C server and client over a new shared-memory link: a new
+    /// port, the link's path, and the server's and the client's ustack
+    /// configuration files (the server's creates the link).
+    fn c_pair_files(&mut self) -> Result<(String, String, PathBuf, PathBuf), String> {
         let port = self.next_port();
         let link = self.link_path();
         let dir = std::env::temp_dir().join(format!("ustack-bench-c-{}", std::process::id()));
@@ -333,7 +322,12 @@ impl Ctx {
             std::fs::write(p, cprog::ustack_ini(&link, create))
                 .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         }
-        let port_s = port.to_string();
+        Ok((port.to_string(), link, sini, cini))
+    }
+
+    /// One timed run of the C programs (`cprog.rs`): units per second.
+    fn c_rate_run(&mut self, which: &str, spec: &Spec) -> Result<f64, String> {
+        let (port_s, link, sini, cini) = self.c_pair_files()?;
         let sargs = vec!["server".to_string(), "--port".into(), port_s.clone()];
         let s = cprog::command(&self.exe, spec, which, 0, Some(&sini), &sargs)?;
         let what = format!("{which} {} server", spec.way.name());
@@ -385,17 +379,7 @@ impl Ctx {
         window: Duration,
         out: &Path,
     ) -> Result<(f64, f64), String> {
-        let port = self.next_port();
-        let link = self.link_path();
-        let dir = std::env::temp_dir().join(format!("ustack-bench-c-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let (sini, cini) = (dir.join("server.ini"), dir.join("client.ini"));
-        for (p, create) in [(&sini, true), (&cini, false)] {
-            std::fs::write(p, cprog::ustack_ini(&link, create))
-                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        }
-        let port_s = port.to_string();
+        let (port_s, link, sini, cini) = self.c_pair_files()?;
         let sargs = vec!["server".to_string(), "--port".into(), port_s.clone()];
         let s = cprog::command(&self.exe, spec, "ustack", 0, Some(&sini), &sargs)?;
         // taskset -c 0 valgrind ... PROGRAM ARGS

@@ -74,9 +74,10 @@ pub struct ServerFigures {
     pub client_core_busy: f64,
 }
 
-/// A server process group, stopped on drop.
-struct Running {
-    child: Child,
+/// A server started in a process group of its own (`process_group(0)`),
+/// the whole group stopped on drop: TERM, then KILL after 3 s.
+pub(crate) struct Running {
+    pub child: Child,
 }
 
 impl Drop for Running {

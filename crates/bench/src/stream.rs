@@ -24,9 +24,10 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::servers::Running;
 use crate::veth::{
     core_ticks, read_stats, tail, which, Offloads, Rps, Topology, CLIENT_CPU, PREFIX, SERVER_CPU,
     SERVER_IP,
@@ -81,32 +82,6 @@ pub fn parse_iperf3(out: &str) -> Result<(f64, u64), String> {
     }
     rate.map(|r| (r, retr))
         .ok_or_else(|| format!("cannot read iperf3's report:\n{out}"))
-}
-
-/// The server, in its own process group; stopped on drop.
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.wait();
-    }
 }
 
 /// The namespaces, the veth and ustack's configuration, for every run.
@@ -227,7 +202,7 @@ impl StreamBench {
         let child = cmd
             .spawn()
             .map_err(|e| format!("cannot start iperf3 -s: {e}"))?;
-        let server = Server { child };
+        let server = Running { child };
         // The warm-up, until the server answers.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

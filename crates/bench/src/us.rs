@@ -175,14 +175,8 @@ pub fn stack_on(
     });
     stack
         .add_interface(&InterfaceConfig {
-            name: "shm0".into(),
-            mac: link.info().mac,
             mtu: MTU.min(link.info().mtu),
-            addr: ip,
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: Vec::new(),
+            ..InterfaceConfig::new("shm0", link.info().mac, ip, 24)
         })
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     if let Some(ip6) = ip6 {

@@ -1388,69 +1388,10 @@ fn page_size() -> usize {
 mod tests {
     use super::*;
     use crate::test_net::{
-        arp_request, is_arp_reply_from, is_root, quiet_veth_pair, receive, run, Cleanup,
+        arp_request, is_arp_reply_from, is_root, quiet_veth_pair, receive, run, NsVeth,
     };
     use std::net::UdpSocket;
     use std::time::Duration;
-
-    /// A veth pair, one end in a namespace of its own with 10.99.y.1/24;
-    /// removed on drop.
-    struct Veth {
-        outer: String,
-        ns: String,
-        y: u8,
-        _cleanup: Cleanup,
-    }
-
-    impl Veth {
-        fn new(tag: &str, y: u8) -> Veth {
-            let pid = std::process::id();
-            let outer = format!("uv{tag}A{pid}");
-            let inner = format!("uv{tag}B{pid}");
-            let ns = format!("ustk-lt{tag}{pid}");
-            let cleanup = Cleanup::new(vec![
-                vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
-                vec!["ip".into(), "link".into(), "del".into(), outer.clone()],
-            ]);
-            run(&["ip", "netns", "add", &ns]);
-            run(&[
-                "ip", "link", "add", &outer, "type", "veth", "peer", "name", &inner,
-            ]);
-            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{outer}/disable_ipv6"), "1");
-            run(&["ip", "link", "set", &inner, "netns", &ns]);
-            run(&[
-                "ip",
-                "netns",
-                "exec",
-                &ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-            ]);
-            run(&[
-                "ip",
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("10.99.{y}.1/24"),
-                "dev",
-                &inner,
-            ]);
-            run(&["ip", "-n", &ns, "link", "set", &inner, "up"]);
-            run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-            Veth {
-                outer,
-                ns,
-                y,
-                _cleanup: cleanup,
-            }
-        }
-
-        fn inner(&self) -> String {
-            self.outer.replacen('A', "B", 1)
-        }
-    }
 
     fn send_arp(link: &mut AfPacketLink, target: [u8; 4], count: usize) {
         let mac = link.info().mac;
@@ -1618,7 +1559,7 @@ mod tests {
             return;
         }
         let y = (std::process::id() % 100) as u8;
-        let veth = Veth::new("", y);
+        let veth = NsVeth::new("uv", y);
         let ring = RingConfig {
             rx_block_size: 1 << 16,
             rx_block_count: 4,
@@ -1680,39 +1621,12 @@ mod tests {
         assert_eq!(replies, 100, "stats {:?}", link.stats());
 
         // A datagram the kernel sends: it arrives whole.
-        let macs = mac
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":");
-        let me = format!("10.99.{}.2", veth.y);
-        run(&[
-            "ip",
-            "-n",
-            &veth.ns,
-            "neigh",
-            "replace",
-            &me,
-            "lladdr",
-            &macs,
-            "dev",
-            &veth.inner(),
-            "nud",
-            "permanent",
-        ]);
-        let ns_path = format!("/var/run/netns/{}", veth.ns);
-        let dst = format!("{me}:9999");
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&ns_path).unwrap();
-            // SAFETY: setns on a namespace file we hold open; it changes
-            // only this (short-lived) thread's network namespace.
-            let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+        veth.peer_neigh(mac);
+        let dst = format!("{}:9999", veth.our_ip());
+        veth.in_ns(move || {
             let s = UdpSocket::bind("0.0.0.0:0").unwrap();
             s.send_to(b"hello-ustack", dst.as_str()).unwrap();
-        })
-        .join()
-        .unwrap();
+        });
         let got = receive(&mut link, 1, Duration::from_secs(5), |b| {
             let d = b.data();
             d.len() >= 42
@@ -1741,39 +1655,16 @@ mod tests {
     /// A kernel socket in `veth`'s namespace sends `payload` to
     /// 10.99.y.2:9999 (the link's end, whose MAC it is told) as one UDP
     /// super-frame of datagrams of `segment` bytes (`UDP_SEGMENT`).
-    fn send_udp_gso(veth: &Veth, mac: [u8; 6], payload: Vec<u8>, segment: u16) {
-        let macs = mac.map(|b| format!("{b:02x}")).join(":");
-        let me = format!("10.99.{}.2", veth.y);
-        run(&[
-            "ip",
-            "-n",
-            &veth.ns,
-            "neigh",
-            "replace",
-            &me,
-            "lladdr",
-            &macs,
-            "dev",
-            &veth.inner(),
-            "nud",
-            "permanent",
-        ]);
-        let ns_path = format!("/var/run/netns/{}", veth.ns);
-        let dst = format!("{me}:9999");
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&ns_path).unwrap();
-            // SAFETY: setns on a namespace file we hold open; it changes
-            // only this (short-lived) thread's network namespace.
-            let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+    fn send_udp_gso(veth: &NsVeth, mac: [u8; 6], payload: Vec<u8>, segment: u16) {
+        veth.peer_neigh(mac);
+        let dst = format!("{}:9999", veth.our_ip());
+        veth.in_ns(move || {
             let s = UdpSocket::bind("0.0.0.0:0").unwrap();
             const UDP_SEGMENT: libc::c_int = 103;
             setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, UDP_SEGMENT, segment.into())
                 .expect("UDP_SEGMENT");
             s.send_to(&payload, dst.as_str()).unwrap();
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     /// A kernel peer's `UDP_SEGMENT` send crosses the veth as one
@@ -1785,7 +1676,7 @@ mod tests {
     fn udp_gso_super_frames_from_the_kernel_become_their_datagrams() {
         assert!(is_root(), "this AF_PACKET test needs root");
         for (i, kind) in [RxRingKind::V2, RxRingKind::V3].into_iter().enumerate() {
-            let veth = Veth::new(&format!("ug{i}"), 56 + i as u8);
+            let veth = NsVeth::new(&format!("uvug{i}"), 56 + i as u8);
             let ring = RingConfig {
                 rx_ring: kind,
                 tx_frame_count: 8,

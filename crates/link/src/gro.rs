@@ -35,6 +35,8 @@
 use wire::checksum;
 use wire::ip::IpProtocol;
 
+use crate::pseudo_header;
+
 use crate::pool::{PacketPool, PoolBuf};
 use crate::PacketBuffer;
 
@@ -176,21 +178,7 @@ impl TcpSegment {
     }
 
     fn pseudo(&self, frame: &[u8], tcp_bytes: usize) -> u16 {
-        let ip = &frame[self.l3..];
-        if self.v6 {
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&ip[8..24]);
-            d.copy_from_slice(&ip[24..40]);
-            checksum::pseudo_header_v6(&s.into(), &d.into(), IpProtocol::Tcp, tcp_bytes as u32)
-        } else {
-            checksum::pseudo_header_v4(
-                &[ip[12], ip[13], ip[14], ip[15]].into(),
-                &[ip[16], ip[17], ip[18], ip[19]].into(),
-                IpProtocol::Tcp,
-                tcp_bytes as u32,
-            )
-        }
+        pseudo_header::sum(&frame[self.l3..], self.v6, IpProtocol::Tcp, tcp_bytes)
     }
 
     /// Whether the frame's sums hold: the IPv4 header's always, the TCP
@@ -416,8 +404,9 @@ pub(crate) mod tests {
     const URG: u8 = 0x20;
 
     /// A frame of flow `port` (the source port), IPv4 or IPv6, with `seq`,
-    /// `flags`, the timestamp option (`tsval`) and `payload`; its TCP
-    /// checksum whole.
+    /// `flags`, the timestamp option (`tsval`) and `payload`
+    /// (`test_frames::tcp_frame`); its TCP checksum whole. The IPv4
+    /// identification changes with `seq`, as merging must not look at it.
     pub(crate) fn segment(
         v6: bool,
         port: u16,
@@ -426,53 +415,8 @@ pub(crate) mod tests {
         tsval: u32,
         payload: &[u8],
     ) -> Vec<u8> {
-        let ip_len = if v6 { 40 } else { 20 };
-        let tcp_len = 32;
-        let mut f = vec![0u8; 14 + ip_len + tcp_len + payload.len()];
-        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-        let ip = 14;
-        if v6 {
-            f[12..14].copy_from_slice(&[0x86, 0xdd]);
-            f[ip] = 0x60;
-            f[ip + 4..ip + 6].copy_from_slice(&((tcp_len + payload.len()) as u16).to_be_bytes());
-            f[ip + 6] = 6;
-            f[ip + 7] = 64;
-            f[ip + 8] = 0xfd;
-            f[ip + 23] = 1;
-            f[ip + 24] = 0xfd;
-            f[ip + 39] = 2;
-        } else {
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            f[ip] = 0x45;
-            f[ip + 2..ip + 4]
-                .copy_from_slice(&((20 + tcp_len + payload.len()) as u16).to_be_bytes());
-            f[ip + 4..ip + 6].copy_from_slice(&(seq as u16).to_be_bytes());
-            f[ip + 6] = 0x40;
-            f[ip + 8] = 64;
-            f[ip + 9] = 6;
-            f[ip + 12..ip + 16].copy_from_slice(&[10, 99, 30, 1]);
-            f[ip + 16..ip + 20].copy_from_slice(&[10, 99, 30, 2]);
-            let sum = !checksum::data(&f[ip..ip + 20]);
-            f[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
-        }
-        let t = ip + ip_len;
-        f[t..t + 2].copy_from_slice(&port.to_be_bytes());
-        f[t + 2..t + 4].copy_from_slice(&80u16.to_be_bytes());
-        f[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
-        f[t + 8..t + 12].copy_from_slice(&777u32.to_be_bytes());
-        f[t + 12] = 0x80;
-        f[t + 13] = flags;
-        f[t + 14..t + 16].copy_from_slice(&512u16.to_be_bytes());
-        f[t + 20..t + 24].copy_from_slice(&[1, 1, 8, 10]);
-        f[t + 24..t + 28].copy_from_slice(&tsval.to_be_bytes());
-        f[t + 28..t + 32].copy_from_slice(&9u32.to_be_bytes());
-        f[t + tcp_len..].copy_from_slice(payload);
-        let s = TcpSegment::parse(&f).unwrap();
-        let len = tcp_len + payload.len();
-        let sum = !checksum::combine(&[s.pseudo(&f, len), checksum::data(&f[t..t + len])]);
-        f[t + 16..t + 18].copy_from_slice(&sum.to_be_bytes());
-        assert!(s.sums_hold(&f, false));
+        let f = crate::test_frames::tcp_frame(v6, seq as u16, port, seq, flags, tsval, payload);
+        assert!(TcpSegment::parse(&f).unwrap().sums_hold(&f, false));
         f
     }
 

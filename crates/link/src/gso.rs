@@ -28,6 +28,8 @@
 use wire::checksum;
 use wire::ip::IpProtocol;
 
+use crate::pseudo_header;
+
 /// A TCP super-frame, parsed: where its headers end and how it is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpSuperFrame {
@@ -163,21 +165,7 @@ impl TcpSuperFrame {
     }
 
     fn pseudo(&self, frame: &[u8], tcp_bytes: usize) -> u16 {
-        let ip = &frame[self.l3..];
-        if self.v6 {
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&ip[8..24]);
-            d.copy_from_slice(&ip[24..40]);
-            checksum::pseudo_header_v6(&s.into(), &d.into(), IpProtocol::Tcp, tcp_bytes as u32)
-        } else {
-            checksum::pseudo_header_v4(
-                &[ip[12], ip[13], ip[14], ip[15]].into(),
-                &[ip[16], ip[17], ip[18], ip[19]].into(),
-                IpProtocol::Tcp,
-                tcp_bytes as u32,
-            )
-        }
+        pseudo_header::sum(&frame[self.l3..], self.v6, IpProtocol::Tcp, tcp_bytes)
     }
 
     fn whole_checksum_holds(&self, frame: &[u8]) -> bool {
@@ -268,53 +256,24 @@ impl TcpSuperFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_frames;
 
-    /// An Ethernet frame with IPv4 (or IPv6) and TCP carrying `payload`,
-    /// flags FIN|PSH|ACK|CWR, seq 1000, with a whole checksum.
+    /// A TCP frame (`test_frames::tcp_frame`) carrying `payload`, flags
+    /// FIN|PSH|ACK|CWR, seq 1000, IPv4 identification 0xfffe (so that the
+    /// segments' identifications wrap), its checksum whole.
     fn tcp_frame(v6: bool, payload: &[u8]) -> Vec<u8> {
-        let ip_len = if v6 { 40 } else { 20 };
-        let tcp_len = 32; // with 12 bytes of options
-        let mut f = vec![0u8; 14 + ip_len + tcp_len + payload.len()];
-        let ip = 14;
-        if v6 {
-            f[12..14].copy_from_slice(&[0x86, 0xdd]);
-            f[ip] = 0x60;
-            f[ip + 4..ip + 6].copy_from_slice(&((tcp_len + payload.len()) as u16).to_be_bytes());
-            f[ip + 6] = 6;
-            f[ip + 7] = 64;
-            f[ip + 8] = 0xfd;
-            f[ip + 9] = 0x99;
-            f[ip + 23] = 1;
-            f[ip + 24] = 0xfd;
-            f[ip + 25] = 0x99;
-            f[ip + 39] = 2;
-        } else {
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            f[ip] = 0x45;
-            f[ip + 2..ip + 4]
-                .copy_from_slice(&((20 + tcp_len + payload.len()) as u16).to_be_bytes());
-            f[ip + 4..ip + 6].copy_from_slice(&0xfffeu16.to_be_bytes());
-            f[ip + 6] = 0x40;
-            f[ip + 8] = 64;
-            f[ip + 9] = 6;
-            f[ip + 12..ip + 16].copy_from_slice(&[10, 99, 0, 1]);
-            f[ip + 16..ip + 20].copy_from_slice(&[10, 99, 0, 2]);
-        }
-        let t = ip + ip_len;
-        f[t..t + 2].copy_from_slice(&5000u16.to_be_bytes());
-        f[t + 2..t + 4].copy_from_slice(&80u16.to_be_bytes());
-        f[t + 4..t + 8].copy_from_slice(&1000u32.to_be_bytes());
-        f[t + 12] = ((tcp_len / 4) as u8) << 4;
-        f[t + 13] = 0x80 | 0x10 | 0x08 | 0x01;
-        f[t + 14..t + 16].copy_from_slice(&512u16.to_be_bytes());
-        f[t + 20..t + 32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
-        f[t + tcp_len..].copy_from_slice(payload);
-        let sf = TcpSuperFrame::parse(&f, 65535, true).unwrap();
-        let len = tcp_len + payload.len();
-        let pseudo = sf.pseudo(&f, len);
-        let sum = !checksum::combine(&[pseudo, checksum::data(&f[t..t + len])]);
-        f[t + 16..t + 18].copy_from_slice(&sum.to_be_bytes());
-        assert!(sf.whole_checksum_holds(&f));
+        let f = test_frames::tcp_frame(
+            v6,
+            0xfffe,
+            5000,
+            1000,
+            0x80 | 0x10 | 0x08 | 0x01,
+            1,
+            payload,
+        );
+        assert!(TcpSuperFrame::parse(&f, 65535, true)
+            .unwrap()
+            .whole_checksum_holds(&f));
         f
     }
 
@@ -511,19 +470,7 @@ mod tests {
         for mtu in [0, 20, 52, 53, 100] {
             let _ = cut(&f, mtu, true);
         }
-        let mut x = 7u32;
-        for len in [0usize, 13, 14, 40, 60, 200, 2000] {
-            let mut g: Vec<u8> = (0..len)
-                .map(|_| {
-                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-                    (x >> 16) as u8
-                })
-                .collect();
-            if len > 34 {
-                g[12..14].copy_from_slice(&[0x08, 0x00]);
-                g[14] = 0x45;
-                g[23] = 6;
-            }
+        for g in test_frames::noise_frames(7, &[0, 13, 14, 40, 60, 200, 2000], 6) {
             let _ = cut(&g, 1500, true);
         }
     }

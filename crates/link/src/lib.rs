@@ -32,9 +32,12 @@ pub mod partial_form;
 pub mod pass_tap;
 pub mod pcap;
 pub mod pool;
+mod pseudo_header;
 pub mod shm;
 pub mod spsc;
 pub mod tap;
+#[cfg(test)]
+mod test_frames;
 #[cfg(test)]
 mod test_net;
 pub mod udp_gso;

@@ -18,6 +18,8 @@
 use wire::checksum;
 use wire::ip::IpProtocol;
 
+use crate::pseudo_header;
+
 /// A UDP super-frame, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpSuperFrame {
@@ -106,13 +108,8 @@ impl UdpSuperFrame {
         dst[head..].copy_from_slice(&frame[head + range.start..head + range.end]);
         let udp_bytes = 8 + range.len();
         let ip = self.l3;
-        let pseudo = if self.v6 {
+        if self.v6 {
             dst[ip + 4..ip + 6].copy_from_slice(&(udp_bytes as u16).to_be_bytes());
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&dst[ip + 8..ip + 24]);
-            d.copy_from_slice(&dst[ip + 24..ip + 40]);
-            checksum::pseudo_header_v6(&s.into(), &d.into(), IpProtocol::Udp, udp_bytes as u32)
         } else {
             let total = (self.ip_len + udp_bytes) as u16;
             dst[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
@@ -121,13 +118,8 @@ impl UdpSuperFrame {
             dst[ip + 10..ip + 12].fill(0);
             let sum = !checksum::data(&dst[ip..ip + self.ip_len]);
             dst[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
-            checksum::pseudo_header_v4(
-                &[dst[ip + 12], dst[ip + 13], dst[ip + 14], dst[ip + 15]].into(),
-                &[dst[ip + 16], dst[ip + 17], dst[ip + 18], dst[ip + 19]].into(),
-                IpProtocol::Udp,
-                udp_bytes as u32,
-            )
-        };
+        }
+        let pseudo = pseudo_header::sum(&dst[ip..], self.v6, IpProtocol::Udp, udp_bytes);
         let u = ip + self.ip_len;
         dst[u + 4..u + 6].copy_from_slice(&(udp_bytes as u16).to_be_bytes());
         dst[u + 6..u + 8].copy_from_slice(&pseudo.to_be_bytes());
@@ -137,43 +129,7 @@ impl UdpSuperFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Ethernet, IPv4 or IPv6 and UDP 5000 -> 7 carrying `payload`, its
-    /// checksum partial as a UDP_SEGMENT sender's kernel leaves it.
-    pub(crate) fn udp_super_frame(v6: bool, payload: &[u8]) -> Vec<u8> {
-        let ip_len = if v6 { 40 } else { 20 };
-        let mut f = vec![0u8; 14 + ip_len + 8 + payload.len()];
-        let ip = 14;
-        let udp_bytes = 8 + payload.len();
-        if v6 {
-            f[12..14].copy_from_slice(&[0x86, 0xdd]);
-            f[ip] = 0x60;
-            f[ip + 4..ip + 6].copy_from_slice(&(udp_bytes as u16).to_be_bytes());
-            f[ip + 6] = 17;
-            f[ip + 7] = 64;
-            f[ip + 8] = 0xfd;
-            f[ip + 23] = 1;
-            f[ip + 24] = 0xfd;
-            f[ip + 39] = 2;
-        } else {
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            f[ip] = 0x45;
-            f[ip + 2..ip + 4].copy_from_slice(&((20 + udp_bytes) as u16).to_be_bytes());
-            f[ip + 4..ip + 6].copy_from_slice(&0xfffeu16.to_be_bytes());
-            f[ip + 8] = 64;
-            f[ip + 9] = 17;
-            f[ip + 12..ip + 16].copy_from_slice(&[10, 99, 56, 1]);
-            f[ip + 16..ip + 20].copy_from_slice(&[10, 99, 56, 2]);
-            let sum = !checksum::data(&f[ip..ip + 20]);
-            f[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
-        }
-        let u = ip + ip_len;
-        f[u..u + 2].copy_from_slice(&5000u16.to_be_bytes());
-        f[u + 2..u + 4].copy_from_slice(&7u16.to_be_bytes());
-        f[u + 4..u + 6].copy_from_slice(&(udp_bytes as u16).to_be_bytes());
-        f[u + 8..].copy_from_slice(payload);
-        f
-    }
+    use crate::test_frames;
 
     fn cut(f: &[u8], seg: usize) -> Result<Vec<Vec<u8>>, NotUdp> {
         let sf = UdpSuperFrame::parse(f, seg)?;
@@ -190,7 +146,8 @@ mod tests {
     fn a_udp_super_frame_becomes_its_datagrams() {
         let payload: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 253) as u8).collect();
         for v6 in [false, true] {
-            let f = udp_super_frame(v6, &payload);
+            // IPv4 identification 0xfffe: the datagrams' identifications wrap.
+            let f = test_frames::udp_frame(v6, 0xfffe, &payload);
             let ip_len = if v6 { 40 } else { 20 };
             let dgrams = cut(&f, 1200).unwrap();
             assert_eq!(dgrams.len(), 9, "8 of 1200 bytes and one of 400");
@@ -224,7 +181,7 @@ mod tests {
 
     #[test]
     fn what_is_not_udp_is_refused_and_nothing_panics() {
-        let f = udp_super_frame(false, &[3u8; 3000]);
+        let f = test_frames::udp_frame(false, 0xfffe, &[3u8; 3000]);
         let mut tcp = f.clone();
         tcp[23] = 6;
         assert_eq!(cut(&tcp, 1000), Err(NotUdp));
@@ -235,19 +192,7 @@ mod tests {
         for n in 0..f.len() {
             let _ = cut(&f[..n], 1000);
         }
-        let mut x = 99u32;
-        for len in [0usize, 13, 14, 33, 42, 61, 2000] {
-            let mut g: Vec<u8> = (0..len)
-                .map(|_| {
-                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                    (x >> 16) as u8
-                })
-                .collect();
-            if len > 34 {
-                g[12..14].copy_from_slice(&[0x08, 0x00]);
-                g[14] = 0x45;
-                g[23] = 17;
-            }
+        for g in test_frames::noise_frames(99, &[0, 13, 14, 33, 42, 61, 2000], 17) {
             for seg in [1, 8, 1000] {
                 let _ = cut(&g, seg);
             }

@@ -8,99 +8,29 @@
 #![cfg(feature = "dpdk")]
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use link::dpdk::{eal, DpdkLink, DpdkPortConfig, EalConfig};
 use link::{Link, PacketBuffer, MAX_BURST};
 
-/// Runs a command, panicking with its output if it fails.
-fn run(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+// The crate's own helpers for tests against the kernel (commands, ARP
+// frames, receiving until a count) and its hand-built frames, shared with
+// its unit tests; this file uses some of each.
+#[allow(dead_code)]
+#[path = "../src/test_frames.rs"]
+mod test_frames;
+#[allow(dead_code)]
+#[path = "../src/test_net.rs"]
+mod test_net;
 
-/// Runs its commands when dropped (also when a test panics).
-struct Cleanup(Vec<Vec<String>>);
+use test_frames::partial_udp_frame;
+use test_net::{arp_request, is_arp_reply_from, is_root, receive, run, NsVeth};
 
-impl Cleanup {
-    fn new(commands: Vec<Vec<String>>) -> Cleanup {
-        Cleanup(commands)
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for cmd in &self.0 {
-            let _ = Command::new(&cmd[0])
-                .args(&cmd[1..])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// A broadcast ARP request (padded to 60 bytes) asking who has `target`.
-fn arp_request(mac: [u8; 6], ip: [u8; 4], target: [u8; 4]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(60);
-    f.extend_from_slice(&[0xff; 6]);
-    f.extend_from_slice(&mac);
-    f.extend_from_slice(&[0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01]);
-    f.extend_from_slice(&mac);
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&[0; 6]);
-    f.extend_from_slice(&target);
-    f.resize(60, 0);
-    f
-}
-
-/// Whether `frame` is an ARP reply to `mac` from `sender`.
-fn is_arp_reply_from(frame: &[u8], mac: [u8; 6], sender: [u8; 4]) -> bool {
-    frame.len() >= 42
-        && frame[0..6] == mac
-        && frame[12..14] == [0x08, 0x06]
-        && frame[20..22] == [0x00, 0x02]
-        && frame[28..32] == sender
-}
-
-/// Receives until `keep` accepted `want` frames or `timeout` passed.
-fn receive(
-    link: &mut DpdkLink,
-    want: usize,
-    timeout: Duration,
-    mut keep: impl FnMut(&link::dpdk::Mbuf) -> bool,
-) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
-    let mut got = Vec::new();
-    let mut out = Vec::new();
-    while got.len() < want && Instant::now() < deadline {
-        link.rx_burst(&mut out, MAX_BURST).expect("rx_burst");
-        for b in out.drain(..) {
-            if keep(&b) {
-                got.push(b.data().to_vec());
-            }
-            link.recycle(b);
-        }
-    }
-    got
+/// Panics unless the tests run as root: every test here makes kernel
+/// interfaces.
+fn need_root(what: &str) {
+    assert!(is_root(), "this DPDK test needs root ({what})");
 }
 
 /// Serializes the tests of this file: the EAL's start and device probes
@@ -128,122 +58,89 @@ fn test_eal() {
 
 static NEXT_VDEV: AtomicU32 = AtomicU32::new(0);
 
-/// A veth pair: `outer` here (for the af_packet vdev), `inner` in a
-/// namespace with 10.99.y.1/24 and its checksum offload as asked. The
-/// af_packet PMD does not pass the kernel's "checksum not ready" mark on,
-/// so a peer that must be understood sends complete checksums (`tx off`).
-struct Veth {
-    outer: String,
-    inner: String,
-    ns: String,
-
-    _cleanup: Cleanup,
+/// A veth pair (`NsVeth`, named `ud<tag>…`) with our end up, for a
+/// virtual device over it, and 10.99.y.1/24 on the kernel's end. The
+/// af_packet PMD does not pass the kernel's "checksum not ready" mark on, so
+/// a peer that must be understood sends complete checksums: its transmit
+/// checksum offload stays on only if `kernel_tx_csum`.
+fn veth(tag: &str, y: u8, kernel_tx_csum: bool) -> NsVeth {
+    let veth = NsVeth::new(&format!("ud{tag}"), y);
+    run(&["ip", "link", "set", &veth.outer, "up"]);
+    if !kernel_tx_csum {
+        veth.peer_tx_offload(false);
+    }
+    veth
 }
 
-impl Veth {
-    fn new(tag: &str, y: u8, kernel_tx_csum: bool) -> Veth {
-        let pid = std::process::id();
-        let outer = format!("ud{tag}A{pid}");
-        let inner = format!("ud{tag}B{pid}");
-        let ns = format!("ustk-dl{tag}{pid}");
-        let cleanup = Cleanup::new(vec![
-            vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
-            vec!["ip".into(), "link".into(), "del".into(), outer.clone()],
-        ]);
-        run(&["ip", "netns", "add", &ns]);
-        run(&[
-            "ip", "link", "add", &outer, "type", "veth", "peer", "name", &inner,
-        ]);
-        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{outer}/disable_ipv6"), "1");
-        run(&["ip", "link", "set", &inner, "netns", &ns]);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
-        run(&[
-            "ip",
-            "-n",
-            &ns,
-            "addr",
-            "add",
-            &format!("10.99.{y}.1/24"),
-            "dev",
-            &inner,
-        ]);
-        run(&["ip", "-n", &ns, "link", "set", &inner, "up"]);
-        run(&["ip", "link", "set", &outer, "up"]);
-        if !kernel_tx_csum {
-            run(&[
-                "ip", "netns", "exec", &ns, "ethtool", "-K", &inner, "tx", "off",
-            ]);
-        }
-        Veth {
-            outer,
-            inner,
-            ns,
-
-            _cleanup: cleanup,
-        }
-    }
-
-    /// Runs `f` on a thread inside the namespace.
-    fn in_ns<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.ns);
-        std::thread::spawn(move || {
-            let ns = std::fs::File::open(&path).unwrap();
-            // SAFETY: setns on a namespace file we hold open; it changes only
-            // this short-lived thread's network namespace.
-            let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .unwrap()
-    }
-
-    /// Tells the kernel our address, so it sends without asking by ARP.
-    fn set_neighbor(&self, ip: &str, mac: [u8; 6]) {
-        let macs = mac
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":");
-        run(&[
-            "ip",
-            "-n",
-            &self.ns,
-            "neigh",
-            "replace",
-            ip,
-            "lladdr",
-            &macs,
-            "dev",
-            &self.inner,
-            "nud",
-            "permanent",
-        ]);
-    }
-}
-
-/// A link on a new af_packet virtual device over `veth.outer`, with more
-/// device arguments if `extra` is not empty.
-fn open_on(veth: &Veth, pool_size: u32, extra: &str) -> DpdkLink {
-    test_eal();
+/// Adds virtual device `driver` (its name without the number) with device
+/// arguments `args`, a new number each time; returns its port.
+fn probe(driver: &str, args: &str) -> u16 {
     let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
-    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={}{extra}", veth.outer)).unwrap();
-    let cfg = DpdkPortConfig {
+    eal::probe_vdev(&format!("{driver}{n},{args}")).unwrap()
+}
+
+/// The tests' port configuration: `pool_size` mbufs, 128 descriptors each
+/// way, a reserve of 16.
+fn port_config(port: u16, pool_size: u32) -> DpdkPortConfig {
+    DpdkPortConfig {
         pool_size,
         rx_desc: 128,
         tx_desc: 128,
         reserve: 16,
         ..DpdkPortConfig::new(port)
-    };
-    DpdkLink::open(&cfg).unwrap()
+    }
+}
+
+/// A link on a new af_packet virtual device over `veth.outer`, with more
+/// device arguments if `extra` is not empty.
+fn open_on(veth: &NsVeth, pool_size: u32, extra: &str) -> DpdkLink {
+    test_eal();
+    let port = probe("net_af_packet", &format!("iface={}{extra}", veth.outer));
+    DpdkLink::open(&port_config(port, pool_size)).unwrap()
+}
+
+/// Sends `count` ARP requests from `me` asking for `peer` as fast as the
+/// link takes them, pausing `pause` between rounds and reading the replies
+/// between sends as an engine would; returns how many replies came back
+/// within 10 s.
+fn arp_round_trips(
+    link: &mut DpdkLink,
+    (me, peer): ([u8; 4], [u8; 4]),
+    count: usize,
+    pause: Duration,
+) -> usize {
+    let mac = link.info().mac;
+    let req = arp_request(mac, me, peer);
+    let mut to_send = count;
+    let mut replies = 0;
+    let mut v = Vec::new();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replies < count && Instant::now() < deadline {
+        while to_send > 0 && v.len() < MAX_BURST {
+            let mut b = link.alloc_tx().unwrap();
+            b.set_len(req.len());
+            b.data_mut().copy_from_slice(&req);
+            v.push(b);
+            to_send -= 1;
+        }
+        link.tx_burst(&mut v).unwrap();
+        link.rx_burst(&mut out, MAX_BURST).unwrap();
+        for b in out.drain(..) {
+            if is_arp_reply_from(b.data(), mac, peer) {
+                replies += 1;
+            }
+            link.recycle(b);
+        }
+        link.service().unwrap();
+        std::thread::sleep(pause);
+    }
+    replies
+}
+
+/// The link's extra counters by name.
+fn extra_stats(link: &DpdkLink) -> std::collections::HashMap<&'static str, u64> {
+    link.extra_stats().into_iter().collect()
 }
 
 fn send(link: &mut DpdkLink, frame: &[u8], csum_partial: bool) {
@@ -259,68 +156,17 @@ fn send(link: &mut DpdkLink, frame: &[u8], csum_partial: bool) {
     }
 }
 
-/// An IPv4/UDP frame from `src` to `dst` whose checksum field holds only
-/// the pseudo-header sum (what a stack leaves for the NIC).
-fn partial_udp_frame(
-    dst_mac: [u8; 6],
-    src_mac: [u8; 6],
-    src: [u8; 4],
-    dst: [u8; 4],
-    dport: u16,
-    payload: &[u8],
-) -> Vec<u8> {
-    let udp_len = 8 + payload.len();
-    let ip_len = 20 + udp_len;
-    let mut f = Vec::new();
-    f.extend_from_slice(&dst_mac);
-    f.extend_from_slice(&src_mac);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
-    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let sum = ones_sum(&ip);
-    ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
-    f.extend_from_slice(&ip);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&40000u16.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&ones_sum(&pseudo).to_be_bytes()); // not inverted
-    f.extend_from_slice(payload);
-    f
-}
-
-fn ones_sum(b: &[u8]) -> u16 {
-    let mut s: u32 = 0;
-    for c in b.chunks(2) {
-        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
 #[test]
 fn bad_port_and_small_pool_are_refused() {
-    if !is_root() {
-        eprintln!("skipped: DPDK test needs root");
-        return;
-    }
+    need_root("kernel interfaces");
     let _serial = serial();
     test_eal();
     test_eal();
     let err = DpdkLink::open(&DpdkPortConfig::new(999)).err().unwrap();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert!(err.to_string().contains("no DPDK port 999"), "{err}");
-    let veth = Veth::new("s", 0, true);
-    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
-    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={}", veth.outer)).unwrap();
+    let veth = veth("s", 0, true);
+    let port = probe("net_af_packet", &format!("iface={}", veth.outer));
     let cfg = DpdkPortConfig {
         pool_size: 100,
         ..DpdkPortConfig::new(port)
@@ -332,14 +178,11 @@ fn bad_port_and_small_pool_are_refused() {
 
 #[test]
 fn veth_arp_udp_and_zero_copy_receive() {
-    if !is_root() {
-        eprintln!("skipped: DPDK test needs root");
-        return;
-    }
+    need_root("kernel interfaces");
     let _serial = serial();
     test_eal();
     let y = 60 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("", y, false);
+    let veth = veth("", y, false);
     let mut link = open_on(&veth, 1024, "");
     assert_eq!(link.driver(), "net_af_packet");
     assert_eq!(link.info().mtu, 1500);
@@ -375,7 +218,7 @@ fn veth_arp_udp_and_zero_copy_receive() {
 
     // A datagram from the kernel arrives whole.
     let me_s = format!("10.99.{y}.2");
-    veth.set_neighbor(&me_s, mac);
+    veth.peer_neigh(mac);
     let dst = format!("{me_s}:9999");
     veth.in_ns(move || {
         let s = UdpSocket::bind("0.0.0.0:0").unwrap();
@@ -386,7 +229,7 @@ fn veth_arp_udp_and_zero_copy_receive() {
         d.len() >= 42 && d[12..14] == [0x08, 0x00] && d[23] == 17 && d[36..38] == [0x27, 0x0f]
     });
     assert_eq!(got.len(), 1, "no UDP datagram");
-    assert!(got[0].ends_with(b"hello-dpdk"));
+    assert!(got[0].0.ends_with(b"hello-dpdk"));
 
     // A frame left partial goes out with its checksum finished (by the
     // NIC or by the link): the kernel, which verifies it, delivers it.
@@ -416,7 +259,7 @@ fn veth_arp_udp_and_zero_copy_receive() {
         .expect("the kernel dropped the datagram");
     assert_eq!(&buf[..n], b"finished-by-link");
     assert_eq!(from.to_string(), format!("{me_s}:40000"));
-    let extra: std::collections::HashMap<_, _> = link.extra_stats().into_iter().collect();
+    let extra = extra_stats(&link);
     assert_eq!(
         extra["tx_csum_offloaded"] + extra["tx_csum_software"],
         1,
@@ -438,45 +281,18 @@ fn veth_arp_udp_and_zero_copy_receive() {
 
 #[test]
 fn many_frames_and_the_pool_comes_back() {
-    if !is_root() {
-        eprintln!("skipped: DPDK test needs root");
-        return;
-    }
+    need_root("kernel interfaces");
     let _serial = serial();
     test_eal();
     let y = 30 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("m", y, false);
+    let veth = veth("m", y, false);
     let mut link = open_on(&veth, 512, "");
     let (_, size) = link.pool_levels();
     assert_eq!(size, 512);
-    let mac = link.info().mac;
-    let peer = [10, 99, y, 1];
-    let req = arp_request(mac, [10, 99, y, 2], peer);
     // 300 requests, answered while sending as an engine would; the pool
     // (512 mbufs, 128 RX descriptors) is reused many times over.
-    let mut to_send = 300;
-    let mut replies = 0;
-    let mut v = Vec::new();
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while replies < 300 && Instant::now() < deadline {
-        while to_send > 0 && v.len() < MAX_BURST {
-            let mut b = link.alloc_tx().unwrap();
-            b.set_len(req.len());
-            b.data_mut().copy_from_slice(&req);
-            v.push(b);
-            to_send -= 1;
-        }
-        link.tx_burst(&mut v).unwrap();
-        link.rx_burst(&mut out, MAX_BURST).unwrap();
-        for b in out.drain(..) {
-            if is_arp_reply_from(b.data(), mac, peer) {
-                replies += 1;
-            }
-            link.recycle(b);
-        }
-        link.service().unwrap();
-    }
+    let peers = ([10, 99, y, 2], [10, 99, y, 1]);
+    let replies = arp_round_trips(&mut link, peers, 300, Duration::ZERO);
     assert_eq!(replies, 300, "stats {:?}", link.stats());
     assert_eq!(link.stats().tx_frames, 300);
     // Every mbuf is back but those in the RX ring, the reserve and TX
@@ -490,21 +306,18 @@ fn many_frames_and_the_pool_comes_back() {
 
 #[test]
 fn reassembled_datagram_fits_an_mbuf() {
-    if !is_root() {
-        eprintln!("skipped: DPDK test needs root");
-        return;
-    }
+    need_root("kernel interfaces");
     let _serial = serial();
     test_eal();
     let y = 90 + (std::process::id() % 9) as u8;
-    let veth = Veth::new("f", y, false);
+    let veth = veth("f", y, false);
     // The af_packet driver reassembles fragments (fanout defrag): with
     // 16 KiB frames the link's mbufs are 16 KiB too, and a datagram the
     // kernel sent in three fragments arrives whole, in one mbuf.
     let mut link = open_on(&veth, 512, ",framesz=16384,blocksz=16384");
     assert_eq!(link.info().mtu, 1500);
     let me = format!("10.99.{y}.2");
-    veth.set_neighbor(&me, link.info().mac);
+    veth.peer_neigh(link.info().mac);
     let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
     let (dst, p) = (format!("{me}:9998"), payload.clone());
     veth.in_ns(move || {
@@ -516,30 +329,20 @@ fn reassembled_datagram_fits_an_mbuf() {
         d.len() >= 42 && d[12..14] == [0x08, 0x00] && d[23] == 17
     });
     assert_eq!(got.len(), 1, "no datagram; stats {:?}", link.stats());
-    let frame = &got[0];
+    let frame = &got[0].0;
     assert_eq!(frame.len(), 14 + 20 + 8 + 4000);
     assert_eq!(&frame[42..], &payload[..]);
 }
 
 #[test]
 fn queue_pairs_each_with_a_pool_of_their_own_on_their_own_threads() {
-    if !is_root() {
-        eprintln!("skipped: DPDK test needs root");
-        return;
-    }
+    need_root("kernel interfaces");
     let _serial = serial();
     test_eal();
     let y = 90 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("q", y, false);
-    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
-    let port = eal::probe_vdev(&format!("net_af_packet{n},iface={},qpairs=2", veth.outer)).unwrap();
-    let cfg = DpdkPortConfig {
-        pool_size: 512,
-        rx_desc: 128,
-        tx_desc: 128,
-        reserve: 16,
-        ..DpdkPortConfig::new(port)
-    };
+    let veth = veth("q", y, false);
+    let port = probe("net_af_packet", &format!("iface={},qpairs=2", veth.outer));
+    let cfg = port_config(port, 512);
     // More queue pairs than the device has: refused, saying how to get them.
     let err = DpdkLink::open_queues(&cfg, 3).err().unwrap();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
@@ -562,7 +365,7 @@ fn queue_pairs_each_with_a_pool_of_their_own_on_their_own_threads() {
     // Datagrams from 64 source ports: the driver's fanout spreads them over
     // both queues, each read by a thread of its own, and none is lost.
     let me = format!("10.99.{y}.2");
-    veth.set_neighbor(&me, mac);
+    veth.peer_neigh(mac);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = links
         .drain(..)
@@ -606,60 +409,26 @@ fn queue_pairs_each_with_a_pool_of_their_own_on_their_own_threads() {
 
 #[test]
 fn af_xdp_vdev_with_default_arguments_and_a_small_pool_loses_no_frame() {
-    if !is_root() {
-        panic!("this DPDK test needs root (AF_XDP and a veth)");
-    }
+    need_root("AF_XDP and a veth");
     let _serial = serial();
     test_eal();
     let y = 30 + (std::process::id() % 30) as u8;
-    let veth = Veth::new("x", y, true);
-    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
+    let veth = veth("x", y, true);
     // As people write it: the interface and nothing else.
-    let port = eal::probe_vdev(&format!("net_af_xdp{n},iface={}", veth.outer)).unwrap();
-    let cfg = DpdkPortConfig {
-        pool_size: 512,
-        rx_desc: 128,
-        tx_desc: 128,
-        reserve: 16,
-        ..DpdkPortConfig::new(port)
-    };
+    let port = probe("net_af_xdp", &format!("iface={}", veth.outer));
+    let cfg = port_config(port, 512);
     // The driver's queue setup takes 2048 mbufs for its fill ring: the
     // pool grows by that much instead of failing the setup.
     let mut link = DpdkLink::open(&cfg).expect("net_af_xdp with a pool of 512 mbufs");
     assert_eq!(link.driver(), "net_af_xdp");
     let (_, size) = link.pool_levels();
     assert_eq!(size, 128 + 128 + 2 * MAX_BURST as u32 + 16 + 2048);
-    let mac = link.info().mac;
-    let peer = [10, 99, y, 1];
-    let req = arp_request(mac, [10, 99, y, 2], peer);
     // 600 requests: the mbufs they are sent from and the replies land in
     // go round the whole pool, each of which must lie in the driver's UMEM
     // (a pool whose mbufs skip page boundaries has some outside it, and
     // the kernel drops every frame in those).
-    let mut to_send = 600;
-    let mut replies = 0;
-    let mut v = Vec::new();
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while replies < 600 && Instant::now() < deadline {
-        while to_send > 0 && v.len() < MAX_BURST {
-            let mut b = link.alloc_tx().unwrap();
-            b.set_len(req.len());
-            b.data_mut().copy_from_slice(&req);
-            v.push(b);
-            to_send -= 1;
-        }
-        link.tx_burst(&mut v).unwrap();
-        link.rx_burst(&mut out, MAX_BURST).unwrap();
-        for b in out.drain(..) {
-            if is_arp_reply_from(b.data(), mac, peer) {
-                replies += 1;
-            }
-            link.recycle(b);
-        }
-        link.service().unwrap();
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    let peers = ([10, 99, y, 2], [10, 99, y, 1]);
+    let replies = arp_round_trips(&mut link, peers, 600, Duration::from_micros(200));
     assert_eq!(replies, 600, "stats {:?}", link.stats());
 }
 
@@ -698,9 +467,7 @@ fn send_raw(ifname: &str, frame: &[u8]) {
 
 #[test]
 fn frames_longer_than_an_mbuf_arrive_chained_and_are_gathered_whole() {
-    if !is_root() {
-        panic!("this DPDK test needs root (a TAP interface)");
-    }
+    need_root("a TAP interface");
     let _serial = serial();
     test_eal();
     // DPDK's tap driver reads whatever the kernel sends into its TAP, of
@@ -708,16 +475,9 @@ fn frames_longer_than_an_mbuf_arrive_chained_and_are_gathered_whole() {
     // MTU raised behind the port's back, a 7000-byte frame does not fit in
     // a 2048-byte mbuf. Without scatter the driver reads it into one mbuf
     // and cuts it; with scatter it comes chained and the link gathers it.
-    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
     let ifname = format!("ustkc{}", std::process::id() % 100_000);
-    let port = eal::probe_vdev(&format!("net_tap{n},iface={ifname}")).unwrap();
-    let cfg = DpdkPortConfig {
-        pool_size: 512,
-        rx_desc: 128,
-        tx_desc: 128,
-        reserve: 16,
-        ..DpdkPortConfig::new(port)
-    };
+    let port = probe("net_tap", &format!("iface={ifname}"));
+    let cfg = port_config(port, 512);
     let mut link = DpdkLink::open(&cfg).expect("net_tap");
     assert!(link.offloads().rx_scatter, "net_tap offers scatter receive");
     run(&["ip", "link", "set", &ifname, "mtu", "9000", "up"]);
@@ -733,12 +493,12 @@ fn frames_longer_than_an_mbuf_arrive_chained_and_are_gathered_whole() {
         b.data().len() >= 14 && b.data()[12..14] == [0x88, 0xb5]
     });
     assert_eq!(got.len(), 1, "no frame; stats {:?}", link.stats());
-    assert_eq!(got[0].len(), frame.len(), "the frame was cut");
+    assert_eq!(got[0].0.len(), frame.len(), "the frame was cut");
     assert!(
-        got[0] == frame,
+        got[0].0 == frame,
         "the gathered frame differs from the one sent"
     );
-    let extra: std::collections::HashMap<_, _> = link.extra_stats().into_iter().collect();
+    let extra = extra_stats(&link);
     assert!(extra["rx_chained_gathered"] >= 1, "{extra:?}");
     assert_eq!(link.stats().rx_oversize, 0);
 }
@@ -754,7 +514,7 @@ fn whole_udp_frame(dst_mac: [u8; 6], payload: &[u8]) -> Vec<u8> {
     covered.extend_from_slice(&[0, 17]);
     covered.extend_from_slice(&((f.len() - 34) as u16).to_be_bytes());
     covered.extend_from_slice(&f[34..]);
-    let sum = match !ones_sum(&covered) {
+    let sum = match !wire::checksum::data(&covered) {
         0 => 0xffff,
         s => s,
     };
@@ -764,24 +524,15 @@ fn whole_udp_frame(dst_mac: [u8; 6], payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn frames_the_port_finds_with_a_bad_checksum_are_dropped_and_counted() {
-    if !is_root() {
-        panic!("this DPDK test needs root (a TAP interface)");
-    }
+    need_root("a TAP interface");
     let _serial = serial();
     test_eal();
     // net_tap checks IPv4 header and L4 checksums in software when asked
     // (RX offloads IPV4_CKSUM, UDP_CKSUM, TCP_CKSUM) and flags the mbuf
     // GOOD or BAD, as a NIC would.
-    let n = NEXT_VDEV.fetch_add(1, Ordering::Relaxed);
     let ifname = format!("ustkk{}", std::process::id() % 100_000);
-    let port = eal::probe_vdev(&format!("net_tap{n},iface={ifname}")).unwrap();
-    let cfg = DpdkPortConfig {
-        pool_size: 512,
-        rx_desc: 128,
-        tx_desc: 128,
-        reserve: 16,
-        ..DpdkPortConfig::new(port)
-    };
+    let port = probe("net_tap", &format!("iface={ifname}"));
+    let cfg = port_config(port, 512);
     let mut link = DpdkLink::open(&cfg).expect("net_tap");
     let o = link.offloads();
     assert!(o.rx_udp_csum && o.rx_tcp_csum && o.rx_ipv4_csum, "{o:?}");
@@ -797,11 +548,14 @@ fn frames_the_port_finds_with_a_bad_checksum_are_dropped_and_counted() {
         send_raw(&ifname, f);
     }
     let ours = |b: &link::dpdk::Mbuf| b.data().len() > 42 && b.data()[36..38] == 7u16.to_be_bytes();
-    let got = receive(&mut link, 1, Duration::from_secs(5), ours);
+    let got: Vec<Vec<u8>> = receive(&mut link, 1, Duration::from_secs(5), ours)
+        .into_iter()
+        .map(|(frame, _)| frame)
+        .collect();
     assert_eq!(got, vec![good.clone()], "stats {:?}", link.stats());
     // Nothing else of ours follows.
     assert!(receive(&mut link, 1, Duration::from_millis(300), ours).is_empty());
-    let extra: std::collections::HashMap<_, _> = link.extra_stats().into_iter().collect();
+    let extra = extra_stats(&link);
     assert_eq!(extra["rx_l4_csum_bad"], 1, "{extra:?}");
     assert_eq!(extra["rx_ip_csum_bad"], 1, "{extra:?}");
     assert!(extra["rx_l4_csum_offloaded"] >= 1, "{extra:?}");

@@ -33,16 +33,7 @@ fn engine() -> (Engine<MemoryLink>, MemoryLink) {
         ..StackConfig::default()
     });
     stack
-        .add_interface(&InterfaceConfig {
-            name: "mem0".into(),
-            mac: ours.info().mac,
-            mtu: 1500,
-            addr: US,
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
+        .add_interface(&InterfaceConfig::new("mem0", ours.info().mac, US, 24))
         .unwrap();
     (
         Engine::new(stack, vec![ours], EngineConfig::default()),

@@ -15,12 +15,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use link::{MemoryConfig, MemoryLink};
-use runtime::engine::{mesh, Dispatcher};
 use runtime::steer::{classify, FrameClass};
-use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::steer::{FlowSteering, RssSteering, SYMMETRIC_KEY};
-use stack::{Instant, InterfaceConfig, Ipv6Config, SocketError, SocketHandle, Stack, StackConfig};
+use stack::steer::{RssSteering, SYMMETRIC_KEY};
+use stack::{Instant, InterfaceConfig, Ipv6Config, Stack, StackConfig};
+
+mod nic_model;
+use nic_model::Setup;
 
 const PEER: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 6, 0, 0, 0, 1);
 const SERVER: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 6, 0, 0, 0, 2);
@@ -35,16 +35,7 @@ fn stack(v4: Ipv4Addr, v6: Ipv6Addr, mac: [u8; 6], seed: u64) -> Stack {
         ..StackConfig::default()
     });
     let id = s
-        .add_interface(&InterfaceConfig {
-            name: "mem".into(),
-            mac,
-            mtu: 1500,
-            addr: v4,
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
+        .add_interface(&InterfaceConfig::new("mem", mac, v4, 24))
         .unwrap();
     s.enable_ipv6(
         Instant::ZERO,
@@ -81,72 +72,6 @@ fn nic_queue(rss: &RssSteering, frame: &[u8]) -> usize {
     usize::from(queue)
 }
 
-/// Echoes what its accepted connections send, and drives connections it
-/// opens itself: each sends `HELLO` and waits for the echo.
-#[derive(Default)]
-struct Node {
-    listener: Option<SocketHandle>,
-    echo: Vec<SocketHandle>,
-    accepted: usize,
-    to_open: usize,
-    open_to: Option<SocketAddr>,
-    opened: Vec<(SocketHandle, Vec<u8>, bool)>,
-    echoed: usize,
-}
-
-const HELLO: &[u8] = b"hello over ipv6";
-
-impl Application for Node {
-    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        let mut work = false;
-        if let Some(to) = self.open_to {
-            for _ in 0..std::mem::take(&mut self.to_open) {
-                let s = ctx.stack.tcp_connect(ctx.now, to, None, ctx.sink).unwrap();
-                self.opened.push((s, Vec::new(), false));
-                work = true;
-            }
-        }
-        if let Some(l) = self.listener {
-            while let Ok((s, _)) = ctx.stack.tcp_accept(l) {
-                self.echo.push(s);
-                self.accepted += 1;
-                work = true;
-            }
-        }
-        let mut buf = [0u8; 2048];
-        for &s in &self.echo {
-            while let Ok(n) = ctx.stack.tcp_recv(ctx.now, s, &mut buf, ctx.sink) {
-                if n == 0 {
-                    break;
-                }
-                ctx.stack.tcp_send(ctx.now, s, &buf[..n], ctx.sink).unwrap();
-                work = true;
-            }
-        }
-        for (s, got, sent) in &mut self.opened {
-            if !*sent {
-                match ctx.stack.tcp_send(ctx.now, *s, HELLO, ctx.sink) {
-                    Ok(_) => *sent = true,
-                    Err(SocketError::WouldBlock | SocketError::NotConnected) => {}
-                    Err(e) => panic!("send: {e}"),
-                }
-            }
-            while let Ok(n) = ctx.stack.tcp_recv(ctx.now, *s, &mut buf, ctx.sink) {
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&buf[..n]);
-                if got.len() == HELLO.len() {
-                    assert_eq!(got, HELLO);
-                    self.echoed += 1;
-                }
-                work = true;
-            }
-        }
-        work
-    }
-}
-
 /// How the NIC spreads what the peer sends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Nic {
@@ -156,142 +81,79 @@ enum Nic {
     OneQueue,
 }
 
-struct Setup {
-    peer: (Engine<MemoryLink>, Node),
-    servers: Vec<(Engine<MemoryLink>, Node)>,
-    /// Frames the NIC put on queue 0 that belong to engine 1 by the flow
-    /// hash (neighbour discovery, which is for both, left out): what
-    /// software steering hands over when the NIC has one queue.
-    for_engine_1_on_queue_0: Arc<AtomicU64>,
-}
-
-impl Setup {
-    fn new(nic: Nic) -> Setup {
-        let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, ENGINES as u16).unwrap());
-        let misplaced = Arc::new(AtomicU64::new(0));
-        let choose = {
-            let rss = rss.clone();
-            let misplaced = misplaced.clone();
-            Arc::new(move |f: &[u8]| {
-                let q = match nic {
-                    Nic::Rss => nic_queue(&rss, f),
-                    Nic::OneQueue => 0,
-                };
-                let class = classify(f);
-                if q == 0 && class != FrameClass::Ndp && class.engine(ENGINES as u16) == 1 {
-                    misplaced.fetch_add(1, Ordering::Relaxed);
-                }
-                q
-            })
-        };
-        let (wire, queues) =
-            MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), ENGINES, choose);
-        let cfg = EngineConfig {
-            pkt_tx_delay: std::time::Duration::ZERO,
-            ..EngineConfig::default()
-        };
-        let listening = |engine: &mut Engine<MemoryLink>, port: u16| Node {
-            listener: Some(
-                engine
-                    .stack
-                    .tcp_listen(
-                        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
-                        128,
-                    )
-                    .unwrap(),
-            ),
-            ..Node::default()
-        };
-        let peer_stack = stack(Ipv4Addr::new(10, 99, 6, 1), PEER, [2, 0, 0, 0, 6, 1], 1);
-        let mut peer = Engine::new(peer_stack, vec![wire], cfg);
-        let peer_app = listening(&mut peer, 7);
-        let known = (nic == Nic::Rss).then_some(rss);
-        let mut ends = mesh(ENGINES, 256);
-        let mut servers = Vec::new();
-        for (e, mut q) in queues.into_iter().enumerate() {
-            q.set_mac(SERVER_MAC);
-            let mut s = stack(
+/// The peer and the engines behind `nic` (`nic_model`), and the number
+/// of frames the NIC put on queue 0 that belong to engine 1 by the flow
+/// hash (neighbour discovery, which is for both, left out): what software
+/// steering hands over when the NIC has one queue.
+fn setup(nic: Nic) -> (Setup, Arc<AtomicU64>) {
+    let rss = Arc::new(RssSteering::round_robin(&SYMMETRIC_KEY, 128, ENGINES as u16).unwrap());
+    let misplaced = Arc::new(AtomicU64::new(0));
+    let choose = {
+        let rss = rss.clone();
+        let misplaced = misplaced.clone();
+        Arc::new(move |f: &[u8]| {
+            let q = match nic {
+                Nic::Rss => nic_queue(&rss, f),
+                Nic::OneQueue => 0,
+            };
+            let class = classify(f);
+            if q == 0 && class != FrameClass::Ndp && class.engine(ENGINES as u16) == 1 {
+                misplaced.fetch_add(1, Ordering::Relaxed);
+            }
+            q
+        })
+    };
+    let model = nic_model::Nic {
+        queues: ENGINES,
+        choose,
+        known: (nic == Nic::Rss).then_some(rss),
+    };
+    let setup = Setup::new(
+        model,
+        stack(Ipv4Addr::new(10, 99, 6, 1), PEER, [2, 0, 0, 0, 6, 1], 1),
+        |e| {
+            stack(
                 Ipv4Addr::new(10, 99, 6, 2),
                 SERVER,
                 SERVER_MAC,
                 10 + e as u64,
-            );
-            s.set_flow_steering(Some(FlowSteering {
-                rss: known.clone(),
-                ..FlowSteering::new(ENGINES as u16, e as u16)
-            }));
-            let mut engine = Engine::new(s, vec![q], cfg);
-            let mut d = Dispatcher::new(e, ENGINES, Some(ends.remove(0)), None, vec![None]);
-            d.set_rss(known.clone());
-            engine.set_dispatcher(d);
-            let app = listening(&mut engine, 80);
-            servers.push((engine, app));
-        }
-        Setup {
-            peer: (peer, peer_app),
-            servers,
-            for_engine_1_on_queue_0: misplaced,
-        }
-    }
+            )
+        },
+        SERVER_MAC,
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        b"hello over ipv6",
+    );
+    (setup, misplaced)
+}
 
-    /// Turns every engine until `done`, or fails after 20 s.
-    fn run_until(&mut self, done: impl Fn(&Node, &[(Engine<MemoryLink>, Node)]) -> bool) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !done(&self.peer.1, &self.servers) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the peer's connections echoed {}; the engines' {:?}; dispatch {:?}",
-                self.peer.1.echoed,
-                self.servers
-                    .iter()
-                    .map(|(_, a)| a.echoed)
-                    .collect::<Vec<_>>(),
-                self.servers
-                    .iter()
-                    .map(|(e, _)| e.dispatch_counters().unwrap().clone())
-                    .collect::<Vec<_>>()
-            );
-            let (peer, app) = &mut self.peer;
-            peer.turn(app);
-            for (engine, app) in &mut self.servers {
-                engine.turn(app);
-            }
-        }
+/// The peer opens `passive` connections to the engines' port 80, and each
+/// engine `active` to the peer's port 7; every one echoes, the engines
+/// accept some each.
+fn connect_both_ways(setup: &mut Setup, passive: usize, active: usize) {
+    setup.connect_both_ways(
+        (passive, SocketAddr::new(IpAddr::V6(SERVER), 80)),
+        (active, SocketAddr::new(IpAddr::V6(PEER), 7)),
+    );
+    assert_eq!(setup.peer.1.accepted, active * ENGINES);
+    for (e, (_, app)) in setup.servers.iter().enumerate() {
+        assert!(
+            app.accepted > 0,
+            "engine {e} accepted none of the peer's IPv6 connections"
+        );
     }
-
-    /// The peer opens `passive` connections to the engines' port 80, and
-    /// each engine `active` to the peer's port 7; every one echoes.
-    fn connect_both_ways(&mut self, passive: usize, active: usize) {
-        self.peer.1.to_open = passive;
-        self.peer.1.open_to = Some(SocketAddr::new(IpAddr::V6(SERVER), 80));
-        for (_, app) in &mut self.servers {
-            app.to_open = active;
-            app.open_to = Some(SocketAddr::new(IpAddr::V6(PEER), 7));
-        }
-        self.run_until(|peer, servers| {
-            peer.echoed == passive && servers.iter().all(|(_, a)| a.echoed == active)
-        });
-        assert_eq!(self.peer.1.accepted, active * ENGINES);
-        for (e, (_, app)) in self.servers.iter().enumerate() {
-            assert!(
-                app.accepted > 0,
-                "engine {e} accepted none of the peer's IPv6 connections"
-            );
-        }
-        let accepted: usize = self.servers.iter().map(|(_, a)| a.accepted).sum();
-        assert_eq!(accepted, passive);
-        // Everything the wire carried arrived: the exact counts below
-        // hold only then.
-        for stats in self.peer.0.link_stats() {
-            assert_eq!(stats.tx_dropped, 0, "{stats:?}");
-        }
+    let accepted: usize = setup.servers.iter().map(|(_, a)| a.accepted).sum();
+    assert_eq!(accepted, passive);
+    // Everything the wire carried arrived: the exact counts below hold
+    // only then.
+    for stats in setup.peer.0.link_stats() {
+        assert_eq!(stats.tx_dropped, 0, "{stats:?}");
     }
 }
 
 #[test]
 fn ipv6_behind_a_nic_with_rss_is_split_with_nothing_handed_over() {
-    let mut setup = Setup::new(Nic::Rss);
-    setup.connect_both_ways(48, 12);
+    let (mut setup, _) = setup(Nic::Rss);
+    connect_both_ways(&mut setup, 48, 12);
     let mut ndp_copies = 0;
     for (e, (engine, _)) in setup.servers.iter().enumerate() {
         let d = engine.dispatch_counters().unwrap();
@@ -309,14 +171,14 @@ fn ipv6_behind_a_nic_with_rss_is_split_with_nothing_handed_over() {
 
 #[test]
 fn ipv6_on_one_queue_is_handed_to_its_engine_in_software() {
-    let mut setup = Setup::new(Nic::OneQueue);
-    setup.connect_both_ways(48, 12);
+    let (mut setup, for_engine_1_on_queue_0) = setup(Nic::OneQueue);
+    connect_both_ways(&mut setup, 48, 12);
     let d0 = setup.servers[0].0.dispatch_counters().unwrap().clone();
     let d1 = setup.servers[1].0.dispatch_counters().unwrap().clone();
     // Engine 0 reads every frame and hands on exactly engine 1's: the
     // SYNs of the connections the hash gives engine 1, and the replies to
     // engine 1's own connections.
-    let expected = setup.for_engine_1_on_queue_0.load(Ordering::Relaxed);
+    let expected = for_engine_1_on_queue_0.load(Ordering::Relaxed);
     assert!(expected > 0);
     assert_eq!(d0.steer_forwarded, expected, "{d0:?}");
     // What engine 1 received: those, and the neighbour discovery copies.

@@ -14,16 +14,12 @@ fn stack(last: u8) -> Stack {
         seed: u64::from(last),
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
-        mac: [2, 0, 0, 0, 4, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 4, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        format!("mem{last}"),
+        [2, 0, 0, 0, 4, last],
+        Ipv4Addr::new(10, 99, 4, last),
+        24,
+    ))
     .unwrap();
     s
 }

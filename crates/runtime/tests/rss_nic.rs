@@ -9,11 +9,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use link::nic_rss::{self, EthtoolDevice, Rxfh};
-use link::{MemoryConfig, MemoryLink};
-use runtime::engine::{mesh, Dispatcher};
-use runtime::{AppContext, Application, Engine, EngineConfig};
-use stack::steer::{FlowSteering, RssSteering, SYMMETRIC_KEY};
-use stack::{InterfaceConfig, SocketError, SocketHandle, Stack, StackConfig};
+use stack::steer::{RssSteering, SYMMETRIC_KEY};
+use stack::{InterfaceConfig, Stack, StackConfig};
+
+mod nic_model;
+use nic_model::{Nic, Setup};
 
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 1);
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 99, 2, 2);
@@ -24,17 +24,8 @@ fn stack(addr: Ipv4Addr, mac: [u8; 6], seed: u64) -> Stack {
         seed,
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: "mem".into(),
-        mac,
-        mtu: 1500,
-        addr,
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
+    s.add_interface(&InterfaceConfig::new("mem", mac, addr, 24))
+        .unwrap();
     s
 }
 
@@ -61,180 +52,51 @@ fn nic_queue(rss: &RssSteering, frame: &[u8]) -> usize {
     usize::from(queue)
 }
 
-/// Echoes whatever its connections send (accepting on `listener`, when
-/// it has one), and drives connections it opened itself: each sends
-/// `hello` and waits for the echo.
-#[derive(Default)]
-struct Node {
-    listener: Option<SocketHandle>,
-    echo: Vec<SocketHandle>,
-    accepted: usize,
-    /// Connections still to open, and where to.
-    to_open: usize,
-    open_to: Option<SocketAddr>,
-    opened: Vec<(SocketHandle, Vec<u8>, bool)>,
-    echoed: usize,
+/// The peer behind the NIC's wire and a server engine on each of the
+/// NIC's queues (`nic_model`); `aware`: the engines know the NIC's RSS
+/// (else they steer by ustack's flow hash).
+fn setup(engines: usize, aware: bool) -> Setup {
+    let rss = RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap();
+    setup_behind(rss, aware)
 }
 
-const HELLO: &[u8] = b"hello over rss";
-
-impl Application for Node {
-    fn poll(&mut self, ctx: &mut AppContext<'_>) -> bool {
-        let mut work = false;
-        if let Some(to) = self.open_to {
-            for _ in 0..std::mem::take(&mut self.to_open) {
-                let s = ctx.stack.tcp_connect(ctx.now, to, None, ctx.sink).unwrap();
-                self.opened.push((s, Vec::new(), false));
-                work = true;
-            }
-        }
-        if let Some(l) = self.listener {
-            while let Ok((s, _)) = ctx.stack.tcp_accept(l) {
-                self.echo.push(s);
-                self.accepted += 1;
-                work = true;
-            }
-        }
-        let mut buf = [0u8; 2048];
-        for &s in &self.echo {
-            while let Ok(n) = ctx.stack.tcp_recv(ctx.now, s, &mut buf, ctx.sink) {
-                if n == 0 {
-                    break;
-                }
-                ctx.stack.tcp_send(ctx.now, s, &buf[..n], ctx.sink).unwrap();
-                work = true;
-            }
-        }
-        for (s, got, sent) in &mut self.opened {
-            if !*sent {
-                match ctx.stack.tcp_send(ctx.now, *s, HELLO, ctx.sink) {
-                    Ok(_) => *sent = true,
-                    Err(SocketError::WouldBlock | SocketError::NotConnected) => {}
-                    Err(e) => panic!("send: {e}"),
-                }
-            }
-            while let Ok(n) = ctx.stack.tcp_recv(ctx.now, *s, &mut buf, ctx.sink) {
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&buf[..n]);
-                if got.len() == HELLO.len() {
-                    self.echoed += 1;
-                }
-                work = true;
-            }
-        }
-        work
-    }
-}
-
-/// The peer behind the NIC's wire and `engines` server engines on its
-/// queues, each listening on port 80 (the peer on port 7); `aware`: the
-/// engines know the NIC's RSS (else they steer by ustack's flow hash).
-struct Setup {
-    peer: (Engine<MemoryLink>, Node),
-    servers: Vec<(Engine<MemoryLink>, Node)>,
-}
-
-impl Setup {
-    fn new(engines: usize, aware: bool) -> Setup {
-        let rss = RssSteering::round_robin(&SYMMETRIC_KEY, 128, engines as u16).unwrap();
-        Setup::with_rss(rss, aware)
-    }
-
-    /// As `new`, behind a NIC with RSS `rss`.
-    fn with_rss(rss: RssSteering, aware: bool) -> Setup {
-        let engines = usize::from(rss.queues());
-        let rss = Arc::new(rss);
-        let choose = {
-            let rss = rss.clone();
-            Arc::new(move |f: &[u8]| nic_queue(&rss, f))
-        };
-        let (wire, queues) =
-            MemoryLink::multi_queue(&MemoryConfig::new(1500, 2048), engines, choose);
-        let cfg = EngineConfig {
-            pkt_tx_delay: std::time::Duration::ZERO,
-            ..EngineConfig::default()
-        };
-        let listening = |engine: &mut Engine<MemoryLink>, port: u16| Node {
-            listener: Some(
-                engine
-                    .stack
-                    .tcp_listen(
-                        SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
-                        128,
-                    )
-                    .unwrap(),
-            ),
-            ..Node::default()
-        };
-        let mut peer = Engine::new(stack(PEER, [2, 0, 0, 0, 2, 1], 1), vec![wire], cfg);
-        let peer_app = listening(&mut peer, 7);
-        let known = aware.then_some(rss);
-        let mut ends = mesh(engines, 256);
-        let mut servers = Vec::new();
-        for (e, mut q) in queues.into_iter().enumerate() {
-            q.set_mac(SERVER_MAC);
-            let mut s = stack(SERVER, SERVER_MAC, 10 + e as u64);
-            s.set_flow_steering(Some(FlowSteering {
-                rss: known.clone(),
-                ..FlowSteering::new(engines as u16, e as u16)
-            }));
-            let mut engine = Engine::new(s, vec![q], cfg);
-            let mut d = Dispatcher::new(e, engines, Some(ends.remove(0)), None, vec![None]);
-            d.set_rss(known.clone());
-            engine.set_dispatcher(d);
-            let app = listening(&mut engine, 80);
-            servers.push((engine, app));
-        }
-        peer.announce();
-        Setup {
-            peer: (peer, peer_app),
-            servers,
-        }
-    }
-
-    /// Turns every engine until `done`, or fails after 20 s.
-    fn run_until(&mut self, done: impl Fn(&Node, &[(Engine<MemoryLink>, Node)]) -> bool) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !done(&self.peer.1, &self.servers) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the peer's connections echoed {}; the engines' {:?}",
-                self.peer.1.echoed,
-                self.servers
-                    .iter()
-                    .map(|(_, a)| a.echoed)
-                    .collect::<Vec<_>>()
-            );
-            let (peer, app) = &mut self.peer;
-            peer.turn(app);
-            for (engine, app) in &mut self.servers {
-                engine.turn(app);
-            }
-        }
-    }
+/// As `setup`, behind a NIC with RSS `rss`.
+fn setup_behind(rss: RssSteering, aware: bool) -> Setup {
+    let rss = Arc::new(rss);
+    let choose = {
+        let rss = rss.clone();
+        Arc::new(move |f: &[u8]| nic_queue(&rss, f))
+    };
+    let nic = Nic {
+        queues: usize::from(rss.queues()),
+        choose,
+        known: aware.then_some(rss),
+    };
+    let mut setup = Setup::new(
+        nic,
+        stack(PEER, [2, 0, 0, 0, 2, 1], 1),
+        |e| stack(SERVER, SERVER_MAC, 10 + e as u64),
+        SERVER_MAC,
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        b"hello over rss",
+    );
+    setup.peer.0.announce();
+    setup
 }
 
 fn run(engines: usize) {
-    run_behind(Setup::new(engines, true));
+    run_behind(setup(engines, true));
 }
 
 fn run_behind(mut setup: Setup) {
     let engines = setup.servers.len();
-    // Connections the peer opens (passive for the engines) ...
-    let passive = 64;
-    setup.peer.1.to_open = passive;
-    setup.peer.1.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
-    // ... and connections each engine opens (active).
-    let active = 16;
-    for (_, app) in &mut setup.servers {
-        app.to_open = active;
-        app.open_to = Some(SocketAddr::new(IpAddr::V4(PEER), 7));
-    }
-    setup.run_until(|peer, servers| {
-        peer.echoed == passive && servers.iter().all(|(_, a)| a.echoed == active)
-    });
+    // Connections the peer opens (passive for the engines), and
+    // connections each engine opens (active).
+    let (passive, active) = (64, 16);
+    setup.connect_both_ways(
+        (passive, SocketAddr::new(IpAddr::V4(SERVER), 80)),
+        (active, SocketAddr::new(IpAddr::V4(PEER), 7)),
+    );
     let servers = &setup.servers;
     let mut evaluations = 0;
     let mut picks = 0;
@@ -282,7 +144,7 @@ fn four_engines_behind_a_nic_with_rss_steer_nothing() {
 /// the RSS steering removes.
 #[test]
 fn engines_unaware_of_the_nics_rss_hand_frames_over() {
-    let mut setup = Setup::new(4, false);
+    let mut setup = setup(4, false);
     setup.peer.1.to_open = 64;
     setup.peer.1.open_to = Some(SocketAddr::new(IpAddr::V4(SERVER), 80));
     setup.run_until(|peer, _| peer.echoed == 64);
@@ -358,5 +220,5 @@ fn four_engines_behind_a_nic_whose_rss_is_read_back_through_ethtool_steer_nothin
         table.iter().map(|&q| q as u16).collect::<Vec<_>>()
     );
     let rss = RssSteering::new(&read.key[..40], read.reta, 4).unwrap();
-    run_behind(Setup::with_rss(rss, true));
+    run_behind(setup_behind(rss, true));
 }

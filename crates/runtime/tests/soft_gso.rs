@@ -22,14 +22,13 @@ fn stack(last: u8) -> Stack {
         ..StackConfig::default()
     });
     s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
-        mac: [2, 0, 0, 0, 61, last],
         mtu: MTU,
-        addr: Ipv4Addr::new(10, 99, 61, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
+        ..InterfaceConfig::new(
+            format!("mem{last}"),
+            [2, 0, 0, 0, 61, last],
+            Ipv4Addr::new(10, 99, 61, last),
+            24,
+        )
     })
     .unwrap();
     s

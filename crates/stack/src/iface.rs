@@ -30,6 +30,29 @@ pub struct InterfaceConfig {
     pub extra_addrs: Vec<Ipv4Addr>,
 }
 
+impl InterfaceConfig {
+    /// Interface `name` with `mac` and `addr`/`prefix_len`: a 1500-byte
+    /// MTU, the subnet's broadcast address, no gateway and no more
+    /// addresses (struct update syntax sets those).
+    pub fn new(
+        name: impl Into<String>,
+        mac: [u8; 6],
+        addr: Ipv4Addr,
+        prefix_len: u8,
+    ) -> InterfaceConfig {
+        InterfaceConfig {
+            name: name.into(),
+            mac,
+            mtu: 1500,
+            addr,
+            prefix_len,
+            broadcast: None,
+            gateway: None,
+            extra_addrs: Vec::new(),
+        }
+    }
+}
+
 /// What makes an interface an 802.1Q VLAN interface: the port it rides
 /// on and its VLAN id.  Its frames carry the tag on the wire; the stack
 /// inserts and strips it.

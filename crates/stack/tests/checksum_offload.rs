@@ -28,16 +28,12 @@ fn stack(last: u8, seed: u64) -> Stack {
         seed,
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 7, last],
-        mtu: 1500,
-        addr: ip(last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        format!("p{last}"),
+        [2, 0, 0, 0, 7, last],
+        ip(last),
+        24,
+    ))
     .unwrap();
     s
 }

@@ -2,36 +2,12 @@
 //! with one address, as two processes on one AF_PACKET fanout group, and
 //! a segment of one's connection reaching the other.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use stack::{IfaceId, Instant, RxMeta, SocketHandle, Stack, TcpState, VecSink};
 
-use stack::{
-    IfaceId, Instant, InterfaceConfig, RxMeta, SocketHandle, Stack, StackConfig, TcpState, VecSink,
-};
+mod common;
+use common::{addr, seeded_stack_on_subnet as stack};
 
 const IF0: IfaceId = IfaceId(0);
-
-fn stack(last: u8, seed: u64) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed,
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: "p0".into(),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
-}
-
-fn addr(last: u8, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 99, 1, last)), port)
-}
 
 /// The TCP flags of an IPv4 frame.
 fn tcp_flags(frame: &[u8]) -> u8 {

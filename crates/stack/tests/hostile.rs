@@ -17,16 +17,12 @@ fn target() -> Stack {
         seed: 99,
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: "p0".into(),
-        mac: OUR_MAC,
-        mtu: 1500,
-        addr: Ipv4Addr::from(OUR_IP),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        "p0",
+        OUR_MAC,
+        Ipv4Addr::from(OUR_IP),
+        24,
+    ))
     .unwrap();
     s
 }

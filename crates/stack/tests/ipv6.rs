@@ -28,14 +28,13 @@ fn stack_with(last: u8, mtu: usize, addr6: Ipv6Addr) -> Stack {
         ..StackConfig::default()
     });
     s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: mac(last),
         mtu,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
+        ..InterfaceConfig::new(
+            format!("p{last}"),
+            mac(last),
+            Ipv4Addr::new(10, 99, 1, last),
+            24,
+        )
     })
     .unwrap();
     s.enable_ipv6(
@@ -608,16 +607,12 @@ fn router_adverts_are_ignored_when_told_or_when_a_gateway_is_set() {
         ip6_accept_rtadv: false,
         ..StackConfig::default()
     });
-    off.add_interface(&InterfaceConfig {
-        name: "p1".into(),
-        mac: mac(1),
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, 1),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    off.add_interface(&InterfaceConfig::new(
+        "p1",
+        mac(1),
+        Ipv4Addr::new(10, 99, 1, 1),
+        24,
+    ))
     .unwrap();
     off.enable_ipv6(
         Instant::ZERO,
@@ -707,16 +702,12 @@ fn redirects_are_ignored_when_rediraccept_is_off() {
         ip6_redirect_accept: false,
         ..StackConfig::default()
     });
-    a.add_interface(&InterfaceConfig {
-        name: "p1".into(),
-        mac: mac(1),
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, 1),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    a.add_interface(&InterfaceConfig::new(
+        "p1",
+        mac(1),
+        Ipv4Addr::new(10, 99, 1, 1),
+        24,
+    ))
     .unwrap();
     let router: Ipv6Addr = "fe80::1".parse().unwrap();
     a.enable_ipv6(

@@ -26,16 +26,12 @@ fn stack_with(last: u8, seed: u64, fast_path: bool) -> Stack {
     };
     cfg.tcp.fast_path = fast_path;
     let mut s = Stack::new(cfg);
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 31, last],
-        mtu: 1500,
-        addr: ip(last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        format!("p{last}"),
+        [2, 0, 0, 0, 31, last],
+        ip(last),
+        24,
+    ))
     .unwrap();
     s
 }

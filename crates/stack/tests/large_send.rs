@@ -57,14 +57,13 @@ impl Family {
             ..StackConfig::default()
         });
         s.add_interface(&InterfaceConfig {
-            name: format!("p{last}"),
-            mac: [2, 0, 0, 0, net, last],
             mtu: MTU,
-            addr: Ipv4Addr::new(10, 99, net, last),
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
+            ..InterfaceConfig::new(
+                format!("p{last}"),
+                [2, 0, 0, 0, net, last],
+                Ipv4Addr::new(10, 99, net, last),
+                24,
+            )
         })
         .unwrap();
         if self == Family::V6 {

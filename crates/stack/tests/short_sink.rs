@@ -3,40 +3,16 @@
 //! count them (`tx_sink_short_buffer`), on every way out (ARP, ICMP, UDP,
 //! TCP's direct path and its general one), never index past the buffer.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use stack::{Duration, FrameSink, IfaceId, Instant, RxMeta, Stack, TxMeta, VecSink};
 
-use stack::{
-    Duration, FrameSink, IfaceId, Instant, InterfaceConfig, RxMeta, Stack, StackConfig, TxMeta,
-    VecSink,
-};
+mod common;
+use common::addr;
 
 const IF0: IfaceId = IfaceId(0);
 
+/// Host `last` of the test subnet, seeded by `last`.
 fn stack(last: u8) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last),
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: ip(last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
-}
-
-fn ip(last: u8) -> Ipv4Addr {
-    Ipv4Addr::new(10, 99, 1, last)
-}
-
-fn addr(last: u8, port: u16) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(ip(last)), port)
+    common::seeded_stack_on_subnet(last, u64::from(last))
 }
 
 /// Lends one byte less than asked, both ways a sink can lend.

@@ -23,16 +23,12 @@ fn stack(last: u8) -> Stack {
         seed: u64::from(last),
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 8, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 8, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        format!("p{last}"),
+        [2, 0, 0, 0, 8, last],
+        Ipv4Addr::new(10, 99, 8, last),
+        24,
+    ))
     .unwrap();
     s
 }

@@ -4,99 +4,25 @@ use std::net::Ipv4Addr;
 
 use stack::admin::Tunable;
 use stack::{
-    Duration, IfaceId, Instant, InterfaceConfig, RxMeta, Shutdown, SocketError, Stack, StackConfig,
-    TcpState, VecSink,
+    Duration, IfaceId, InterfaceConfig, RxMeta, Shutdown, SocketError, Stack, StackConfig, TcpState,
 };
 
 mod common;
-use common::addr;
+use common::{addr, Net};
 
 const IF0: IfaceId = IfaceId(0);
-
-fn stack(last: u8, seed: u64) -> Stack {
-    common::stack_on_subnet(
-        last,
-        StackConfig {
-            seed,
-            ..StackConfig::default()
-        },
-    )
-}
-
-struct Net {
-    a: Stack,
-    b: Stack,
-    sa: VecSink,
-    sb: VecSink,
-    now: Instant,
-}
 
 impl Net {
     /// `a`'s TCP with its fast paths or without (`tcp.fast_path`).
     fn with_fast_path(fast_path: bool) -> Self {
-        let mut n = Net::new();
         let mut cfg = StackConfig {
             seed: 1,
             ..StackConfig::default()
         };
         cfg.tcp.fast_path = fast_path;
-        n.a = Stack::new(cfg);
-        n.a.add_interface(&InterfaceConfig {
-            name: "p1".into(),
-            mac: [2, 0, 0, 0, 0, 1],
-            mtu: 1500,
-            addr: Ipv4Addr::new(10, 99, 1, 1),
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
-        .unwrap();
-        n
-    }
-
-    fn new() -> Self {
         Net {
-            a: stack(1, 1),
-            b: stack(2, 2),
-            sa: VecSink::default(),
-            sb: VecSink::default(),
-            now: Instant::from_secs(1),
-        }
-    }
-
-    /// A connection from a to b's listener on port 80, established and
-    /// accepted: (a's socket, b's socket).
-    fn established(&mut self) -> (stack::SocketHandle, stack::SocketHandle) {
-        let l = self.b.tcp_listen(addr(2, 80), 16).unwrap();
-        let c = self
-            .a
-            .tcp_connect(self.now, addr(2, 80), None, &mut self.sa)
-            .unwrap();
-        self.run(5);
-        let (s, _) = self.b.tcp_accept(l).unwrap();
-        (c, s)
-    }
-
-    /// Delivers frames both ways and runs timers, `steps` times 1 ms.
-    fn run(&mut self, steps: usize) {
-        for _ in 0..steps {
-            for _ in 0..100 {
-                if self.sa.frames.is_empty() && self.sb.frames.is_empty() {
-                    break;
-                }
-                for (_, f) in std::mem::take(&mut self.sa.frames) {
-                    self.b
-                        .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sb);
-                }
-                for (_, f) in std::mem::take(&mut self.sb.frames) {
-                    self.a
-                        .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sa);
-                }
-            }
-            self.now += Duration::from_millis(1);
-            self.a.poll(self.now, &mut self.sa);
-            self.b.poll(self.now, &mut self.sb);
+            a: common::stack_on_subnet(1, cfg),
+            ..Net::new()
         }
     }
 }
@@ -235,7 +161,7 @@ fn arp_reply_moved(last: u8, mac: [u8; 6]) -> Vec<u8> {
 #[test]
 fn cached_path_follows_neighbor_route_and_expiry_changes() {
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     // Small segments leave at once, whatever is unacknowledged.
     n.a.tcp_set_nodelay(n.now, c, true, &mut n.sa).unwrap();
     let send_and_dst_mac = |n: &mut Net| -> [u8; 6] {
@@ -313,7 +239,7 @@ fn cached_path_follows_neighbor_route_and_expiry_changes() {
 #[test]
 fn ring_storage_stays_while_busy_and_goes_when_idle() {
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     let idle = n.a.tcp_memory().0;
     let mut buf = [0u8; 64];
     let mut busy = None;
@@ -419,7 +345,7 @@ fn trim_scans_look_only_at_connections_whose_rings_emptied() {
 #[test]
 fn freed_connection_gives_parked_storage_to_the_cache() {
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     let mut buf = [0u8; 64];
     assert_eq!(n.a.tcp_send(n.now, c, &[7; 64], &mut n.sa), Ok(64));
     n.run(1);
@@ -442,7 +368,7 @@ fn freed_connection_gives_parked_storage_to_the_cache() {
 #[test]
 fn segment_with_a_zero_port_is_dropped_and_counted() {
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     n.a.tcp_send(n.now, c, b"0123456789", &mut n.sa).unwrap();
     let (_, frame) = n.sa.frames.pop().expect("a data segment");
     assert!(n.sa.frames.is_empty());
@@ -469,7 +395,7 @@ fn segment_with_a_zero_port_is_dropped_and_counted() {
 #[test]
 fn tcp_cork_holds_short_segments_until_uncorked() {
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     n.a.tcp_set_nodelay(n.now, c, true, &mut n.sa).unwrap();
     n.a.tcp_set_cork(n.now, c, true, &mut n.sa).unwrap();
     // Corked: two short writes leave nothing on the wire, even with
@@ -537,7 +463,7 @@ fn run_keeping_a_frames(n: &mut Net, steps: usize, kept: &mut Vec<Vec<u8>>) {
 fn corked_short_writes_leave_what_the_general_path_leaves() {
     let run = |fast_path: bool| {
         let mut n = Net::with_fast_path(fast_path);
-        let (c, s) = n.established();
+        let (c, s) = n.connect(80);
         let mss = n.a.tcp_info(c).unwrap().snd_mss as usize;
         let mut kept = Vec::new();
         n.a.tcp_set_cork(n.now, c, true, &mut n.sa).unwrap();
@@ -655,7 +581,7 @@ fn bulk(n: &mut Net, c: stack::SocketHandle, s: stack::SocketHandle, total: usiz
 #[test]
 fn receive_buffer_grows_when_the_peer_fills_it_within_a_round_trip() {
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     let start = n.b.tcp_recv_buffer(s).unwrap();
     assert_eq!(start, 64 << 10, "recvspace");
     let end = bulk(&mut n, c, s, 8 << 20);
@@ -672,7 +598,7 @@ fn receive_buffer_grows_when_the_peer_fills_it_within_a_round_trip() {
 
     // SO_RCVBUF fixes the size, as with the kernel.
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     n.b.tcp_set_recv_buffer(s, 32 << 10).unwrap();
     assert_eq!(bulk(&mut n, c, s, 4 << 20), 32 << 10);
     assert_eq!(n.b.counters().tcp_rcvbuf_grown, 0);
@@ -696,7 +622,7 @@ fn pure_acks(frames: &[(stack::IfaceId, Vec<u8>)]) -> usize {
 fn acks_wait_for_the_end_of_the_receive_burst_when_asked() {
     for (per_burst, segments, want) in [(false, 10, 5), (true, 10, 1), (true, 40, 3)] {
         let mut n = Net::new();
-        let (c, s) = n.established();
+        let (c, s) = n.connect(80);
         // A transfer first: a's congestion window and buffers grow.
         bulk(&mut n, c, s, 4 << 20);
         n.run(50);
@@ -741,16 +667,12 @@ fn a_full_socket_table_refuses_a_handshake_with_a_counter_and_takes_it_once_ther
         max_sockets: 3,
         ..StackConfig::default()
     });
-    n.b.add_interface(&InterfaceConfig {
-        name: "p2".into(),
-        mac: [2, 0, 0, 0, 0, 2],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, 2),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    n.b.add_interface(&InterfaceConfig::new(
+        "p2",
+        [2, 0, 0, 0, 0, 2],
+        Ipv4Addr::new(10, 99, 1, 2),
+        24,
+    ))
     .unwrap();
     let l = n.b.tcp_listen(addr(2, 80), 16).unwrap();
     let mut conns = Vec::new();
@@ -800,7 +722,7 @@ fn poll_view_says_what_each_getter_says() {
         v
     }
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     n.a.tcp_send(n.now, c, &[7u8; 300], &mut n.sa).unwrap();
     n.a.tcp_send_urgent(n.now, c, b"!", &mut n.sa).unwrap();
     let sending = agrees(&n.a, c);
@@ -861,7 +783,7 @@ fn poll_view_says_what_each_getter_says() {
 #[test]
 fn data_to_a_connection_shut_both_ways_resets_it() {
     let mut n = Net::new();
-    let (c, s) = n.established();
+    let (c, s) = n.connect(80);
     n.b.tcp_shutdown(n.now, s, Shutdown::Both, &mut n.sb)
         .unwrap();
     n.run(5);

@@ -1,80 +1,12 @@
 //! Zero-copy send (tcp_send_reserve / tcp_send_commit) between two stacks
 //! over a perfect in-memory wire.
 
-use stack::{
-    Duration, IfaceId, Instant, RxMeta, Shutdown, SocketError, SocketHandle, Stack, StackConfig,
-    TcpState, VecSink,
-};
+use stack::{Shutdown, SocketError, SocketHandle};
 
 mod common;
-use common::addr;
-
-const IF0: IfaceId = IfaceId(0);
-
-fn stack(last: u8, seed: u64) -> Stack {
-    common::stack_on_subnet(
-        last,
-        StackConfig {
-            seed,
-            ..StackConfig::default()
-        },
-    )
-}
-
-struct Net {
-    a: Stack,
-    b: Stack,
-    sa: VecSink,
-    sb: VecSink,
-    now: Instant,
-}
+use common::{addr, Net};
 
 impl Net {
-    fn new() -> Self {
-        Net {
-            a: stack(1, 1),
-            b: stack(2, 2),
-            sa: VecSink::default(),
-            sb: VecSink::default(),
-            now: Instant::from_secs(1),
-        }
-    }
-
-    /// Delivers frames both ways and runs timers, `steps` times 1 ms.
-    fn run(&mut self, steps: usize) {
-        for _ in 0..steps {
-            for _ in 0..100 {
-                if self.sa.frames.is_empty() && self.sb.frames.is_empty() {
-                    break;
-                }
-                for (_, f) in std::mem::take(&mut self.sa.frames) {
-                    self.b
-                        .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sb);
-                }
-                for (_, f) in std::mem::take(&mut self.sb.frames) {
-                    self.a
-                        .receive(self.now, IF0, &f, RxMeta::default(), &mut self.sa);
-                }
-            }
-            self.now += Duration::from_millis(1);
-            self.a.poll(self.now, &mut self.sa);
-            self.b.poll(self.now, &mut self.sb);
-        }
-    }
-
-    /// A connection from a (client handle) to b (accepted handle).
-    fn connect(&mut self, port: u16) -> (SocketHandle, SocketHandle) {
-        let l = self.b.tcp_listen(addr(2, port), 16).unwrap();
-        let c = self
-            .a
-            .tcp_connect(self.now, addr(2, port), None, &mut self.sa)
-            .unwrap();
-        self.run(5);
-        assert_eq!(self.a.tcp_state(c).unwrap(), TcpState::Established);
-        let (s, _) = self.b.tcp_accept(l).unwrap();
-        (c, s)
-    }
-
     /// Reads everything b has for `s`.
     fn drain_b(&mut self, s: SocketHandle, into: &mut Vec<u8>) {
         let mut buf = vec![0u8; 65536];

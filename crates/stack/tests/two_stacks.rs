@@ -16,14 +16,13 @@ fn stack(last: u8, mtu: usize, seed: u64) -> Stack {
         ..StackConfig::default()
     });
     s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
         mtu,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
+        ..InterfaceConfig::new(
+            format!("p{last}"),
+            [2, 0, 0, 0, 0, last],
+            Ipv4Addr::new(10, 99, 1, last),
+            24,
+        )
     })
     .unwrap();
     s

@@ -32,14 +32,9 @@ fn vlan_cfg(
     extra: Vec<Ipv4Addr>,
 ) -> InterfaceConfig {
     InterfaceConfig {
-        name: format!("vlan{vid}"),
-        mac,
-        mtu: 1500,
-        addr: ip(10, 99, vid, host),
-        prefix_len: 24,
-        broadcast: None,
         gateway: gateway.then(|| ip(10, 99, vid, 1)),
         extra_addrs: extra,
+        ..InterfaceConfig::new(format!("vlan{vid}"), mac, ip(10, 99, vid, host), 24)
     }
 }
 
@@ -397,17 +392,8 @@ fn neighbours_are_per_vlan() {
 fn udp_frame(vid: Option<u16>, dst: Ipv4Addr) -> Vec<u8> {
     let mut sink = VecSink::default();
     let mut s = Stack::new(StackConfig::default());
-    s.add_interface(&InterfaceConfig {
-        name: "raw".into(),
-        mac: PEER_MAC,
-        mtu: 1500,
-        addr: ip(10, 99, 10, 1),
-        prefix_len: 8,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
+    s.add_interface(&InterfaceConfig::new("raw", PEER_MAC, ip(10, 99, 10, 1), 8))
+        .unwrap();
     let h = s
         .udp_bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 9))
         .unwrap();

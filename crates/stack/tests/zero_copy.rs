@@ -7,13 +7,12 @@
 //! through `receive_lent` as a [`FakeFrame`] that counts the frames alive.
 
 use std::any::Any;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use stack::{
-    IfaceId, Instant, InterfaceConfig, LendLimits, LentFrame, RxFrame, RxMeta, SocketError,
-    SocketHandle, Stack, StackConfig, VecSink,
+    IfaceId, Instant, LendLimits, LentFrame, RxFrame, RxMeta, SocketError, SocketHandle, Stack,
+    VecSink,
 };
 
 const IF0: IfaceId = IfaceId(0);
@@ -36,27 +35,12 @@ impl RxFrame for FakeFrame {
     }
 }
 
-fn ip(last: u8) -> Ipv4Addr {
-    Ipv4Addr::new(10, 99, 1, last)
-}
+mod common;
+use common::addr;
 
+/// Host `last` of the test subnet, seeded by `last`.
 fn stack(last: u8) -> Stack {
-    let mut s = Stack::new(StackConfig {
-        seed: u64::from(last),
-        ..StackConfig::default()
-    });
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: ip(last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
-    .unwrap();
-    s
+    common::seeded_stack_on_subnet(last, u64::from(last))
 }
 
 struct Pair {
@@ -86,15 +70,11 @@ impl Pair {
         let mut b = stack(2);
         assert!(b.set_rx_lending(IF0, limits));
         assert!(!b.set_rx_lending(IfaceId(3), limits), "no such interface");
-        let l = b
-            .tcp_listen(SocketAddr::new(IpAddr::V4(ip(2)), 80), 8)
-            .unwrap();
+        let l = b.tcp_listen(addr(2, 80), 8).unwrap();
         let now = Instant::from_secs(1);
         let mut a = stack(1);
         let mut sa = VecSink::default();
-        let ca = a
-            .tcp_connect(now, SocketAddr::new(IpAddr::V4(ip(2)), 80), None, &mut sa)
-            .unwrap();
+        let ca = a.tcp_connect(now, addr(2, 80), None, &mut sa).unwrap();
         a.tcp_set_nodelay(now, ca, true, &mut sa).unwrap();
         let mut p = Pair {
             a,

@@ -31,16 +31,12 @@ fn stack(last: u8, tcp: TcpConfig) -> Stack {
         ..StackConfig::default()
     });
     let id = s
-        .add_interface(&InterfaceConfig {
-            name: format!("mem{last}"),
-            mac: [2, 0, 0, 0, 5, last],
-            mtu: 1500,
-            addr: Ipv4Addr::new(10, 99, 1, last),
-            prefix_len: 24,
-            broadcast: None,
-            gateway: None,
-            extra_addrs: vec![],
-        })
+        .add_interface(&InterfaceConfig::new(
+            format!("mem{last}"),
+            [2, 0, 0, 0, 5, last],
+            Ipv4Addr::new(10, 99, 1, last),
+            24,
+        ))
         .expect("interface");
     let ipv6 = Ipv6Config {
         addrs: vec![(v6(last), 64)],

@@ -11,16 +11,12 @@ const IF0: IfaceId = IfaceId(0);
 
 pub fn stack(last: u8, cfg: StackConfig) -> Stack {
     let mut s = Stack::new(cfg);
-    s.add_interface(&InterfaceConfig {
-        name: format!("p{last}"),
-        mac: [2, 0, 0, 0, 0, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        format!("p{last}"),
+        [2, 0, 0, 0, 0, last],
+        Ipv4Addr::new(10, 99, 1, last),
+        24,
+    ))
     .unwrap();
     s
 }

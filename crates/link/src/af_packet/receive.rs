@@ -146,30 +146,53 @@ impl Receiver {
         };
         self.vnet.udp_gso += 1;
         self.vnet.udp_gso_size = u64::from(size);
-        for i in 0..sf.datagrams() {
+        let queued = self.queue_pieces(
+            sf.datagrams(),
+            meta.tag,
+            |i| sf.datagram_len(i),
+            |i, out| sf.write_datagram(frame, i, out),
+        );
+        self.vnet.udp_datagrams += queued as u64;
+    }
+
+    /// Queues in `segments` the `count` pieces cut from one super-frame,
+    /// piece `i` of `len(i)` bytes written by `write(i, out)`, each with
+    /// its checksum partial. A super-frame's VLAN tag goes on every piece:
+    /// written 4 bytes in, the piece's addresses moved ahead of the tag.
+    /// Stops where no buffer is free (the pool counts it; the rest of the
+    /// frame is lost, as a full ring would lose it) or one is too small
+    /// (counted oversize). Returns how many pieces were queued.
+    fn queue_pieces(
+        &mut self,
+        count: usize,
+        tag: Option<VlanTag>,
+        len: impl Fn(usize) -> usize,
+        mut write: impl FnMut(usize, &mut [u8]),
+    ) -> usize {
+        for i in 0..count {
             let Some(mut b) = self.pool.alloc_reserved() else {
-                break;
+                return i;
             };
-            let len = sf.datagram_len(i) + if meta.tag.is_some() { 4 } else { 0 };
-            if len > b.capacity() {
+            let total = len(i) + if tag.is_some() { 4 } else { 0 };
+            if total > b.capacity() {
                 self.pool.free(b);
                 self.oversize += 1;
-                break;
+                return i;
             }
-            b.set_len(len);
+            b.set_len(total);
             let out = b.data_mut();
-            match meta.tag {
-                None => sf.write_datagram(frame, i, out),
+            match tag {
+                None => write(i, out),
                 Some(tag) => {
-                    sf.write_datagram(frame, i, &mut out[4..]);
+                    write(i, &mut out[4..]);
                     out.copy_within(4..16, 0);
                     tag.write(&mut out[12..16]);
                 }
             }
             b.set_csum_partial(true);
-            self.vnet.udp_datagrams += 1;
             self.segments.push_back(b);
         }
+        count
     }
 
     /// Takes the whole frame `src`: joined to an aggregate of the burst
@@ -359,34 +382,12 @@ impl Receiver {
         };
         self.super_frames += 1;
         self.super_cut += 1;
-        for i in 0..sf.segments() {
-            let Some(mut b) = self.pool.alloc_reserved() else {
-                // The pool counts it; the rest of the frame is lost, as a
-                // full ring would lose it.
-                break;
-            };
-            let seg_len = sf.segment_len(i);
-            let len = seg_len + if meta.tag.is_some() { 4 } else { 0 };
-            if len > b.capacity() {
-                self.pool.free(b);
-                self.oversize += 1;
-                break;
-            }
-            b.set_len(len);
-            let out = b.data_mut();
-            match meta.tag {
-                None => sf.write_segment(frame, i, out),
-                Some(tag) => {
-                    // Each segment carries the super-frame's tag: written
-                    // 4 bytes in, its addresses moved ahead of the tag.
-                    sf.write_segment(frame, i, &mut out[4..]);
-                    out.copy_within(4..16, 0);
-                    tag.write(&mut out[12..16]);
-                }
-            }
-            b.set_csum_partial(true);
-            self.segments.push_back(b);
-        }
+        self.queue_pieces(
+            sf.segments(),
+            meta.tag,
+            |i| sf.segment_len(i),
+            |i, out| sf.write_segment(frame, i, out),
+        );
         true
     }
 }
@@ -482,5 +483,74 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!(rx.segments.len(), 6 + 2);
         assert_eq!((rx.super_frames, rx.super_cut), (2, 2));
+    }
+
+    /// The pieces `rx` queued, as bytes.
+    fn queued(rx: &Receiver) -> Vec<Vec<u8>> {
+        rx.segments.iter().map(|b| b.data().to_vec()).collect()
+    }
+
+    #[test]
+    fn every_piece_of_a_tagged_super_frame_carries_the_tag() {
+        let tag = VlanTag {
+            tpid: 0x8100,
+            tci: 7,
+        };
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+        let tcp = crate::gro::tests::segment(false, 4000, 1000, 0x10, 5, &payload);
+        let udp = crate::test_frames::udp_frame(false, 1, &payload);
+        // TCP cut at 1000 (no large buffer free), UDP_L4 at 1000.
+        for (frame, meta) in [
+            (&tcp, vnet(1, 1, 1000, 34, 16)),
+            (&udp, vnet(1, 5, 1000, 34, 6)),
+        ] {
+            let mut plain = receiver();
+            *plain.large = PacketPool::new(LARGE_BUF_SIZE, 0);
+            let mut tagged = receiver();
+            *tagged.large = PacketPool::new(LARGE_BUF_SIZE, 0);
+            let mut out = Vec::new();
+            assert!(plain.take(frame, meta, &mut out, 0));
+            let meta = FrameMeta {
+                tag: Some(tag),
+                ..meta
+            };
+            assert!(tagged.take(frame, meta, &mut out, 0));
+            assert!(out.is_empty());
+            let (plain, tagged) = (queued(&plain), queued(&tagged));
+            assert_eq!(plain.len(), 3, "3000 bytes in pieces of 1000");
+            assert_eq!(tagged.len(), 3);
+            for (p, t) in plain.iter().zip(&tagged) {
+                assert_eq!(&t[..12], &p[..12], "addresses ahead of the tag");
+                assert_eq!(&t[12..16], &[0x81, 0x00, 0x00, 0x07]);
+                assert_eq!(&t[16..], &p[12..]);
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_larger_than_a_buffer_are_counted_oversize() {
+        let payload = vec![3u8; 3000];
+        let tcp = crate::gro::tests::segment(false, 4000, 1000, 0x10, 5, &payload);
+        let udp = crate::test_frames::udp_frame(false, 1, &payload);
+        for (frame, meta) in [
+            (&tcp, vnet(1, 1, 1000, 34, 16)),
+            (&udp, vnet(1, 5, 1000, 34, 6)),
+        ] {
+            let mut rx = Receiver::new(
+                PacketPool::with_reserve(512, 64, 8),
+                PacketPool::new(LARGE_BUF_SIZE, 0),
+                false,
+                1500,
+            );
+            let mut out = Vec::new();
+            assert!(rx.take(frame, meta, &mut out, 0));
+            assert!(out.is_empty() && rx.segments.is_empty());
+            assert_eq!(
+                rx.oversize, 1,
+                "the first piece does not fit; the rest is lost"
+            );
+            assert_eq!(rx.vnet.udp_datagrams, 0);
+            assert_eq!(rx.pool.stats().available, 64, "the buffer went back");
+        }
     }
 }

@@ -2,142 +2,31 @@
 //! generic XDP mode (as root; skipped with a message otherwise).
 
 use super::*;
-use crate::test_net::{arp_request, is_arp_reply_from, is_root, receive, run, Cleanup};
+#[cfg(feature = "libxdp")]
+use crate::test_net::run;
+use crate::test_net::{arp_request, is_arp_reply_from, is_root, receive, NsVeth};
 use std::net::UdpSocket;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A veth pair: `outer` in this namespace (no address; the link takes it),
-/// `inner` in a namespace of its own with 10.99.y.1/24; removed on drop.
-struct Veth {
-    outer: String,
-    inner: String,
-    ns: String,
-    y: u8,
-    _cleanup: Cleanup,
+/// A veth pair with the kernel side in a namespace of its own at
+/// 10.99.y.1/24 (y from the pid), one queue each way: the link binds
+/// queue 0.
+fn veth(tag: &str) -> NsVeth {
+    let y = 100 + (std::process::id() % 100) as u8;
+    NsVeth::with_one_queue(&format!("ux{tag}"), y)
 }
 
-impl Veth {
-    fn new(tag: &str) -> Veth {
-        let pid = std::process::id();
-        let y = 100 + (pid % 100) as u8;
-        let outer = format!("ux{tag}A{pid}");
-        let inner = format!("ux{tag}B{pid}");
-        let ns = format!("ustk-xt{tag}{pid}");
-        let cleanup = Cleanup::new(vec![
-            vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
-            vec!["ip".into(), "link".into(), "del".into(), outer.clone()],
-        ]);
-        run(&["ip", "netns", "add", &ns]);
-        // One queue each way: the link binds queue 0, and a veth made with
-        // a queue per CPU spreads the peer's frames over all of them.
-        run(&[
-            "ip",
-            "link",
-            "add",
-            &outer,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &inner,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-        ]);
-        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{outer}/disable_ipv6"), "1");
-        run(&["ip", "link", "set", &inner, "netns", &ns]);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &ns,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ]);
-        let addr = format!("10.99.{y}.1/24");
-        run(&["ip", "-n", &ns, "addr", "add", &addr, "dev", &inner]);
-        run(&["ip", "-n", &ns, "link", "set", &inner, "up"]);
-        Veth {
-            outer,
-            inner,
-            ns,
-            y,
-            _cleanup: cleanup,
-        }
-    }
-
-    fn peer_ip(&self) -> [u8; 4] {
-        [10, 99, self.y, 1]
-    }
-
-    fn our_ip(&self) -> String {
-        format!("10.99.{}.2", self.y)
-    }
-
-    /// Sets the kernel side's transmit checksum offload.
-    fn peer_tx_offload(&self, on: bool) {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &self.ns,
-            "ethtool",
-            "-K",
-            &self.inner,
-            "tx",
-            if on { "on" } else { "off" },
-        ]);
-    }
-
-    /// Makes the kernel side send to `our_ip()` at `mac` without ARP.
-    fn peer_neigh(&self, mac: [u8; 6]) {
-        let macs = mac
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":");
-        run(&[
-            "ip",
-            "-n",
-            &self.ns,
-            "neigh",
-            "replace",
-            &self.our_ip(),
-            "lladdr",
-            &macs,
-            "dev",
-            &self.inner,
-            "nud",
-            "permanent",
-        ]);
-    }
-
+impl NsVeth {
     /// A UDP datagram from the kernel side's socket to `our_ip():port`.
     fn peer_send_udp(&self, port: u16, payload: &'static [u8]) {
-        let ns_path = format!("/var/run/netns/{}", self.ns);
         let dst = format!("{}:{port}", self.our_ip());
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&ns_path).unwrap();
-            // SAFETY: setns on a namespace file we hold open; it changes
-            // only this short-lived thread's network namespace.
-            let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+        self.in_ns(move || {
             let s = UdpSocket::bind("0.0.0.0:0").unwrap();
             s.send_to(payload, dst.as_str()).unwrap();
-        })
-        .join()
-        .unwrap();
+        });
     }
-}
 
-impl Veth {
     /// Waits until the kernel side can send: bringing our end up gives it
     /// a carrier, but its qdisc is switched from `noop` (which drops every
     /// frame) to `noqueue` later by the kernel's linkwatch work, which a
@@ -278,7 +167,7 @@ fn udp_checksum_ok(f: &[u8]) -> bool {
 /// the engine gets lies in the UMEM, nothing is copied, and the program goes
 /// away with the link.
 fn arp_and_udp(tag: &str, mode: XdpModeChoice, expect: XdpMode) {
-    let veth = Veth::new(tag);
+    let veth = veth(tag);
     let mut link = AfXdpLink::open(&veth.outer, &small_config(mode)).unwrap();
     assert_eq!(link.xdp_mode(), expect);
     assert!(!link.zero_copy(), "veth has no zero-copy AF_XDP");
@@ -413,8 +302,8 @@ fn frames_of_another_link_are_refused() {
         eprintln!("skipped: AF_XDP test needs root");
         return;
     }
-    let a = Veth::new("fa");
-    let b = Veth::new("fb");
+    let a = veth("fa");
+    let b = veth("fb");
     let mut la = AfXdpLink::open(&a.outer, &small_config(XdpModeChoice::Generic)).unwrap();
     let mut lb = AfXdpLink::open(&b.outer, &small_config(XdpModeChoice::Generic)).unwrap();
     let free_a = la.free_frames();
@@ -449,7 +338,7 @@ fn second_program_on_an_interface_is_refused() {
         eprintln!("skipped: AF_XDP test needs root");
         return;
     }
-    let v = Veth::new("b");
+    let v = veth("b");
     let _first = AfXdpLink::open(&v.outer, &small_config(XdpModeChoice::Native)).unwrap();
     let err = AfXdpLink::open(&v.outer, &small_config(XdpModeChoice::Auto))
         .err()
@@ -472,7 +361,7 @@ fn bad_configs_are_refused() {
         eprintln!("skipped: AF_XDP test needs root");
         return;
     }
-    let v = Veth::new("c");
+    let v = veth("c");
     for cfg in [
         XdpConfig {
             ring_size: 100,
@@ -510,7 +399,7 @@ fn bad_configs_are_refused() {
 #[test]
 fn a_second_process_joins_the_program_and_keeps_it_attached() {
     assert!(is_root(), "this AF_XDP test needs root");
-    let v = Veth::new("j");
+    let v = veth("j");
     let first = attach_or_join_program(&v.outer, XdpModeChoice::Generic).unwrap();
     let ifindex = first.ifindex();
     // Another member asks native: it joins the generic program there is.
@@ -559,7 +448,7 @@ fn is_udp_to(f: &[u8], port: u16) -> bool {
 /// program leaves the interface when dropped.
 #[cfg(feature = "libxdp")]
 fn libxdp_program_passes_what_ustack_does_not_serve(tag: &str, mode: XdpMode) {
-    let veth = Veth::new(tag);
+    let veth = veth(tag);
     let kernel_addr = format!("10.99.{}.3", veth.y);
     run(&[
         "ip",
@@ -639,7 +528,7 @@ fn xdp_prog_id(ifname: &str) -> Option<u32> {
 /// the displaced program back.
 #[cfg(feature = "libxdp")]
 fn libxdp_program_chains_in_front_of_a_program_attached_alone() {
-    let veth = Veth::new("lc");
+    let veth = veth("lc");
     let kernel_addr = format!("10.99.{}.4", veth.y);
     run(&[
         "ip",

@@ -4,53 +4,8 @@
 //! tests of this crate run).
 
 use super::*;
-
-/// An IPv4/UDP frame from `src` to `dst` whose checksum field holds only
-/// the pseudo-header sum (what a stack leaves for the NIC).
-fn partial_udp_frame(
-    dst_mac: [u8; 6],
-    src_mac: [u8; 6],
-    src: [u8; 4],
-    dst: [u8; 4],
-    dport: u16,
-    payload: &[u8],
-) -> Vec<u8> {
-    let udp_len = 8 + payload.len();
-    let ip_len = 20 + udp_len;
-    let mut f = Vec::new();
-    f.extend_from_slice(&dst_mac);
-    f.extend_from_slice(&src_mac);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
-    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let sum = ones_sum(&ip);
-    ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
-    f.extend_from_slice(&ip);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&40000u16.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&ones_sum(&pseudo).to_be_bytes()); // not inverted
-    f.extend_from_slice(payload);
-    f
-}
-
-fn ones_sum(b: &[u8]) -> u16 {
-    let mut s: u32 = 0;
-    for c in b.chunks(2) {
-        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
+use crate::test_frames::partial_udp_frame;
+use wire::checksum;
 
 #[test]
 fn checksum_completion_matches_a_full_checksum() {
@@ -70,7 +25,7 @@ fn checksum_completion_matches_a_full_checksum() {
     all.extend_from_slice(&[0, 17]);
     all.extend_from_slice(&f[38..40]);
     all.extend_from_slice(&f[34..]);
-    assert_eq!(ones_sum(&all), 0xffff);
+    assert_eq!(checksum::data(&all), 0xffff);
     // Fragments and non-IPv4 frames are left alone.
     let mut frag = f.clone();
     frag[20] = 0x20; // more fragments
@@ -151,7 +106,7 @@ fn ipv6_checksums_are_completed_too() {
     f.extend_from_slice(&40000u16.to_be_bytes());
     f.extend_from_slice(&7u16.to_be_bytes());
     f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&ones_sum(&pseudo).to_be_bytes());
+    f.extend_from_slice(&checksum::data(&pseudo).to_be_bytes());
     f.extend_from_slice(payload);
     // Ethernet padding after the packet is not summed.
     f.extend_from_slice(&[0xee; 3]);
@@ -159,7 +114,7 @@ fn ipv6_checksums_are_completed_too() {
     port::complete_checksum(&mut f, &l4);
     let mut all = pseudo.clone();
     all.extend_from_slice(&f[54..54 + udp_len]);
-    assert_eq!(ones_sum(&all), 0xffff);
+    assert_eq!(checksum::data(&all), 0xffff);
     // An extension header first: left alone.
     let mut ext = f.clone();
     ext[20] = 0;

@@ -18,16 +18,12 @@ fn stack(last: u8) -> Stack {
         seed: u64::from(last) * 7919,
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
-        mac: [2, 0, 0, 0, 6, last],
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 1, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+    s.add_interface(&InterfaceConfig::new(
+        format!("mem{last}"),
+        [2, 0, 0, 0, 6, last],
+        Ipv4Addr::new(10, 99, 1, last),
+        24,
+    ))
     .expect("interface");
     s
 }

@@ -17,16 +17,12 @@ pub fn stack(last: u8, mac: [u8; 6]) -> Stack {
         seed: u64::from(last),
         ..StackConfig::default()
     });
-    s.add_interface(&InterfaceConfig {
-        name: format!("mem{last}"),
+    s.add_interface(&InterfaceConfig::new(
+        format!("mem{last}"),
         mac,
-        mtu: 1500,
-        addr: Ipv4Addr::new(10, 99, 2, last),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
-    })
+        Ipv4Addr::new(10, 99, 2, last),
+        24,
+    ))
     .unwrap();
     s
 }

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as WallClock};
 
-use link::Link;
+use link::{Link, PacketBuffer};
 use runtime::{AppContext, Application, Engine, EngineConfig};
 use stack::{InterfaceConfig, SocketError, SocketHandle, Stack, StackConfig};
 
@@ -135,14 +135,8 @@ pub fn stack_for<L: Link>(link: &L, veth: &Veth) -> Stack {
     let info = link.info();
     let mut s = Stack::new(StackConfig::default());
     s.add_interface(&InterfaceConfig {
-        name: info.name.clone(),
-        mac: info.mac,
         mtu: info.mtu,
-        addr: veth.our_ip(),
-        prefix_len: 24,
-        broadcast: None,
-        gateway: None,
-        extra_addrs: vec![],
+        ..InterfaceConfig::new(info.name.clone(), info.mac, veth.our_ip(), 24)
     })
     .unwrap();
     s
@@ -231,4 +225,58 @@ pub fn read_in_place<L: Link>(
             Err(e) => panic!("read: {e:?}"),
         }
     }
+}
+
+/// After [`receive_stream`] of `len` bytes: checks that most segments
+/// were held in the link's buffers, not copied, and returns the address
+/// range of each buffer the socket holds (`check` sees each first, with
+/// its port), one per segment held.
+pub fn held_buffers<L: Link>(
+    engine: &Engine<L>,
+    len: usize,
+    mut check: impl FnMut(usize, &L::Buf),
+) -> Vec<(usize, usize)> {
+    let c = engine.stack.counters();
+    assert!(
+        c.tcp_rx_zero_copy_segments >= (len / 1448) as u64 / 2,
+        "most segments held in place: {} held, {} copied",
+        c.tcp_rx_zero_copy_segments,
+        c.tcp_rx_copied_segments
+    );
+    let mut held = Vec::new();
+    engine.visit_lent(|port, b| {
+        check(port, b);
+        held.push((b.data().as_ptr() as usize, b.data().len()));
+    });
+    assert_eq!(held.len() as u64, c.tcp_rx_zero_copy_segments);
+    held
+}
+
+/// Reads the `len`-byte stream of `h` in place and checks it whole and in
+/// order, each held buffer read where it lies (one run inside each of
+/// `held`); then every buffer goes back to the link on the next turns.
+pub fn read_held_in_place<L: Link>(
+    engine: &mut Engine<L>,
+    h: SocketHandle,
+    len: usize,
+    held: &[(usize, usize)],
+) {
+    let (data, runs) = read_in_place(engine, h);
+    assert_eq!(data, pattern(len), "the stream, whole and in order");
+    let in_held = runs
+        .iter()
+        .filter(|&&(p, n)| held.iter().any(|&(s, l)| p >= s && p + n <= s + l))
+        .count();
+    assert_eq!(in_held, held.len(), "one run in each held buffer");
+    turn_until(engine, 5, "the buffers back", |e| e.frames_lent() == 0);
+    assert_eq!(engine.stack.counters().tcp_rx_frames_held, 0);
+}
+
+/// Closes `h` and waits for the kernel client to finish, successfully.
+pub fn close_for_client<L: Link>(engine: &mut Engine<L>, h: SocketHandle, mut client: Child) {
+    engine.with_context(|ctx| ctx.stack.tcp_close(ctx.now, h, ctx.sink).unwrap());
+    turn_until(engine, 10, "the client to finish", |_| {
+        client.try_wait().unwrap().is_some()
+    });
+    assert!(client.wait().unwrap().success(), "the kernel client failed");
 }

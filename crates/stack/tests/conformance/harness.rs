@@ -1484,15 +1484,7 @@ impl Script {
     /// Listens on 10.99.1.2:`port`.
     #[track_caller]
     pub fn listen(&mut self, port: u16, backlog: usize) -> SocketHandle {
-        self.note(format!("listen(:{port}, backlog {backlog})"));
-        self.flow.0 = port;
-        match self
-            .stack
-            .tcp_listen(SocketAddr::new(ip_of(STACK_IP), port), backlog)
-        {
-            Ok(h) => h,
-            Err(e) => self.fail(&format!("listen: {e}")),
-        }
+        self.listen_on(STACK_IP, port, backlog)
     }
 
     /// Listens on `ip`:`port` (0.0.0.0: every address).
@@ -1513,24 +1505,8 @@ impl Script {
     /// the new flow becomes the default.
     #[track_caller]
     pub fn connect_bound(&mut self, local_ip: Ipv4Addr) -> SocketHandle {
-        let r = self.stack.tcp_connect(
-            self.now,
-            SocketAddr::new(ip_of(PEER_IP), PEER_PORT),
-            Some(SocketAddr::new(ip_of(local_ip), 0)),
-            &mut self.sink,
-        );
-        let h = match r {
-            Ok(h) => h,
-            Err(e) => self.fail(&format!("connect: {e}")),
-        };
-        let local = self.stack.tcp_local_addr(h).expect("local addr");
-        self.note(format!(
-            "connect({PEER_IP}:{PEER_PORT}) from {local_ip}:{}",
-            local.port()
-        ));
-        self.flow = (local.port(), PEER_PORT);
-        self.collect();
-        h
+        let local = SocketAddr::new(ip_of(local_ip), 0);
+        self.connect_with(Some(local), PEER_IP, PEER_PORT)
     }
 
     /// Accepts a connection; makes its flow the default one.
@@ -1564,10 +1540,23 @@ impl Script {
         peer_ip: Ipv4Addr,
         peer_port: u16,
     ) -> SocketHandle {
+        let local = local_port.map(|p| SocketAddr::new(ip_of(STACK_IP), p));
+        self.connect_with(local, peer_ip, peer_port)
+    }
+
+    /// Connects from `local` (or an address and port the stack picks) to
+    /// `peer_ip:peer_port`; the new flow becomes the default.
+    #[track_caller]
+    fn connect_with(
+        &mut self,
+        local: Option<SocketAddr>,
+        peer_ip: Ipv4Addr,
+        peer_port: u16,
+    ) -> SocketHandle {
         let r = self.stack.tcp_connect(
             self.now,
             SocketAddr::new(ip_of(peer_ip), peer_port),
-            local_port.map(|p| SocketAddr::new(ip_of(STACK_IP), p)),
+            local,
             &mut self.sink,
         );
         let h = match r {
@@ -1575,10 +1564,7 @@ impl Script {
             Err(e) => self.fail(&format!("connect: {e}")),
         };
         let local = self.stack.tcp_local_addr(h).expect("local addr");
-        self.note(format!(
-            "connect({peer_ip}:{peer_port}) from port {}",
-            local.port()
-        ));
+        self.note(format!("connect({peer_ip}:{peer_port}) from {local}"));
         self.flow = (local.port(), peer_port);
         self.collect();
         h
@@ -1759,6 +1745,27 @@ impl Script {
         let e = self.stack.tcp_take_error(h).unwrap_or(None);
         self.note(format!("SO_ERROR = {e:?}"));
         e
+    }
+
+    /// The connection gave up: closed, with ETIMEDOUT to report.
+    #[track_caller]
+    pub fn expect_timed_out(&mut self, h: SocketHandle) {
+        self.expect_state(h, TcpState::Closed);
+        let e = self.take_error(h);
+        if e != Some(SocketError::TimedOut) {
+            self.fail(&format!("SO_ERROR {e:?}, expected ETIMEDOUT"));
+        }
+    }
+
+    /// A connect whose last SYN went out: nothing more for `ms` and still
+    /// SYN-SENT, then, 1 ms later, given up with ETIMEDOUT and nothing sent.
+    #[track_caller]
+    pub fn expect_syn_given_up(&mut self, h: SocketHandle, ms: u64) {
+        self.expect_silence(ms);
+        self.expect_state(h, TcpState::SynSent);
+        self.advance(1);
+        self.expect_none();
+        self.expect_timed_out(h);
     }
 
     // ---- common openings ----

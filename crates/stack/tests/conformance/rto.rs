@@ -1,6 +1,6 @@
 //! The retransmission timer (RFC 6298) and giving up (RFC 9293 3.8.3).
 
-use stack::{Duration, SocketError, TcpState};
+use stack::{Duration, TcpState};
 
 use crate::harness::{check, seg, Script, STACK_PORT};
 
@@ -26,16 +26,7 @@ pub fn connect_times_out() {
     s.expect(seg().syn().seq(0));
     s.expect_after(1000, seg().syn().seq(0));
     s.expect_after(2000, seg().syn().seq(0));
-    s.expect_silence(3999);
-    s.expect_state(c, TcpState::SynSent);
-    s.advance(1);
-    s.expect_none();
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_syn_given_up(c, 3999);
 }
 
 /// RFC 6298 2.4, 5.5: the RTO never goes below the configured minimum
@@ -129,12 +120,7 @@ pub fn retransmissions_give_up() {
     s.expect_after(400, seg().ack(1).seq(1).len(100));
     s.expect_after(800, seg().ack(1).seq(1).len(100));
     s.expect_after(1600, seg().rst().ack(1).seq(101));
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_timed_out(c);
 }
 
 /// RFC 5681 3.1 (with RFC 6298 5.4): after a timeout the window is one
@@ -206,12 +192,7 @@ pub fn user_timeout_ends_retransmissions() {
     s.expect_after(200, seg().ack(1).seq(1).len(100));
     s.expect_after(400, seg().ack(1).seq(1).len(100));
     s.expect_after(400, seg().rst().ack(1).seq(101));
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_timed_out(c);
 }
 
 /// RFC 9293 3.8.3 (MUST-21, MUST-22), RFC 5482 3: the user timeout bounds
@@ -224,16 +205,7 @@ pub fn user_timeout_bounds_connect() {
     s.set_user_timeout(c, 1500);
     s.expect(seg().syn().seq(0));
     s.expect_after(1000, seg().syn().seq(0));
-    s.expect_silence(499);
-    s.expect_state(c, TcpState::SynSent);
-    s.advance(1);
-    s.expect_none();
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_syn_given_up(c, 499);
 }
 
 /// RFC 9293 3.8.3 (MUST-21, MUST-22): the SYN retry count is set per
@@ -246,15 +218,7 @@ pub fn syn_retries_per_connection() {
     s.set_syn_retries(c, 1);
     s.expect(seg().syn().seq(0));
     s.expect_after(1000, seg().syn().seq(0));
-    s.expect_silence(1999);
-    s.expect_state(c, TcpState::SynSent);
-    s.advance(1);
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_syn_given_up(c, 1999);
 }
 
 /// RFC 9293 3.8.3 (MUST-20), RFC 1122 4.2.3.5: after R1 (3)

@@ -1,9 +1,9 @@
 //! The persist timer and zero-window probes (RFC 9293 3.8.6.1, RFC 1122
 //! 4.2.2.17) and keep-alives (RFC 9293 3.8.4, RFC 1122 4.2.3.6).
 
-use stack::{Duration, SocketError, TcpState};
+use stack::{Duration, TcpState};
 
-use crate::harness::{check, seg, Script, STACK_PORT};
+use crate::harness::{seg, Script, STACK_PORT};
 
 /// RFC 9293 3.8.6.1: with the peer's window at zero and data to send, the
 /// stack probes the window after an RTO, backing off exponentially, and
@@ -73,12 +73,7 @@ pub fn user_timeout_bounds_zero_window_probes() {
         s.inject(seg().ack(1).seq(1).win(0));
     }
     s.expect_after(4000, seg().rst().ack(1).seq(1));
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_timed_out(c);
 }
 
 /// RFC 5482 3 (MUST-21): with a user timeout keep-alive gives up when the
@@ -100,12 +95,7 @@ pub fn user_timeout_replaces_the_keepalive_count() {
         s.expect_after(1000, seg().ack(1).seq(0).len(0));
     }
     s.expect_after(1000, seg().rst().ack(1).seq(1));
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_timed_out(c);
 }
 
 /// RFC 9293 3.8.6.1: a window that closes while data is in flight: once the
@@ -140,12 +130,7 @@ pub fn keepalive_probes_then_reset() {
     s.expect_after(1000, seg().ack(1).seq(0).len(0));
     s.expect_after(1000, seg().ack(1).seq(0).len(0));
     s.expect_after(1000, seg().rst().ack(1).seq(1));
-    s.expect_state(c, TcpState::Closed);
-    check!(
-        s,
-        s.take_error(c) == Some(SocketError::TimedOut),
-        "ETIMEDOUT"
-    );
+    s.expect_timed_out(c);
 }
 
 /// RFC 9293 3.8.4: an answered keep-alive (or any segment) restarts the

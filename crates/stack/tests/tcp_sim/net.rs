@@ -286,14 +286,13 @@ impl Net {
                 let mut stack = Stack::new(cfg);
                 stack
                     .add_interface(&InterfaceConfig {
-                        name: format!("sim{i}"),
-                        mac: [2, 0, 0, 0, 0, i as u8 + 1],
                         mtu,
-                        addr: host_ip4(i),
-                        prefix_len: 24,
-                        broadcast: None,
-                        gateway: None,
-                        extra_addrs: vec![],
+                        ..InterfaceConfig::new(
+                            format!("sim{i}"),
+                            [2, 0, 0, 0, 0, i as u8 + 1],
+                            host_ip4(i),
+                            24,
+                        )
                     })
                     .expect("interface");
                 if ipv6() {
