@@ -1,7 +1,7 @@
 //! Hand-built frames for the tests of the offload code (GSO, GRO, UDP
 //! segmentation, the AF_PACKET receive paths): Ethernet 02:..:01 ->
 //! 02:..:02, then IPv4 10.99.30.1 -> 10.99.30.2 (DF, TTL 64, header sum
-//! whole) or IPv6 fd00::1 -> fd00::2 (hop limit 64), then the L4 bytes.
+//! whole) or IPv6 fd99::1 -> fd99::2 (hop limit 64), then the L4 bytes.
 
 use wire::checksum;
 
@@ -24,8 +24,10 @@ pub(crate) fn eth_ip(v6: bool, proto: u8, ip_id: u16, l4_bytes: usize) -> (Vec<u
         f[ip + 6] = proto;
         f[ip + 7] = 64;
         f[ip + 8] = 0xfd;
+        f[ip + 9] = 0x99;
         f[ip + 23] = 1;
         f[ip + 24] = 0xfd;
+        f[ip + 25] = 0x99;
         f[ip + 39] = 2;
     } else {
         f[12..14].copy_from_slice(&[0x08, 0x00]);
