@@ -889,3 +889,4 @@ import cases_xdp_shared  # noqa: E402,F401
 import cases_swgso  # noqa: E402,F401
 import cases_xdp_stale  # noqa: E402,F401
 import cases_kernel_rx_drop  # noqa: E402,F401
+import cases_txcsum  # noqa: E402,F401

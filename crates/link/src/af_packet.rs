@@ -43,6 +43,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use crate::csum_site;
 use crate::gro::LARGE_BUF_SIZE;
 use crate::ifreq::{cvt, CtlSocket};
 use crate::kernel_rx_drop::KernelRxDrop;
@@ -213,21 +214,32 @@ pub struct RingConfig {
     pub large_buffers: usize,
     /// Receive aggregation of in-order TCP segments per burst (`gro.rs`).
     pub gro: bool,
-    /// Segmentation and checksum offload on transmit, through a
-    /// `virtio_net_hdr` before each frame (`PACKET_VNET_HDR`): the stack
-    /// leaves TCP and UDP checksums partial and hands TCP super-frames
-    /// of up to 64 KiB, which the kernel passes on as one (to a veth's
-    /// peer) or cuts into segments (its GSO, or the NIC's TSO). TX slots
-    /// then hold 64 KiB frames (`tx_frame_size` 128 KiB by default).
-    /// Needs `PACKET_VNET_HDR`, which it turns on whatever `vnet_hdr`
-    /// says.
+    /// Segmentation offload on transmit, through a `virtio_net_hdr`
+    /// before each frame (`PACKET_VNET_HDR`): the stack hands TCP
+    /// super-frames of up to 64 KiB, which the kernel passes on as one
+    /// (to a veth's peer) or cuts into segments (its GSO, or the NIC's
+    /// TSO). TX slots then hold 64 KiB frames (`tx_frame_size` 128 KiB by
+    /// default). Implies `tx_checksum` (a super-frame's checksum is
+    /// finished per segment) and needs `PACKET_VNET_HDR`, which it turns
+    /// on whatever `vnet_hdr` says.
     pub tso: bool,
+    /// Checksum offload on transmit (with `vnet_hdr`): the stack leaves
+    /// TCP and UDP checksums partial (the pseudo-header's sum) and each
+    /// such frame's `virtio_net_hdr` says `NEEDS_CSUM` with where the
+    /// checksum lies. The kernel makes the frame a `CHECKSUM_PARTIAL`
+    /// skb, which the NIC finishes, or the kernel itself
+    /// (`skb_checksum_help`) on a device without the offload, or which
+    /// a veth's peer takes as it is (its stack trusts a partial skb).
+    /// Without `PACKET_VNET_HDR` (refused by the kernel, or `vnet_hdr`
+    /// off) every checksum is the stack's.
+    pub tx_checksum: bool,
     /// A `virtio_net_hdr` before each frame both ways
     /// (`PACKET_VNET_HDR`), when the kernel allows it: a received
     /// super-frame's header gives its segment size (TCP: cut at the
     /// sender's MSS, not the MTU; UDP GSO: cut into its datagrams) and
-    /// whether its checksum is partial (`vnet_hdr.rs`). Without `tso` the
-    /// header of every frame sent says nothing (all zeros).
+    /// whether its checksum is partial (`vnet_hdr.rs`). On transmit it
+    /// carries `tx_checksum` and `tso`; a frame with neither says
+    /// nothing (all zeros).
     pub vnet_hdr: bool,
     /// Drop the frames the link receives for the port's addresses at tc
     /// ingress, after the socket has its copy, so the kernel's IP input
@@ -239,7 +251,8 @@ pub struct RingConfig {
 impl Default for RingConfig {
     /// A V2 RX ring of 2048 slots (4 MiB with 2 KiB slots); for V3, 16
     /// RX blocks of 256 KiB (4 MiB), 1 ms retire; 256 TX slots, 40 large
-    /// buffers (2.5 MiB), aggregation on.
+    /// buffers (2.5 MiB), aggregation on, a `virtio_net_hdr` and transmit
+    /// checksum offload.
     fn default() -> RingConfig {
         RingConfig {
             rx_ring: RxRingKind::V2,
@@ -254,6 +267,7 @@ impl Default for RingConfig {
             large_buffers: 40,
             gro: true,
             tso: false,
+            tx_checksum: true,
             vnet_hdr: true,
             kernel_rx_drop: true,
         }
@@ -350,9 +364,16 @@ pub struct AfPacketLink {
     /// Each frame goes after a `virtio_net_hdr`, both ways
     /// (`PACKET_VNET_HDR`: `RingConfig::vnet_hdr` or `tso`).
     vnet_hdr: bool,
-    /// Partial checksums and TCP super-frames are sent for the kernel to
-    /// finish (`RingConfig::tso`).
-    tx_offload: bool,
+    /// Partial checksums are sent for the kernel to finish
+    /// (`RingConfig::tx_checksum` or `tso`, with `PACKET_VNET_HDR`).
+    tx_checksum: bool,
+    /// TCP super-frames are sent for the kernel to cut (`RingConfig::tso`).
+    tso: bool,
+    /// Frames sent with a partial checksum and `NEEDS_CSUM`.
+    tx_csum_partial: u64,
+    /// 1 when transmit checksum offload was asked and the kernel refused
+    /// `PACKET_VNET_HDR` it needs.
+    tx_csum_refused: bool,
     /// TCP super-frames sent for the kernel to cut (or pass on whole).
     tx_super_frames: u64,
 
@@ -489,7 +510,18 @@ impl AfPacketLink {
         } else {
             // Without it, received frames are taken as before: the MTU
             // is the segment size guessed for super-frames.
-            ring.vnet_hdr && setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VNET_HDR, 1).is_ok()
+            let on = ring.vnet_hdr
+                && match setsockopt_int(s, abi::SOL_PACKET, abi::PACKET_VNET_HDR, 1) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        eprintln!(
+                            "ustack: af_packet {ifname}: the kernel refused PACKET_VNET_HDR ({e}): \
+                             no virtio_net_hdr, every checksum sent is the stack's"
+                        );
+                        false
+                    }
+                };
+            on
         };
 
         let (rx_req, rx_ring) = match ring.rx_ring {
@@ -638,7 +670,10 @@ impl AfPacketLink {
             qdisc_bypass,
             ignore_outgoing,
             vnet_hdr,
-            tx_offload: ring.tso,
+            tx_checksum: vnet_hdr && (ring.tx_checksum || ring.tso),
+            tso: ring.tso,
+            tx_csum_partial: 0,
+            tx_csum_refused: ring.tx_checksum && !vnet_hdr && ring.vnet_hdr,
             tx_super_frames: 0,
             tx_frames: 0,
             tx_bytes: 0,
@@ -925,6 +960,7 @@ impl AfPacketLink {
             if len > 0 {
                 self.tx_frames += 1;
                 self.tx_bytes += len as u64;
+                self.tx_csum_partial += u64::from(f.csum_partial && self.vnet_hdr);
                 if f.gso_size > 0 {
                     self.tx_super_frames += 1;
                 }
@@ -1140,6 +1176,7 @@ impl Link for AfPacketLink {
             self.tx_next = (self.tx_next + 1) % self.tx_frame_count;
             self.tx_frames += 1;
             self.tx_bytes += len as u64;
+            self.tx_csum_partial += u64::from(buf.csum_partial() && self.vnet_hdr);
             if buf.gso_size() > 0 {
                 self.tx_super_frames += 1;
             }
@@ -1195,7 +1232,7 @@ impl Link for AfPacketLink {
 
     fn tx_place(&mut self, len: usize, csum_partial: bool) -> TxPlaced<'_, PoolBuf> {
         // A super-frame (only with `tso`) takes a large buffer.
-        let buf = if len > self.rx.pool.buf_size() && self.tx_offload {
+        let buf = if len > self.rx.pool.buf_size() && self.tso {
             self.rx.large.alloc()
         } else {
             self.rx.pool.alloc()
@@ -1213,7 +1250,7 @@ impl Link for AfPacketLink {
     }
 
     fn tso_max(&self) -> usize {
-        if self.tx_offload {
+        if self.tso {
             usize::from(u16::MAX)
         } else {
             0
@@ -1221,7 +1258,7 @@ impl Link for AfPacketLink {
     }
 
     fn tx_checksum_offload(&self) -> bool {
-        self.tx_offload
+        self.tx_checksum
     }
 
     /// The frames written in place, and 1 while requested TX slots wait
@@ -1290,6 +1327,8 @@ impl Link for AfPacketLink {
             rx_gro_joined: gro.joined,
             tx_super_frames: self.tx_super_frames,
             tx_kick_short: self.tx_kick_short,
+            tx_csum_partial: self.tx_csum_partial,
+            tx_csum_refused: u64::from(self.tx_csum_refused),
             rx_vnet: rx.vnet,
             kernel_rx_drop_refused: u64::from(self.kernel_rx_drop_refused),
         }
@@ -1337,40 +1376,20 @@ fn vnet_header(frame: &[u8], partial: bool, gso_size: u16) -> Option<[u8; VNET_H
     if !partial {
         return (gso_size == 0).then_some(h);
     }
-    let be16 = |at: usize| {
-        frame
-            .get(at..at + 2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-    };
-    let (l3, ethertype) = match be16(12)? {
-        0x8100 | 0x88a8 => (18, be16(16)?),
-        t => (14, t),
-    };
-    let (l4, protocol, v6) = match ethertype {
-        0x0800 => {
-            let ihl = usize::from(frame.get(l3)? & 0x0f) * 4;
-            (l3 + ihl, *frame.get(l3 + 9)?, false)
-        }
-        0x86dd => (l3 + 40, *frame.get(l3 + 6)?, true),
-        _ => return None,
-    };
-    let csum_offset: u16 = match protocol {
-        6 => 16,
-        17 if gso_size == 0 => 6,
-        _ => return None,
-    };
+    let site = csum_site::locate(frame)?;
+    let l4 = usize::from(site.start);
     if gso_size > 0 {
+        if site.protocol != csum_site::L4::Tcp {
+            return None;
+        }
         let tcp_len = usize::from(frame.get(l4 + 12)? >> 4) * 4;
-        h[1] = if v6 { GSO_TCPV6 } else { GSO_TCPV4 };
+        h[1] = if site.ipv6 { GSO_TCPV6 } else { GSO_TCPV4 };
         h[2..4].copy_from_slice(&((l4 + tcp_len) as u16).to_le_bytes());
         h[4..6].copy_from_slice(&gso_size.to_le_bytes());
     }
-    if l4 + usize::from(csum_offset) + 2 > frame.len() {
-        return None;
-    }
     h[0] = NEEDS_CSUM;
-    h[6..8].copy_from_slice(&(l4 as u16).to_le_bytes());
-    h[8..10].copy_from_slice(&csum_offset.to_le_bytes());
+    h[6..8].copy_from_slice(&site.start.to_le_bytes());
+    h[8..10].copy_from_slice(&site.offset.to_le_bytes());
     Some(h)
 }
 
@@ -1997,6 +2016,11 @@ mod tests {
         let h = vnet_header(&udp, true, 0).unwrap();
         assert_eq!((le(&h, 6), le(&h, 8)), (34, 6));
         assert_eq!(vnet_header(&udp, true, 1000), None);
+        // A fragment has no whole datagram to sum: refused.
+        let mut fragment = udp.clone();
+        fragment[20] = 0x20;
+        assert_eq!(vnet_header(&fragment, true, 0), None);
+        assert_eq!(vnet_header(&fragment, false, 0), Some([0; VNET_HDR_LEN]));
         // Anything else marked partial, or cut short: refused, no panic.
         let mut icmp = tcp4.clone();
         icmp[23] = 1;
@@ -2004,6 +2028,97 @@ mod tests {
         for n in 0..60 {
             let _ = vnet_header(&tcp4[..n], true, 1000);
             let _ = vnet_header(&tcp6[..n], true, 0);
+        }
+    }
+
+    /// Without `tso`, by default, a link leaves checksums to the kernel:
+    /// a UDP datagram sent with only its pseudo-header's sum, after a
+    /// `virtio_net_hdr` saying `NEEDS_CSUM`, reaches the veth's other end
+    /// partial and marked so (the kernel passes a partial skb on as it
+    /// is); with our end's checksum offload off, the kernel finishes it in
+    /// software and it arrives whole. Without the header (`vnet_hdr` off)
+    /// or with `tx_checksum` off the link offloads nothing.
+    #[test]
+    fn partial_checksums_leave_with_needs_csum_by_default() {
+        assert!(is_root(), "this AF_PACKET test needs root");
+        let (na, nb, _cleanup) = quiet_veth_pair("uvc");
+        let mut a =
+            AfPacketLink::open(&na, PacketPool::new(2048, 64), &RingConfig::default()).unwrap();
+        assert!(a.tx_checksum_offload(), "on by default");
+        assert_eq!(a.tso_max(), 0, "no super-frames without tso");
+        let mut b =
+            AfPacketLink::open(&nb, PacketPool::new(2048, 64), &RingConfig::default()).unwrap();
+        let (src, dst) = ([10, 99, 31, 1], [10, 99, 31, 2]);
+        let payload = b"left for the kernel to finish";
+        let mut frame = vec![0xffu8; 6];
+        frame.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x00]);
+        let udp_len = 8 + payload.len();
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&src);
+        ip[16..20].copy_from_slice(&dst);
+        let sum = !wire::checksum::data(&ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        frame.extend_from_slice(&ip);
+        let pseudo = wire::checksum::pseudo_header_v4(
+            &src.into(),
+            &dst.into(),
+            wire::ip::IpProtocol::Udp,
+            udp_len as u32,
+        );
+        frame.extend_from_slice(&5000u16.to_be_bytes());
+        frame.extend_from_slice(&5001u16.to_be_bytes());
+        frame.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        frame.extend_from_slice(&pseudo.to_be_bytes());
+        frame.extend_from_slice(payload);
+        let send = |a: &mut AfPacketLink| {
+            let TxPlaced::InPlace(bytes) = a.tx_place_sized(frame.len(), true, 0) else {
+                panic!("a free slot not lent");
+            };
+            bytes.copy_from_slice(&frame);
+            while a.tx_pending() > 0 {
+                a.tx_flush().unwrap();
+            }
+        };
+        let ours = |d: &[u8]| d.len() == frame.len() && d.ends_with(payload);
+        send(&mut a);
+        let got = receive(&mut b, 1, Duration::from_secs(3), |f| ours(f.data()));
+        assert_eq!(got.len(), 1, "{:?}", a.stats());
+        let (arrived, partial) = &got[0];
+        assert!(
+            *partial,
+            "the kernel marks it partial (TP_STATUS_CSUMNOTREADY)"
+        );
+        assert_eq!(arrived, &frame, "as sent, the sum left for the device");
+        // Our end cannot finish checksums: the kernel does, in software.
+        run(&["ethtool", "-K", &na, "tx", "off"]);
+        send(&mut a);
+        let got = receive(&mut b, 1, Duration::from_secs(3), |f| ours(f.data()));
+        assert_eq!(got.len(), 1, "{:?}", a.stats());
+        let (arrived, partial) = &got[0];
+        assert!(!*partial, "finished, so no longer marked");
+        assert_ne!(arrived, &frame, "the checksum field was finished");
+        let mut want = frame.clone();
+        assert!(wire::partial_checksum::complete(&mut want));
+        assert_eq!(arrived, &want, "finished as a device would");
+        assert_eq!(a.stats().tx_csum_partial, 2);
+        assert_eq!(a.stats().tx_csum_refused, 0);
+        for ring in [
+            RingConfig {
+                vnet_hdr: false,
+                ..RingConfig::default()
+            },
+            RingConfig {
+                tx_checksum: false,
+                ..RingConfig::default()
+            },
+        ] {
+            let l = AfPacketLink::open(&na, PacketPool::new(2048, 8), &ring).unwrap();
+            assert!(!l.tx_checksum_offload(), "{ring:?}");
+            assert_eq!(l.stats().tx_csum_refused, 0, "not asked, not refused");
         }
     }
 

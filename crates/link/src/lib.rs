@@ -14,6 +14,7 @@
 pub mod af_packet;
 pub mod af_xdp;
 pub mod arp_tap;
+pub mod csum_site;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod fanout;
@@ -158,6 +159,15 @@ pub struct LinkStats {
     /// frames behind (its send buffer full, or the driver busy): sent by
     /// the next kick, on the engine's next turn (AF_PACKET).
     pub tx_kick_short: u64,
+    /// Frames sent with their TCP or UDP checksum left partial for the
+    /// device (or the kernel behind it) to finish: transmit checksum
+    /// offload (AF_PACKET's `NEEDS_CSUM`, AF_XDP's TX metadata).
+    pub tx_csum_partial: u64,
+    /// 1 when the link was to offload transmit checksums and the kernel
+    /// or device refused what that needs (AF_PACKET: `PACKET_VNET_HDR`;
+    /// AF_XDP: `tx_metadata_len`, or a zero-copy binding): the stack
+    /// computes every checksum, as said once on stderr.
+    pub tx_csum_refused: u64,
     /// What received `virtio_net_hdr`s said, and the refused ones by
     /// reason (AF_PACKET with `PACKET_VNET_HDR`).
     pub rx_vnet: vnet_hdr::VnetRxStats,

@@ -1498,6 +1498,8 @@ impl Link for ShmLink {
             rx_gro_joined: 0,
             tx_super_frames: 0,
             tx_kick_short: 0,
+            tx_csum_partial: 0,
+            tx_csum_refused: 0,
             rx_vnet: Default::default(),
             kernel_rx_drop_refused: 0,
         }

@@ -205,11 +205,17 @@ fn open_port(
         }
         // Engine `e` on queue `e`; the NIC's RSS spreads flows over the
         // queues and the dispatcher hands each frame to its engine.
-        LinkSpec::AfXdp(ifname) => Ok(crate::xdp::open_queues(ifname, port, &cfg.kni, engines)
-            .map_err(&err)?
-            .into_iter()
-            .map(|l| QueueLink::AfXdp(Box::new(l)))
-            .collect()),
+        LinkSpec::AfXdp(ifname) => Ok(crate::xdp::open_queues(
+            ifname,
+            port,
+            &cfg.kni,
+            engines,
+            !cfg.dpdk.tx_csum_offload_skip,
+        )
+        .map_err(&err)?
+        .into_iter()
+        .map(|l| QueueLink::AfXdp(Box::new(l)))
+        .collect()),
         // Queue pair `e` for engine `e`.
         #[cfg(feature = "dpdk")]
         LinkSpec::Dpdk => Ok(crate::dpdk::open_queues(&cfg.dpdk, port, engines)

@@ -226,11 +226,13 @@ pub fn pool_reserve(count: usize) -> usize {
 }
 
 /// The rings of an `af_packet` port: the defaults, with large receive as
-/// `gro` says (without it, no large buffers either), and with `[dpdk] tso`
-/// segmentation and checksum offload through a `virtio_net_hdr` (not with
-/// `tx_csum_offoad_skip`, which leaves every checksum to the stack): 64
-/// TX slots of 128 KiB then, and more large buffers, as super-frames
-/// leave in them too.
+/// `gro` says (without it, no large buffers either), transmit checksum
+/// offload through the `virtio_net_hdr` unless `tx_csum_offoad_skip` (as
+/// F-Stack uses a NIC's where it has one; the kernel always finishes a
+/// partial checksum, in software where the device cannot), and with
+/// `[dpdk] tso` segmentation offload too (not with `tx_csum_offoad_skip`,
+/// which leaves every checksum to the stack): 64 TX slots of 128 KiB then,
+/// and more large buffers, as super-frames leave in them too.
 pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
     let d = RingConfig::default();
     let tso = dpdk.tso && !dpdk.tx_csum_offload_skip;
@@ -249,6 +251,7 @@ pub fn ring_config(dpdk: &DpdkConfig, port: &PortConfig) -> RingConfig {
         kernel_rx_drop: port.kernel_rx_drop,
         large_buffers,
         tso,
+        tx_checksum: !dpdk.tx_csum_offload_skip,
         vnet_hdr: port.vnet_hdr,
         tx_frame_count: if tso { 64 } else { d.tx_frame_count },
         ..d
@@ -320,9 +323,15 @@ pub fn open_link(dpdk: &DpdkConfig, port: &PortConfig) -> Result<PortLink, Setup
                 .map_err(open_err)
         }
         // Without the exception path (it takes the engines' way: cores.rs).
-        LinkSpec::AfXdp(ifname) => crate::xdp::open_queues(ifname, port, &KniConfig::default(), 1)
-            .map(|mut q| PortLink::AfXdp(Box::new(q.remove(0))))
-            .map_err(open_err),
+        LinkSpec::AfXdp(ifname) => crate::xdp::open_queues(
+            ifname,
+            port,
+            &KniConfig::default(),
+            1,
+            !dpdk.tx_csum_offload_skip,
+        )
+        .map(|mut q| PortLink::AfXdp(Box::new(q.remove(0))))
+        .map_err(open_err),
         LinkSpec::ShmCreate(path) => {
             let mtu = usize::from(port.mtu.unwrap_or(SHM_DEFAULT_MTU));
             let mut l = ShmLink::create(path, &ShmConfig::new(mtu, SHM_SLOTS)).map_err(open_err)?;
@@ -680,15 +689,19 @@ pub fn build_engine_steered(
     for (i, port) in cfg.ports.iter().enumerate() {
         let opened = match (&port.link, member) {
             // One process of several on the port: its own AF_XDP queue.
-            (LinkSpec::AfXdp(ifname), Some((engine, engines))) => {
-                crate::xdp::open_member(ifname, port, engine, engines)
-                    .map(|l| PortLink::AfXdp(Box::new(l)))
-                    .map_err(|error| SetupError::Open {
-                        port: port.id,
-                        link: link_name(&port.link),
-                        error,
-                    })?
-            }
+            (LinkSpec::AfXdp(ifname), Some((engine, engines))) => crate::xdp::open_member(
+                ifname,
+                port,
+                engine,
+                engines,
+                !cfg.dpdk.tx_csum_offload_skip,
+            )
+            .map(|l| PortLink::AfXdp(Box::new(l)))
+            .map_err(|error| SetupError::Open {
+                port: port.id,
+                link: link_name(&port.link),
+                error,
+            })?,
             _ => open_link(&cfg.dpdk, port)?,
         };
         let mut link = captured(opened, pcap_series(cfg, 0, port.id)?);

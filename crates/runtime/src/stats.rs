@@ -64,6 +64,8 @@ pub fn link_counters(s: &LinkStats) -> Vec<(String, u64)> {
         ("rx_gro_joined", s.rx_gro_joined),
         ("tx_super_frames", s.tx_super_frames),
         ("tx_kick_short", s.tx_kick_short),
+        ("tx_csum_partial", s.tx_csum_partial),
+        ("tx_csum_refused", s.tx_csum_refused),
         ("kernel_rx_drop_refused", s.kernel_rx_drop_refused),
     ]
     .into_iter()

@@ -43,6 +43,8 @@ pub fn xdp_config(port: &PortConfig, queue: u32) -> XdpConfig {
         reserve: (frames / 16).max(8),
         ring_size,
         need_wakeup: true,
+        // The opener says (`[dpdk] tx_csum_offoad_skip`).
+        tx_checksum: true,
     }
 }
 
@@ -148,12 +150,15 @@ pub fn kernel_path_in_program(port: &PortConfig) -> bool {
         && port.xdp_program == XdpProgramSetting::Libxdp
 }
 
-/// Opens `engines` sockets on `ifname`, queue `e` for engine `e`.
+/// Opens `engines` sockets on `ifname`, queue `e` for engine `e`, with
+/// transmit checksum offload where the kernel gives it (`tx_checksum`:
+/// not `[dpdk] tx_csum_offoad_skip`).
 pub fn open_queues(
     ifname: &str,
     port: &PortConfig,
     kni: &KniConfig,
     engines: usize,
+    tx_checksum: bool,
 ) -> io::Result<Vec<AfXdpLink>> {
     let program = port_program(ifname, port, kni)?;
     if let Some(n) = rx_queues(ifname) {
@@ -177,7 +182,10 @@ pub fn open_queues(
     let rss = (engines > 1).then(|| nic_rss(ifname, engines));
     let mut links = (0..engines)
         .map(|e| {
-            let cfg = xdp_config(port, e as u32);
+            let cfg = XdpConfig {
+                tx_checksum,
+                ..xdp_config(port, e as u32)
+            };
             let link = AfXdpLink::open_with(ifname, Arc::clone(&program), &cfg)?;
             eprintln!("ustack: {ifname}: {}", link.describe());
             Ok(link)
@@ -220,11 +228,13 @@ const MEMBER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// It binds queue `member`, or when another process holds that one (a
 /// pre-fork server's parent until its engine stops) the first free one
 /// after it, waiting up to [`MEMBER_WAIT`] for one to be let go.
+/// `tx_checksum` as for [`open_queues`].
 pub fn open_member(
     ifname: &str,
     port: &PortConfig,
     member: usize,
     members: usize,
+    tx_checksum: bool,
 ) -> io::Result<AfXdpLink> {
     let n = rx_queues(ifname).unwrap_or(members);
     if n < members {
@@ -254,7 +264,11 @@ pub fn open_member(
     loop {
         let mut busy = None;
         for q in (0..n).map(|i| (member + i) % n) {
-            match AfXdpLink::open_with(ifname, Arc::clone(&program), &xdp_config(port, q as u32)) {
+            let cfg = XdpConfig {
+                tx_checksum,
+                ..xdp_config(port, q as u32)
+            };
+            match AfXdpLink::open_with(ifname, Arc::clone(&program), &cfg) {
                 Ok(link) => {
                     if q != member {
                         eprintln!(

@@ -444,3 +444,56 @@ fn template_segments_of_repeated_and_changed_lengths_carry_their_own_sums() {
         assert_eq!(b.counters().rx_drop_tcp_bad_checksum, 0);
     }
 }
+
+/// The frames that are not data: a reset from a port nobody listens on is
+/// TCP (partial on an offloading interface, its field the pseudo-header
+/// sum), the port unreachable answering a datagram to a closed port is
+/// ICMP (always whole), and both arrive and act on the other side.
+#[test]
+fn resets_are_left_partial_and_icmp_errors_stay_whole() {
+    let now = Instant::ZERO;
+    let (mut a, mut b) = (stack(1, 51), stack(2, 52));
+    assert!(a.set_tx_checksum_offload(IF0, true) && b.set_tx_checksum_offload(IF0, true));
+    let (mut sa, mut sb) = (MetaSink::default(), MetaSink::default());
+    let both = |a: &mut Stack, sa: &mut MetaSink, b: &mut Stack, sb: &mut MetaSink| {
+        for _ in 0..50 {
+            let moved = deliver(now, sa, true, b, sb, true) + deliver(now, sb, true, a, sa, true);
+            if moved == 0 {
+                return;
+            }
+        }
+        panic!("the stacks never went quiet");
+    };
+    // A SYN to port 81, where nothing listens: b answers with a reset.
+    let ca = a
+        .tcp_connect(now, SocketAddr::new(IpAddr::V4(ip(2)), 81), None, &mut sa)
+        .unwrap();
+    both(&mut a, &mut sa, &mut b, &mut sb);
+    assert_eq!(b.counters().tcp_resets_sent, 1);
+    assert_eq!(sb.partial_sent, 1, "the reset left partial");
+    assert!(
+        a.tcp_state(ca).map_or(true, |s| s == TcpState::Closed),
+        "the reset closed the connection: {:?}",
+        a.tcp_state(ca)
+    );
+    // A datagram to port 9, closed on b: an ICMP error comes back whole
+    // (`deliver` checks it is not marked) and is not dropped as corrupt.
+    let ua = a
+        .udp_bind(SocketAddr::new(IpAddr::V4(ip(1)), 5000))
+        .unwrap();
+    let to_closed = SocketAddr::new(IpAddr::V4(ip(2)), 9);
+    a.udp_send_to(now, ua, to_closed, None, b"anyone?", &mut sa)
+        .unwrap();
+    let partial_before = sa.partial_sent;
+    both(&mut a, &mut sa, &mut b, &mut sb);
+    assert_eq!(
+        sa.partial_sent,
+        partial_before + 1,
+        "the datagram left partial"
+    );
+    assert_eq!(sb.partial_sent, 1, "nothing more from b was partial");
+    assert_eq!(b.counters().icmp_errors_sent, 1);
+    assert_eq!(b.counters().rx_drop_udp_bad_checksum, 0);
+    assert_eq!(a.counters().rx_drop_icmp_bad_checksum, 0);
+    assert_eq!(a.counters().rx_accept_icmp_error, 1, "the error was taken");
+}

@@ -276,12 +276,17 @@ impl Wire {
                 return;
             }
             for (f, m) in std::mem::take(&mut self.sa.frames) {
-                if m.gso_size > 0 {
-                    assert!(
-                        wire::partial_checksum::holds_partial_form(&f),
-                        "a super-frame holds the partial form"
-                    );
-                }
+                // A super-frame, and any frame marked partial (IPv4 and
+                // IPv6): its field is the pseudo-header's sum, from which
+                // a device finishes it.
+                assert!(
+                    !m.csum_partial || wire::partial_checksum::holds_partial_form(&f),
+                    "a frame marked partial holds the partial form"
+                );
+                assert!(
+                    m.gso_size == 0 || m.csum_partial,
+                    "a super-frame is partial"
+                );
                 self.sent.push((f.len(), m));
                 for s in cut(&f, m) {
                     assert!(s.len() - 14 <= MTU, "the cut segments fit the MTU");

@@ -15,6 +15,20 @@ pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 pub const XDP_USE_SG: u16 = 1 << 4;
 /// A descriptor's `options`: the frame goes on in the next descriptor.
 pub const XDP_PKT_CONTD: u32 = 1 << 0;
+/// `struct xdp_umem_reg`'s `flags`: `tx_metadata_len` is given (Linux
+/// 6.11; older kernels refuse the flag, and before 6.8 would ignore the
+/// length unflagged).
+pub const XDP_UMEM_TX_METADATA_LEN: u32 = 1 << 2;
+/// A TX descriptor's `options`: an `xsk_tx_metadata` lies in the
+/// `tx_metadata_len` bytes before its address.
+pub const XDP_TX_METADATA: u32 = 1 << 1;
+/// `xsk_tx_metadata.flags`: finish the L4 checksum at `csum_start` +
+/// `csum_offset`, skb-style (`CHECKSUM_PARTIAL`).
+pub const XDP_TXMD_FLAGS_CHECKSUM: u64 = 1 << 1;
+/// Bytes reserved before each TX frame for its `xsk_tx_metadata`
+/// (`flags`, then `request.csum_start` and `request.csum_offset`, then
+/// `launch_time` in 6.14+): 24, a multiple of 8 as the kernel requires.
+pub const TX_METADATA_LEN: usize = 24;
 /// A ring's `flags` word: the kernel wants a syscall to make progress.
 pub const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
 

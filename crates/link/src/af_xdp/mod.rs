@@ -35,6 +35,22 @@
 //! frames. Native mode sees the driver's frames, no larger than the MTU
 //! (a veth whose peer runs native XDP stops its peer's GSO).
 //!
+//! Transmit checksums (`XdpConfig::tx_checksum`): the UMEM is registered
+//! with room for an `xsk_tx_metadata` before each TX frame
+//! (`tx_metadata_len`, Linux 6.11's `XDP_UMEM_TX_METADATA_LEN`), and a
+//! frame the stack left partial goes with `XDP_TX_METADATA` and
+//! `XDP_TXMD_FLAGS_CHECKSUM` saying where its TCP or UDP checksum lies
+//! (`csum_site.rs`). In copy mode the kernel builds a `CHECKSUM_PARTIAL`
+//! skb of it (since 6.8), which the device or the kernel's own code
+//! finishes, or a veth's peer takes as it is, as for AF_PACKET. A
+//! zero-copy driver may lack the offload and would ignore the request
+//! (its support is not asked of the kernel here), so zero-copy sockets
+//! leave checksums to the stack; so does a kernel that refuses the
+//! metadata. Either is said once on stderr and shows in
+//! `tx_csum_refused`. With the metadata registered, every TX descriptor
+//! must leave room for it in its chunk: frames the link hands out start
+//! `TX_METADATA_LEN` bytes in (received ones start further in anyway).
+//!
 //! Receive checksums: AF_XDP carries no checksum metadata. A kernel sender
 //! on the same host whose transmit checksum offload is on (a veth's peer,
 //! by default) hands over frames whose L4 checksum holds only the
@@ -120,11 +136,14 @@ pub struct XdpConfig {
     pub ring_size: u32,
     /// Ask for `XDP_USE_NEED_WAKEUP`.
     pub need_wakeup: bool,
+    /// Transmit checksum offload through AF_XDP TX metadata, where the
+    /// kernel has it and the socket is in copy mode (module comment).
+    pub tx_checksum: bool,
 }
 
 impl Default for XdpConfig {
     /// Queue 0, auto modes, 4096 chunks of 2048 bytes (8 MiB), rings of
-    /// 2048, need-wakeup.
+    /// 2048, need-wakeup, transmit checksum offload.
     fn default() -> XdpConfig {
         XdpConfig {
             queue: 0,
@@ -135,6 +154,7 @@ impl Default for XdpConfig {
             reserve: 256,
             ring_size: 2048,
             need_wakeup: true,
+            tx_checksum: true,
         }
     }
 }
@@ -230,6 +250,9 @@ struct Socket {
     rx: Ring<abi::XdpDesc>,
     tx: Ring<abi::XdpDesc>,
     fd: OwnedFd,
+    /// The UMEM was registered with `TX_METADATA_LEN` bytes of TX
+    /// metadata; else why not, when it was asked.
+    tx_metadata: Result<(), String>,
 }
 
 fn setsockopt<T>(fd: RawFd, name: libc::c_int, value: &T) -> io::Result<()> {
@@ -277,7 +300,7 @@ impl Socket {
         // SAFETY: `raw` is a fresh descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let s = fd.as_raw_fd();
-        let reg = abi::UmemReg {
+        let plain = abi::UmemReg {
             addr: umem.base().as_ptr() as u64,
             len: umem.len() as u64,
             chunk_size: umem.chunk_size() as u32,
@@ -285,7 +308,27 @@ impl Socket {
             flags: 0,
             tx_metadata_len: 0,
         };
-        setsockopt(s, abi::XDP_UMEM_REG, &reg)?;
+        let with_metadata = abi::UmemReg {
+            flags: abi::XDP_UMEM_TX_METADATA_LEN,
+            tx_metadata_len: abi::TX_METADATA_LEN as u32,
+            ..plain
+        };
+        // A kernel without the flag refuses it (EINVAL) and registers
+        // nothing, so the plain registration may follow on this socket.
+        let tx_metadata = if !cfg.tx_checksum {
+            Err("not asked".to_string())
+        } else {
+            match setsockopt(s, abi::XDP_UMEM_REG, &with_metadata) {
+                Ok(()) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Err(format!(
+                    "the kernel refused TX metadata (tx_metadata_len, Linux 6.11): {e}"
+                )),
+                Err(e) => return Err(e),
+            }
+        };
+        if tx_metadata.is_err() {
+            setsockopt(s, abi::XDP_UMEM_REG, &plain)?;
+        }
         let n = cfg.ring_size;
         setsockopt(s, abi::XDP_UMEM_FILL_RING, &n)?;
         setsockopt(s, abi::XDP_UMEM_COMPLETION_RING, &n)?;
@@ -304,6 +347,7 @@ impl Socket {
             rx: Ring::map(s, abi::XDP_PGOFF_RX_RING, &off.rx, n, false)?,
             tx: Ring::map(s, abi::XDP_PGOFF_TX_RING, &off.tx, n, true)?,
             fd,
+            tx_metadata,
         })
     }
 
@@ -395,6 +439,15 @@ pub struct AfXdpLink {
     /// (several queues): see [`AfXdpLink::set_rss_table`].
     rss: Option<Result<crate::nic_rss::RssTable, String>>,
     rx_super_bad_checksum: u64,
+    /// Partial checksums go with TX metadata for the kernel to finish.
+    tx_checksum: bool,
+    /// Where frames handed out for sending start in their chunk: after
+    /// room for the TX metadata when the UMEM has it.
+    tx_offset: usize,
+    /// Frames sent with a checksum request in their metadata.
+    tx_csum_partial: u64,
+    /// Transmit checksum offload was asked and could not be had.
+    tx_csum_refused: bool,
 }
 
 // SAFETY: the socket, its ring mappings and the UMEM belong to this value
@@ -494,6 +547,27 @@ impl AfXdpLink {
         // What the kernel says it did.
         let opts: u32 = getsockopt(sock.fd.as_raw_fd(), abi::XDP_OPTIONS)?;
         let zero_copy = zero_copy && opts & abi::XDP_OPTIONS_ZEROCOPY != 0;
+        let tx_offset = if sock.tx_metadata.is_ok() {
+            abi::TX_METADATA_LEN
+        } else {
+            0
+        };
+        let refused = match (&sock.tx_metadata, zero_copy) {
+            _ if !cfg.tx_checksum => None,
+            (Err(why), _) => Some(why.clone()),
+            (Ok(()), true) => {
+                Some("a zero-copy driver's TX checksum support is not known here".to_string())
+            }
+            (Ok(()), false) => None,
+        };
+        if let Some(why) = &refused {
+            eprintln!(
+                "ustack: af_xdp {ifname} queue {}: no transmit checksum offload ({why}); \
+                 the stack computes every checksum",
+                cfg.queue
+            );
+        }
+        let tx_checksum = cfg.tx_checksum && refused.is_none();
 
         let mut link = AfXdpLink {
             sock,
@@ -530,6 +604,10 @@ impl AfXdpLink {
             rx_super_frames: 0,
             rss: None,
             rx_super_bad_checksum: 0,
+            tx_checksum,
+            tx_offset,
+            tx_csum_partial: 0,
+            tx_csum_refused: refused.is_some(),
         };
         link.refill();
         link.program.insert(cfg.queue, link.sock.fd.as_raw_fd())?;
@@ -590,7 +668,7 @@ impl AfXdpLink {
     /// One line saying how the link runs, for the program's start message.
     pub fn describe(&self) -> String {
         format!(
-            "af_xdp queue {} {} XDP, {} mode{}{}, {} frames of {} bytes{}",
+            "af_xdp queue {} {} XDP, {} mode{}{}, {} frames of {} bytes{}{}",
             self.queue,
             self.program.mode().name(),
             if self.zero_copy { "zero-copy" } else { "copy" },
@@ -608,6 +686,11 @@ impl AfXdpLink {
             self.umem.chunk_size(),
             if self.partial_form.is_on() {
                 ", a peer's partial checksums recognised"
+            } else {
+                ""
+            },
+            if self.tx_checksum {
+                ", TX checksums finished by the kernel (TX metadata)"
             } else {
                 ""
             },
@@ -732,7 +815,8 @@ impl AfXdpLink {
                 break;
             }
             let Some(chunk) = self.free.pop() else { break };
-            let mut seg = self.umem.frame(chunk, 0, 0);
+            // Where a frame to send starts: the engine may send it on.
+            let mut seg = self.umem.frame(chunk, self.tx_offset, 0);
             let len = sf.segment_len(i);
             if len > seg.capacity() {
                 self.free.push(chunk);
@@ -893,7 +977,7 @@ impl Link for AfXdpLink {
             return None;
         };
         self.frames_out += 1;
-        Some(self.umem.frame(chunk, 0, 0))
+        Some(self.umem.frame(chunk, self.tx_offset, 0))
     }
 
     fn tx_burst(&mut self, bufs: &mut Vec<XdpFrame>) -> io::Result<usize> {
@@ -903,7 +987,7 @@ impl Link for AfXdpLink {
         let mut taken = 0;
         let mut queued = 0;
         let mut give_back = Vec::new();
-        for buf in bufs.iter() {
+        for buf in bufs.iter_mut() {
             if !self.umem.owns(buf) {
                 self.foreign += 1;
                 self.tx_dropped += 1;
@@ -920,12 +1004,29 @@ impl Link for AfXdpLink {
             if queued == room {
                 break;
             }
+            let mut options = 0;
+            if self.tx_checksum && buf.csum_partial() {
+                match tx_checksum_metadata(buf) {
+                    Some(()) => {
+                        options = abi::XDP_TX_METADATA;
+                        self.tx_csum_partial += 1;
+                    }
+                    None => {
+                        // Nothing says where its checksum is (the stack
+                        // marks none such): not sent wrong.
+                        self.tx_dropped += 1;
+                        give_back.push(buf.chunk());
+                        taken += 1;
+                        continue;
+                    }
+                }
+            }
             self.sock.tx.write(
                 queued,
                 abi::XdpDesc {
                     addr: buf.addr(),
                     len: len as u32,
-                    options: 0,
+                    options,
                 },
             );
             queued += 1;
@@ -951,6 +1052,10 @@ impl Link for AfXdpLink {
 
     fn recycle(&mut self, buf: XdpFrame) {
         self.take_back(buf);
+    }
+
+    fn tx_checksum_offload(&self) -> bool {
+        self.tx_checksum
     }
 
     fn info(&self) -> &LinkInfo {
@@ -986,6 +1091,8 @@ impl Link for AfXdpLink {
             rx_gro_joined: 0,
             tx_super_frames: 0,
             tx_kick_short: 0,
+            tx_csum_partial: self.tx_csum_partial,
+            tx_csum_refused: u64::from(self.tx_csum_refused),
             rx_vnet: Default::default(),
             kernel_rx_drop_refused: 0,
         }
@@ -1009,4 +1116,25 @@ impl Link for AfXdpLink {
     fn rx_fd(&self) -> Option<RawFd> {
         Some(self.sock.fd.as_raw_fd())
     }
+}
+
+/// Writes the `xsk_tx_metadata` asking the kernel to finish `frame`'s TCP
+/// or UDP checksum (its field holds the pseudo-header's sum) before the
+/// frame; `None` when the frame has no such checksum or no room before it.
+fn tx_checksum_metadata(frame: &mut XdpFrame) -> Option<()> {
+    let site = crate::csum_site::locate(frame.data())?;
+    frame
+        .write_before(&tx_metadata_bytes(site.start, site.offset))
+        .then_some(())
+}
+
+/// An `xsk_tx_metadata` (native byte order, as the kernel reads it):
+/// `flags` = checksum, then `request.csum_start` and `csum_offset`; the
+/// rest (launch time) zero.
+fn tx_metadata_bytes(csum_start: u16, csum_offset: u16) -> [u8; abi::TX_METADATA_LEN] {
+    let mut m = [0u8; abi::TX_METADATA_LEN];
+    m[..8].copy_from_slice(&abi::XDP_TXMD_FLAGS_CHECKSUM.to_ne_bytes());
+    m[8..10].copy_from_slice(&csum_start.to_ne_bytes());
+    m[10..12].copy_from_slice(&csum_offset.to_ne_bytes());
+    m
 }

@@ -630,3 +630,135 @@ fn libxdp_program_native_generic_and_chained() {
     libxdp_program_passes_what_ustack_does_not_serve("lg", XdpMode::Generic);
     libxdp_program_chains_in_front_of_a_program_attached_alone();
 }
+
+/// The kernel side's MAC address.
+fn peer_mac(veth: &Veth) -> [u8; 6] {
+    let out = Command::new("ip")
+        .args(["-n", &veth.ns, "-o", "link", "show", "dev", &veth.inner])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find("link/ether ").expect("a MAC") + "link/ether ".len();
+    let mut mac = [0u8; 6];
+    for (m, hex) in mac.iter_mut().zip(text[at..at + 17].split(':')) {
+        *m = u8::from_str_radix(hex, 16).unwrap();
+    }
+    mac
+}
+
+/// A UDP socket of the kernel side on `10.99.y.1:port`, waiting at most a
+/// second for each datagram.
+fn peer_udp_socket(veth: &Veth, port: u16) -> UdpSocket {
+    let ns_path = format!("/var/run/netns/{}", veth.ns);
+    let addr = format!("10.99.{}.1:{port}", veth.y);
+    std::thread::spawn(move || {
+        let f = std::fs::File::open(&ns_path).unwrap();
+        // SAFETY: setns on a namespace file we hold open; it changes only
+        // this short-lived thread's network namespace, and the socket made
+        // in it stays there.
+        let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(r, 0, "setns: {}", io::Error::last_os_error());
+        let s = UdpSocket::bind(addr.as_str()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        s
+    })
+    .join()
+    .unwrap()
+}
+
+/// An IPv4 UDP frame from `10.99.y.2:4000` to the kernel side's port,
+/// its IP header checksum whole and its UDP checksum field holding the
+/// pseudo-header's sum only (the partial form the stack leaves).
+fn partial_udp_frame(veth: &Veth, src_mac: [u8; 6], port: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut f = Vec::new();
+    f.extend_from_slice(&peer_mac(veth));
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + udp_len) as u16;
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 99, veth.y, 2]);
+    ip[16..20].copy_from_slice(&veth.peer_ip());
+    let sum = !fold(sum16(0, &ip));
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    f.extend_from_slice(&ip);
+    let pseudo = fold(sum16(17 + udp_len as u32, &ip[12..20]));
+    f.extend_from_slice(&4000u16.to_be_bytes());
+    f.extend_from_slice(&port.to_be_bytes());
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&pseudo.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Transmit checksum offload through TX metadata, in `mode`: frames handed
+/// out start after room for the metadata, and a UDP datagram sent with only
+/// its pseudo-header's sum reaches the kernel's socket, whose stack drops a
+/// bad checksum. Our end's own offload is off, so the kernel finishes the
+/// checksum in software before the veth carries it (what a device without
+/// the offload gets). The same frame sent without the request arrives with
+/// its partial sum as it is, and is dropped: the request is what made it
+/// whole.
+fn tx_checksum_through_metadata(tag: &str, mode: XdpModeChoice) {
+    let veth = Veth::new(tag);
+    run(&["ethtool", "-K", &veth.outer, "tx", "off"]);
+    let mut link = AfXdpLink::open(&veth.outer, &small_config(mode)).unwrap();
+    assert!(
+        link.tx_checksum_offload(),
+        "Linux 6.11+ takes TX metadata in copy mode: {}",
+        link.describe()
+    );
+    assert_eq!(link.stats().tx_csum_refused, 0);
+    veth.wait_peer_ready();
+    let peer = peer_udp_socket(&veth, 7777);
+    let frame = partial_udp_frame(&veth, link.info().mac, 7777, b"finished by the kernel");
+    let send = |link: &mut AfXdpLink, partial: bool| {
+        let mut b = link.alloc_tx().expect("a TX frame");
+        assert_eq!(b.offset(), abi::TX_METADATA_LEN, "room for the metadata");
+        b.set_len(frame.len());
+        b.data_mut().copy_from_slice(&frame);
+        b.set_csum_partial(partial);
+        let mut v = vec![b];
+        while !v.is_empty() {
+            link.tx_burst(&mut v).unwrap();
+        }
+    };
+    send(&mut link, true);
+    let mut buf = [0u8; 64];
+    let n = peer.recv(&mut buf).unwrap_or_else(|e| {
+        panic!(
+            "no datagram at the kernel's socket ({e}): {:?}",
+            link.stats()
+        )
+    });
+    assert_eq!(&buf[..n], b"finished by the kernel");
+    assert_eq!(link.stats().tx_csum_partial, 1);
+    send(&mut link, false);
+    assert!(
+        peer.recv(&mut buf).is_err(),
+        "the pseudo-header sum alone, sent without the request, was taken"
+    );
+    assert_eq!(link.stats().tx_csum_partial, 1);
+    assert_eq!(link.stats().tx_dropped, 0);
+}
+
+#[test]
+fn tx_checksum_through_metadata_generic_and_native() {
+    assert!(is_root(), "this AF_XDP test needs root");
+    tx_checksum_through_metadata("mg", XdpModeChoice::Generic);
+    tx_checksum_through_metadata("mn", XdpModeChoice::Native);
+}
+
+#[test]
+fn tx_metadata_bytes_are_the_kernels_layout() {
+    let m = tx_metadata_bytes(34, 6);
+    assert_eq!(m.len(), 24, "a multiple of 8, room for launch_time");
+    assert_eq!(u64::from_ne_bytes(m[..8].try_into().unwrap()), 1 << 1);
+    assert_eq!(u16::from_ne_bytes([m[8], m[9]]), 34);
+    assert_eq!(u16::from_ne_bytes([m[10], m[11]]), 6);
+    assert!(m[12..].iter().all(|&b| b == 0));
+}

@@ -158,6 +158,29 @@ impl XdpFrame {
         u64::from(self.chunk) * u64::from(self.chunk_size) + u64::from(self.offset)
     }
 
+    /// Writes `meta` into the bytes just before the frame, inside its
+    /// chunk, where the kernel reads a TX frame's `xsk_tx_metadata`.
+    /// Returns false (nothing written) when the frame starts too close to
+    /// its chunk's start for them.
+    pub fn write_before(&mut self, meta: &[u8]) -> bool {
+        let Some(at) = (self.offset as usize).checked_sub(meta.len()) else {
+            return false;
+        };
+        let chunk_start = self.chunk as usize * self.chunk_size as usize;
+        // SAFETY: `at + meta.len() == offset < chunk_size`, so the bytes lie
+        // in this frame's chunk, which this handle alone owns (module
+        // comment; `&mut self` makes the write unique), and the mapping
+        // outlives the frame.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                meta.as_ptr(),
+                self.umem.as_ptr().add(chunk_start + at),
+                meta.len(),
+            );
+        }
+        true
+    }
+
     fn start(&self) -> *mut u8 {
         let at = self.chunk as usize * self.chunk_size as usize + self.offset as usize;
         // SAFETY: `chunk < chunks` and `offset < chunk_size` (made so by

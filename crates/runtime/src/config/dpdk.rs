@@ -26,7 +26,9 @@ pub struct DpdkConfig {
     /// NUMA node.
     pub numa_on: bool,
     /// `tx_csum_offoad_skip` (sic, F-Stack's spelling; default off): never ask
-    /// the NIC to fill transmit checksums.
+    /// the device to fill transmit checksums (a DPDK port's NIC; an
+    /// af_packet port's kernel through the `virtio_net_hdr`; an af_xdp
+    /// port's kernel through TX metadata): the stack computes them all.
     pub tx_csum_offload_skip: bool,
     /// `tso` (default off): TCP segmentation offload.
     pub tso: bool,

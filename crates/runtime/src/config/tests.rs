@@ -1352,6 +1352,30 @@ fn vnet_hdr_is_on_by_default_reaches_the_ring_and_is_warned_elsewhere() {
     );
 }
 
+/// F-Stack's `tx_csum_offoad_skip=0` (the default) uses a device's
+/// transmit checksum offload where it has one: an af_packet port leaves
+/// TCP and UDP checksums to the kernel through its `virtio_net_hdr`,
+/// with or without `tso`; `tx_csum_offoad_skip=1` keeps them all in the
+/// stack, and segmentation only comes with `tso=1`.
+#[test]
+fn af_packet_offloads_tx_checksums_by_default_unless_skipped() {
+    let cfg = |dpdk: &str| {
+        parse(&format!(
+            "[dpdk]\n{dpdk}[port0]\nlink=af_packet:e0\naddr=10.99.1.2/24\n"
+        ))
+        .unwrap()
+    };
+    let ring = |c: &Config| crate::setup::ring_config(&c.dpdk, &c.ports[0]);
+    let c = cfg("");
+    assert!(ring(&c).tx_checksum && ring(&c).vnet_hdr && !ring(&c).tso);
+    let c = cfg("tx_csum_offoad_skip=1\n");
+    assert!(!ring(&c).tx_checksum && !ring(&c).tso);
+    let c = cfg("tso=1\n");
+    assert!(ring(&c).tx_checksum && ring(&c).tso);
+    let c = cfg("tso=1\ntx_csum_offoad_skip=1\n");
+    assert!(!ring(&c).tx_checksum && !ring(&c).tso);
+}
+
 #[test]
 fn kernel_rx_drop_acts_on_af_packet_and_is_warned_about_elsewhere() {
     let port = |link: &str, k: &str| format!("[port0]\nlink={link}\naddr=10.99.1.2/24\n{k}");
