@@ -45,9 +45,26 @@ class Ctx:
         return Topology(kind, subnet, binary or self.binary, self.workdir, **kw).create()
 
 
+class Subnets(dict):
+    """Test name -> the third octet of its 10.99.N.0/24.  A number given
+    twice is refused when the case module loads: cases written side by side
+    picked the same ones before."""
+
+    def __setitem__(self, name, n):
+        for other, m in self.items():
+            if m == n and other != name:
+                raise ValueError(f"subnet 10.99.{n}.0/24 of {name} is already {other}'s")
+        super().__setitem__(name, n)
+
+    def update(self, other=(), **kw):
+        for name, n in dict(other, **kw).items():
+            self[name] = n
+
+
 # Each test has its own /24 inside 10.99.0.0/16 (the namespaces are private,
 # but distinct subnets keep captures readable).
-SUBNETS = {
+SUBNETS = Subnets()
+SUBNETS.update({
     "ping_af_packet": 101, "ping_tap": 102,
     "udp_sizes_af_packet": 103, "udp_sizes_tap": 104,
     "hostile_af_packet": 105,
@@ -60,7 +77,7 @@ SUBNETS = {
     "ping_af_packet_root": 118, "udp_sizes_af_packet_root": 119,
     "ping_dpdk": 140, "udp_sizes_dpdk": 141, "tcp_echo_dpdk": 142,
     "http_curl_dpdk": 143, "http_wrk_dpdk": 144,
-}
+})
 
 
 # --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from cases import SUBNETS, no_tcp_trouble, test
 from cases_devices import DpdkTapTopology
 from harness import check
 
-SUBNETS.update({"tcp_stream_tso_dpdk_tap": 161, "tcp6_stream_tso_dpdk_tap": 162})
+SUBNETS.update({"tcp_stream_tso_dpdk_tap": 24, "tcp6_stream_tso_dpdk_tap": 25})
 
 STREAM_SIZE = 16 * 1024 * 1024
 

@@ -59,8 +59,8 @@ SUBNETS.update({
     "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
     "preload_nginx_af_xdp": 8, "preload_mixed_wait_busy": 34,
     "preload_prefork_dpdk": 52, "preload_nginx_reload_af_xdp": 53,
-    "preload_exec_without_library": 158, "preload_splice": 159, "preload_unhandled_said_once": 160,
-    "preload_vfork_spawn": 161,
+    "preload_exec_without_library": 26, "preload_splice": 27, "preload_unhandled_said_once": 28,
+    "preload_vfork_spawn": 29,
 })
 
 _libc = h._libc

@@ -31,10 +31,11 @@ from cases import SUBNETS, no_tcp_trouble, test
 from cases_xdp import XdpCtx
 from harness import check
 
-SUBNETS.update({"tx_csum_offload_af_packet": 140, "tx_csum_offload_af_xdp_generic": 141,
-                "tx_csum_finished_by_router_af_packet": 142})
+SUBNETS.update({"tx_csum_offload_af_packet": 35, "tx_csum_offload_af_xdp_generic": 36,
+                "tx_csum_finished_by_router_af_packet": 37,
+                "tx_csum_finished_by_router_far_side": 38})
 # The router's far side (the receiver's subnet) of the router case.
-ROUTER_FAR_SUBNET = 143
+ROUTER_FAR_SUBNET = SUBNETS["tx_csum_finished_by_router_far_side"]
 
 BULK = 2 * 1024 * 1024
 
