@@ -1,7 +1,7 @@
 //! Statistics of an engine as `name value` lines, written to a file that
 //! tools and tests read (until the control socket of the CLI exists).
 
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use link::{Link, LinkStats};
@@ -172,6 +172,17 @@ pub fn render(stats: &[(String, u64)]) -> String {
 }
 
 /// Writes snapshots to a file, atomically (a reader never sees half).
+///
+/// Each snapshot is written over the previous one in a second file
+/// (`FILE.tmp`, kept), which then trades names with `FILE`
+/// (`renameat2(RENAME_EXCHANGE)`). Not a fresh file renamed over `FILE`:
+/// on ext4 a rename over an existing file starts the writeback of the
+/// renamed file's data (`auto_da_alloc`), and so does closing a file
+/// truncated to nothing. In the engine's thread that took 0.4-3 ms per
+/// snapshot on this machine's /tmp, against about 0.1 ms this way
+/// (`scripts/nginx-kernel-costs.sh`: the nginx worker's `rename`s, 3 ms
+/// each, ten a second). A file system without the exchange gets the
+/// plain rename.
 pub struct StatsFile {
     path: PathBuf,
     tmp: PathBuf,
@@ -193,10 +204,120 @@ impl StatsFile {
         if text == self.last {
             return Ok(());
         }
-        let mut f = std::fs::File::create(&self.tmp)?;
-        f.write_all(text.as_bytes())?;
-        std::fs::rename(&self.tmp, &self.path)?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.tmp)?;
+        f.write_all_at(text.as_bytes(), 0)?;
+        f.set_len(text.len() as u64)?;
+        drop(f);
+        if !exchange(&self.tmp, &self.path)? {
+            std::fs::rename(&self.tmp, &self.path)?;
+        }
         self.last = text;
         Ok(())
+    }
+}
+
+/// Trades the names of `a` and `b` atomically. `Ok(false)` when it cannot
+/// (`b` does not exist yet, or the file system has no exchange): a plain
+/// rename then does.
+fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: both are NUL-terminated paths that live for the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    fn snapshot_text(i: usize) -> String {
+        // Lengths differ from one snapshot to the next: a shorter one must
+        // not keep the tail of a longer one.
+        let mut s = String::new();
+        for line in 0..(1 + i % 7) * 300 {
+            s.push_str(&format!("counter_{line} {i}\n"));
+        }
+        s.push_str("end 1\n");
+        s
+    }
+
+    /// Every read of the file, while snapshots are written as fast as they
+    /// come, is one whole snapshot; the last one stays.
+    #[test]
+    fn a_reader_sees_whole_snapshots_only() {
+        let dir = std::env::temp_dir().join(format!("ustack-stats-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stats.1");
+        let mut file = StatsFile::new(&path);
+        file.write(snapshot_text(0)).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (path, done) = (path.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !done.load(Ordering::Relaxed) {
+                    let text = std::fs::read_to_string(&path).expect("the file is always there");
+                    let i: usize = text
+                        .lines()
+                        .next()
+                        .and_then(|l| l.split(' ').nth(1))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| panic!("a snapshot without its first line: {text:?}"));
+                    assert_eq!(text, snapshot_text(i), "read {reads}: not a whole snapshot");
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for i in 1..2000 {
+            file.write(snapshot_text(i)).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        let reads = reader.join().unwrap();
+        assert!(reads > 0);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), snapshot_text(1999));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The exchange trades two files' contents, and says when it cannot
+    /// (no second file yet) instead of failing.
+    #[test]
+    fn exchange_trades_names_or_says_it_cannot() {
+        let dir = std::env::temp_dir().join(format!("ustack-exchange-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::write(&a, "A").unwrap();
+        assert!(!exchange(&a, &b).unwrap(), "b does not exist");
+        std::fs::write(&b, "B").unwrap();
+        assert!(exchange(&a, &b).unwrap());
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "B");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "A");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -193,26 +193,37 @@ pub fn read_v3(block: &[u8], at: usize, vnet: bool) -> Result<(RingFrame, usize)
     Ok((frame, u32_at(h, V3_NEXT_OFFSET) as usize))
 }
 
-/// The reader's place in a ring of `count` fixed-size slots.
+/// The reader's place in a ring of `count` fixed-size slots, laid out as
+/// the kernel lays them (`packet_lookup_frame`): `per_block` slots from
+/// the start of each block of `block_size` bytes, blocks one after the
+/// other (the rest of a block, less than a slot, unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotCursor {
     size: usize,
     count: usize,
+    per_block: usize,
+    block_size: usize,
     next: usize,
+    in_block: usize,
+    offset: usize,
 }
 
 impl SlotCursor {
-    pub fn new(size: usize, count: usize) -> SlotCursor {
+    pub fn new(size: usize, count: usize, per_block: usize, block_size: usize) -> SlotCursor {
         SlotCursor {
             size,
             count,
+            per_block: per_block.max(1),
+            block_size,
             next: 0,
+            in_block: 0,
+            offset: 0,
         }
     }
 
     /// The offset of the slot to read next from the ring's start.
     pub fn offset(&self) -> usize {
-        self.next * self.size
+        self.offset
     }
 
     pub fn size(&self) -> usize {
@@ -221,7 +232,16 @@ impl SlotCursor {
 
     /// Moves past the slot just given back, wrapping at the ring's end.
     pub fn advance(&mut self) {
-        self.next = (self.next + 1) % self.count;
+        self.next += 1;
+        self.in_block += 1;
+        if self.next == self.count {
+            *self = SlotCursor::new(self.size, self.count, self.per_block, self.block_size);
+        } else if self.in_block == self.per_block {
+            self.in_block = 0;
+            self.offset = self.next / self.per_block * self.block_size;
+        } else {
+            self.offset += self.size;
+        }
     }
 }
 
@@ -382,12 +402,21 @@ mod tests {
 
     #[test]
     fn the_slot_cursor_walks_the_ring_and_wraps() {
-        let mut c = SlotCursor::new(2048, 3);
+        let mut c = SlotCursor::new(2048, 3, 2, 4096);
         let mut seen = Vec::new();
         for _ in 0..7 {
             seen.push(c.offset());
             c.advance();
         }
         assert_eq!(seen, [0, 2048, 4096, 0, 2048, 4096, 0]);
+        // Slots that do not fill their block: each block starts afresh,
+        // as the kernel's packet_lookup_frame places them.
+        let mut c = SlotCursor::new(2112, 5, 2, 8192);
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            seen.push(c.offset());
+            c.advance();
+        }
+        assert_eq!(seen, [0, 2112, 8192, 8192 + 2112, 16384, 0]);
     }
 }

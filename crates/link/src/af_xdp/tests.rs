@@ -2,9 +2,7 @@
 //! generic XDP mode (as root; skipped with a message otherwise).
 
 use super::*;
-#[cfg(feature = "libxdp")]
-use crate::test_net::run;
-use crate::test_net::{arp_request, is_arp_reply_from, is_root, receive, NsVeth};
+use crate::test_net::{arp_request, is_arp_reply_from, is_root, receive, run, NsVeth};
 use std::net::UdpSocket;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -632,7 +630,7 @@ fn libxdp_program_native_generic_and_chained() {
 }
 
 /// The kernel side's MAC address.
-fn peer_mac(veth: &Veth) -> [u8; 6] {
+fn peer_mac(veth: &NsVeth) -> [u8; 6] {
     let out = Command::new("ip")
         .args(["-n", &veth.ns, "-o", "link", "show", "dev", &veth.inner])
         .output()
@@ -648,7 +646,7 @@ fn peer_mac(veth: &Veth) -> [u8; 6] {
 
 /// A UDP socket of the kernel side on `10.99.y.1:port`, waiting at most a
 /// second for each datagram.
-fn peer_udp_socket(veth: &Veth, port: u16) -> UdpSocket {
+fn peer_udp_socket(veth: &NsVeth, port: u16) -> UdpSocket {
     let ns_path = format!("/var/run/netns/{}", veth.ns);
     let addr = format!("10.99.{}.1:{port}", veth.y);
     std::thread::spawn(move || {
@@ -669,7 +667,7 @@ fn peer_udp_socket(veth: &Veth, port: u16) -> UdpSocket {
 /// An IPv4 UDP frame from `10.99.y.2:4000` to the kernel side's port,
 /// its IP header checksum whole and its UDP checksum field holding the
 /// pseudo-header's sum only (the partial form the stack leaves).
-fn partial_udp_frame(veth: &Veth, src_mac: [u8; 6], port: u16, payload: &[u8]) -> Vec<u8> {
+fn partial_udp_frame(veth: &NsVeth, src_mac: [u8; 6], port: u16, payload: &[u8]) -> Vec<u8> {
     let udp_len = 8 + payload.len();
     let mut f = Vec::new();
     f.extend_from_slice(&peer_mac(veth));
@@ -704,7 +702,7 @@ fn partial_udp_frame(veth: &Veth, src_mac: [u8; 6], port: u16, payload: &[u8]) -
 /// its partial sum as it is, and is dropped: the request is what made it
 /// whole.
 fn tx_checksum_through_metadata(tag: &str, mode: XdpModeChoice) {
-    let veth = Veth::new(tag);
+    let veth = veth(tag);
     run(&["ethtool", "-K", &veth.outer, "tx", "off"]);
     let mut link = AfXdpLink::open(&veth.outer, &small_config(mode)).unwrap();
     assert!(
