@@ -13,7 +13,7 @@ use crate::driver;
 use crate::errno::{Errno, Result};
 use crate::family::{self, Domain, Use};
 use crate::sock_ops::parts;
-use crate::socket::State;
+use crate::socket::{self, State};
 use crate::worker::{Object, Worker};
 
 /// IP_PKTINFO of a received datagram (Linux's `struct in_pktinfo`).
@@ -410,11 +410,8 @@ impl Worker {
             }
         }
         sock.totals.written += total as u64;
-        // The stack's ready list does not name a socket for the
-        // application's own send: its readiness (EPOLLOUT gone with a
-        // full buffer, for an edge to come when space frees) is looked at
-        // here.
-        self.touch(fd);
+        let still = socket::writable_after_send(d.stack_mut(), h, result.is_ok());
+        self.touch_after_send(fd, still);
         match result {
             Err(e) if total == 0 => Err(e),
             _ => Ok(total),

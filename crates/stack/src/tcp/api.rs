@@ -1021,16 +1021,33 @@ impl Stack {
             return Err(SocketError::WouldBlock);
         }
         conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
-        // The ready list is not told: the caller knows what it did, and a
-        // send makes nothing readable or writable that was not.  (It
-        // would bring the socket back on the next turn for a read that
-        // finds nothing.)  A connection the output closed is told.
+        // The ready list is not told (see `tcp_after_send`).
         if conn.state == TcpState::Closed {
             self.tcp_after_state_event(now, h.index, InputEvents::default());
         } else {
             settle_wheel(now, h.index, conn, &mut self.tcp.wheel);
         }
         Ok(n)
+    }
+
+    /// What follows a call that queued or released data to send
+    /// ([`tcp_send`](Self::tcp_send)'s rule, for the zero-copy commit and
+    /// the uncork): the ready list is not told, as the caller knows what it
+    /// did and sending makes nothing readable or writable that was not (it
+    /// would bring the socket back for a readiness look that finds nothing
+    /// new: one per nginx response).  A connection the output closed is
+    /// told.
+    #[inline(always)]
+    fn tcp_after_send(&mut self, now: Instant, index: u32) {
+        let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+            return;
+        };
+        claim_parked(&mut self.tcp, index, conn);
+        if conn.state == TcpState::Closed {
+            self.tcp_after_state_event(now, index, InputEvents::default());
+        } else {
+            settle_wheel(now, index, conn, &mut self.tcp.wheel);
+        }
     }
 
     /// Zero-copy send, first half: lends a contiguous writable region of
@@ -1079,7 +1096,7 @@ impl Stack {
             return Err(SocketError::InvalidArgument);
         }
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
-        self.tcp_after_event(now, h.index, InputEvents::default());
+        self.tcp_after_send(now, h.index);
         Ok(n)
     }
 
@@ -1558,7 +1575,7 @@ impl Stack {
         conn.cork = on;
         if !on {
             conn.output(now, &mut self.ip, &mut self.tcp, sink);
-            self.tcp_after_event(now, h.index, InputEvents::default());
+            self.tcp_after_send(now, h.index);
         }
         Ok(())
     }
@@ -1593,6 +1610,13 @@ impl Stack {
     /// Room in the send buffer.
     pub fn tcp_send_space(&self, h: SocketHandle) -> Result<usize, SocketError> {
         self.tcp_conn(h).map(|c| c.send_space())
+    }
+
+    /// The send buffer's free space and the bytes queued in it (sent and
+    /// not acknowledged, and not yet sent), in one look: whether a send
+    /// left the socket writable.
+    pub fn tcp_send_room(&self, h: SocketHandle) -> Result<(usize, usize), SocketError> {
+        self.tcp_conn(h).map(|c| (c.send_space(), c.send.len()))
     }
 
     /// Copies received data without consuming it (MSG_PEEK); not past
