@@ -167,7 +167,14 @@ impl Worker {
                 if total > 0 && d.stack_mut().tcp_at_mark(h) == Ok(true) {
                     break;
                 }
-                let r = driver::call(d, |now, stack, sink| stack.tcp_recv(now, h, b, sink));
+                // The clock is read only for a window update.
+                let r = match driver::call_stack(d, |stack| stack.tcp_read(h, b)) {
+                    Ok((n, true)) => {
+                        driver::call(d, |now, stack, sink| stack.tcp_window_update(now, h, sink))
+                            .map(|()| n)
+                    }
+                    r => r.map(|(n, _)| n),
+                };
                 match r {
                     Ok(n) => {
                         total += n;
