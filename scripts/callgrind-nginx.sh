@@ -6,7 +6,7 @@
 # for the preload's fast paths (the machine's throughput figures are
 # noisy; instruction counts are not).
 #
-#   sudo scripts/callgrind-nginx.sh callgrind|strace|perf [SECONDS] [BIN_DIR]
+#   sudo scripts/callgrind-nginx.sh callgrind|strace|perf|record [SECONDS] [BIN_DIR]
 #
 # nginx (master and one worker, as the bench) runs in the root namespace
 # over a veth whose peer, in a namespace of its own (10.99.87.1), runs
@@ -23,7 +23,10 @@
 # it also gives the root namespace's IpInReceives and IpInAddrErrors per
 # request (the kernel's IPv4 input handling ustack's frames, which
 # `[port0] kernel_rx_drop` stops; USTACK_PORT_KEYS='kernel_rx_drop=0'
-# compares).
+# compares).  record: `perf record` of the worker over wrk's window, its
+# heaviest symbols by share of samples: what callgrind cannot weigh (a
+# clock read is a ~55 ns vDSO call in this VM, which callgrind counts as a
+# syscall of a few instructions).
 set -euo pipefail
 MODE=$1 SECS=${2:-10} BIN=${3:-target/release}
 NS=ucn$$n A=ucn$$a B=ucn$$b
@@ -79,9 +82,9 @@ callgrind)
     TRACE=(valgrind --tool=callgrind --dump-instr=no --collect-jumps=no --trace-children=yes
         "--callgrind-out-file=$D/cg.out.%p")
     ;;
-strace|perf) TRACE=() ;;
+strace|perf|record) TRACE=() ;;
 *)
-    echo "mode: callgrind, strace or perf" >&2
+    echo "mode: callgrind, strace, perf or record" >&2
     exit 2
     ;;
 esac
@@ -105,6 +108,11 @@ if [ "$MODE" = callgrind ]; then
     DUMP=$(ls -t "$D"/cg.out."$WORKER"* | head -1)
     # CALLGRIND_KEEP=FILE keeps the dump for callgrind_annotate.
     [ -n "${CALLGRIND_KEEP:-}" ] && cp "$DUMP" "$CALLGRIND_KEEP"
+elif [ "$MODE" = record ]; then
+    perf record -F 2999 -p "$WORKER" -o "$D/perf.data" -- sleep "$SECS" 2>/dev/null &
+    ST=$!
+    "${WRK[@]}" "-d${SECS}s" http://10.99.87.2/index.html | tee "$D/wrk.out"
+    wait "$ST"
 elif [ "$MODE" = perf ]; then
     EV=$(perf list --raw-dump tracepoint 2>/dev/null | tr ' ' '\n' | grep '^syscalls:sys_enter_' | paste -sd,)
     # Counted over wrk's window only: an idle worker spins too.
@@ -129,6 +137,10 @@ if [ "$MODE" = callgrind ]; then
     # the heaviest functions, per request.
     python3 "$(dirname "$0")/callgrind-split.py" "$DUMP" "$REQS" \
         epoll_pwait recv writev sendfile64 setsockopt close
+elif [ "$MODE" = record ]; then
+    echo "requests $REQS; the worker's heaviest symbols (share of its samples):"
+    perf report -i "$D/perf.data" --no-children --sort sym,dso --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -30
 elif [ "$MODE" = perf ]; then
     echo "requests $REQS"
     awk -v r="$REQS" -v i="$((IN1 - IN0))" -v a="$((AE1 - AE0))" 'BEGIN {

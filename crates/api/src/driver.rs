@@ -15,6 +15,10 @@ pub trait Driver: Send {
     fn stack_mut(&mut self) -> &mut Stack;
     /// Runs `f` with the clock, the stack and the transmit queues.
     fn with(&mut self, f: &mut dyn FnMut(Instant, &mut Stack, &mut dyn FrameSink));
+    /// Runs `f` with the stack, no clock read, for a call that sends
+    /// nothing but may release frames lent by the link (a read: see
+    /// `runtime::Engine::with_stack`).
+    fn with_stack(&mut self, f: &mut dyn FnMut(&mut Stack));
     /// One loop turn (rx, stack, timers, tx); whether anything happened.
     fn turn(&mut self) -> bool;
     /// Waits as the engine's own loop does after a turn without work.
@@ -57,6 +61,10 @@ impl<L: Link + Send + 'static> Driver for Engine<L> {
 
     fn with(&mut self, f: &mut dyn FnMut(Instant, &mut Stack, &mut dyn FrameSink)) {
         self.with_context(|ctx| f(ctx.now, ctx.stack, ctx.sink))
+    }
+
+    fn with_stack(&mut self, f: &mut dyn FnMut(&mut Stack)) {
+        Engine::with_stack(self, |stack| f(stack))
     }
 
     fn turn(&mut self) -> bool {
@@ -111,4 +119,16 @@ pub(crate) fn call<R>(
         }
     });
     out.expect("Driver::with calls its closure exactly once")
+}
+
+/// Calls `f` through [`Driver::with_stack`] and returns its result.
+pub(crate) fn call_stack<R>(d: &mut dyn Driver, f: impl FnOnce(&mut Stack) -> R) -> R {
+    let mut f = Some(f);
+    let mut out = None;
+    d.with_stack(&mut |stack| {
+        if let Some(f) = f.take() {
+            out = Some(f(stack));
+        }
+    });
+    out.expect("Driver::with_stack calls its closure exactly once")
 }

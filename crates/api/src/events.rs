@@ -159,6 +159,21 @@ impl Worker {
         }
     }
 
+    /// After this layer's send on TCP socket `fd`, which the stack's
+    /// ready list does not name (`Stack::tcp_send`): a send takes
+    /// readiness away at most (EPOLLOUT, the buffer filled), never gives
+    /// any, so the socket's seen readiness is looked at again only then,
+    /// for the edge to come when space frees, or after an error (`still`
+    /// is [`socket::writable_after_send`]).  A send that leaves the socket
+    /// writable (nginx's every response) costs no readiness look that
+    /// would find nothing.
+    #[inline(always)]
+    pub(crate) fn touch_after_send(&mut self, fd: RawFd, still: bool) {
+        if !still {
+            self.touch(fd);
+        }
+    }
+
     /// Records the current status as seen (a new watcher starts from now).
     pub(crate) fn mark_seen(&mut self, fd: RawFd) -> Option<Status> {
         let st = self.status_of(fd)?;

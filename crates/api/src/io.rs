@@ -13,7 +13,7 @@ use crate::driver;
 use crate::errno::{Errno, Result};
 use crate::family::{self, Domain, Use};
 use crate::sock_ops::parts;
-use crate::socket::State;
+use crate::socket::{self, State};
 use crate::worker::{Object, Worker};
 
 /// IP_PKTINFO of a received datagram (Linux's `struct in_pktinfo`).
@@ -167,7 +167,14 @@ impl Worker {
                 if total > 0 && d.stack_mut().tcp_at_mark(h) == Ok(true) {
                     break;
                 }
-                let r = driver::call(d, |now, stack, sink| stack.tcp_recv(now, h, b, sink));
+                // The clock is read only for a window update.
+                let r = match driver::call_stack(d, |stack| stack.tcp_read(h, b)) {
+                    Ok((n, true)) => {
+                        driver::call(d, |now, stack, sink| stack.tcp_window_update(now, h, sink))
+                            .map(|()| n)
+                    }
+                    r => r.map(|(n, _)| n),
+                };
                 match r {
                     Ok(n) => {
                         total += n;
@@ -410,11 +417,8 @@ impl Worker {
             }
         }
         sock.totals.written += total as u64;
-        // The stack's ready list does not name a socket for the
-        // application's own send: its readiness (EPOLLOUT gone with a
-        // full buffer, for an edge to come when space frees) is looked at
-        // here.
-        self.touch(fd);
+        let still = socket::writable_after_send(d.stack_mut(), h, result.is_ok());
+        self.touch_after_send(fd, still);
         match result {
             Err(e) if total == 0 => Err(e),
             _ => Ok(total),

@@ -345,6 +345,20 @@ fn udp_mask(sock: &Socket, queued: bool, error: bool) -> u32 {
     mask | OUT | EPOLLWRBAND as u32
 }
 
+/// sk_stream_is_writeable: free space at least half of what is queued.
+pub(crate) fn stream_writable(space: usize, queued: usize) -> bool {
+    space > 0 && space >= queued / 2
+}
+
+/// Whether a send on connection `h` that ended `ok` left it writable (see
+/// `Worker::touch_after_send`): one look at the connection.
+#[inline(always)]
+pub(crate) fn writable_after_send(stack: &Stack, h: SocketHandle, ok: bool) -> bool {
+    ok && stack
+        .tcp_send_room(h)
+        .is_ok_and(|(space, queued)| stream_writable(space, queued))
+}
+
 fn tcp_status(sock: &Socket, stack: &Stack, h: SocketHandle, st: &mut Status) {
     // One look-up: this runs several times per request.
     let Ok(view) = stack.tcp_poll_view(h) else {
@@ -385,9 +399,7 @@ fn tcp_status(sock: &Socket, stack: &Stack, h: SocketHandle, st: &mut Status) {
             mask |= EPOLLPRI as u32;
         }
         if !snd_shut {
-            // sk_stream_is_writeable: free space at least half of what
-            // is queued.
-            if space > 0 && space >= queued / 2 {
+            if stream_writable(space, queued) {
                 mask |= OUT;
             }
         } else {

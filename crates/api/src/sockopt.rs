@@ -253,6 +253,8 @@ impl Worker {
                                 // uncorks every response).
                                 d.stack_mut().tcp_cork(h)?;
                             } else {
+                                // Sends what waited; the send buffer's
+                                // room, so readiness, stays as it was.
                                 driver::call(d, |now, stack, sink| {
                                     stack.tcp_set_cork(now, h, false, sink)
                                 })?;

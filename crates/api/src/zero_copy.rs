@@ -20,7 +20,7 @@ use crate::calls::{blocking, Dir, Owner};
 use crate::driver;
 use crate::errno::{Errno, Result};
 use crate::sock_ops::parts;
-use crate::socket::State;
+use crate::socket::{self, State};
 use crate::worker::Worker;
 
 /// A writable region of a connection's send buffer (see the module docs
@@ -157,21 +157,27 @@ impl Worker {
                 return Ok(Err(r.err().unwrap_or(Errno::EINVAL)));
             }
         };
-        let n = driver::call(d, |now, stack, sink| {
+        let r = driver::call(d, |now, stack, sink| {
             stack.tcp_send_commit(now, h, got, sink)
-        })
-        .map_err(send_errno)?;
-        sock.totals.written += n as u64;
-        Ok(Ok(n))
+        });
+        if let Ok(n) = r {
+            sock.totals.written += n as u64;
+        }
+        let still = socket::writable_after_send(d.stack_mut(), h, r.is_ok());
+        self.touch_after_send(fd, still);
+        Ok(Ok(r.map_err(send_errno)?))
     }
 
     fn zc_commit(&mut self, fd: RawFd, n: usize) -> Result<usize> {
         let h = self.zc_connection(fd)?;
         let (sock, d) = parts(self, fd)?;
         let r = driver::call(d, |now, stack, sink| stack.tcp_send_commit(now, h, n, sink));
-        let n = r.map_err(send_errno)?;
-        sock.totals.written += n as u64;
-        Ok(n)
+        if let Ok(n) = r {
+            sock.totals.written += n as u64;
+        }
+        let still = socket::writable_after_send(d.stack_mut(), h, r.is_ok());
+        self.touch_after_send(fd, still);
+        r.map_err(send_errno)
     }
 }
 

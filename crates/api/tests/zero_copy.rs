@@ -167,3 +167,69 @@ fn fill_sends_what_it_wrote_and_nothing_on_its_error() {
     api::shutdown(s, SHUT_WR).unwrap();
     assert_eq!(api::zc_send_fill(s, 1, never), Err(Errno::EPIPE));
 }
+
+/// Fills `s`'s send buffer by `send` until it says EAGAIN, then reads `c`
+/// while waiting on an edge-triggered EPOLLOUT watch of `s`: the send that
+/// took EPOLLOUT away must be seen (the stack's ready list does not name
+/// a socket for its application's own send), or no edge comes when space
+/// frees.  Returns the bytes sent.
+fn edge_after_full(c: i32, s: i32, mut send: impl FnMut() -> Result<usize, Errno>) -> usize {
+    api::fcntl(s, F_SETFL, O_NONBLOCK).unwrap();
+    api::fcntl(c, F_SETFL, O_NONBLOCK).unwrap();
+    let ep = api::epoll_create1(0).unwrap();
+    let watch = api::epoll_event {
+        events: (EPOLLOUT | EPOLLET) as u32,
+        u64: 9,
+    };
+    api::epoll_ctl(ep, EPOLL_CTL_ADD, s, Some(&watch)).unwrap();
+    let mut evs = [api::epoll_event { events: 0, u64: 0 }; 4];
+    assert_eq!(api::epoll_wait(ep, &mut evs, 0), Ok(1), "writable at first");
+    assert_eq!(
+        api::epoll_wait(ep, &mut evs, 0),
+        Ok(0),
+        "edge reported once"
+    );
+    let mut sent = 0;
+    loop {
+        match send() {
+            Ok(n) => sent += n,
+            Err(e) => {
+                assert_eq!(e, Errno::EAGAIN);
+                break;
+            }
+        }
+    }
+    let mut got = 0;
+    let mut b = vec![0u8; 65536];
+    for _ in 0..10_000 {
+        if api::epoll_wait(ep, &mut evs, 0) == Ok(1) {
+            let (data, events) = (evs[0].u64, evs[0].events);
+            assert_eq!(data, 9);
+            assert_ne!(events & EPOLLOUT as u32, 0);
+            api::close(ep).unwrap();
+            return sent;
+        }
+        match api::read(c, &mut b) {
+            Ok(n) => got += n,
+            Err(e) => assert_eq!(e, Errno::EAGAIN),
+        }
+    }
+    panic!("no EPOLLOUT edge after the buffer filled ({sent} sent, {got} read)");
+}
+
+#[test]
+fn an_edge_triggered_writer_hears_space_freed_after_a_send_filled_the_buffer() {
+    let _e = two_engines();
+    let (c, s) = pair(7103);
+    let chunk = [7u8; 16384];
+    assert!(edge_after_full(c, s, || api::send(s, &chunk, 0)) > 0);
+    let (c, s) = pair(7104);
+    let filled = edge_after_full(c, s, || {
+        api::zc_send_fill(s, 16384, |dst| {
+            dst.fill(7);
+            Ok(dst.len())
+        })
+        .and_then(|r| r)
+    });
+    assert!(filled > 0);
+}

@@ -935,6 +935,17 @@ impl<L: Link> Engine<L> {
         r
     }
 
+    /// [`with_context`](Self::with_context) for a call that needs neither
+    /// the clock nor the transmit queues (a read that sends nothing): no
+    /// clock read.
+    pub fn with_stack<R>(&mut self, f: impl FnOnce(&mut Stack) -> R) -> R {
+        let r = f(&mut self.stack);
+        if self.lent.any() && self.stack.has_released_frames() {
+            self.return_lent();
+        }
+        r
+    }
+
     /// After a turn that found no work, waits as [`run`](Self::run) does
     /// (for a frame, a timer or `idle_sleep`); returns at once when
     /// `idle_sleep` is zero or frames wait to be sent.

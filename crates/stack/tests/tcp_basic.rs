@@ -848,3 +848,65 @@ fn the_accept_queue_holds_one_more_than_the_backlog() {
     n.b.tcp_set_backlog(l, usize::MAX).unwrap();
     assert_eq!(connects(&mut n, 3), [E, E, S]);
 }
+
+/// A read in two halves (`tcp_read`, then `tcp_window_update` when it says
+/// one is due: the socket layer's read, which reads its clock only then)
+/// leaves on the wire what `tcp_recv` leaves, frame for frame, through a
+/// receive window that closes and opens again; and a short read says no
+/// update is due.
+#[test]
+fn a_read_in_two_halves_leaves_what_tcp_recv_leaves() {
+    let run = |halves: bool| {
+        let mut n = Net::new();
+        let (c, s) = n.established();
+        let mut updates = 0;
+        let mut read = |n: &mut Net, buf: &mut [u8]| -> usize {
+            if !halves {
+                return n.b.tcp_recv(n.now, s, buf, &mut n.sb).unwrap_or(0);
+            }
+            match n.b.tcp_read(s, buf) {
+                Ok((got, due)) => {
+                    if due {
+                        updates += 1;
+                        n.b.tcp_window_update(n.now, s, &mut n.sb).unwrap();
+                    }
+                    got
+                }
+                Err(_) => 0,
+            }
+        };
+        n.a.tcp_send(n.now, c, b"short", &mut n.sa).unwrap();
+        n.run(5);
+        let mut buf = vec![0u8; 1 << 20];
+        assert_eq!(read(&mut n, &mut buf), 5);
+        let mut b_frames = Vec::new();
+        let mut total = 0;
+        let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+        let (mut sent, mut got) = (0, Vec::new());
+        for _ in 0..2000 {
+            if got.len() == data.len() {
+                break;
+            }
+            if sent < data.len() {
+                sent +=
+                    n.a.tcp_send(n.now, c, &data[sent..], &mut n.sa)
+                        .unwrap_or(0);
+            }
+            // The receiver reads only every tenth round: its window
+            // closes between.
+            total += 1;
+            if total % 10 == 0 {
+                let k = read(&mut n, &mut buf);
+                got.extend_from_slice(&buf[..k]);
+            }
+            b_frames.extend(n.sb.frames.iter().map(|(_, f)| f.clone()));
+            n.run(1);
+        }
+        assert!(got == data, "all data read, in order");
+        (b_frames, updates)
+    };
+    let (two_halves, updates) = run(true);
+    assert!(updates > 0, "the window closed and a read reopened it");
+    let (whole, _) = run(false);
+    assert_eq!(two_halves, whole, "the same frames from the receiver");
+}
