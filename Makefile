@@ -111,6 +111,7 @@ c-examples: build
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/abi_test tests/c/abi_test.c $$(pkg-config --cflags --libs ustack) -lpthread $$rpath
 	@# A plain Linux program (no ustack header) that cases_preload.py runs under `ustack run`.
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/mixed_wait tests/c/mixed_wait.c -lpthread
+	cc $(C_FLAGS) -o $(C_EXAMPLES)/refused_child tests/c/refused_child.c
 
 # Fuzzing (cargo fuzz, nightly). `make fuzz` runs until stopped.
 fuzz: deps

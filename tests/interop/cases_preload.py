@@ -2042,66 +2042,21 @@ def prefork_test(ctx, name, sets, xdp=False):
 # --------------------------------------------------------------------------
 # 12. Pre-fork over DPDK: a forked child cannot start DPDK's EAL again.
 
-PREFORK_DPDK_SERVER = r"""
-import errno, os, select, signal, socket, sys
-def say(*words):
-    # One write per line: the two workers share stdout.
-    os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 8093))
-s.listen(64)
-for _ in range(int(sys.argv[1])):
-    c, _ = s.accept()
-    c.recv(1000)
-    c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
-    c.close()
-signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
-kids = []
-for k in range(2):
-    pid = os.fork()
-    if pid == 0:
-        # The test looks at stderr before the worker's first call.
-        say("forked", os.getpid())
-        signal.sigwait([signal.SIGUSR1])
-        call = "select"
-        try:
-            if select.select([s], [], [], 2)[0]:
-                call = "accept"
-                s.accept()
-                say("worker", os.getpid(), "accepted")
-            else:
-                say("worker", os.getpid(), "nothing to accept")
-        except OSError as e:
-            say("worker", os.getpid(), call, "errno", e.errno, errno.errorcode.get(e.errno, "?"))
-        os._exit(0)
-    kids.append(pid)
-# The parent keeps its listener and serves on: the port stays its.
-say("workers", *kids, "parent", os.getpid())
-for pid in kids:
-    os.waitpid(pid, 0)
-c, _ = s.accept()
-c.recv(1000)
-c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent after fork\n")
-c.close()
-say("parent done")
-"""
-
-
 @test("preload_prefork_dpdk", budget=60)
 def _(ctx):
-    """A pre-fork server under ustack run over DPDK (a net_af_packet vdev):
-    the parent serves from its engine, then forks two workers.  DPDK's
-    EAL cannot start again in a forked child, so each child is refused at
-    the fork: one line on its stderr names link=dpdk and what to use
-    instead (link=af_packet or link=af_xdp), and its first call on the
-    listener it inherited fails with ENETDOWN, as Linux's accept reports a
-    network gone down.  The parent keeps the port and serves on."""
+    """A pre-fork server under ustack run over DPDK (a net_af_packet vdev),
+    tests/c/refused_child.c: the parent serves from its engine, then forks
+    two workers.  DPDK's EAL cannot start again in a forked child, so each
+    child is refused at the fork: one line on its stderr names link=dpdk and
+    what to use instead (link=af_packet or link=af_xdp).  The listener and
+    the UDP socket it inherited are then as Linux's sockets whose network
+    went down: each worker checks every call on them (epoll_ctl works and a
+    wait reports EPOLLERR|EPOLLHUP at once, poll POLLERR|POLLHUP, select
+    readable and writable; accept, read, write, recv and send fail with
+    ENETDOWN; names, options, fcntl, ioctl, dup, listen, shutdown and close
+    answer as on any socket).  The parent keeps the port and serves on."""
     p = Preload(ctx, "preload_prefork_dpdk", dpdk=True)
-    script = os.path.join(ctx.workdir, "prefork_dpdk_server.py")
-    with open(script, "w") as f:
-        f.write(PREFORK_DPDK_SERVER)
-    srv = p.start(["/usr/bin/python3", script, "3"], "prefork-dpdk-server")
+    srv = p.start([c_program(ctx, "refused_child"), "8093", "3", p.kernel_ip], "refused-child")
     url = f"http://{p.ustack_ip}:8093/"
     for i in range(3):
         deadline = time.monotonic() + 30
@@ -2135,16 +2090,16 @@ def _(ctx):
         print(f"    at the fork: {line}")
     for w in workers:
         os.kill(w, signal.SIGUSR1)
-    got = {}
     for w in workers:
-        m = srv.wait_line(rf"^worker {w} (.*)$", timeout=15)
-        got[w] = m.group(1)
-    print(f"    the workers' first calls: {got}")
-    if p.ustack:
-        # select reports the listener's error (readable), accept fails.
-        check(all(v == f"accept errno {errno.ENETDOWN} ENETDOWN" for v in got.values()),
-              f"the workers' first calls on the inherited listener: {got} (want select to report it "
-              "readable and accept to fail with ENETDOWN)")
+        m = srv.wait_line(rf"^worker {w} done checks=(\d+) failures=(\d+)$", timeout=20)
+        failed = re.findall(rf"^check {w} .* FAIL.*$", srv.stdout(), re.M)
+        print(f"    worker {w}: {m.group(1)} calls checked, {m.group(2)} wrong")
+        for f in failed:
+            print(f"      {f}")
+        if p.ustack:
+            check(int(m.group(1)) >= 50 and int(m.group(2)) == 0 and not failed,
+                  f"worker {w}'s calls on the sockets it inherited: {failed}")
+        srv.wait_line(rf"^reaped {w} status {1 if failed else 0}$", timeout=10)
     # The parent, which kept its listener, serves the port on.
     r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
     check(r.returncode == 0 and r.stdout.strip() == "parent after fork",

@@ -312,6 +312,13 @@ pub fn engine_up() -> bool {
     ENGINE.load(Ordering::Acquire) == ENGINE_UP
 }
 
+/// Whether this process's engine cannot start (it failed to, or this is a
+/// child refused DPDK after fork): its sockets not placed yet are dead
+/// (`dead`).
+pub fn engine_failed() -> bool {
+    ENGINE.load(Ordering::Acquire) == ENGINE_FAILED
+}
+
 /// Starts this process's engine on the calling thread if it has none:
 /// the thread then drives it (run to completion) whenever it waits.
 /// Called inside the guard.
@@ -844,6 +851,7 @@ pub extern "C" fn child_after_fork() {
                 opts,
                 bound: Some(i.local),
                 backlog: i.stream.then_some(INHERITED_BACKLOG),
+                errored_file: false,
             },
         );
     }
@@ -860,11 +868,12 @@ pub extern "C" fn child_after_fork() {
 /// port: DPDK's EAL was started in this process image and cannot start
 /// again here (its memory, its threads and the port's queues are the
 /// parent's), so the child gets no engine.  Said at the fork, by name,
-/// with what to use instead; the listeners it inherited are pending as
-/// in any child, a wait on one reports an error, and each call that
-/// would place one fails with ENETDOWN (as Linux's accept reports a
-/// network that went down); the parent keeps the port.  Returns whether
-/// the child was refused.
+/// with what to use instead; the listeners and bound UDP sockets it
+/// inherited are pending as in any child, and dead (`dead`): they behave
+/// as Linux's sockets whose network went down (epoll_ctl works, a wait
+/// reports EPOLLERR | EPOLLHUP, accept, read and write fail with
+/// ENETDOWN); the parent keeps the port.  Returns whether the child was
+/// refused.
 fn refuse_dpdk_child() -> bool {
     let Some(port) = settings().and_then(Settings::dpdk_port) else {
         return false;
@@ -873,7 +882,8 @@ fn refuse_dpdk_child() -> bool {
     notes::once(format!(
         "[port{port}] link=dpdk: forked after this process started its engine, and DPDK's EAL \
          cannot start again in a forked child: this child has no engine and its ustack sockets \
-         fail with ENETDOWN (the parent keeps the port); for workers of their own use \
+         are as sockets whose network went down (waits report an error, accept, read and \
+         write fail with ENETDOWN; the parent keeps the port); for workers of their own use \
          link=af_packet, or link=af_xdp with an lcore_mask of a core per process"
     ));
     true
