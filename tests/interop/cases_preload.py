@@ -549,10 +549,23 @@ def _(ctx):
     mixed_wait(ctx, "preload_mixed_wait_busy", 0, idle=False, slack=20)
 
 
+# glibc's other handler installers and what each must leave after one
+# delivery: reset to SIG_DFL, SA_RESTART, the signal blocked while the
+# handler ran, and (sigset) a raised signal held by sigset(SIG_HOLD) until
+# sigrelse (-1: not asked).
+SIG_BSD = {"reset": 0, "restart": 1, "blocked": 1, "held": -1}
+SIG_SYSV = {"reset": 1, "restart": 0, "blocked": 0, "held": -1}
+SIG_INSTALLERS = {
+    "signal": SIG_BSD, "bsd_signal": SIG_BSD, "ssignal": SIG_BSD,
+    "sysv_signal": SIG_SYSV, "__sysv_signal": SIG_SYSV,
+    "sigset": {"reset": 0, "restart": 0, "blocked": 1, "held": 1},
+}
+
+
 def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
     p = Preload(ctx, name, sets=[f"dpdk.idle_sleep={idle_sleep_us}"])
     phases = [] if idle else ["epoll", "poll", "select", "wake-epoll", "wake-poll", "wake-select",
-                              "signal-epoll", "signal-poll", "signal-select"]
+                              "signal-epoll", "signal-poll", "signal-select"] + [f"sigvia-{i}" for i in SIG_INSTALLERS]
     prog = p.start([c_program(ctx, "mixed_wait"), "--port", str(MW_PORT), "--conns", str(MW_CONNS),
                     "--events", "100", "--period-ms", str(MW_PERIOD_MS), "--idle-ms", str(MW_IDLE_MS),
                     "--wakes", "20"] + phases, "mixed_wait")
@@ -629,6 +642,22 @@ def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
         check(r["rc"] == -1 and r["errno"] == errno.EINTR and r["handled"] == 1 and r["ms"] < 1500,
               f"signal during {kind}: the wait returned {r['rc']} (errno {r['errno']}) after {r['ms']} ms "
               f"(handler ran: {r['handled']}); want -1 with EINTR about 100 ms in")
+    for how, want in SIG_INSTALLERS.items():
+        # The C library's other ways to install a handler (each its own
+        # semantics): the handler runs behind the library's relay, so a
+        # busy wait ends with EINTR too.
+        m = prog.wait_line(rf"^sigvia {how} .*$", timeout=10, start=pos)
+        pos = m.end()
+        r = kv(m.group(0))
+        print(f"    signal during epoll, handler by {how}: rc {r['rc']}, errno {r['errno']}, handled {r['handled']}, "
+              f"after {r['ms']} ms; reset {r['reset']}, SA_RESTART {r['restart']}, blocked in the handler "
+              f"{r['blocked']}, held until sigrelse {r['held']}")
+        check(r["rc"] == -1 and r["errno"] == errno.EINTR and r["handled"] == 1 and r["ms"] < 1500,
+              f"signal during epoll, handler by {how}: the wait returned {r['rc']} (errno {r['errno']}) after "
+              f"{r['ms']} ms (handler ran: {r['handled']}); want -1 with EINTR about 100 ms in")
+        got = {k: r[k] for k in want}
+        check(r["installed"] == 1 and got == want,
+              f"handler by {how}: installed {r['installed']}, semantics {got}, want {want} ({m.group(0)})")
     prog.wait_line(r"^done$", timeout=10, start=pos)
     rc = prog.wait_exit(10)
     check(rc == 0, f"mixed_wait exited with {rc}: {prog.stderr()[-2000:]}")
