@@ -59,6 +59,7 @@ SUBNETS.update({
     "preload_rtw_wrk_threads": 239, "preload_prefork_af_xdp": 6,
     "preload_nginx_af_xdp": 8, "preload_mixed_wait_busy": 34,
     "preload_prefork_dpdk": 52, "preload_nginx_reload_af_xdp": 53,
+    "preload_fortified_calls": 152,
 })
 
 _libc = h._libc
@@ -2138,3 +2139,60 @@ def _(ctx):
     if p.ustack:
         check(len(refusal.findall(srv.stderr())) == 2, f"the refusal said more than once: {srv.stderr()[-2000:]}")
         p.carried("the parent's connections", {"tcp_passive_opens": 4})
+
+
+# --------------------------------------------------------------------------
+# 13. The other names of the calls: fortified forms, glibc's __ names, epoll_pwait2
+
+FORTIFIED_FORMS = ("__read_chk", "__recv_chk", "__recvfrom_chk", "__poll_chk", "__ppoll_chk", "__fdelt_chk")
+
+
+@test("preload_fortified_calls", budget=60)
+def _(ctx):
+    """tests/c/fortified_calls.c, built with -O2 -D_FORTIFY_SOURCE=2, under
+    ustack run as a client of the kernel's TCP and UDP echo on port 7: the
+    fortified forms its calls became (__read_chk, __recv_chk,
+    __recvfrom_chk, __poll_chk, __ppoll_chk, FD_SET's __fdelt_chk), glibc's
+    public __ names (__connect, __write, __send, __read, __poll, __select,
+    __fcntl, __dup2, __close) and epoll_pwait2 all reach ustack's sockets
+    (a call the library missed would reach the kernel with a number that
+    is not a socket of its, and fail)."""
+    from cases_capi import kernel_tcp_echo
+
+    prog_path = c_program(ctx, "fortified_calls")
+    imports = h.sh(["nm", "-D", "--undefined-only", prog_path]).stdout
+    missing = [f for f in FORTIFIED_FORMS if f not in imports]
+    check(not missing, f"{prog_path} does not call {missing}: not built fortified?")
+    p = Preload(ctx, "preload_fortified_calls")
+    kernel_tcp_echo(ctx, p.t, p.kernel_ip, "kernel-echo")
+    udp = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind((p.kernel_ip, 7))
+    udp.settimeout(0.2)
+    done = threading.Event()
+
+    def udp_echo():
+        while not done.is_set():
+            try:
+                data, src = udp.recvfrom(65535)
+            except (socket.timeout, OSError):
+                continue
+            udp.sendto(data, src)
+
+    th = threading.Thread(target=udp_echo, daemon=True)
+    th.start()
+
+    def stop_udp():
+        done.set()
+        th.join(2)
+        udp.close()
+
+    h.on_cleanup("UDP echo", stop_udp)
+    r = p.run([prog_path, p.kernel_ip], timeout=30, name="fortified_calls")
+    failed = re.findall(r"^check .* FAIL.*$", r.stdout, re.M)
+    m = re.search(r"^done checks=(\d+) failures=(\d+)$", r.stdout, re.M)
+    print(f"    {m.group(0) if m else 'no summary'}")
+    for f in failed:
+        print(f"      {f}")
+    check(r.returncode == 0 and m and int(m.group(1)) >= 30 and not failed,
+          f"fortified_calls: rc={r.returncode}\n{r.stdout}{r.stderr[-2000:]}")
+    p.carried("the echo client's traffic", {"tcp_active_opens": 1, "udp_datagrams_received": 1})
