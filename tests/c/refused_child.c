@@ -9,10 +9,12 @@
  *     refused_child PORT REQUESTS PEER
  *
  * The parent listens on 0.0.0.0:PORT (TCP) and binds a UDP socket to
- * 0.0.0.0:PORT+1, answers REQUESTS HTTP requests ("parent"), then blocks
- * SIGUSR1 and forks two workers.  Each prints "forked PID" and waits for
+ * 0.0.0.0:PORT+1, answers REQUESTS HTTP requests ("parent"), accepts one
+ * more connection and reads "hold\n" from it, then blocks SIGUSR1 and
+ * forks two workers.  Each prints "forked PID" and waits for
  * SIGUSR1 (so the test can read the library's note first), then makes each
- * call on the listener and the UDP socket it inherited and prints
+ * call on the listener, the UDP socket and the connection it inherited
+ * and prints
  *   check PID NAME ok
  *   check PID NAME FAIL <what it got and what was wanted>
  * and at the end "worker PID done checks=N failures=M" (exit status 1 when
@@ -24,8 +26,10 @@
  * work as on any socket, accept/read/write/recv/send fail with ENETDOWN,
  * shutdown is that of a socket without a connection.
  *
- * The parent prints "workers PID PID parent PID", reaps them, answers one
- * more request ("parent after fork") and prints "parent done".
+ * The parent prints "workers PID PID parent PID", reaps them, sends "held
+ * ok\n" on the held connection (what the children did to their copies
+ * must not have touched it) and closes it, answers one more request
+ * ("parent after fork") and prints "parent done".
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -135,6 +139,47 @@ static int ep_ctl(int ep, int op, int fd, uint32_t events) {
 }
 
 static const char *peer_ip;
+
+/* The connection it inherited: as a connection that failed. */
+static void connection_checks(int cfd, int port) {
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        die("epoll_create1");
+    CALL("conn-epoll_ctl-add", ep_ctl(ep, EPOLL_CTL_ADD, cfd, EPOLLIN | EPOLLRDHUP), 0, 0);
+    struct epoll_event ev;
+    int n = epoll_wait(ep, &ev, 1, 3000);
+    expect_that("conn-epoll_wait", n == 1 && ev.data.fd == cfd && ev.events == (EPOLLERR | EPOLLHUP),
+                "returned %d, events 0x%x", n, n == 1 ? ev.events : 0);
+    close(ep);
+    struct pollfd pf = {cfd, POLLIN | POLLOUT, 0};
+    CALL("conn-poll", poll(&pf, 1, 3000), 1, 0);
+    expect_that("conn-poll-revents", pf.revents == (POLLERR | POLLHUP), "revents 0x%x", pf.revents);
+    char buf[64];
+    CALL("conn-read", read(cfd, buf, sizeof buf), -1, ENETDOWN);
+    CALL("conn-recv", recv(cfd, buf, sizeof buf, MSG_DONTWAIT), -1, ENETDOWN);
+    CALL("conn-write", write(cfd, "x", 1), -1, ENETDOWN);
+    CALL("conn-send", send(cfd, "x", 1, MSG_NOSIGNAL), -1, ENETDOWN);
+    int v = -1;
+    socklen_t vl = sizeof v;
+    CALL("conn-so_error", getsockopt(cfd, SOL_SOCKET, SO_ERROR, &v, &vl), 0, 0);
+    expect_that("conn-so_error-value", v == ENETDOWN, "SO_ERROR %d", v);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    CALL("conn-getsockname", getsockname(cfd, (struct sockaddr *)&me, &ml), 0, 0);
+    expect_that("conn-getsockname-port", me.sin_family == AF_INET && ntohs(me.sin_port) == port &&
+                                             me.sin_addr.s_addr != htonl(INADDR_ANY),
+                "%s:%d", inet_ntoa(me.sin_addr), ntohs(me.sin_port));
+    ml = sizeof me;
+    CALL("conn-getpeername", getpeername(cfd, (struct sockaddr *)&me, &ml), -1, ENOTCONN);
+    int avail = -1;
+    CALL("conn-ioctl-fionread", ioctl(cfd, FIONREAD, &avail), 0, 0);
+    expect_that("conn-fionread-value", avail == 0, "FIONREAD %d", avail);
+    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(9)};
+    inet_pton(AF_INET, peer_ip, &peer.sin_addr);
+    CALL("conn-connect", connect(cfd, (struct sockaddr *)&peer, sizeof peer), -1, EISCONN);
+    CALL("conn-shutdown", shutdown(cfd, SHUT_WR), -1, ENOTCONN);
+    CALL("conn-close", close(cfd), 0, 0);
+}
 
 static void child_checks(int lfd, int ufd, int port) {
     const uint32_t errhup = EPOLLERR | EPOLLHUP;
@@ -298,6 +343,22 @@ int main(int argc, char **argv) {
         die("bind udp");
     for (int i = 0; i < requests; i++)
         serve(lfd, "parent");
+    /* A connection the workers inherit. */
+    int held = accept(lfd, NULL, NULL);
+    if (held < 0)
+        die("accept the held connection");
+    char hold[5];
+    size_t got = 0;
+    while (got < sizeof hold) {
+        ssize_t r = recv(held, hold + got, sizeof hold - got, 0);
+        if (r <= 0)
+            die("recv on the held connection");
+        got += (size_t)r;
+    }
+    if (memcmp(hold, "hold\n", 5) != 0) {
+        errno = 0;
+        die("the held connection did not say hold");
+    }
     /* The UDP socket used once, so it is on the parent's engine too. */
     char b;
     if (recv(ufd, &b, 1, MSG_DONTWAIT) >= 0 || errno != EAGAIN)
@@ -318,6 +379,7 @@ int main(int argc, char **argv) {
             if (sigwait(&usr1, &sig) != 0)
                 die("sigwait");
             child_checks(lfd, ufd, port);
+            connection_checks(held, port);
             say("worker %d done checks=%d failures=%d", (int)getpid(), checks, failures);
             _exit(failures ? 1 : 0);
         }
@@ -331,6 +393,9 @@ int main(int argc, char **argv) {
             die("waitpid");
         say("reaped %d status %d", (int)kids[k], WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
     }
+    if (send(held, "held ok\n", 8, MSG_NOSIGNAL) != 8)
+        die("send on the held connection");
+    close(held);
     serve(lfd, "parent after fork");
     say("parent done");
     return 0;

@@ -2075,16 +2075,18 @@ def prefork_test(ctx, name, sets, xdp=False):
 @test("preload_prefork_dpdk", budget=60)
 def _(ctx):
     """A pre-fork server under ustack run over DPDK (a net_af_packet vdev),
-    tests/c/refused_child.c: the parent serves from its engine, then forks
-    two workers.  DPDK's EAL cannot start again in a forked child, so each
-    child is refused at the fork: one line on its stderr names link=dpdk and
-    what to use instead (link=af_packet or link=af_xdp).  The listener and
-    the UDP socket it inherited are then as Linux's sockets whose network
-    went down: each worker checks every call on them (epoll_ctl works and a
-    wait reports EPOLLERR|EPOLLHUP at once, poll POLLERR|POLLHUP, select
-    readable and writable; accept, read, write, recv and send fail with
-    ENETDOWN; names, options, fcntl, ioctl, dup, listen, shutdown and close
-    answer as on any socket).  The parent keeps the port and serves on."""
+    tests/c/refused_child.c: the parent serves from its engine, holds one
+    connection open, then forks two workers.  DPDK's EAL cannot start again
+    in a forked child, so each child is refused at the fork: one line on its
+    stderr names link=dpdk and what to use instead (link=af_packet or
+    link=af_xdp).  The listener, the UDP socket and the connection it
+    inherited are then as Linux's sockets whose network went down: each
+    worker checks every call on them (epoll_ctl works and a wait reports
+    EPOLLERR|EPOLLHUP at once, poll POLLERR|POLLHUP, select readable and
+    writable; accept, read, write, recv and send fail with ENETDOWN; names,
+    options, fcntl, ioctl, dup, listen, shutdown, connect and close answer
+    as on any socket).  The parent keeps the port and the connection, and
+    serves on."""
     p = Preload(ctx, "preload_prefork_dpdk", dpdk=True)
     srv = p.start([c_program(ctx, "refused_child"), "8093", "3", p.kernel_ip], "refused-child")
     url = f"http://{p.ustack_ip}:8093/"
@@ -2101,6 +2103,12 @@ def _(ctx):
         check(r.returncode == 0 and r.stdout.strip() == "parent",
               f"request {i} to the parent: rc={r.returncode} {r.stdout!r} {r.stderr.strip()!r}")
     p.not_on_kernel(8093)
+    # A connection the parent holds across the fork.
+    held = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+    h.on_cleanup("the held connection", held.close)
+    held.settimeout(20)
+    held.connect((p.ustack_ip, 8093))
+    held.sendall(b"hold\n")
     m = srv.wait_line(r"^workers (\d+) (\d+) parent (\d+)$", timeout=10)
     workers = [int(m.group(1)), int(m.group(2))]
     for w in workers:
@@ -2127,9 +2135,18 @@ def _(ctx):
         for f in failed:
             print(f"      {f}")
         if p.ustack:
-            check(int(m.group(1)) >= 50 and int(m.group(2)) == 0 and not failed,
+            check(int(m.group(1)) >= 70 and int(m.group(2)) == 0 and not failed,
                   f"worker {w}'s calls on the sockets it inherited: {failed}")
         srv.wait_line(rf"^reaped {w} status {1 if failed else 0}$", timeout=10)
+    # The workers' calls on their copies left the parent's connection alone.
+    got = b""
+    while not got.endswith(b"\n") and len(got) < 100:
+        b = held.recv(100)
+        if not b:
+            break
+        got += b
+    check(got == b"held ok\n" and held.recv(100) == b"",
+          f"the parent's held connection after the workers: {got!r}; {srv.stderr()[-1500:]}")
     # The parent, which kept its listener, serves the port on.
     r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
     check(r.returncode == 0 and r.stdout.strip() == "parent after fork",
@@ -2138,7 +2155,7 @@ def _(ctx):
     check(srv.wait_exit(10) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
     if p.ustack:
         check(len(refusal.findall(srv.stderr())) == 2, f"the refusal said more than once: {srv.stderr()[-2000:]}")
-        p.carried("the parent's connections", {"tcp_passive_opens": 4})
+        p.carried("the parent's connections", {"tcp_passive_opens": 5})
 
 
 # --------------------------------------------------------------------------

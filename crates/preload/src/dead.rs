@@ -10,7 +10,7 @@
 //! the program makes the call that fails), and the calls that do not move
 //! data work as on any socket: epoll_ctl, getsockname, getsockopt
 //! (SO_ERROR: ENETDOWN), setsockopt, fcntl, FIONBIO, dup, listen, close;
-//! shutdown as on a socket without a connection.
+//! shutdown and connect as on a socket whose connection failed.
 //!
 //! For epoll the kernel does the reporting: the first time such a socket
 //! joins an epoll instance its number is made to name a kernel socket
@@ -142,36 +142,51 @@ fn errored_socket() -> Result<RawFd, Errno> {
     Ok(keep)
 }
 
-/// The record's (stream, listening) for dead socket `fd`.
-fn kind(fd: RawFd) -> Result<(bool, bool), Errno> {
+/// What a dead socket is, for the calls whose answer depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Listener,
+    /// A connection it inherited (it failed: Linux's TCP is closed then).
+    Connection,
+    /// Any other stream socket (not connected) or a datagram socket.
+    Other,
+}
+
+fn kind(fd: RawFd) -> Result<Kind, Errno> {
     let _g = Inside::enter();
     let mut t = table::lock();
     let p = t.get().pending.get(&fd).ok_or(Errno::EBADF)?;
-    Ok((p.ty == libc::SOCK_STREAM, p.backlog.is_some()))
+    Ok(if p.backlog.is_some() {
+        Kind::Listener
+    } else if p.connection {
+        Kind::Connection
+    } else {
+        Kind::Other
+    })
 }
 
-/// shutdown on a dead socket: as on a socket without a connection (a
-/// listener or a stream socket: nothing to shut, 0; a datagram socket:
-/// ENOTCONN).
+/// shutdown on a dead socket: a listener stops listening (0, as Linux's
+/// for one); anything else has no connection (ENOTCONN: a failed one is
+/// closed).
 pub fn shutdown(fd: RawFd, how: c_int) -> Result<c_int, Errno> {
     if !(libc::SHUT_RD..=libc::SHUT_RDWR).contains(&how) {
         return Err(Errno::EINVAL);
     }
     match kind(fd)? {
-        (true, _) => Ok(0),
-        (false, _) => Err(Errno::ENOTCONN),
+        Kind::Listener => Ok(0),
+        Kind::Connection | Kind::Other => Err(Errno::ENOTCONN),
     }
 }
 
-/// connect on a dead socket to `dst`: a listener is in use already
-/// (EISCONN, as Linux says for one); a destination on ustack's network
-/// has no route left (ENETUNREACH).  `None`: a destination the kernel
-/// routes (loopback, the host's), where the socket goes on as any
-/// pending socket does (`place::for_use`).
+/// connect on a dead socket to `dst`: a listener or a connection is in
+/// use already (EISCONN, as Linux says for either); otherwise a
+/// destination on ustack's network has no route left (ENETUNREACH).
+/// `None`: a destination the kernel routes (loopback, the host's), where
+/// the socket goes on as any pending socket does (`place::for_use`).
 pub fn connect(fd: RawFd, dst: SocketAddr) -> Option<Result<c_int, Errno>> {
     match kind(fd) {
         Err(e) => Some(Err(e)),
-        Ok((true, true)) => Some(Err(Errno(libc::EISCONN))),
+        Ok(Kind::Listener | Kind::Connection) => Some(Err(Errno(libc::EISCONN))),
         Ok(_) if process::settings().is_some_and(|s| s.routes_here(dst.ip())) => {
             Some(Err(Errno(libc::ENETUNREACH)))
         }
@@ -186,10 +201,10 @@ pub fn connect(fd: RawFd, dst: SocketAddr) -> Option<Result<c_int, Errno>> {
 /// # Safety
 /// `arg` is the request's argument as the caller gave it.
 pub unsafe fn ioctl(fd: RawFd, request: c_ulong, arg: usize) -> Result<c_int, Errno> {
-    let (stream, listening) = kind(fd)?;
+    let listener = kind(fd)? == Kind::Listener;
     match request {
         libc::FIONREAD | libc::TIOCOUTQ => {
-            if stream && listening {
+            if listener {
                 return Err(Errno::EINVAL);
             }
             if arg == 0 {

@@ -816,6 +816,10 @@ pub extern "C" fn child_after_fork() {
     t.each_epoll(|s| s.ustack = None);
     for i in inherited {
         use crate::table::SetOpt;
+        if i.connection && !refused {
+            // The parent's: its number stays held, as a kernel fd.
+            continue;
+        }
         let int = |on: bool| on as libc::c_int;
         let mut opts = vec![
             SetOpt::int(libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
@@ -850,8 +854,9 @@ pub extern "C" fn child_after_fork() {
                 nonblock: i.nonblock,
                 opts,
                 bound: Some(i.local),
-                backlog: i.stream.then_some(INHERITED_BACKLOG),
+                backlog: (i.stream && !i.connection).then_some(INHERITED_BACKLOG),
                 errored_file: false,
+                connection: i.connection,
             },
         );
     }
@@ -868,8 +873,8 @@ pub extern "C" fn child_after_fork() {
 /// port: DPDK's EAL was started in this process image and cannot start
 /// again here (its memory, its threads and the port's queues are the
 /// parent's), so the child gets no engine.  Said at the fork, by name,
-/// with what to use instead; the listeners and bound UDP sockets it
-/// inherited are pending as in any child, and dead (`dead`): they behave
+/// with what to use instead; the sockets it inherited (listeners, bound
+/// UDP sockets and connections) are pending, and dead (`dead`): they behave
 /// as Linux's sockets whose network went down (epoll_ctl works, a wait
 /// reports EPOLLERR | EPOLLHUP, accept, read and write fail with
 /// ENETDOWN); the parent keeps the port.  Returns whether the child was

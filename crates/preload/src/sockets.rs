@@ -112,6 +112,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
                 bound: None,
                 backlog: None,
                 errored_file: false,
+                connection: false,
             },
         );
     });

@@ -116,6 +116,9 @@ pub struct Pending {
     /// Whether its number names an errored kernel socket rather than the
     /// placeholder's duplicate (a dead socket's, `dead::epoll_ctl`).
     pub errored_file: bool,
+    /// A TCP connection a child refused an engine inherited (dead: its
+    /// calls answer as on a connection that failed).
+    pub connection: bool,
 }
 
 /// One setsockopt call on a pending socket: (level, name) and the value's
