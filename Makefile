@@ -111,6 +111,9 @@ c-examples: build
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/abi_test tests/c/abi_test.c $$(pkg-config --cflags --libs ustack) -lpthread $$rpath
 	@# A plain Linux program (no ustack header) that cases_preload.py runs under `ustack run`.
 	cc $(C_FLAGS) -o $(C_EXAMPLES)/mixed_wait tests/c/mixed_wait.c -lpthread
+	cc $(C_FLAGS) -o $(C_EXAMPLES)/refused_child tests/c/refused_child.c
+	@# Fortified, so that it calls the __*_chk forms glibc's headers choose.
+	cc $(C_FLAGS) -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2 -o $(C_EXAMPLES)/fortified_calls tests/c/fortified_calls.c
 
 # Fuzzing (cargo fuzz, nightly). `make fuzz` runs until stopped.
 fuzz: deps

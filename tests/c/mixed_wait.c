@@ -40,6 +40,13 @@
  *       thread sends it SIGUSR1, whose handler (installed with SA_RESTART,
  *       which a wait ignores) sets a flag: the wait must end with EINTR at
  *       once, as the kernel ends it, busy-polling engine or not.
+ *   sigvia-INSTALLER  as signal-epoll, the handler installed through one of
+ *       the C library's other installers: signal, bsd_signal, ssignal (BSD:
+ *       the handler stays, SA_RESTART, the signal blocked while it runs),
+ *       sysv_signal, __sysv_signal (reset to SIG_DFL as it is delivered,
+ *       not blocked while it runs), sigset (no SA_RESTART, blocked while it
+ *       runs; first, sigset(SIG_HOLD) must hold a raised signal until
+ *       sigrelse delivers it).
  *
  * Output, one line each, `key=value` words for the test to parse:
  *   ready port=P pid=PID
@@ -51,6 +58,8 @@
  *   idle NAME end n=.. elapsed_ms=.. cpu_us=..
  *   wake NAME fd=eventfd|pipe n=.. p50_us=.. max_us=..
  *   signal NAME rc=.. errno=.. handled=.. ms=..
+ *   sigvia NAME rc=.. errno=.. handled=.. ms=.. installed=.. reset=..
+ *        restart=.. blocked=.. held=..   (held: -1 when not sigset)
  *   done
  * Any failure: "error ..." on stderr and exit status 1 (2 for a phase that
  * timed out).
@@ -763,6 +772,93 @@ static void signal_phase(const char *name) {
     out("signal %s rc=%d errno=%d handled=%d ms=%d\n", name, rc, err, (int)got_signal, (int)ms);
 }
 
+/* The other installers (glibc exports them; sigset is deprecated). */
+extern sighandler_t bsd_signal(int sig, sighandler_t handler);
+extern sighandler_t __sysv_signal(int sig, sighandler_t handler);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static sighandler_t install_via(const char *how, sighandler_t h) {
+    if (!strcmp(how, "signal"))
+        return signal(SIGUSR1, h);
+    if (!strcmp(how, "bsd_signal"))
+        return bsd_signal(SIGUSR1, h);
+    if (!strcmp(how, "ssignal"))
+        return ssignal(SIGUSR1, h);
+    if (!strcmp(how, "sysv_signal"))
+        return sysv_signal(SIGUSR1, h);
+    if (!strcmp(how, "__sysv_signal"))
+        return __sysv_signal(SIGUSR1, h);
+    if (!strcmp(how, "sigset"))
+        return sigset(SIGUSR1, h);
+    fail("unknown installer %s", how);
+}
+
+static volatile sig_atomic_t blocked_in_handler;
+
+static void on_usr1_note_mask(int sig) {
+    sigset_t now;
+    sigprocmask(SIG_BLOCK, NULL, &now);
+    blocked_in_handler = sigismember(&now, sig);
+    got_signal++;
+}
+
+/* sigset(SIG_HOLD) holds a raised signal; sigrelse delivers it. */
+static int hold_then_release(void) {
+    got_signal = 0;
+    if (sigset(SIGUSR1, SIG_HOLD) != on_usr1_note_mask)
+        return 0;
+    raise(SIGUSR1);
+    int held = got_signal == 0;
+    if (sigrelse(SIGUSR1) < 0)
+        die("sigrelse");
+    return held && got_signal == 1;
+}
+#pragma GCC diagnostic pop
+
+static int installer_ok(const char *how) {
+    return !strcmp(how, "signal") || !strcmp(how, "bsd_signal") || !strcmp(how, "ssignal") ||
+           !strcmp(how, "sysv_signal") || !strcmp(how, "__sysv_signal") || !strcmp(how, "sigset");
+}
+
+static void sigvia_phase(const char *how) {
+    /* From a known state: the default. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    if (sigaction(SIGUSR1, &dfl, NULL) < 0)
+        die("sigaction");
+    sighandler_t prev = install_via(how, on_usr1_note_mask);
+    int installed = prev == SIG_DFL;
+    int held = -1;
+    if (!strcmp(how, "sigset"))
+        held = hold_then_release();
+    epoll_setup();
+    drain_all();
+    got_signal = 0;
+    blocked_in_handler = -1;
+    main_thread = pthread_self();
+    pthread_t th;
+    if (pthread_create(&th, NULL, send_usr1, NULL) != 0)
+        die("pthread_create");
+    uint64_t t0 = now_ns();
+    struct epoll_event ev[8];
+    int rc = epoll_wait(epfd, ev, 8, 3000);
+    int err = rc < 0 ? errno : 0;
+    uint64_t ms = (now_ns() - t0) / 1000000;
+    pthread_join(th, NULL);
+    struct sigaction now;
+    if (sigaction(SIGUSR1, NULL, &now) < 0)
+        die("sigaction");
+    int reset = now.sa_handler == SIG_DFL;
+    installed = installed && (reset || now.sa_handler == on_usr1_note_mask);
+    out("sigvia %s rc=%d errno=%d handled=%d ms=%d installed=%d reset=%d restart=%d blocked=%d held=%d\n", how, rc,
+        err, (int)got_signal, (int)ms, installed, reset, (now.sa_flags & SA_RESTART) != 0, (int)blocked_in_handler,
+        held);
+    /* Back to the relay-free default before the next phase. */
+    if (sigaction(SIGUSR1, &dfl, NULL) < 0)
+        die("sigaction");
+}
+
 static int arg_int(int argc, char **argv, int *i) {
     if (*i + 1 >= argc)
         fail("%s needs a value", argv[*i]);
@@ -797,7 +893,9 @@ int main(int argc, char **argv) {
     if (nphases == 0) {
         static const char *all[] = {"epoll", "poll", "select", "idle-epoll", "idle-poll", "idle-select",
                                     "wake-epoll", "wake-poll", "wake-select", "signal-epoll",
-                                    "signal-poll", "signal-select"};
+                                    "signal-poll", "signal-select", "sigvia-signal", "sigvia-bsd_signal",
+                                    "sigvia-ssignal", "sigvia-sysv_signal", "sigvia-__sysv_signal",
+                                    "sigvia-sigset"};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             phases[nphases++] = all[i];
     }
@@ -809,6 +907,11 @@ int main(int argc, char **argv) {
             k += 5;
         else if (!strncmp(k, "signal-", 7))
             k += 7;
+        else if (!strncmp(k, "sigvia-", 7)) {
+            if (!installer_ok(k + 7))
+                fail("unknown phase %s", phases[i]);
+            continue;
+        }
         if (kind_of(k) < 0)
             fail("unknown phase %s", phases[i]);
     }
@@ -852,6 +955,8 @@ int main(int argc, char **argv) {
             wake_phase(k + 5);
         else if (!strncmp(k, "signal-", 7))
             signal_phase(k + 7);
+        else if (!strncmp(k, "sigvia-", 7))
+            sigvia_phase(k + 7);
         else
             busy_phase(k);
     }

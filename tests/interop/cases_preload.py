@@ -61,6 +61,7 @@ SUBNETS.update({
     "preload_prefork_dpdk": 52, "preload_nginx_reload_af_xdp": 53,
     "preload_exec_without_library": 26, "preload_splice": 27, "preload_unhandled_said_once": 28,
     "preload_vfork_spawn": 29,
+    "preload_fortified_calls": 45,
 })
 
 _libc = h._libc
@@ -551,10 +552,23 @@ def _(ctx):
     mixed_wait(ctx, "preload_mixed_wait_busy", 0, idle=False, slack=20)
 
 
+# glibc's other handler installers and what each must leave after one
+# delivery: reset to SIG_DFL, SA_RESTART, the signal blocked while the
+# handler ran, and (sigset) a raised signal held by sigset(SIG_HOLD) until
+# sigrelse (-1: not asked).
+SIG_BSD = {"reset": 0, "restart": 1, "blocked": 1, "held": -1}
+SIG_SYSV = {"reset": 1, "restart": 0, "blocked": 0, "held": -1}
+SIG_INSTALLERS = {
+    "signal": SIG_BSD, "bsd_signal": SIG_BSD, "ssignal": SIG_BSD,
+    "sysv_signal": SIG_SYSV, "__sysv_signal": SIG_SYSV,
+    "sigset": {"reset": 0, "restart": 0, "blocked": 1, "held": 1},
+}
+
+
 def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
     p = Preload(ctx, name, sets=[f"dpdk.idle_sleep={idle_sleep_us}"])
     phases = [] if idle else ["epoll", "poll", "select", "wake-epoll", "wake-poll", "wake-select",
-                              "signal-epoll", "signal-poll", "signal-select"]
+                              "signal-epoll", "signal-poll", "signal-select"] + [f"sigvia-{i}" for i in SIG_INSTALLERS]
     prog = p.start([c_program(ctx, "mixed_wait"), "--port", str(MW_PORT), "--conns", str(MW_CONNS),
                     "--events", "100", "--period-ms", str(MW_PERIOD_MS), "--idle-ms", str(MW_IDLE_MS),
                     "--wakes", "20"] + phases, "mixed_wait")
@@ -631,6 +645,22 @@ def mixed_wait(ctx, name, idle_sleep_us, idle, slack=1):
         check(r["rc"] == -1 and r["errno"] == errno.EINTR and r["handled"] == 1 and r["ms"] < 1500,
               f"signal during {kind}: the wait returned {r['rc']} (errno {r['errno']}) after {r['ms']} ms "
               f"(handler ran: {r['handled']}); want -1 with EINTR about 100 ms in")
+    for how, want in SIG_INSTALLERS.items():
+        # The C library's other ways to install a handler (each its own
+        # semantics): the handler runs behind the library's relay, so a
+        # busy wait ends with EINTR too.
+        m = prog.wait_line(rf"^sigvia {how} .*$", timeout=10, start=pos)
+        pos = m.end()
+        r = kv(m.group(0))
+        print(f"    signal during epoll, handler by {how}: rc {r['rc']}, errno {r['errno']}, handled {r['handled']}, "
+              f"after {r['ms']} ms; reset {r['reset']}, SA_RESTART {r['restart']}, blocked in the handler "
+              f"{r['blocked']}, held until sigrelse {r['held']}")
+        check(r["rc"] == -1 and r["errno"] == errno.EINTR and r["handled"] == 1 and r["ms"] < 1500,
+              f"signal during epoll, handler by {how}: the wait returned {r['rc']} (errno {r['errno']}) after "
+              f"{r['ms']} ms (handler ran: {r['handled']}); want -1 with EINTR about 100 ms in")
+        got = {k: r[k] for k in want}
+        check(r["installed"] == 1 and got == want,
+              f"handler by {how}: installed {r['installed']}, semantics {got}, want {want} ({m.group(0)})")
     prog.wait_line(r"^done$", timeout=10, start=pos)
     rc = prog.wait_exit(10)
     check(rc == 0, f"mixed_wait exited with {rc}: {prog.stderr()[-2000:]}")
@@ -2127,66 +2157,23 @@ def prefork_test(ctx, name, sets, xdp=False):
 # --------------------------------------------------------------------------
 # 12. Pre-fork over DPDK: a forked child cannot start DPDK's EAL again.
 
-PREFORK_DPDK_SERVER = r"""
-import errno, os, select, signal, socket, sys
-def say(*words):
-    # One write per line: the two workers share stdout.
-    os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 8093))
-s.listen(64)
-for _ in range(int(sys.argv[1])):
-    c, _ = s.accept()
-    c.recv(1000)
-    c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent\n")
-    c.close()
-signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
-kids = []
-for k in range(2):
-    pid = os.fork()
-    if pid == 0:
-        # The test looks at stderr before the worker's first call.
-        say("forked", os.getpid())
-        signal.sigwait([signal.SIGUSR1])
-        call = "select"
-        try:
-            if select.select([s], [], [], 2)[0]:
-                call = "accept"
-                s.accept()
-                say("worker", os.getpid(), "accepted")
-            else:
-                say("worker", os.getpid(), "nothing to accept")
-        except OSError as e:
-            say("worker", os.getpid(), call, "errno", e.errno, errno.errorcode.get(e.errno, "?"))
-        os._exit(0)
-    kids.append(pid)
-# The parent keeps its listener and serves on: the port stays its.
-say("workers", *kids, "parent", os.getpid())
-for pid in kids:
-    os.waitpid(pid, 0)
-c, _ = s.accept()
-c.recv(1000)
-c.sendall(b"HTTP/1.0 200 OK\r\n\r\nparent after fork\n")
-c.close()
-say("parent done")
-"""
-
-
 @test("preload_prefork_dpdk", budget=60)
 def _(ctx):
-    """A pre-fork server under ustack run over DPDK (a net_af_packet vdev):
-    the parent serves from its engine, then forks two workers.  DPDK's
-    EAL cannot start again in a forked child, so each child is refused at
-    the fork: one line on its stderr names link=dpdk and what to use
-    instead (link=af_packet or link=af_xdp), and its first call on the
-    listener it inherited fails with ENETDOWN, as Linux's accept reports a
-    network gone down.  The parent keeps the port and serves on."""
+    """A pre-fork server under ustack run over DPDK (a net_af_packet vdev),
+    tests/c/refused_child.c: the parent serves from its engine, holds one
+    connection open, then forks two workers.  DPDK's EAL cannot start again
+    in a forked child, so each child is refused at the fork: one line on its
+    stderr names link=dpdk and what to use instead (link=af_packet or
+    link=af_xdp).  The listener, the UDP socket and the connection it
+    inherited are then as Linux's sockets whose network went down: each
+    worker checks every call on them (epoll_ctl works and a wait reports
+    EPOLLERR|EPOLLHUP at once, poll POLLERR|POLLHUP, select readable and
+    writable; accept, read, write, recv and send fail with ENETDOWN; names,
+    options, fcntl, ioctl, dup, listen, shutdown, connect and close answer
+    as on any socket).  The parent keeps the port and the connection, and
+    serves on."""
     p = Preload(ctx, "preload_prefork_dpdk", dpdk=True)
-    script = os.path.join(ctx.workdir, "prefork_dpdk_server.py")
-    with open(script, "w") as f:
-        f.write(PREFORK_DPDK_SERVER)
-    srv = p.start(["/usr/bin/python3", script, "3"], "prefork-dpdk-server")
+    srv = p.start([c_program(ctx, "refused_child"), "8093", "3", p.kernel_ip], "refused-child")
     url = f"http://{p.ustack_ip}:8093/"
     for i in range(3):
         deadline = time.monotonic() + 30
@@ -2201,6 +2188,12 @@ def _(ctx):
         check(r.returncode == 0 and r.stdout.strip() == "parent",
               f"request {i} to the parent: rc={r.returncode} {r.stdout!r} {r.stderr.strip()!r}")
     p.not_on_kernel(8093)
+    # A connection the parent holds across the fork.
+    held = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_STREAM)
+    h.on_cleanup("the held connection", held.close)
+    held.settimeout(20)
+    held.connect((p.ustack_ip, 8093))
+    held.sendall(b"hold\n")
     m = srv.wait_line(r"^workers (\d+) (\d+) parent (\d+)$", timeout=10)
     workers = [int(m.group(1)), int(m.group(2))]
     for w in workers:
@@ -2220,16 +2213,25 @@ def _(ctx):
         print(f"    at the fork: {line}")
     for w in workers:
         os.kill(w, signal.SIGUSR1)
-    got = {}
     for w in workers:
-        m = srv.wait_line(rf"^worker {w} (.*)$", timeout=15)
-        got[w] = m.group(1)
-    print(f"    the workers' first calls: {got}")
-    if p.ustack:
-        # select reports the listener's error (readable), accept fails.
-        check(all(v == f"accept errno {errno.ENETDOWN} ENETDOWN" for v in got.values()),
-              f"the workers' first calls on the inherited listener: {got} (want select to report it "
-              "readable and accept to fail with ENETDOWN)")
+        m = srv.wait_line(rf"^worker {w} done checks=(\d+) failures=(\d+)$", timeout=20)
+        failed = re.findall(rf"^check {w} .* FAIL.*$", srv.stdout(), re.M)
+        print(f"    worker {w}: {m.group(1)} calls checked, {m.group(2)} wrong")
+        for f in failed:
+            print(f"      {f}")
+        if p.ustack:
+            check(int(m.group(1)) >= 70 and int(m.group(2)) == 0 and not failed,
+                  f"worker {w}'s calls on the sockets it inherited: {failed}")
+        srv.wait_line(rf"^reaped {w} status {1 if failed else 0}$", timeout=10)
+    # The workers' calls on their copies left the parent's connection alone.
+    got = b""
+    while not got.endswith(b"\n") and len(got) < 100:
+        b = held.recv(100)
+        if not b:
+            break
+        got += b
+    check(got == b"held ok\n" and held.recv(100) == b"",
+          f"the parent's held connection after the workers: {got!r}; {srv.stderr()[-1500:]}")
     # The parent, which kept its listener, serves the port on.
     r = p.kernel("curl", "-sS", "--max-time", "5", url, timeout=10)
     check(r.returncode == 0 and r.stdout.strip() == "parent after fork",
@@ -2238,7 +2240,7 @@ def _(ctx):
     check(srv.wait_exit(10) == 0, f"the server's exit status: {srv.stderr()[-1000:]}")
     if p.ustack:
         check(len(refusal.findall(srv.stderr())) == 2, f"the refusal said more than once: {srv.stderr()[-2000:]}")
-        p.carried("the parent's connections", {"tcp_passive_opens": 4})
+        p.carried("the parent's connections", {"tcp_passive_opens": 5})
 
 
 # --------------------------------------------------------------------------
@@ -2596,3 +2598,60 @@ def _(ctx):
     check(r.returncode == 0 and said == want, f"rc={r.returncode}, said {said}, want {want}: {r.stderr[-1500:]}")
     check("exit_linger" not in r.stderr, f"a spawn ended the program's connections: {r.stderr[-1500:]}")
     p.carried("the client's connection", {"tcp_active_opens": 1})
+
+
+# --------------------------------------------------------------------------
+# 17. The other names of the calls: fortified forms, glibc's __ names, epoll_pwait2
+
+FORTIFIED_FORMS = ("__read_chk", "__recv_chk", "__recvfrom_chk", "__poll_chk", "__ppoll_chk", "__fdelt_chk")
+
+
+@test("preload_fortified_calls", budget=60)
+def _(ctx):
+    """tests/c/fortified_calls.c, built with -O2 -D_FORTIFY_SOURCE=2, under
+    ustack run as a client of the kernel's TCP and UDP echo on port 7: the
+    fortified forms its calls became (__read_chk, __recv_chk,
+    __recvfrom_chk, __poll_chk, __ppoll_chk, FD_SET's __fdelt_chk), glibc's
+    public __ names (__connect, __write, __send, __read, __poll, __select,
+    __fcntl, __dup2, __close) and epoll_pwait2 all reach ustack's sockets
+    (a call the library missed would reach the kernel with a number that
+    is not a socket of its, and fail)."""
+    from cases_capi import kernel_tcp_echo
+
+    prog_path = c_program(ctx, "fortified_calls")
+    imports = h.sh(["nm", "-D", "--undefined-only", prog_path]).stdout
+    missing = [f for f in FORTIFIED_FORMS if f not in imports]
+    check(not missing, f"{prog_path} does not call {missing}: not built fortified?")
+    p = Preload(ctx, "preload_fortified_calls")
+    kernel_tcp_echo(ctx, p.t, p.kernel_ip, "kernel-echo")
+    udp = h.netns_socket(p.ns_k, socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind((p.kernel_ip, 7))
+    udp.settimeout(0.2)
+    done = threading.Event()
+
+    def udp_echo():
+        while not done.is_set():
+            try:
+                data, src = udp.recvfrom(65535)
+            except (socket.timeout, OSError):
+                continue
+            udp.sendto(data, src)
+
+    th = threading.Thread(target=udp_echo, daemon=True)
+    th.start()
+
+    def stop_udp():
+        done.set()
+        th.join(2)
+        udp.close()
+
+    h.on_cleanup("UDP echo", stop_udp)
+    r = p.run([prog_path, p.kernel_ip], timeout=30, name="fortified_calls")
+    failed = re.findall(r"^check .* FAIL.*$", r.stdout, re.M)
+    m = re.search(r"^done checks=(\d+) failures=(\d+)$", r.stdout, re.M)
+    print(f"    {m.group(0) if m else 'no summary'}")
+    for f in failed:
+        print(f"      {f}")
+    check(r.returncode == 0 and m and int(m.group(1)) >= 30 and not failed,
+          f"fortified_calls: rc={r.returncode}\n{r.stdout}{r.stderr[-2000:]}")
+    p.carried("the echo client's traffic", {"tcp_active_opens": 1, "udp_datagrams_received": 1})

@@ -942,11 +942,14 @@ impl Drop for ProgressWatch {
     }
 }
 
-/// A socket a child inherited by fork that it can set up again on an
-/// engine of its own: a TCP listener or a bound UDP socket.
+/// A socket a child inherited by fork: a TCP listener or a bound UDP
+/// socket, which it can set up again on an engine of its own; or a TCP
+/// connection (`connection`), which stays the parent's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inherited {
     pub fd: RawFd,
+    /// A TCP connection (connected or connecting).
+    pub connection: bool,
     /// AF_INET or AF_INET6.
     pub domain: i32,
     pub stream: bool,
@@ -1028,9 +1031,35 @@ pub(crate) fn forget_after_fork(held: Option<ForkHold>) -> (Vec<RawFd>, Vec<Inhe
 /// child may drop is dropped (its packet rings unmapped: a ring still
 /// mapped in the child would keep the parent's socket, and its place in a
 /// fanout group, alive after the parent ends); the others are forgotten,
-/// their fds added to `fds`.  Its listeners and bound UDP sockets go to
-/// `inherited`.
+/// their fds added to `fds`.  Its listeners, bound UDP sockets and TCP
+/// connections go to `inherited` (a connection's local address read from
+/// the stack first).
 fn take_apart(w: &mut Worker, fds: &mut Vec<RawFd>, inherited: &mut Vec<Inherited>) {
+    let mut connections = Vec::new();
+    for (fd, o) in w.objects.iter().enumerate() {
+        let Some(Object::Socket(s)) = o else { continue };
+        if matches!(s.state, crate::socket::State::Tcp { .. }) {
+            connections.push(fd as RawFd);
+        }
+    }
+    for fd in connections {
+        let Ok(local) = w.getsockname(fd) else {
+            continue;
+        };
+        let Ok(s) = w.socket(fd) else { continue };
+        inherited.push(Inherited {
+            fd,
+            connection: true,
+            domain: s.domain.af(),
+            stream: true,
+            local,
+            v6only: s.opts.v6only,
+            nonblock: s.nonblock,
+            reuseaddr: s.opts.reuseaddr,
+            reuseport: s.opts.reuseport,
+            mark: s.opts.mark,
+        });
+    }
     for e in std::mem::take(&mut w.engines) {
         if e.driver.droppable_in_fork_child() {
             drop(e);
@@ -1051,6 +1080,7 @@ fn take_apart(w: &mut Worker, fds: &mut Vec<RawFd>, inherited: &mut Vec<Inherite
         };
         inherited.push(Inherited {
             fd: fd as RawFd,
+            connection: false,
             domain: s.domain.af(),
             stream: s.stream,
             local: crate::family::present(s.domain, local),

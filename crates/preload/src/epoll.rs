@@ -158,6 +158,10 @@ pub unsafe extern "C" fn epoll_ctl(
     match classify(fd) {
         Fd::Pending => {
             if let Err(e) = place::on_ustack(fd) {
+                if crate::dead::is_dead(fd) {
+                    // SAFETY: the caller's event.
+                    return unsafe { crate::dead::epoll_ctl(epfd, op, fd, ev) };
+                }
                 return ret(Err(e));
             }
         }

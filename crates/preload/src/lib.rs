@@ -44,6 +44,8 @@
 // arguments into socket-layer calls and errors into errno.
 extern crate ustack as capi;
 
+mod aliases;
+mod dead;
 mod epoll;
 mod exec;
 mod guard;

@@ -107,9 +107,10 @@ const ALWAYS: i16 = libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
 pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Result<c_int, Errno> {
     // Sockets not placed yet are placed on ustack: they are being waited
     // on.  One that cannot be (this process has no engine: a child of a
-    // DPDK process) reports an error, as Linux reports a socket's pending
-    // error (POLLERR; select marks it readable and writable), and the call
-    // the program makes on it next fails with the placement's errno.
+    // DPDK process) is dead (`dead`): it reports an error and a hang-up,
+    // as Linux reports a socket whose network went away (select marks it
+    // readable and writable), and the call the program makes on it next
+    // fails with the placement's errno.
     let mut unplaced: Vec<usize> = Vec::new();
     for (i, p) in fds.iter().enumerate() {
         if p.fd >= 0 && classify(p.fd) == Fd::Pending && place::on_ustack(p.fd).is_err() {
@@ -155,7 +156,7 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
             p.revents = 0;
         }
         for &i in &unplaced {
-            fds[i].revents = libc::POLLERR;
+            fds[i].revents = crate::dead::POLL_EVENTS;
             ready += 1;
         }
         for &i in &ustack {

@@ -326,6 +326,13 @@ pub fn engine_up() -> bool {
     ENGINE.load(Ordering::Acquire) == ENGINE_UP
 }
 
+/// Whether this process's engine cannot start (it failed to, or this is a
+/// child refused DPDK after fork): its sockets not placed yet are dead
+/// (`dead`).
+pub fn engine_failed() -> bool {
+    ENGINE.load(Ordering::Acquire) == ENGINE_FAILED
+}
+
 /// Starts this process's engine on the calling thread if it has none:
 /// the thread then drives it (run to completion) whenever it waits.
 /// Called inside the guard.
@@ -860,6 +867,10 @@ pub extern "C" fn child_after_fork() {
     t.each_epoll(|s| s.ustack = None);
     for i in inherited {
         use crate::table::SetOpt;
+        if i.connection && !refused {
+            // The parent's: its number stays held, as a kernel fd.
+            continue;
+        }
         let int = |on: bool| on as libc::c_int;
         let mut opts = vec![
             SetOpt::int(libc::SOL_SOCKET, libc::SO_REUSEADDR, int(i.reuseaddr)),
@@ -894,7 +905,9 @@ pub extern "C" fn child_after_fork() {
                 nonblock: i.nonblock,
                 opts,
                 bound: Some(i.local),
-                backlog: i.stream.then_some(INHERITED_BACKLOG),
+                backlog: (i.stream && !i.connection).then_some(INHERITED_BACKLOG),
+                errored_file: false,
+                connection: i.connection,
             },
         );
     }
@@ -911,11 +924,12 @@ pub extern "C" fn child_after_fork() {
 /// port: DPDK's EAL was started in this process image and cannot start
 /// again here (its memory, its threads and the port's queues are the
 /// parent's), so the child gets no engine.  Said at the fork, by name,
-/// with what to use instead; the listeners it inherited are pending as
-/// in any child, a wait on one reports an error, and each call that
-/// would place one fails with ENETDOWN (as Linux's accept reports a
-/// network that went down); the parent keeps the port.  Returns whether
-/// the child was refused.
+/// with what to use instead; the sockets it inherited (listeners, bound
+/// UDP sockets and connections) are pending, and dead (`dead`): they behave
+/// as Linux's sockets whose network went down (epoll_ctl works, a wait
+/// reports EPOLLERR | EPOLLHUP, accept, read and write fail with
+/// ENETDOWN); the parent keeps the port.  Returns whether the child was
+/// refused.
 fn refuse_dpdk_child() -> bool {
     let Some(port) = settings().and_then(Settings::dpdk_port) else {
         return false;
@@ -924,7 +938,8 @@ fn refuse_dpdk_child() -> bool {
     notes::once(format!(
         "[port{port}] link=dpdk: forked after this process started its engine, and DPDK's EAL \
          cannot start again in a forked child: this child has no engine and its ustack sockets \
-         fail with ENETDOWN (the parent keeps the port); for workers of their own use \
+         are as sockets whose network went down (waits report an error, accept, read and \
+         write fail with ENETDOWN; the parent keeps the port); for workers of their own use \
          link=af_packet, or link=af_xdp with an lcore_mask of a core per process"
     ));
     true

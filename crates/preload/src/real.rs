@@ -83,6 +83,7 @@ real_fns! {
     fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
     fn epoll_wait(epfd: c_int, ev: *mut epoll_event, n: c_int, timeout: c_int) -> c_int;
     fn epoll_pwait(epfd: c_int, ev: *mut epoll_event, n: c_int, timeout: c_int, mask: *const sigset_t) -> c_int;
+    fn epoll_pwait2(epfd: c_int, ev: *mut epoll_event, n: c_int, t: *const timespec, mask: *const sigset_t) -> c_int;
     fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
     fn ppoll(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const sigset_t) -> c_int;
     fn select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, t: *mut timeval) -> c_int;

@@ -111,6 +111,8 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
                 opts: Vec::new(),
                 bound: None,
                 backlog: None,
+                errored_file: false,
+                connection: false,
             },
         );
     });
@@ -319,6 +321,12 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
                     return ret(Err(e));
                 }
             };
+            if process::engine_failed() {
+                if let Some(r) = crate::dead::connect(fd, dst) {
+                    drop(g);
+                    return ret(r);
+                }
+            }
             match place::for_use(fd, Some(dst)) {
                 Err(e) => {
                     drop(g);
@@ -344,6 +352,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 /// As shutdown(2).
 #[no_mangle]
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    if crate::dead::is_dead(fd) && !guard::inside() {
+        return ret(crate::dead::shutdown(fd, how));
+    }
     // SAFETY: no pointers.
     by_fd!(
         fd,
@@ -624,6 +635,10 @@ pub unsafe extern "C" fn getsockopt(
                 let v = c_int::from(p.backlog.is_some());
                 return ret(unsafe { write_int(v, val, len) });
             }
+            if level == libc::SOL_SOCKET && name == libc::SO_ERROR && process::engine_failed() {
+                // SAFETY: the caller's arguments.
+                return ret(unsafe { crate::dead::so_error(val, len) });
+            }
             inside(|| {
                 // SAFETY: no pointers.
                 let k = unsafe { real::socket(p.domain, p.ty | libc::SOCK_CLOEXEC, p.protocol) };
@@ -716,6 +731,13 @@ unsafe fn fcntl_any(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             }
             // Close-on-exec belongs to the number, which the kernel holds.
             libc::F_GETFD | libc::F_SETFD => return kernel(),
+            // A dead socket's owner is its errored file's (`dead`).
+            libc::F_SETOWN | libc::F_GETOWN if process::engine_failed() => {
+                if let Err(e) = inside(|| crate::dead::errored_number(fd)) {
+                    return ret(Err(e));
+                }
+                return kernel();
+            }
             _ => {}
         }
     }
@@ -749,18 +771,24 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: usize) -> c_int
     if guard::inside() {
         return kernel();
     }
-    if classify(fd) == Fd::Pending && request == libc::FIONBIO {
-        if arg == 0 {
-            return ret(Err(Errno(libc::EFAULT)));
+    if classify(fd) == Fd::Pending {
+        if request == libc::FIONBIO {
+            if arg == 0 {
+                return ret(Err(Errno(libc::EFAULT)));
+            }
+            // SAFETY: FIONBIO's argument points to an int.
+            let on = unsafe { *(arg as *const c_int) } != 0;
+            return ret(inside(|| {
+                let mut t = table::lock();
+                let p = t.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
+                p.nonblock = on;
+                Ok(0)
+            }));
         }
-        // SAFETY: FIONBIO's argument points to an int.
-        let on = unsafe { *(arg as *const c_int) } != 0;
-        return ret(inside(|| {
-            let mut t = table::lock();
-            let p = t.get().pending.get_mut(&fd).ok_or(Errno::EBADF)?;
-            p.nonblock = on;
-            Ok(0)
-        }));
+        if process::engine_failed() {
+            // SAFETY: the caller's argument.
+            return ret(unsafe { crate::dead::ioctl(fd, request, arg) });
+        }
     }
     // SAFETY: the caller's arguments.
     by_fd!(
@@ -781,6 +809,21 @@ pub(crate) fn dup_ustack(
     cloexec: bool,
     min: c_int,
 ) -> Result<c_int, Errno> {
+    if crate::dead::is_dead(fd) {
+        if let Some(new) = target {
+            if new == fd {
+                return Ok(new);
+            }
+            // What the library held at `new` goes; the kernel's dup3
+            // closes its file.
+            // SAFETY: no pointers.
+            unsafe { forget_number(new)? };
+            if api::placeholder_fd() == Some(new) {
+                inside(api::move_placeholder)?;
+            }
+        }
+        return crate::dead::dup(fd, target, cloexec, min);
+    }
     placed(fd)?;
     let _g = Inside::enter();
     let Some(new) = target else {

@@ -113,6 +113,12 @@ pub struct Pending {
     /// IPv4-mapped IPv6 addresses).
     pub bound: Option<SocketAddr>,
     pub backlog: Option<c_int>,
+    /// Whether its number names an errored kernel socket rather than the
+    /// placeholder's duplicate (a dead socket's, `dead::epoll_ctl`).
+    pub errored_file: bool,
+    /// A TCP connection a child refused an engine inherited (dead: its
+    /// calls answer as on a connection that failed).
+    pub connection: bool,
 }
 
 /// One setsockopt call on a pending socket: (level, name) and the value's
