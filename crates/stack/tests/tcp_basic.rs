@@ -858,7 +858,7 @@ fn the_accept_queue_holds_one_more_than_the_backlog() {
 fn a_read_in_two_halves_leaves_what_tcp_recv_leaves() {
     let run = |halves: bool| {
         let mut n = Net::new();
-        let (c, s) = n.established();
+        let (c, s) = n.connect(80);
         let mut updates = 0;
         let mut read = |n: &mut Net, buf: &mut [u8]| -> usize {
             if !halves {
