@@ -390,6 +390,11 @@ fn wait(
                 revents: 0,
             });
         }
+        let left = if drives {
+            process::until_stats(left)
+        } else {
+            left
+        };
         sleep_mixed(&mut pfd, left, drives, watch.as_ref())?;
         now = Instant::now();
         look_now = true;

@@ -206,7 +206,9 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
             continue;
         }
         look_kernel = true;
-        if ustack.is_empty() || drives {
+        if drives {
+            api::idle_wait(&mut kernel, process::until_stats(left))?;
+        } else if ustack.is_empty() {
             api::idle_wait(&mut kernel, left)?;
         } else {
             sleep_mixed(&mut kernel, left, drives, watch.as_ref())?;
