@@ -2522,6 +2522,12 @@ for _ in range(2):
         say("icmp socket ok")
     except OSError as e:
         say("icmp socket errno", errno.errorcode.get(e.errno, e.errno))
+    # A raw socket (ping as root): the kernel's too.
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close()
+        say("raw socket ok")
+    except OSError as e:
+        say("raw socket errno", errno.errorcode.get(e.errno, e.errno))
 say("done")
 """
 
@@ -2530,9 +2536,10 @@ say("done")
 def _(ctx):
     """What the library does not handle it says once on stderr by name:
     TCP_FASTOPEN set on two listeners is named once (`setsockopt
-    (TCP_FASTOPEN) ... ignored`), an AF_INET socket of a protocol ustack
-    does not serve (ICMP datagrams) made twice goes to the kernel, said
-    once; both listeners serve."""
+    (TCP_FASTOPEN) ... ignored`), AF_INET sockets ustack does not serve
+    (ICMP datagrams, raw ICMP), each made twice, go to the kernel, each
+    said once with the C names of its type and protocol; both listeners
+    serve."""
     p = Preload(ctx, "preload_unhandled_said_once")
     script = os.path.join(ctx.workdir, "notes_server.py")
     with open(script, "w") as f:
@@ -2552,16 +2559,23 @@ def _(ctx):
     # The kernel's own answer to the ICMP socket, the same both times.
     answers = re.findall(r"^icmp socket (.*)$", srv.stdout(), re.M)
     check(len(answers) == 2 and answers[0] == answers[1], f"the ICMP sockets: {answers}")
+    raw = re.findall(r"^raw socket (.*)$", srv.stdout(), re.M)
+    check(raw == ["ok", "ok"], f"the raw sockets (as root): {raw}")
     if not p.ustack:
         return
     err = srv.stderr()
     fastopen = [ln for ln in err.splitlines() if "setsockopt(TCP_FASTOPEN)" in ln]
-    icmp = [ln for ln in err.splitlines() if "AF_INET socket" in ln and "stays with the kernel" in ln]
-    print(f"    said: {fastopen + icmp}")
+    kernel_kept = [ln for ln in err.splitlines() if "AF_INET " in ln and "stay with the kernel" in ln]
+    icmp = [ln for ln in kernel_kept if "AF_INET SOCK_DGRAM IPPROTO_ICMP sockets" in ln]
+    raw_said = [ln for ln in kernel_kept if "AF_INET SOCK_RAW IPPROTO_ICMP sockets" in ln]
+    print(f"    said: {fastopen + kernel_kept}")
     check(len(fastopen) == 1 and "ignored" in fastopen[0],
           f"TCP_FASTOPEN on two listeners, want one line naming it: {fastopen}; stderr: {err[-1500:]}")
-    check(len(icmp) == 1, f"two ICMP datagram sockets, want one line saying they stay with the kernel: {icmp}; "
+    check(len(icmp) == 1, f"two ICMP datagram sockets, want one line naming SOCK_DGRAM and IPPROTO_ICMP: {icmp}; "
                           f"stderr: {err[-1500:]}")
+    check(len(raw_said) == 1, f"two raw ICMP sockets, want one line naming SOCK_RAW and IPPROTO_ICMP: {raw_said}; "
+                              f"stderr: {err[-1500:]}")
+    check(len(kernel_kept) == 2, f"want exactly the two lines above of sockets left to the kernel: {kernel_kept}")
     p.carried("the two listeners' connections", {"tcp_passive_opens": 2})
 
 
