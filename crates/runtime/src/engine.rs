@@ -1284,13 +1284,16 @@ impl<L: Link> Engine<L> {
     }
 
     fn idle_plan_at(&self, wall: std::time::Instant) -> IdlePlan {
-        let mut fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
-        let pollable = fds.len() == self.ports.len();
+        let fds = self.wake_fds();
+        let pollable = self.ports.iter().all(|p| p.link.rx_fd().is_some());
         // Every link wakes the engine by an fd: nothing but the deadlines
         // below can end the sleep sooner, so `idle_sleep` does not cap it
         // (it woke an idle engine ~1000 times a second for nothing).  A
-        // link without one is napped on, `idle_sleep` at most.
-        let mut timeout = (!pollable).then_some(self.cfg.idle_sleep);
+        // link without one is napped on, `idle_sleep` at most; the rings
+        // from this process's other engines are looked at every
+        // `idle_sleep` (no fd wakes for them).
+        let mesh = self.dispatch.as_ref().is_some_and(Dispatcher::has_mesh);
+        let mut timeout = (!pollable || mesh).then_some(self.cfg.idle_sleep);
         let mut due_at = |t: std::time::Instant| {
             let d = t.saturating_duration_since(wall);
             timeout = Some(timeout.map_or(d, |x| x.min(d)));
@@ -1314,12 +1317,6 @@ impl<L: Link> Engine<L> {
         }
         if let Some(t) = self.dispatch.as_ref().and_then(Dispatcher::next_event) {
             due_at(t);
-        }
-        if let Some(d) = &self.dispatch {
-            fds.extend(d.wait_fds());
-        }
-        if let Some(c) = &self.control {
-            fds.extend(c.wait_fds());
         }
         IdlePlan {
             timeout,
@@ -1353,7 +1350,22 @@ impl<L: Link> Engine<L> {
     /// child process must close of an engine it inherited by fork and will
     /// not run.
     pub fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
-        self.idle_plan_at(std::time::Instant::now()).fds
+        self.wake_fds()
+    }
+
+    /// The fds whose readability ends an idle sleep: the links', the
+    /// dispatcher's, the control socket's.  Touches no link's rings (a
+    /// fork child calls it through [`wait_fds`](Self::wait_fds), where an
+    /// AF_XDP link's rings are not mapped).
+    fn wake_fds(&self) -> Vec<std::os::fd::RawFd> {
+        let mut fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
+        if let Some(d) = &self.dispatch {
+            fds.extend(d.wait_fds());
+        }
+        if let Some(c) = &self.control {
+            fds.extend(c.wait_fds());
+        }
+        fds
     }
 
     /// Counts a sleep a caller took by an [`IdlePlan`].

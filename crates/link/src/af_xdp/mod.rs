@@ -1009,4 +1009,16 @@ impl Link for AfXdpLink {
     fn rx_fd(&self) -> Option<RawFd> {
         Some(self.sock.fd.as_raw_fd())
     }
+
+    /// An empty fill ring leaves the kernel nothing to receive into, so no
+    /// frame can come to wake an idle engine: it looks again soon, to take
+    /// back chunks whose sending completed and refill.  Otherwise the link
+    /// needs nothing while idle (each turn's `service` refilled the ring
+    /// and made the need-wakeup call before the engine slept).
+    fn next_event(&self) -> Option<std::time::Instant> {
+        (self.sock.fill.outstanding() == 0).then(|| std::time::Instant::now() + EMPTY_FILL_RECHECK)
+    }
 }
+
+/// How soon an idle engine looks again at a link whose fill ring is empty.
+const EMPTY_FILL_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
