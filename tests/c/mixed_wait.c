@@ -30,6 +30,9 @@
  *       is parked): the test reads this process's CPU time from
  *       /proc/PID/stat between the "begin" and "end" lines; the program
  *       also prints its own (CLOCK_PROCESS_CPUTIME_ID).
+ *   forever-epoll, forever-poll, forever-select  the same with no timeout
+ *       (-1, select's null timeval): the helper thread sleeps --idle-ms
+ *       and then writes the eventfd once, which ends the wait.
  *   wake-epoll, wake-poll, wake-select  --wakes times: the main thread
  *       blocks with a 5 s timeout; 20 ms later the helper thread takes the
  *       time and writes to the eventfd (even rounds) or the pipe (odd
@@ -56,6 +59,8 @@
  *        lat_p99_us=.. lat_max_us=.. waits=..
  *   idle NAME begin timeout_ms=..
  *   idle NAME end n=.. elapsed_ms=.. cpu_us=..
+ *   forever NAME begin wake_after_ms=..
+ *   forever NAME end n=.. elapsed_ms=.. cpu_us=..
  *   wake NAME fd=eventfd|pipe n=.. p50_us=.. max_us=..
  *   signal NAME rc=.. errno=.. handled=.. ms=..
  *   sigvia NAME rc=.. errno=.. handled=.. ms=.. installed=.. reset=..
@@ -145,7 +150,7 @@ static void out(const char *fmt, ...) {
 /* ------------------------------------------------------------------------
  * The helper thread: a steady stream of kernel events, or single wakes. */
 
-enum { H_PARK, H_STREAM, H_WAKE, H_EXIT };
+enum { H_PARK, H_STREAM, H_WAKE, H_LATE, H_EXIT };
 static pthread_mutex_t h_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t h_cond = PTHREAD_COND_INITIALIZER;
 static atomic_int h_mode = H_PARK;
@@ -204,6 +209,14 @@ static void *helper(void *arg) {
             }
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR) {
             }
+            continue;
+        }
+        if (mode == H_LATE) {
+            /* One write, --idle-ms from now, then parked again. */
+            sleep_ms(idle_ms);
+            write_eventfd();
+            int late = H_LATE;
+            atomic_compare_exchange_strong(&h_mode, &late, H_PARK);
             continue;
         }
         /* H_WAKE: one write per round, 20 ms after the main thread said it
@@ -686,6 +699,23 @@ static void idle_phase(const char *name) {
         (unsigned long long)((c1 - c0) / 1000u));
 }
 
+static void forever_phase(const char *name) {
+    int kind = kind_of(name);
+    struct phase p = {.name = name};
+    if (kind == 0)
+        epoll_setup();
+    drain_all();
+    sleep_ms(200);
+    out("forever %s begin wake_after_ms=%d\n", name, idle_ms);
+    uint64_t c0 = cpu_ns(), t0 = now_ns();
+    set_mode(H_LATE);
+    int n = wait_once(kind, &p, -1);
+    uint64_t t1 = now_ns(), c1 = cpu_ns();
+    out("forever %s end n=%d elapsed_ms=%llu cpu_us=%llu\n", name, n, (unsigned long long)((t1 - t0) / 1000000u),
+        (unsigned long long)((c1 - c0) / 1000u));
+    set_mode(H_PARK);
+}
+
 static void wake_phase(const char *name) {
     int kind = kind_of(name);
     struct phase p = {.name = name};
@@ -892,6 +922,7 @@ int main(int argc, char **argv) {
         fail("bad arguments");
     if (nphases == 0) {
         static const char *all[] = {"epoll", "poll", "select", "idle-epoll", "idle-poll", "idle-select",
+                                    "forever-epoll", "forever-poll", "forever-select",
                                     "wake-epoll", "wake-poll", "wake-select", "signal-epoll",
                                     "signal-poll", "signal-select", "sigvia-signal", "sigvia-bsd_signal",
                                     "sigvia-ssignal", "sigvia-sysv_signal", "sigvia-__sysv_signal",
@@ -903,6 +934,8 @@ int main(int argc, char **argv) {
         const char *k = phases[i];
         if (!strncmp(k, "idle-", 5))
             k += 5;
+        else if (!strncmp(k, "forever-", 8))
+            k += 8;
         else if (!strncmp(k, "wake-", 5))
             k += 5;
         else if (!strncmp(k, "signal-", 7))
@@ -951,6 +984,8 @@ int main(int argc, char **argv) {
         const char *k = phases[i];
         if (!strncmp(k, "idle-", 5))
             idle_phase(k + 5);
+        else if (!strncmp(k, "forever-", 8))
+            forever_phase(k + 8);
         else if (!strncmp(k, "wake-", 5))
             wake_phase(k + 5);
         else if (!strncmp(k, "signal-", 7))

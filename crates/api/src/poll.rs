@@ -159,9 +159,9 @@ impl Worker {
     }
 }
 
-/// Sleeps as this thread's idle engines would (until a frame arrives, a
-/// timer is due or `idle_sleep` passes, or another thread posts a call to
-/// this worker) or until one of `extra` is ready (its `revents` set, as
+/// Sleeps as this thread's idle engines would (until a frame arrives or a
+/// timer is due, or another thread posts a call to this worker; engines
+/// whose links have no fd nap instead, see `runtime::IdlePlan`) or until one of `extra` is ready (its `revents` set, as
 /// poll sets them) or `timeout` passes, whichever comes first.  Returns
 /// how many of `extra` are ready.  A thread without engines just polls
 /// `extra` for `timeout` (`None`: for ever).
@@ -182,7 +182,7 @@ pub fn engines_busy_poll() -> bool {
         !w.engines.is_empty()
             && w.engines
                 .iter()
-                .all(|e| e.driver.idle_plan().timeout.is_zero())
+                .all(|e| e.driver.idle_plan().timeout == Some(Duration::ZERO))
     })
     .unwrap_or(false)
 }
@@ -197,12 +197,15 @@ pub(crate) fn sleep(
     let mut fds = Vec::new();
     for e in &w.engines {
         let p = e.driver.idle_plan();
+        // `None`: the engine's fds alone can end its sleep.
         let t = if p.pollable {
             p.timeout
         } else {
-            p.timeout.min(IdlePlan::NAP)
+            Some(p.timeout.map_or(IdlePlan::NAP, |t| t.min(IdlePlan::NAP)))
         };
-        limit = Some(limit.map_or(t, |l| l.min(t)));
+        if let Some(t) = t {
+            limit = Some(limit.map_or(t, |l| l.min(t)));
+        }
         fds.extend_from_slice(&p.fds);
     }
     // No time to wait and nothing of the caller's to look at: the engines

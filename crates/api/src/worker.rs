@@ -796,9 +796,17 @@ impl Worker {
         turned || jobs || changed
     }
 
-    /// Sleeps as the engines' own loops do when a step found nothing.
+    /// Sleeps as the engines' own loops do when a step found nothing, for
+    /// `idle_sleep` at most: the loop this serves (`api::run` under
+    /// `ff_run`/`ustack_run` with the program's callback, a blocking call
+    /// looking at its deadline) may have work the engines cannot see.
     pub(crate) fn idle(&mut self) {
-        let _ = crate::poll::sleep(self, &mut [], None);
+        let cap = self
+            .engines
+            .iter()
+            .map(|e| e.driver.idle_plan().idle_sleep)
+            .min();
+        let _ = crate::poll::sleep(self, &mut [], cap);
     }
 
     /// A new fd for `object`, reserved from the kernel.

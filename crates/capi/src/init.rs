@@ -114,6 +114,19 @@ thread_local! {
     /// `ff_epoll_wait` never block there.
     pub(crate) static IN_FF_LOOP: Cell<bool> = const { Cell::new(false) };
     static STATS: std::cell::RefCell<Option<StatsFile>> = const { std::cell::RefCell::new(None) };
+    /// The counters of the last write but those an idle engine moves by
+    /// itself (see [`write_stats`]).
+    static LAST_WRITTEN: std::cell::RefCell<Vec<(String, u64)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Counters that change while an engine only sleeps: its wake-ups and
+/// idle time.
+fn moves_while_idle(name: &str) -> bool {
+    matches!(
+        name,
+        "engine_loops" | "engine_idle_sleeps" | "engine_idle_us"
+    )
 }
 
 /// The program name for messages: argv[0]'s last part.
@@ -414,17 +427,33 @@ fn snapshot() -> Option<Vec<(String, u64)>> {
 }
 
 /// Rewrites the `--stats` file (if any) with the engine's counters now.
-pub fn write_stats() {
+/// Returns whether anything but the idle counters (`moves_while_idle`)
+/// changed since the last write: a caller that sleeps need not wake for
+/// the next rewrite when nothing did.
+pub fn write_stats() -> bool {
     // At exit the thread's locals may be gone: nothing to write then.
-    let _ = STATS.try_with(|s| {
-        if let Some(f) = s.borrow_mut().as_mut() {
-            if let Some(snap) = snapshot() {
-                if let Err(e) = f.write(stats::render(&snap)) {
-                    eprintln!("ustack: cannot write statistics: {e}");
-                }
+    STATS
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let f = s.as_mut()?;
+            let snap = snapshot()?;
+            if let Err(e) = f.write(stats::render(&snap)) {
+                eprintln!("ustack: cannot write statistics: {e}");
             }
-        }
-    });
+            let mut seen: Vec<(String, u64)> = snap;
+            seen.retain(|(k, _)| !moves_while_idle(k));
+            LAST_WRITTEN
+                .try_with(|last| {
+                    let mut last = last.borrow_mut();
+                    let changed = *last != seen;
+                    *last = seen;
+                    changed
+                })
+                .ok()
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
 
 /// In a child after fork whose parent had initialised ustack: the engine

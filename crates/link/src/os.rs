@@ -6,10 +6,10 @@ use std::io::{self, Read};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-/// Waits until one of `fds` is readable or `timeout` passes.  Returns
-/// whether a descriptor became readable.  An interrupted wait (a signal)
+/// Waits until one of `fds` is readable or `timeout` passes (`None`: no
+/// limit).  Returns whether a descriptor became readable.  An interrupted wait (a signal)
 /// returns `Ok(false)`, so the caller can look at its stop flag.
-pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+pub fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<bool> {
     let mut pollfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|&fd| libc::pollfd {
@@ -18,18 +18,19 @@ pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
             revents: 0,
         })
         .collect();
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-    };
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+    });
+    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
     // SAFETY: `pollfds` is a valid, exclusively borrowed array of
-    // `pollfds.len()` entries for the duration of the call; `ts` outlives it;
-    // a null signal mask leaves the mask unchanged.
+    // `pollfds.len()` entries for the duration of the call; `tsp` is null
+    // or points at `ts`, which outlives it; a null signal mask leaves the mask unchanged.
     let n = unsafe {
         libc::ppoll(
             pollfds.as_mut_ptr(),
             pollfds.len() as libc::nfds_t,
-            &ts,
+            tsp,
             std::ptr::null(),
         )
     };
@@ -109,11 +110,13 @@ mod tests {
         // SAFETY: `fds` has room for the two descriptors pipe() writes.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
         let start = std::time::Instant::now();
-        assert!(!wait_readable(&[fds[0]], Duration::from_millis(20)).unwrap());
+        assert!(!wait_readable(&[fds[0]], Some(Duration::from_millis(20))).unwrap());
         assert!(start.elapsed() >= Duration::from_millis(15));
         // SAFETY: fds[1] is the pipe's open write end; one byte from a static.
         assert_eq!(unsafe { libc::write(fds[1], b"x".as_ptr().cast(), 1) }, 1);
-        assert!(wait_readable(&[fds[0]], Duration::from_secs(1)).unwrap());
+        assert!(wait_readable(&[fds[0]], Some(Duration::from_secs(1))).unwrap());
+        // No limit: the data there ends the wait.
+        assert!(wait_readable(&[fds[0]], None).unwrap());
         // SAFETY: both descriptors are open and closed once here.
         unsafe {
             libc::close(fds[0]);

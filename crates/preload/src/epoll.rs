@@ -376,12 +376,14 @@ fn wait(
                 Some(d - now)
             }
         };
+        // A handler ran on this thread: the kernel would have ended the
+        // wait with EINTR.  Looked at before each sleep too: a handler
+        // that ran while the thread was awake (stepping the engine,
+        // rewriting the stats file) ended no system call.
+        if crate::signals::delivered() != signals {
+            return Err(Errno(libc::EINTR));
+        }
         if drives && *busy.get_or_insert_with(api::engines_busy_poll) {
-            // A handler ran on this thread: the kernel would have ended
-            // the wait with EINTR.
-            if crate::signals::delivered() != signals {
-                return Err(Errno(libc::EINTR));
-            }
             // A sleep would be a zero-time poll: the next round looks at
             // the engine, and at the kernel when due.
             look_now = counted_look();
@@ -394,6 +396,11 @@ fn wait(
                 revents: 0,
             });
         }
+        let left = if drives {
+            process::until_stats(left)
+        } else {
+            left
+        };
         sleep_mixed(&mut pfd, left, drives, watch.as_ref())?;
         now = Instant::now();
         look_now = true;

@@ -53,3 +53,56 @@ pub fn option_name(level: i32, name: i32) -> String {
         format!("setsockopt({known})")
     }
 }
+
+/// A socket type's C name (`SOCK_RAW`), for messages; the number when it
+/// has none.
+pub fn socket_type_name(ty: i32) -> String {
+    let known = match ty {
+        libc::SOCK_STREAM => "SOCK_STREAM",
+        libc::SOCK_DGRAM => "SOCK_DGRAM",
+        libc::SOCK_RAW => "SOCK_RAW",
+        libc::SOCK_RDM => "SOCK_RDM",
+        libc::SOCK_SEQPACKET => "SOCK_SEQPACKET",
+        libc::SOCK_DCCP => "SOCK_DCCP",
+        _ => return format!("socket type {ty}"),
+    };
+    known.to_string()
+}
+
+/// An IP protocol's C name (`IPPROTO_ICMP`), for messages; the number
+/// when it has none.
+pub fn protocol_name(protocol: i32) -> String {
+    let known = match protocol {
+        0 => "protocol 0",
+        libc::IPPROTO_ICMP => "IPPROTO_ICMP",
+        libc::IPPROTO_IGMP => "IPPROTO_IGMP",
+        libc::IPPROTO_TCP => "IPPROTO_TCP",
+        libc::IPPROTO_UDP => "IPPROTO_UDP",
+        libc::IPPROTO_IPV6 => "IPPROTO_IPV6",
+        libc::IPPROTO_GRE => "IPPROTO_GRE",
+        libc::IPPROTO_ESP => "IPPROTO_ESP",
+        libc::IPPROTO_ICMPV6 => "IPPROTO_ICMPV6",
+        libc::IPPROTO_SCTP => "IPPROTO_SCTP",
+        libc::IPPROTO_UDPLITE => "IPPROTO_UDPLITE",
+        libc::IPPROTO_MPTCP => "IPPROTO_MPTCP",
+        libc::IPPROTO_RAW => "IPPROTO_RAW",
+        _ => return format!("protocol {protocol}"),
+    };
+    known.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_types_and_protocols_are_named() {
+        assert_eq!(socket_type_name(libc::SOCK_RAW), "SOCK_RAW");
+        assert_eq!(socket_type_name(libc::SOCK_DGRAM), "SOCK_DGRAM");
+        assert_eq!(socket_type_name(77), "socket type 77");
+        assert_eq!(protocol_name(libc::IPPROTO_ICMP), "IPPROTO_ICMP");
+        assert_eq!(protocol_name(libc::IPPROTO_RAW), "IPPROTO_RAW");
+        assert_eq!(protocol_name(0), "protocol 0");
+        assert_eq!(protocol_name(200), "protocol 200");
+    }
+}

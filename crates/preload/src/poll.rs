@@ -196,18 +196,22 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
                 Some(d - now)
             }
         };
+        // A handler ran on this thread: the kernel would have ended the
+        // wait with EINTR.  Looked at before each sleep too: a handler
+        // that ran while the thread was awake (stepping the engine,
+        // rewriting the stats file) ended no system call.
+        if crate::signals::delivered() != signals {
+            return Err(Errno(libc::EINTR));
+        }
         if drives && *busy.get_or_insert_with(api::engines_busy_poll) {
-            // A handler ran on this thread: the kernel would have ended
-            // the wait with EINTR.
-            if crate::signals::delivered() != signals {
-                return Err(Errno(libc::EINTR));
-            }
             // A sleep would be a zero-time poll and a wake-up read.
             look_kernel = now.saturating_duration_since(kernel_looked) >= KERNEL_LOOK_INTERVAL;
             continue;
         }
         look_kernel = true;
-        if ustack.is_empty() || drives {
+        if drives {
+            api::idle_wait(&mut kernel, process::until_stats(left))?;
+        } else if ustack.is_empty() {
             api::idle_wait(&mut kernel, left)?;
         } else {
             sleep_mixed(&mut kernel, left, drives, watch.as_ref())?;

@@ -776,6 +776,8 @@ thread_local! {
     /// last read ([`tick_stats_busy`]).
     static NEXT_STATS: std::cell::Cell<(Option<Instant>, u32)> =
         const { std::cell::Cell::new((None, 0)) };
+    /// Whether the last rewrite changed counters (see [`stats_deadline`]).
+    static STATS_MOVING: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
 const STATS_EVERY: Duration = Duration::from_millis(100);
@@ -792,7 +794,31 @@ pub fn tick_stats() {
         }
     });
     if due {
-        capi::write_stats();
+        STATS_MOVING.set(capi::write_stats());
+    }
+}
+
+/// When a sleeping wait must wake to rewrite the stats file: its next
+/// rewrite while the last one changed counters (so that the file catches
+/// up with the last activity), none once a rewrite found nothing new (an
+/// idle wait then sleeps until something happens; the wait's next round
+/// after that rewrites it).
+pub fn stats_deadline() -> Option<Instant> {
+    if !STATS_MOVING.get() {
+        return None;
+    }
+    NEXT_STATS.with(|n| n.get().0)
+}
+
+/// `left` of a wait, shortened to the stats file's next rewrite when one
+/// is due ([`stats_deadline`]).
+pub fn until_stats(left: Option<Duration>) -> Option<Duration> {
+    match stats_deadline() {
+        None => left,
+        Some(t) => {
+            let d = t.saturating_duration_since(Instant::now());
+            Some(left.map_or(d, |l| l.min(d)))
+        }
     }
 }
 

@@ -75,13 +75,14 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         drop(g);
         return kernel();
     };
-    if domain == libc::AF_INET6 && !settings.has_ipv6() {
-        if base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM {
-            notes::once(
-                "AF_INET6 sockets stay with the kernel (no port of the configuration has an \
-                 IPv6 address: addr6)",
-            );
-        }
+    if domain == libc::AF_INET6
+        && !settings.has_ipv6()
+        && (base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM)
+    {
+        notes::once(
+            "AF_INET6 sockets stay with the kernel (no port of the configuration has an \
+             IPv6 address: addr6)",
+        );
         drop(g);
         return kernel();
     }
@@ -92,11 +93,11 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         _ => false,
     };
     if !proto_ok {
-        if base == libc::SOCK_STREAM || base == libc::SOCK_DGRAM {
-            notes::once(format!(
-                "{name} socket type {base} protocol {protocol} stays with the kernel"
-            ));
-        }
+        notes::once(format!(
+            "{name} {} {} sockets stay with the kernel",
+            notes::socket_type_name(base),
+            notes::protocol_name(protocol)
+        ));
         drop(g);
         return kernel();
     }

@@ -953,7 +953,7 @@ impl<L: Link> Engine<L> {
         if self.cfg.idle_sleep.is_zero() || self.ports.iter().any(Port::has_queued) {
             return Ok(());
         }
-        self.idle(std::time::Instant::now())
+        self.idle(std::time::Instant::now(), None)
     }
 
     /// Sends the gratuitous ARPs of every address.
@@ -1239,7 +1239,9 @@ impl<L: Link> Engine<L> {
                 next_report = wall + tick;
             }
             if !work && !self.cfg.idle_sleep.is_zero() && !self.ports.iter().any(Port::has_queued) {
-                self.idle(wall)?;
+                // The next report, and so `stop`, ends the sleep: a flag
+                // set by another thread has no fd to wake the engine.
+                self.idle(wall, Some(next_report))?;
             }
         }
         for port in &mut self.ports {
@@ -1249,18 +1251,28 @@ impl<L: Link> Engine<L> {
         Ok(())
     }
 
-    /// Sleeps until a frame arrives, a timer or a held frame is due, or
-    /// `idle_sleep` passes, whichever comes first.
-    fn idle(&mut self, wall: std::time::Instant) -> io::Result<()> {
+    /// Sleeps until a frame arrives, a timer, a held frame or `until` is
+    /// due; on links without an fd, a nap (see [`IdlePlan`]).
+    fn idle(
+        &mut self,
+        wall: std::time::Instant,
+        until: Option<std::time::Instant>,
+    ) -> io::Result<()> {
         let plan = self.idle_plan_at(wall);
-        if plan.timeout.is_zero() {
+        let limit = until.map(|u| u.saturating_duration_since(wall));
+        let timeout = match (plan.timeout, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if timeout.is_some_and(|t| t.is_zero()) {
             return Ok(());
         }
         if !plan.pollable {
             // A link that can only be polled: a short nap instead of a wait.
-            std::thread::sleep(plan.timeout.min(IdlePlan::NAP));
+            let nap = timeout.map_or(IdlePlan::NAP, |t| t.min(IdlePlan::NAP));
+            std::thread::sleep(nap);
         } else {
-            link::os::wait_readable(&plan.fds, plan.timeout)?;
+            link::os::wait_readable(&plan.fds, timeout)?;
         }
         self.counters.idle_sleeps += 1;
         Ok(())
@@ -1273,43 +1285,55 @@ impl<L: Link> Engine<L> {
     pub fn idle_plan(&self) -> IdlePlan {
         if self.cfg.idle_sleep.is_zero() || self.ports.iter().any(Port::has_queued) {
             return IdlePlan {
-                timeout: Duration::ZERO,
+                timeout: Some(Duration::ZERO),
                 fds: Vec::new(),
                 pollable: true,
+                idle_sleep: self.cfg.idle_sleep,
             };
         }
         self.idle_plan_at(std::time::Instant::now())
     }
 
     fn idle_plan_at(&self, wall: std::time::Instant) -> IdlePlan {
-        let mut timeout = self.cfg.idle_sleep;
-        // The stack's own earliest deadline, not the next tick: an idle
-        // engine with no timer due sleeps the whole `idle_sleep` instead of
-        // waking every tick (the tick still paces the timers once awake).
+        let fds = self.wake_fds();
+        let pollable = self.ports.iter().all(|p| p.link.rx_fd().is_some());
+        // Every link wakes the engine by an fd: nothing but the deadlines
+        // below can end the sleep sooner, so `idle_sleep` does not cap it
+        // (it woke an idle engine ~1000 times a second for nothing).  A
+        // link without one is napped on, `idle_sleep` at most; the rings
+        // from this process's other engines are looked at every
+        // `idle_sleep` (no fd wakes for them).
+        let mesh = self.dispatch.as_ref().is_some_and(Dispatcher::has_mesh);
+        let mut timeout = (!pollable || mesh).then_some(self.cfg.idle_sleep);
+        let mut due_at = |t: std::time::Instant| {
+            let d = t.saturating_duration_since(wall);
+            timeout = Some(timeout.map_or(d, |x| x.min(d)));
+        };
+        // The stack's own earliest deadline, not the next tick (the tick
+        // still paces the timers once awake).
         if let Some(due) = self.stack.next_deadline() {
-            let timer = self.clock.to_std(due.max(self.next_timer));
-            timeout = timeout.min(timer.saturating_duration_since(wall));
+            due_at(self.clock.to_std(due.max(self.next_timer)));
+        }
+        // Freed ring storage waiting for the heap trim's interval.
+        if self.stack.tcp_buffer_released_bytes() >= self.heap_trimmed_at.0 + HEAP_TRIM_BYTES {
+            due_at(
+                self.clock
+                    .to_std(self.heap_trimmed_at.1.max(self.next_timer)),
+            );
         }
         for p in &self.ports {
             if let Some(t) = p.link.next_event() {
-                timeout = timeout.min(t.saturating_duration_since(wall));
+                due_at(t);
             }
         }
         if let Some(t) = self.dispatch.as_ref().and_then(Dispatcher::next_event) {
-            timeout = timeout.min(t.saturating_duration_since(wall));
-        }
-        let mut fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
-        let pollable = fds.len() == self.ports.len();
-        if let Some(d) = &self.dispatch {
-            fds.extend(d.wait_fds());
-        }
-        if let Some(c) = &self.control {
-            fds.extend(c.wait_fds());
+            due_at(t);
         }
         IdlePlan {
             timeout,
             fds,
             pollable,
+            idle_sleep: self.cfg.idle_sleep,
         }
     }
 
@@ -1337,7 +1361,22 @@ impl<L: Link> Engine<L> {
     /// child process must close of an engine it inherited by fork and will
     /// not run.
     pub fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
-        self.idle_plan_at(std::time::Instant::now()).fds
+        self.wake_fds()
+    }
+
+    /// The fds whose readability ends an idle sleep: the links', the
+    /// dispatcher's, the control socket's.  Touches no link's rings (a
+    /// fork child calls it through [`wait_fds`](Self::wait_fds), where an
+    /// AF_XDP link's rings are not mapped).
+    fn wake_fds(&self) -> Vec<std::os::fd::RawFd> {
+        let mut fds: Vec<_> = self.ports.iter().filter_map(|p| p.link.rx_fd()).collect();
+        if let Some(d) = &self.dispatch {
+            fds.extend(d.wait_fds());
+        }
+        if let Some(c) = &self.control {
+            fds.extend(c.wait_fds());
+        }
+        fds
     }
 
     /// Counts a sleep a caller took by an [`IdlePlan`].
@@ -1347,13 +1386,17 @@ impl<L: Link> Engine<L> {
 }
 
 /// What an idle engine waits for: readable `fds` (its links, its rings
-/// from other engines) or `timeout`.  Not `pollable`: a link has no fd,
-/// so a sleep must be a nap of at most [`IdlePlan::NAP`].
+/// from other engines, its control socket) or `timeout` (`None`: nothing
+/// is due, only an fd can end the sleep).  Not `pollable`: a link has no
+/// fd, so a sleep must be a nap of at most [`IdlePlan::NAP`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdlePlan {
-    pub timeout: Duration,
+    pub timeout: Option<Duration>,
     pub fds: Vec<std::os::fd::RawFd>,
     pub pollable: bool,
+    /// The configured `idle_sleep`: how often a loop whose callback may
+    /// have work of its own (`ff_run`, `ustack_run`) must still turn.
+    pub idle_sleep: Duration,
 }
 
 impl IdlePlan {

@@ -408,6 +408,7 @@ impl Link for PortLink {
         match self {
             PortLink::Faulty(f) => f.next_event(),
             PortLink::Captured(c) => c.next_event(),
+            PortLink::AfXdp(x) => x.next_event(),
             _ => None,
         }
     }

@@ -1116,6 +1116,15 @@ impl Link for AfXdpLink {
     fn rx_fd(&self) -> Option<RawFd> {
         Some(self.sock.fd.as_raw_fd())
     }
+
+    /// An empty fill ring leaves the kernel nothing to receive into, so no
+    /// frame can come to wake an idle engine: it looks again soon, to take
+    /// back chunks whose sending completed and refill.  Otherwise the link
+    /// needs nothing while idle (each turn's `service` refilled the ring
+    /// and made the need-wakeup call before the engine slept).
+    fn next_event(&self) -> Option<std::time::Instant> {
+        (self.sock.fill.outstanding() == 0).then(|| std::time::Instant::now() + EMPTY_FILL_RECHECK)
+    }
 }
 
 /// Writes the `xsk_tx_metadata` asking the kernel to finish `frame`'s TCP
@@ -1138,3 +1147,6 @@ fn tx_metadata_bytes(csum_start: u16, csum_offset: u16) -> [u8; abi::TX_METADATA
     m[10..12].copy_from_slice(&csum_offset.to_ne_bytes());
     m
 }
+
+/// How soon an idle engine looks again at a link whose fill ring is empty.
+const EMPTY_FILL_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);

@@ -519,6 +519,13 @@ impl<B: PacketBuffer> Dispatcher<B> {
 
     /// Descriptors that wake an idle engine (the TAPs of the exception
     /// path).
+    /// Whether frames may come from other engines of this process (the
+    /// rings between them): those rings have no fd to wake a sleeping
+    /// engine, so it must look at them every `idle_sleep`.
+    pub fn has_mesh(&self) -> bool {
+        self.mesh.is_some()
+    }
+
     pub fn wait_fds(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {
         self.kni
             .iter()
