@@ -680,6 +680,33 @@ pub fn epoll_wait(epfd: RawFd, events: &mut [epoll_event], timeout_ms: i32) -> R
     }
 }
 
+/// `epoll_wait(epfd, events, 0)` for a busy wait loop that read
+/// `runtime::clock::monotonic_micros` just before (`monotonic_us`, for its
+/// own deadline): a step it makes takes that reading instead of reading
+/// the clock again.
+pub fn epoll_wait_now_at(
+    epfd: RawFd,
+    events: &mut [epoll_event],
+    monotonic_us: u64,
+) -> Result<usize> {
+    if !matches!(Owner::of(epfd)?, Owner::Local) {
+        return epoll_wait(epfd, events, 0);
+    }
+    worker::with_current(|w| {
+        let n = w.epoll_collect(w.key(epfd), events)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        w.step_at(monotonic_us);
+        w.epoll_collect(w.key(epfd), events)
+    })?
+}
+
+/// [`step`] at `monotonic_us`, as [`epoll_wait_now_at`] steps.
+pub fn step_at(monotonic_us: u64) -> Result<bool> {
+    worker::with_current(|w| w.step_at(monotonic_us))
+}
+
 pub fn kqueue() -> Result<RawFd> {
     Owner::for_new()?.exec(|w| w.kqueue_create())?
 }

@@ -21,6 +21,9 @@ pub trait Driver: Send {
     fn with_stack(&mut self, f: &mut dyn FnMut(&mut Stack));
     /// One loop turn (rx, stack, timers, tx); whether anything happened.
     fn turn(&mut self) -> bool;
+    /// [`Driver::turn`] at a reading of `runtime::clock::monotonic_micros`
+    /// the caller took just before (see `runtime::Engine::turn_at_monotonic`).
+    fn turn_at_monotonic(&mut self, monotonic_us: u64) -> bool;
     /// Waits as the engine's own loop does after a turn without work.
     fn idle(&mut self);
     /// What the engine would wait for if idle now (see
@@ -69,6 +72,10 @@ impl<L: Link + Send + 'static> Driver for Engine<L> {
 
     fn turn(&mut self) -> bool {
         Engine::turn(self, &mut BetweenTurns)
+    }
+
+    fn turn_at_monotonic(&mut self, monotonic_us: u64) -> bool {
+        Engine::turn_at_monotonic(self, monotonic_us, &mut BetweenTurns)
     }
 
     fn idle(&mut self) {

@@ -393,13 +393,19 @@ impl Worker {
             if b.is_empty() {
                 continue;
             }
-            let sent = driver::call(d, |now, stack, sink| {
-                if urgent {
-                    stack.tcp_send_urgent(now, h, b, sink)
-                } else {
-                    stack.tcp_send(now, h, b, sink)
+            let sent = if urgent {
+                driver::call(d, |now, stack, sink| stack.tcp_send_urgent(now, h, b, sink))
+            } else {
+                // The clock is read only when output follows (not while
+                // TCP_CORK holds the data).
+                match driver::call_stack(d, |stack| stack.tcp_send_queue(h, b)) {
+                    Ok((n, true)) => {
+                        driver::call(d, |now, stack, sink| stack.tcp_send_push(now, h, sink))
+                            .map(|()| n)
+                    }
+                    r => r.map(|(n, _)| n),
                 }
-            });
+            };
             match sent {
                 Ok(n) => {
                     total += n;

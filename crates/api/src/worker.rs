@@ -780,10 +780,24 @@ impl Worker {
     /// readiness of the sockets that changed.  Returns whether anything
     /// happened.
     pub(crate) fn step(&mut self) -> bool {
+        self.step_with_clock(None)
+    }
+
+    /// [`step`](Self::step) whose turns take `monotonic_us`, a reading of
+    /// `runtime::clock::monotonic_micros` the caller took just before,
+    /// instead of reading the clock again.
+    pub(crate) fn step_at(&mut self, monotonic_us: u64) -> bool {
+        self.step_with_clock(Some(monotonic_us))
+    }
+
+    fn step_with_clock(&mut self, monotonic_us: Option<u64>) -> bool {
         self.seen_current = None;
         let mut turned = false;
         for e in &mut self.engines {
-            turned |= e.driver.turn();
+            turned |= match monotonic_us {
+                Some(t) => e.driver.turn_at_monotonic(t),
+                None => e.driver.turn(),
+            };
         }
         let jobs = self.run_jobs();
         let changed = self.pump();

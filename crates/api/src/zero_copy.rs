@@ -157,9 +157,7 @@ impl Worker {
                 return Ok(Err(r.err().unwrap_or(Errno::EINVAL)));
             }
         };
-        let r = driver::call(d, |now, stack, sink| {
-            stack.tcp_send_commit(now, h, got, sink)
-        });
+        let r = commit(d, h, got);
         if let Ok(n) = r {
             sock.totals.written += n as u64;
         }
@@ -171,7 +169,7 @@ impl Worker {
     fn zc_commit(&mut self, fd: RawFd, n: usize) -> Result<usize> {
         let h = self.zc_connection(fd)?;
         let (sock, d) = parts(self, fd)?;
-        let r = driver::call(d, |now, stack, sink| stack.tcp_send_commit(now, h, n, sink));
+        let r = commit(d, h, n);
         if let Ok(n) = r {
             sock.totals.written += n as u64;
         }
@@ -186,5 +184,21 @@ fn send_errno(e: SocketError) -> Errno {
     match e {
         SocketError::NotConnected => Errno::EPIPE,
         e => e.into(),
+    }
+}
+
+/// `Stack::tcp_send_commit`, reading the clock only when output follows
+/// (not while TCP_CORK holds the data: nginx's sendfile).
+fn commit(
+    d: &mut dyn driver::Driver,
+    h: SocketHandle,
+    n: usize,
+) -> std::result::Result<usize, SocketError> {
+    match driver::call_stack(d, |stack| stack.tcp_send_commit_queue(h, n)) {
+        Ok((n, true)) => driver::call(d, |now, stack, sink| {
+            stack.tcp_send_commit_push(now, h, sink)
+        })
+        .map(|()| n),
+        r => r.map(|(n, _)| n),
     }
 }

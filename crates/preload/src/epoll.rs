@@ -13,7 +13,9 @@
 use std::cell::Cell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use runtime::clock::monotonic_micros;
 
 use api::Errno;
 use libc::{epoll_event, sigset_t};
@@ -255,7 +257,8 @@ pub(crate) const KERNEL_LOOK_INTERVAL: Duration = Duration::from_micros(50);
 #[derive(Clone, Copy)]
 struct LastLook {
     epfd: c_int,
-    at: Instant,
+    /// A reading of `monotonic_micros`.
+    at: u64,
     found: bool,
 }
 
@@ -272,16 +275,17 @@ thread_local! {
 struct KernelLooks;
 
 impl KernelLooks {
-    fn due(epfd: c_int, now: Instant) -> bool {
+    /// `now`: a reading of `monotonic_micros`.
+    fn due(epfd: c_int, now: u64) -> bool {
         match LAST_LOOK.get() {
             Some(l) if l.epfd == epfd && !l.found => {
-                now.saturating_duration_since(l.at) >= KERNEL_LOOK_INTERVAL
+                now.saturating_sub(l.at) >= KERNEL_LOOK_INTERVAL.as_micros() as u64
             }
             _ => true,
         }
     }
 
-    fn looked(epfd: c_int, at: Instant, found: bool) {
+    fn looked(epfd: c_int, at: u64, found: bool) {
         LAST_LOOK.set(Some(LastLook { epfd, at, found }));
     }
 }
@@ -294,12 +298,16 @@ fn wait(
     drives: bool,
 ) -> Result<c_int, Errno> {
     let side = shadow.ustack;
-    let mut now = Instant::now();
+    // The clock, read once a round (CLOCK_MONOTONIC in microseconds, the
+    // engines' own): for the deadline, the kernel looks, and the engine's
+    // turn that follows in the same round, which takes this reading
+    // instead of a second one (`api::epoll_wait_now_at`).
+    let mut now = monotonic_micros();
     // A zero timeout returns after one look.
     let deadline = u64::try_from(timeout)
         .ok()
         .filter(|&ms| ms > 0)
-        .map(|ms| now + Duration::from_millis(ms));
+        .map(|ms| now.saturating_add(ms.saturating_mul(1000)));
     let max = events.len();
     // Made for the first sleep.
     let mut pfd: Vec<libc::pollfd> = Vec::new();
@@ -333,9 +341,9 @@ fn wait(
         let half = max.div_ceil(2);
         if let Some(ep) = side {
             // Steps this thread's engine when nothing is ready.
-            got += api::epoll_wait(ep, &mut events[..half], 0)?;
+            got += api::epoll_wait_now_at(ep, &mut events[..half], now)?;
         } else if drives {
-            api::step()?;
+            api::step_at(now)?;
         }
         let ours = got;
         let rest = &mut events[got..];
@@ -366,14 +374,14 @@ fn wait(
         if got > 0 || timeout == 0 {
             return Ok(got as c_int);
         }
-        now = Instant::now();
+        now = monotonic_micros();
         let left = match deadline {
             None => None,
             Some(d) => {
                 if now >= d {
                     return Ok(0);
                 }
-                Some(d - now)
+                Some(Duration::from_micros(d - now))
             }
         };
         // A handler ran on this thread: the kernel would have ended the
@@ -402,7 +410,7 @@ fn wait(
             left
         };
         sleep_mixed(&mut pfd, left, drives, watch.as_ref())?;
-        now = Instant::now();
+        now = monotonic_micros();
         look_now = true;
         slept = true;
     }
@@ -414,16 +422,17 @@ mod tests {
 
     #[test]
     fn the_kernel_is_asked_again_after_the_interval_or_after_events() {
-        let t0 = Instant::now();
+        let t0 = monotonic_micros();
+        let interval = KERNEL_LOOK_INTERVAL.as_micros() as u64;
         // No look yet on this thread: due.
         assert!(KernelLooks::due(7, t0));
         KernelLooks::looked(7, t0, false);
         // Just looked, nothing found: not due for this instance ...
         assert!(!KernelLooks::due(7, t0));
-        assert!(!KernelLooks::due(7, t0 + KERNEL_LOOK_INTERVAL / 2));
+        assert!(!KernelLooks::due(7, t0 + interval / 2));
         // ... due for another one, and once the interval has passed.
         assert!(KernelLooks::due(8, t0));
-        assert!(KernelLooks::due(7, t0 + KERNEL_LOOK_INTERVAL));
+        assert!(KernelLooks::due(7, t0 + interval));
         // A look that found events: the next wait looks again at once
         // (level-triggered fds left ready).
         KernelLooks::looked(7, t0, true);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use api::Errno;
 use libc::{fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
+use runtime::clock::monotonic_micros;
 
 use crate::epoll::KERNEL_LOOK_INTERVAL;
 use crate::guard::{self, Inside};
@@ -132,7 +133,12 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
             kernel_at.push(i);
         }
     }
-    let deadline = timeout.map(|t| Instant::now() + t);
+    // The clock, read once a round (CLOCK_MONOTONIC in microseconds, the
+    // engines' own), as the epoll wait's: for the deadline, the kernel
+    // looks and the engine's turn at the start of the next round.
+    let mut now = monotonic_micros();
+    let deadline =
+        timeout.map(|t| now.saturating_add(u64::try_from(t.as_micros()).unwrap_or(u64::MAX)));
     let drives = drives_engine();
     let watch = if drives {
         None
@@ -142,13 +148,13 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
     // Each call's first round asks the kernel; a busy wait's later rounds
     // every KERNEL_LOOK_INTERVAL (as the epoll wait's).
     let mut look_kernel = true;
-    let mut kernel_looked = Instant::now();
+    let mut kernel_looked = now;
     // Whether the engines busy-poll, asked once per call when first idle.
     let mut busy: Option<bool> = None;
     let signals = crate::signals::delivered();
     loop {
         if drives {
-            let _ = api::step();
+            let _ = api::step_at(now);
             process::tick_stats();
         }
         let mut ready = 0;
@@ -170,7 +176,9 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
             }
         }
         if !kernel.is_empty() && look_kernel {
-            kernel_looked = Instant::now();
+            // This round's reading (taken before its step): the next
+            // look comes at most that much sooner.
+            kernel_looked = now;
             // SAFETY: `kernel` is a live array of its length.
             let n = unsafe { real::poll(kernel.as_mut_ptr(), kernel.len() as nfds_t, 0) };
             if n < 0 {
@@ -186,14 +194,14 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
         if ready > 0 {
             return Ok(ready);
         }
-        let now = Instant::now();
+        now = monotonic_micros();
         let left = match deadline {
             None => None,
             Some(d) => {
                 if now >= d {
                     return Ok(0);
                 }
-                Some(d - now)
+                Some(Duration::from_micros(d - now))
             }
         };
         // A handler ran on this thread: the kernel would have ended the
@@ -205,7 +213,8 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
         }
         if drives && *busy.get_or_insert_with(api::engines_busy_poll) {
             // A sleep would be a zero-time poll and a wake-up read.
-            look_kernel = now.saturating_duration_since(kernel_looked) >= KERNEL_LOOK_INTERVAL;
+            look_kernel =
+                now.saturating_sub(kernel_looked) >= KERNEL_LOOK_INTERVAL.as_micros() as u64;
             continue;
         }
         look_kernel = true;
@@ -216,6 +225,7 @@ pub(crate) fn wait_mixed(fds: &mut [pollfd], timeout: Option<Duration>) -> Resul
         } else {
             sleep_mixed(&mut kernel, left, drives, watch.as_ref())?;
         }
+        now = monotonic_micros();
     }
 }
 

@@ -25,7 +25,15 @@ impl Clock {
     /// and `Duration::as_micros` cost some 80 instructions more a read in
     /// checked timespec arithmetic and a 128-bit division.
     pub fn now(&self) -> Instant {
-        Instant::from_micros(monotonic_micros().saturating_sub(self.start_us))
+        self.at(monotonic_micros())
+    }
+
+    /// The instant of a reading of [`monotonic_micros`] taken by the
+    /// caller: what [`now`](Self::now) would have said then (a loop that
+    /// reads the clock for itself hands its reading to the engine's turn
+    /// that follows, instead of a second read).
+    pub fn at(&self, monotonic_us: u64) -> Instant {
+        Instant::from_micros(monotonic_us.saturating_sub(self.start_us))
     }
 
     /// The wall-clock instant of a stack instant.
@@ -42,7 +50,7 @@ impl Default for Clock {
 
 /// CLOCK_MONOTONIC (the clock of `std::time::Instant` on Linux) in
 /// microseconds.
-fn monotonic_micros() -> u64 {
+pub fn monotonic_micros() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -976,6 +976,20 @@ impl<L: Link> Engine<L> {
         self.turn_at(now, app)
     }
 
+    /// One turn of the loop at a reading of
+    /// [`monotonic_micros`](crate::clock::monotonic_micros) the caller took
+    /// just before (a busy wait loop that reads the clock once a round for
+    /// its own deadline): the turn [`turn`](Self::turn) would make then,
+    /// without a second read.  Never before the last turn.
+    pub fn turn_at_monotonic<A: Application + ?Sized>(
+        &mut self,
+        monotonic_us: u64,
+        app: &mut A,
+    ) -> bool {
+        let now = self.clock.at(monotonic_us).max(self.last_turn);
+        self.turn_at(now, app)
+    }
+
     /// One turn of the loop at `now` instead of the engine's clock, for a
     /// caller that keeps its own time (a simulation, or a profile run under
     /// a tool that slows the program down and would otherwise fire every

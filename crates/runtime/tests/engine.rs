@@ -365,3 +365,36 @@ fn a_turn_that_sends_more_than_a_burst_flushes_each_full_one_first() {
     assert_eq!((c.tx_drop_ring_full, c.tx_drop_oversize), (0, 0));
     assert_eq!(client.link_stats()[0].ring_errors, 0);
 }
+
+/// An application with nothing to do.
+struct Quiet;
+
+impl Application for Quiet {
+    fn poll(&mut self, _ctx: &mut AppContext<'_>) -> bool {
+        false
+    }
+}
+
+/// A turn at a reading of the monotonic clock (a busy wait loop's, handed
+/// on instead of a second read) runs at that time, as the idle time
+/// between turns shows; a reading older than the last turn does not take
+/// the engine back.
+#[test]
+fn a_turn_at_a_monotonic_reading_runs_then_and_never_goes_back() {
+    let (la, lb) = shm_pair("monotonic");
+    let (mut e, _peer) = engines(la, lb, EngineConfig::default());
+    // Ahead of every read of the clock while the test runs.
+    let base = runtime::clock::monotonic_micros() + 60_000_000;
+    for _ in 0..3 {
+        e.turn_at_monotonic(base, &mut Quiet);
+    }
+    let idle = |e: &Engine<link::ShmLink>| e.counters().idle_us;
+    let start = idle(&e);
+    e.turn_at_monotonic(base + 3_000, &mut Quiet);
+    assert_eq!(idle(&e) - start, 3_000, "the turn ran at the reading");
+    // Older than the last turn: held at the last turn's time.
+    e.turn_at_monotonic(base - 1_000_000, &mut Quiet);
+    assert_eq!(idle(&e) - start, 3_000);
+    e.turn_at_monotonic(base + 5_000, &mut Quiet);
+    assert_eq!(idle(&e) - start, 5_000, "2 ms after the last turn, not 1 s");
+}

@@ -503,6 +503,88 @@ fn corked_short_writes_leave_what_the_general_path_leaves() {
     );
 }
 
+/// A send split in two (`tcp_send_queue`, then `tcp_send_push` only when
+/// it says output must follow: the socket layer, which reads its clock
+/// only for the push) leaves on the wire what `tcp_send` leaves, frame for
+/// frame, through nginx's pattern (corked writes and a zero-copy commit,
+/// ACKs and the peer's data between, the uncork); and a corked short send
+/// says no push is due, a full segment that one is.
+#[test]
+fn a_send_in_two_halves_leaves_what_tcp_send_leaves() {
+    let run = |halves: bool| {
+        let mut n = Net::new();
+        let (c, s) = n.connect(80);
+        let mss = n.a.tcp_info(c).unwrap().snd_mss as usize;
+        let mut kept = Vec::new();
+        let mut pushes = Vec::new();
+        let send = |n: &mut Net, data: &[u8], pushes: &mut Vec<bool>| {
+            if !halves {
+                return n.a.tcp_send(n.now, c, data, &mut n.sa).unwrap();
+            }
+            let (sent, push) = n.a.tcp_send_queue(c, data).unwrap();
+            pushes.push(push);
+            if push {
+                n.a.tcp_send_push(n.now, c, &mut n.sa).unwrap();
+            }
+            sent
+        };
+        let commit = |n: &mut Net, data: &[u8], pushes: &mut Vec<bool>| {
+            let region = n.a.tcp_send_reserve(c, data.len()).unwrap();
+            region[..data.len()].copy_from_slice(data);
+            if !halves {
+                return n
+                    .a
+                    .tcp_send_commit(n.now, c, data.len(), &mut n.sa)
+                    .unwrap();
+            }
+            let (sent, push) = n.a.tcp_send_commit_queue(c, data.len()).unwrap();
+            pushes.push(push);
+            if push {
+                n.a.tcp_send_commit_push(n.now, c, &mut n.sa).unwrap();
+            }
+            sent
+        };
+        n.a.tcp_cork(c).unwrap();
+        send(&mut n, &[1u8; 100], &mut pushes);
+        commit(&mut n, &[5u8; 40], &mut pushes);
+        assert!(n.sa.frames.is_empty(), "short corked sends wait");
+        // A full segment goes; the rest waits, with data in flight.
+        send(&mut n, &vec![2u8; mss], &mut pushes);
+        assert_eq!(n.sa.frames.len(), 1);
+        send(&mut n, &[3u8; 50], &mut pushes);
+        run_keeping_a_frames(&mut n, 50, &mut kept);
+        // The peer's data arrives between corked sends.
+        n.b.tcp_send(n.now, s, b"request", &mut n.sb).unwrap();
+        run_keeping_a_frames(&mut n, 1, &mut kept);
+        commit(&mut n, &[4u8; 5], &mut pushes);
+        run_keeping_a_frames(&mut n, 50, &mut kept);
+        n.a.tcp_set_cork(n.now, c, false, &mut n.sa).unwrap();
+        run_keeping_a_frames(&mut n, 50, &mut kept);
+        // Uncorked, a short send with nothing in flight goes at once.
+        send(&mut n, &[6u8; 7], &mut pushes);
+        run_keeping_a_frames(&mut n, 50, &mut kept);
+        let mut got = vec![0u8; 4 * mss];
+        let len = n.b.tcp_recv(n.now, s, &mut got, &mut n.sb).unwrap();
+        let mut want = vec![1u8; 100];
+        want.extend([5u8; 40]);
+        want.extend(vec![2u8; mss]);
+        want.extend([3u8; 50]);
+        want.extend([4u8; 5]);
+        want.extend([6u8; 7]);
+        assert_eq!(&got[..len], &want[..]);
+        (kept, pushes)
+    };
+    let (halves, pushes) = run(true);
+    assert_eq!(
+        pushes,
+        [false, false, true, false, false, true],
+        "held while corked and short; pushed for a full segment and uncorked"
+    );
+    let (whole, _) = run(false);
+    assert!(whole.len() >= 3, "data segments and ACKs: {}", whole.len());
+    assert_eq!(halves, whole, "the same frames from the sender");
+}
+
 #[test]
 fn closed_connections_with_data_in_flight_are_unfinished_until_acknowledged() {
     let mut n = Net::new();

@@ -1012,6 +1012,22 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
+        let (n, _) = self.tcp_send_queue(h, data)?;
+        self.tcp_send_push(now, h, sink)?;
+        Ok(n)
+    }
+
+    /// [`tcp_send`](Self::tcp_send) without the clock: queues the data and
+    /// says whether output must follow now ([`tcp_send_push`](Self::tcp_send_push)).
+    /// `false` when the output would send nothing and arm no timer (TCP_CORK
+    /// holding less than a segment, see `output_holds`): then nothing more
+    /// is due, and a caller that reads its clock only for the push reads
+    /// none (nginx's writev and sendfile between its cork and uncork).
+    pub fn tcp_send_queue(
+        &mut self,
+        h: SocketHandle,
+        data: &[u8],
+    ) -> Result<(usize, bool), SocketError> {
         let conn = conn_mut(&mut self.sockets, h)?;
         check_send(conn)?;
         let n = conn
@@ -1020,6 +1036,18 @@ impl Stack {
         if n == 0 && !data.is_empty() {
             return Err(SocketError::WouldBlock);
         }
+        Ok((n, !conn.output_holds(self.ip.cfg.tcp.fast_path)))
+    }
+
+    /// The output of [`tcp_send`](Self::tcp_send) after
+    /// [`tcp_send_queue`](Self::tcp_send_queue) queued its data.
+    pub fn tcp_send_push(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
         conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
         // The ready list is not told (see `tcp_after_send`).
         if conn.state == TcpState::Closed {
@@ -1027,7 +1055,7 @@ impl Stack {
         } else {
             settle_wheel(now, h.index, conn, &mut self.tcp.wheel);
         }
-        Ok(n)
+        Ok(())
     }
 
     /// What follows a call that queued or released data to send
@@ -1087,6 +1115,21 @@ impl Stack {
         n: usize,
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
+        let (n, _) = self.tcp_send_commit_queue(h, n)?;
+        self.tcp_send_commit_push(now, h, sink)?;
+        Ok(n)
+    }
+
+    /// [`tcp_send_commit`](Self::tcp_send_commit) without the clock, as
+    /// [`tcp_send_queue`](Self::tcp_send_queue) is `tcp_send`'s: commits
+    /// and says whether [`tcp_send_commit_push`](Self::tcp_send_commit_push)
+    /// must follow now.  When not, receive auto-tuning's look waits for the
+    /// connection's next output (as after `tcp_send`: the uncork's).
+    pub fn tcp_send_commit_queue(
+        &mut self,
+        h: SocketHandle,
+        n: usize,
+    ) -> Result<(usize, bool), SocketError> {
         let conn = conn_mut(&mut self.sockets, h)?;
         if let Err(e) = check_send(conn) {
             conn.send.cancel_reservation();
@@ -1095,9 +1138,25 @@ impl Stack {
         if !conn.send.commit_reserved(n) {
             return Err(SocketError::InvalidArgument);
         }
+        let push = !conn.output_holds(self.ip.cfg.tcp.fast_path);
+        if !push {
+            claim_parked(&mut self.tcp, h.index, conn);
+        }
+        Ok((n, push))
+    }
+
+    /// The output of [`tcp_send_commit`](Self::tcp_send_commit) after
+    /// [`tcp_send_commit_queue`](Self::tcp_send_commit_queue).
+    pub fn tcp_send_commit_push(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        sink: &mut dyn FrameSink,
+    ) -> Result<(), SocketError> {
+        let conn = conn_mut(&mut self.sockets, h)?;
         conn.output(now, &mut self.ip, &mut self.tcp, sink);
         self.tcp_after_send(now, h.index);
-        Ok(n)
+        Ok(())
     }
 
     /// Reads received data; `Ok(0)` is the end of the stream.

@@ -532,6 +532,39 @@ impl TcpConnection {
         nothing
     }
 
+    /// Whether [`output_any`](Self::output_any) would now send nothing, arm
+    /// no timer and so need no clock: `output_predicted`'s answer when it
+    /// returns without a segment and without arming (an established
+    /// connection with nothing queued, or TCP_CORK holding less than a
+    /// segment both windows would let go; in flight data already timed; no
+    /// ACK or window update due).  An application's send that leaves it so
+    /// can skip reading the clock (nginx's writes and sendfile between its
+    /// cork and uncork).
+    #[inline(always)]
+    pub(crate) fn output_holds(&self, fast_path: bool) -> bool {
+        if !fast_path
+            || self.state != TcpState::Established
+            || self.recovery_point.is_some()
+            || self.fin_queued
+            || self.urgent_mode()
+            || self.ack_now
+        {
+            return false;
+        }
+        let seq = self.snd_nxt;
+        let avail = self.data_end() - seq;
+        let in_flight = seq - self.snd_una;
+        let held = avail == 0
+            || (self.cork
+                && avail < self.snd_mss
+                && avail <= (self.snd_una + self.snd_wnd) - seq
+                && avail <= self.cc.cwnd().saturating_sub(in_flight));
+        held && (self.flight() == 0
+            || self.timers.rtx().is_some()
+            || self.timers.persist().is_some())
+            && !self.window_update_due()
+    }
+
     /// [`output`](Self::output) without its first test: for a caller
     /// that knows there is something to decide (the application just
     /// queued data).
