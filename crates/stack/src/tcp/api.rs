@@ -1012,8 +1012,11 @@ impl Stack {
         data: &[u8],
         sink: &mut dyn FrameSink,
     ) -> Result<usize, SocketError> {
-        let (n, _) = self.tcp_send_queue(h, data)?;
-        self.tcp_send_push(now, h, sink)?;
+        // One look-up and no `output_holds`: the push follows at once.
+        let conn = conn_mut(&mut self.sockets, h)?;
+        let n = queue_send(conn, data, &mut self.tcp.buffers)?;
+        conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
+        self.tcp_after_push(now, h.index);
         Ok(n)
     }
 
@@ -1029,13 +1032,7 @@ impl Stack {
         data: &[u8],
     ) -> Result<(usize, bool), SocketError> {
         let conn = conn_mut(&mut self.sockets, h)?;
-        check_send(conn)?;
-        let n = conn
-            .send
-            .append(data, conn.send_limit, &mut self.tcp.buffers);
-        if n == 0 && !data.is_empty() {
-            return Err(SocketError::WouldBlock);
-        }
+        let n = queue_send(conn, data, &mut self.tcp.buffers)?;
         Ok((n, !conn.output_holds(self.ip.cfg.tcp.fast_path)))
     }
 
@@ -1049,13 +1046,22 @@ impl Stack {
     ) -> Result<(), SocketError> {
         let conn = conn_mut(&mut self.sockets, h)?;
         conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
-        // The ready list is not told (see `tcp_after_send`).
-        if conn.state == TcpState::Closed {
-            self.tcp_after_state_event(now, h.index, InputEvents::default());
-        } else {
-            settle_wheel(now, h.index, conn, &mut self.tcp.wheel);
-        }
+        self.tcp_after_push(now, h.index);
         Ok(())
+    }
+
+    /// What follows a send's output: the ready list is not told (see
+    /// `tcp_after_send`) unless the output closed the connection.
+    #[inline(always)]
+    fn tcp_after_push(&mut self, now: Instant, index: u32) {
+        let Some(Socket::Tcp(conn)) = self.sockets.at_mut(index) else {
+            return;
+        };
+        if conn.state == TcpState::Closed {
+            self.tcp_after_state_event(now, index, InputEvents::default());
+        } else {
+            settle_wheel(now, index, conn, &mut self.tcp.wheel);
+        }
     }
 
     /// What follows a call that queued or released data to send
@@ -1908,4 +1914,20 @@ fn list_burst_ack(conn: &mut TcpConnection, index: u32, shared: &mut TcpShared) 
         conn.burst_ack_listed = true;
         shared.burst_acks.push(index);
     }
+}
+
+/// Appends `data` to `conn`'s send buffer (as much as fits): the queueing
+/// half of [`Stack::tcp_send`] and [`Stack::tcp_send_queue`].
+#[inline(always)]
+fn queue_send(
+    conn: &mut TcpConnection,
+    data: &[u8],
+    buffers: &mut crate::tcp::buffer_cache::BufferCache,
+) -> Result<usize, SocketError> {
+    check_send(conn)?;
+    let n = conn.send.append(data, conn.send_limit, buffers);
+    if n == 0 && !data.is_empty() {
+        return Err(SocketError::WouldBlock);
+    }
+    Ok(n)
 }
