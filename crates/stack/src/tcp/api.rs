@@ -1016,7 +1016,12 @@ impl Stack {
         let conn = conn_mut(&mut self.sockets, h)?;
         let n = queue_send(conn, data, &mut self.tcp.buffers)?;
         conn.output_any(now, &mut self.ip, &mut self.tcp, sink);
-        self.tcp_after_push(now, h.index);
+        // `tcp_after_push` without its second look-up.
+        if conn.state == TcpState::Closed {
+            self.tcp_after_state_event(now, h.index, InputEvents::default());
+        } else {
+            settle_wheel(now, h.index, conn, &mut self.tcp.wheel);
+        }
         Ok(n)
     }
 
