@@ -634,6 +634,8 @@ pub unsafe extern "C" fn getsockopt(
             };
             if level == libc::SOL_SOCKET && name == libc::SO_ACCEPTCONN {
                 let v = c_int::from(p.backlog.is_some());
+                // SAFETY: the caller's getsockopt arguments, checked for
+                // null inside.
                 return ret(unsafe { write_int(v, val, len) });
             }
             if level == libc::SOL_SOCKET && name == libc::SO_ERROR && process::engine_failed() {
