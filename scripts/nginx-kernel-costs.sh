@@ -71,43 +71,8 @@ for x in "$NSS $IS 1" "$NSC $IC 2"; do
     ip -n "$1" link set "$2" up
 done
 
-mkdir -p "$D/www"
-python3 -c 'import sys
-head = b"<!DOCTYPE html>\n<html><body><p>ustack-bench nginx</p>\n<p>"
-tail = b"</p></body></html>\n"
-sys.stdout.buffer.write(head + b"x" * (600 - len(head) - len(tail)) + tail)' >"$D/www/index.html"
-cat >"$D/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 1;
-user root;
-pid $D/nginx.pid;
-error_log $D/error.log warn;
-events {
-    worker_connections 4096;
-}
-http {
-    types {
-        text/html html;
-    }
-    default_type application/octet-stream;
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    keepalive_timeout 65;
-    client_body_temp_path $D/client_body;
-    proxy_temp_path $D/proxy;
-    fastcgi_temp_path $D/fastcgi;
-    uwsgi_temp_path $D/uwsgi;
-    scgi_temp_path $D/scgi;
-    server {
-        listen 80 reuseport;
-        server_name _;
-        root $D/www;
-    }
-}
-EOF
+. "$(dirname "$0")/bench-nginx-site.sh"
+bench_nginx_site "$D"
 printf '[dpdk]\nidle_sleep=0\n%b\n[port0]\nlink=af_packet:%s\naddr=%s/24\n%b\n' \
     "${USTACK_DPDK_KEYS:-}" "$IS" "$SIP" "${USTACK_PORT_KEYS:-}" >"$D/u.ini"
 
